@@ -1,0 +1,79 @@
+// Package pgtest gives tests a real PostgreSQL: a connection pool and a
+// fresh, migrated schema that is dropped when the test ends.
+//
+// The server is TEST_DATABASE_URL, by default
+// postgres://postgres@127.0.0.1:5432/postgres. A missing server fails the
+// test: it is never skipped.
+package pgtest
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+// URLDefault is the server tests use when TEST_DATABASE_URL is not set.
+const URLDefault = "postgres://postgres@127.0.0.1:5432/postgres"
+
+// URL returns the test server's connection string.
+func URL() string {
+	if u := os.Getenv("TEST_DATABASE_URL"); u != "" {
+		return u
+	}
+	return URLDefault
+}
+
+// Pool connects to the test server; the pool is closed when t ends.
+func Pool(t testing.TB) *pgxpool.Pool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	pool, err := pgxpool.New(ctx, URL())
+	if err != nil {
+		t.Fatalf("pgtest: connect to %s: %v", URL(), err)
+	}
+	if err := pool.Ping(ctx); err != nil {
+		t.Fatalf("pgtest: PostgreSQL is not reachable at %s (start it, or set TEST_DATABASE_URL): %v", URL(), err)
+	}
+	t.Cleanup(pool.Close)
+	return pool
+}
+
+// Schema returns a new unique schema name, dropped with its tables when t
+// ends.
+func Schema(t testing.TB, pool *pgxpool.Pool) string {
+	t.Helper()
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "pbtest_" + hex.EncodeToString(b)
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "drop schema if exists "+pgx.Identifier{name}.Sanitize()+" cascade"); err != nil {
+			t.Logf("pgtest: drop schema %s: %v", name, err)
+		}
+	})
+	return name
+}
+
+// Store returns a migrated store in a fresh schema.
+func Store(t testing.TB) *postgres.Store {
+	t.Helper()
+	pool := Pool(t)
+	s, err := postgres.New(pool, postgres.Config{Schema: Schema(t, pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(context.Background()); err != nil {
+		t.Fatalf("pgtest: migrate: %v", err)
+	}
+	return s
+}

@@ -1,0 +1,90 @@
+// Package sink defines how the relay publishes events: the Sink interface,
+// the Message it publishes and the errors that tell the relay whether to
+// retry. Implementations live in sub-packages (webhook, kafka, nats, amqp) and
+// all pass the shared suite in sink/sinktest.
+package sink
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Message is one event as a sink publishes it.
+type Message struct {
+	// ID is the stable event id; sinks send it as the webhook id or the
+	// broker message id.
+	ID            uuid.UUID
+	EventType     string
+	AggregateType string
+	AggregateID   string
+	// Payload is sent exactly as stored, never re-encoded.
+	Payload []byte
+	// Headers are the event's own headers (trace context and the like).
+	Headers map[string]string
+	// Attempt is the number of this attempt, starting at 1.
+	Attempt int
+}
+
+// Sink publishes messages. Publish returns nil only once the destination has
+// accepted the message (a 2xx answer, a broker acknowledgement). It must
+// honour ctx and be safe for concurrent use.
+type Sink interface {
+	Publish(ctx context.Context, m *Message) error
+}
+
+// Kind says what the relay should do after a failed publish.
+type Kind int
+
+const (
+	// Retryable failures are retried with backoff until the attempts run out.
+	Retryable Kind = iota
+	// Rejected failures (the destination refused this message, such as an
+	// HTTP 4xx) are retried a small, bounded number of times, then failed.
+	Rejected
+	// Permanent failures are not retried: the event fails at once.
+	Permanent
+)
+
+func (k Kind) String() string {
+	switch k {
+	case Rejected:
+		return "rejected"
+	case Permanent:
+		return "permanent"
+	default:
+		return "retryable"
+	}
+}
+
+// Error is a classified publish failure.
+type Error struct {
+	Kind Kind
+	// StatusCode is the HTTP status of a webhook answer, or 0.
+	StatusCode int
+	// RetryAfter is the destination's own wish (HTTP Retry-After), or 0.
+	RetryAfter time.Duration
+	Err        error
+}
+
+func (e *Error) Error() string {
+	if e.StatusCode != 0 {
+		return fmt.Sprintf("%s: status %d: %v", e.Kind, e.StatusCode, e.Err)
+	}
+	return fmt.Sprintf("%s: %v", e.Kind, e.Err)
+}
+
+func (e *Error) Unwrap() error { return e.Err }
+
+// Classify returns how err should be handled: errors that are not an *Error
+// (timeouts, connection failures) are Retryable.
+func Classify(err error) (kind Kind, retryAfter time.Duration, statusCode int) {
+	var e *Error
+	if errors.As(err, &e) {
+		return e.Kind, e.RetryAfter, e.StatusCode
+	}
+	return Retryable, 0, 0
+}

@@ -1,0 +1,182 @@
+package postgres
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox-go/postbox"
+)
+
+// enqueueChunk bounds the events of one INSERT (PostgreSQL allows 65535
+// parameters; each event takes enqueueColumns).
+const (
+	enqueueColumns = 8
+	enqueueChunk   = 1000
+)
+
+// EnqueueTx writes events in the caller's pgx transaction, in one round trip
+// per thousand events. Events without an ID get a UUIDv7.
+//
+// An event whose DedupKey is already in the outbox is skipped and reported
+// by a *postbox.DuplicateError (errors.Is(err, postbox.ErrDuplicate)); the
+// transaction stays usable and the other events are written, so the caller
+// decides whether to commit or roll back. A repeated ID aborts the
+// transaction and is reported the same way.
+func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, events ...postbox.Event) error {
+	return s.enqueue(ctx, events, func(ctx context.Context, query string, args []any) ([]string, error) {
+		rows, err := tx.Query(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	})
+}
+
+// EnqueueSQLTx is EnqueueTx for a database/sql transaction on PostgreSQL
+// (any driver: pgx's stdlib, lib/pq, ...).
+func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, events ...postbox.Event) error {
+	return s.enqueue(ctx, events, func(ctx context.Context, query string, args []any) ([]string, error) {
+		rows, err := tx.QueryContext(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		defer rows.Close()
+		var keys []string
+		for rows.Next() {
+			var k string
+			if err := rows.Scan(&k); err != nil {
+				return nil, err
+			}
+			keys = append(keys, k)
+		}
+		return keys, rows.Err()
+	})
+}
+
+// Enqueue writes events in a transaction of its own. As with EnqueueTx,
+// events whose DedupKey is already taken are skipped and reported, and the
+// others are committed.
+func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
+	var skipped *postbox.DuplicateError
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		err := s.EnqueueTx(ctx, tx, events...)
+		if errors.As(err, &skipped) && err == error(skipped) {
+			return nil
+		}
+		return err
+	})
+	if err != nil {
+		return err
+	}
+	if skipped != nil {
+		return skipped
+	}
+	return nil
+}
+
+// insertFunc runs the insert and returns the dedup keys of the rows written.
+type insertFunc func(ctx context.Context, query string, args []any) ([]string, error)
+
+func (s *Store) enqueue(ctx context.Context, events []postbox.Event, insert insertFunc) error {
+	var dup postbox.DuplicateError
+	for start := 0; start < len(events); start += enqueueChunk {
+		chunk := events[start:min(start+enqueueChunk, len(events))]
+		args := make([]any, 0, len(chunk)*enqueueColumns)
+		for i := range chunk {
+			a, err := enqueueArgs(&chunk[i])
+			if err != nil {
+				return err
+			}
+			args = append(args, a...)
+		}
+		written, err := insert(ctx, s.insertSQL(len(chunk)), args)
+		if err != nil {
+			return duplicateOr(err, fmt.Errorf("postgres: enqueue: %w", err))
+		}
+		dup.Keys = append(dup.Keys, skippedKeys(chunk, written)...)
+	}
+	if len(dup.Keys) > 0 {
+		return &dup
+	}
+	return nil
+}
+
+// insertSQL is a multi-row INSERT for n events. It names only the article's
+// columns and postbox's optional ones, so it runs on any driver.
+func (s *Store) insertSQL(n int) string {
+	var b strings.Builder
+	b.WriteString(s.expand("insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, dedup_key, headers, available_at) values "))
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		p := i*enqueueColumns + 1
+		fmt.Fprintf(&b, "($%d::uuid, $%d, $%d, $%d, $%d::jsonb, $%d, $%d::jsonb, coalesce($%d::timestamptz, now()))",
+			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7)
+	}
+	b.WriteString(" on conflict (dedup_key) where dedup_key is not null do nothing returning coalesce(dedup_key, '')")
+	return b.String()
+}
+
+// enqueueArgs validates an event and returns its INSERT parameters.
+func enqueueArgs(e *postbox.Event) ([]any, error) {
+	if err := e.Validate(); err != nil {
+		return nil, err
+	}
+	if e.ID.String() == zeroID {
+		e.ID = postbox.NewID()
+	}
+	headers := "{}"
+	if len(e.Headers) > 0 {
+		b, err := json.Marshal(e.Headers)
+		if err != nil {
+			return nil, fmt.Errorf("postgres: headers of event %s: %w", e.ID, err)
+		}
+		headers = string(b)
+	}
+	var dedup, availableAt any
+	if e.DedupKey != "" {
+		dedup = e.DedupKey
+	}
+	if !e.AvailableAt.IsZero() {
+		availableAt = e.AvailableAt
+	}
+	return []any{e.ID.String(), e.AggregateType, e.AggregateID, e.EventType, string(e.Payload), dedup, headers, availableAt}, nil
+}
+
+const zeroID = "00000000-0000-0000-0000-000000000000"
+
+// skippedKeys returns the dedup keys of events the insert skipped.
+func skippedKeys(events []postbox.Event, written []string) []string {
+	got := make(map[string]int, len(written))
+	for _, k := range written {
+		got[k]++
+	}
+	var skipped []string
+	for _, e := range events {
+		if e.DedupKey == "" {
+			continue
+		}
+		if got[e.DedupKey] > 0 {
+			got[e.DedupKey]--
+			continue
+		}
+		skipped = append(skipped, e.DedupKey)
+	}
+	return skipped
+}
+
+// duplicateOr maps a unique violation (a repeated id) to ErrDuplicate.
+func duplicateOr(err, otherwise error) error {
+	var state interface{ SQLState() string }
+	if errors.As(err, &state) && state.SQLState() == "23505" {
+		return fmt.Errorf("%w: %v", &postbox.DuplicateError{Keys: []string{"id"}}, err)
+	}
+	return otherwise
+}

@@ -1,0 +1,106 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"hash/fnv"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+)
+
+// Migration is one numbered schema change. The SQLite store uses the same
+// numbers for the same changes.
+type Migration struct {
+	Version int
+	Name    string
+	SQL     string
+}
+
+// Migrations returns the embedded migrations in order, placeholders unfilled.
+func Migrations() ([]Migration, error) {
+	entries, err := fs.ReadDir(migrationFiles, "migrations")
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		base := strings.TrimSuffix(e.Name(), ".sql")
+		num, name, ok := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("postgres: migration file %q is not named NNNN_name.sql", e.Name())
+		}
+		body, err := fs.ReadFile(migrationFiles, path.Join("migrations", e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: version, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
+
+// Migrate creates the schema and applies the migrations it has not applied
+// yet, in one transaction. Running it again is a no-op; concurrent runs
+// serialise on an advisory lock. It returns the versions it applied.
+func (s *Store) Migrate(ctx context.Context) ([]int, error) {
+	all, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	var applied []int
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", s.lockKey()); err != nil {
+			return fmt.Errorf("postgres: migration lock: %w", err)
+		}
+		setup := s.expand(`create schema if not exists {schema};
+create table if not exists {schema}.postbox_migrations (
+  version    integer primary key,
+  name       text not null,
+  applied_at timestamptz not null default now())`)
+		if _, err := tx.Exec(ctx, setup); err != nil {
+			return fmt.Errorf("postgres: migration table: %w", err)
+		}
+		done := map[int]bool{}
+		rows, err := tx.Query(ctx, s.expand("select version from {schema}.postbox_migrations"))
+		if err != nil {
+			return err
+		}
+		versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
+		if err != nil {
+			return err
+		}
+		for _, v := range versions {
+			done[v] = true
+		}
+		for _, m := range all {
+			if done[m.Version] {
+				continue
+			}
+			if _, err := tx.Exec(ctx, s.expand(m.SQL)); err != nil {
+				return fmt.Errorf("postgres: migration %04d_%s: %w", m.Version, m.Name, err)
+			}
+			if _, err := tx.Exec(ctx, s.expand("insert into {schema}.postbox_migrations(version, name) values ($1, $2)"), m.Version, m.Name); err != nil {
+				return err
+			}
+			applied = append(applied, m.Version)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return applied, nil
+}
+
+// lockKey is the advisory lock that serialises migrations of one schema.
+func (s *Store) lockKey() int64 {
+	h := fnv.New64a()
+	h.Write([]byte("postbox migrate " + s.schema))
+	return int64(h.Sum64())
+}

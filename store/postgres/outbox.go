@@ -1,0 +1,151 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// Claim leases due events to p.Owner in one statement (FOR UPDATE SKIP
+// LOCKED) and returns them in sequence order.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+	query := s.sql.get("claim")
+	if p.Ordered {
+		query = s.sql.get("claim_ordered")
+	}
+	rows, err := s.pool.Query(ctx, query, p.Owner, p.Limit, p.Lease.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Delivery, error) {
+		var d store.Delivery
+		err := row.Scan(&d.ID, &d.Seq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &d.Headers, &d.Attempt, &d.CreatedAt)
+		return d, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, nil
+}
+
+// Settle records a batch of outcomes in one statement.
+func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
+	retryIDs := make([]uuid.UUID, len(p.Retry))
+	retryAt := make([]time.Time, len(p.Retry))
+	retryErr := make([]string, len(p.Retry))
+	for i, r := range p.Retry {
+		retryIDs[i], retryAt[i], retryErr[i] = r.ID, r.AvailableAt, r.LastError
+	}
+	failIDs := make([]uuid.UUID, len(p.Failed))
+	failErr := make([]string, len(p.Failed))
+	for i, f := range p.Failed {
+		failIDs[i], failErr[i] = f.ID, f.LastError
+	}
+	done := p.Done
+	if done == nil {
+		done = []uuid.UUID{}
+	}
+	_, err := s.pool.Exec(ctx, s.sql.get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr)
+	if err != nil {
+		return fmt.Errorf("postgres: settle: %w", err)
+	}
+	return nil
+}
+
+// ExtendLease renews the lease of events still leased to owner.
+func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.get("extend_lease"), owner, ids, lease.Milliseconds()); err != nil {
+		return fmt.Errorf("postgres: extend lease: %w", err)
+	}
+	return nil
+}
+
+// Release gives events leased to owner back to the queue without counting
+// the attempt.
+func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.get("release"), owner, ids); err != nil {
+		return fmt.Errorf("postgres: release: %w", err)
+	}
+	return nil
+}
+
+// ReclaimExpired returns the events of crashed relays to the queue.
+func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) (int, error) {
+	tag, err := s.pool.Exec(ctx, s.sql.get("reclaim_expired"), p.MaxAttempts)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: reclaim expired leases: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// PurgeDone deletes up to limit delivered events processed before before.
+func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, s.sql.get("purge_done"), before, limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: purge done events: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
+// Stats counts events by status.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	var st store.Stats
+	var age float64
+	err := s.pool.QueryRow(ctx, s.sql.get("stats")).Scan(&st.Pending, &st.Processing, &st.Done, &st.Failed, &age)
+	if err != nil {
+		return st, fmt.Errorf("postgres: stats: %w", err)
+	}
+	st.OldestPendingAge = time.Duration(age * float64(time.Second))
+	return st, nil
+}
+
+// Get returns one event's record, or store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (store.Record, error) {
+	rows, err := s.pool.Query(ctx, s.sql.get("get"), id)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("postgres: get event: %w", err)
+	}
+	rec, err := pgx.CollectExactlyOneRow(rows, scanRecord)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return rec, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	return rec, err
+}
+
+// List returns records with the given status, in sequence order.
+func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, error) {
+	rows, err := s.pool.Query(ctx, s.sql.get("list"), p.Status, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: list events: %w", err)
+	}
+	return pgx.CollectRows(rows, scanRecord)
+}
+
+func scanRecord(row pgx.CollectableRow) (store.Record, error) {
+	var r store.Record
+	var leaseExpires, processed *time.Time
+	err := row.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.EventType, &r.Payload, &r.DedupKey, &r.Headers,
+		&r.AvailableAt, &r.Seq, &r.Status, &r.Retries, &r.Attempts, &r.LastError, &r.LeaseOwner,
+		&leaseExpires, &r.CreatedAt, &processed)
+	if leaseExpires != nil {
+		r.LeaseExpiresAt = *leaseExpires
+	}
+	if processed != nil {
+		r.ProcessedAt = *processed
+	}
+	return r, err
+}

@@ -1,0 +1,100 @@
+// Package postgres is the PostgreSQL store of postbox, on pgx v5: the outbox
+// and inbox tables, their embedded migrations, the relay's claim and settle
+// statements, and LISTEN/NOTIFY wake-ups.
+package postgres
+
+import (
+	"embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// SchemaDefault is the schema of the tables when Config.Schema is empty.
+const SchemaDefault = "public"
+
+// Config chooses where the store's tables live.
+type Config struct {
+	// Schema holds the outbox and inbox tables (default SchemaDefault). It is
+	// created by Migrate if missing. Letters, digits and underscores only.
+	Schema string
+}
+
+// Store is the PostgreSQL outbox and inbox. It is safe for concurrent use.
+type Store struct {
+	pool    *pgxpool.Pool
+	schema  string
+	channel string
+	sql     queries
+}
+
+var _ store.Outbox = (*Store)(nil)
+var _ store.Listener = (*Store)(nil)
+
+var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
+
+// New returns a store on pool. It does not touch the database: run Migrate
+// (or `postbox migrate`) once before use.
+func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
+	if pool == nil {
+		return nil, errors.New("postgres: pool is nil")
+	}
+	if cfg.Schema == "" {
+		cfg.Schema = SchemaDefault
+	}
+	if !schemaName.MatchString(cfg.Schema) {
+		return nil, fmt.Errorf("postgres: Config.Schema %q: use letters, digits and underscores (at most 48)", cfg.Schema)
+	}
+	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema}
+	s.sql = parseQueries(queriesSQL, s.expand)
+	return s, nil
+}
+
+// Pool returns the connection pool the store uses.
+func (s *Store) Pool() *pgxpool.Pool { return s.pool }
+
+// Capabilities: PostgreSQL supports concurrent claimers and LISTEN/NOTIFY.
+func (s *Store) Capabilities() store.Capabilities {
+	return store.Capabilities{ConcurrentClaimers: true, Listen: true}
+}
+
+// expand fills the placeholders of a query or migration.
+func (s *Store) expand(sql string) string {
+	return strings.NewReplacer(
+		"{schema}", pgx.Identifier{s.schema}.Sanitize(),
+		"{channel}", s.channel,
+	).Replace(sql)
+}
+
+//go:embed queries.sql
+var queriesSQL string
+
+//go:embed migrations/*.sql
+var migrationFiles embed.FS
+
+// queries are the named statements of queries.sql, placeholders filled.
+type queries map[string]string
+
+// parseQueries splits a file of "-- name: x" blocks.
+func parseQueries(file string, expand func(string) string) queries {
+	q := queries{}
+	for _, block := range strings.Split(file, "-- name: ")[1:] {
+		name, body, _ := strings.Cut(block, "\n")
+		q[strings.TrimSpace(name)] = expand(strings.TrimSpace(body))
+	}
+	return q
+}
+
+func (q queries) get(name string) string {
+	sql, ok := q[name]
+	if !ok {
+		panic("postgres: no query named " + name)
+	}
+	return sql
+}

@@ -1,0 +1,13 @@
+package postgres_test
+
+import (
+	"testing"
+
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/storetest"
+)
+
+func TestConformance(t *testing.T) {
+	storetest.Run(t, func(t *testing.T) store.Outbox { return pgtest.Store(t) })
+}

@@ -1,0 +1,165 @@
+// Package store defines what the relay and the inbox need of a database: the
+// Outbox and Inbox interfaces, their parameter types and capabilities.
+//
+// Every implementation (store/postgres, store/sqlite) passes the shared
+// conformance suite in store/storetest. Implementations never import the
+// relay, the inbox or each other.
+package store
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+)
+
+// Status words of outbox rows, as in the article's schema.
+const (
+	StatusPending    = "pending"
+	StatusProcessing = "processing"
+	StatusDone       = "done"
+	StatusFailed     = "failed"
+)
+
+// ErrNotFound is returned when an event id is not in the store.
+var ErrNotFound = errors.New("store: event not found")
+
+// Delivery is an event claimed by a relay: the relay holds its lease until it
+// settles, extends or releases it.
+type Delivery struct {
+	ID            uuid.UUID
+	Seq           int64
+	AggregateType string
+	AggregateID   string
+	EventType     string
+	Payload       []byte
+	Headers       map[string]string
+	// Attempt is the number of this delivery attempt, starting at 1.
+	Attempt   int
+	CreatedAt time.Time
+}
+
+// ClaimParams selects the events a relay takes.
+type ClaimParams struct {
+	// Owner identifies the relay instance; only it may settle its claims.
+	Owner string
+	// Limit is the largest number of events claimed.
+	Limit int
+	// Lease is how long the claim holds before another relay may reclaim it.
+	Lease time.Duration
+	// Ordered restricts the claim to the oldest unfinished event of each
+	// aggregate, and only when no other event of that aggregate is being
+	// delivered: one aggregate's events go one at a time, in sequence order.
+	Ordered bool
+}
+
+// Retry schedules another attempt of a claimed event.
+type Retry struct {
+	ID          uuid.UUID
+	AvailableAt time.Time
+	LastError   string
+}
+
+// Failure moves a claimed event to the dead-letter state.
+type Failure struct {
+	ID        uuid.UUID
+	LastError string
+}
+
+// SettleParams records the outcome of a batch of deliveries in one statement.
+type SettleParams struct {
+	Owner  string
+	Done   []uuid.UUID
+	Retry  []Retry
+	Failed []Failure
+}
+
+// ReclaimParams returns the events of crashed relays (expired leases) to the
+// queue. An expired lease counts as a failed attempt, so an event that kills
+// every relay that takes it still ends up failed after MaxAttempts.
+type ReclaimParams struct {
+	MaxAttempts int
+}
+
+// Stats are the counts by status and the age of the oldest pending event.
+type Stats struct {
+	Pending    int64 `json:"pending"`
+	Processing int64 `json:"processing"`
+	Done       int64 `json:"done"`
+	Failed     int64 `json:"failed"`
+	// OldestPendingAge is zero when nothing is pending.
+	OldestPendingAge time.Duration `json:"-"`
+}
+
+// Record is the full state of one outbox row.
+type Record struct {
+	postbox.Event
+	Seq            int64
+	Status         string
+	Retries        int
+	Attempts       int
+	LastError      string
+	LeaseOwner     string
+	LeaseExpiresAt time.Time
+	CreatedAt      time.Time
+	ProcessedAt    time.Time
+}
+
+// ListParams selects outbox rows for inspection and the dead-letter tools.
+type ListParams struct {
+	Status string
+	Limit  int
+}
+
+// Capabilities tell the relay what a store can do, so it can adapt.
+type Capabilities struct {
+	// ConcurrentClaimers is true when several relays may claim at once
+	// without blocking each other (FOR UPDATE SKIP LOCKED).
+	ConcurrentClaimers bool
+	// Listen is true when the store implements Listener.
+	Listen bool
+}
+
+// Outbox is what the relay needs of a store.
+type Outbox interface {
+	// Capabilities reports what this store supports.
+	Capabilities() Capabilities
+	// Enqueue writes events in a transaction of the store's own. Producers
+	// that write business rows use the store's transaction-bound calls.
+	Enqueue(ctx context.Context, events ...postbox.Event) error
+	// Claim leases due events to p.Owner and returns them in sequence order.
+	Claim(ctx context.Context, p ClaimParams) ([]Delivery, error)
+	// Settle records delivered, retried and failed events in one statement.
+	// Done ids are marked delivered whoever holds them; retries and failures
+	// apply only to events still leased to p.Owner.
+	Settle(ctx context.Context, p SettleParams) error
+	// ExtendLease renews the lease of events still leased to owner.
+	ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error
+	// Release gives events leased to owner back to the queue at once,
+	// without counting the attempt (graceful shutdown).
+	Release(ctx context.Context, owner string, ids []uuid.UUID) error
+	// ReclaimExpired returns events whose lease expired to the queue, or
+	// fails them when they have used all attempts; it reports how many.
+	ReclaimExpired(ctx context.Context, p ReclaimParams) (int, error)
+	// PurgeDone deletes up to limit delivered events processed before the
+	// given time and reports how many it deleted.
+	PurgeDone(ctx context.Context, before time.Time, limit int) (int, error)
+	// Stats counts events by status.
+	Stats(ctx context.Context) (Stats, error)
+	// Get returns one event's record, or ErrNotFound.
+	Get(ctx context.Context, id uuid.UUID) (Record, error)
+	// List returns records with the given status, oldest first.
+	List(ctx context.Context, p ListParams) ([]Record, error)
+}
+
+// Listener is implemented by stores that can wake the relay as soon as new
+// events are committed (PostgreSQL LISTEN/NOTIFY, or an in-process signal).
+type Listener interface {
+	// Listen calls notify whenever new events may be available. It blocks
+	// until ctx is done (returning nil) or the listening connection fails.
+	// ready is called once the store listens, before any notify.
+	Listen(ctx context.Context, ready, notify func()) error
+}

@@ -1,0 +1,524 @@
+// Package storetest is the conformance suite every postbox store passes. A
+// store's own test calls Run with a function that returns a fresh, migrated
+// store (tables empty) for each test.
+package storetest
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/store"
+)
+
+// NewStore returns a fresh, migrated, empty store for one test.
+type NewStore func(t *testing.T) store.Outbox
+
+// Run runs the whole suite.
+func Run(t *testing.T, newStore NewStore) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s store.Outbox)
+	}{
+		{"EnqueueThenClaimInOrder", testEnqueueThenClaim},
+		{"ClaimIsExclusive", testClaimIsExclusive},
+		{"ClaimSkipsFutureEvents", testClaimSkipsFuture},
+		{"DedupKeyReportsDuplicate", testDedupKey},
+		{"InvalidEventIsRefused", testInvalidEvent},
+		{"SettleDoneRetryFailed", testSettle},
+		{"SettleIgnoresOtherOwner", testSettleOtherOwner},
+		{"ExtendLease", testExtendLease},
+		{"ReleaseDoesNotCountAttempt", testRelease},
+		{"ReclaimExpiredLease", testReclaimExpired},
+		{"OrderedClaimOneAtATimePerAggregate", testOrderedClaim},
+		{"OrderedRetryHoldsBackOnlyItsAggregate", testOrderedRetry},
+		{"ConcurrentClaimersNeverShare", testConcurrentClaimers},
+		{"PurgeDone", testPurgeDone},
+		{"StatsAndList", testStatsAndList},
+		{"GetUnknownIsNotFound", testGetNotFound},
+		{"ListenerWakesOnEnqueue", testListener},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t, newStore(t))
+		})
+	}
+}
+
+const lease = 30 * time.Second
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// event returns a valid event of aggregate agg numbered n.
+func event(agg string, n int) postbox.Event {
+	return postbox.Event{
+		ID:            postbox.NewID(),
+		AggregateType: "order",
+		AggregateID:   agg,
+		EventType:     "order.updated",
+		Payload:       []byte(fmt.Sprintf(`{"aggregate": %q, "n": %d}`, agg, n)),
+	}
+}
+
+func enqueue(t *testing.T, s store.Outbox, events ...postbox.Event) {
+	t.Helper()
+	if err := s.Enqueue(ctxFor(t), events...); err != nil {
+		t.Fatalf("enqueue: %v", err)
+	}
+}
+
+func claim(t *testing.T, s store.Outbox, p store.ClaimParams) []store.Delivery {
+	t.Helper()
+	if p.Owner == "" {
+		p.Owner = "relay-a"
+	}
+	if p.Lease == 0 {
+		p.Lease = lease
+	}
+	if p.Limit == 0 {
+		p.Limit = 100
+	}
+	got, err := s.Claim(ctxFor(t), p)
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	return got
+}
+
+func settle(t *testing.T, s store.Outbox, p store.SettleParams) {
+	t.Helper()
+	if p.Owner == "" {
+		p.Owner = "relay-a"
+	}
+	if err := s.Settle(ctxFor(t), p); err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+}
+
+func get(t *testing.T, s store.Outbox, id uuid.UUID) store.Record {
+	t.Helper()
+	r, err := s.Get(ctxFor(t), id)
+	if err != nil {
+		t.Fatalf("get %s: %v", id, err)
+	}
+	return r
+}
+
+func ids(ds []store.Delivery) []uuid.UUID {
+	out := make([]uuid.UUID, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+func sameJSON(t *testing.T, got, want []byte) {
+	t.Helper()
+	var g, w any
+	if err := json.Unmarshal(got, &g); err != nil {
+		t.Fatalf("stored payload is not JSON: %q", got)
+	}
+	if err := json.Unmarshal(want, &w); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(g, w) {
+		t.Fatalf("payload: got %s, want %s", got, want)
+	}
+}
+
+func testEnqueueThenClaim(t *testing.T, s store.Outbox) {
+	e1, e2, e3 := event("1", 1), event("2", 1), event("1", 2)
+	e2.Headers = map[string]string{"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}
+	enqueue(t, s, e1, e2)
+	enqueue(t, s, e3)
+	got := claim(t, s, store.ClaimParams{})
+	if want := []uuid.UUID{e1.ID, e2.ID, e3.ID}; !reflect.DeepEqual(ids(got), want) {
+		t.Fatalf("claimed %v, want %v in enqueue order", ids(got), want)
+	}
+	d := got[1]
+	if d.Attempt != 1 || d.EventType != e2.EventType || d.AggregateType != "order" || d.AggregateID != "2" {
+		t.Fatalf("claimed delivery %+v does not match event %+v", d, e2)
+	}
+	sameJSON(t, d.Payload, e2.Payload)
+	if d.Headers["traceparent"] != e2.Headers["traceparent"] {
+		t.Fatalf("headers: got %v, want %v", d.Headers, e2.Headers)
+	}
+	if !(got[0].Seq < got[1].Seq && got[1].Seq < got[2].Seq) {
+		t.Fatalf("sequence numbers not increasing: %d %d %d", got[0].Seq, got[1].Seq, got[2].Seq)
+	}
+	if r := get(t, s, e1.ID); r.Status != store.StatusProcessing || r.LeaseOwner != "relay-a" || r.Attempts != 1 {
+		t.Fatalf("claimed row: status %q owner %q attempts %d", r.Status, r.LeaseOwner, r.Attempts)
+	}
+	if again := claim(t, s, store.ClaimParams{Owner: "relay-b"}); len(again) != 0 {
+		t.Fatalf("claimed %d leased events again", len(again))
+	}
+}
+
+func testClaimIsExclusive(t *testing.T, s store.Outbox) {
+	for i := range 10 {
+		enqueue(t, s, event(fmt.Sprint(i), 0))
+	}
+	a := claim(t, s, store.ClaimParams{Owner: "relay-a", Limit: 4})
+	b := claim(t, s, store.ClaimParams{Owner: "relay-b", Limit: 100})
+	if len(a) != 4 || len(b) != 6 {
+		t.Fatalf("claimed %d and %d, want 4 and 6", len(a), len(b))
+	}
+	seen := map[uuid.UUID]bool{}
+	for _, d := range append(a, b...) {
+		if seen[d.ID] {
+			t.Fatalf("event %s claimed twice", d.ID)
+		}
+		seen[d.ID] = true
+	}
+}
+
+func testClaimSkipsFuture(t *testing.T, s store.Outbox) {
+	later := event("1", 1)
+	later.AvailableAt = time.Now().Add(time.Hour)
+	now := event("2", 1)
+	enqueue(t, s, later, now)
+	got := claim(t, s, store.ClaimParams{})
+	if len(got) != 1 || got[0].ID != now.ID {
+		t.Fatalf("claimed %v, want only %s", ids(got), now.ID)
+	}
+}
+
+func testDedupKey(t *testing.T, s store.Outbox) {
+	first := event("1", 1)
+	first.DedupKey = "order.created:1"
+	enqueue(t, s, first)
+	again, other := event("1", 1), event("2", 1)
+	again.DedupKey = first.DedupKey
+	err := s.Enqueue(ctxFor(t), again, other)
+	if !errors.Is(err, postbox.ErrDuplicate) {
+		t.Fatalf("second event with dedup key: got %v, want ErrDuplicate", err)
+	}
+	var dup *postbox.DuplicateError
+	if !errors.As(err, &dup) || len(dup.Keys) != 1 || dup.Keys[0] != first.DedupKey {
+		t.Fatalf("duplicate error %v does not name key %q", err, first.DedupKey)
+	}
+	if _, err := s.Get(ctxFor(t), again.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("the duplicate was stored: %v", err)
+	}
+	get(t, s, other.ID) // written beside the duplicate
+}
+
+func testInvalidEvent(t *testing.T, s store.Outbox) {
+	bad := event("1", 1)
+	bad.Payload = []byte(`{"amount": 12`)
+	if err := s.Enqueue(ctxFor(t), bad); err == nil {
+		t.Fatal("malformed JSON payload was accepted")
+	}
+	noType := event("1", 2)
+	noType.EventType = ""
+	if err := s.Enqueue(ctxFor(t), noType); err == nil {
+		t.Fatal("event without a type was accepted")
+	}
+	if st, err := s.Stats(ctxFor(t)); err != nil || st.Pending != 0 {
+		t.Fatalf("after refused events: stats %+v, %v; want nothing pending", st, err)
+	}
+}
+
+func testSettle(t *testing.T, s store.Outbox) {
+	ok, again, dead := event("1", 1), event("2", 1), event("3", 1)
+	enqueue(t, s, ok, again, dead)
+	claim(t, s, store.ClaimParams{})
+	retryAt := time.Now().Add(time.Hour).Truncate(time.Millisecond)
+	settle(t, s, store.SettleParams{
+		Done:   []uuid.UUID{ok.ID},
+		Retry:  []store.Retry{{ID: again.ID, AvailableAt: retryAt, LastError: "status 503"}},
+		Failed: []store.Failure{{ID: dead.ID, LastError: "status 410"}},
+	})
+	if r := get(t, s, ok.ID); r.Status != store.StatusDone || r.ProcessedAt.IsZero() || r.LeaseOwner != "" {
+		t.Fatalf("done row: %+v", r)
+	}
+	r := get(t, s, again.ID)
+	if r.Status != store.StatusPending || r.Retries != 1 || r.LastError != "status 503" || !r.AvailableAt.Equal(retryAt) {
+		t.Fatalf("retried row: status %q retries %d error %q available %v (want %v)", r.Status, r.Retries, r.LastError, r.AvailableAt, retryAt)
+	}
+	if r := get(t, s, dead.ID); r.Status != store.StatusFailed || r.LastError != "status 410" || r.Retries != 1 {
+		t.Fatalf("failed row: status %q retries %d error %q", r.Status, r.Retries, r.LastError)
+	}
+	if got := claim(t, s, store.ClaimParams{}); len(got) != 0 {
+		t.Fatalf("claimed %v before the retry time", ids(got))
+	}
+	// A retry that is due is claimed again as attempt 2.
+	settleAgain := event("4", 1)
+	enqueue(t, s, settleAgain)
+	claim(t, s, store.ClaimParams{})
+	settle(t, s, store.SettleParams{Retry: []store.Retry{{ID: settleAgain.ID, AvailableAt: time.Now().Add(-time.Second), LastError: "timeout"}}})
+	got := claim(t, s, store.ClaimParams{})
+	if len(got) != 1 || got[0].ID != settleAgain.ID || got[0].Attempt != 2 {
+		t.Fatalf("due retry: claimed %+v, want %s as attempt 2", got, settleAgain.ID)
+	}
+}
+
+func testSettleOtherOwner(t *testing.T, s store.Outbox) {
+	e := event("1", 1)
+	enqueue(t, s, e)
+	claim(t, s, store.ClaimParams{Owner: "relay-a"})
+	settle(t, s, store.SettleParams{Owner: "relay-b",
+		Retry:  []store.Retry{{ID: e.ID, AvailableAt: time.Now(), LastError: "x"}},
+		Failed: []store.Failure{{ID: e.ID, LastError: "y"}}})
+	if r := get(t, s, e.ID); r.Status != store.StatusProcessing || r.LeaseOwner != "relay-a" {
+		t.Fatalf("another relay's retry/failure changed the row: %+v", r)
+	}
+	// A delivery confirmed by anyone is done.
+	settle(t, s, store.SettleParams{Owner: "relay-b", Done: []uuid.UUID{e.ID}})
+	if r := get(t, s, e.ID); r.Status != store.StatusDone {
+		t.Fatalf("done from another relay: status %q", r.Status)
+	}
+}
+
+func testExtendLease(t *testing.T, s store.Outbox) {
+	e := event("1", 1)
+	enqueue(t, s, e)
+	claim(t, s, store.ClaimParams{Lease: time.Second})
+	before := get(t, s, e.ID).LeaseExpiresAt
+	if err := s.ExtendLease(ctxFor(t), "relay-a", []uuid.UUID{e.ID}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	after := get(t, s, e.ID).LeaseExpiresAt
+	if after.Sub(before) < 50*time.Minute {
+		t.Fatalf("lease not extended: %v -> %v", before, after)
+	}
+	if err := s.ExtendLease(ctxFor(t), "relay-b", []uuid.UUID{e.ID}, 2*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if get(t, s, e.ID).LeaseExpiresAt != after {
+		t.Fatal("another relay extended the lease")
+	}
+}
+
+func testRelease(t *testing.T, s store.Outbox) {
+	e := event("1", 1)
+	enqueue(t, s, e)
+	claim(t, s, store.ClaimParams{})
+	if err := s.Release(ctxFor(t), "relay-a", []uuid.UUID{e.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, s, e.ID); r.Status != store.StatusPending || r.Attempts != 0 || r.LeaseOwner != "" {
+		t.Fatalf("released row: %+v", r)
+	}
+	got := claim(t, s, store.ClaimParams{Owner: "relay-b"})
+	if len(got) != 1 || got[0].Attempt != 1 {
+		t.Fatalf("released event claimed as %+v, want attempt 1", got)
+	}
+}
+
+func testReclaimExpired(t *testing.T, s store.Outbox) {
+	e, last := event("1", 1), event("2", 1)
+	enqueue(t, s, e, last)
+	claim(t, s, store.ClaimParams{Lease: time.Millisecond})
+	time.Sleep(50 * time.Millisecond)
+	n, err := s.ReclaimExpired(ctxFor(t), store.ReclaimParams{MaxAttempts: 25})
+	if err != nil || n != 2 {
+		t.Fatalf("reclaimed %d, %v; want 2", n, err)
+	}
+	if r := get(t, s, e.ID); r.Status != store.StatusPending || r.Retries != 1 || r.LastError == "" {
+		t.Fatalf("reclaimed row: %+v", r)
+	}
+	got := claim(t, s, store.ClaimParams{Lease: time.Millisecond, Limit: 2})
+	if len(got) != 2 || got[0].Attempt != 2 {
+		t.Fatalf("reclaimed events claimed as %+v", got)
+	}
+	time.Sleep(50 * time.Millisecond)
+	if _, err := s.ReclaimExpired(ctxFor(t), store.ReclaimParams{MaxAttempts: 2}); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, s, e.ID); r.Status != store.StatusFailed || r.Retries != 2 {
+		t.Fatalf("event out of attempts after an expired lease: status %q retries %d", r.Status, r.Retries)
+	}
+}
+
+func testOrderedClaim(t *testing.T, s store.Outbox) {
+	a1, b1, a2, a3, b2 := event("A", 1), event("B", 1), event("A", 2), event("A", 3), event("B", 2)
+	enqueue(t, s, a1, b1, a2)
+	enqueue(t, s, a3, b2)
+	ordered := store.ClaimParams{Ordered: true}
+	got := claim(t, s, ordered)
+	if want := []uuid.UUID{a1.ID, b1.ID}; !reflect.DeepEqual(ids(got), want) {
+		t.Fatalf("ordered claim: got %v, want the heads %v", ids(got), want)
+	}
+	if got := claim(t, s, store.ClaimParams{Ordered: true, Owner: "relay-b"}); len(got) != 0 {
+		t.Fatalf("ordered claim while heads are in flight: got %v", ids(got))
+	}
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{a1.ID}})
+	got = claim(t, s, store.ClaimParams{Ordered: true, Owner: "relay-b"})
+	if want := []uuid.UUID{a2.ID}; !reflect.DeepEqual(ids(got), want) {
+		t.Fatalf("after A1 done: got %v, want %v", ids(got), want)
+	}
+}
+
+func testOrderedRetry(t *testing.T, s store.Outbox) {
+	a1, a2, b1, b2 := event("A", 1), event("A", 2), event("B", 1), event("B", 2)
+	enqueue(t, s, a1, a2, b1, b2)
+	claim(t, s, store.ClaimParams{Ordered: true})
+	settle(t, s, store.SettleParams{
+		Done:  []uuid.UUID{b1.ID},
+		Retry: []store.Retry{{ID: a1.ID, AvailableAt: time.Now().Add(time.Hour), LastError: "503"}},
+	})
+	got := claim(t, s, store.ClaimParams{Ordered: true})
+	if want := []uuid.UUID{b2.ID}; !reflect.DeepEqual(ids(got), want) {
+		t.Fatalf("with A1 waiting for a retry: got %v, want only %v", ids(got), want)
+	}
+	// Unordered claims do not wait.
+	got = claim(t, s, store.ClaimParams{})
+	if want := []uuid.UUID{a2.ID}; !reflect.DeepEqual(ids(got), want) {
+		t.Fatalf("unordered claim: got %v, want %v", ids(got), want)
+	}
+}
+
+func testConcurrentClaimers(t *testing.T, s store.Outbox) {
+	const n = 400
+	batch := make([]postbox.Event, n)
+	for i := range batch {
+		batch[i] = event(fmt.Sprint(i%37), i)
+	}
+	enqueue(t, s, batch...)
+	claimers := 4
+	if !s.Capabilities().ConcurrentClaimers {
+		claimers = 1
+	}
+	var mu sync.Mutex
+	count := map[uuid.UUID]int{}
+	var wg sync.WaitGroup
+	for c := range claimers {
+		wg.Go(func() {
+			owner := fmt.Sprintf("relay-%d", c)
+			for {
+				got, err := s.Claim(context.Background(), store.ClaimParams{Owner: owner, Limit: 7, Lease: lease})
+				if err != nil {
+					t.Errorf("claim: %v", err)
+					return
+				}
+				if len(got) == 0 {
+					return
+				}
+				mu.Lock()
+				for _, d := range got {
+					count[d.ID]++
+				}
+				mu.Unlock()
+				if err := s.Settle(context.Background(), store.SettleParams{Owner: owner, Done: ids(got)}); err != nil {
+					t.Errorf("settle: %v", err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(count) != n {
+		t.Fatalf("claimed %d distinct events, want %d", len(count), n)
+	}
+	for id, c := range count {
+		if c != 1 {
+			t.Fatalf("event %s claimed %d times", id, c)
+		}
+	}
+}
+
+func testPurgeDone(t *testing.T, s store.Outbox) {
+	old, pending := event("1", 1), event("2", 1)
+	enqueue(t, s, old, pending)
+	claim(t, s, store.ClaimParams{Limit: 1})
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{old.ID}})
+	n, err := s.PurgeDone(ctxFor(t), time.Now().Add(-time.Hour), 100)
+	if err != nil || n != 0 {
+		t.Fatalf("purge of rows younger than the retention: %d, %v", n, err)
+	}
+	n, err = s.PurgeDone(ctxFor(t), time.Now().Add(time.Second), 100)
+	if err != nil || n != 1 {
+		t.Fatalf("purge: %d, %v; want 1", n, err)
+	}
+	if _, err := s.Get(ctxFor(t), old.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("purged row still there: %v", err)
+	}
+	get(t, s, pending.ID)
+}
+
+func testStatsAndList(t *testing.T, s store.Outbox) {
+	st, err := s.Stats(ctxFor(t))
+	if err != nil || st != (store.Stats{}) {
+		t.Fatalf("empty store: %+v, %v", st, err)
+	}
+	a, b, c, d := event("1", 1), event("2", 1), event("3", 1), event("4", 1)
+	enqueue(t, s, a, b, c, d)
+	claim(t, s, store.ClaimParams{Limit: 3})
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{a.ID}, Failed: []store.Failure{{ID: b.ID, LastError: "gone"}}})
+	time.Sleep(20 * time.Millisecond)
+	st, err = s.Stats(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pending != 1 || st.Processing != 1 || st.Done != 1 || st.Failed != 1 {
+		t.Fatalf("stats: %+v", st)
+	}
+	if st.OldestPendingAge <= 0 || st.OldestPendingAge > time.Minute {
+		t.Fatalf("oldest pending age: %v", st.OldestPendingAge)
+	}
+	failed, err := s.List(ctxFor(t), store.ListParams{Status: store.StatusFailed, Limit: 10})
+	if err != nil || len(failed) != 1 || failed[0].ID != b.ID || failed[0].LastError != "gone" {
+		t.Fatalf("list failed: %+v, %v", failed, err)
+	}
+}
+
+func testGetNotFound(t *testing.T, s store.Outbox) {
+	if _, err := s.Get(ctxFor(t), postbox.NewID()); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("unknown id: got %v, want ErrNotFound", err)
+	}
+}
+
+func testListener(t *testing.T, s store.Outbox) {
+	l, ok := s.(store.Listener)
+	if !s.Capabilities().Listen {
+		if ok {
+			t.Fatal("store implements Listener but its capabilities say it cannot listen")
+		}
+		return
+	}
+	if !ok {
+		t.Fatal("capabilities say Listen but the store is not a store.Listener")
+	}
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	ready := make(chan struct{})
+	woke := make(chan struct{}, 1)
+	done := make(chan error, 1)
+	go func() {
+		done <- l.Listen(ctx, func() { close(ready) }, func() {
+			select {
+			case woke <- struct{}{}:
+			default:
+			}
+		})
+	}()
+	select {
+	case <-ready:
+	case err := <-done:
+		t.Fatalf("listen: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("listener not ready")
+	}
+	enqueue(t, s, event("1", 1))
+	select {
+	case <-woke:
+	case <-time.After(5 * time.Second):
+		t.Fatal("no wake-up after an enqueue")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("listen after cancel: %v", err)
+	}
+}
