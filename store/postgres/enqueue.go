@@ -21,7 +21,9 @@ const (
 )
 
 // EnqueueTx writes events in the caller's pgx transaction, in one round trip
-// per thousand events. Events without an ID get a UUIDv7.
+// per thousand events. Events without an ID get a UUIDv7, written back into
+// the slice when it is passed as events... (set IDs with postbox.NewID to
+// know them beforehand).
 //
 // An event whose DedupKey is already in the outbox is skipped and reported
 // by a *postbox.DuplicateError (errors.Is(err, postbox.ErrDuplicate)); the

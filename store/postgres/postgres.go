@@ -98,3 +98,13 @@ func (q queries) get(name string) string {
 	}
 	return sql
 }
+
+// Table returns the quoted, schema-qualified name of one of the store's
+// tables, for the caller's own SQL.
+func (s *Store) Table(name string) string {
+	return pgx.Identifier{s.schema, name}.Sanitize()
+}
+
+// Query returns the text of a named query of queries.sql, for inspection
+// (EXPLAIN) and tests.
+func (s *Store) Query(name string) string { return s.sql.get(name) }

@@ -1,0 +1,144 @@
+package relay
+
+import (
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/store"
+)
+
+// Defaults of Config. They are the fast settings: a relay needs no tuning
+// to drain a backlog or to deliver a single event within milliseconds.
+const (
+	BatchSizeDefault        = 256
+	ConcurrencyDefault      = 64
+	LeaseDefault            = 30 * time.Second
+	BackoffMinDefault       = time.Second
+	BackoffMaxDefault       = 10 * time.Minute
+	MaxAttemptsDefault      = 25
+	RejectedAttemptsDefault = 5
+	PollIntervalDefault     = time.Second
+	ShutdownTimeoutDefault  = 10 * time.Second
+	RetentionDefault        = 24 * time.Hour
+)
+
+// Config configures a Relay. Only Store and Sink are required.
+type Config struct {
+	// Store is the outbox the relay drains. Required.
+	Store store.Outbox
+	// Sink publishes the events. Required.
+	Sink sink.Sink
+	// Logger receives structured logs (event id, aggregate, attempt,
+	// status code). Default: slog.Default().
+	Logger *slog.Logger
+	// Owner names this relay instance in leases. Default: host, pid and a
+	// random suffix.
+	Owner string
+	// BatchSize is the most events claimed by one statement. Default
+	// BatchSizeDefault.
+	BatchSize int
+	// Concurrency is the most deliveries in progress at once. Default
+	// ConcurrencyDefault.
+	Concurrency int
+	// Lease is how long a claimed event stays reserved to this relay; the
+	// relay renews it while the delivery runs, and another relay takes the
+	// event over when a crashed relay's lease expires. Default LeaseDefault.
+	Lease time.Duration
+	// BackoffMin and BackoffMax bound the delay before a retry; the delay
+	// grows exponentially with the attempt, with full jitter. Defaults
+	// BackoffMinDefault and BackoffMaxDefault.
+	BackoffMin time.Duration
+	BackoffMax time.Duration
+	// MaxAttempts is the number of attempts after which an event is failed
+	// (the dead-letter state). Default MaxAttemptsDefault.
+	MaxAttempts int
+	// RejectedAttempts is the number of attempts allowed to an event the
+	// destination rejects (an HTTP 4xx other than 410 and 429). Default
+	// RejectedAttemptsDefault, and never more than MaxAttempts.
+	RejectedAttempts int
+	// Ordered delivers the events of one aggregate one at a time, in the
+	// order they were committed; a retried event holds back its successors.
+	// Every relay on one outbox must use the same setting.
+	Ordered bool
+	// PollInterval is how often the relay looks for due events when no
+	// notification wakes it (retries that became due, stores or poolers
+	// without LISTEN). Default PollIntervalDefault.
+	PollInterval time.Duration
+	// DisableListen turns LISTEN/NOTIFY off, for connection poolers in
+	// transaction mode: the relay then only polls.
+	DisableListen bool
+	// ShutdownTimeout is how long deliveries in flight may finish after Run's
+	// context is cancelled; the rest are released to the queue. Default
+	// ShutdownTimeoutDefault.
+	ShutdownTimeout time.Duration
+	// Retention is how long delivered events are kept before they are
+	// deleted in batches. Negative keeps them forever. Default
+	// RetentionDefault.
+	Retention time.Duration
+}
+
+// withDefaults fills the zero fields and validates the rest.
+func (c Config) withDefaults() (Config, error) {
+	if c.Store == nil {
+		return c, errors.New("relay: Config.Store is required")
+	}
+	if c.Sink == nil {
+		return c, errors.New("relay: Config.Sink is required")
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Owner == "" {
+		c.Owner = defaultOwner()
+	}
+	setDefault(&c.BatchSize, BatchSizeDefault)
+	setDefault(&c.Concurrency, ConcurrencyDefault)
+	setDefault(&c.Lease, LeaseDefault)
+	setDefault(&c.BackoffMin, BackoffMinDefault)
+	setDefault(&c.BackoffMax, BackoffMaxDefault)
+	setDefault(&c.MaxAttempts, MaxAttemptsDefault)
+	setDefault(&c.RejectedAttempts, RejectedAttemptsDefault)
+	setDefault(&c.PollInterval, PollIntervalDefault)
+	setDefault(&c.ShutdownTimeout, ShutdownTimeoutDefault)
+	setDefault(&c.Retention, RetentionDefault)
+	c.RejectedAttempts = min(c.RejectedAttempts, c.MaxAttempts)
+
+	switch {
+	case c.BatchSize < 0:
+		return c, fmt.Errorf("relay: Config.BatchSize %d is negative", c.BatchSize)
+	case c.Concurrency < 0:
+		return c, fmt.Errorf("relay: Config.Concurrency %d is negative", c.Concurrency)
+	case c.Lease < 100*time.Millisecond:
+		return c, fmt.Errorf("relay: Config.Lease %v is shorter than 100ms", c.Lease)
+	case c.BackoffMin < 0:
+		return c, fmt.Errorf("relay: Config.BackoffMin %v is negative", c.BackoffMin)
+	case c.BackoffMax < c.BackoffMin:
+		return c, fmt.Errorf("relay: Config.BackoffMax %v is below BackoffMin %v", c.BackoffMax, c.BackoffMin)
+	case c.MaxAttempts < 0:
+		return c, fmt.Errorf("relay: Config.MaxAttempts %d is negative", c.MaxAttempts)
+	case c.PollInterval < 0:
+		return c, fmt.Errorf("relay: Config.PollInterval %v is negative", c.PollInterval)
+	case c.ShutdownTimeout < 0:
+		return c, fmt.Errorf("relay: Config.ShutdownTimeout %v is negative", c.ShutdownTimeout)
+	}
+	return c, nil
+}
+
+func setDefault[T int | time.Duration](field *T, def T) {
+	if *field == 0 {
+		*field = def
+	}
+}
+
+func defaultOwner() string {
+	host, _ := os.Hostname()
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	return fmt.Sprintf("%s-%d-%s", host, os.Getpid(), hex.EncodeToString(b))
+}

@@ -1,0 +1,92 @@
+package relay
+
+import (
+	"context"
+	"time"
+	"unicode/utf8"
+
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/store"
+)
+
+// action is what the settler does with a delivery.
+type action int
+
+const (
+	actionDone action = iota
+	actionRetry
+	actionFail
+	actionRelease
+)
+
+// outcome is the result of one delivery attempt.
+type outcome struct {
+	delivery  store.Delivery
+	action    action
+	retryAt   time.Time
+	lastError string
+}
+
+// maxErrorLen bounds the error text kept in the outbox row.
+const maxErrorLen = 1024
+
+// deliver publishes one event and decides what becomes of it.
+func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
+	msg := &sink.Message{
+		ID:            d.ID,
+		EventType:     d.EventType,
+		AggregateType: d.AggregateType,
+		AggregateID:   d.AggregateID,
+		Payload:       d.Payload,
+		Headers:       d.Headers,
+		Attempt:       d.Attempt,
+	}
+	start := time.Now()
+	err := r.cfg.Sink.Publish(ctx, msg)
+	took := time.Since(start)
+	attrs := []any{
+		"event_id", d.ID, "event_type", d.EventType,
+		"aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID,
+		"attempt", d.Attempt, "duration", took,
+	}
+	if err == nil {
+		r.log.Debug("delivered", attrs...)
+		return outcome{delivery: d, action: actionDone}
+	}
+	if ctx.Err() != nil {
+		// Shutdown cut the delivery short: it did not count.
+		r.log.Info("delivery interrupted by shutdown; released", attrs...)
+		return outcome{delivery: d, action: actionRelease}
+	}
+	kind, retryAfter, code := sink.Classify(err)
+	msgText := truncate(err.Error(), maxErrorLen)
+	attrs = append(attrs, "status_code", code, "error", msgText)
+	switch {
+	case kind == sink.Permanent:
+		r.log.Error("delivery failed permanently; event moved to failed", attrs...)
+		return outcome{delivery: d, action: actionFail, lastError: msgText}
+	case d.Attempt >= r.cfg.MaxAttempts:
+		r.log.Error("delivery failed; attempts exhausted, event moved to failed", attrs...)
+		return outcome{delivery: d, action: actionFail, lastError: msgText}
+	case kind == sink.Rejected && d.Attempt >= r.cfg.RejectedAttempts:
+		r.log.Error("delivery rejected; attempts for rejections exhausted, event moved to failed", attrs...)
+		return outcome{delivery: d, action: actionFail, lastError: msgText}
+	}
+	delay := backoff(d.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax)
+	if retryAfter > 0 {
+		delay = retryAfterDelay(retryAfter, r.cfg.BackoffMin, r.cfg.BackoffMax)
+	}
+	r.log.Warn("delivery failed; will retry", append(attrs, "retry_in", delay)...)
+	return outcome{delivery: d, action: actionRetry, retryAt: time.Now().Add(delay), lastError: msgText}
+}
+
+// truncate cuts s to at most n bytes without splitting a character.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

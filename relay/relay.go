@@ -1,0 +1,315 @@
+// Package relay drains an outbox into a sink: it claims committed events in
+// batches under a lease, publishes them concurrently, and settles the
+// outcomes in batched statements, with exponential backoff, a dead-letter
+// state, lease renewal and reclaiming, optional per-aggregate order and a
+// graceful shutdown.
+//
+// The pipeline, per relay instance:
+//
+//	claim ──► work queue ──► Concurrency publishers ──► settler
+//	  ▲  (LISTEN/NOTIFY or poll)                          │
+//	  └──────────── free slots ◄──────────────────────────┘
+//
+// The claim is one short statement; no transaction or row lock is held
+// while a publisher waits on the network. Up to BatchSize + Concurrency
+// events are in flight, so the next batch is claimed while the current one
+// is being delivered.
+package relay
+
+import (
+	"context"
+	"log/slog"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// Relay delivers the events of one outbox. Create it with New and start it
+// with Run; several relays (in one process or many) may drain one outbox.
+type Relay struct {
+	cfg      Config
+	log      *slog.Logger
+	capacity int
+	inflight *inflight
+	wake     chan struct{}
+}
+
+// New validates cfg, fills its defaults and returns a relay.
+func New(cfg Config) (*Relay, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	return &Relay{
+		cfg:      cfg,
+		log:      cfg.Logger.With("relay", cfg.Owner),
+		capacity: cfg.BatchSize + cfg.Concurrency,
+		inflight: newInflight(),
+		wake:     make(chan struct{}, 1),
+	}, nil
+}
+
+// Owner is the name this relay leases events under.
+func (r *Relay) Owner() string { return r.cfg.Owner }
+
+// Run delivers events until ctx is cancelled, then stops claiming, lets the
+// deliveries in flight finish for up to ShutdownTimeout, releases the rest to
+// the queue and returns nil. It returns an error only if the relay cannot
+// start.
+func (r *Relay) Run(ctx context.Context) error {
+	// Deliveries and settling outlive ctx: they end on their own terms
+	// during the shutdown.
+	deliverCtx, cancelDeliveries := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelDeliveries()
+	settleCtx, cancelSettle := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelSettle()
+	maintCtx, stopMaintenance := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopMaintenance()
+
+	var background sync.WaitGroup
+	if l, ok := r.cfg.Store.(store.Listener); ok && r.cfg.Store.Capabilities().Listen && !r.cfg.DisableListen {
+		background.Go(func() { r.listen(maintCtx, l) })
+	}
+	background.Go(func() { r.renewLeases(maintCtx) })
+	background.Go(func() { r.reclaimExpired(maintCtx) })
+	if r.cfg.Retention > 0 {
+		background.Go(func() { r.purgeDelivered(maintCtx) })
+	}
+
+	work := make(chan store.Delivery, r.capacity)
+	results := make(chan outcome, r.capacity)
+	var publishers sync.WaitGroup
+	for range r.cfg.Concurrency {
+		publishers.Go(func() {
+			for d := range work {
+				if ctx.Err() != nil {
+					results <- outcome{delivery: d, action: actionRelease}
+					continue
+				}
+				results <- r.deliver(deliverCtx, d)
+			}
+		})
+	}
+	settled := make(chan struct{})
+	go func() {
+		defer close(settled)
+		r.settle(settleCtx, results)
+	}()
+
+	r.log.Info("relay started", "batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency,
+		"lease", r.cfg.Lease, "ordered", r.cfg.Ordered, "max_attempts", r.cfg.MaxAttempts)
+	r.claimLoop(ctx, work)
+
+	// Shutdown: no more claims; deliveries in flight get ShutdownTimeout.
+	close(work)
+	r.log.Info("relay stopping", "in_flight", r.inflight.count())
+	deadline := time.AfterFunc(r.cfg.ShutdownTimeout, cancelDeliveries)
+	publishers.Wait()
+	deadline.Stop()
+	close(results)
+	select {
+	case <-settled:
+	case <-time.After(r.cfg.ShutdownTimeout):
+		// The database is unreachable: what is not settled comes back
+		// after its lease expires, and is delivered again.
+		cancelSettle()
+		<-settled
+	}
+	stopMaintenance()
+	background.Wait()
+	r.log.Info("relay stopped", "unsettled", r.inflight.count())
+	return nil
+}
+
+// claimLoop claims due events whenever there is room in flight, and sleeps
+// until a notification, a freed slot or the poll interval otherwise.
+func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
+	minClaim := max(1, min(r.cfg.BatchSize, r.cfg.Concurrency)/4)
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	failures := 0
+	for ctx.Err() == nil {
+		free := r.capacity - r.inflight.count()
+		if free < minClaim {
+			select {
+			case <-r.inflight.freed:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		limit := min(free, r.cfg.BatchSize)
+		batch, err := r.cfg.Store.Claim(ctx, store.ClaimParams{
+			Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered,
+		})
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			failures++
+			delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
+			r.log.Error("claim failed", "error", err, "retry_in", delay)
+			sleep(ctx, delay)
+			continue
+		}
+		failures = 0
+		r.inflight.add(batch)
+		for _, d := range batch {
+			work <- d
+		}
+		if len(batch) == limit {
+			continue // a backlog: claim again at once
+		}
+		poll.Reset(r.cfg.PollInterval)
+		select {
+		case <-r.wake:
+		case <-poll.C:
+		case <-ctx.Done():
+		}
+	}
+}
+
+// listen wakes the claim loop on every notification, reconnecting with
+// backoff when the listening connection fails.
+func (r *Relay) listen(ctx context.Context, l store.Listener) {
+	failures := 0
+	for ctx.Err() == nil {
+		err := l.Listen(ctx, func() {
+			failures = 0
+			r.notify() // events may have come while not listening
+		}, r.notify)
+		if err == nil || ctx.Err() != nil {
+			return
+		}
+		failures++
+		delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
+		r.log.Warn("listen failed; polling until it is back", "error", err, "retry_in", delay)
+		sleep(ctx, delay)
+	}
+}
+
+func (r *Relay) notify() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}
+
+// renewLeases extends the lease of every event in flight, three times per
+// lease period, so long deliveries are not taken over by another relay.
+func (r *Relay) renewLeases(ctx context.Context) {
+	tick := time.NewTicker(r.cfg.Lease / 3)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		ids := r.inflight.ids()
+		if err := r.cfg.Store.ExtendLease(ctx, r.cfg.Owner, ids, r.cfg.Lease); err != nil && ctx.Err() == nil {
+			r.log.Error("lease renewal failed", "events", len(ids), "error", err)
+		}
+	}
+}
+
+// reclaimExpired returns the events of crashed relays to the queue, at start
+// and twice per lease period.
+func (r *Relay) reclaimExpired(ctx context.Context) {
+	every := min(max(r.cfg.Lease/2, 100*time.Millisecond), 30*time.Second)
+	for {
+		n, err := r.cfg.Store.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: r.cfg.MaxAttempts})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			r.log.Error("reclaiming expired leases failed", "error", err)
+		case n > 0:
+			r.log.Warn("reclaimed events of a relay whose lease expired", "events", n)
+			r.notify()
+		}
+		if !sleep(ctx, every) {
+			return
+		}
+	}
+}
+
+// purgeDelivered deletes delivered events older than the retention, in
+// batches, once a minute.
+func (r *Relay) purgeDelivered(ctx context.Context) {
+	const batch = 1000
+	for sleep(ctx, time.Minute) {
+		before := time.Now().Add(-r.cfg.Retention)
+		for ctx.Err() == nil {
+			n, err := r.cfg.Store.PurgeDone(ctx, before, batch)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Error("purging delivered events failed", "error", err)
+				}
+				break
+			}
+			if n < batch {
+				break
+			}
+		}
+	}
+}
+
+// sleep waits for d or ctx; it reports whether the whole time passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// inflight tracks the events this relay holds a lease on.
+type inflight struct {
+	mu    sync.Mutex
+	set   map[uuid.UUID]struct{}
+	freed chan struct{}
+}
+
+func newInflight() *inflight {
+	return &inflight{set: map[uuid.UUID]struct{}{}, freed: make(chan struct{}, 1)}
+}
+
+func (f *inflight) add(ds []store.Delivery) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, d := range ds {
+		f.set[d.ID] = struct{}{}
+	}
+}
+
+func (f *inflight) remove(ids []uuid.UUID) {
+	f.mu.Lock()
+	for _, id := range ids {
+		delete(f.set, id)
+	}
+	f.mu.Unlock()
+	select {
+	case f.freed <- struct{}{}:
+	default:
+	}
+}
+
+func (f *inflight) count() int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.set)
+}
+
+func (f *inflight) ids() []uuid.UUID {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]uuid.UUID, 0, len(f.set))
+	for id := range f.set {
+		out = append(out, id)
+	}
+	return out
+}

@@ -1,0 +1,92 @@
+package relay
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// settleBatchMax bounds the outcomes recorded by one statement.
+const settleBatchMax = 1000
+
+// settle records outcomes as they come: it takes whatever has accumulated
+// (at least one) and writes it in one statement, so a single event is
+// settled at once and a flood is settled in large batches. It returns when
+// results is closed and everything has been written, or when ctx ends.
+func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
+	batch := make([]outcome, 0, settleBatchMax)
+	for {
+		o, ok := <-results
+		if !ok {
+			return
+		}
+		batch = append(batch[:0], o)
+	more:
+		for len(batch) < settleBatchMax {
+			select {
+			case o, ok := <-results:
+				if !ok {
+					break more
+				}
+				batch = append(batch, o)
+			default:
+				break more
+			}
+		}
+		r.write(ctx, batch)
+	}
+}
+
+// write records one batch, retrying while the database is unreachable. If
+// ctx ends first the events stay leased and come back when the lease expires.
+func (r *Relay) write(ctx context.Context, batch []outcome) {
+	p := store.SettleParams{Owner: r.cfg.Owner}
+	var release []uuid.UUID
+	ids := make([]uuid.UUID, 0, len(batch))
+	for _, o := range batch {
+		id := o.delivery.ID
+		ids = append(ids, id)
+		switch o.action {
+		case actionDone:
+			p.Done = append(p.Done, id)
+		case actionRetry:
+			p.Retry = append(p.Retry, store.Retry{ID: id, AvailableAt: o.retryAt, LastError: o.lastError})
+		case actionFail:
+			p.Failed = append(p.Failed, store.Failure{ID: id, LastError: o.lastError})
+		case actionRelease:
+			release = append(release, id)
+		}
+	}
+	for failures := 0; ; failures++ {
+		err := r.apply(ctx, p, release)
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			r.log.Error("outcomes not recorded; the events will be delivered again after their lease",
+				"events", len(batch), "error", err)
+			return
+		}
+		delay := backoff(failures+1, 100*time.Millisecond, 5*time.Second)
+		r.log.Error("recording outcomes failed; retrying", "events", len(batch), "error", err, "retry_in", delay)
+		if !sleep(ctx, delay) {
+			return
+		}
+	}
+	r.inflight.remove(ids)
+	if r.cfg.Ordered && len(p.Done)+len(p.Failed) > 0 {
+		r.notify() // the successors of finished events are now due
+	}
+}
+
+func (r *Relay) apply(ctx context.Context, p store.SettleParams, release []uuid.UUID) error {
+	if len(p.Done)+len(p.Retry)+len(p.Failed) > 0 {
+		if err := r.cfg.Store.Settle(ctx, p); err != nil {
+			return err
+		}
+	}
+	return r.cfg.Store.Release(ctx, r.cfg.Owner, release)
+}
