@@ -33,8 +33,12 @@ type Delivery struct {
 }
 
 // Respond decides the answer to a verified request; n counts the requests
-// for this id so far, starting at 1. Returning 0 means 200.
+// for this id so far, starting at 1. It returns the status code, 0 for 200,
+// or Answered when it wrote the answer itself (or hijacked the connection).
 type Respond func(w http.ResponseWriter, r *http.Request, d Delivery, n int) int
+
+// Answered is returned by a Respond that answered the request itself.
+const Answered = -1
 
 // Receiver is a test webhook endpoint.
 type Receiver struct {
@@ -99,6 +103,9 @@ func (r *Receiver) serve(w http.ResponseWriter, req *http.Request) {
 		if c := r.respond(w, req, d, n); c != 0 {
 			code = c
 		}
+	}
+	if code == Answered {
+		return
 	}
 	if code < 200 || code > 299 {
 		w.WriteHeader(code)

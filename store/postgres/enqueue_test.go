@@ -34,11 +34,7 @@ func count(t *testing.T, s *postgres.Store, query string) int {
 // setSearchPath makes the test schema the default one for plain SQL.
 func setSearchPath(t *testing.T, s *postgres.Store, tx pgx.Tx) {
 	t.Helper()
-	var schema string
-	if err := tx.QueryRow(context.Background(), "select nspname from pg_namespace where nspname like 'pbtest_%' and oid = (select relnamespace from pg_class where oid = $1::regclass)", s.Table("outbox_events")).Scan(&schema); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(context.Background(), "set local search_path = "+pgx.Identifier{schema}.Sanitize()); err != nil {
+	if _, err := tx.Exec(context.Background(), "set local search_path = "+pgx.Identifier{s.Schema()}.Sanitize()); err != nil {
 		t.Fatal(err)
 	}
 }

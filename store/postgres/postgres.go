@@ -56,6 +56,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	return s, nil
 }
 
+// Schema is the schema that holds the store's tables.
+func (s *Store) Schema() string { return s.schema }
+
 // Pool returns the connection pool the store uses.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 

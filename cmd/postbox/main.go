@@ -1,0 +1,36 @@
+// Command postbox runs the outbox relay and its tools: migrate, relay,
+// status. Run "postbox help" for the list.
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"syscall"
+)
+
+func main() {
+	ctx, stop := signalContext()
+	defer stop()
+	if err := run(ctx, os.Args[1:]); err != nil {
+		fmt.Fprintln(os.Stderr, "postbox:", err)
+		os.Exit(exitCode(err))
+	}
+}
+
+// signalContext is cancelled by the first SIGINT or SIGTERM, for a graceful
+// stop; a second signal exits at once.
+func signalContext() (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	signals := make(chan os.Signal, 2)
+	signal.Notify(signals, os.Interrupt, syscall.SIGTERM)
+	go func() {
+		<-signals
+		cancel()
+		<-signals
+		fmt.Fprintln(os.Stderr, "postbox: second signal, exiting at once")
+		os.Exit(130)
+	}()
+	return ctx, func() { signal.Stop(signals); cancel() }
+}

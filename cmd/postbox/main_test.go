@@ -1,0 +1,222 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// binary is the postbox command, built once for the package's tests.
+var binary string
+
+func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "postbox-cmd-test")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	binary = filepath.Join(dir, "postbox")
+	if out, err := exec.Command("go", "build", "-o", binary, ".").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "build postbox: %v\n%s", err, out)
+		os.Exit(1)
+	}
+	code := m.Run()
+	os.RemoveAll(dir)
+	os.Exit(code)
+}
+
+// command returns the postbox command with a clean environment.
+func command(args ...string) *exec.Cmd {
+	cmd := exec.Command(binary, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	return cmd
+}
+
+func runOK(t *testing.T, args ...string) string {
+	t.Helper()
+	var out, errOut bytes.Buffer
+	cmd := command(args...)
+	cmd.Stdout, cmd.Stderr = &out, &errOut
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("postbox %s: %v\n%s", strings.Join(args, " "), err, errOut.String())
+	}
+	return out.String()
+}
+
+// schemaStore makes a fresh schema migrated by the command itself.
+func schemaStore(t *testing.T) (*postgres.Store, []string) {
+	t.Helper()
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	db := []string{"--db", pgtest.URL(), "--schema", schema}
+	runOK(t, append([]string{"migrate"}, db...)...)
+	if out := runOK(t, append([]string{"migrate"}, db...)...); !strings.Contains(out, "up to date") {
+		t.Fatalf("second migrate said %q, want a no-op", out)
+	}
+	s, err := postgres.New(pool, postgres.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s, db
+}
+
+func enqueueN(t *testing.T, s *postgres.Store, n int) []postbox.Event {
+	t.Helper()
+	events := make([]postbox.Event, n)
+	for i := range events {
+		events[i] = postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: fmt.Sprint(i),
+			EventType: "order.created", Payload: []byte(fmt.Sprintf(`{"n": %d}`, i))}
+	}
+	if err := s.Enqueue(context.Background(), events...); err != nil {
+		t.Fatal(err)
+	}
+	return events
+}
+
+func startRelay(t *testing.T, db []string, url string, extra ...string) *exec.Cmd {
+	t.Helper()
+	args := append([]string{"relay"}, db...)
+	args = append(args, extra...)
+	cmd := command(args...)
+	cmd.Env = append(cmd.Env, "WEBHOOK_URL="+url, "WEBHOOK_SECRET="+secret)
+	cmd.Stderr = &bytes.Buffer{}
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	return cmd
+}
+
+func status(t *testing.T, db []string) map[string]float64 {
+	t.Helper()
+	out := runOK(t, append([]string{"status", "--json"}, db...)...)
+	var st map[string]float64
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json printed %q: %v", out, err)
+	}
+	for _, k := range []string{"pending", "processing", "done", "failed", "oldest_pending_age_seconds"} {
+		if _, ok := st[k]; !ok {
+			t.Fatalf("status --json lacks %q: %s", k, out)
+		}
+	}
+	return st
+}
+
+func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// A relay killed with SIGKILL in the middle of a batch: after a restart
+// every event is delivered and none stays processing.
+func TestRelayKilledMidBatchLosesNothing(t *testing.T) {
+	s, db := schemaStore(t)
+	slow := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		time.Sleep(100 * time.Millisecond)
+		return 0
+	})
+	events := enqueueN(t, s, 300)
+	first := startRelay(t, db, slow.URL, "--lease", "1s", "--concurrency", "8", "--batch", "50")
+	waitFor(t, "some deliveries", 20*time.Second, func() bool { return len(slow.Accepted()) >= 30 })
+	if err := first.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	_ = first.Wait()
+	if st := status(t, db); st["processing"] == 0 {
+		t.Fatalf("killed relay left nothing in processing (%v): the test did not kill it mid-batch", st)
+	}
+	startRelay(t, db, slow.URL, "--lease", "1s", "--concurrency", "32")
+	waitFor(t, "every event done", 60*time.Second, func() bool {
+		st := status(t, db)
+		return st["done"] == float64(len(events))
+	})
+	st := status(t, db)
+	if st["processing"] != 0 || st["pending"] != 0 || st["failed"] != 0 {
+		t.Fatalf("after restart: %v", st)
+	}
+	got := map[string]bool{}
+	for _, d := range slow.Accepted() {
+		got[d.ID] = true
+	}
+	for _, e := range events {
+		if !got[e.ID.String()] {
+			t.Fatalf("event %s never delivered", e.ID)
+		}
+	}
+}
+
+// SIGTERM: the relay finishes or releases what is in flight and exits 0.
+func TestRelayStopsGracefullyOnSignal(t *testing.T) {
+	s, db := schemaStore(t)
+	slow := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		time.Sleep(300 * time.Millisecond)
+		return 0
+	})
+	events := enqueueN(t, s, 200)
+	cmd := startRelay(t, db, slow.URL, "--concurrency", "4", "--batch", "20")
+	waitFor(t, "deliveries in flight", 20*time.Second, func() bool { return len(slow.Accepted()) >= 4 })
+	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := cmd.Wait(); err != nil {
+		t.Fatalf("relay exit after SIGTERM: %v\n%s", err, cmd.Stderr)
+	}
+	st := status(t, db)
+	if st["processing"] != 0 || st["done"]+st["pending"] != float64(len(events)) {
+		t.Fatalf("after a graceful stop: %v", st)
+	}
+	if logs := cmd.Stderr.(*bytes.Buffer).String(); strings.Contains(logs, strings.TrimPrefix(secret, "whsec_")) {
+		t.Fatal("the secret appears in the logs")
+	}
+	if int(st["done"]) != len(slow.Accepted()) {
+		t.Fatalf("%v done but the receiver accepted %d", st["done"], len(slow.Accepted()))
+	}
+}
+
+func TestErrorsAreOneLineAndNonZero(t *testing.T) {
+	cases := [][]string{
+		{"relay", "--db", "mysql://x"},
+		{"status"},
+		{"nosuchcommand"},
+		{"relay", "--db", pgtest.URL(), "--webhook-url", "http://127.0.0.1:1", "--webhook-secret", "short"},
+	}
+	for _, args := range cases {
+		var errOut bytes.Buffer
+		cmd := command(args...)
+		cmd.Stderr = &errOut
+		err := cmd.Run()
+		if err == nil {
+			t.Errorf("postbox %v succeeded", args)
+			continue
+		}
+		last := strings.TrimSpace(errOut.String())
+		if i := strings.LastIndex(last, "\n"); i >= 0 {
+			last = last[i+1:]
+		}
+		if !strings.HasPrefix(last, "postbox: ") {
+			t.Errorf("postbox %v: last stderr line %q, want a \"postbox: ...\" error", args, last)
+		}
+	}
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log/slog"
+	"os"
+	"strings"
+
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink/webhook"
+)
+
+func setupRelay(fs *flag.FlagSet) func(context.Context) error {
+	var db dbFlags
+	db.register(fs)
+	var (
+		url         = fs.String("webhook-url", "", "endpoint that receives the events (http or https)")
+		secrets     = fs.String("webhook-secret", "", "signing secret, whsec_<base64> or raw; several separated by spaces or commas during a rotation")
+		scheme      = fs.String("signature", "standard", "signature scheme: standard (Standard Webhooks) or x-signature")
+		timeout     = fs.Duration("timeout", webhook.TimeoutDefault, "timeout of one webhook request")
+		lease       = fs.Duration("lease", relay.LeaseDefault, "how long a claimed event stays reserved to this relay")
+		backoffMin  = fs.Duration("backoff-min", relay.BackoffMinDefault, "shortest delay before a retry")
+		backoffMax  = fs.Duration("backoff-max", relay.BackoffMaxDefault, "longest delay before a retry")
+		maxAttempts = fs.Int("max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
+		batch       = fs.Int("batch", relay.BatchSizeDefault, "most events claimed at once")
+		concurrency = fs.Int("concurrency", relay.ConcurrencyDefault, "most deliveries in progress at once")
+		ordered     = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order")
+		poll        = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval")
+		noListen    = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
+		retention   = fs.Duration("retention", relay.RetentionDefault, "how long delivered events are kept (negative: forever)")
+		shutdown    = fs.Duration("shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
+		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
+		logFormat   = fs.String("log-format", "text", "text or json")
+	)
+	return func(ctx context.Context) error {
+		if err := required("webhook-url", *url); err != nil {
+			return err
+		}
+		if err := required("webhook-secret", *secrets); err != nil {
+			return err
+		}
+		logger, err := newLogger(*logLevel, *logFormat)
+		if err != nil {
+			return err
+		}
+		sch, err := signature.ParseScheme(*scheme)
+		if err != nil {
+			return fmt.Errorf("%w: --signature: %v", errUsage, err)
+		}
+		sink, err := webhook.New(webhook.Config{
+			URL:            *url,
+			Secrets:        strings.FieldsFunc(*secrets, func(r rune) bool { return r == ' ' || r == ',' }),
+			Scheme:         sch,
+			Timeout:        *timeout,
+			MaxConcurrency: *concurrency,
+		})
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		s, err := db.open(ctx)
+		if err != nil {
+			return err
+		}
+		defer s.close()
+		r, err := relay.New(relay.Config{
+			Store: s, Sink: sink, Logger: logger,
+			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
+			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
+			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
+		})
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		return r.Run(ctx)
+	}
+}
+
+func newLogger(level, format string) (*slog.Logger, error) {
+	var lv slog.Level
+	if err := lv.UnmarshalText([]byte(level)); err != nil {
+		return nil, fmt.Errorf("%w: --log-level %q: %v", errUsage, level, err)
+	}
+	opts := &slog.HandlerOptions{Level: lv}
+	switch format {
+	case "text":
+		return slog.New(slog.NewTextHandler(os.Stderr, opts)), nil
+	case "json":
+		return slog.New(slog.NewJSONHandler(os.Stderr, opts)), nil
+	}
+	return nil, fmt.Errorf("%w: --log-format %q: want text or json", errUsage, format)
+}
+

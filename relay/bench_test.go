@@ -1,0 +1,96 @@
+package relay_test
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/relay"
+)
+
+// BenchmarkDrainToWebhook drains a backlog of b.N events to a local
+// receiver with the default settings (run with -benchtime=100000x for a
+// 100,000-event backlog). It reports events/s.
+func BenchmarkDrainToWebhook(b *testing.B) {
+	s := pgtest.Store(b)
+	var got atomic.Int64
+	done := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if got.Add(1) == int64(b.N) {
+			close(done)
+		}
+	}))
+	defer srv.Close()
+	events := make([]postbox.Event, 0, 1000)
+	for i := range b.N {
+		events = append(events, postbox.Event{AggregateType: "order", AggregateID: fmt.Sprint(i),
+			EventType: "order.created", Payload: []byte(`{"order_id": 1, "amount": 1250}`)})
+		if len(events) == cap(events) || i == b.N-1 {
+			if err := s.Enqueue(context.Background(), events...); err != nil {
+				b.Fatal(err)
+			}
+			events = events[:0]
+		}
+	}
+	sk := newSink(&testing.T{}, srv.URL, 10*time.Second)
+	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.ResetTimer()
+	start := time.Now()
+	stopped := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(stopped) }()
+	<-done
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cancel()
+	<-stopped
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+}
+
+// BenchmarkCommitToDelivery measures the time from an event's commit to its
+// arrival at the receiver, one event at a time, with the default settings
+// (LISTEN/NOTIFY wake-up). It reports the median and 99th percentile.
+func BenchmarkCommitToDelivery(b *testing.B) {
+	s := pgtest.Store(b)
+	arrived := make(chan time.Time, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		arrived <- time.Now()
+	}))
+	defer srv.Close()
+	r, err := relay.New(relay.Config{Store: s, Sink: newSink(&testing.T{}, srv.URL, 10*time.Second), Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go func() { _ = r.Run(ctx) }()
+	// Warm up: the first event also waits for the listener to connect.
+	if err := s.Enqueue(ctx, postbox.Event{EventType: "warm-up", Payload: []byte(`{}`)}); err != nil {
+		b.Fatal(err)
+	}
+	<-arrived
+	lat := make([]time.Duration, 0, b.N)
+	b.ResetTimer()
+	for range b.N {
+		if err := s.Enqueue(ctx, postbox.Event{EventType: "order.created", Payload: []byte(`{}`)}); err != nil {
+			b.Fatal(err)
+		}
+		committed := time.Now()
+		lat = append(lat, (<-arrived).Sub(committed))
+	}
+	b.StopTimer()
+	slices.Sort(lat)
+	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+

@@ -1,0 +1,64 @@
+package signature_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/postbox-go/postbox/signature"
+)
+
+func ExampleSigner_Sign() {
+	s, err := signature.NewSigner(signature.Standard, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		panic(err)
+	}
+	h := http.Header{}
+	if err := s.Sign(h, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`)); err != nil {
+		panic(err)
+	}
+	fmt.Println(h.Get("webhook-id"))
+	fmt.Println(h.Get("webhook-timestamp"))
+	fmt.Println(h.Get("webhook-signature"))
+	// Output:
+	// msg_p5jXN8AQM9LWM0D4loKWxJek
+	// 1614265330
+	// v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=
+}
+
+func ExampleVerifier_Verify() {
+	// During a rotation the receiver accepts the old and the new secret.
+	v, err := signature.NewVerifier(signature.Standard, 5*time.Minute,
+		"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "whsec_bmV3LXNlY3JldC1vZi0yNC1ieXRlcyEh")
+	if err != nil {
+		panic(err)
+	}
+	v.Now = func() time.Time { return time.Unix(1614265330, 0) } // the request's own time, for the example
+
+	h := http.Header{}
+	h.Set("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	h.Set("webhook-timestamp", "1614265330")
+	h.Set("webhook-signature", "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=")
+
+	id, ts, err := v.Verify(h, []byte(`{"test": 2432232314}`))
+	fmt.Println(id, ts.UTC(), err)
+
+	_, _, err = v.Verify(h, []byte(`{"test": 1}`))
+	fmt.Println(errors.Is(err, signature.ErrNoMatchingSignature))
+	// Output:
+	// msg_p5jXN8AQM9LWM0D4loKWxJek 2021-02-25 15:02:10 +0000 UTC <nil>
+	// true
+}
+
+func ExampleScheme_SignsID() {
+	scheme, err := signature.ParseScheme("x-signature")
+	if err != nil {
+		panic(err)
+	}
+	if !scheme.SignsID() {
+		fmt.Println(scheme, "does not sign the id: check it against the body")
+	}
+	// Output:
+	// x-signature does not sign the id: check it against the body
+}

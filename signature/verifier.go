@@ -1,0 +1,97 @@
+package signature
+
+import (
+	"crypto/hmac"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+)
+
+// ToleranceDefault is how far a timestamp may be from the verifier's clock,
+// either way, when NewVerifier is given a zero tolerance.
+const ToleranceDefault = 5 * time.Minute
+
+// Verifier checks incoming webhook requests. It is safe for concurrent use.
+type Verifier struct {
+	// Now is the clock timestamps are checked against; nil means time.Now.
+	// Set it, if at all, before the first Verify.
+	Now func() time.Time
+
+	scheme    Scheme
+	tolerance time.Duration
+	keys      [][]byte
+}
+
+// NewVerifier returns a Verifier that accepts requests signed with any one
+// of secrets (written as for NewSigner) whose timestamp is within tolerance
+// of its clock, in the past or the future. A zero tolerance means
+// ToleranceDefault; a negative one is refused.
+func NewVerifier(scheme Scheme, tolerance time.Duration, secrets ...string) (*Verifier, error) {
+	if tolerance < 0 {
+		return nil, fmt.Errorf("signature: negative tolerance %v", tolerance)
+	}
+	if tolerance == 0 {
+		tolerance = ToleranceDefault
+	}
+	keys, err := scheme.keys(secrets)
+	if err != nil {
+		return nil, err
+	}
+	return &Verifier{scheme: scheme, tolerance: tolerance, keys: keys}, nil
+}
+
+// Verify checks the signature headers of a request against its body and
+// returns the event id and the timestamp they carry. The body is only
+// hashed, never parsed. Signatures are compared in constant time. Errors
+// match ErrMissingHeaders, ErrInvalidID, ErrMalformedHeader,
+// ErrTimestampOutOfTolerance or ErrNoMatchingSignature, checked in that
+// order.
+//
+// In the XSignature scheme the returned id is not covered by the signature
+// (see Scheme.SignsID).
+func (v *Verifier) Verify(h http.Header, body []byte) (id string, ts time.Time, err error) {
+	idName, timestampName, sigName := v.scheme.headerNames()
+	id, timestamp := h.Get(idName), h.Get(timestampName)
+	sig := strings.Join(h.Values(sigName), " ")
+	var missing []string
+	if id == "" {
+		missing = append(missing, idName)
+	}
+	if timestamp == "" {
+		missing = append(missing, timestampName)
+	}
+	if sig == "" {
+		missing = append(missing, sigName)
+	}
+	if len(missing) > 0 {
+		return "", time.Time{}, fmt.Errorf("%w: %s", ErrMissingHeaders, strings.Join(missing, ", "))
+	}
+	if err := checkID(id); err != nil {
+		return "", time.Time{}, err
+	}
+	ts, ok := parseTimestamp(timestamp)
+	if !ok {
+		return "", time.Time{}, fmt.Errorf("%w: %s is not unix seconds", ErrMalformedHeader, timestampName)
+	}
+	now := time.Now
+	if v.Now != nil {
+		now = v.Now
+	}
+	if t := now(); ts.Before(t.Add(-v.tolerance)) || ts.After(t.Add(v.tolerance)) {
+		return "", time.Time{}, fmt.Errorf("%w: %s is %v away, tolerance %v", ErrTimestampOutOfTolerance, timestampName, ts.Sub(t).Abs(), v.tolerance)
+	}
+	got := v.scheme.parseEntries(sig)
+	if len(got) == 0 {
+		return "", time.Time{}, fmt.Errorf("%w: %s holds no %s signature", ErrMalformedHeader, sigName, v.scheme)
+	}
+	for _, key := range v.keys {
+		want := v.scheme.mac(key, id, timestamp, body)
+		for _, mac := range got {
+			if hmac.Equal(mac, want) {
+				return id, ts, nil
+			}
+		}
+	}
+	return "", time.Time{}, ErrNoMatchingSignature
+}

@@ -1,0 +1,23 @@
+package sinktest_test
+
+import (
+	"fmt"
+	"testing"
+
+	"github.com/postbox-go/postbox/sink/sinktest"
+)
+
+// The suite passes for a correct sink, with and without de-duplication.
+func TestRunMemory(t *testing.T) {
+	for _, dedup := range []bool{false, true} {
+		t.Run(fmt.Sprintf("dedup=%v", dedup), func(t *testing.T) {
+			sinktest.Run(t, sinktest.Harness{
+				New: func(t *testing.T) sinktest.Destination {
+					m := &memory{dedup: dedup}
+					return sinktest.Destination{Sink: m, Received: m.received}
+				},
+				Features: sinktest.Features{Deduplicates: dedup, OrderedPerAggregate: true, CarriesHeaders: true},
+			})
+		})
+	}
+}

@@ -1,0 +1,104 @@
+package webhook
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"net/url"
+	"time"
+
+	"github.com/postbox-go/postbox/signature"
+)
+
+// Defaults of the Config fields left zero.
+const (
+	TimeoutDefault         = 10 * time.Second
+	MaxConcurrencyDefault  = 64
+	MaxResponseBodyDefault = 64 << 10
+	RetryAfterMaxDefault   = 10 * time.Minute
+	UserAgentDefault       = "postbox/1"
+)
+
+// Config configures a Sink. Only URL and Secrets are required; a zero field
+// takes its default and a negative one is refused.
+type Config struct {
+	// URL is the endpoint every message is POSTed to: an absolute http or
+	// https URL. Required.
+	URL string
+	// Secrets sign every request, each one (several during a rotation). In
+	// the Standard scheme a secret is "whsec_<base64 key>" or raw bytes;
+	// in XSignature raw bytes. Each is at least signature.SecretMinLen
+	// bytes. Required.
+	Secrets []string
+	// Scheme is the signature scheme. Default signature.Standard (the zero
+	// value).
+	Scheme signature.Scheme
+	// Timeout bounds one whole request: connecting, sending, and reading
+	// the response. Default TimeoutDefault (10s).
+	Timeout time.Duration
+	// MaxConcurrency bounds the requests in flight to the endpoint at once;
+	// further publishes wait for a free slot. Default
+	// MaxConcurrencyDefault (64).
+	MaxConcurrency int
+	// MaxResponseBody is how many bytes of a response are read; the rest
+	// is not read, and the connection is then closed rather than reused.
+	// Default MaxResponseBodyDefault (64 KiB).
+	MaxResponseBody int64
+	// RetryAfterMax caps the Retry-After an endpoint asks for. Default
+	// RetryAfterMaxDefault (10 minutes).
+	RetryAfterMax time.Duration
+	// Client sends the requests. Its redirect policy is replaced: redirects
+	// are never followed. Default: a client with its own transport, keeping
+	// up to MaxConcurrency idle connections alive, with dial, TLS handshake
+	// and response header timeouts of Timeout.
+	Client *http.Client
+	// UserAgent is the User-Agent header. Default UserAgentDefault
+	// ("postbox/1").
+	UserAgent string
+}
+
+// withDefaults returns c with its zero fields set to their defaults.
+func (c Config) withDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = TimeoutDefault
+	}
+	if c.MaxConcurrency == 0 {
+		c.MaxConcurrency = MaxConcurrencyDefault
+	}
+	if c.MaxResponseBody == 0 {
+		c.MaxResponseBody = MaxResponseBodyDefault
+	}
+	if c.RetryAfterMax == 0 {
+		c.RetryAfterMax = RetryAfterMaxDefault
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = UserAgentDefault
+	}
+	if c.Client == nil {
+		c.Client = newClient(c.Timeout, c.MaxConcurrency)
+	}
+	return c
+}
+
+// validate checks c before withDefaults; errors name the field and never
+// carry the URL or a secret.
+func (c Config) validate() error {
+	u, err := url.Parse(c.URL)
+	switch {
+	case c.URL == "":
+		return errors.New("webhook: Config.URL is required")
+	case err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "":
+		return errors.New("webhook: Config.URL must be an absolute http or https URL")
+	case len(c.Secrets) == 0:
+		return errors.New("webhook: Config.Secrets is required")
+	case c.Timeout < 0:
+		return fmt.Errorf("webhook: Config.Timeout %v is negative", c.Timeout)
+	case c.MaxConcurrency < 0:
+		return fmt.Errorf("webhook: Config.MaxConcurrency %d is negative", c.MaxConcurrency)
+	case c.MaxResponseBody < 0:
+		return fmt.Errorf("webhook: Config.MaxResponseBody %d is negative", c.MaxResponseBody)
+	case c.RetryAfterMax < 0:
+		return fmt.Errorf("webhook: Config.RetryAfterMax %v is negative", c.RetryAfterMax)
+	}
+	return nil
+}

@@ -1,0 +1,91 @@
+// Package webhook is the sink that delivers each message as a signed HTTP
+// POST to one endpoint.
+//
+// The body is the message payload, byte for byte, as application/json. Every
+// attempt is signed afresh with the current time (package signature, the
+// Standard Webhooks scheme by default); the id is always the message id. The
+// event type, aggregate and attempt travel as Postbox-Event-Type,
+// Postbox-Aggregate-Type, Postbox-Aggregate-Id and Postbox-Attempt headers,
+// with the message's own headers (trace context) beside them; those never
+// replace a header the sink sets itself.
+//
+// The answer decides what the relay does next (see sink.Classify): 2xx is
+// delivered; 410 Gone fails the event at once (sink.Permanent); 429 and 5xx
+// are sink.Retryable with the endpoint's Retry-After, capped; redirects are
+// not followed, and 3xx and other 4xx are sink.Rejected. Timeouts and
+// connection failures are plain, retryable errors. Errors carry a short,
+// quoted start of the response body, but never a secret, nor the URL, whose
+// path or query may hold a token.
+package webhook
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/url"
+	"time"
+
+	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink"
+)
+
+// Sink publishes messages to one webhook endpoint. It is safe for
+// concurrent use.
+type Sink struct {
+	cfg    Config // with defaults, Client without redirects
+	signer *signature.Signer
+	slots  chan struct{} // one token per request in flight
+	now    func() time.Time
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New returns a Sink for c, refusing an invalid Config with an error that
+// names the field.
+func New(c Config) (*Sink, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	c = c.withDefaults()
+	c.Client = withoutRedirects(c.Client)
+	signer, err := signature.NewSigner(c.Scheme, c.Secrets...)
+	if errors.Is(err, signature.ErrUnknownScheme) {
+		return nil, fmt.Errorf("webhook: Config.Scheme: %w", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("webhook: Config.Secrets: %w", err)
+	}
+	return &Sink{
+		cfg:    c,
+		signer: signer,
+		slots:  make(chan struct{}, c.MaxConcurrency),
+		now:    time.Now,
+	}, nil
+}
+
+// Publish POSTs m and returns nil once the endpoint answered 2xx. It waits
+// for a free slot while MaxConcurrency requests are in flight, then gives the
+// request Timeout.
+func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
+	select {
+	case s.slots <- struct{}{}:
+		defer func() { <-s.slots }()
+	case <-ctx.Done():
+		return fmt.Errorf("webhook: waiting for a free request slot: %w", context.Cause(ctx))
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
+	defer cancel()
+	req, err := s.newRequest(ctx, m)
+	if err != nil {
+		return err
+	}
+	resp, err := s.cfg.Client.Do(req)
+	if err != nil {
+		var urlErr *url.Error
+		if errors.As(err, &urlErr) {
+			err = urlErr.Err // without the URL
+		}
+		return fmt.Errorf("webhook: post: %w", err)
+	}
+	return s.settle(resp)
+}
