@@ -92,4 +92,3 @@ func newLogger(level, format string) (*slog.Logger, error) {
 	}
 	return nil, fmt.Errorf("%w: --log-format %q: want text or json", errUsage, format)
 }
-

@@ -6,10 +6,12 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,9 +36,11 @@ type request struct {
 }
 
 // endpoint is an httptest server that records every request, then lets
-// respond answer it (nil: 204 No Content).
+// respond answer it (nil: 204 No Content). It counts the connections
+// opened to it.
 type endpoint struct {
 	*httptest.Server
+	conns    atomic.Int32
 	mu       sync.Mutex
 	requests []request
 }
@@ -44,7 +48,7 @@ type endpoint struct {
 func newEndpoint(t *testing.T, respond http.HandlerFunc) *endpoint {
 	t.Helper()
 	e := &endpoint{}
-	e.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+	e.Server = httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, err := io.ReadAll(r.Body)
 		if err != nil {
 			t.Errorf("endpoint: reading body: %v", err)
@@ -61,6 +65,12 @@ func newEndpoint(t *testing.T, respond http.HandlerFunc) *endpoint {
 		}
 		respond(w, r)
 	}))
+	e.Config.ConnState = func(_ net.Conn, state http.ConnState) {
+		if state == http.StateNew {
+			e.conns.Add(1)
+		}
+	}
+	e.Start()
 	t.Cleanup(e.Close)
 	return e
 }
