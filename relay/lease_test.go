@@ -1,0 +1,84 @@
+package relay_test
+
+import (
+	"context"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/relay"
+)
+
+// A delivery that takes longer than the lease keeps its lease: a second
+// relay does not take the event over and deliver it again.
+func TestLeaseIsRenewedWhileDeliveryRuns(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		time.Sleep(1500 * time.Millisecond)
+		return 0
+	})
+	lease := 300 * time.Millisecond
+	for range 2 {
+		start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 10*time.Second), Lease: lease, PollInterval: 20 * time.Millisecond})
+	}
+	e := ev("1", 1)
+	if err := s.Enqueue(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	rcv.WaitAccepted(t, 1, 10*time.Second)
+	time.Sleep(500 * time.Millisecond)
+	if n := rcv.Attempts(e.ID.String()); n != 1 {
+		t.Fatalf("event delivered %d times while its first delivery was running", n)
+	}
+	if r := record(t, s, e.ID); r.Attempts != 1 || r.Status != "done" {
+		t.Fatalf("record after a long delivery: status %s attempts %d", r.Status, r.Attempts)
+	}
+}
+
+// When the listening connection is killed (a database restart, a failover)
+// the relay reconnects and is woken by notifications again.
+func TestListenerReconnects(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, nil)
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: time.Hour})
+	ctx := context.Background()
+	if err := s.Enqueue(ctx, ev("1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	rcv.WaitAccepted(t, 1, 5*time.Second) // woken by NOTIFY: the poll is an hour away
+	listen := "listen " + `"postbox_` + s.Schema() + `"`
+	var killed bool
+	err := s.Pool().QueryRow(ctx, "select pg_terminate_backend(pid) from pg_stat_activity where query = $1", listen).Scan(&killed)
+	if err != nil || !killed {
+		t.Fatalf("could not terminate the listening connection: %v", err)
+	}
+	waitFor(t, "the relay to listen again", 10*time.Second, func() bool {
+		var n int
+		_ = s.Pool().QueryRow(ctx, "select count(*) from pg_stat_activity where query = $1", listen).Scan(&n)
+		return n == 1
+	})
+	if err := s.Enqueue(ctx, ev("1", 2)); err != nil {
+		t.Fatal(err)
+	}
+	rcv.WaitAccepted(t, 2, 5*time.Second)
+}
+
+// Without LISTEN (connection poolers) the relay finds events by polling.
+func TestPollOnlyMode(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, nil)
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), DisableListen: true, PollInterval: 50 * time.Millisecond})
+	for i := range 3 {
+		if err := s.Enqueue(context.Background(), ev("1", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rcv.WaitAccepted(t, 3, 5*time.Second)
+	var listeners int
+	_ = s.Pool().QueryRow(context.Background(), "select count(*) from pg_stat_activity where query like 'listen %' and query like '%' || $1 || '%'", s.Schema()).Scan(&listeners)
+	if listeners != 0 {
+		t.Fatalf("%d LISTEN connections with listening disabled", listeners)
+	}
+}
