@@ -13,6 +13,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/sink"
 )
 
 // BenchmarkDrainToWebhook drains a backlog of b.N events to a local
@@ -92,4 +93,60 @@ func BenchmarkCommitToDelivery(b *testing.B) {
 	slices.Sort(lat)
 	b.ReportMetric(float64(lat[len(lat)/2].Microseconds())/1000, "p50-ms")
 	b.ReportMetric(float64(lat[len(lat)*99/100].Microseconds())/1000, "p99-ms")
+}
+
+// noopSink accepts every message at once: it measures the relay and the
+// store alone.
+type noopSink struct{ n atomic.Int64 }
+
+func (s *noopSink) Publish(context.Context, *sink.Message) error {
+	s.n.Add(1)
+	return nil
+}
+
+// BenchmarkDrainToNoopSink drains a backlog of b.N events to a sink that
+// accepts everything at once, and reports events/s.
+func BenchmarkDrainToNoopSink(b *testing.B) {
+	s := pgtest.Store(b)
+	events := make([]postbox.Event, 0, 1000)
+	for i := range b.N {
+		events = append(events, postbox.Event{AggregateType: "order", AggregateID: fmt.Sprint(i),
+			EventType: "order.created", Payload: []byte(`{"order_id": 1, "amount": 1250}`)})
+		if len(events) == cap(events) || i == b.N-1 {
+			if err := s.Enqueue(context.Background(), events...); err != nil {
+				b.Fatal(err)
+			}
+			events = events[:0]
+		}
+	}
+	sk := &noopSink{}
+	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: quietLogger()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	b.ResetTimer()
+	start := time.Now()
+	stopped := make(chan struct{})
+	go func() { _ = r.Run(ctx); close(stopped) }()
+	for sk.n.Load() < int64(b.N) {
+		time.Sleep(time.Millisecond)
+	}
+	// Publishing is done; the time counted ends when the last outcome is
+	// recorded.
+	for {
+		st, err := s.Stats(context.Background())
+		if err != nil {
+			b.Fatal(err)
+		}
+		if st.Done == int64(b.N) {
+			break
+		}
+		time.Sleep(time.Millisecond)
+	}
+	elapsed := time.Since(start)
+	b.StopTimer()
+	cancel()
+	<-stopped
+	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
 }
