@@ -46,7 +46,8 @@ var ErrDuplicate = errors.New("postbox: duplicate event")
 // DuplicateError lists the dedup keys or ids that were already in the outbox.
 // It matches ErrDuplicate with errors.Is.
 type DuplicateError struct {
-	// Keys are the dedup keys (or, for id conflicts, the ids) that collided.
+	// Keys are the dedup keys that collided; for a repeated event id, the id
+	// where the store can tell it, otherwise the word "id".
 	Keys []string
 }
 

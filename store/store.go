@@ -117,7 +117,8 @@ type ListParams struct {
 // Capabilities tell the relay what a store can do, so it can adapt.
 type Capabilities struct {
 	// ConcurrentClaimers is true when several relays may claim at once
-	// without blocking each other (FOR UPDATE SKIP LOCKED).
+	// without blocking each other (FOR UPDATE SKIP LOCKED). When false,
+	// claims take turns: they still never share an event.
 	ConcurrentClaimers bool
 	// Listen is true when the store implements Listener.
 	Listen bool
@@ -132,7 +133,8 @@ type Outbox interface {
 	Enqueue(ctx context.Context, events ...postbox.Event) error
 	// Claim leases due events to p.Owner and returns them in sequence order.
 	Claim(ctx context.Context, p ClaimParams) ([]Delivery, error)
-	// Settle records delivered, retried and failed events in one statement.
+	// Settle records delivered, retried and failed events atomically (one
+	// statement where the database allows).
 	// Done ids are marked delivered whoever holds them; retries and failures
 	// apply only to events still leased to p.Owner.
 	Settle(ctx context.Context, p SettleParams) error

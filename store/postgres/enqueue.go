@@ -86,18 +86,20 @@ func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
 type insertFunc func(ctx context.Context, query string, args []any) ([]string, error)
 
 func (s *Store) enqueue(ctx context.Context, events []postbox.Event, insert insertFunc) error {
+	// Every event is checked before anything is written.
+	args := make([]any, 0, len(events)*enqueueColumns)
+	for i := range events {
+		a, err := enqueueArgs(&events[i])
+		if err != nil {
+			return err
+		}
+		args = append(args, a...)
+	}
 	var dup postbox.DuplicateError
 	for start := 0; start < len(events); start += enqueueChunk {
 		chunk := events[start:min(start+enqueueChunk, len(events))]
-		args := make([]any, 0, len(chunk)*enqueueColumns)
-		for i := range chunk {
-			a, err := enqueueArgs(&chunk[i])
-			if err != nil {
-				return err
-			}
-			args = append(args, a...)
-		}
-		written, err := insert(ctx, s.insertSQL(len(chunk)), args)
+		chunkArgs := args[start*enqueueColumns : (start+len(chunk))*enqueueColumns]
+		written, err := insert(ctx, s.insertSQL(len(chunk)), chunkArgs)
 		if err != nil {
 			return duplicateOr(err, fmt.Errorf("postgres: enqueue: %w", err))
 		}

@@ -231,3 +231,26 @@ func TestClaimUsesThePendingIndex(t *testing.T) {
 		}
 	}
 }
+
+func TestInvalidEventInALaterChunkWritesNothing(t *testing.T) {
+	s := pgtest.Store(t)
+	events := make([]postbox.Event, 1500)
+	for i := range events {
+		events[i] = postbox.Event{EventType: "tick", Payload: []byte(`{}`)}
+	}
+	events[1200].Payload = []byte(`{not json`)
+	ctx := context.Background()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EnqueueTx(ctx, tx, events...); err == nil {
+		t.Fatal("a malformed payload was accepted")
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatalf("the caller's transaction must stay usable after a refused event: %v", err)
+	}
+	if n := count(t, s, "select count(*) from "+s.Table("outbox_events")); n != 0 {
+		t.Fatalf("%d events written beside a malformed one", n)
+	}
+}

@@ -27,7 +27,8 @@ set handler_status = excluded.handler_status,
     lease_owner = excluded.lease_owner,
     lease_expires_at = excluded.lease_expires_at,
     last_error = case when excluded.handler_status = 'done' then null else e.last_error end
-where false
+where e.handler_status <> 'done'
+  and (e.lease_expires_at is null or e.lease_expires_at < now())
 returning e.attempts;
 
 -- name: inbox_status

@@ -1,0 +1,64 @@
+// Package sqlite is the SQLite store of postbox, the embedded default: the
+// outbox and inbox tables in one database file, their embedded migrations,
+// the relay's claim and settle statements, and in-process wake-ups. It uses
+// modernc.org/sqlite, a pure-Go SQLite: no cgo.
+//
+// # Use
+//
+//	s, err := sqlite.Open(ctx, "app.db", sqlite.Config{})
+//	...
+//	defer s.Close()
+//	if _, err := s.Migrate(ctx); err != nil { ... }
+//
+//	tx, err := s.DB().BeginTx(ctx, nil)
+//	// ... insert the business rows with tx ...
+//	err = s.EnqueueTx(ctx, tx, postbox.Event{EventType: "order.created", Payload: body})
+//	// ...
+//	err = tx.Commit() // the relay of this process wakes now
+//
+// The tables keep the columns, meanings and status words of the PostgreSQL
+// store, with the same migration numbers, so the article's plain
+//
+//	insert into outbox_events(aggregate_type, aggregate_id, event_type, payload, dedup_key)
+//	values ('order', '42', 'order.created', '{"order_id": 42}', 'order.created:42');
+//
+// works unchanged, from any program with SQLite 3.9 or later. SQLite types:
+// ids are canonical lower-case UUID text (a time-ordered UUIDv7 made in SQL
+// when left out), JSON is text checked by json_valid, times are INTEGER
+// microseconds since the Unix epoch (checked to be integers), and seq is the
+// rowid (AUTOINCREMENT: never reused).
+//
+// # Differences from PostgreSQL
+//
+// One claimer at a time. SQLite has one writer at a time and no FOR UPDATE
+// SKIP LOCKED: a claim is a write transaction, so claims, settles and
+// producers' transactions take turns. Several relays, in one process or
+// several, still never share an event, but they do not claim in parallel;
+// Capabilities reports ConcurrentClaimers false, and one relay is the
+// sensible deployment.
+//
+// In-process wake-ups, polling otherwise. There is no LISTEN/NOTIFY. The
+// store's connections notice committed inserts into the outbox, whoever
+// made them through DB() (Enqueue, EnqueueTx, plain SQL), and wake the
+// listeners of the same *Store (Listen) once the transaction commits. A
+// relay in another process, or events written through another handle, are
+// caught by the relay's poll (or by Notify, called after such a commit).
+//
+// Writers queue. Read-write transactions begin with BEGIN IMMEDIATE, so they
+// wait for the write lock when they begin instead of failing with
+// SQLITE_BUSY at their first write, and those of one Store wait
+// for each other in arrival order (up to Config.BusyTimeout) before SQLite
+// sees them; between processes SQLite's busy timeout arbitrates. Reads run
+// beside the writer (WAL mode).
+//
+// # Durability
+//
+// Every connection runs in WAL mode with PRAGMA synchronous set by
+// Config.Synchronous, NORMAL by default. With WAL and NORMAL a committed
+// transaction survives a crash of the process, and the database is never
+// corrupted, but a power loss or an operating system crash may undo the
+// transactions committed since the last checkpoint: the business rows and
+// their events go away together, yet events of theirs may already have been
+// delivered. Choose FULL (an fsync at every commit) when that matters more
+// than write throughput.
+package sqlite

@@ -1,0 +1,74 @@
+package sqlite_test
+
+import (
+	"context"
+	"fmt"
+	"log"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/sqlite"
+)
+
+// A producer opens the database, migrates it, and writes an order and its
+// event in one transaction; the relay then claims the event.
+func ExampleStore_EnqueueTx() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "postbox-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "app.db"), sqlite.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	applied, err := s.Migrate(ctx)
+	if err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("applied migrations", applied)
+	if _, err := s.DB().ExecContext(ctx, `create table orders (id integer primary key, total integer not null)`); err != nil {
+		log.Fatal(err)
+	}
+
+	// The business change and its event commit together, or not at all.
+	tx, err := s.DB().BeginTx(ctx, nil)
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer tx.Rollback()
+	if _, err := tx.ExecContext(ctx, `insert into orders (id, total) values (?, ?)`, 42, 1000); err != nil {
+		log.Fatal(err)
+	}
+	err = s.EnqueueTx(ctx, tx, postbox.Event{
+		AggregateType: "order",
+		AggregateID:   "42",
+		EventType:     "order.created",
+		Payload:       []byte(`{"order_id": 42, "total": 1000}`),
+		DedupKey:      "order.created:42",
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	if err := tx.Commit(); err != nil { // wakes the relay of this process
+		log.Fatal(err)
+	}
+
+	// What the relay sees.
+	deliveries, err := s.Claim(ctx, store.ClaimParams{Owner: "relay-1", Limit: 10, Lease: time.Minute})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for _, d := range deliveries {
+		fmt.Println(d.EventType, d.AggregateType, d.AggregateID, string(d.Payload), "attempt", d.Attempt)
+	}
+	// Output:
+	// applied migrations [1 2]
+	// order.created order 42 {"order_id": 42, "total": 1000} attempt 1
+}

@@ -1,0 +1,56 @@
+package sqlite
+
+import (
+	"context"
+	"errors"
+)
+
+// errClosed is returned by Listen when the store is closed.
+var errClosed = errors.New("sqlite: listen: store closed")
+
+// Listen calls notify whenever new events may be available: when a
+// transaction of this Store that inserted into the outbox commits (Enqueue,
+// EnqueueTx, or any INSERT through DB()), and when Notify is called. It
+// blocks until ctx is done (returning nil) or the store is closed. ready is
+// called once the listener is registered, before any notify. Wake-ups are
+// coalesced: a burst of commits may produce one notify.
+//
+// The wake-ups are in-process only. Events written by another process, or
+// through another database handle, are found by the relay's poll, unless
+// that writer calls Notify.
+func (s *Store) Listen(ctx context.Context, ready, notify func()) error {
+	ch := make(chan struct{}, 1)
+	s.listenMu.Lock()
+	s.listeners[ch] = struct{}{}
+	s.listenMu.Unlock()
+	defer func() {
+		s.listenMu.Lock()
+		delete(s.listeners, ch)
+		s.listenMu.Unlock()
+	}()
+	ready()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-s.closed:
+			return errClosed
+		case <-ch:
+			notify()
+		}
+	}
+}
+
+// Notify wakes the store's listeners. Writes through DB() wake them by
+// themselves when they commit; call Notify after committing events written
+// through another handle on the same file in this process.
+func (s *Store) Notify() {
+	s.listenMu.RLock()
+	defer s.listenMu.RUnlock()
+	for ch := range s.listeners {
+		select {
+		case ch <- struct{}{}:
+		default:
+		}
+	}
+}

@@ -1,0 +1,299 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"sort"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// Claim leases due events to p.Owner in one write transaction and returns
+// them in sequence order. Write transactions run one at a time, so two
+// claims never take the same event; they wait for each other instead of
+// skipping each other's rows (Capabilities().ConcurrentClaimers is false).
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+	if err := checkLimit("claim", p.Limit); err != nil || p.Limit == 0 {
+		return nil, err
+	}
+	query := s.sql.get("claim")
+	if p.Ordered {
+		query = s.sql.get("claim_ordered")
+	}
+	now := time.Now()
+	var out []store.Delivery
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, query,
+			sql.Named("owner", p.Owner),
+			sql.Named("limit", p.Limit),
+			sql.Named("now", now.UnixMicro()),
+			sql.Named("lease_until", now.Add(p.Lease).UnixMicro()),
+		)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var d store.Delivery
+			var headers string
+			var created int64
+			if err := rows.Scan(&d.ID, &d.Seq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &created); err != nil {
+				return err
+			}
+			if d.Headers, err = decodeHeaders(headers); err != nil {
+				return fmt.Errorf("headers of event %s: %w", d.ID, err)
+			}
+			d.CreatedAt = time.UnixMicro(created)
+			out = append(out, d)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim: %w", err)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	return out, nil
+}
+
+// settleRetry and settleFailure are the JSON rows of the settle queries.
+type settleRetry struct {
+	ID    uuid.UUID `json:"id"`
+	At    int64     `json:"at"`
+	Error string    `json:"error"`
+}
+
+type settleFailure struct {
+	ID    uuid.UUID `json:"id"`
+	Error string    `json:"error"`
+}
+
+// Settle records a batch of outcomes in one write transaction. Done ids are
+// marked delivered whoever holds them; retries and failures apply only to
+// events still leased to p.Owner. An id listed as done and as retried or
+// failed is done.
+func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
+	if len(p.Done) == 0 && len(p.Retry) == 0 && len(p.Failed) == 0 {
+		return nil
+	}
+	var done, retries, failures []byte
+	var err error
+	if len(p.Done) > 0 {
+		if done, err = json.Marshal(p.Done); err != nil {
+			return fmt.Errorf("sqlite: settle: %w", err)
+		}
+	}
+	if len(p.Retry) > 0 {
+		rs := make([]settleRetry, len(p.Retry))
+		for i, r := range p.Retry {
+			rs[i] = settleRetry{ID: r.ID, At: r.AvailableAt.UnixMicro(), Error: r.LastError}
+		}
+		if retries, err = json.Marshal(rs); err != nil {
+			return fmt.Errorf("sqlite: settle: %w", err)
+		}
+	}
+	if len(p.Failed) > 0 {
+		fs := make([]settleFailure, len(p.Failed))
+		for i, f := range p.Failed {
+			fs[i] = settleFailure{ID: f.ID, Error: f.LastError}
+		}
+		if failures, err = json.Marshal(fs); err != nil {
+			return fmt.Errorf("sqlite: settle: %w", err)
+		}
+	}
+	now := sql.Named("now", time.Now().UnixMicro())
+	owner := sql.Named("owner", p.Owner)
+	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if done != nil {
+			if _, err := tx.ExecContext(ctx, s.sql.get("settle_done"), sql.Named("ids", string(done)), now); err != nil {
+				return err
+			}
+		}
+		if retries != nil {
+			if _, err := tx.ExecContext(ctx, s.sql.get("settle_retry"), sql.Named("retries", string(retries)), owner); err != nil {
+				return err
+			}
+		}
+		if failures != nil {
+			if _, err := tx.ExecContext(ctx, s.sql.get("settle_failed"), sql.Named("failures", string(failures)), owner, now); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: settle: %w", err)
+	}
+	return nil
+}
+
+// ExtendLease renews, until lease from now, the lease of events still leased
+// to owner.
+func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.exec(ctx, "extend_lease", idList(ids), sql.Named("owner", owner),
+		sql.Named("lease_until", time.Now().Add(lease).UnixMicro())); err != nil {
+		return fmt.Errorf("sqlite: extend lease: %w", err)
+	}
+	return nil
+}
+
+// Release gives events leased to owner back to the queue at once, without
+// counting the attempt.
+func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := s.exec(ctx, "release", idList(ids), sql.Named("owner", owner),
+		sql.Named("now", time.Now().UnixMicro())); err != nil {
+		return fmt.Errorf("sqlite: release: %w", err)
+	}
+	return nil
+}
+
+// ReclaimExpired returns the events of crashed relays (expired leases) to
+// the queue, or fails those that have used p.MaxAttempts, and reports how
+// many it changed.
+func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) (int, error) {
+	n, err := s.exec(ctx, "reclaim_expired", sql.Named("max_attempts", p.MaxAttempts),
+		sql.Named("now", time.Now().UnixMicro()))
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: reclaim expired leases: %w", err)
+	}
+	return n, nil
+}
+
+// PurgeDone deletes up to limit delivered events processed before before,
+// oldest first, and reports how many it deleted.
+func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := checkLimit("purge done events", limit); err != nil || limit == 0 {
+		return 0, err
+	}
+	n, err := s.exec(ctx, "purge_done", sql.Named("before", before.UnixMicro()), sql.Named("limit", limit))
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: purge done events: %w", err)
+	}
+	return n, nil
+}
+
+// Stats counts events by status.
+func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+	var st store.Stats
+	var oldest sql.NullInt64
+	err := s.db.QueryRowContext(ctx, s.sql.get("stats")).Scan(&st.Pending, &st.Processing, &st.Done, &st.Failed, &oldest)
+	if err != nil {
+		return st, fmt.Errorf("sqlite: stats: %w", err)
+	}
+	if oldest.Valid {
+		st.OldestPendingAge = max(0, time.Since(time.UnixMicro(oldest.Int64)))
+	}
+	return st, nil
+}
+
+// Get returns one event's record, or store.ErrNotFound.
+func (s *Store) Get(ctx context.Context, id uuid.UUID) (store.Record, error) {
+	rows, err := s.db.QueryContext(ctx, s.sql.get("get"), sql.Named("id", id.String()))
+	if err != nil {
+		return store.Record{}, fmt.Errorf("sqlite: get event: %w", err)
+	}
+	recs, err := scanRecords(rows)
+	if err != nil {
+		return store.Record{}, fmt.Errorf("sqlite: get event: %w", err)
+	}
+	if len(recs) == 0 {
+		return store.Record{}, fmt.Errorf("%w: %s", store.ErrNotFound, id)
+	}
+	return recs[0], nil
+}
+
+// List returns up to p.Limit records with status p.Status, in sequence order.
+func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, error) {
+	if err := checkLimit("list events", p.Limit); err != nil || p.Limit == 0 {
+		return nil, err
+	}
+	rows, err := s.db.QueryContext(ctx, s.sql.get("list"), sql.Named("status", p.Status), sql.Named("limit", p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list events: %w", err)
+	}
+	recs, err := scanRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: list events: %w", err)
+	}
+	return recs, nil
+}
+
+// exec runs a named statement in a write transaction of its own and returns
+// the number of rows it changed.
+func (s *Store) exec(ctx context.Context, name string, args ...any) (int, error) {
+	var n int64
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		res, err := tx.ExecContext(ctx, s.sql.get(name), args...)
+		if err != nil {
+			return err
+		}
+		n, err = res.RowsAffected()
+		return err
+	})
+	return int(n), err
+}
+
+// idList is the :ids parameter, a JSON array of ids.
+func idList(ids []uuid.UUID) sql.NamedArg {
+	b, _ := json.Marshal(ids) // uuid.UUID marshals as a string; cannot fail
+	return sql.Named("ids", string(b))
+}
+
+// checkLimit refuses negative limits: SQLite would read them as "no limit".
+func checkLimit(op string, limit int) error {
+	if limit < 0 {
+		return fmt.Errorf("sqlite: %s: limit %d is negative", op, limit)
+	}
+	return nil
+}
+
+func decodeHeaders(s string) (map[string]string, error) {
+	if s == "" || s == "{}" {
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal([]byte(s), &h); err != nil {
+		return nil, err
+	}
+	return h, nil
+}
+
+func scanRecords(rows *sql.Rows) ([]store.Record, error) {
+	defer rows.Close()
+	var out []store.Record
+	for rows.Next() {
+		var r store.Record
+		var headers string
+		var availableAt, created int64
+		var leaseExpires, processed sql.NullInt64
+		err := rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.EventType, &r.Payload, &r.DedupKey, &headers,
+			&availableAt, &r.Seq, &r.Status, &r.Retries, &r.Attempts, &r.LastError, &r.LeaseOwner,
+			&leaseExpires, &created, &processed)
+		if err != nil {
+			return nil, err
+		}
+		if r.Headers, err = decodeHeaders(headers); err != nil {
+			return nil, fmt.Errorf("headers of event %s: %w", r.ID, err)
+		}
+		r.AvailableAt = time.UnixMicro(availableAt)
+		r.CreatedAt = time.UnixMicro(created)
+		if leaseExpires.Valid {
+			r.LeaseExpiresAt = time.UnixMicro(leaseExpires.Int64)
+		}
+		if processed.Valid {
+			r.ProcessedAt = time.UnixMicro(processed.Int64)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}

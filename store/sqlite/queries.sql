@@ -1,0 +1,138 @@
+-- Named queries of the SQLite store. "{prefix}" is replaced by the table name
+-- prefix when the store is opened; each query starts at "-- name:".
+-- Parameters are named (:now, :owner, ...). Times are INTEGER microseconds
+-- since the Unix epoch, computed by the store ("now" is the caller's clock,
+-- which is the database's clock: SQLite runs in the process). Lists of ids
+-- and outcomes arrive as JSON arrays, read with json_each.
+--
+-- Every statement that writes runs in a write transaction (BEGIN IMMEDIATE)
+-- of its own: SQLite has one writer at a time, which is what makes a claim
+-- exclusive without FOR UPDATE SKIP LOCKED.
+
+-- name: enqueue
+-- One event; a dedup_key already in the outbox skips the row (0 rows
+-- affected), a repeated id fails the statement.
+insert into {prefix}outbox_events
+  (id, aggregate_type, aggregate_id, event_type, payload, dedup_key, headers, available_at, created_at)
+values
+  (:id, :aggregate_type, :aggregate_id, :event_type, :payload, :dedup_key, :headers, :available_at, :now)
+on conflict (dedup_key) where dedup_key is not null do nothing;
+
+-- name: claim
+-- Leases up to :limit due events to relay :owner until :lease_until.
+update {prefix}outbox_events
+set status = 'processing',
+    lease_owner = :owner,
+    lease_expires_at = :lease_until,
+    attempts = attempts + 1
+where seq in (
+  select seq from {prefix}outbox_events
+  where status = 'pending' and available_at <= :now
+  order by available_at, seq
+  limit :limit)
+returning id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at;
+
+-- name: claim_ordered
+-- Like claim, but only the oldest unfinished event of each aggregate, and
+-- only while no other event of that aggregate is pending or being delivered.
+update {prefix}outbox_events
+set status = 'processing',
+    lease_owner = :owner,
+    lease_expires_at = :lease_until,
+    attempts = attempts + 1
+where seq in (
+  select e.seq from {prefix}outbox_events e
+  where e.status = 'pending' and e.available_at <= :now
+    and not exists (
+      select 1 from {prefix}outbox_events p
+      where p.aggregate_type = e.aggregate_type
+        and p.aggregate_id = e.aggregate_id
+        and p.status in ('pending', 'processing')
+        and p.seq < e.seq)
+  order by e.available_at, e.seq
+  limit :limit)
+returning id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at;
+
+-- name: settle_done
+-- :ids, a JSON array of delivered ids, whoever holds them.
+update {prefix}outbox_events
+set status = 'done', processed_at = :now, lease_owner = null, lease_expires_at = null, last_error = null
+where id in (select value from json_each(:ids)) and status in ('pending', 'processing');
+
+-- name: settle_retry
+-- :retries, a JSON array of {"id", "at", "error"}, for events still leased
+-- to :owner.
+update {prefix}outbox_events as e
+set status = 'pending', available_at = r.at, retries = e.attempts, last_error = r.error,
+    lease_owner = null, lease_expires_at = null
+from (select value ->> 'id' as id, value ->> 'at' as at, value ->> 'error' as error
+      from json_each(:retries)) as r
+where e.id = r.id and e.lease_owner = :owner and e.status = 'processing';
+
+-- name: settle_failed
+-- :failures, a JSON array of {"id", "error"}, for events still leased to
+-- :owner.
+update {prefix}outbox_events as e
+set status = 'failed', processed_at = :now, retries = e.attempts, last_error = f.error,
+    lease_owner = null, lease_expires_at = null
+from (select value ->> 'id' as id, value ->> 'error' as error
+      from json_each(:failures)) as f
+where e.id = f.id and e.lease_owner = :owner and e.status = 'processing';
+
+-- name: extend_lease
+update {prefix}outbox_events
+set lease_expires_at = :lease_until
+where id in (select value from json_each(:ids)) and lease_owner = :owner and status = 'processing';
+
+-- name: release
+-- Graceful shutdown: the attempt did not happen, so it is not counted.
+update {prefix}outbox_events
+set status = 'pending', attempts = max(attempts - 1, 0), available_at = :now,
+    lease_owner = null, lease_expires_at = null
+where id in (select value from json_each(:ids)) and lease_owner = :owner and status = 'processing';
+
+-- name: reclaim_expired
+-- The events of relays that stopped without settling: an expired lease counts
+-- as a failed attempt.
+update {prefix}outbox_events
+set status = case when attempts >= :max_attempts then 'failed' else 'pending' end,
+    processed_at = case when attempts >= :max_attempts then :now end,
+    retries = attempts,
+    available_at = :now,
+    last_error = 'lease of relay ' || coalesce(lease_owner, '?') || ' expired before the delivery was settled',
+    lease_owner = null,
+    lease_expires_at = null
+where status = 'processing' and lease_expires_at < :now;
+
+-- name: purge_done
+delete from {prefix}outbox_events
+where seq in (
+  select seq from {prefix}outbox_events
+  where status = 'done' and processed_at < :before
+  order by processed_at
+  limit :limit);
+
+-- name: stats
+-- Each count is answered from its partial index.
+select
+  (select count(*) from {prefix}outbox_events where status = 'pending'),
+  (select count(*) from {prefix}outbox_events where status = 'processing'),
+  (select count(*) from {prefix}outbox_events where status = 'done'),
+  (select count(*) from {prefix}outbox_events where status = 'failed'),
+  (select min(created_at) from {prefix}outbox_events where status = 'pending');
+
+-- name: get
+select id, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
+       available_at, seq, status, retries, attempts, coalesce(last_error, ''), coalesce(lease_owner, ''),
+       lease_expires_at, created_at, processed_at
+from {prefix}outbox_events
+where id = :id;
+
+-- name: list
+select id, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
+       available_at, seq, status, retries, attempts, coalesce(last_error, ''), coalesce(lease_owner, ''),
+       lease_expires_at, created_at, processed_at
+from {prefix}outbox_events
+where status = :status
+order by seq
+limit :limit;
