@@ -8,7 +8,9 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
+	"github.com/postbox-go/postbox/store/sqlite"
 )
 
 // dbFlags are the flags that choose the store.
@@ -19,12 +21,18 @@ type dbFlags struct {
 
 func (d *dbFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&d.url, "db", "", "database URL: postgres://... or sqlite:PATH")
-	fs.StringVar(&d.schema, "schema", postgres.SchemaDefault, "PostgreSQL schema of the postbox tables")
+	fs.StringVar(&d.schema, "schema", postgres.SchemaDefault, "PostgreSQL schema of the postbox tables (PostgreSQL only)")
+}
+
+// migratingStore is what every store of the command line offers.
+type migratingStore interface {
+	store.Outbox
+	Migrate(ctx context.Context) ([]int, error)
 }
 
 // openedStore is a store with what closes it.
 type openedStore struct {
-	*postgres.Store
+	migratingStore
 	close func()
 }
 
@@ -48,7 +56,17 @@ func (d *dbFlags) open(ctx context.Context) (*openedStore, error) {
 			pool.Close()
 			return nil, err
 		}
-		return &openedStore{Store: s, close: pool.Close}, nil
+		return &openedStore{migratingStore: s, close: pool.Close}, nil
+	case strings.HasPrefix(d.url, "sqlite:"):
+		path := strings.TrimPrefix(strings.TrimPrefix(d.url, "sqlite:"), "//")
+		if path == "" {
+			return nil, fmt.Errorf("%w: --db sqlite:PATH needs a file path", errUsage)
+		}
+		s, err := sqlite.Open(ctx, path, sqlite.Config{})
+		if err != nil {
+			return nil, err
+		}
+		return &openedStore{migratingStore: s, close: func() { _ = s.Close() }}, nil
 	default:
 		return nil, fmt.Errorf("%w: --db %q: want postgres://... or sqlite:PATH", errUsage, redact(d.url))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/internal/receiver"
 	"github.com/postbox-go/postbox/store/postgres"
+	"github.com/postbox-go/postbox/store/sqlite"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -219,4 +220,27 @@ func TestErrorsAreOneLineAndNonZero(t *testing.T) {
 			t.Errorf("postbox %v: last stderr line %q, want a \"postbox: ...\" error", args, last)
 		}
 	}
+}
+
+// --db sqlite:PATH works for migrate, relay and status; the relay finds the
+// events of another process by polling.
+func TestSQLiteCommands(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	db := []string{"--db", "sqlite:" + path}
+	runOK(t, append([]string{"migrate"}, db...)...)
+	s, err := sqlite.Open(context.Background(), path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 50 {
+		e := postbox.Event{AggregateType: "order", AggregateID: fmt.Sprint(i), EventType: "order.created", Payload: []byte(`{}`)}
+		if err := s.Enqueue(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rcv := receiver.New(t, secret, nil)
+	startRelay(t, db, rcv.URL, "--poll", "50ms")
+	rcv.WaitAccepted(t, 50, 20*time.Second)
+	waitFor(t, "every event done", 10*time.Second, func() bool { return status(t, db)["done"] == 50 })
 }
