@@ -55,9 +55,10 @@ func (s Scheme) check() error {
 	return nil
 }
 
-// headerNames returns the names of the scheme's id, timestamp and signature
-// headers.
-func (s Scheme) headerNames() (id, timestamp, signature string) {
+// HeaderNames returns the canonical names of the scheme's id, timestamp and
+// signature headers, such as "Webhook-Id", "Webhook-Timestamp" and
+// "Webhook-Signature".
+func (s Scheme) HeaderNames() (id, timestamp, signature string) {
 	if s == XSignature {
 		return "X-Event-Id", "X-Timestamp", "X-Signature"
 	}

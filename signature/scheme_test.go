@@ -49,3 +49,15 @@ func TestSignsID(t *testing.T) {
 		t.Error("XSignature does not sign the id")
 	}
 }
+
+func TestHeaderNames(t *testing.T) {
+	for scheme, want := range map[signature.Scheme][3]string{
+		signature.Standard:   {"Webhook-Id", "Webhook-Timestamp", "Webhook-Signature"},
+		signature.XSignature: {"X-Event-Id", "X-Timestamp", "X-Signature"},
+	} {
+		id, ts, sig := scheme.HeaderNames()
+		if [3]string{id, ts, sig} != want {
+			t.Errorf("%v: %q %q %q, want %q", scheme, id, ts, sig, want)
+		}
+	}
+}

@@ -41,7 +41,7 @@ func (s *Signer) Sign(h http.Header, id string, ts time.Time, body []byte) error
 		}
 		sig = s.scheme.appendEntry(sig, s.scheme.mac(key, id, timestamp, body))
 	}
-	idName, timestampName, sigName := s.scheme.headerNames()
+	idName, timestampName, sigName := s.scheme.HeaderNames()
 	h.Set(idName, id)
 	h.Set(timestampName, timestamp)
 	h.Set(sigName, string(sig))

@@ -51,7 +51,7 @@ func NewVerifier(scheme Scheme, tolerance time.Duration, secrets ...string) (*Ve
 // In the XSignature scheme the returned id is not covered by the signature
 // (see Scheme.SignsID).
 func (v *Verifier) Verify(h http.Header, body []byte) (id string, ts time.Time, err error) {
-	idName, timestampName, sigName := v.scheme.headerNames()
+	idName, timestampName, sigName := v.scheme.HeaderNames()
 	id, timestamp := h.Get(idName), h.Get(timestampName)
 	sig := strings.Join(h.Values(sigName), " ")
 	var missing []string

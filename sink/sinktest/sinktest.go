@@ -41,7 +41,7 @@ type Features struct {
 type Destination struct {
 	Sink sink.Sink
 	// Received returns what the destination has received so far, in arrival
-	// order. It is called while publishes are in flight.
+	// order. It must be safe to call while publishes are in flight.
 	Received func() []Delivery
 }
 

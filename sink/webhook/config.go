@@ -47,10 +47,11 @@ type Config struct {
 	// RetryAfterMax caps the Retry-After an endpoint asks for. Default
 	// RetryAfterMaxDefault (10 minutes).
 	RetryAfterMax time.Duration
-	// Client sends the requests. Its redirect policy is replaced: redirects
-	// are never followed. Default: a client with its own transport, keeping
-	// up to MaxConcurrency idle connections alive, with dial, TLS handshake
-	// and response header timeouts of Timeout.
+	// Client sends the requests; the Sink uses a copy that never follows
+	// redirects, whatever the client's own policy. Default: a client with
+	// its own transport, keeping up to MaxConcurrency idle connections
+	// alive, with dial, TLS handshake and response header timeouts of
+	// Timeout.
 	Client *http.Client
 	// UserAgent is the User-Agent header. Default UserAgentDefault
 	// ("postbox/1").

@@ -37,7 +37,7 @@ func classify(resp *http.Response, snippet []byte, now time.Time, retryAfterMax 
 	}
 	e := &sink.Error{Kind: sink.Rejected, StatusCode: code, Err: fmt.Errorf("webhook: %s: response %q", reason, snippet)}
 	switch {
-	case code == 999:
+	case code == http.StatusGone:
 		e.Kind = sink.Permanent
 	case code == http.StatusTooManyRequests || code >= 500:
 		e.Kind = sink.Retryable

@@ -1,0 +1,72 @@
+package webhook_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook"
+)
+
+func Example() {
+	const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+	// The partner's endpoint verifies every request.
+	verifier, err := signature.NewVerifier(signature.Standard, 0, secret)
+	if err != nil {
+		panic(err)
+	}
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		id, _, err := verifier.Verify(r.Header, body)
+		if err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		fmt.Printf("partner got %s %s: %s\n", r.Header.Get("Postbox-Event-Type"), id, body)
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer partner.Close()
+
+	s, err := webhook.New(webhook.Config{URL: partner.URL, Secrets: []string{secret}})
+	if err != nil {
+		panic(err)
+	}
+	err = s.Publish(context.Background(), &sink.Message{
+		ID:          uuid.MustParse("0192d2a4-7c1e-7b3a-9f00-5d2b8c1e4a10"),
+		EventType:   "order.created",
+		AggregateID: "42",
+		Payload:     []byte(`{"order_id": 42}`),
+		Attempt:     1,
+	})
+	fmt.Println("published:", err)
+	// Output:
+	// partner got order.created 0192d2a4-7c1e-7b3a-9f00-5d2b8c1e4a10: {"order_id": 42}
+	// published: <nil>
+}
+
+// The relay turns a failure into its next step with sink.Classify.
+func Example_classify() {
+	gone := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Error(w, "this endpoint was removed", http.StatusGone)
+	}))
+	defer gone.Close()
+
+	s, err := webhook.New(webhook.Config{URL: gone.URL, Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})
+	if err != nil {
+		panic(err)
+	}
+	err = s.Publish(context.Background(), &sink.Message{ID: uuid.New(), EventType: "order.created", Payload: []byte(`{}`), Attempt: 1})
+	kind, _, status := sink.Classify(err)
+	fmt.Println(kind, status)
+	fmt.Println(err)
+	// Output:
+	// permanent 410
+	// permanent: status 410: webhook: Gone: response "this endpoint was removed\n"
+}

@@ -1,0 +1,222 @@
+package webhook_test
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook"
+)
+
+func TestRedirectsAreNotFollowed(t *testing.T) {
+	var followed atomic.Int32
+	e := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/elsewhere" {
+			followed.Add(1)
+			return
+		}
+		http.Redirect(w, r, "/elsewhere", http.StatusTemporaryRedirect)
+	})
+
+	userClient := &http.Client{}
+	for name, client := range map[string]*http.Client{"default client": nil, "caller's client": userClient} {
+		t.Run(name, func(t *testing.T) {
+			err := newSink(t, webhook.Config{URL: e.URL, Client: client}).Publish(t.Context(), newMessage())
+			if kind, _, code := sink.Classify(err); err == nil || kind != sink.Rejected || code != http.StatusTemporaryRedirect {
+				t.Fatalf("got %v, want rejected with status 307", err)
+			}
+			if followed.Load() != 0 {
+				t.Fatal("the redirect was followed")
+			}
+		})
+	}
+	if userClient.CheckRedirect != nil {
+		t.Error("New changed the caller's client")
+	}
+}
+
+// hang blocks a handler until the request is abandoned or the test ends.
+func hang(t *testing.T) func(http.ResponseWriter, *http.Request) {
+	done := make(chan struct{})
+	t.Cleanup(func() { close(done) })
+	return func(w http.ResponseWriter, r *http.Request) {
+		select {
+		case <-r.Context().Done():
+		case <-done:
+		}
+	}
+}
+
+func TestTimeoutBoundsTheWholeRequest(t *testing.T) {
+	const timeout = 200 * time.Millisecond
+	wait := hang(t)
+	for name, respond := range map[string]http.HandlerFunc{
+		"no answer": wait,
+		"answer without its body": func(w http.ResponseWriter, r *http.Request) {
+			w.Header().Set("Content-Length", "100")
+			w.WriteHeader(http.StatusInternalServerError)
+			w.(http.Flusher).Flush()
+			wait(w, r)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			e := newEndpoint(t, respond)
+			s := newSink(t, webhook.Config{URL: e.URL, Timeout: timeout})
+			start := time.Now()
+			err := s.Publish(t.Context(), newMessage())
+			elapsed := time.Since(start)
+			if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Retryable {
+				t.Fatalf("got %v, want a retryable error", err)
+			}
+			if elapsed < timeout || elapsed > timeout+time.Second {
+				t.Fatalf("Publish returned after %v, want about %v", elapsed, timeout)
+			}
+		})
+	}
+}
+
+func TestDroppedConnectionIsRetryable(t *testing.T) {
+	e := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err != nil {
+			t.Error(err)
+			return
+		}
+		conn.Close()
+	})
+	err := newSink(t, webhook.Config{URL: e.URL}).Publish(t.Context(), newMessage())
+	if kind, _, code := sink.Classify(err); err == nil || kind != sink.Retryable || code != 0 {
+		t.Fatalf("got %v, want a retryable error without status", err)
+	}
+}
+
+func TestRefusedConnectionIsRetryableAndHidesTheURL(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	url := srv.URL + "/hooks/T0KEN-IN-PATH?token=T0KEN-IN-QUERY"
+	srv.Close()
+	err := newSink(t, webhook.Config{URL: url}).Publish(t.Context(), newMessage())
+	if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Retryable {
+		t.Fatalf("got %v, want a retryable error", err)
+	}
+	var opErr *net.OpError
+	if !errors.As(err, &opErr) || strings.Contains(err.Error(), "T0KEN") {
+		t.Fatalf("error %q: want the dial error, without the URL", err)
+	}
+}
+
+func TestConcurrencyIsBounded(t *testing.T) {
+	const limit, publishes = 4, 24
+	var mu sync.Mutex
+	inFlight, most := 0, 0
+	e := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		inFlight++
+		most = max(most, inFlight)
+		mu.Unlock()
+		time.Sleep(30 * time.Millisecond)
+		mu.Lock()
+		inFlight--
+		mu.Unlock()
+	})
+	s := newSink(t, webhook.Config{URL: e.URL, MaxConcurrency: limit})
+	var wg sync.WaitGroup
+	for range publishes {
+		wg.Go(func() {
+			if err := s.Publish(t.Context(), newMessage()); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	mu.Lock()
+	defer mu.Unlock()
+	if got := most; got > limit || got < 2 {
+		t.Fatalf("%d requests in flight at most, want between 2 and %d", got, limit)
+	}
+	if got := len(e.received()); got != publishes {
+		t.Fatalf("%d requests, want %d", got, publishes)
+	}
+}
+
+func TestWaitingForASlotHonoursTheContext(t *testing.T) {
+	started := make(chan struct{}, 1)
+	wait := hang(t)
+	e := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		started <- struct{}{}
+		wait(w, r)
+	})
+	s := newSink(t, webhook.Config{URL: e.URL, MaxConcurrency: 1, Timeout: time.Minute})
+	first, cancelFirst := context.WithCancel(t.Context())
+	defer cancelFirst()
+	go s.Publish(first, newMessage())
+	<-started
+
+	ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	err := s.Publish(ctx, newMessage())
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Fatalf("Publish waited %v for a slot", elapsed)
+	}
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("got %v, want the context's deadline", err)
+	}
+	if len(e.received()) != 1 {
+		t.Fatal("the second request was sent")
+	}
+}
+
+func TestConnectionsAreReused(t *testing.T) {
+	var served atomic.Int32
+	e := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		if served.Add(1)%2 == 0 {
+			http.Error(w, strings.Repeat("overloaded ", 100), http.StatusServiceUnavailable)
+			return
+		}
+		w.Write([]byte(`{"ok": true}`))
+	})
+	s := newSink(t, webhook.Config{URL: e.URL})
+	for range 50 {
+		s.Publish(t.Context(), newMessage())
+	}
+	if served.Load() != 50 {
+		t.Fatalf("%d requests served, want 50", served.Load())
+	}
+	if n := e.conns.Load(); n != 1 {
+		t.Fatalf("50 sequential requests opened %d connections, want 1", n)
+	}
+}
+
+func TestResponseBodyIsBounded(t *testing.T) {
+	chunk := []byte(strings.Repeat("x", 32<<10))
+	for _, code := range []int{http.StatusOK, http.StatusServiceUnavailable} {
+		e := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(code)
+			for r.Context().Err() == nil { // an endless answer
+				if _, err := w.Write(chunk); err != nil {
+					return
+				}
+			}
+		})
+		s := newSink(t, webhook.Config{URL: e.URL, MaxResponseBody: 4 << 10, Timeout: 10 * time.Second})
+		start := time.Now()
+		err := s.Publish(t.Context(), newMessage())
+		if elapsed := time.Since(start); elapsed > 2*time.Second {
+			t.Fatalf("status %d: Publish read for %v", code, elapsed)
+		}
+		if kind, _, _ := sink.Classify(err); (code == http.StatusOK) != (err == nil) || (err != nil && kind != sink.Retryable) {
+			t.Fatalf("status %d: got %v", code, err)
+		}
+		if err != nil && len(err.Error()) > 400 {
+			t.Fatalf("error of %d bytes", len(err.Error()))
+		}
+	}
+}
