@@ -111,9 +111,9 @@ func (ib *Inbox[TTx]) Get(ctx context.Context, id uuid.UUID) (Record, error) {
 // rows longer than the longest time a sender may deliver an event again:
 // its whole retry schedule, plus the time an event can wait in a dead-letter
 // state before someone retries it by hand. Any duplicate arriving within
-// that retention is always caught. Ordered events are also protected after
-// their rows are gone: their aggregate's sequence refuses them
-// (ErrSequenceApplied).
+// that retention is always caught. An ordered event is not applied again
+// even after its row is gone: its aggregate's sequence refuses it
+// (ErrSequenceApplied, HTTP 409, where a duplicate would have had 200).
 func (ib *Inbox[TTx]) DeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
 	if limit <= 0 {
 		return 0, errors.New("inbox: delete processed: limit must be positive")

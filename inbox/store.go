@@ -46,12 +46,14 @@ type Store[TTx any] interface {
 	// InboxComplete runs, in one transaction: mark the row done if it is
 	// pending and leased to p.Owner (LeaseLost otherwise); advance the
 	// aggregate's sequence as InboxProcess does; run fn, which may be nil;
-	// commit. An expired lease that nobody took over still completes.
+	// commit, and report Taken. When fn fails, everything rolls back and
+	// its error is returned. An expired lease that nobody took over still
+	// completes.
 	InboxComplete(ctx context.Context, p *inboxstore.CompleteParams, fn func(ctx context.Context, tx TTx) error) (inboxstore.Result, error)
 
 	// InboxFail makes the row failed, free for the next delivery, with
-	// p.Error as its last error, if it is pending and leased to p.Owner
-	// (LeaseLost otherwise).
+	// p.Error as its last error, and reports Taken, if the row is pending
+	// and leased to p.Owner (LeaseLost otherwise).
 	InboxFail(ctx context.Context, p *inboxstore.FailParams) (inboxstore.Result, error)
 
 	// InboxGet returns one row, or an error matching store.ErrNotFound.

@@ -61,7 +61,8 @@ type Status int
 
 const (
 	// Taken: the row was written or taken over (it was failed, or pending
-	// with an expired lease or none), and the work went ahead.
+	// with an expired lease or none), or, for a complete or fail, settled;
+	// the work went ahead.
 	Taken Status = iota + 1
 	// Done: the event was processed before; nothing was run or changed.
 	Done

@@ -1,0 +1,66 @@
+package inbox_test
+
+import (
+	"bytes"
+	"io"
+	"log/slog"
+	"net/http"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/inbox"
+)
+
+// BenchmarkHandler sends signed webhook deliveries of new events over
+// loopback HTTP through the handler into a PostgreSQL inbox, one at a time
+// and from GOMAXPROCS senders at once. req/s is the throughput.
+func BenchmarkHandler(b *testing.B) {
+	b.Run("serial", func(b *testing.B) { benchmarkHandler(b, false) })
+	b.Run("parallel", func(b *testing.B) { benchmarkHandler(b, true) })
+}
+
+func benchmarkHandler(b *testing.B, parallel bool) {
+	f := newFixture(b, inbox.HandlerConfig{Logger: slog.New(slog.DiscardHandler)})
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 10 * time.Second}
+	defer client.CloseIdleConnections()
+	send := func() {
+		id := postbox.NewID()
+		body := payload(id)
+		req, err := http.NewRequest(http.MethodPost, f.srv.URL, bytes.NewReader(body))
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set(inbox.HeaderEventType, "order.created")
+		if err := f.signer.Sign(req.Header, id.String(), time.Now(), body); err != nil {
+			b.Error(err)
+			return
+		}
+		resp, err := client.Do(req)
+		if err != nil {
+			b.Error(err)
+			return
+		}
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			b.Errorf("answered %d", resp.StatusCode)
+		}
+	}
+	b.ReportAllocs()
+	start := time.Now()
+	if parallel {
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				send()
+			}
+		})
+	} else {
+		for b.Loop() {
+			send()
+		}
+	}
+	b.ReportMetric(float64(b.N)/time.Since(start).Seconds(), "req/s")
+}

@@ -1,0 +1,133 @@
+// Package inbox applies each incoming event exactly once: the consumer side
+// of postbox.
+//
+// The sender (a postbox relay, or anything that delivers at least once)
+// may deliver an event several times, at once or late, and in another order
+// than it was written. The inbox absorbs this. For every event it writes a
+// row, keyed by the event id, into the article's inbox_events table in the
+// same database transaction as the application's own changes, so both
+// commit or neither does:
+//
+//	ib := inbox.New[pgx.Tx](pgStore) // pgStore is a *postgres.Store
+//
+//	out, err := ib.Process(ctx, ev, func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
+//		_, err := tx.Exec(ctx, "insert into shipments(order_id) values ($1)", orderID(ev))
+//		return err
+//	})
+//
+// Process reports Processed, or Duplicate when the event was applied before
+// (answer both as a success). When the handler fails, everything rolls back
+// and the error comes back: answer it as a temporary failure, so the sender
+// delivers the event again, and that delivery is processed. (The article's
+// consumer inserted the inbox row, ran the logic and marked the row done in
+// three statements: a failure after the insert turned every retry into a
+// "duplicate" and the event was lost.) Deliveries of one event at once wait
+// for each other on the row; the handler commits once.
+//
+// # Webhooks
+//
+// NewHandler returns an http.Handler for signed webhook deliveries, such as
+// those of the relay's webhook sink. It takes only POST, refuses sources
+// outside an optional allowlist, reads at most MaxBodyBytes of the body,
+// verifies the signature (package signature: the Standard Webhooks scheme or
+// the article's X-Signature scheme, several secrets during a rotation,
+// compared in constant time) and the timestamp's tolerance before it parses
+// anything, then hands the event to HandlerConfig.Process:
+//
+//	h, err := inbox.NewHandler(inbox.HandlerConfig{
+//		Secrets: []string{os.Getenv("WEBHOOK_SECRET")},
+//		Process: func(ctx context.Context, ev *inbox.Event) (inbox.Outcome, error) {
+//			return ib.Process(ctx, ev, applyOrderEvent)
+//		},
+//	})
+//	mux.Handle("POST /webhooks/postbox", h)
+//
+// Security notes. The event id is signed in the Standard scheme. The
+// X-Signature scheme signs only the timestamp and body, so a captured
+// request could be replayed under a fresh X-Event-Id, past the inbox; the
+// handler therefore requires the signed JSON body's "event_id" to name the
+// same id (producers must put the outbox row id there). The Postbox-*
+// headers (event type, aggregate, sequence) are not signed by either
+// scheme: they are hints for routing and ordering, and never decide
+// anything about trust. An allowlist sees the connection's remote address,
+// which behind a proxy is the proxy's.
+//
+// # Ordering
+//
+// Events carry an optional per-aggregate sequence number (Event.Seq, from
+// 1; the handler reads it from a Postbox-Sequence header, and Process
+// functions may set it from the signed payload instead, for instance from a
+// version field). An ordered event is applied only when the last applied
+// number of its aggregate is Seq-1. Otherwise it is refused, with nothing
+// stored, by an *OrderError matching ErrOutOfOrder, which the handler
+// answers 503 with Retry-After: the sender retries it later, and its
+// predecessor, delivered meanwhile, goes first. An event whose number was
+// already taken by another event id is refused with ErrSequenceApplied (HTTP
+// 409): a sender bug that no retry cures.
+//
+// Refusing is chosen over parking the early event and applying it when the
+// gap fills: it needs no second queue, no worker that could fail after the
+// sender was told "done", and keeps every event's fate with its sender's
+// retry and dead-letter machinery. The cost is a retry per early event,
+// which the relay's ordered mode (one event of an aggregate in flight at a
+// time) makes rare. The last applied numbers live in their own small table,
+// inbox_sequences, which retention does not touch.
+//
+// # External work
+//
+// A handler that must call something outside the database (a payment
+// provider, an e-mail service) cannot roll that back. For it, Claim writes
+// the event's row as pending with a lease and commits; other deliveries see
+// the lease and back off with ErrInProgress (HTTP 503). The consumer does
+// the work, then calls Complete (optionally with a transactional handler to
+// record its result) or Fail. A claim whose lease expired is taken over by
+// the next delivery, so the external effect is at least once: make it
+// idempotent at its destination, keyed by the event id.
+//
+// # Retention
+//
+// Done rows are what recognises duplicates. DeleteProcessedBefore removes
+// old ones in batches; keep them longer than the sender may retry an event
+// (its whole backoff schedule, plus time in its dead-letter state): within
+// that window every duplicate is caught. Failed and pending rows are kept.
+//
+// # Brokers
+//
+// A broker consumer maps each message to the same Process call, with the
+// broker's message id as the event id (the relay's broker sinks set it to
+// the event id), and acknowledges by the outcome: ack when err is nil (both
+// Processed and Duplicate), redeliver later on ErrOutOfOrder, ErrInProgress
+// and handler failures, and drop (or dead-letter) on ErrInvalidEvent and
+// ErrSequenceApplied. With NATS JetStream:
+//
+//	func(msg jetstream.Msg) {
+//		id, err := uuid.Parse(msg.Headers().Get(jetstream.MsgIDHeader)) // Nats-Msg-Id
+//		if err != nil {
+//			msg.Term()
+//			return
+//		}
+//		_, err = ib.Process(ctx, &inbox.Event{ID: id, EventType: msg.Subject(), Payload: msg.Data()}, apply)
+//		switch {
+//		case err == nil:
+//			msg.Ack()
+//		case errors.Is(err, inbox.ErrInvalidEvent), errors.Is(err, inbox.ErrSequenceApplied):
+//			msg.Term()
+//		default:
+//			msg.NakWithDelay(5 * time.Second)
+//		}
+//	}
+//
+// With Kafka the id is in the message header the Kafka sink writes, the
+// aggregate id is the record key, and the offset is committed after Process
+// returns nil; since a partition is consumed in order, a refused event is
+// retried in place (after a pause) rather than skipped. With RabbitMQ
+// (AMQP 0-9-1) the id is the delivery's MessageId; ack with d.Ack(false) and
+// redeliver with d.Nack(false, true), or route to a dead-letter exchange with
+// d.Nack(false, false). See the broker example.
+//
+// # Stores
+//
+// Store is the interface a database implements for the inbox, generic over
+// its transaction type; store/postgres implements it for pgx.Tx. Every
+// implementation passes the suite in inbox/inboxtest.
+package inbox

@@ -1,0 +1,199 @@
+package inbox
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math"
+	"net/http"
+	"net/netip"
+	"strconv"
+	"time"
+
+	"github.com/postbox-go/postbox/signature"
+)
+
+// Defaults of HandlerConfig.
+const (
+	// MaxBodyBytesDefault is the largest request body accepted: 1 MiB.
+	MaxBodyBytesDefault = 1 << 20
+	// RetryAfterDefault is the Retry-After of "try again later" answers.
+	RetryAfterDefault = 10 * time.Second
+)
+
+// Headers of event metadata besides the signature headers. The signature
+// does not cover them: the handler reads them into the Event as hints, never
+// for a security decision.
+const (
+	// HeaderEventType, HeaderAggregateType and HeaderAggregateID are sent
+	// by the relay's webhook sink.
+	HeaderEventType     = "Postbox-Event-Type"
+	HeaderAggregateType = "Postbox-Aggregate-Type"
+	HeaderAggregateID   = "Postbox-Aggregate-Id"
+	// HeaderSequence is the event's per-aggregate sequence number (Event.Seq),
+	// when the sender sets it; the relay does not. A Process function may
+	// take the number from the signed payload instead.
+	HeaderSequence = "Postbox-Sequence"
+)
+
+// HandlerConfig configures the webhook handler. Process and Secrets are
+// required; the zero value of every other field means its default.
+type HandlerConfig struct {
+	// Process applies one verified event, usually by calling Inbox.Process
+	// (or the Claim flow) with the application's handler. It may adjust ev
+	// first, for instance set ev.Seq from the signed payload. Its outcome
+	// and error decide the answer (see Handler). Required.
+	Process func(ctx context.Context, ev *Event) (Outcome, error)
+
+	// Secrets verify the signatures: a request signed with any one of them
+	// is accepted, so a secret can be rotated without downtime (add the
+	// new one here, move the sender to it, then remove the old one). See
+	// package signature for their forms; at least one is required.
+	Secrets []string
+
+	// Scheme is the sender's signature scheme (default signature.Standard).
+	// With signature.XSignature the event id header is not signed, so the
+	// JSON body must repeat it in its "event_id" field, which is signed.
+	Scheme signature.Scheme
+
+	// Tolerance is how far a request's signed timestamp may be from this
+	// server's clock, either way (default signature.ToleranceDefault, 5
+	// minutes). Older requests are refused as replays.
+	Tolerance time.Duration
+
+	// MaxBodyBytes is the largest request body read (default
+	// MaxBodyBytesDefault, 1 MiB); larger ones are answered 413.
+	MaxBodyBytes int64
+
+	// AllowedNetworks, when not empty, are the only source networks
+	// accepted; requests from elsewhere are answered 403 before their body
+	// is read. The source is the connection's remote address: behind a
+	// reverse proxy or load balancer that is the proxy's address, so
+	// filter there instead (this handler never trusts X-Forwarded-For).
+	AllowedNetworks []netip.Prefix
+
+	// RetryAfter is sent with 503 answers to events that are out of order
+	// or in progress, for the sender to wait (default RetryAfterDefault).
+	RetryAfter time.Duration
+
+	// Logger receives a line per refused or failed request, with the event
+	// id and the reason; never secrets, signatures or bodies. Default
+	// slog.Default().
+	Logger *slog.Logger
+}
+
+// Handler is the webhook endpoint of an inbox: an http.Handler that
+// verifies, decodes and processes signed event deliveries. It is safe for
+// concurrent use.
+//
+// It answers, with a small JSON body {"status": "..."}:
+//
+//	200 processed   the event was applied
+//	200 duplicate   the event had been applied before
+//	400             malformed request: JSON, event id, Postbox-* header
+//	401             signature, timestamp or (XSignature) event_id invalid
+//	403             source address not in AllowedNetworks
+//	405             not a POST
+//	409             sequence number already taken by another event
+//	413             body larger than MaxBodyBytes
+//	500             Process failed: the sender retries
+//	503             out of order, or claimed by another delivery: the
+//	                sender retries after Retry-After
+//
+// Nothing is stored for a request answered 4xx. Internal errors are logged,
+// never sent.
+type Handler struct {
+	cfg      HandlerConfig
+	verifier *signature.Verifier
+	// sigHeader is the signature header of the scheme, stored for audit.
+	sigHeader string
+	// retryAfter is the Retry-After header value, in whole seconds.
+	retryAfter string
+}
+
+// NewHandler returns the webhook handler configured by cfg, or an error
+// naming the field that is wrong.
+func NewHandler(cfg HandlerConfig) (*Handler, error) {
+	if cfg.Process == nil {
+		return nil, errors.New("inbox: HandlerConfig.Process is nil")
+	}
+	if cfg.MaxBodyBytes == 0 {
+		cfg.MaxBodyBytes = MaxBodyBytesDefault
+	}
+	if cfg.MaxBodyBytes < 0 {
+		return nil, fmt.Errorf("inbox: HandlerConfig.MaxBodyBytes %d is negative", cfg.MaxBodyBytes)
+	}
+	if cfg.RetryAfter == 0 {
+		cfg.RetryAfter = RetryAfterDefault
+	}
+	if cfg.RetryAfter < 0 {
+		return nil, fmt.Errorf("inbox: HandlerConfig.RetryAfter %v is negative", cfg.RetryAfter)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	for i, p := range cfg.AllowedNetworks {
+		if !p.IsValid() {
+			return nil, fmt.Errorf("inbox: HandlerConfig.AllowedNetworks[%d] is not a valid prefix", i)
+		}
+	}
+	if cfg.Tolerance < 0 {
+		return nil, fmt.Errorf("inbox: HandlerConfig.Tolerance %v is negative", cfg.Tolerance)
+	}
+	v, err := signature.NewVerifier(cfg.Scheme, cfg.Tolerance, cfg.Secrets...)
+	if errors.Is(err, signature.ErrUnknownScheme) {
+		return nil, fmt.Errorf("inbox: HandlerConfig.Scheme: %w", err)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("inbox: HandlerConfig.Secrets: %w", err)
+	}
+	h := &Handler{
+		cfg:        cfg,
+		verifier:   v,
+		sigHeader:  "Webhook-Signature",
+		retryAfter: strconv.FormatInt(int64(math.Ceil(cfg.RetryAfter.Seconds())), 10),
+	}
+	if cfg.Scheme == signature.XSignature {
+		h.sigHeader = "X-Signature"
+	}
+	return h, nil
+}
+
+// ServeHTTP verifies and processes one delivery.
+func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	if r.Method != http.MethodPost {
+		w.Header().Set("Allow", http.MethodPost)
+		respond(w, http.StatusMethodNotAllowed, statusMethodNotAllowed)
+		return
+	}
+	if !h.allowed(r) {
+		h.refuse(w, r, http.StatusForbidden, statusForbidden, "source address not allowed", nil)
+		return
+	}
+	ev, rej := h.decode(w, r)
+	if rej != nil {
+		h.refuse(w, r, rej.code, rej.status, rej.reason, rej.err)
+		return
+	}
+	outcome, err := h.cfg.Process(r.Context(), ev)
+	h.answer(w, r, ev, outcome, err)
+}
+
+// allowed reports whether the request comes from an allowed network.
+func (h *Handler) allowed(r *http.Request) bool {
+	if len(h.cfg.AllowedNetworks) == 0 {
+		return true
+	}
+	ap, err := netip.ParseAddrPort(r.RemoteAddr)
+	if err != nil {
+		return false
+	}
+	addr := ap.Addr().Unmap()
+	for _, p := range h.cfg.AllowedNetworks {
+		if p.Contains(addr) {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,132 @@
+package inbox
+
+import (
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/signature"
+)
+
+// hintMaxLen bounds the Postbox-* header values taken into an event.
+const hintMaxLen = 255
+
+// rejection is why a request is refused before it is processed.
+type rejection struct {
+	code   int
+	status string
+	reason string
+	err    error
+}
+
+func reject(code int, status, reason string, err error) *rejection {
+	return &rejection{code: code, status: status, reason: reason, err: err}
+}
+
+// decode reads, verifies and decodes a delivery into an event. The body is
+// bounded, and its signature verified before anything of it is parsed.
+func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Event, *rejection) {
+	body, err := readBody(w, r, h.cfg.MaxBodyBytes)
+	if err != nil {
+		if _, ok := errors.AsType[*http.MaxBytesError](err); ok {
+			return nil, reject(http.StatusRequestEntityTooLarge, statusTooLarge, "body too large", nil)
+		}
+		return nil, reject(http.StatusBadRequest, statusBadRequest, "reading the body failed", err)
+	}
+	headerID, _, err := h.verifier.Verify(r.Header, body)
+	if err != nil {
+		return nil, reject(http.StatusUnauthorized, statusUnauthorized, "signature verification failed", err)
+	}
+	// The body is authentic from here on.
+	id, rej := h.eventID(headerID, body)
+	if rej != nil {
+		return nil, rej
+	}
+	ev := &Event{
+		ID:            id,
+		Payload:       body,
+		Signature:     r.Header.Get(h.sigHeader),
+		EventType:     r.Header.Get(HeaderEventType),
+		AggregateType: r.Header.Get(HeaderAggregateType),
+		AggregateID:   r.Header.Get(HeaderAggregateID),
+	}
+	if len(ev.EventType) > hintMaxLen || len(ev.AggregateType) > hintMaxLen || len(ev.AggregateID) > hintMaxLen {
+		return nil, reject(http.StatusBadRequest, statusBadRequest, "Postbox-* header too long", nil)
+	}
+	if s := r.Header.Get(HeaderSequence); s != "" {
+		seq, err := strconv.ParseInt(s, 10, 64)
+		if err != nil || seq < 1 {
+			return nil, reject(http.StatusBadRequest, statusBadRequest, HeaderSequence+" is not a positive integer", nil)
+		}
+		ev.Seq = seq
+	}
+	return ev, nil
+}
+
+// eventID checks that the verified body is JSON and returns the event id.
+// With a scheme that does not sign the id header (XSignature), the signed
+// body's "event_id" must name the same id, or the request could be a
+// captured one replayed under a fresh id to get past the inbox.
+func (h *Handler) eventID(headerID string, body []byte) (uuid.UUID, *rejection) {
+	if h.cfg.Scheme.SignsID() {
+		if !json.Valid(body) {
+			return uuid.Nil, reject(http.StatusBadRequest, statusBadRequest, "body is not valid JSON", nil)
+		}
+		id, err := uuid.Parse(headerID)
+		if err != nil || id == uuid.Nil {
+			return uuid.Nil, reject(http.StatusBadRequest, statusBadRequest, "event id is not a UUID", nil)
+		}
+		return id, nil
+	}
+	var signed struct {
+		EventID *string `json:"event_id"`
+	}
+	if err := json.Unmarshal(body, &signed); err != nil {
+		if _, ok := errors.AsType[*json.SyntaxError](err); ok {
+			return uuid.Nil, reject(http.StatusBadRequest, statusBadRequest, "body is not valid JSON", nil)
+		}
+		return uuid.Nil, reject(http.StatusUnauthorized, statusUnauthorized, `body is not an object with a string "event_id"`, nil)
+	}
+	if signed.EventID == nil {
+		return uuid.Nil, reject(http.StatusUnauthorized, statusUnauthorized, `body has no "event_id" to check the unsigned `+signature.XSignature.String()+" id against", nil)
+	}
+	id, err := uuid.Parse(*signed.EventID)
+	if err != nil || id == uuid.Nil {
+		return uuid.Nil, reject(http.StatusBadRequest, statusBadRequest, `body "event_id" is not a UUID`, nil)
+	}
+	if hid, err := uuid.Parse(headerID); err != nil || hid != id {
+		return uuid.Nil, reject(http.StatusUnauthorized, statusUnauthorized, `event id header differs from the signed body "event_id"`, nil)
+	}
+	return id, nil
+}
+
+// readBody reads at most limit bytes of the body; a longer body is a
+// *http.MaxBytesError (and the connection is closed after the answer).
+func readBody(w http.ResponseWriter, r *http.Request, limit int64) ([]byte, error) {
+	if r.ContentLength > limit {
+		return nil, &http.MaxBytesError{Limit: limit}
+	}
+	body := http.MaxBytesReader(w, r.Body, limit)
+	size := int64(512)
+	if r.ContentLength >= 0 {
+		size = r.ContentLength + 1 // room to read EOF without growing
+	}
+	buf := make([]byte, 0, size)
+	for {
+		n, err := body.Read(buf[len(buf):cap(buf)])
+		buf = buf[:len(buf)+n]
+		if err == io.EOF {
+			return buf, nil
+		}
+		if err != nil {
+			return nil, err
+		}
+		if len(buf) == cap(buf) {
+			buf = append(buf, 0)[:len(buf)]
+		}
+	}
+}
