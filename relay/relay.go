@@ -20,6 +20,7 @@ import (
 	"context"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -35,6 +36,10 @@ type Relay struct {
 	capacity int
 	inflight *inflight
 	wake     chan struct{}
+	// nextRetry is the earliest retry this relay scheduled (unix
+	// nanoseconds, 0 for none): the claim loop wakes for it rather than
+	// waiting for the poll.
+	nextRetry atomic.Int64
 }
 
 // New validates cfg, fills its defaults and returns a relay.
@@ -162,11 +167,41 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 		if len(batch) == limit {
 			continue // a backlog: claim again at once
 		}
-		poll.Reset(r.cfg.PollInterval)
+		poll.Reset(r.untilNextClaim())
 		select {
 		case <-r.wake:
 		case <-poll.C:
 		case <-ctx.Done():
+		}
+	}
+}
+
+// untilNextClaim is how long the claim loop may sleep: the poll interval,
+// or less when a retry this relay scheduled is due sooner.
+func (r *Relay) untilNextClaim() time.Duration {
+	wait := r.cfg.PollInterval
+	if next := r.nextRetry.Load(); next != 0 {
+		until := time.Until(time.Unix(0, next))
+		if until <= 0 {
+			r.nextRetry.CompareAndSwap(next, 0)
+			until = 0
+		}
+		wait = min(wait, until)
+	}
+	return wait
+}
+
+// scheduleRetry records that an event becomes due again at t, and wakes
+// the claim loop to shorten its sleep when t is the earliest.
+func (r *Relay) scheduleRetry(t time.Time) {
+	for {
+		cur := r.nextRetry.Load()
+		if cur != 0 && cur <= t.UnixNano() {
+			return
+		}
+		if r.nextRetry.CompareAndSwap(cur, t.UnixNano()) {
+			r.notify()
+			return
 		}
 	}
 }

@@ -439,3 +439,20 @@ func TestGracefulStopReleasesWhatIsNotDelivered(t *testing.T) {
 		}
 	}
 }
+
+// A retry is attempted when it falls due, not at the next poll.
+func TestRetryDoesNotWaitForThePoll(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second),
+		BackoffMin: 50 * time.Millisecond, BackoffMax: 100 * time.Millisecond, PollInterval: time.Hour})
+	if err := s.Enqueue(context.Background(), ev("1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	rcv.WaitAccepted(t, 1, 5*time.Second)
+}

@@ -76,6 +76,9 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 			return
 		}
 	}
+	for _, retry := range p.Retry {
+		r.scheduleRetry(retry.AvailableAt)
+	}
 	r.inflight.remove(ids)
 	if r.cfg.Ordered && len(p.Done)+len(p.Failed) > 0 {
 		r.notify() // the successors of finished events are now due

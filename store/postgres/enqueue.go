@@ -28,7 +28,8 @@ const (
 // An event whose DedupKey is already in the outbox is skipped and reported
 // by a *postbox.DuplicateError (errors.Is(err, postbox.ErrDuplicate)); the
 // transaction stays usable and the other events are written, so the caller
-// decides whether to commit or roll back. A repeated ID aborts the
+// decides whether to commit or roll back. Committing after any other error
+// would commit the business change without its events: roll back. A repeated ID aborts the
 // transaction and is reported the same way.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, events ...postbox.Event) error {
 	return s.enqueue(ctx, events, func(ctx context.Context, query string, args []any) ([]string, error) {

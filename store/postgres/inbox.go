@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"sync"
 	"time"
 	"unicode/utf8"
 
@@ -23,17 +22,8 @@ import (
 //go:embed inbox.sql
 var inboxSQL string
 
-// inboxQueries caches the parsed inbox.sql of each schema.
-var inboxQueries sync.Map // schema name -> queries
-
 // inboxQuery returns the inbox query called name, placeholders filled.
-func (s *Store) inboxQuery(name string) string {
-	q, ok := inboxQueries.Load(s.schema)
-	if !ok {
-		q, _ = inboxQueries.LoadOrStore(s.schema, parseQueries(inboxSQL, s.expand))
-	}
-	return q.(queries).get(name)
-}
+func (s *Store) inboxQuery(name string) string { return s.sql.get(name) }
 
 // lastErrorMax bounds the error text kept in a row.
 const lastErrorMax = 2000

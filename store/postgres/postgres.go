@@ -52,7 +52,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: Config.Schema %q: use letters, digits and underscores (at most 48)", cfg.Schema)
 	}
 	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema}
-	s.sql = parseQueries(queriesSQL, s.expand)
+	s.sql = parseQueries(queriesSQL+"\n"+inboxSQL, s.expand)
 	return s, nil
 }
 
@@ -81,7 +81,8 @@ var queriesSQL string
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// queries are the named statements of queries.sql, placeholders filled.
+// queries are the named statements of queries.sql and inbox.sql,
+// placeholders filled.
 type queries map[string]string
 
 // parseQueries splits a file of "-- name: x" blocks.
