@@ -169,7 +169,7 @@ func (s *Store) inboxTake(ctx context.Context, tx pgx.Tx, ev *inboxstore.Event, 
 		leaseMS = max(lease.Milliseconds(), 1)
 	}
 	var attempts int
-	err := tx.QueryRow(ctx, s.inboxQuery("inbox_take"), ev.ID, status, ev.Payload, nullText(ev.Signature),
+	err := tx.QueryRow(ctx, s.inboxQuery("inbox_take"), ev.ID, status, nullPayload(ev.Payload), nullText(ev.Signature),
 		ev.EventType, ev.AggregateType, ev.AggregateID, nullSeq(ev.Seq), nullText(owner), leaseMS).Scan(&attempts)
 	if err == nil {
 		return inboxstore.Result{Status: inboxstore.Taken, Attempt: attempts}, nil
@@ -223,7 +223,7 @@ func sequenceStatus(seq, last int64) inboxstore.Status {
 func (s *Store) inboxRecordFailure(ctx context.Context, ev *inboxstore.Event, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureTimeout)
 	defer cancel()
-	_, err := s.pool.Exec(ctx, s.inboxQuery("inbox_record_failure"), ev.ID, ev.Payload, nullText(ev.Signature),
+	_, err := s.pool.Exec(ctx, s.inboxQuery("inbox_record_failure"), ev.ID, nullPayload(ev.Payload), nullText(ev.Signature),
 		ev.EventType, ev.AggregateType, ev.AggregateID, nullSeq(ev.Seq), lastError(cause.Error()))
 	if err != nil {
 		return fmt.Errorf("postgres: inbox record failure: %w", err)
@@ -257,4 +257,12 @@ func nullSeq(seq int64) any {
 		return nil
 	}
 	return seq
+}
+
+// nullPayload stores an empty payload as SQL NULL.
+func nullPayload(p []byte) []byte {
+	if len(p) == 0 {
+		return nil
+	}
+	return p
 }

@@ -133,3 +133,18 @@ func TestInboxMigrationIsIdempotent(t *testing.T) {
 		t.Fatalf("second migrate applied %v, %v; want nothing", applied, err)
 	}
 }
+
+// An empty payload (a signed request with no body) is stored as none, like
+// a nil one: no JSON value is empty.
+func TestInboxEmptyPayload(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	ib := inbox.New[pgx.Tx](s)
+	ev := &inbox.Event{ID: postbox.NewID(), Payload: []byte{}}
+	if out, err := ib.Process(ctx, ev, func(context.Context, pgx.Tx, *inbox.Event) error { return nil }); err != nil || out != inbox.Processed {
+		t.Fatalf("process: %v, %v; want processed", out, err)
+	}
+	if r, err := ib.Get(ctx, ev.ID); err != nil || r.Payload != nil {
+		t.Fatalf("row %+v, %v: want no payload", r, err)
+	}
+}

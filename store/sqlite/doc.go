@@ -1,6 +1,7 @@
 // Package sqlite is the SQLite store of postbox, the embedded default: the
 // outbox and inbox tables in one database file, their embedded migrations,
-// the relay's claim and settle statements, and in-process wake-ups. It uses
+// the relay's claim and settle statements, in-process wake-ups, and the
+// consumer's inbox (a *Store is an inbox.Store[*sql.Tx]). It uses
 // modernc.org/sqlite, a pure-Go SQLite: no cgo.
 //
 // # Use
@@ -28,6 +29,29 @@
 // microseconds since the Unix epoch (checked to be integers), and seq is the
 // rowid (AUTOINCREMENT: never reused).
 //
+// # Inbox
+//
+// At the consumer, the same Store applies each incoming event once, its
+// inbox row and the handler's business rows in one transaction of DB():
+//
+//	ib := inbox.New[*sql.Tx](s)
+//	out, err := ib.Process(ctx, ev, func(ctx context.Context, tx *sql.Tx, ev *inbox.Event) error {
+//		_, err := tx.ExecContext(ctx, "insert into shipments (order_id) values (?)", orderID)
+//		return err
+//	})
+//
+// The tables are inbox_events (the article's, one row per event id) and
+// inbox_sequences (the last applied sequence number of each aggregate, for
+// ordered events), from migration 0002 as in PostgreSQL; package inbox
+// documents the behaviour. The handler runs in a read-write transaction, so
+// it holds the write lock (below) until it returns: keep it to database
+// work, and do not begin another write transaction of DB() inside it (use
+// its tx, for EnqueueTx as well). Deliveries of one event at once take turns
+// on that lock, and each sees the row its predecessor committed: the first
+// runs the handler, the others report a duplicate (or take the event over
+// if the first one failed). The same holds between processes, through
+// SQLite's lock.
+//
 // # Differences from PostgreSQL
 //
 // One claimer at a time. SQLite has one writer at a time and no FOR UPDATE
@@ -50,6 +74,10 @@
 // for each other in arrival order (up to Config.BusyTimeout) before SQLite
 // sees them; between processes SQLite's busy timeout arbitrates. Reads run
 // beside the writer (WAL mode).
+//
+// A failed statement does not abort the transaction. An inbox handler that
+// ignores one and returns nil commits whatever else it wrote, where
+// PostgreSQL would refuse the commit: return the error.
 //
 // # Durability
 //

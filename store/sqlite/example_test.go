@@ -2,13 +2,17 @@ package sqlite_test
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"log"
 	"os"
 	"path/filepath"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/inbox"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
 )
@@ -71,4 +75,56 @@ func ExampleStore_EnqueueTx() {
 	// Output:
 	// applied migrations [1 2]
 	// order.created order 42 {"order_id": 42, "total": 1000} attempt 1
+}
+
+// A consumer applies an event in the same transaction as its inbox row; the
+// sender's second delivery of it is a duplicate.
+func Example_inbox() {
+	ctx := context.Background()
+	dir, err := os.MkdirTemp("", "postbox-example")
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+
+	s, err := sqlite.Open(ctx, filepath.Join(dir, "consumer.db"), sqlite.Config{})
+	if err != nil {
+		log.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+	if _, err := s.DB().ExecContext(ctx, `create table shipments (order_id integer primary key)`); err != nil {
+		log.Fatal(err)
+	}
+
+	ib := inbox.New[*sql.Tx](s)
+	ev := &inbox.Event{
+		ID:            uuid.MustParse("0190f0b2-7b4c-7cc0-8d2e-3f1c9a4b5d6e"),
+		EventType:     "order.paid",
+		AggregateType: "order",
+		AggregateID:   "42",
+		Payload:       []byte(`{"order_id": 42}`),
+	}
+	ship := func(ctx context.Context, tx *sql.Tx, ev *inbox.Event) error {
+		_, err := tx.ExecContext(ctx, `insert into shipments (order_id) values (json_extract(?, '$.order_id'))`, string(ev.Payload))
+		return err
+	}
+	for range 2 { // at-least-once delivery: the same event twice
+		out, err := ib.Process(ctx, ev, ship)
+		if err != nil {
+			log.Fatal(err) // answer "retry later": nothing of it was kept
+		}
+		fmt.Println(out)
+	}
+	var n int
+	if err := s.DB().QueryRowContext(ctx, `select count(*) from shipments`).Scan(&n); err != nil {
+		log.Fatal(err)
+	}
+	fmt.Println("shipments:", n)
+	// Output:
+	// processed
+	// duplicate
+	// shipments: 1
 }

@@ -93,7 +93,7 @@ func (cfg Config) withDefaults() (Config, error) {
 	return cfg, nil
 }
 
-// Store is the SQLite outbox. It is safe for concurrent use. Open one Store
+// Store is the SQLite outbox and inbox. It is safe for concurrent use. Open one Store
 // per database file in a process: its write lock and its wake-ups are its
 // own.
 type Store struct {
@@ -154,7 +154,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		listeners:   map[chan struct{}]struct{}{},
 		closed:      make(chan struct{}),
 	}
-	s.sql = parseQueries(queriesSQL, s.expand)
+	s.sql = parseQueries(s.expand, queriesSQL, inboxSQL)
 	s.db = sql.OpenDB(&connector{base: base, store: s})
 	s.db.SetMaxOpenConns(cfg.MaxOpenConns)
 	s.db.SetMaxIdleConns(cfg.MaxOpenConns)
@@ -242,15 +242,23 @@ var queriesSQL string
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// queries are the named statements of queries.sql, placeholders filled.
+// queries are the named statements of queries.sql and inbox.sql,
+// placeholders filled.
 type queries map[string]string
 
-// parseQueries splits a file of "-- name: x" blocks.
-func parseQueries(file string, expand func(string) string) queries {
+// parseQueries splits files of "-- name: x" blocks; each file's text before
+// its first block is a comment. Names are unique across the files.
+func parseQueries(expand func(string) string, files ...string) queries {
 	q := queries{}
-	for _, block := range strings.Split(file, "-- name: ")[1:] {
-		name, body, _ := strings.Cut(block, "\n")
-		q[strings.TrimSpace(name)] = expand(strings.TrimSpace(body))
+	for _, file := range files {
+		for _, block := range strings.Split(file, "-- name: ")[1:] {
+			name, body, _ := strings.Cut(block, "\n")
+			name = strings.TrimSpace(name)
+			if _, dup := q[name]; dup {
+				panic("sqlite: two queries named " + name)
+			}
+			q[name] = expand(strings.TrimSpace(body))
+		}
 	}
 	return q
 }
