@@ -18,6 +18,7 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"demo":    {"run the whole pipeline in one process, with faults, and reconcile", setupDemo},
 	"migrate": {"create or upgrade the outbox and inbox tables", setupMigrate},
 	"relay":   {"deliver outbox events to a webhook endpoint", setupRelay},
 	"status":  {"count events by status and show the age of the oldest pending one", setupStatus},

@@ -244,3 +244,14 @@ func TestSQLiteCommands(t *testing.T) {
 	rcv.WaitAccepted(t, 50, 20*time.Second)
 	waitFor(t, "every event done", 10*time.Second, func() bool { return status(t, db)["done"] == 50 })
 }
+
+// The README's first command, with a small run: it exits 0 and reports
+// nothing lost and nothing applied twice.
+func TestDemoCommand(t *testing.T) {
+	out := runOK(t, "demo", "--events", "100", "--rate", "2000", "--fault-rate", "0.2")
+	for _, want := range []string{"orders created          100", "applied exactly once    100", "lost                    0", "applied twice           0", "OK:"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("demo output lacks %q:\n%s", want, out)
+		}
+	}
+}

@@ -1,0 +1,52 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"os"
+
+	"github.com/postbox-go/postbox/internal/demo"
+)
+
+func setupDemo(fs *flag.FlagSet) func(context.Context) error {
+	var (
+		db        = fs.String("db", "", "database: empty for a new SQLite file in a temporary folder, sqlite:PATH (a new file), or postgres://... (uses the schema "+`"postbox_demo"`+", dropped first)")
+		events    = fs.Int("events", demo.EventsDefault, "orders to create")
+		faultRate = fs.Float64("fault-rate", demo.FaultRateDefault, "probability of each injected fault (0 turns them off)")
+		rate      = fs.Int("rate", demo.RateDefault, "orders created per second")
+		timeout   = fs.Duration("timeout", demo.TimeoutDefault, "give up after this long")
+	)
+	return func(ctx context.Context) error {
+		if *faultRate == 0 {
+			*faultRate = -1 // "no faults", as opposed to the default
+		}
+		fmt.Printf("postbox demo: %d orders at %d/s, fault rate %g, on %s\n", *events, *rate, max(*faultRate, 0), describeDB(*db))
+		rep, err := demo.Run(ctx, demo.Config{
+			DB: *db, Events: *events, FaultRate: *faultRate, Rate: *rate, Timeout: *timeout,
+			Out: os.Stdout, Live: isTerminal(os.Stdout),
+		})
+		if err != nil {
+			return err
+		}
+		rep.Print(os.Stdout)
+		if !rep.OK() {
+			return errors.New("demo: reconciliation failed")
+		}
+		return nil
+	}
+}
+
+func describeDB(url string) string {
+	if url == "" {
+		return "SQLite (a temporary file)"
+	}
+	return redact(url)
+}
+
+// isTerminal reports whether f is a terminal (a character device).
+func isTerminal(f *os.File) bool {
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}

@@ -1,0 +1,107 @@
+package demo
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/store"
+)
+
+// errCrashed is what a crashed relay's database calls return.
+var errCrashed = errors.New("relay crashed")
+
+// crashable is the outbox as one relay instance sees it: after crash, every
+// call fails, as if the relay's process had died. Its claims stay leased
+// until the lease expires and another relay reclaims them.
+type crashable struct {
+	store.Outbox
+	crashed atomic.Bool
+}
+
+func (c *crashable) check() error {
+	if c.crashed.Load() {
+		return errCrashed
+	}
+	return nil
+}
+
+func (c *crashable) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c.Outbox.Claim(ctx, p)
+}
+
+func (c *crashable) Settle(ctx context.Context, p store.SettleParams) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	return c.Outbox.Settle(ctx, p)
+}
+
+func (c *crashable) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	return c.Outbox.ExtendLease(ctx, owner, ids, lease)
+}
+
+func (c *crashable) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
+	if err := c.check(); err != nil {
+		return err
+	}
+	return c.Outbox.Release(ctx, owner, ids)
+}
+
+func (c *crashable) Listen(ctx context.Context, ready, notify func()) error {
+	return c.Outbox.(store.Listener).Listen(ctx, ready, notify)
+}
+
+// relayRunner runs the demo's relay and crashes it once.
+type relayRunner struct {
+	backend *backend
+	sink    *countingSink
+
+	mu      sync.Mutex
+	current *crashable
+	cancel  context.CancelFunc
+	running sync.WaitGroup
+}
+
+func (r *relayRunner) start(ctx context.Context) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	st := &crashable{Outbox: r.backend.outbox}
+	cfg := relayConfig(r.backend, r.sink)
+	cfg.Store = st
+	rl, err := relay.New(cfg)
+	if err != nil {
+		panic(err) // the demo's own configuration is valid
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	r.current, r.cancel = st, cancel
+	r.running.Go(func() { _ = rl.Run(runCtx) })
+}
+
+// crashAndRestart kills the running relay without letting it settle or
+// release anything, and starts a new one at once.
+func (r *relayRunner) crashAndRestart(ctx context.Context) {
+	r.mu.Lock()
+	r.current.crashed.Store(true)
+	r.cancel()
+	r.mu.Unlock()
+	r.start(ctx)
+}
+
+func (r *relayRunner) stop() {
+	r.mu.Lock()
+	r.cancel()
+	r.mu.Unlock()
+	r.running.Wait()
+}
