@@ -18,11 +18,11 @@ var errInjected = errors.New("injected handler failure")
 type fault int
 
 const (
-	noFault fault = iota
-	faultServerError // the receiver answers 503 before processing
-	faultHandler     // the handler fails after the inbox insert
-	faultDropBefore  // the connection drops before processing
-	faultDropAfter   // the connection drops after the event was applied
+	noFault          fault = iota
+	faultServerError       // the receiver answers 503 before processing
+	faultHandler           // the handler fails after the inbox insert
+	faultDropBefore        // the connection drops before processing
+	faultDropAfter         // the connection drops after the event was applied
 )
 
 // faults injects failures at a rate.
