@@ -159,7 +159,10 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	var progressWG sync.WaitGroup
 	progressWG.Go(func() { showProgress(ctx, cfg, b, &c, progressDone) })
 
-	err = produce(ctx, b, cfg, &c, func() { relays.crashAndRestart(ctx) })
+	err = produce(ctx, b, cfg, &c, func() {
+		relays.crashAndRestart(ctx)
+		say(cfg, fmt.Sprintf("relay crashed (nothing released, nothing settled); a new relay takes over and reclaims its events when their lease (%v) expires", relayConfig(b, sink).Lease))
+	})
 	if err == nil {
 		err = waitSettled(ctx, b)
 	}
@@ -264,7 +267,7 @@ func relayConfig(b *backend, s *countingSink) relay.Config {
 	return relay.Config{
 		Store: b.outbox, Sink: s, Logger: quietLogger(),
 		BackoffMin: 20 * time.Millisecond, BackoffMax: 500 * time.Millisecond,
-		Lease: 2 * time.Second, PollInterval: 100 * time.Millisecond,
-		MaxAttempts: 50, ShutdownTimeout: 5 * time.Second,
+		Lease: time.Second, PollInterval: 100 * time.Millisecond,
+		MaxAttempts: 50, ShutdownTimeout: time.Second,
 	}
 }

@@ -61,3 +61,12 @@ reconciliation (from the database)
 %s (%.1fs)
 `, r.Created, r.AppliedOnce, r.Duplicates, r.DeadLettered, r.Lost, r.AppliedTwice, verdict, r.Elapsed.Seconds())
 }
+
+// say prints a message between progress lines.
+func say(cfg Config, msg string) {
+	if cfg.Live {
+		fmt.Fprintf(cfg.Out, "\r\033[K  %s\n", msg)
+		return
+	}
+	fmt.Fprintf(cfg.Out, "  %s\n", msg)
+}
