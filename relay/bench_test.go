@@ -139,7 +139,7 @@ func BenchmarkDrainToNoopSink(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		if st.Done == int64(b.N) {
+		if st.Pending == 0 && st.Processing == 0 {
 			break
 		}
 		time.Sleep(time.Millisecond)

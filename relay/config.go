@@ -16,7 +16,7 @@ import (
 // Defaults of Config. They are the fast settings: a relay needs no tuning
 // to drain a backlog or to deliver a single event within milliseconds.
 const (
-	BatchSizeDefault        = 256
+	BatchSizeDefault        = 2000
 	ConcurrencyDefault      = 64
 	LeaseDefault            = 30 * time.Second
 	BackoffMinDefault       = time.Second
@@ -25,7 +25,6 @@ const (
 	RejectedAttemptsDefault = 5
 	PollIntervalDefault     = time.Second
 	ShutdownTimeoutDefault  = 10 * time.Second
-	RetentionDefault        = 24 * time.Hour
 )
 
 // Config configures a Relay. Only Store and Sink are required.
@@ -74,12 +73,13 @@ type Config struct {
 	// transaction mode: the relay then only polls.
 	DisableListen bool
 	// ShutdownTimeout is how long deliveries in flight may finish after Run's
-	// context is cancelled; the rest are released to the queue. Default
-	// ShutdownTimeoutDefault.
+	// context is cancelled; the rest are released to the queue (recording
+	// that may take up to five more seconds). Default ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
-	// Retention is how long delivered events are kept before they are
-	// deleted in batches. Negative keeps them forever. Default
-	// RetentionDefault.
+	// Retention is how long delivered events are kept, marked done, before
+	// they are deleted in batches. Zero (the default, and the fast setting)
+	// deletes each delivered event when its delivery is recorded; negative
+	// keeps them forever.
 	Retention time.Duration
 }
 
@@ -106,7 +106,6 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.RejectedAttempts, RejectedAttemptsDefault)
 	setDefault(&c.PollInterval, PollIntervalDefault)
 	setDefault(&c.ShutdownTimeout, ShutdownTimeoutDefault)
-	setDefault(&c.Retention, RetentionDefault)
 	c.RejectedAttempts = min(c.RejectedAttempts, c.MaxAttempts)
 
 	switch {

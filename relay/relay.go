@@ -28,6 +28,13 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
+// claimTimeout bounds one claim statement.
+const claimTimeout = 10 * time.Second
+
+// finalSettleTimeout bounds recording the last outcomes at shutdown, after
+// the deliveries have finished or been cut short.
+const finalSettleTimeout = 5 * time.Second
+
 // Relay delivers the events of one outbox. Create it with New and start it
 // with Run; several relays (in one process or many) may drain one outbox.
 type Relay struct {
@@ -117,7 +124,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	close(results)
 	select {
 	case <-settled:
-	case <-time.After(r.cfg.ShutdownTimeout):
+	case <-time.After(finalSettleTimeout):
 		// The database is unreachable: what is not settled comes back
 		// after its lease expires, and is delivered again.
 		cancelSettle()
@@ -146,9 +153,14 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 			continue
 		}
 		limit := min(free, r.cfg.BatchSize)
-		batch, err := r.cfg.Store.Claim(ctx, store.ClaimParams{
+		// A claim cut short by the shutdown may have committed all the
+		// same: it runs to its end, and what it took is released by the
+		// publishers, which see the shutdown.
+		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{
 			Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered,
 		})
+		cancel()
 		if err != nil {
 			if ctx.Err() != nil {
 				return

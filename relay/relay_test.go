@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -42,6 +43,9 @@ func start(t *testing.T, cfg relay.Config) (stop func()) {
 	t.Helper()
 	if cfg.Logger == nil {
 		cfg.Logger = quietLogger()
+	}
+	if cfg.Retention == 0 {
+		cfg.Retention = time.Hour // keep delivered events, to inspect them
 	}
 	r, err := relay.New(cfg)
 	if err != nil {
@@ -455,4 +459,31 @@ func TestRetryDoesNotWaitForThePoll(t *testing.T) {
 		t.Fatal(err)
 	}
 	rcv.WaitAccepted(t, 1, 5*time.Second)
+}
+
+// With the default retention, a delivered event is deleted when its
+// delivery is recorded.
+func TestDeliveredEventsAreDeletedByDefault(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, nil)
+	r, err := relay.New(relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	e := ev("1", 1)
+	if err := s.Enqueue(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+	rcv.WaitAccepted(t, 1, 5*time.Second)
+	waitFor(t, "the delivered event to be deleted", 5*time.Second, func() bool {
+		_, err := s.Get(context.Background(), e.ID)
+		return errors.Is(err, store.ErrNotFound)
+	})
+	if st := stats(t, s); st != (store.Stats{}) {
+		t.Fatalf("stats after delivery: %+v, want all zero", st)
+	}
 }

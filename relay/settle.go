@@ -43,7 +43,7 @@ func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
 // write records one batch, retrying while the database is unreachable. If
 // ctx ends first the events stay leased and come back when the lease expires.
 func (r *Relay) write(ctx context.Context, batch []outcome) {
-	p := store.SettleParams{Owner: r.cfg.Owner}
+	p := store.SettleParams{Owner: r.cfg.Owner, KeepDone: r.cfg.Retention != 0}
 	var release []uuid.UUID
 	ids := make([]uuid.UUID, 0, len(batch))
 	for _, o := range batch {

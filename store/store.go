@@ -75,6 +75,9 @@ type SettleParams struct {
 	Done   []uuid.UUID
 	Retry  []Retry
 	Failed []Failure
+	// KeepDone keeps delivered events, marked done, until PurgeDone removes
+	// them; otherwise they are deleted at once.
+	KeepDone bool
 }
 
 // ReclaimParams returns the events of crashed relays (expired leases) to the
@@ -134,9 +137,10 @@ type Outbox interface {
 	// Claim leases due events to p.Owner and returns them in sequence order.
 	Claim(ctx context.Context, p ClaimParams) ([]Delivery, error)
 	// Settle records delivered, retried and failed events atomically (one
-	// statement where the database allows).
-	// Done ids are marked delivered whoever holds them; retries and failures
-	// apply only to events still leased to p.Owner.
+	// statement where the database allows), and ends p.Owner's lease on
+	// them. Done ids are deleted (or marked done, with KeepDone) whoever
+	// holds them; retries and failures apply only to events still leased to
+	// p.Owner.
 	Settle(ctx context.Context, p SettleParams) error
 	// ExtendLease renews the lease of events still leased to owner.
 	ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error

@@ -92,7 +92,7 @@ func enqueueN(t *testing.T, s *postgres.Store, n int) []postbox.Event {
 
 func startRelay(t *testing.T, db []string, url string, extra ...string) *exec.Cmd {
 	t.Helper()
-	args := append([]string{"relay"}, db...)
+	args := append([]string{"relay", "--retention", "1h"}, db...) // keep delivered events, to count them
 	args = append(args, extra...)
 	cmd := command(args...)
 	cmd.Env = append(cmd.Env, "WEBHOOK_URL="+url, "WEBHOOK_SECRET="+secret)

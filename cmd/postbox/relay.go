@@ -30,7 +30,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		ordered     = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order")
 		poll        = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval")
 		noListen    = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
-		retention   = fs.Duration("retention", relay.RetentionDefault, "how long delivered events are kept (negative: forever)")
+		retention   = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever)")
 		shutdown    = fs.Duration("shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
 		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat   = fs.String("log-format", "text", "text or json")

@@ -88,8 +88,8 @@ func TestRelayDeliversEveryOrderExactlyOnceDespiteFaults(t *testing.T) {
 	r, err := relay.New(relay.Config{
 		Store: shop, Sink: sink, Logger: quietLogger(),
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-		PollInterval:    20 * time.Millisecond, // retries are due within 100ms
 		ShutdownTimeout: time.Second,
+		Retention:       time.Hour, // keep delivered events, to check them all done
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -226,7 +226,7 @@ func TestClaimUsesThePendingIndex(t *testing.T) {
 			t.Fatal(err)
 		}
 		plan := strings.Join(lines, "\n")
-		if !strings.Contains(plan, "outbox_events_pending_idx") || strings.Contains(plan, "Seq Scan") {
+		if !strings.Contains(plan, "outbox_events_pending_idx") || strings.Contains(plan, "Seq Scan on outbox_events") {
 			t.Fatalf("%s plan does not use the pending index:\n%s", q, plan)
 		}
 	}

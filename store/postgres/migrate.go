@@ -55,7 +55,7 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 	}
 	var applied []int
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", s.lockKey()); err != nil {
+		if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", s.lockKey("migrate")); err != nil {
 			return fmt.Errorf("postgres: migration lock: %w", err)
 		}
 		setup := s.expand(`create schema if not exists {schema};
@@ -98,9 +98,10 @@ create table if not exists {schema}.postbox_migrations (
 	return applied, nil
 }
 
-// lockKey is the advisory lock that serialises migrations of one schema.
-func (s *Store) lockKey() int64 {
+// lockKey is the advisory lock that serialises one kind of work (migrate,
+// claim) on one schema.
+func (s *Store) lockKey(work string) int64 {
 	h := fnv.New64a()
-	h.Write([]byte("postbox migrate " + s.schema))
+	h.Write([]byte("postbox " + work + " " + s.schema))
 	return int64(h.Sum64())
 }

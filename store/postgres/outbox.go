@@ -13,14 +13,23 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// Claim leases due events to p.Owner in one statement (FOR UPDATE SKIP
-// LOCKED) and returns them in sequence order.
+// Claim leases due events to p.Owner and returns them in sequence order.
+// It writes one lease row for the batch and never updates the events; claims
+// take turns on an advisory lock, in one round trip with the claim.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
 	query := s.sql.get("claim")
 	if p.Ordered {
 		query = s.sql.get("claim_ordered")
 	}
-	rows, err := s.pool.Query(ctx, query, p.Owner, p.Limit, p.Lease.Milliseconds())
+	batch := &pgx.Batch{}
+	batch.Queue(s.sql.get("claim_lock"), s.lockKey("claim"))
+	batch.Queue(query, p.Owner, p.Limit, p.Lease.Milliseconds())
+	results := s.pool.SendBatch(ctx, batch)
+	defer results.Close()
+	if _, err := results.Exec(); err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	rows, err := results.Query()
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
@@ -32,40 +41,47 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
+	if err := results.Close(); err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
 	return out, nil
 }
 
 // Settle records a batch of outcomes in one statement.
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
-	retryIDs := make([]uuid.UUID, len(p.Retry))
+	retryIDs := make([][16]byte, len(p.Retry))
 	retryAt := make([]time.Time, len(p.Retry))
 	retryErr := make([]string, len(p.Retry))
 	for i, r := range p.Retry {
 		retryIDs[i], retryAt[i], retryErr[i] = r.ID, r.AvailableAt, r.LastError
 	}
-	failIDs := make([]uuid.UUID, len(p.Failed))
+	failIDs := make([][16]byte, len(p.Failed))
 	failErr := make([]string, len(p.Failed))
 	for i, f := range p.Failed {
 		failIDs[i], failErr[i] = f.ID, f.LastError
 	}
-	done := p.Done
-	if done == nil {
-		done = []uuid.UUID{}
+	done := rawIDs(p.Done)
+	settled := make([][16]byte, 0, len(p.Done)+len(p.Retry)+len(p.Failed))
+	settled = append(append(append(settled, done...), retryIDs...), failIDs...)
+	query := s.sql.get("settle")
+	if p.KeepDone {
+		query = s.sql.get("settle_keep")
 	}
-	_, err := s.pool.Exec(ctx, s.sql.get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr)
+	_, err := s.pool.Exec(ctx, query, p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled)
 	if err != nil {
 		return fmt.Errorf("postgres: settle: %w", err)
 	}
 	return nil
 }
 
-// ExtendLease renews the lease of events still leased to owner.
+// ExtendLease renews owner's leases: every event it holds, which includes
+// ids.
 func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.get("extend_lease"), owner, ids, lease.Milliseconds()); err != nil {
+	if _, err := s.pool.Exec(ctx, s.sql.get("extend_lease"), owner, lease.Milliseconds()); err != nil {
 		return fmt.Errorf("postgres: extend lease: %w", err)
 	}
 	return nil
@@ -77,7 +93,7 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.get("release"), owner, ids); err != nil {
+	if _, err := s.pool.Exec(ctx, s.sql.get("release"), owner, rawIDs(ids)); err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}
 	return nil
@@ -148,4 +164,13 @@ func scanRecord(row pgx.CollectableRow) (store.Record, error) {
 		r.ProcessedAt = *processed
 	}
 	return r, err
+}
+
+// rawIDs converts ids to the form pgx encodes without going through text.
+func rawIDs(ids []uuid.UUID) [][16]byte {
+	out := make([][16]byte, len(ids))
+	for i, id := range ids {
+		out[i] = id
+	}
+	return out
 }

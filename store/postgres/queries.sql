@@ -1,102 +1,147 @@
 -- Named queries of the PostgreSQL store. "{schema}" is replaced by the quoted
 -- schema name when the store is created; each query starts at "-- name:".
+--
+-- How events are leased: a claim reads due events that no lease lists and
+-- writes one outbox_leases row naming them all; it never updates the events.
+-- Claims take turns on an advisory lock (claim_lock, in the same implicit
+-- transaction), so each sees every lease committed before it. Settling
+-- deletes delivered events (or marks them done when they are kept), updates
+-- retried and failed ones, and removes all of them from the relay's leases,
+-- in one statement.
+
+-- name: claim_lock
+select pg_advisory_xact_lock($1);
 
 -- name: claim
--- Leases up to $2 due events to relay $1 for $3 milliseconds, in one short
--- statement: no transaction or row lock outlives it.
-with due as (
-  select id from {schema}.outbox_events
-  where status = 'pending' and available_at <= now()
-  order by available_at, seq
+-- Leases up to $2 due events to relay $1 for $3 milliseconds.
+with leased as (
+  select unnest(ids) as id from {schema}.outbox_leases
+), due as (
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at
+  from {schema}.outbox_events e
+  where e.status = 'pending' and e.available_at <= now()
+    and e.id not in (select id from leased)
+  order by e.available_at, e.seq
   limit $2
-  for update skip locked
+), lease as (
+  insert into {schema}.outbox_leases (owner, ids, expires_at)
+  select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
+  having count(*) > 0
 )
-update {schema}.outbox_events e
-set status = 'processing',
-    lease_owner = $1,
-    lease_expires_at = now() + $3::bigint * interval '1 millisecond',
-    attempts = e.attempts + 1
-from due
-where e.id = due.id
-returning e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.attempts, e.created_at;
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at from due;
 
 -- name: claim_ordered
--- Like claim, but only the oldest unfinished event of each aggregate, and
--- only while no other event of that aggregate is pending or being delivered.
--- A row lower in sequence that is not yet committed is invisible here; it is
--- taken after the ones committed before it (commit order).
-with due as (
-  select e.id from {schema}.outbox_events e
+-- Like claim, but only the oldest unfinished event of each aggregate: an
+-- event being delivered or waiting for a retry is still pending, so it holds
+-- its successors back. A row lower in sequence that is not yet committed is
+-- invisible here; it is taken after the ones committed before it.
+with leased as (
+  select unnest(ids) as id from {schema}.outbox_leases
+), due as (
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at
+  from {schema}.outbox_events e
   where e.status = 'pending' and e.available_at <= now()
+    and e.id not in (select id from leased)
     and not exists (
       select 1 from {schema}.outbox_events p
       where p.aggregate_type = e.aggregate_type
         and p.aggregate_id = e.aggregate_id
-        and p.status in ('pending', 'processing')
+        and p.status = 'pending'
         and p.seq < e.seq)
   order by e.available_at, e.seq
   limit $2
-  for update skip locked
+), lease as (
+  insert into {schema}.outbox_leases (owner, ids, expires_at)
+  select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
+  having count(*) > 0
 )
-update {schema}.outbox_events e
-set status = 'processing',
-    lease_owner = $1,
-    lease_expires_at = now() + $3::bigint * interval '1 millisecond',
-    attempts = e.attempts + 1
-from due
-where e.id = due.id
-returning e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.attempts, e.created_at;
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at from due;
 
 -- name: settle
 -- Records a batch of outcomes in one statement. $2 delivered ids (whoever
--- holds them); retries ($3 ids, $4 times, $5 errors) and failures ($6 ids,
--- $7 errors) only for events still leased to relay $1.
-with done as (
-  update {schema}.outbox_events
-  set status = 'done', processed_at = now(), lease_owner = null, lease_expires_at = null, last_error = null
-  where id = any($2::uuid[]) and status in ('pending', 'processing')
-  returning 1
+-- holds them) are deleted; retries ($3 ids, $4 times, $5 errors) and
+-- failures ($6 ids, $7 errors) apply only to events relay $1 still leases;
+-- $8 is every settled id, removed from relay $1's leases.
+with owned as (
+  select unnest(ids) as id from {schema}.outbox_leases where owner = $1
+), done as (
+  delete from {schema}.outbox_events
+  where id = any($2::uuid[]) and status = 'pending'
 ), retried as (
   update {schema}.outbox_events e
-  set status = 'pending', available_at = r.available_at, retries = e.attempts, last_error = r.last_error,
-      lease_owner = null, lease_expires_at = null
+  set available_at = r.available_at, retries = e.retries + 1, last_error = r.last_error
   from unnest($3::uuid[], $4::timestamptz[], $5::text[]) as r(id, available_at, last_error)
-  where e.id = r.id and e.lease_owner = $1 and e.status = 'processing'
-  returning 1
+  where e.id = r.id and e.status = 'pending' and e.id in (select id from owned)
 ), failed as (
   update {schema}.outbox_events e
-  set status = 'failed', processed_at = now(), retries = e.attempts, last_error = f.last_error,
-      lease_owner = null, lease_expires_at = null
+  set status = 'failed', processed_at = now(), retries = e.retries + 1, last_error = f.last_error
   from unnest($6::uuid[], $7::text[]) as f(id, last_error)
-  where e.id = f.id and e.lease_owner = $1 and e.status = 'processing'
-  returning 1
+  where e.id = f.id and e.status = 'pending' and e.id in (select id from owned)
+), emptied as (
+  delete from {schema}.outbox_leases where owner = $1 and ids <@ $8::uuid[]
 )
-select (select count(*) from done), (select count(*) from retried), (select count(*) from failed);
+update {schema}.outbox_leases
+set ids = array(select x from unnest(ids) as x where x <> all($8::uuid[]))
+where owner = $1 and ids && $8::uuid[] and not ids <@ $8::uuid[];
+
+-- name: settle_keep
+-- Like settle, but delivered events are kept, marked done, for the
+-- retention period.
+with owned as (
+  select unnest(ids) as id from {schema}.outbox_leases where owner = $1
+), done as (
+  update {schema}.outbox_events
+  set status = 'done', processed_at = now(), last_error = null
+  where id = any($2::uuid[]) and status = 'pending'
+), retried as (
+  update {schema}.outbox_events e
+  set available_at = r.available_at, retries = e.retries + 1, last_error = r.last_error
+  from unnest($3::uuid[], $4::timestamptz[], $5::text[]) as r(id, available_at, last_error)
+  where e.id = r.id and e.status = 'pending' and e.id in (select id from owned)
+), failed as (
+  update {schema}.outbox_events e
+  set status = 'failed', processed_at = now(), retries = e.retries + 1, last_error = f.last_error
+  from unnest($6::uuid[], $7::text[]) as f(id, last_error)
+  where e.id = f.id and e.status = 'pending' and e.id in (select id from owned)
+), emptied as (
+  delete from {schema}.outbox_leases where owner = $1 and ids <@ $8::uuid[]
+)
+update {schema}.outbox_leases
+set ids = array(select x from unnest(ids) as x where x <> all($8::uuid[]))
+where owner = $1 and ids && $8::uuid[] and not ids <@ $8::uuid[];
 
 -- name: extend_lease
-update {schema}.outbox_events
-set lease_expires_at = now() + $3::bigint * interval '1 millisecond'
-where id = any($2::uuid[]) and lease_owner = $1 and status = 'processing';
+update {schema}.outbox_leases
+set expires_at = now() + $2::bigint * interval '1 millisecond'
+where owner = $1;
 
 -- name: release
--- Graceful shutdown: the attempt did not happen, so it is not counted.
-update {schema}.outbox_events
-set status = 'pending', attempts = greatest(attempts - 1, 0), available_at = now(),
-    lease_owner = null, lease_expires_at = null
-where id = any($2::uuid[]) and lease_owner = $1 and status = 'processing';
+-- Graceful shutdown: the events leave relay $1's leases; the attempt did not
+-- happen, so it is not counted.
+with emptied as (
+  delete from {schema}.outbox_leases where owner = $1 and ids <@ $2::uuid[]
+)
+update {schema}.outbox_leases
+set ids = array(select x from unnest(ids) as x where x <> all($2::uuid[]))
+where owner = $1 and ids && $2::uuid[] and not ids <@ $2::uuid[];
 
 -- name: reclaim_expired
--- The events of relays that stopped without settling: an expired lease counts
--- as a failed attempt.
-update {schema}.outbox_events
-set status = case when attempts >= $1 then 'failed' else 'pending' end,
-    processed_at = case when attempts >= $1 then now() end,
-    retries = attempts,
+-- The leases of relays that stopped without settling: each of their events
+-- still pending counts a failed attempt, and fails when it has used $1.
+with expired as (
+  delete from {schema}.outbox_leases where expires_at < now()
+  returning owner, ids
+), events as (
+  select unnest(ids) as id, owner from expired
+)
+update {schema}.outbox_events e
+set status = case when e.retries + 1 >= $1 then 'failed' else 'pending' end,
+    processed_at = case when e.retries + 1 >= $1 then now() end,
+    retries = e.retries + 1,
     available_at = now(),
-    last_error = 'lease of relay ' || coalesce(lease_owner, '?') || ' expired before the delivery was settled',
-    lease_owner = null,
-    lease_expires_at = null
-where status = 'processing' and lease_expires_at < now();
+    last_error = 'lease of relay ' || x.owner || ' expired before the delivery was settled'
+from events x
+where e.id = x.id and e.status = 'pending';
 
 -- name: purge_done
 delete from {schema}.outbox_events
@@ -107,26 +152,46 @@ where id in (
   limit $2);
 
 -- name: stats
+with leased as (
+  select distinct unnest(ids) as id from {schema}.outbox_leases
+), in_flight as (
+  select count(*) as n from {schema}.outbox_events e join leased using (id) where e.status = 'pending'
+)
 select
-  (select count(*) from {schema}.outbox_events where status = 'pending'),
-  (select count(*) from {schema}.outbox_events where status = 'processing'),
+  (select count(*) from {schema}.outbox_events where status = 'pending') - (select n from in_flight),
+  (select n from in_flight),
   (select count(*) from {schema}.outbox_events where status = 'done'),
   (select count(*) from {schema}.outbox_events where status = 'failed'),
   (select coalesce(extract(epoch from now() - min(created_at)), 0)::float8
      from {schema}.outbox_events where status = 'pending');
 
 -- name: get
-select id, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
-       available_at, seq, status, retries, attempts, coalesce(last_error, ''), coalesce(lease_owner, ''),
-       lease_expires_at, created_at, processed_at
-from {schema}.outbox_events
-where id = $1;
+-- One event, with "processing" for a pending event in a lease.
+select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, coalesce(e.dedup_key, ''), e.headers,
+       e.available_at, e.seq,
+       case when e.status = 'pending' and l.owner is not null then 'processing' else e.status end,
+       e.retries, e.retries + (l.owner is not null or e.status = 'done')::int, coalesce(e.last_error, ''), coalesce(l.owner, ''),
+       l.expires_at, e.created_at, e.processed_at
+from {schema}.outbox_events e
+left join lateral (
+  select owner, expires_at from {schema}.outbox_leases where e.id = any(ids) limit 1
+) l on true
+where e.id = $1;
 
 -- name: list
-select id, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
-       available_at, seq, status, retries, attempts, coalesce(last_error, ''), coalesce(lease_owner, ''),
-       lease_expires_at, created_at, processed_at
-from {schema}.outbox_events
-where status = $1
-order by seq
+-- Events by status (as Get reports it), in sequence order.
+select * from (
+  select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, coalesce(e.dedup_key, '') as dedup_key,
+         e.headers, e.available_at, e.seq,
+         case when e.status = 'pending' and l.owner is not null then 'processing' else e.status end as status,
+         e.retries, e.retries + (l.owner is not null or e.status = 'done')::int as attempts, coalesce(e.last_error, '') as last_error,
+         coalesce(l.owner, '') as owner, l.expires_at, e.created_at, e.processed_at
+  from {schema}.outbox_events e
+  left join lateral (
+    select owner, expires_at from {schema}.outbox_leases where e.id = any(ids) limit 1
+  ) l on true
+  where e.status = case when $1 = 'processing' then 'pending' else $1 end
+) r
+where r.status = $1
+order by r.seq
 limit $2;

@@ -73,7 +73,7 @@ type settleFailure struct {
 }
 
 // Settle records a batch of outcomes in one write transaction. Done ids are
-// marked delivered whoever holds them; retries and failures apply only to
+// deleted (or marked done, with KeepDone) whoever holds them; retries and failures apply only to
 // events still leased to p.Owner. An id listed as done and as retried or
 // failed is done.
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
@@ -109,7 +109,11 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	owner := sql.Named("owner", p.Owner)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if done != nil {
-			if _, err := tx.ExecContext(ctx, s.sql.get("settle_done"), sql.Named("ids", string(done)), now); err != nil {
+			query := s.sql.get("settle_delete")
+			if p.KeepDone {
+				query = s.sql.get("settle_done")
+			}
+			if _, err := tx.ExecContext(ctx, query, sql.Named("ids", string(done)), now); err != nil {
 				return err
 			}
 		}

@@ -59,6 +59,11 @@ update {prefix}outbox_events
 set status = 'done', processed_at = :now, lease_owner = null, lease_expires_at = null, last_error = null
 where id in (select value from json_each(:ids)) and status in ('pending', 'processing');
 
+-- name: settle_delete
+-- :ids, a JSON array of delivered ids, whoever holds them; :now is unused.
+delete from {prefix}outbox_events
+where id in (select value from json_each(:ids)) and status in ('pending', 'processing') and :now = :now;
+
 -- name: settle_retry
 -- :retries, a JSON array of {"id", "at", "error"}, for events still leased
 -- to :owner.

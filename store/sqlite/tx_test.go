@@ -238,7 +238,7 @@ func TestConcurrentEnqueueWhileClaiming(t *testing.T) {
 				}
 				mu.Unlock()
 				if len(got) > 0 {
-					if err := s.Settle(ctx, store.SettleParams{Owner: owner, Done: deliveryIDs(got)}); err != nil {
+					if err := s.Settle(ctx, store.SettleParams{Owner: owner, Done: deliveryIDs(got), KeepDone: true}); err != nil {
 						t.Errorf("settle: %v", err)
 						return
 					}

@@ -35,6 +35,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"InvalidEventIsRefused", testInvalidEvent},
 		{"SettleDoneRetryFailed", testSettle},
 		{"SettleIgnoresOtherOwner", testSettleOtherOwner},
+		{"DeliveredEventsAreDeletedUnlessKept", testSettleDeletes},
 		{"ExtendLease", testExtendLease},
 		{"ReleaseDoesNotCountAttempt", testRelease},
 		{"ReclaimExpiredLease", testReclaimExpired},
@@ -237,9 +238,10 @@ func testSettle(t *testing.T, s store.Outbox) {
 	claim(t, s, store.ClaimParams{})
 	retryAt := time.Now().Add(time.Hour).Truncate(time.Millisecond)
 	settle(t, s, store.SettleParams{
-		Done:   []uuid.UUID{ok.ID},
-		Retry:  []store.Retry{{ID: again.ID, AvailableAt: retryAt, LastError: "status 503"}},
-		Failed: []store.Failure{{ID: dead.ID, LastError: "status 410"}},
+		Done:     []uuid.UUID{ok.ID},
+		Retry:    []store.Retry{{ID: again.ID, AvailableAt: retryAt, LastError: "status 503"}},
+		Failed:   []store.Failure{{ID: dead.ID, LastError: "status 410"}},
+		KeepDone: true,
 	})
 	if r := get(t, s, ok.ID); r.Status != store.StatusDone || r.ProcessedAt.IsZero() || r.LeaseOwner != "" {
 		t.Fatalf("done row: %+v", r)
@@ -265,6 +267,23 @@ func testSettle(t *testing.T, s store.Outbox) {
 	}
 }
 
+func testSettleDeletes(t *testing.T, s store.Outbox) {
+	gone, next := event("1", 1), event("2", 1)
+	enqueue(t, s, gone)
+	claim(t, s, store.ClaimParams{})
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{gone.ID}})
+	if _, err := s.Get(ctxFor(t), gone.ID); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delivered event without KeepDone: %v, want it deleted", err)
+	}
+	enqueue(t, s, next)
+	if got := claim(t, s, store.ClaimParams{}); len(got) != 1 || got[0].ID != next.ID {
+		t.Fatalf("after a settle: claimed %v, want %s", ids(got), next.ID)
+	}
+	if st, err := s.Stats(ctxFor(t)); err != nil || st.Processing != 1 || st.Pending != 0 || st.Done != 0 {
+		t.Fatalf("stats %+v, %v", st, err)
+	}
+}
+
 func testSettleOtherOwner(t *testing.T, s store.Outbox) {
 	e := event("1", 1)
 	enqueue(t, s, e)
@@ -276,7 +295,7 @@ func testSettleOtherOwner(t *testing.T, s store.Outbox) {
 		t.Fatalf("another relay's retry/failure changed the row: %+v", r)
 	}
 	// A delivery confirmed by anyone is done.
-	settle(t, s, store.SettleParams{Owner: "relay-b", Done: []uuid.UUID{e.ID}})
+	settle(t, s, store.SettleParams{Owner: "relay-b", Done: []uuid.UUID{e.ID}, KeepDone: true})
 	if r := get(t, s, e.ID); r.Status != store.StatusDone {
 		t.Fatalf("done from another relay: status %q", r.Status)
 	}
@@ -433,7 +452,7 @@ func testPurgeDone(t *testing.T, s store.Outbox) {
 	old, pending := event("1", 1), event("2", 1)
 	enqueue(t, s, old, pending)
 	claim(t, s, store.ClaimParams{Limit: 1})
-	settle(t, s, store.SettleParams{Done: []uuid.UUID{old.ID}})
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{old.ID}, KeepDone: true})
 	n, err := s.PurgeDone(ctxFor(t), time.Now().Add(-time.Hour), 100)
 	if err != nil || n != 0 {
 		t.Fatalf("purge of rows younger than the retention: %d, %v", n, err)
@@ -456,7 +475,7 @@ func testStatsAndList(t *testing.T, s store.Outbox) {
 	a, b, c, d := event("1", 1), event("2", 1), event("3", 1), event("4", 1)
 	enqueue(t, s, a, b, c, d)
 	claim(t, s, store.ClaimParams{Limit: 3})
-	settle(t, s, store.SettleParams{Done: []uuid.UUID{a.ID}, Failed: []store.Failure{{ID: b.ID, LastError: "gone"}}})
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{a.ID}, Failed: []store.Failure{{ID: b.ID, LastError: "gone"}}, KeepDone: true})
 	time.Sleep(20 * time.Millisecond)
 	st, err = s.Stats(ctxFor(t))
 	if err != nil {

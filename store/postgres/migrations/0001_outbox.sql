@@ -31,9 +31,6 @@ create table {schema}.outbox_events (
   processed_at     timestamptz,
   -- Added by postbox.
   seq              bigint generated always as identity,
-  attempts         integer not null default 0,
-  lease_owner      text,
-  lease_expires_at timestamptz,
   last_error       text,
   headers          jsonb not null default '{}'
 );
@@ -48,11 +45,19 @@ create index outbox_events_pending_idx
 -- Ordered mode: "is an earlier event of this aggregate still unfinished?"
 create index outbox_events_aggregate_open_idx
   on {schema}.outbox_events (aggregate_type, aggregate_id, seq)
-  where status in ('pending', 'processing');
+  where status = 'pending';
 
--- Reclaiming the events of crashed relays.
-create index outbox_events_lease_idx
-  on {schema}.outbox_events (lease_expires_at) where status = 'processing';
+-- Leases: a relay's claim writes one row per batch here instead of updating
+-- every claimed event, and delivered events are deleted (or marked done) in
+-- one statement. An event listed in a lease is being delivered: "processing"
+-- in postbox status and Get, while its row still says 'pending'. Expired
+-- leases are reclaimed, counting a failed attempt for each of their events.
+create table {schema}.outbox_leases (
+  batch      bigint generated always as identity primary key,
+  owner      text not null,
+  ids        uuid[] not null,
+  expires_at timestamptz not null
+);
 
 -- Retention of delivered rows, and the dead-letter tools.
 create index outbox_events_done_idx
