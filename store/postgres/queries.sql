@@ -81,7 +81,7 @@ with owned as (
   delete from {schema}.outbox_leases where owner = $1 and ids <@ $8::uuid[]
 )
 update {schema}.outbox_leases
-set ids = array(select x from unnest(ids) as x where x <> all($8::uuid[]))
+set ids = array(select unnest(ids) except all select unnest($8::uuid[]))
 where owner = $1 and ids && $8::uuid[] and not ids <@ $8::uuid[];
 
 -- name: settle_keep
@@ -107,7 +107,7 @@ with owned as (
   delete from {schema}.outbox_leases where owner = $1 and ids <@ $8::uuid[]
 )
 update {schema}.outbox_leases
-set ids = array(select x from unnest(ids) as x where x <> all($8::uuid[]))
+set ids = array(select unnest(ids) except all select unnest($8::uuid[]))
 where owner = $1 and ids && $8::uuid[] and not ids <@ $8::uuid[];
 
 -- name: extend_lease
@@ -122,7 +122,7 @@ with emptied as (
   delete from {schema}.outbox_leases where owner = $1 and ids <@ $2::uuid[]
 )
 update {schema}.outbox_leases
-set ids = array(select x from unnest(ids) as x where x <> all($2::uuid[]))
+set ids = array(select unnest(ids) except all select unnest($2::uuid[]))
 where owner = $1 and ids && $2::uuid[] and not ids <@ $2::uuid[];
 
 -- name: reclaim_expired
