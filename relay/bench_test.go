@@ -14,6 +14,7 @@ import (
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/store/postgres"
 )
 
 // BenchmarkDrainToWebhook drains a backlog of b.N events to a local
@@ -29,17 +30,7 @@ func BenchmarkDrainToWebhook(b *testing.B) {
 		}
 	}))
 	defer srv.Close()
-	events := make([]postbox.Event, 0, 1000)
-	for i := range b.N {
-		events = append(events, postbox.Event{AggregateType: "order", AggregateID: fmt.Sprint(i),
-			EventType: "order.created", Payload: []byte(`{"order_id": 1, "amount": 1250}`)})
-		if len(events) == cap(events) || i == b.N-1 {
-			if err := s.Enqueue(context.Background(), events...); err != nil {
-				b.Fatal(err)
-			}
-			events = events[:0]
-		}
-	}
+	fillBacklog(b, s, b.N)
 	sk := newSink(&testing.T{}, srv.URL, 10*time.Second)
 	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: quietLogger()})
 	if err != nil {
@@ -108,17 +99,7 @@ func (s *noopSink) Publish(context.Context, *sink.Message) error {
 // accepts everything at once, and reports events/s.
 func BenchmarkDrainToNoopSink(b *testing.B) {
 	s := pgtest.Store(b)
-	events := make([]postbox.Event, 0, 1000)
-	for i := range b.N {
-		events = append(events, postbox.Event{AggregateType: "order", AggregateID: fmt.Sprint(i),
-			EventType: "order.created", Payload: []byte(`{"order_id": 1, "amount": 1250}`)})
-		if len(events) == cap(events) || i == b.N-1 {
-			if err := s.Enqueue(context.Background(), events...); err != nil {
-				b.Fatal(err)
-			}
-			events = events[:0]
-		}
-	}
+	fillBacklog(b, s, b.N)
 	sk := &noopSink{}
 	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: quietLogger()})
 	if err != nil {
@@ -149,4 +130,20 @@ func BenchmarkDrainToNoopSink(b *testing.B) {
 	cancel()
 	<-stopped
 	b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+}
+
+// fillBacklog enqueues n order events, a thousand per transaction.
+func fillBacklog(b *testing.B, s *postgres.Store, n int) {
+	b.Helper()
+	events := make([]postbox.Event, 0, 1000)
+	for i := range n {
+		events = append(events, postbox.Event{AggregateType: "order", AggregateID: fmt.Sprint(i),
+			EventType: "order.created", Payload: []byte(`{"order_id": 1, "amount": 1250}`)})
+		if len(events) == cap(events) || i == n-1 {
+			if err := s.Enqueue(context.Background(), events...); err != nil {
+				b.Fatal(err)
+			}
+			events = events[:0]
+		}
+	}
 }

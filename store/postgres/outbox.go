@@ -64,11 +64,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	done := rawIDs(p.Done)
 	settled := make([][16]byte, 0, len(p.Done)+len(p.Retry)+len(p.Failed))
 	settled = append(append(append(settled, done...), retryIDs...), failIDs...)
-	query := s.sql.get("settle")
-	if p.KeepDone {
-		query = s.sql.get("settle_keep")
-	}
-	_, err := s.pool.Exec(ctx, query, p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled)
+	_, err := s.pool.Exec(ctx, s.sql.get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled, p.KeepDone)
 	if err != nil {
 		return fmt.Errorf("postgres: settle: %w", err)
 	}

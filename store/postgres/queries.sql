@@ -59,40 +59,19 @@ select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retr
 
 -- name: settle
 -- Records a batch of outcomes in one statement. $2 delivered ids (whoever
--- holds them) are deleted; retries ($3 ids, $4 times, $5 errors) and
--- failures ($6 ids, $7 errors) apply only to events relay $1 still leases;
--- $8 is every settled id, removed from relay $1's leases.
+-- holds them) are deleted, or marked done when $9 keeps them; retries ($3
+-- ids, $4 times, $5 errors) and failures ($6 ids, $7 errors) apply only to
+-- events relay $1 still leases; $8 is every settled id, removed from relay
+-- $1's leases.
 with owned as (
   select unnest(ids) as id from {schema}.outbox_leases where owner = $1
-), done as (
+), deleted as (
   delete from {schema}.outbox_events
-  where id = any($2::uuid[]) and status = 'pending'
-), retried as (
-  update {schema}.outbox_events e
-  set available_at = r.available_at, retries = e.retries + 1, last_error = r.last_error
-  from unnest($3::uuid[], $4::timestamptz[], $5::text[]) as r(id, available_at, last_error)
-  where e.id = r.id and e.status = 'pending' and e.id in (select id from owned)
-), failed as (
-  update {schema}.outbox_events e
-  set status = 'failed', processed_at = now(), retries = e.retries + 1, last_error = f.last_error
-  from unnest($6::uuid[], $7::text[]) as f(id, last_error)
-  where e.id = f.id and e.status = 'pending' and e.id in (select id from owned)
-), emptied as (
-  delete from {schema}.outbox_leases where owner = $1 and ids <@ $8::uuid[]
-)
-update {schema}.outbox_leases
-set ids = array(select unnest(ids) except all select unnest($8::uuid[]))
-where owner = $1 and ids && $8::uuid[] and not ids <@ $8::uuid[];
-
--- name: settle_keep
--- Like settle, but delivered events are kept, marked done, for the
--- retention period.
-with owned as (
-  select unnest(ids) as id from {schema}.outbox_leases where owner = $1
-), done as (
+  where not $9::bool and id = any($2::uuid[]) and status = 'pending'
+), kept as (
   update {schema}.outbox_events
   set status = 'done', processed_at = now(), last_error = null
-  where id = any($2::uuid[]) and status = 'pending'
+  where $9::bool and id = any($2::uuid[]) and status = 'pending'
 ), retried as (
   update {schema}.outbox_events e
   set available_at = r.available_at, retries = e.retries + 1, last_error = r.last_error
