@@ -100,15 +100,23 @@ type Stats struct {
 // Record is the full state of one outbox row.
 type Record struct {
 	postbox.Event
-	Seq            int64
-	Status         string
-	Retries        int
-	Attempts       int
-	LastError      string
+	Seq int64
+	// Status is what the event is going through: "processing" while a relay
+	// holds a lease on it, whatever the row's own status column says.
+	Status string
+	// Retries counts failed attempts (an expired lease counts as one).
+	Retries int
+	// Attempts counts the attempts made or in progress.
+	Attempts int
+	// LastError is the error of the last failed attempt.
+	LastError string
+	// LeaseOwner and LeaseExpiresAt name the relay delivering the event and
+	// when its lease ends; empty and zero when none does.
 	LeaseOwner     string
 	LeaseExpiresAt time.Time
 	CreatedAt      time.Time
-	ProcessedAt    time.Time
+	// ProcessedAt is when the event was delivered (kept done) or failed.
+	ProcessedAt time.Time
 }
 
 // ListParams selects outbox rows for inspection and the dead-letter tools.
