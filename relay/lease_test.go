@@ -2,7 +2,9 @@ package relay_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 
@@ -86,4 +88,27 @@ func TestPollOnlyMode(t *testing.T) {
 	if listeners != 0 {
 		t.Fatalf("%d LISTEN connections with listening disabled", listeners)
 	}
+}
+
+// Producers committing at the same time notify once between them (the
+// outbox trigger's try-lock); the relay still finds every event without
+// waiting for its poll.
+func TestConcurrentCommitsWakeTheRelay(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, nil)
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: time.Hour})
+	const producers, each = 8, 40
+	var wg sync.WaitGroup
+	for p := range producers {
+		wg.Go(func() {
+			for i := range each {
+				if err := s.Enqueue(context.Background(), ev(fmt.Sprint(p), i)); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	rcv.WaitAccepted(t, producers*each, 10*time.Second)
 }

@@ -28,6 +28,10 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
+// lingerDelay is how soon the relay claims again after a claim that found
+// events but not a full batch.
+const lingerDelay = 2 * time.Millisecond
+
 // claimTimeout bounds one claim statement.
 const claimTimeout = 10 * time.Second
 
@@ -179,7 +183,13 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 		if len(batch) == limit {
 			continue // a backlog: claim again at once
 		}
-		poll.Reset(r.untilNextClaim())
+		wait := r.untilNextClaim()
+		if len(batch) > 0 {
+			// Producers committing together notify once (see the
+			// outbox trigger): look again shortly for the others.
+			wait = min(wait, lingerDelay)
+		}
+		poll.Reset(wait)
 		select {
 		case <-r.wake:
 		case <-poll.C:

@@ -9,9 +9,8 @@ import (
 
 // Listen holds one dedicated connection (outside the pool) on LISTEN and
 // calls notify for every notification of new events. The outbox trigger
-// sends one notification per inserting statement, and PostgreSQL folds
-// identical notifications of one transaction, so a batch insert wakes the
-// relay once. Poolers in transaction mode cannot LISTEN: run the relay
+// notifies at most once per committing transaction, and skips when another
+// transaction is notifying at that moment (see migrations/0001_outbox.sql). Poolers in transaction mode cannot LISTEN: run the relay
 // without it and it polls.
 func (s *Store) Listen(ctx context.Context, ready, notify func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())

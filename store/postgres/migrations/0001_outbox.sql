@@ -65,19 +65,28 @@ create index outbox_events_done_idx
 create index outbox_events_failed_idx
   on {schema}.outbox_events (processed_at) where status = 'failed';
 
--- One notification per inserting statement, not per row: the relay wakes
--- within milliseconds of the commit, whoever wrote the rows.
+-- Wake-ups: the relay LISTENs on {channel}. NOTIFY takes a cluster-wide lock
+-- from just before the commit until its end, so transactions that notify
+-- commit one at a time. To keep producers' commits concurrent, a committing
+-- transaction notifies only if no other one is notifying at that moment (a
+-- try-lock); one that skips commits right behind the one that notifies, and
+-- the relay, after a claim that found events, looks again shortly after.
+-- The trigger is deferred to the commit, so the skip window is that short;
+-- the relay's poll covers the rest.
 create or replace function {schema}.postbox_outbox_notify() returns trigger
 language plpgsql as $$
 begin
-  perform pg_notify('{channel}', '');
+  if pg_try_advisory_xact_lock(2028, hashtext('{channel}')) then
+    perform pg_notify('{channel}', '');
+  end if;
   return null;
 end
 $$;
 
-create trigger outbox_events_notify
+create constraint trigger outbox_events_notify
   after insert on {schema}.outbox_events
-  for each statement execute function {schema}.postbox_outbox_notify();
+  deferrable initially deferred
+  for each row execute function {schema}.postbox_outbox_notify();
 
 -- Delivered rows are updated and later deleted in batches: vacuum early.
 alter table {schema}.outbox_events set (
