@@ -18,6 +18,7 @@ type command struct {
 }
 
 var commands = map[string]command{
+	"bench":   {"measure drain rate, webhooks, latency, write overhead and memory against the goals", setupBench},
 	"demo":    {"run the whole pipeline in one process, with faults, and reconcile", setupDemo},
 	"migrate": {"create or upgrade the outbox and inbox tables", setupMigrate},
 	"relay":   {"deliver outbox events to a webhook endpoint", setupRelay},

@@ -1,0 +1,105 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/postbox-go/postbox/internal/bench"
+)
+
+func setupBench(fs *flag.FlagSet) func(context.Context) error {
+	var (
+		db          = fs.String("db", "", "database: postgres://... (scratch schemas in it) or sqlite:PATH (scratch files beside PATH)")
+		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is every one but scaling")
+		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook and each scaling drain (default %d, %d and %d; --quick %d, %d and %d)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick))
+		scaleEvents = fs.String("scale-events", "", fmt.Sprintf("the small and large backlogs of scale, SMALL,LARGE (default %d,%d; --quick %d,%d)", bench.ScaleSmallDefault, bench.ScaleLargeDefault, bench.ScaleSmallDefault, bench.ScaleLargeQuick))
+		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate and each write-overhead run lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
+		rates       = fs.String("rates", "", "commit rates of latency, events/s (default "+joinInts(bench.RatesDefault)+")")
+		clients     = fs.Int("clients", bench.ClientsDefault, "concurrent clients of write-overhead")
+		instances   = fs.String("instances", "", "relay processes that scaling runs at once (default "+joinInts(bench.InstancesDefault)+")")
+		concurrency = fs.String("concurrency", "", "relay concurrencies that scaling tries (default "+joinInts(bench.ConcurrencyDefault)+")")
+		sinks       = fs.String("scaling-sinks", strings.Join(bench.ScalingSinksDefault, ","), "sinks that scaling drains to: noop, webhook")
+		recvLatency = fs.Duration("receiver-latency", 0, "how long the webhook receiver of webhook and scaling takes to answer, to stand for a remote endpoint")
+		quick       = fs.Bool("quick", false, "small sizes: the default scenarios finish in under a minute")
+		asJSON      = fs.Bool("json", false, "print the report as JSON")
+		keep        = fs.Bool("keep", false, "keep the scratch schemas or files")
+	)
+	return func(ctx context.Context) error {
+		if os.Getenv(bench.ChildEnv) != "" {
+			// A relay process of the scale and scaling scenarios.
+			return bench.ServeChild(ctx, os.Stdin, os.Stdout, os.Stderr)
+		}
+		if err := required("db", *db); err != nil {
+			return err
+		}
+		cfg := bench.Config{
+			DB: *db, Scenarios: splitList(*scenarios), DrainEvents: *events, WebhookEvents: *events,
+			ScalingEvents: *events, Duration: *duration, Clients: *clients,
+			ScalingSinks: splitList(*sinks), ReceiverLatency: *recvLatency,
+			Quick: *quick, Keep: *keep, Progress: os.Stderr,
+		}
+		var err error
+		if cfg.Rates, err = parseInts("rates", *rates); err != nil {
+			return err
+		}
+		if cfg.Instances, err = parseInts("instances", *instances); err != nil {
+			return err
+		}
+		if cfg.Concurrency, err = parseInts("concurrency", *concurrency); err != nil {
+			return err
+		}
+		sizes, err := parseInts("scale-events", *scaleEvents)
+		if err != nil {
+			return err
+		}
+		switch len(sizes) {
+		case 0:
+		case 2:
+			cfg.ScaleSmall, cfg.ScaleLarge = sizes[0], sizes[1]
+		default:
+			return fmt.Errorf("%w: --scale-events %q: want SMALL,LARGE", errUsage, *scaleEvents)
+		}
+		rep, err := bench.Run(ctx, cfg)
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return rep.WriteJSON(os.Stdout)
+		}
+		return rep.WriteTable(os.Stdout)
+	}
+}
+
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+func parseInts(flagName, s string) ([]int, error) {
+	var out []int
+	for _, f := range splitList(s) {
+		n, err := strconv.Atoi(f)
+		if err != nil || n < 1 {
+			return nil, fmt.Errorf("%w: --%s %q: want positive integers separated by commas", errUsage, flagName, s)
+		}
+		out = append(out, n)
+	}
+	return out, nil
+}
+
+func joinInts(v []int) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, ",")
+}

@@ -1,0 +1,227 @@
+package bench
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os/exec"
+	"slices"
+	"time"
+)
+
+// Scenario names.
+const (
+	// ScenarioDrain drains a backlog to a no-op sink, then drains copies of
+	// it with raw SQL (batched DELETE, batched UPDATE to done).
+	ScenarioDrain = "drain-noop"
+	// ScenarioWebhook drains a backlog as signed webhooks to a local
+	// receiver.
+	ScenarioWebhook = "webhook"
+	// ScenarioLatency measures commit-to-delivery latency at steady rates.
+	ScenarioLatency = "latency"
+	// ScenarioWrite measures business transactions/s without and with an
+	// event, and with the relay draining beside them.
+	ScenarioWrite = "write-overhead"
+	// ScenarioScale compares the drain rate and the relay's memory with a
+	// small and a large backlog.
+	ScenarioScale = "scale"
+	// ScenarioScaling measures the drain rate by relay processes and
+	// concurrency. It is not part of the default run.
+	ScenarioScaling = "scaling"
+)
+
+// DefaultScenarios are the scenarios of the goals, run when
+// Config.Scenarios is empty; "all" in Config.Scenarios stands for them.
+var DefaultScenarios = []string{ScenarioDrain, ScenarioWebhook, ScenarioLatency, ScenarioWrite, ScenarioScale}
+
+// AllScenarios are every scenario, in the order they run.
+var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling)
+
+// Defaults of Config, and their --quick counterparts.
+const (
+	DrainEventsDefault   = 200_000
+	DrainEventsQuick     = 20_000
+	WebhookEventsDefault = 100_000
+	WebhookEventsQuick   = 10_000
+	ScaleSmallDefault    = 10_000
+	ScaleLargeDefault    = 1_000_000
+	ScaleLargeQuick      = 100_000
+	ScalingEventsDefault = 200_000
+	ScalingEventsQuick   = 20_000
+	DurationDefault      = 10 * time.Second
+	DurationQuick        = 3 * time.Second
+	ClientsDefault       = 8
+)
+
+// Defaults of the list fields of Config.
+var (
+	RatesDefault        = []int{200, 2000}
+	InstancesDefault    = []int{1, 2, 4}
+	ConcurrencyDefault  = []int{16, 64, 256}
+	ScalingSinksDefault = []string{SinkNoop, SinkWebhook}
+)
+
+// Sinks of the scaling scenario.
+const (
+	// SinkNoop accepts every event at once: the relay and the store alone.
+	SinkNoop = "noop"
+	// SinkWebhook delivers signed webhooks to a local receiver.
+	SinkWebhook = "webhook"
+)
+
+// Config is what a run measures, and where. Only DB is required; zero
+// fields take their defaults (their --quick ones when Quick is set).
+type Config struct {
+	// DB is the database: postgres://... (scratch schemas in it) or
+	// sqlite:PATH (scratch files beside PATH).
+	DB string
+	// Scenarios to run, in the order of AllScenarios. Default
+	// DefaultScenarios.
+	Scenarios []string
+	// DrainEvents is the backlog of drain-noop (DrainEventsDefault).
+	DrainEvents int
+	// WebhookEvents is the backlog of webhook (WebhookEventsDefault).
+	WebhookEvents int
+	// ScaleSmall and ScaleLarge are the two backlogs of scale
+	// (ScaleSmallDefault, ScaleLargeDefault).
+	ScaleSmall, ScaleLarge int
+	// ScalingEvents is the backlog of each drain of scaling
+	// (ScalingEventsDefault).
+	ScalingEvents int
+	// Duration is how long latency runs at each rate, and each run of
+	// write-overhead lasts (DurationDefault).
+	Duration time.Duration
+	// Rates are the commit rates of latency, events/s (RatesDefault).
+	Rates []int
+	// Clients are the concurrent writers of write-overhead
+	// (ClientsDefault).
+	Clients int
+	// Instances and Concurrency are the relay processes and the
+	// concurrency of each that scaling combines (InstancesDefault,
+	// ConcurrencyDefault).
+	Instances   []int
+	Concurrency []int
+	// ScalingSinks are the sinks scaling drains to, SinkNoop and
+	// SinkWebhook (ScalingSinksDefault: both).
+	ScalingSinks []string
+	// ReceiverLatency is how long the local webhook receiver of webhook
+	// and scaling takes to answer, to stand for a remote endpoint
+	// (default 0: at once). The latency scenario's receiver always
+	// answers at once.
+	ReceiverLatency time.Duration
+	// Quick makes the defaults small enough for a run of under a minute.
+	Quick bool
+	// Keep leaves the scratch outboxes in place.
+	Keep bool
+	// Progress receives a line for every step (default: nowhere).
+	Progress io.Writer
+	// ChildCommand returns the command that starts a relay child process
+	// (the environment variable ChildEnv is added to it). Default: this
+	// executable with the argument "bench".
+	ChildCommand func(ctx context.Context) (*exec.Cmd, error)
+}
+
+// withDefaults fills the zero fields and validates the rest.
+func (c Config) withDefaults() (Config, error) {
+	quick := func(full, quick int) int {
+		if c.Quick {
+			return quick
+		}
+		return full
+	}
+	setDefault(&c.DrainEvents, quick(DrainEventsDefault, DrainEventsQuick))
+	setDefault(&c.WebhookEvents, quick(WebhookEventsDefault, WebhookEventsQuick))
+	setDefault(&c.ScaleSmall, ScaleSmallDefault)
+	setDefault(&c.ScaleLarge, quick(ScaleLargeDefault, ScaleLargeQuick))
+	setDefault(&c.ScalingEvents, quick(ScalingEventsDefault, ScalingEventsQuick))
+	setDefault(&c.Clients, ClientsDefault)
+	if c.Duration == 0 {
+		c.Duration = DurationDefault
+		if c.Quick {
+			c.Duration = DurationQuick
+		}
+	}
+	c.Rates = orDefault(c.Rates, RatesDefault)
+	c.Instances = orDefault(c.Instances, InstancesDefault)
+	c.Concurrency = orDefault(c.Concurrency, ConcurrencyDefault)
+	if len(c.ScalingSinks) == 0 {
+		c.ScalingSinks = slices.Clone(ScalingSinksDefault)
+	}
+	for _, s := range c.ScalingSinks {
+		if s != SinkNoop && s != SinkWebhook {
+			return c, fmt.Errorf("bench: Config.ScalingSinks: unknown sink %q (want %s or %s)", s, SinkNoop, SinkWebhook)
+		}
+	}
+	if c.ChildCommand == nil {
+		c.ChildCommand = defaultChildCommand
+	}
+
+	var scenarios []string
+	for _, s := range c.Scenarios {
+		if s == "all" {
+			scenarios = append(scenarios, DefaultScenarios...)
+		} else {
+			scenarios = append(scenarios, s)
+		}
+	}
+	if len(scenarios) == 0 {
+		scenarios = DefaultScenarios
+	}
+	c.Scenarios = nil
+	for _, s := range AllScenarios { // in the order they run
+		if slices.Contains(scenarios, s) {
+			c.Scenarios = append(c.Scenarios, s)
+		}
+	}
+	for _, s := range scenarios {
+		if !slices.Contains(AllScenarios, s) {
+			return c, fmt.Errorf("bench: unknown scenario %q (want %v or all)", s, AllScenarios)
+		}
+	}
+
+	for name, v := range map[string]int{
+		"DrainEvents": c.DrainEvents, "WebhookEvents": c.WebhookEvents, "ScaleSmall": c.ScaleSmall,
+		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients,
+	} {
+		if v < 1 {
+			return c, fmt.Errorf("bench: Config.%s %d: must be positive", name, v)
+		}
+	}
+	for name, list := range map[string][]int{"Rates": c.Rates, "Instances": c.Instances, "Concurrency": c.Concurrency} {
+		for _, v := range list {
+			if v < 1 {
+				return c, fmt.Errorf("bench: Config.%s %v: every value must be positive", name, list)
+			}
+		}
+	}
+	if c.ReceiverLatency < 0 {
+		return c, fmt.Errorf("bench: Config.ReceiverLatency %v is negative", c.ReceiverLatency)
+	}
+	if c.Duration < 100*time.Millisecond {
+		return c, fmt.Errorf("bench: Config.Duration %v: at least 100ms", c.Duration)
+	}
+	return c, nil
+}
+
+func (c Config) params() Params {
+	return Params{
+		Scenarios: c.Scenarios, DrainEvents: c.DrainEvents, WebhookEvents: c.WebhookEvents,
+		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents,
+		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients,
+		Instances: c.Instances, Concurrency: c.Concurrency, ScalingSinks: c.ScalingSinks,
+		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),
+	}
+}
+
+func setDefault(field *int, def int) {
+	if *field == 0 {
+		*field = def
+	}
+}
+
+func orDefault(v, def []int) []int {
+	if len(v) == 0 {
+		return slices.Clone(def)
+	}
+	return v
+}

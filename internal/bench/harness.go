@@ -1,0 +1,281 @@
+package bench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/base64"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook"
+	"github.com/postbox-go/postbox/store"
+)
+
+const (
+	// fillChunk is the most events one fill statement writes.
+	fillChunk = 50_000
+	// stallTimeout fails a drain that makes no progress for this long.
+	stallTimeout = time.Minute
+	// pollInterval is how often a drain checks its progress.
+	pollInterval = 2 * time.Millisecond
+)
+
+// fillBacklog writes n events into sc, then vacuums, analyzes and
+// checkpoints.
+func fillBacklog(ctx context.Context, p *progress, sc scratch, n int) error {
+	start := time.Now()
+	p.printf("filling %d events into %s", n, sc.name())
+	var th throttle
+	for from := 1; from <= n; from += fillChunk {
+		to := min(from+fillChunk-1, n)
+		if err := sc.fill(ctx, from, to); err != nil {
+			return fmt.Errorf("fill %s: %w", sc.name(), err)
+		}
+		if th.due() && to < n {
+			p.printf("  filled %d/%d", to, n)
+		}
+	}
+	filled := time.Since(start)
+	if err := sc.prepare(ctx); err != nil {
+		return fmt.Errorf("prepare %s: %w", sc.name(), err)
+	}
+	p.printf("  filled in %s; vacuum, analyze and checkpoint in %s",
+		filled.Round(time.Millisecond), (time.Since(start) - filled).Round(time.Millisecond))
+	return nil
+}
+
+// waitDrained waits until published() reaches n, then until st has nothing
+// pending or processing, and returns the time from start to then.
+func waitDrained(ctx context.Context, p *progress, what string, st store.Outbox, published func() int64, n int, start time.Time) (time.Duration, error) {
+	var th throttle
+	last, lastChange := int64(-1), time.Now()
+	for got := published(); got < int64(n); got = published() {
+		if got != last {
+			last, lastChange = got, time.Now()
+		} else if time.Since(lastChange) > stallTimeout {
+			return 0, fmt.Errorf("%s: stalled at %d of %d events published", what, got, n)
+		}
+		if th.due() {
+			p.printf("  %s: %d/%d published (%.0f/s)", what, got, n, float64(got)/time.Since(start).Seconds())
+		}
+		if !sleep(ctx, pollInterval) {
+			return 0, ctx.Err()
+		}
+	}
+	deadline := time.Now().Add(stallTimeout)
+	for {
+		at := time.Now()
+		stats, err := st.Stats(ctx)
+		if err != nil {
+			return 0, err
+		}
+		if stats.Pending+stats.Processing == 0 {
+			if stats.Failed > 0 {
+				return 0, fmt.Errorf("%s: %d events failed", what, stats.Failed)
+			}
+			return at.Sub(start), nil
+		}
+		if at.After(deadline) {
+			return 0, fmt.Errorf("%s: all published, but still %d pending and %d processing", what, stats.Pending, stats.Processing)
+		}
+		if !sleep(ctx, pollInterval) {
+			return 0, ctx.Err()
+		}
+	}
+}
+
+// runningRelay is a relay with default settings running in this process.
+type runningRelay struct {
+	stop func()
+	errc chan error
+	once sync.Once
+	err  error
+}
+
+// startRelay runs a relay on st and sk with the default settings: only
+// Store, Sink and Logger are set.
+func startRelay(ctx context.Context, p *progress, st store.Outbox, sk sink.Sink) (*runningRelay, error) {
+	r, err := relay.New(relay.Config{Store: st, Sink: sk, Logger: relayLogger(p)})
+	if err != nil {
+		return nil, err
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	rr := &runningRelay{stop: stop, errc: make(chan error, 1)}
+	go func() { rr.errc <- r.Run(runCtx) }()
+	return rr, nil
+}
+
+// close stops the relay and waits for it; it may be called again.
+func (r *runningRelay) close() error {
+	r.once.Do(func() {
+		r.stop()
+		r.err = <-r.errc
+	})
+	return r.err
+}
+
+// drainRelay runs a relay with default settings on st and sk until the n
+// events of its backlog are published and settled, and returns the time
+// that took.
+func drainRelay(ctx context.Context, p *progress, what string, st store.Outbox, sk sink.Sink, published func() int64, n int) (time.Duration, error) {
+	start := time.Now()
+	r, err := startRelay(ctx, p, st, sk)
+	if err != nil {
+		return 0, err
+	}
+	elapsed, err := waitDrained(ctx, p, what, st, published, n, start)
+	if cerr := r.close(); err == nil {
+		err = cerr
+	}
+	return elapsed, err
+}
+
+// rawDrain drains sc with one raw-SQL statement per batch until none is
+// left, and returns the time that took.
+func rawDrain(ctx context.Context, p *progress, sc scratch, q rawQuery, n int) (time.Duration, error) {
+	start := time.Now()
+	var th throttle
+	var total int64
+	for {
+		k, err := sc.rawBatch(ctx, q)
+		if err != nil {
+			return 0, fmt.Errorf("%v: %w", q, err)
+		}
+		if k == 0 {
+			break
+		}
+		total += k
+		if th.due() {
+			p.printf("  %v: %d/%d (%.0f/s)", q, total, n, float64(total)/time.Since(start).Seconds())
+		}
+	}
+	elapsed := time.Since(start)
+	if total != int64(n) {
+		return 0, fmt.Errorf("%v: took %d events of %d", q, total, n)
+	}
+	return elapsed, nil
+}
+
+// relayLogger shows the relay's warnings and errors among the progress
+// lines.
+func relayLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+// noopSink accepts every message at once: it measures the relay and the
+// store alone.
+type noopSink struct{ n atomic.Int64 }
+
+func (s *noopSink) Publish(context.Context, *sink.Message) error {
+	s.n.Add(1)
+	return nil
+}
+
+// countingSink counts the messages next published; with next nil it is a
+// no-op sink.
+type countingSink struct {
+	next sink.Sink
+	n    atomic.Int64
+}
+
+func (s *countingSink) Publish(ctx context.Context, m *sink.Message) error {
+	if s.next != nil {
+		if err := s.next.Publish(ctx, m); err != nil {
+			return err
+		}
+	}
+	s.n.Add(1)
+	return nil
+}
+
+// receiver is a local webhook endpoint that answers 200 with no body,
+// after a delay when asked. It counts the requests and, when asked, keeps
+// the first arrival time of every event id.
+type receiver struct {
+	srv      *http.Server
+	url      string
+	idHeader string
+	delay    time.Duration
+	count    atomic.Int64
+
+	mu       sync.Mutex
+	arrivals map[string]time.Time // nil: not recorded
+}
+
+func startReceiver(record bool, delay time.Duration) (*receiver, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	idHeader, _, _ := signature.Standard.HeaderNames()
+	r := &receiver{url: "http://" + ln.Addr().String() + "/", idHeader: idHeader, delay: delay}
+	if record {
+		r.arrivals = map[string]time.Time{}
+	}
+	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
+	go func() { _ = r.srv.Serve(ln) }()
+	return r, nil
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	at := time.Now()
+	_, _ = io.Copy(io.Discard, req.Body)
+	if r.arrivals != nil {
+		id := req.Header.Get(r.idHeader)
+		r.mu.Lock()
+		if _, seen := r.arrivals[id]; !seen {
+			r.arrivals[id] = at
+		}
+		r.mu.Unlock()
+	}
+	if r.delay > 0 {
+		time.Sleep(r.delay)
+	}
+	r.count.Add(1)
+	w.WriteHeader(http.StatusOK)
+}
+
+// arrival returns when the event id first arrived.
+func (r *receiver) arrival(id string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	t, ok := r.arrivals[id]
+	return t, ok
+}
+
+func (r *receiver) close() { _ = r.srv.Close() }
+
+// newWebhookSink is the webhook sink with its default settings, signing
+// with a new whsec_ secret. A relay concurrency other than the default
+// (0) is also the sink's MaxConcurrency, as `postbox relay --concurrency`
+// sets it.
+func newWebhookSink(url string, concurrency int) (*webhook.Sink, error) {
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	return webhook.New(webhook.Config{
+		URL:            url,
+		Secrets:        []string{"whsec_" + base64.StdEncoding.EncodeToString(key)},
+		MaxConcurrency: concurrency,
+	})
+}
+
+// sleep waits for d or ctx; it reports whether the whole time passed.
+func sleep(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}

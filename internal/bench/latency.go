@@ -1,0 +1,254 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Goals of latency, in milliseconds.
+const (
+	latencyP50Goal = 3
+	latencyP99Goal = 10
+)
+
+const (
+	// deliveryTimeout bounds the wait for the last events of a rate.
+	deliveryTimeout = 30 * time.Second
+	// maxProducers bounds the producer goroutines of a rate.
+	maxProducers = 32
+	// idleWindowMax bounds the idle CPU measure.
+	idleWindowMax = 5 * time.Second
+)
+
+// runLatency commits one-event transactions at each rate for
+// Config.Duration while a relay with default settings (woken by
+// LISTEN/NOTIFY, or the SQLite store's in-process signal) delivers them as
+// signed webhooks to a local receiver, and reports the time from each
+// commit to the event's arrival. Then it measures the CPU the idle relay
+// uses.
+func runLatency(ctx context.Context, e *env, p *progress) (err error) {
+	sc, err := e.b.newScratch(ctx, "latency")
+	if err != nil {
+		return err
+	}
+	rec, err := startReceiver(true, 0)
+	if err != nil {
+		return err
+	}
+	defer rec.close()
+	sk, err := newWebhookSink(rec.url, 0)
+	if err != nil {
+		return err
+	}
+	rl, err := startRelay(ctx, p, sc.outbox(), sk)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		if cerr := rl.close(); err == nil {
+			err = cerr
+		}
+	}()
+
+	var seq atomic.Int64
+	p.printf("warming up: one event through the relay")
+	if _, err := latencyRun(ctx, sc, rec, &seq, 1, 1, 0); err != nil {
+		return fmt.Errorf("warm-up: %w", err)
+	}
+	for _, r := range e.cfg.Rates {
+		producers := min(maxProducers, max(2, r/50))
+		p.printf("committing one-event transactions at %d/s for %s (%d producers)", r, e.cfg.Duration, producers)
+		res, err := latencyRun(ctx, sc, rec, &seq, r, producers, e.cfg.Duration)
+		if err != nil {
+			return fmt.Errorf("%d/s: %w", r, err)
+		}
+		p.printf("  %d events at %.0f/s: p50 %s, p99 %s, max %s", res.events, res.rate,
+			res.p50.Round(time.Microsecond), res.p99.Round(time.Microsecond), res.max.Round(time.Microsecond))
+		rs := strconv.Itoa(r)
+		e.rep.add(ScenarioLatency, "latency.p50_"+rs, "commit → delivery p50 at "+rs+"/s", ms(res.p50), UnitMillis, atMost(latencyP50Goal))
+		e.rep.add(ScenarioLatency, "latency.p99_"+rs, "commit → delivery p99 at "+rs+"/s", ms(res.p99), UnitMillis, atMost(latencyP99Goal))
+		e.rep.add(ScenarioLatency, "latency.max_"+rs, "commit → delivery max at "+rs+"/s", ms(res.max), UnitMillis, nil)
+		e.rep.add(ScenarioLatency, "latency.rate_"+rs, "commit rate reached, "+rs+"/s asked", res.rate, UnitEventsPerSec, nil)
+	}
+	if err := idleCPU(ctx, e, p); err != nil {
+		return err
+	}
+	if err := rl.close(); err != nil {
+		return err
+	}
+	return e.release(ctx, sc)
+}
+
+// latencyResult is the outcome of one rate.
+type latencyResult struct {
+	events        int
+	rate          float64
+	p50, p99, max time.Duration
+}
+
+// latencyRun commits one-event transactions at perSec for d with
+// producers goroutines that share one pacer (a single event when d is 0),
+// waits for their arrival at rec, and returns the commit-to-arrival
+// percentiles. An event delivered before its producer saw the commit
+// return counts as 0.
+func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int64, perSec, producers int, d time.Duration) (latencyResult, error) {
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	// A tenth of a second of tokens: producers that fall behind lower the
+	// rate reached rather than run past d.
+	tokens := make(chan struct{}, max(1, perSec/10))
+	var (
+		mu      sync.Mutex
+		commits = map[string]time.Time{}
+		errs    []error
+		wg      sync.WaitGroup
+	)
+	for range producers {
+		wg.Go(func() {
+			for range tokens {
+				ev := orderEvent(seq.Add(1))
+				if err := sc.enqueue(ctx, ev); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+					cancel()
+					continue
+				}
+				at := time.Now()
+				mu.Lock()
+				commits[ev.ID.String()] = at
+				mu.Unlock()
+			}
+		})
+	}
+	start := time.Now()
+	if d == 0 {
+		tokens <- struct{}{}
+		close(tokens)
+	} else {
+		pace(ctx, tokens, perSec, d, start)
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	if len(errs) > 0 {
+		return latencyResult{}, fmt.Errorf("enqueue: %w", errors.Join(errs...))
+	}
+	if err := ctx.Err(); err != nil {
+		return latencyResult{}, err
+	}
+
+	lat := make([]time.Duration, 0, len(commits))
+	deadline := time.Now().Add(deliveryTimeout)
+	for id, committed := range commits {
+		for {
+			arrived, ok := rec.arrival(id)
+			if ok {
+				lat = append(lat, max(0, arrived.Sub(committed)))
+				break
+			}
+			if time.Now().After(deadline) {
+				return latencyResult{}, fmt.Errorf("%d of %d events not delivered after %s", len(commits)-len(lat), len(commits), deliveryTimeout)
+			}
+			if !sleep(ctx, time.Millisecond) {
+				return latencyResult{}, ctx.Err()
+			}
+		}
+	}
+	slices.Sort(lat)
+	return latencyResult{
+		events: len(lat),
+		rate:   float64(len(lat)) / elapsed.Seconds(),
+		p50:    percentile(lat, 0.50),
+		p99:    percentile(lat, 0.99),
+		max:    lat[len(lat)-1],
+	}, nil
+}
+
+// pace sends perSec tokens a second, evenly spaced, for d from start, then
+// closes tokens. A pacer that falls behind catches up at once; one that
+// cannot hand its tokens over waits (the rate reached is then lower).
+func pace(ctx context.Context, tokens chan<- struct{}, perSec int, d time.Duration, start time.Time) {
+	defer close(tokens)
+	interval := time.Second / time.Duration(perSec)
+	end := start.Add(d)
+	for i := 0; ; i++ {
+		at := start.Add(time.Duration(i) * interval)
+		if !at.Before(end) {
+			return
+		}
+		if wait := time.Until(at); wait > 0 && !sleep(ctx, wait) {
+			return
+		}
+		select {
+		case tokens <- struct{}{}:
+		case <-ctx.Done():
+			return
+		}
+	}
+}
+
+// percentile is the nearest-rank q-quantile of sorted.
+func percentile(sorted []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(sorted)))) - 1
+	return sorted[min(max(i, 0), len(sorted)-1)]
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+
+// idleCPU measures the CPU this process (the idle relay, the idle
+// receiver) and the relay's PostgreSQL server processes use while nothing
+// is written, as a percentage of one core.
+func idleCPU(ctx context.Context, e *env, p *progress) error {
+	window := min(e.cfg.Duration, idleWindowMax)
+	p.printf("measuring the idle relay's CPU for %s", window)
+	if !sleep(ctx, 200*time.Millisecond) {
+		return ctx.Err()
+	}
+	var pids []int
+	if pg, ok := e.b.(*pgBackend); ok {
+		pids, _ = pg.relayBackendPIDs(ctx)
+	}
+	self0, err := cpuTime("self")
+	if err != nil {
+		p.printf("  no /proc: idle CPU not measured")
+		return nil
+	}
+	pg0, pgOK := serverCPU(pids)
+	start := time.Now()
+	if !sleep(ctx, window) {
+		return ctx.Err()
+	}
+	self1, _ := cpuTime("self")
+	pg1, _ := serverCPU(pids)
+	elapsed := time.Since(start)
+	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / elapsed.Seconds() }
+	e.rep.add(ScenarioLatency, "latency.idle_cpu_relay", "idle CPU: relay process (no busy polling)", pct(self1-self0), UnitCPUPercent, nil)
+	if pgOK {
+		e.rep.add(ScenarioLatency, "latency.idle_cpu_server", fmt.Sprintf("idle CPU: relay's %d server processes", len(pids)), pct(pg1-pg0), UnitCPUPercent, nil)
+	}
+	return nil
+}
+
+// serverCPU sums the CPU time of the PostgreSQL server processes pids; it
+// reports false when they are not on this machine.
+func serverCPU(pids []int) (time.Duration, bool) {
+	if len(pids) == 0 {
+		return 0, false
+	}
+	var sum time.Duration
+	for _, pid := range pids {
+		t, err := cpuTime(strconv.Itoa(pid))
+		if err != nil {
+			return 0, false
+		}
+		sum += t
+	}
+	return sum, true
+}

@@ -1,0 +1,236 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+// relayAppName is the application_name of the relay's connections, which
+// finds their server processes for the idle CPU measure.
+const relayAppName = "postbox-bench-relay"
+
+// workPoolSize bounds the connections of producers and clients.
+const workPoolSize = 64
+
+// pgSettingNames are the server settings the report shows.
+var pgSettingNames = []string{"autovacuum", "fsync", "max_connections", "shared_buffers", "synchronous_commit", "wal_level"}
+
+// pgBackend runs the scenarios on a PostgreSQL server.
+type pgBackend struct {
+	url string
+	run string
+	// relayPool is configured as `postbox relay` configures its own (the
+	// URL's settings), plus an application_name.
+	relayPool *pgxpool.Pool
+	// workPool serves producers, clients, fills and raw drains.
+	workPool *pgxpool.Pool
+
+	mu      sync.Mutex
+	schemas []string // created and not dropped yet
+}
+
+func openPostgres(ctx context.Context, url, run string) (*pgBackend, error) {
+	relayCfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, fmt.Errorf("bench: database URL: %w", err)
+	}
+	relayCfg.ConnConfig.RuntimeParams["application_name"] = relayAppName
+	workCfg := relayCfg.Copy()
+	workCfg.ConnConfig.RuntimeParams["application_name"] = "postbox-bench"
+	workCfg.MaxConns = workPoolSize
+	b := &pgBackend{url: url, run: run}
+	if b.relayPool, err = pgxpool.NewWithConfig(ctx, relayCfg); err != nil {
+		return nil, fmt.Errorf("bench: connect: %w", err)
+	}
+	if b.workPool, err = pgxpool.NewWithConfig(ctx, workCfg); err != nil {
+		b.relayPool.Close()
+		return nil, fmt.Errorf("bench: connect: %w", err)
+	}
+	for _, pool := range []*pgxpool.Pool{b.workPool, b.relayPool} {
+		if err := pool.Ping(ctx); err != nil {
+			b.close()
+			return nil, fmt.Errorf("bench: cannot reach the database: %w", err)
+		}
+	}
+	return b, nil
+}
+
+func (b *pgBackend) kind() string { return "postgres" }
+
+func (b *pgBackend) close() {
+	b.relayPool.Close()
+	b.workPool.Close()
+}
+
+func (b *pgBackend) info(ctx context.Context) (string, map[string]string) {
+	version := "PostgreSQL"
+	var v string
+	if err := b.workPool.QueryRow(ctx, pgServerVersion).Scan(&v); err == nil {
+		version += " " + v
+	}
+	settings := map[string]string{}
+	rows, err := b.workPool.Query(ctx, pgSettings, pgSettingNames)
+	if err == nil {
+		var name, value string
+		_, _ = pgx.ForEachRow(rows, []any{&name, &value}, func() error {
+			settings[name] = value
+			return nil
+		})
+	}
+	return version, settings
+}
+
+func (b *pgBackend) newScratch(ctx context.Context, label string) (scratch, error) {
+	schema := b.run + "_" + label
+	b.mu.Lock()
+	b.schemas = append(b.schemas, schema)
+	b.mu.Unlock()
+	relayStore, err := postgres.New(b.relayPool, postgres.Config{Schema: schema})
+	if err != nil {
+		return nil, err
+	}
+	workStore, err := postgres.New(b.workPool, postgres.Config{Schema: schema})
+	if err != nil {
+		return nil, err
+	}
+	if _, err := workStore.Migrate(ctx); err != nil {
+		return nil, fmt.Errorf("bench: migrate %s: %w", schema, err)
+	}
+	return &pgScratch{b: b, schema: schema, relayStore: relayStore, workStore: workStore}, nil
+}
+
+func (b *pgBackend) dropAll(ctx context.Context) error {
+	b.mu.Lock()
+	left := slices.Clone(b.schemas)
+	b.mu.Unlock()
+	var errs []error
+	for _, schema := range left {
+		errs = append(errs, b.dropSchema(ctx, schema))
+	}
+	return errors.Join(errs...)
+}
+
+func (b *pgBackend) dropSchema(ctx context.Context, schema string) error {
+	if _, err := b.workPool.Exec(ctx, strings.ReplaceAll(pgDropSchema, "{schema}", pgx.Identifier{schema}.Sanitize())); err != nil {
+		return fmt.Errorf("bench: drop schema %s: %w", schema, err)
+	}
+	b.mu.Lock()
+	b.schemas = slices.DeleteFunc(b.schemas, func(s string) bool { return s == schema })
+	b.mu.Unlock()
+	return nil
+}
+
+func (b *pgBackend) leftovers(ctx context.Context) ([]string, error) {
+	rows, err := b.workPool.Query(ctx, pgSchemasLike, strings.ReplaceAll(b.run, "_", `\_`)+`\_%`)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[string])
+}
+
+// pgScratch is a scratch schema.
+type pgScratch struct {
+	b          *pgBackend
+	schema     string
+	relayStore *postgres.Store
+	workStore  *postgres.Store
+}
+
+func (s *pgScratch) name() string         { return s.schema }
+func (s *pgScratch) outbox() store.Outbox { return s.relayStore }
+
+func (s *pgScratch) sql(query string) string {
+	return strings.NewReplacer(
+		"{outbox}", s.workStore.Table("outbox_events"),
+		"{orders}", s.workStore.Table("orders"),
+	).Replace(query)
+}
+
+func (s *pgScratch) enqueue(ctx context.Context, e postbox.Event) error {
+	return s.workStore.Enqueue(ctx, e)
+}
+
+func (s *pgScratch) fill(ctx context.Context, from, to int) error {
+	_, err := s.b.workPool.Exec(ctx, s.sql(pgFill), from, to)
+	return err
+}
+
+func (s *pgScratch) prepare(ctx context.Context) error {
+	rows, err := s.b.workPool.Query(ctx, pgSchemaTables, s.schema)
+	if err != nil {
+		return err
+	}
+	tables, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return err
+	}
+	for _, t := range tables {
+		q := strings.ReplaceAll(pgVacuumAnalyze, "{table}", pgx.Identifier{s.schema, t}.Sanitize())
+		if _, err := s.b.workPool.Exec(ctx, q); err != nil {
+			return fmt.Errorf("vacuum analyze %s: %w", t, err)
+		}
+	}
+	if _, err := s.b.workPool.Exec(ctx, pgCheckpoint); err != nil {
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && pgErr.Code == "42501" { // insufficient_privilege
+			return nil
+		}
+		return fmt.Errorf("checkpoint: %w", err)
+	}
+	return nil
+}
+
+func (s *pgScratch) rawBatch(ctx context.Context, q rawQuery) (int64, error) {
+	query := pgRawDelete
+	if q == rawUpdate {
+		query = pgRawUpdate
+	}
+	tag, err := s.b.workPool.Exec(ctx, s.sql(query))
+	return tag.RowsAffected(), err
+}
+
+func (s *pgScratch) createOrders(ctx context.Context) error {
+	_, err := s.b.workPool.Exec(ctx, s.sql(pgCreateOrders))
+	return err
+}
+
+func (s *pgScratch) order(ctx context.Context, amount int64, withEvent bool) error {
+	insert := s.sql(pgInsertOrder)
+	return pgx.BeginFunc(ctx, s.b.workPool, func(tx pgx.Tx) error {
+		var id int64
+		if err := tx.QueryRow(ctx, insert, amount).Scan(&id); err != nil {
+			return err
+		}
+		if !withEvent {
+			return nil
+		}
+		return s.workStore.EnqueueTx(ctx, tx, orderEvent(id))
+	})
+}
+
+func (s *pgScratch) child(concurrency int) childConfig {
+	return childConfig{DB: s.b.url, Schema: s.schema, Concurrency: concurrency}
+}
+
+func (s *pgScratch) drop(ctx context.Context) error { return s.b.dropSchema(ctx, s.schema) }
+
+// relayBackendPIDs are the server processes of the relay's connections.
+func (b *pgBackend) relayBackendPIDs(ctx context.Context) ([]int, error) {
+	rows, err := b.workPool.Query(ctx, pgBackendPIDs, relayAppName)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, pgx.RowTo[int])
+}

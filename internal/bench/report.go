@@ -1,0 +1,282 @@
+package bench
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+)
+
+// Units of measures.
+const (
+	UnitEventsPerSec = "events/s"
+	UnitTxPerSec     = "tx/s"
+	UnitRatio        = "ratio"
+	UnitMillis       = "ms"
+	UnitMiB          = "MiB"
+	UnitCPUPercent   = "% of a core"
+)
+
+// Report is the outcome of a run: what ran where, and every measure.
+type Report struct {
+	// Database is "postgres" or "sqlite"; Version names the server or
+	// library, Settings the server settings that matter for an outbox.
+	Database string            `json:"database"`
+	Version  string            `json:"version"`
+	Settings map[string]string `json:"settings,omitempty"`
+	Machine  Machine           `json:"machine"`
+	// Run names the run: its scratch outboxes are the PostgreSQL schemas
+	// <Run>_<label>, or the SQLite files PATH.<Run>_<label>.
+	Run      string    `json:"run"`
+	Params   Params    `json:"params"`
+	Measures []Measure `json:"measures"`
+	// Scaling is the drain rate by relay processes and concurrency, when
+	// the scaling scenario ran.
+	Scaling []ScalingPoint `json:"scaling,omitempty"`
+	// Seconds is how long the run took, by scenario and in total.
+	Seconds map[string]float64 `json:"seconds"`
+}
+
+// Params are the sizes a run used.
+type Params struct {
+	Scenarios       []string `json:"scenarios"`
+	DrainEvents     int      `json:"drain_events"`
+	WebhookEvents   int      `json:"webhook_events"`
+	ScaleEvents     []int    `json:"scale_events"`
+	ScalingEvents   int      `json:"scaling_events"`
+	DurationSeconds float64  `json:"duration_seconds"`
+	Rates           []int    `json:"rates"`
+	Clients         int      `json:"clients"`
+	Instances       []int    `json:"instances"`
+	Concurrency     []int    `json:"concurrency"`
+	ScalingSinks    []string `json:"scaling_sinks"`
+	// ReceiverLatencyMs is how long the webhook receiver took to answer.
+	ReceiverLatencyMs float64 `json:"receiver_latency_ms"`
+}
+
+// Measure is one figure.
+type Measure struct {
+	// Key names the measure stably, such as "drain.postbox".
+	Key      string  `json:"key"`
+	Scenario string  `json:"scenario"`
+	Name     string  `json:"name"`
+	Value    float64 `json:"value"`
+	Unit     string  `json:"unit"`
+	// Goal is the issue's goal for this measure, if it has one. Met is
+	// set when the goal applies (PostgreSQL only).
+	Goal *Goal `json:"goal,omitempty"`
+	Met  *bool `json:"met,omitempty"`
+}
+
+// Goal is a bound a measure should respect.
+type Goal struct {
+	// Op is ">=" or "<=".
+	Op    string  `json:"op"`
+	Value float64 `json:"value"`
+}
+
+func atLeast(v float64) *Goal { return &Goal{Op: ">=", Value: v} }
+func atMost(v float64) *Goal  { return &Goal{Op: "<=", Value: v} }
+
+func (g *Goal) met(v float64) bool {
+	if g.Op == ">=" {
+		return v >= g.Value
+	}
+	return v <= g.Value
+}
+
+// ScalingPoint is the drain rate of Instances relay processes of
+// Concurrency each, to Sink (SinkNoop or SinkWebhook).
+type ScalingPoint struct {
+	Sink         string  `json:"sink"`
+	Instances    int     `json:"instances"`
+	Concurrency  int     `json:"concurrency"`
+	EventsPerSec float64 `json:"events_per_s"`
+	PeakRSSMiB   float64 `json:"peak_rss_mib"`
+}
+
+// add records a measure; goals are judged on PostgreSQL only, which is
+// what they were set for.
+func (r *Report) add(scenario, key, name string, value float64, unit string, goal *Goal) {
+	m := Measure{Key: key, Scenario: scenario, Name: name, Value: value, Unit: unit, Goal: goal}
+	if goal != nil && r.Database == "postgres" {
+		met := goal.met(value)
+		m.Met = &met
+	}
+	r.Measures = append(r.Measures, m)
+}
+
+// Measure returns the measure with key.
+func (r *Report) Measure(key string) (Measure, bool) {
+	i := slices.IndexFunc(r.Measures, func(m Measure) bool { return m.Key == key })
+	if i < 0 {
+		return Measure{}, false
+	}
+	return r.Measures[i], true
+}
+
+// WriteJSON writes the report as indented JSON.
+func (r *Report) WriteJSON(w io.Writer) error {
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(r)
+}
+
+// WriteTable writes the report as text: what ran where, a table of the
+// measures with their goals, and the scaling matrix.
+func (r *Report) WriteTable(w io.Writer) error {
+	m := r.Machine
+	fmt.Fprintf(w, "postbox bench on %s, %s\n", r.Version, m.Date.UTC().Format("2006-01-02 15:04 MST"))
+	fmt.Fprintf(w, "machine: %d CPUs (%s), %.1f GiB memory, %s, %s\n", m.CPUs, m.CPUModel, float64(m.MemoryMiB)/1024, m.OS, m.Go)
+	if len(r.Settings) > 0 {
+		var kv []string
+		for _, k := range slices.Sorted(maps.Keys(r.Settings)) {
+			kv = append(kv, k+"="+r.Settings[k])
+		}
+		fmt.Fprintf(w, "settings: %s\n", strings.Join(kv, " "))
+	}
+	fmt.Fprintf(w, "sizes: %s\n\n", r.Params.describe())
+
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	fmt.Fprintln(tw, "SCENARIO\tMEASURE\tVALUE\tGOAL\tMET")
+	met, goals := 0, 0
+	for _, ms := range r.Measures {
+		goal, ok := "", ""
+		if ms.Goal != nil {
+			goal = strings.Replace(strings.Replace(ms.Goal.Op, ">=", "≥ ", 1), "<=", "≤ ", 1) + formatValue(ms.Goal.Value, ms.Unit)
+			ok = "n/a"
+		}
+		if ms.Met != nil {
+			goals++
+			ok = "NO"
+			if *ms.Met {
+				ok = "yes"
+				met++
+			}
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ms.Scenario, ms.Name, formatValue(ms.Value, ms.Unit), goal, ok)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if goals > 0 {
+		fmt.Fprintf(w, "\ngoals met: %d of %d\n", met, goals)
+	} else if r.Database != "postgres" {
+		fmt.Fprintln(w, "\ngoals are set for PostgreSQL: not judged on "+r.Database)
+	}
+	if len(r.Scaling) > 0 {
+		r.writeScaling(w)
+	}
+	fmt.Fprintf(w, "\ntook %s\n", time.Duration(r.Seconds["total"]*float64(time.Second)).Round(time.Second))
+	return nil
+}
+
+// writeScaling prints the drain rate of each sink by relay processes
+// (rows) and concurrency (columns).
+func (r *Report) writeScaling(w io.Writer) {
+	var sinks []string
+	var instances, concurrency []int
+	rate := map[string]float64{}
+	key := func(s string, i, c int) string { return fmt.Sprint(s, i, c) }
+	for _, s := range r.Scaling {
+		if !slices.Contains(sinks, s.Sink) {
+			sinks = append(sinks, s.Sink)
+		}
+		if !slices.Contains(instances, s.Instances) {
+			instances = append(instances, s.Instances)
+		}
+		if !slices.Contains(concurrency, s.Concurrency) {
+			concurrency = append(concurrency, s.Concurrency)
+		}
+		rate[key(s.Sink, s.Instances, s.Concurrency)] = s.EventsPerSec
+	}
+	for _, sk := range sinks {
+		what := "to a no-op sink"
+		if sk == SinkWebhook {
+			what = "as signed webhooks to a local receiver"
+		}
+		fmt.Fprintf(w, "\ndrain %s, events/s, by relay processes and concurrency (backlog %d):\n", what, r.Params.ScalingEvents)
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprint(tw, "relays\t")
+		for _, c := range concurrency {
+			fmt.Fprintf(tw, "concurrency %d\t", c)
+		}
+		fmt.Fprintln(tw)
+		for _, i := range instances {
+			fmt.Fprintf(tw, "%d\t", i)
+			for _, c := range concurrency {
+				fmt.Fprintf(tw, "%s\t", thousands(rate[key(sk, i, c)]))
+			}
+			fmt.Fprintln(tw)
+		}
+		_ = tw.Flush()
+	}
+}
+
+// describe lists the sizes of the scenarios that ran.
+func (p Params) describe() string {
+	d := time.Duration(p.DurationSeconds * float64(time.Second))
+	var parts []string
+	for _, s := range p.Scenarios {
+		switch s {
+		case ScenarioDrain:
+			parts = append(parts, fmt.Sprintf("drain-noop %d events", p.DrainEvents))
+		case ScenarioWebhook:
+			parts = append(parts, fmt.Sprintf("webhook %d events", p.WebhookEvents))
+		case ScenarioLatency:
+			parts = append(parts, fmt.Sprintf("latency %s at each of %s/s", d, joinInts(p.Rates, ", ")))
+		case ScenarioWrite:
+			parts = append(parts, fmt.Sprintf("write-overhead %d clients for %s per run", p.Clients, d))
+		case ScenarioScale:
+			parts = append(parts, fmt.Sprintf("scale %s events", joinInts(p.ScaleEvents, " and ")))
+		case ScenarioScaling:
+			parts = append(parts, fmt.Sprintf("scaling %d events per drain to %s", p.ScalingEvents, strings.Join(p.ScalingSinks, " and ")))
+		}
+	}
+	if p.ReceiverLatencyMs > 0 && (slices.Contains(p.Scenarios, ScenarioWebhook) || slices.Contains(p.Scenarios, ScenarioScaling)) {
+		parts = append(parts, fmt.Sprintf("the webhook receiver answers after %g ms", p.ReceiverLatencyMs))
+	}
+	return strings.Join(parts, "; ")
+}
+
+func formatValue(v float64, unit string) string {
+	switch unit {
+	case UnitEventsPerSec, UnitTxPerSec:
+		return thousands(v) + " " + unit
+	case UnitRatio:
+		return strconv.FormatFloat(v, 'f', 2, 64)
+	case UnitMillis:
+		return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
+	case UnitMiB:
+		return strconv.FormatFloat(v, 'f', 1, 64) + " MiB"
+	case UnitCPUPercent:
+		return strconv.FormatFloat(v, 'f', 1, 64) + " " + unit
+	}
+	return strconv.FormatFloat(v, 'g', 4, 64) + " " + unit
+}
+
+// thousands formats v rounded, with thousands separators.
+func thousands(v float64) string {
+	s := strconv.FormatInt(int64(v+0.5), 10)
+	var b strings.Builder
+	for i, c := range s {
+		if i > 0 && (len(s)-i)%3 == 0 {
+			b.WriteByte(',')
+		}
+		b.WriteRune(c)
+	}
+	return b.String()
+}
+
+func joinInts(v []int, sep string) string {
+	s := make([]string, len(v))
+	for i, n := range v {
+		s[i] = strconv.Itoa(n)
+	}
+	return strings.Join(s, sep)
+}

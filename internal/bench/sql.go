@@ -1,0 +1,123 @@
+package bench
+
+// SQL of the scenarios. "{outbox}" and "{orders}" are replaced by the quoted
+// names of the scratch outbox table and business table; "{schema}" by the
+// quoted scratch schema.
+
+// PostgreSQL.
+const (
+	// pgFill writes the events $1..$2 of a backlog with the article's
+	// plain-SQL insert: distinct aggregates, ~110-byte payloads, ids and
+	// every other column from the table's defaults.
+	pgFill = `insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
+select 'order', 'order-' || g, 'order.created',
+       jsonb_build_object('order_id', g, 'customer_id', 'customer-' || (g % 9973),
+                          'amount_cents', (g * 7919) % 100000, 'currency', 'EUR',
+                          'items', 1 + g % 5, 'channel', 'web')
+from generate_series($1::bigint, $2::bigint) as g`
+
+	// pgRawDelete is the raw-SQL baseline (a): one batch of due events
+	// taken and deleted in one statement.
+	pgRawDelete = `delete from {outbox}
+where id in (
+  select id from {outbox}
+  where status = 'pending' and available_at <= now()
+  order by available_at, seq
+  limit 256
+  for update skip locked)`
+
+	// pgRawUpdate is the raw-SQL baseline (b): the same selection, marked
+	// done instead of deleted.
+	pgRawUpdate = `update {outbox} set status = 'done', processed_at = now()
+where id in (
+  select id from {outbox}
+  where status = 'pending' and available_at <= now()
+  order by available_at, seq
+  limit 256
+  for update skip locked)`
+
+	// pgCreateOrders is the business table of the write-overhead scenario.
+	pgCreateOrders = `create table {orders} (
+  id     bigint generated always as identity primary key,
+  amount bigint not null)`
+
+	// pgInsertOrder is one business change.
+	pgInsertOrder = `insert into {orders} (amount) values ($1) returning id`
+
+	// pgSchemaTables lists the tables of a scratch schema, to vacuum them
+	// all whatever the store keeps in it.
+	pgSchemaTables = `select tablename from pg_tables where schemaname = $1 order by tablename`
+
+	// pgVacuumAnalyze is run on every table of a filled scratch schema.
+	pgVacuumAnalyze = `vacuum analyze {table}`
+
+	// pgCheckpoint starts every measure with the same amount of dirty
+	// buffers (it needs superuser or pg_checkpoint; skipped otherwise).
+	pgCheckpoint = `checkpoint`
+
+	// pgDropSchema drops a scratch schema with everything in it.
+	pgDropSchema = `drop schema if exists {schema} cascade`
+
+	// pgSchemasLike lists the scratch schemas of a run.
+	pgSchemasLike = `select nspname from pg_namespace where nspname like $1 order by nspname`
+
+	// pgBackendPIDs are the server processes of the connections opened
+	// under one application_name (the relay's, for its idle CPU).
+	pgBackendPIDs = `select pid from pg_stat_activity where application_name = $1`
+
+	// pgServerVersion names the server.
+	pgServerVersion = `select current_setting('server_version')`
+
+	// pgSettings reads the settings the report shows.
+	pgSettings = `select name, current_setting(name) from pg_settings where name = any($1) order by name`
+)
+
+// SQLite. Times are INTEGER microseconds since the Unix epoch, as in the
+// store's schema.
+const (
+	// liteFill writes the events ?1..?2 of a backlog with the article's
+	// plain-SQL insert (see pgFill).
+	liteFill = `with recursive g(n) as (select ?1 union all select n + 1 from g where n < ?2)
+insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
+select 'order', 'order-' || n, 'order.created',
+       json_object('order_id', n, 'customer_id', 'customer-' || (n % 9973),
+                   'amount_cents', (n * 7919) % 100000, 'currency', 'EUR',
+                   'items', 1 + n % 5, 'channel', 'web')
+from g`
+
+	// liteRawDelete is pgRawDelete without FOR UPDATE SKIP LOCKED, which
+	// SQLite does not have (its one writer makes the batch exclusive);
+	// ?1 is now.
+	liteRawDelete = `delete from {outbox}
+where id in (
+  select id from {outbox}
+  where status = 'pending' and available_at <= ?1
+  order by available_at, seq
+  limit 256)`
+
+	// liteRawUpdate is pgRawUpdate for SQLite; ?1 is now.
+	liteRawUpdate = `update {outbox} set status = 'done', processed_at = ?1
+where id in (
+  select id from {outbox}
+  where status = 'pending' and available_at <= ?1
+  order by available_at, seq
+  limit 256)`
+
+	// liteCreateOrders is the business table of the write-overhead
+	// scenario.
+	liteCreateOrders = `create table {orders} (
+  id     integer primary key,
+  amount integer not null)`
+
+	// liteInsertOrder is one business change.
+	liteInsertOrder = `insert into {orders} (amount) values (?1) returning id`
+
+	// liteAnalyze refreshes the planner's statistics before a measure.
+	liteAnalyze = `analyze`
+
+	// liteCheckpoint empties the write-ahead log before a measure.
+	liteCheckpoint = `pragma wal_checkpoint(truncate)`
+
+	// liteVersion names the library.
+	liteVersion = `select sqlite_version()`
+)
