@@ -4,45 +4,18 @@ import (
 	"context"
 	"fmt"
 	"hash/fnv"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox-go/postbox/store"
 )
 
-// Migration is one numbered schema change. The SQLite store uses the same
-// numbers for the same changes.
-type Migration struct {
-	Version int
-	Name    string
-	SQL     string
-}
+// Migration is one numbered schema change.
+type Migration = store.Migration
 
 // Migrations returns the embedded migrations in order, placeholders unfilled.
 func Migrations() ([]Migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []Migration
-	for _, e := range entries {
-		base := strings.TrimSuffix(e.Name(), ".sql")
-		num, name, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("postgres: migration file %q is not named NNNN_name.sql", e.Name())
-		}
-		body, err := fs.ReadFile(migrationFiles, path.Join("migrations", e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Migration{Version: version, Name: name, SQL: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, nil
+	return store.ReadMigrations(migrationFiles, "migrations")
 }
 
 // Migrate creates the schema and applies the migrations it has not applied

@@ -4,46 +4,16 @@ import (
 	"context"
 	"database/sql"
 	"fmt"
-	"io/fs"
-	"path"
-	"sort"
-	"strconv"
-	"strings"
+
+	"github.com/postbox-go/postbox/store"
 )
 
-// Migration is one numbered schema change. The numbers and names are those
-// of the PostgreSQL store's migrations for the same changes.
-type Migration struct {
-	// Version is the migration's number, 1 for 0001_outbox.sql.
-	Version int
-	// Name is the file name's rest, "outbox" for 0001_outbox.sql.
-	Name string
-	// SQL is the file's text, with "{prefix}" where Config.TablePrefix goes.
-	SQL string
-}
+// Migration is one numbered schema change.
+type Migration = store.Migration
 
 // Migrations returns the embedded migrations in order, placeholders unfilled.
 func Migrations() ([]Migration, error) {
-	entries, err := fs.ReadDir(migrationFiles, "migrations")
-	if err != nil {
-		return nil, err
-	}
-	var out []Migration
-	for _, e := range entries {
-		base := strings.TrimSuffix(e.Name(), ".sql")
-		num, name, ok := strings.Cut(base, "_")
-		version, err := strconv.Atoi(num)
-		if !ok || err != nil {
-			return nil, fmt.Errorf("sqlite: migration file %q is not named NNNN_name.sql", e.Name())
-		}
-		body, err := fs.ReadFile(migrationFiles, path.Join("migrations", e.Name()))
-		if err != nil {
-			return nil, err
-		}
-		out = append(out, Migration{Version: version, Name: name, SQL: string(body)})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
-	return out, nil
+	return store.ReadMigrations(migrationFiles, "migrations")
 }
 
 // migrationsTable records the applied migrations.

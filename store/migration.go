@@ -1,0 +1,46 @@
+package store
+
+import (
+	"fmt"
+	"io/fs"
+	"path"
+	"sort"
+	"strconv"
+	"strings"
+)
+
+// Migration is one numbered schema change. Every store numbers and names
+// the same change alike ("0001_outbox.sql": version 1, name "outbox").
+type Migration struct {
+	// Version is the migration's number, 1 for 0001_outbox.sql.
+	Version int
+	// Name is the file name's rest, "outbox" for 0001_outbox.sql.
+	Name string
+	// SQL is the file's text, placeholders unfilled.
+	SQL string
+}
+
+// ReadMigrations reads the NNNN_name.sql files of dir in fsys, in version
+// order.
+func ReadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
+	entries, err := fs.ReadDir(fsys, dir)
+	if err != nil {
+		return nil, err
+	}
+	var out []Migration
+	for _, e := range entries {
+		base := strings.TrimSuffix(e.Name(), ".sql")
+		num, name, ok := strings.Cut(base, "_")
+		version, err := strconv.Atoi(num)
+		if !ok || err != nil {
+			return nil, fmt.Errorf("store: migration file %q is not named NNNN_name.sql", e.Name())
+		}
+		body, err := fs.ReadFile(fsys, path.Join(dir, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, Migration{Version: version, Name: name, SQL: string(body)})
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
+	return out, nil
+}
