@@ -156,9 +156,9 @@ func (c *childProc) errorText() string {
 }
 
 // childDrain drains sc's backlog of n events with instances relay child
-// processes configured by cfg and returns the time from their start to the
-// end of the drain, and each child's peak resident memory in KiB.
-func (e *env) childDrain(ctx context.Context, p *progress, what string, sc scratch, cfg childConfig, instances, n int) (time.Duration, []int64, error) {
+// processes configured by cfg and returns how the drain went, from their
+// start, and each child's peak resident memory in KiB.
+func (e *env) childDrain(ctx context.Context, p *progress, what string, sc scratch, cfg childConfig, instances, n int) (drained, []int64, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	kids := make([]*childProc, 0, instances)
@@ -170,19 +170,19 @@ func (e *env) childDrain(ctx context.Context, p *progress, what string, sc scrat
 	for range instances {
 		k, err := e.startChild(ctx, cfg, p)
 		if err != nil {
-			return 0, nil, err
+			return drained{}, nil, err
 		}
 		kids = append(kids, k)
 	}
 	for _, k := range kids {
 		if err := k.waitReady(ctx); err != nil {
-			return 0, nil, err
+			return drained{}, nil, err
 		}
 	}
 	start := time.Now()
 	for _, k := range kids {
 		if err := k.start(); err != nil {
-			return 0, nil, fmt.Errorf("bench: start relay: %w", err)
+			return drained{}, nil, fmt.Errorf("bench: start relay: %w", err)
 		}
 	}
 	published := func() int64 {
@@ -192,18 +192,18 @@ func (e *env) childDrain(ctx context.Context, p *progress, what string, sc scrat
 		}
 		return sum
 	}
-	elapsed, err := waitDrained(ctx, p, what, sc.outbox(), published, n, start)
+	d, err := waitDrained(ctx, p, what, sc.outbox(), published, n, start)
 	if err != nil {
-		return 0, nil, err
+		return drained{}, nil, err
 	}
 	rss := make([]int64, 0, len(kids))
 	for _, k := range kids {
 		final, err := k.stop()
 		if err != nil {
-			return 0, nil, err
+			return drained{}, nil, err
 		}
 		rss = append(rss, final.PeakRSSKiB)
 	}
 	kids = nil
-	return elapsed, rss, nil
+	return d, rss, nil
 }

@@ -53,44 +53,91 @@ func fillBacklog(ctx context.Context, p *progress, sc scratch, n int) error {
 	return nil
 }
 
+// drained is how a drain went.
+type drained struct {
+	// elapsed runs from the start to the moment nothing was left.
+	elapsed time.Duration
+	// steady is the publish rate, events/s, between the moments a tenth
+	// and nine tenths of the backlog were published: the drain without
+	// the relay's start and its last outcomes (0 when too short to tell).
+	steady float64
+}
+
 // waitDrained waits until published() reaches n, then until st has nothing
-// pending or processing, and returns the time from start to then.
-func waitDrained(ctx context.Context, p *progress, what string, st store.Outbox, published func() int64, n int, start time.Time) (time.Duration, error) {
-	var th throttle
-	last, lastChange := int64(-1), time.Now()
-	for got := published(); got < int64(n); got = published() {
+// pending or processing, and reports the time from start to then.
+func waitDrained(ctx context.Context, p *progress, what string, st store.Outbox, published func() int64, n int, start time.Time) (drained, error) {
+	var (
+		th                throttle
+		last              = int64(-1)
+		lastChange        = time.Now()
+		tenth, nineTenths mark
+		total             = int64(n)
+	)
+	for {
+		got, now := published(), time.Now()
+		tenth.at(got, now, total/10)
+		nineTenths.at(got, now, total*9/10)
+		if got >= total {
+			break
+		}
+		if got > 0 && last <= 0 {
+			p.printf("  %s: first events published after %s", what, now.Sub(start).Round(time.Millisecond))
+		}
 		if got != last {
-			last, lastChange = got, time.Now()
-		} else if time.Since(lastChange) > stallTimeout {
-			return 0, fmt.Errorf("%s: stalled at %d of %d events published", what, got, n)
+			last, lastChange = got, now
+		} else if now.Sub(lastChange) > stallTimeout {
+			return drained{}, fmt.Errorf("%s: stalled at %d of %d events published", what, got, n)
 		}
 		if th.due() {
-			p.printf("  %s: %d/%d published (%.0f/s)", what, got, n, float64(got)/time.Since(start).Seconds())
+			p.printf("  %s: %d/%d published (%.0f/s)", what, got, n, float64(got)/now.Sub(start).Seconds())
 		}
 		if !sleep(ctx, pollInterval) {
-			return 0, ctx.Err()
+			return drained{}, ctx.Err()
 		}
 	}
+	p.printf("  %s: all %d published after %s; waiting for the outcomes to be recorded", what, n, time.Since(start).Round(time.Millisecond))
 	deadline := time.Now().Add(stallTimeout)
 	for {
 		at := time.Now()
 		stats, err := st.Stats(ctx)
 		if err != nil {
-			return 0, err
+			return drained{}, err
 		}
 		if stats.Pending+stats.Processing == 0 {
 			if stats.Failed > 0 {
-				return 0, fmt.Errorf("%s: %d events failed", what, stats.Failed)
+				return drained{}, fmt.Errorf("%s: %d events failed", what, stats.Failed)
 			}
-			return at.Sub(start), nil
+			return drained{elapsed: at.Sub(start), steady: tenth.rateTo(nineTenths)}, nil
 		}
 		if at.After(deadline) {
-			return 0, fmt.Errorf("%s: all published, but still %d pending and %d processing", what, stats.Pending, stats.Processing)
+			return drained{}, fmt.Errorf("%s: all published, but still %d pending and %d processing", what, stats.Pending, stats.Processing)
 		}
 		if !sleep(ctx, pollInterval) {
-			return 0, ctx.Err()
+			return drained{}, ctx.Err()
 		}
 	}
+}
+
+// mark is the first moment a count reached a threshold, and the count
+// then.
+type mark struct {
+	when  time.Time
+	count int64
+}
+
+func (m *mark) at(count int64, now time.Time, threshold int64) {
+	if m.when.IsZero() && count >= threshold && count > 0 {
+		m.when, m.count = now, count
+	}
+}
+
+// rateTo is the rate from m to a later mark, or 0.
+func (m mark) rateTo(later mark) float64 {
+	d := later.when.Sub(m.when)
+	if m.when.IsZero() || later.when.IsZero() || d <= 0 || later.count <= m.count {
+		return 0
+	}
+	return float64(later.count-m.count) / d.Seconds()
 }
 
 // runningRelay is a relay with default settings running in this process.
@@ -132,11 +179,11 @@ func drainRelay(ctx context.Context, p *progress, what string, st store.Outbox, 
 	if err != nil {
 		return 0, err
 	}
-	elapsed, err := waitDrained(ctx, p, what, st, published, n, start)
+	d, err := waitDrained(ctx, p, what, st, published, n, start)
 	if cerr := r.close(); err == nil {
 		err = cerr
 	}
-	return elapsed, err
+	return d.elapsed, err
 }
 
 // rawDrain drains sc with one raw-SQL statement per batch until none is

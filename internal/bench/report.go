@@ -148,7 +148,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	for _, ms := range r.Measures {
 		goal, ok := "", ""
 		if ms.Goal != nil {
-			goal = strings.Replace(strings.Replace(ms.Goal.Op, ">=", "≥ ", 1), "<=", "≤ ", 1) + formatValue(ms.Goal.Value, ms.Unit)
+			goal = strings.Replace(strings.Replace(ms.Goal.Op, ">=", "≥ ", 1), "<=", "≤ ", 1) + formatGoal(ms.Goal.Value, ms.Unit)
 			ok = "n/a"
 		}
 		if ms.Met != nil {
@@ -244,12 +244,27 @@ func (p Params) describe() string {
 	return strings.Join(parts, "; ")
 }
 
+// formatGoal is formatValue with no more decimals than the goal has.
+func formatGoal(v float64, unit string) string {
+	switch unit {
+	case UnitRatio:
+		return strconv.FormatFloat(v, 'f', -1, 64)
+	case UnitMillis:
+		return strconv.FormatFloat(v, 'f', -1, 64) + " ms"
+	case UnitMiB:
+		return strconv.FormatFloat(v, 'f', -1, 64) + " MiB"
+	}
+	return formatValue(v, unit)
+}
+
 func formatValue(v float64, unit string) string {
 	switch unit {
 	case UnitEventsPerSec, UnitTxPerSec:
 		return thousands(v) + " " + unit
 	case UnitRatio:
-		return strconv.FormatFloat(v, 'f', 2, 64)
+		// Three decimals: a ratio just below its goal must not print as
+		// the goal.
+		return strconv.FormatFloat(v, 'f', 3, 64)
 	case UnitMillis:
 		return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
 	case UnitMiB:
