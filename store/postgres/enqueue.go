@@ -32,13 +32,7 @@ const (
 // would commit the business change without its events: roll back. A repeated ID aborts the
 // transaction and is reported the same way.
 func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, events ...postbox.Event) error {
-	return s.enqueue(ctx, events, func(ctx context.Context, query string, args []any) ([]string, error) {
-		rows, err := tx.Query(ctx, query, args...)
-		if err != nil {
-			return nil, err
-		}
-		return pgx.CollectRows(rows, pgx.RowTo[string])
-	})
+	return s.enqueue(ctx, events, s.queryKeys(tx))
 }
 
 // EnqueueSQLTx is EnqueueTx for a database/sql transaction on PostgreSQL
@@ -64,8 +58,12 @@ func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, events ...postbox.
 
 // Enqueue writes events in a transaction of its own. As with EnqueueTx,
 // events whose DedupKey is already taken are skipped and reported, and the
-// others are committed.
+// others are committed. Up to a thousand events take one round trip (one
+// INSERT, its own implicit transaction).
 func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
+	if len(events) <= enqueueChunk {
+		return s.enqueue(ctx, events, s.queryKeys(s.pool))
+	}
 	var skipped *postbox.DuplicateError
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		err := s.EnqueueTx(ctx, tx, events...)
@@ -81,6 +79,20 @@ func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
 		return skipped
 	}
 	return nil
+}
+
+// queryKeys runs the insert on q (a transaction, a pool) and collects the
+// dedup keys it returns.
+func (s *Store) queryKeys(q interface {
+	Query(ctx context.Context, sql string, args ...any) (pgx.Rows, error)
+}) insertFunc {
+	return func(ctx context.Context, query string, args []any) ([]string, error) {
+		rows, err := q.Query(ctx, query, args...)
+		if err != nil {
+			return nil, err
+		}
+		return pgx.CollectRows(rows, pgx.RowTo[string])
+	}
 }
 
 // insertFunc runs the insert and returns the dedup keys of the rows written.
