@@ -15,19 +15,23 @@ import (
 
 // Claim leases due events to p.Owner and returns them in sequence order.
 // It writes one lease row for the batch and never updates the events; claims
-// take turns on an advisory lock, in one round trip with the claim.
+// take turns on an advisory lock, in one round trip with the claim. The
+// lease commits asynchronously (see relay_async_commit in queries.sql).
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
 	query := s.sql.get("claim")
 	if p.Ordered {
 		query = s.sql.get("claim_ordered")
 	}
 	batch := &pgx.Batch{}
+	batch.Queue(s.sql.get("relay_async_commit"))
 	batch.Queue(s.sql.get("claim_lock"), s.lockKey("claim"))
 	batch.Queue(query, p.Owner, p.Limit, p.Lease.Milliseconds())
 	results := s.pool.SendBatch(ctx, batch)
 	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return nil, fmt.Errorf("postgres: claim: %w", err)
+	for range 2 {
+		if _, err := results.Exec(); err != nil {
+			return nil, fmt.Errorf("postgres: claim: %w", err)
+		}
 	}
 	rows, err := results.Query()
 	if err != nil {
@@ -48,7 +52,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 	return out, nil
 }
 
-// Settle records a batch of outcomes in one statement.
+// Settle records a batch of outcomes in one statement, committed
+// asynchronously like a claim: a server crash may forget it, and the events
+// are then delivered again.
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	retryIDs := make([][16]byte, len(p.Retry))
 	retryAt := make([]time.Time, len(p.Retry))
@@ -64,8 +70,10 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	done := rawIDs(p.Done)
 	settled := make([][16]byte, 0, len(p.Done)+len(p.Retry)+len(p.Failed))
 	settled = append(append(append(settled, done...), retryIDs...), failIDs...)
-	_, err := s.pool.Exec(ctx, s.sql.get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled, p.KeepDone)
-	if err != nil {
+	batch := &pgx.Batch{}
+	batch.Queue(s.sql.get("relay_async_commit"))
+	batch.Queue(s.sql.get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled, p.KeepDone)
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: settle: %w", err)
 	}
 	return nil

@@ -9,6 +9,13 @@
 -- retried and failed ones, and removes all of them from the relay's leases,
 -- in one statement.
 
+-- name: relay_async_commit
+-- The relay's bookkeeping (claims, outcomes) commits without waiting for its
+-- WAL flush: a crash of the server may forget its last fraction of a second,
+-- and the events concerned are delivered again (at least once); no event is
+-- lost, since the events themselves are written by the producers' commits.
+select set_config('synchronous_commit', 'off', true);
+
 -- name: claim_lock
 select pg_advisory_xact_lock($1);
 
