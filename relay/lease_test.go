@@ -50,15 +50,17 @@ func TestListenerReconnects(t *testing.T) {
 		t.Fatal(err)
 	}
 	rcv.WaitAccepted(t, 1, 5*time.Second)
-	listen := "listen " + `"postbox_` + s.Schema() + `"`
+	// The listening connection's last statement is its LISTEN or a doze
+	// statement; both name the channel.
+	channel := "%postbox_" + s.Schema() + "%"
 	listening := func() bool {
 		var n int
-		_ = s.Pool().QueryRow(ctx, "select count(*) from pg_stat_activity where query = $1", listen).Scan(&n)
+		_ = s.Pool().QueryRow(ctx, "select count(*) from pg_stat_activity where query like $1", channel).Scan(&n)
 		return n == 1
 	}
 	waitFor(t, "the relay to listen", 10*time.Second, listening)
 	var killed bool
-	err := s.Pool().QueryRow(ctx, "select pg_terminate_backend(pid) from pg_stat_activity where query = $1", listen).Scan(&killed)
+	err := s.Pool().QueryRow(ctx, "select pg_terminate_backend(pid) from pg_stat_activity where query like $1", channel).Scan(&killed)
 	if err != nil || !killed {
 		t.Fatalf("could not terminate the listening connection: %v", err)
 	}

@@ -18,6 +18,7 @@ package relay
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -29,7 +30,9 @@ import (
 )
 
 // lingerDelay is how soon the relay claims again after a claim that found
-// events but not a full batch.
+// events but not a full batch. Notifications do not cut it short: while
+// events flow, one claim every lingerDelay takes what committed meanwhile,
+// instead of one claim per notifying commit.
 const lingerDelay = 2 * time.Millisecond
 
 // claimTimeout bounds one claim statement.
@@ -51,6 +54,9 @@ type Relay struct {
 	// nanoseconds, 0 for none): the claim loop wakes for it rather than
 	// waiting for the poll.
 	nextRetry atomic.Int64
+	// doze is the store.DozeFunc of the current listening connection, nil
+	// while there is none (see store.DozeListener).
+	doze atomic.Pointer[store.DozeFunc]
 }
 
 // New validates cfg, fills its defaults and returns a relay.
@@ -68,6 +74,12 @@ func New(cfg Config) (*Relay, error) {
 	}, nil
 }
 
+// orderedReadier is a store that needs a step before ordered claims (the
+// PostgreSQL store's MigrateOrdered); OrderedReady says whether it was taken.
+type orderedReadier interface {
+	OrderedReady(ctx context.Context) error
+}
+
 // Owner is the name this relay leases events under.
 func (r *Relay) Owner() string { return r.cfg.Owner }
 
@@ -76,6 +88,11 @@ func (r *Relay) Owner() string { return r.cfg.Owner }
 // the queue and returns nil. It returns an error only if the relay cannot
 // start.
 func (r *Relay) Run(ctx context.Context) error {
+	if o, ok := r.cfg.Store.(orderedReadier); ok && r.cfg.Ordered {
+		if err := o.OrderedReady(ctx); err != nil {
+			return fmt.Errorf("relay: ordered delivery: %w", err)
+		}
+	}
 	// Deliveries and settling outlive ctx: they end on their own terms
 	// during the shutdown.
 	deliverCtx, cancelDeliveries := context.WithCancel(context.WithoutCancel(ctx))
@@ -147,6 +164,10 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	failures := 0
+	// dozing: the relay told producers it is about to wait, and claims
+	// once more before it does; busy counts the claims that could not doze
+	// because producers were committing.
+	dozing, busy := false, 0
 	for ctx.Err() == nil {
 		free := r.capacity - r.inflight.count()
 		if free < minClaim {
@@ -157,6 +178,12 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 			continue
 		}
 		limit := min(free, r.cfg.BatchSize)
+		// The claim sees every event committed before it: a wake-up
+		// already received asks for nothing more.
+		select {
+		case <-r.wake:
+		default:
+		}
 		// A claim cut short by the shutdown may have committed all the
 		// same: it runs to its end, and what it took is released by the
 		// publishers, which see the shutdown.
@@ -185,10 +212,34 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 		}
 		wait := r.untilNextClaim()
 		if len(batch) > 0 {
-			// Producers committing together notify once (see the
-			// outbox trigger): look again shortly for the others.
-			wait = min(wait, lingerDelay)
+			// Events are flowing (and producers committing together
+			// notify once, see the outbox trigger): look again shortly.
+			dozing, busy = false, 0
+			if !sleep(ctx, min(wait, lingerDelay)) {
+				return
+			}
+			continue
 		}
+		if doze := r.doze.Load(); doze != nil && !dozing {
+			ready, err := (*doze)(ctx)
+			switch {
+			case err != nil:
+				// Not listening: poll until the listener is back.
+			case !ready:
+				// Producers are committing: their events come soon.
+				busy++
+				if !sleep(ctx, min(wait, lingerDelay<<min(busy, 5))) {
+					return
+				}
+				continue
+			default:
+				// Producers notify from now on; one more claim sees
+				// what those that did not are committing.
+				dozing, busy = true, 0
+				continue
+			}
+		}
+		dozing = false
 		poll.Reset(wait)
 		select {
 		case <-r.wake:
@@ -229,14 +280,25 @@ func (r *Relay) scheduleRetry(t time.Time) {
 }
 
 // listen wakes the claim loop on every notification, reconnecting with
-// backoff when the listening connection fails.
+// backoff when the listening connection fails. With a store.DozeListener,
+// producers notify only while the claim loop dozes.
 func (r *Relay) listen(ctx context.Context, l store.Listener) {
 	failures := 0
 	for ctx.Err() == nil {
-		err := l.Listen(ctx, func() {
+		ready := func(doze store.DozeFunc) {
 			failures = 0
+			if doze != nil {
+				r.doze.Store(&doze)
+			}
 			r.notify() // events may have come while not listening
-		}, r.notify)
+		}
+		var err error
+		if dl, ok := l.(store.DozeListener); ok {
+			err = dl.ListenDozing(ctx, ready, r.notify)
+		} else {
+			err = l.Listen(ctx, func() { ready(nil) }, r.notify)
+		}
+		r.doze.Store(nil)
 		if err == nil || ctx.Err() != nil {
 			return
 		}

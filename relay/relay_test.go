@@ -305,7 +305,7 @@ func checkOrder(t *testing.T, accepted []receiver.Delivery, perAggregate map[str
 }
 
 func TestOrderedUnderRetriesWithTwoRelays(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.OrderedStore(t)
 	var mu sync.Mutex
 	rnd := rand.New(rand.NewPCG(1, 2))
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
@@ -343,7 +343,11 @@ func TestOrderedUnderRetriesWithTwoRelays(t *testing.T) {
 func TestOutOfOrderCommitsAreNotSkipped(t *testing.T) {
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
-			s := pgtest.Store(t)
+			newStore := pgtest.Store
+			if ordered {
+				newStore = pgtest.OrderedStore
+			}
+			s := newStore(t)
 			rcv := receiver.New(t, secret, nil)
 			start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Ordered: ordered,
 				PollInterval: 50 * time.Millisecond})

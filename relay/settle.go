@@ -12,32 +12,69 @@ import (
 // settleBatchMax bounds the outcomes recorded by one statement.
 const settleBatchMax = 1000
 
+// settleLinger is how long the settler waits for more outcomes after the
+// first of a small batch: at moderate rates it turns one statement per
+// event or two into one per several milliseconds of deliveries. Outcomes
+// are not on the path from commit to delivery; an ordered relay does not
+// linger, since successors wait for their predecessor's outcome.
+const settleLinger = 5 * time.Millisecond
+
 // settle records outcomes as they come: it takes whatever has accumulated
-// (at least one) and writes it in one statement, so a single event is
-// settled at once and a flood is settled in large batches. It returns when
-// results is closed and everything has been written, or when ctx ends.
+// (at least one), waits settleLinger for more while the batch is small, and
+// writes it in one statement, so a flood is settled in large batches. It
+// returns when results is closed and everything has been written, or when
+// ctx ends.
 func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
 	batch := make([]outcome, 0, settleBatchMax)
+	linger := time.NewTimer(settleLinger)
+	linger.Stop() // Go 1.23 timers: Stop and Reset leave no stale tick
 	for {
 		o, ok := <-results
 		if !ok {
 			return
 		}
 		batch = append(batch[:0], o)
-	more:
-		for len(batch) < settleBatchMax {
+		closed := r.collect(results, &batch, nil)
+		if !closed && !r.cfg.Ordered && len(batch) < settleBatchMax {
+			linger.Reset(settleLinger)
+			closed = r.collect(results, &batch, linger.C)
+			linger.Stop()
+		}
+		r.write(ctx, batch)
+		if closed {
+			return
+		}
+	}
+}
+
+// collect appends outcomes to batch until it is full, results is closed
+// (it then reports true), or: with a nil until, results has nothing ready;
+// otherwise until fires.
+func (r *Relay) collect(results <-chan outcome, batch *[]outcome, until <-chan time.Time) (closed bool) {
+	for len(*batch) < settleBatchMax {
+		if until == nil {
 			select {
 			case o, ok := <-results:
 				if !ok {
-					break more
+					return true
 				}
-				batch = append(batch, o)
+				*batch = append(*batch, o)
 			default:
-				break more
+				return false
 			}
+			continue
 		}
-		r.write(ctx, batch)
+		select {
+		case o, ok := <-results:
+			if !ok {
+				return true
+			}
+			*batch = append(*batch, o)
+		case <-until:
+			return false
+		}
 	}
+	return false
 }
 
 // write records one batch, retrying while the database is unreachable. If

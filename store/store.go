@@ -177,3 +177,23 @@ type Listener interface {
 	// ready is called once the store listens, before any notify.
 	Listen(ctx context.Context, ready, notify func()) error
 }
+
+// DozeFunc tells producers that a relay is about to wait for a notification
+// (its last claim found nothing), so that they notify it. It reports true
+// once every transaction that wrote events without notifying has ended: a
+// claim made after it sees them all, and the relay may then wait. False
+// means such a transaction is still committing: claim again shortly and
+// call it again. An error means the listening connection is down: poll.
+// The relay calls it from one goroutine, never concurrently.
+type DozeFunc func(ctx context.Context) (bool, error)
+
+// DozeListener is a Listener whose producers notify only while some relay
+// dozes: a relay that is busy claiming costs them no notification.
+type DozeListener interface {
+	Listener
+	// ListenDozing is Listen for a relay that dozes: ready receives the
+	// DozeFunc of this connection, valid until ListenDozing returns. Any
+	// notification ends the doze: the relay claims, and dozes again before
+	// it waits.
+	ListenDozing(ctx context.Context, ready func(DozeFunc), notify func()) error
+}

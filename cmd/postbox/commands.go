@@ -20,7 +20,7 @@ type command struct {
 var commands = map[string]command{
 	"bench":   {"measure drain rate, webhooks, latency, write overhead and memory against the goals", setupBench},
 	"demo":    {"run the whole pipeline in one process, with faults, and reconcile", setupDemo},
-	"migrate": {"create or upgrade the outbox and inbox tables", setupMigrate},
+	"migrate": {"create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setupMigrate},
 	"relay":   {"deliver outbox events to a webhook endpoint", setupRelay},
 	"status":  {"count events by status and show the age of the oldest pending one", setupStatus},
 }

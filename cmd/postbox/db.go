@@ -30,6 +30,15 @@ type migratingStore interface {
 	Migrate(ctx context.Context) ([]int, error)
 }
 
+// orderedStore is a store whose ordered claims need an index that Migrate
+// leaves out (PostgreSQL).
+type orderedStore interface {
+	MigrateOrdered(ctx context.Context) error
+	OrderedReady(ctx context.Context) error
+}
+
+var _ orderedStore = (*postgres.Store)(nil)
+
 // openedStore is a store with what closes it.
 type openedStore struct {
 	migratingStore

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -254,4 +255,102 @@ func TestDemoCommand(t *testing.T) {
 			t.Fatalf("demo output lacks %q:\n%s", want, out)
 		}
 	}
+}
+
+const orderedMessage = `postgres: ordered claims need the index outbox_events_aggregate_open_idx: run "postbox migrate --ordered" (or Store.MigrateOrdered)`
+
+// runFails runs the command, which must exit with code 1 within 30 s, and
+// returns the last line of its stderr.
+func runFails(t *testing.T, cmd *exec.Cmd) string {
+	t.Helper()
+	var errOut bytes.Buffer
+	cmd.Stderr = &errOut
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	timer := time.AfterFunc(30*time.Second, func() { _ = cmd.Process.Kill() })
+	defer timer.Stop()
+	err := cmd.Wait()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 1 {
+		t.Fatalf("postbox %v: %v, want exit status 1\n%s", cmd.Args[1:], err, errOut.String())
+	}
+	last := strings.TrimSpace(errOut.String())
+	if i := strings.LastIndex(last, "\n"); i >= 0 {
+		last = last[i+1:]
+	}
+	return last
+}
+
+// An ordered relay on PostgreSQL needs "postbox migrate --ordered" once:
+// without it the relay exits at start and says what to run; after it, the
+// relay starts and delivers each aggregate's events in order.
+func TestRelayOrderedNeedsMigrateOrdered(t *testing.T) {
+	s, db := schemaStore(t)
+	relayArgs := append([]string{"relay", "--ordered", "--poll", "50ms"}, db...)
+	cmd := command(relayArgs...)
+	cmd.Env = append(cmd.Env, "WEBHOOK_URL=http://127.0.0.1:1", "WEBHOOK_SECRET="+secret)
+	if last := runFails(t, cmd); last != "postbox: "+orderedMessage {
+		t.Fatalf("relay --ordered without the index said %q, want %q", last, "postbox: "+orderedMessage)
+	}
+
+	out := runOK(t, append([]string{"migrate", "--ordered"}, db...)...)
+	if !strings.Contains(out, "outbox_events_aggregate_open_idx") {
+		t.Fatalf("migrate --ordered printed %q, want the index named", out)
+	}
+	again := command(append([]string{"migrate"}, db...)...) // the flag from its environment variable
+	again.Env = append(again.Env, "POSTBOX_ORDERED=true")
+	if out, err := again.Output(); err != nil || !strings.Contains(string(out), "outbox_events_aggregate_open_idx") {
+		t.Fatalf("second migrate with POSTBOX_ORDERED=true: %v, printed %q", err, out)
+	}
+
+	const aggregates, perAggregate = 5, 10
+	var events []postbox.Event
+	for n := range perAggregate {
+		for a := range aggregates {
+			events = append(events, postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: fmt.Sprint(a),
+				EventType: "order.updated", Payload: []byte(fmt.Sprintf(`{"n": %d}`, n))})
+		}
+	}
+	if err := s.Enqueue(context.Background(), events...); err != nil {
+		t.Fatal(err)
+	}
+	rcv := receiver.New(t, secret, nil)
+	startRelay(t, db, rcv.URL, "--ordered", "--poll", "50ms")
+	rcv.WaitAccepted(t, len(events), 30*time.Second)
+	next := map[string]int{}
+	for _, d := range rcv.Accepted() {
+		var p struct{ N int }
+		if err := json.Unmarshal(d.Body, &p); err != nil {
+			t.Fatal(err)
+		}
+		if p.N != next[d.AggregateID] {
+			t.Fatalf("aggregate %s: event %d delivered before %d", d.AggregateID, p.N, next[d.AggregateID])
+		}
+		next[d.AggregateID]++
+	}
+}
+
+// SQLite keeps the ordered claim's index in its migrations: "migrate
+// --ordered" has nothing more to do, and an ordered relay just starts.
+func TestSQLiteOrdered(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	db := []string{"--db", "sqlite:" + path}
+	if out := runOK(t, append([]string{"migrate", "--ordered"}, db...)...); !strings.Contains(out, "SQLite") {
+		t.Fatalf("migrate --ordered on SQLite printed %q, want a note that SQLite needs nothing more", out)
+	}
+	s, err := sqlite.Open(context.Background(), path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 20 {
+		e := postbox.Event{AggregateType: "order", AggregateID: fmt.Sprint(i % 4), EventType: "order.updated", Payload: []byte(`{}`)}
+		if err := s.Enqueue(context.Background(), e); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rcv := receiver.New(t, secret, nil)
+	startRelay(t, db, rcv.URL, "--ordered", "--poll", "50ms")
+	rcv.WaitAccepted(t, 20, 20*time.Second)
 }

@@ -9,6 +9,7 @@ import (
 func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
+	ordered := fs.Bool("ordered", false, "also build the index that ordered relays (relay --ordered) need, without blocking writes; needed once, PostgreSQL only")
 	return func(ctx context.Context) error {
 		s, err := db.open(ctx)
 		if err != nil {
@@ -21,9 +22,21 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 		}
 		if len(applied) == 0 {
 			fmt.Println("schema is up to date")
+		} else {
+			fmt.Printf("applied migrations %v\n", applied)
+		}
+		if !*ordered {
 			return nil
 		}
-		fmt.Printf("applied migrations %v\n", applied)
+		ord, ok := s.migratingStore.(orderedStore)
+		if !ok {
+			fmt.Println("ordered relays: nothing more to do on SQLite (its migrations keep the index they need)")
+			return nil
+		}
+		if err := ord.MigrateOrdered(ctx); err != nil {
+			return err
+		}
+		fmt.Println("ordered relays: index outbox_events_aggregate_open_idx is ready")
 		return nil
 	}
 }

@@ -27,7 +27,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		maxAttempts = fs.Int("max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
 		batch       = fs.Int("batch", relay.BatchSizeDefault, "most events claimed at once")
 		concurrency = fs.Int("concurrency", relay.ConcurrencyDefault, "most deliveries in progress at once")
-		ordered     = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order")
+		ordered     = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order (PostgreSQL: run \"postbox migrate --ordered\" once first)")
 		poll        = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval")
 		noListen    = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
 		retention   = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever)")
@@ -65,6 +65,11 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		defer s.close()
+		if ord, ok := s.migratingStore.(orderedStore); ok && *ordered {
+			if err := ord.OrderedReady(ctx); err != nil {
+				return err
+			}
+		}
 		r, err := relay.New(relay.Config{
 			Store: s, Sink: sink, Logger: logger,
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,

@@ -44,13 +44,29 @@ type scratch interface {
 	// createOrders creates the business table.
 	createOrders(ctx context.Context) error
 	// order commits one business transaction: one order row, and one
-	// event about it when withEvent.
-	order(ctx context.Context, amount int64, withEvent bool) error
+	// event about it written as mode says.
+	order(ctx context.Context, amount int64, mode orderMode) error
 	// child is what a relay child process needs to open this outbox.
 	child(concurrency int) childConfig
 	// drop removes the outbox and what it holds.
 	drop(ctx context.Context) error
 }
+
+// orderMode is how a business transaction of write-overhead writes its
+// event.
+type orderMode int
+
+const (
+	// orderPlain writes no event.
+	orderPlain orderMode = iota
+	// orderEnqueueTx writes it with EnqueueTx, in a round trip of its own
+	// before the COMMIT.
+	orderEnqueueTx
+	// orderTransact writes it with the PostgreSQL store's Transact, in the
+	// round trip of the COMMIT. SQLite, which has no round trips to save,
+	// uses EnqueueTx.
+	orderTransact
+)
 
 // rawQuery names a raw-SQL drain.
 type rawQuery int

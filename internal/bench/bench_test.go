@@ -73,7 +73,8 @@ func checkRun(t *testing.T, db string) {
 	want := []string{
 		"drain.postbox", "drain.raw_delete", "drain.raw_update", "drain.ratio_delete", "drain.ratio_update",
 		"webhook.events",
-		"write.tx_without", "write.tx_with", "write.ratio", "write.tx_with_relay", "write.ratio_relay",
+		"write.tx_without", "write.tx_with_enqueue_tx", "write.ratio_enqueue_tx", "write.tx_with", "write.ratio",
+		"write.tx_with_relay", "write.ratio_relay",
 		"scale.small", "scale.large", "scale.ratio", "scale.rss_small", "scale.rss_large",
 	}
 	for _, r := range cfg.Rates {

@@ -23,12 +23,15 @@ const (
 	deliveryTimeout = 30 * time.Second
 	// maxProducers bounds the producer goroutines of a rate.
 	maxProducers = 32
+	// latencyWarmMax bounds the unmeasured run at each rate before the
+	// measured one.
+	latencyWarmMax = 2 * time.Second
 	// idleWindowMax bounds the idle CPU measure.
 	idleWindowMax = 5 * time.Second
 )
 
 // runLatency commits one-event transactions at each rate for
-// Config.Duration while a relay with default settings (woken by
+// Config.Duration (after an unmeasured fifth of it, at most 2s) while a relay with default settings (woken by
 // LISTEN/NOTIFY, or the SQLite store's in-process signal) delivers them as
 // signed webhooks to a local receiver, and reports the time from each
 // commit to the event's arrival. Then it measures the CPU the idle relay
@@ -64,6 +67,13 @@ func runLatency(ctx context.Context, e *env, p *progress) (err error) {
 	}
 	for _, r := range e.cfg.Rates {
 		producers := min(maxProducers, max(2, r/50))
+		// Steady state is measured: the producers' connections are opened
+		// and the relay has found its pace before the clock starts.
+		warm := min(e.cfg.Duration/5, latencyWarmMax)
+		p.printf("warming up at %d/s for %s (%d producers)", r, warm, producers)
+		if _, err := latencyRun(ctx, sc, rec, &seq, r, producers, warm); err != nil {
+			return fmt.Errorf("%d/s warm-up: %w", r, err)
+		}
 		p.printf("committing one-event transactions at %d/s for %s (%d producers)", r, e.cfg.Duration, producers)
 		res, err := latencyRun(ctx, sc, rec, &seq, r, producers, e.cfg.Duration)
 		if err != nil {
@@ -145,12 +155,14 @@ func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int6
 	}
 
 	lat := make([]time.Duration, 0, len(commits))
+
 	deadline := time.Now().Add(deliveryTimeout)
 	for id, committed := range commits {
 		for {
 			arrived, ok := rec.arrival(id)
 			if ok {
 				lat = append(lat, max(0, arrived.Sub(committed)))
+
 				break
 			}
 			if time.Now().After(deadline) {

@@ -206,14 +206,23 @@ func (s *pgScratch) createOrders(ctx context.Context) error {
 	return err
 }
 
-func (s *pgScratch) order(ctx context.Context, amount int64, withEvent bool) error {
+func (s *pgScratch) order(ctx context.Context, amount int64, mode orderMode) error {
 	insert := s.sql(pgInsertOrder)
+	if mode == orderTransact {
+		return s.workStore.Transact(ctx, func(tx pgx.Tx, out *postgres.Outgoing) error {
+			var id int64
+			if err := tx.QueryRow(ctx, insert, amount).Scan(&id); err != nil {
+				return err
+			}
+			return out.Add(orderEvent(id))
+		})
+	}
 	return pgx.BeginFunc(ctx, s.b.workPool, func(tx pgx.Tx) error {
 		var id int64
 		if err := tx.QueryRow(ctx, insert, amount).Scan(&id); err != nil {
 			return err
 		}
-		if !withEvent {
+		if mode == orderPlain {
 			return nil
 		}
 		return s.workStore.EnqueueTx(ctx, tx, orderEvent(id))

@@ -154,7 +154,9 @@ func (s *liteScratch) createOrders(ctx context.Context) error {
 	return err
 }
 
-func (s *liteScratch) order(ctx context.Context, amount int64, withEvent bool) error {
+// order writes the event with EnqueueTx in both event modes: SQLite runs in
+// the process, with no round trip for Transact to save.
+func (s *liteScratch) order(ctx context.Context, amount int64, mode orderMode) error {
 	tx, err := s.st.DB().BeginTx(ctx, nil)
 	if err != nil {
 		return err
@@ -164,7 +166,7 @@ func (s *liteScratch) order(ctx context.Context, amount int64, withEvent bool) e
 	if err := tx.QueryRowContext(ctx, s.sql(liteInsertOrder), amount).Scan(&id); err != nil {
 		return err
 	}
-	if withEvent {
+	if mode != orderPlain {
 		if err := s.st.EnqueueTx(ctx, tx, orderEvent(id)); err != nil {
 			return err
 		}

@@ -77,3 +77,15 @@ func Store(t testing.TB) *postgres.Store {
 	}
 	return s
 }
+
+// OrderedStore returns a migrated store in a fresh schema with the index of
+// ordered claims (Store.MigrateOrdered), for tests that claim in ordered
+// mode.
+func OrderedStore(t testing.TB) *postgres.Store {
+	t.Helper()
+	s := Store(t)
+	if err := s.MigrateOrdered(context.Background()); err != nil {
+		t.Fatalf("pgtest: migrate ordered: %v", err)
+	}
+	return s
+}

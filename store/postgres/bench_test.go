@@ -73,7 +73,11 @@ func BenchmarkClaim(b *testing.B) {
 	for _, ordered := range []bool{false, true} {
 		for _, batch := range benchBatches {
 			b.Run(fmt.Sprintf("ordered=%v/batch=%d", ordered, batch), func(b *testing.B) {
-				s := pgtest.Store(b)
+				newStore := pgtest.Store
+				if ordered {
+					newStore = pgtest.OrderedStore
+				}
+				s := newStore(b)
 				benchFill(b, s, b.N)
 				b.ReportAllocs()
 				b.ResetTimer()

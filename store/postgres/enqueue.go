@@ -112,7 +112,7 @@ func (s *Store) enqueue(ctx context.Context, events []postbox.Event, insert inse
 	for start := 0; start < len(events); start += enqueueChunk {
 		chunk := events[start:min(start+enqueueChunk, len(events))]
 		chunkArgs := args[start*enqueueColumns : (start+len(chunk))*enqueueColumns]
-		written, err := insert(ctx, s.insertSQL(len(chunk)), chunkArgs)
+		written, err := insert(ctx, s.insertSQL(len(chunk), true), chunkArgs)
 		if err != nil {
 			return duplicateOr(err, fmt.Errorf("postgres: enqueue: %w", err))
 		}
@@ -125,8 +125,11 @@ func (s *Store) enqueue(ctx context.Context, events []postbox.Event, insert inse
 }
 
 // insertSQL is a multi-row INSERT for n events. It names only the article's
-// columns and postbox's optional ones, so it runs on any driver.
-func (s *Store) insertSQL(n int) string {
+// columns and postbox's optional ones, so it runs on any driver. With
+// onConflictSkip (EnqueueTx), an event whose dedup key is taken is skipped
+// and the INSERT returns the dedup keys of the rows written; without
+// (Transact), a taken dedup key fails the INSERT, and it returns nothing.
+func (s *Store) insertSQL(n int, onConflictSkip bool) string {
 	var b strings.Builder
 	b.WriteString(s.expand("insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, dedup_key, headers, available_at) values "))
 	for i := range n {
@@ -137,7 +140,9 @@ func (s *Store) insertSQL(n int) string {
 		fmt.Fprintf(&b, "($%d::uuid, $%d, $%d, $%d, $%d::jsonb, $%d, $%d::jsonb, coalesce($%d::timestamptz, now()))",
 			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7)
 	}
-	b.WriteString(" on conflict (dedup_key) where dedup_key is not null do nothing returning coalesce(dedup_key, '')")
+	if onConflictSkip {
+		b.WriteString(" on conflict (dedup_key) where dedup_key is not null do nothing returning coalesce(dedup_key, '')")
+	}
 	return b.String()
 }
 

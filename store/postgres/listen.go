@@ -2,17 +2,56 @@ package postgres
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox-go/postbox/store"
 )
 
+// The advisory locks of dozing relays (migrations/0004_notify_dozing_relays.sql).
+const (
+	// dozeMarkSQL marks this connection's relay as dozing: producers notify.
+	dozeMarkSQL = "select pg_try_advisory_lock_shared(2029, hashtext('{channel}'))"
+	// dozeUnmarkSQL ends the doze: producers stop notifying for this relay.
+	dozeUnmarkSQL = "select pg_advisory_unlock_shared(2029, hashtext('{channel}'))"
+	// dozeBarrierSQL succeeds when no producer that looked for dozing
+	// relays before the mark is still committing.
+	dozeBarrierSQL = "select pg_try_advisory_xact_lock(2030, hashtext('{channel}'))"
+)
+
+// errListenerGone is returned by a DozeFunc whose connection is closed.
+var errListenerGone = errors.New("postgres: the listening connection is closed")
+
 // Listen holds one dedicated connection (outside the pool) on LISTEN and
-// calls notify for every notification of new events. The outbox trigger
-// notifies at most once per committing transaction, and skips when another
-// transaction is notifying at that moment (see migrations/0001_outbox.sql). Poolers in transaction mode cannot LISTEN: run the relay
-// without it and it polls.
+// calls notify for every notification of new events. The connection stays
+// marked as dozing, so producers always notify it. Poolers in transaction
+// mode cannot LISTEN: run the relay without it and it polls.
 func (s *Store) Listen(ctx context.Context, ready, notify func()) error {
+	return s.listen(ctx, true, func(store.DozeFunc) { ready() }, notify)
+}
+
+// ListenDozing is Listen for a relay that tells when it waits (see
+// store.DozeListener): producers notify only while it dozes, so a busy relay
+// costs the producers' commits nothing. The outbox trigger notifies once per
+// transaction, and skips when another transaction is notifying at that
+// moment.
+func (s *Store) ListenDozing(ctx context.Context, ready func(store.DozeFunc), notify func()) error {
+	return s.listen(ctx, false, ready, notify)
+}
+
+type dozeRequest struct {
+	ctx   context.Context
+	reply chan dozeReply
+}
+
+type dozeReply struct {
+	ready bool
+	err   error
+}
+
+func (s *Store) listen(ctx context.Context, alwaysDozing bool, ready func(store.DozeFunc), notify func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("postgres: listen: connect: %w", err)
@@ -21,15 +60,125 @@ func (s *Store) Listen(ctx context.Context, ready, notify func()) error {
 	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("postgres: listen: %w", err)
 	}
-	ready()
+	l := &listener{
+		conn: conn, requests: make(chan dozeRequest), gone: make(chan struct{}),
+		markSQL: s.expand(dozeMarkSQL), unmarkSQL: s.expand(dozeUnmarkSQL), barrierSQL: s.expand(dozeBarrierSQL),
+	}
+	defer close(l.gone)
+	if alwaysDozing {
+		if err := l.mark(ctx); err != nil {
+			return err
+		}
+	}
+	ready(l.doze)
 	for {
-		_, err := conn.WaitForNotification(ctx)
-		if err != nil {
-			if ctx.Err() != nil {
-				return nil
+		waitCtx, stopWaiting := context.WithCancel(ctx)
+		var req *dozeRequest
+		interrupted := make(chan struct{})
+		go func() {
+			defer close(interrupted)
+			select {
+			case r := <-l.requests:
+				req = &r
+				stopWaiting()
+			case <-waitCtx.Done():
 			}
+		}()
+		_, err := conn.WaitForNotification(waitCtx)
+		stopWaiting()
+		<-interrupted
+		if ctx.Err() != nil {
+			if req != nil {
+				req.reply <- dozeReply{err: ctx.Err()}
+			}
+			return nil
+		}
+		if err == nil {
+			notify()
+			if l.marked && !alwaysDozing {
+				if err := l.unmark(ctx); err != nil {
+					return err
+				}
+			}
+		} else if req == nil {
 			return fmt.Errorf("postgres: listen: %w", err)
 		}
-		notify()
+		if req != nil {
+			// A doze request cut the wait short; a notification that
+			// arrived meanwhile is kept by pgx for the next wait.
+			ok, derr := l.dozeNow(req.ctx)
+			req.reply <- dozeReply{ready: ok, err: derr}
+			if derr != nil && conn.IsClosed() {
+				return fmt.Errorf("postgres: listen: %w", derr)
+			}
+		}
 	}
+}
+
+// listener is the state of one listening connection; only its Listen
+// goroutine uses the connection.
+type listener struct {
+	conn *pgx.Conn
+	// the statements, for this store's channel
+	markSQL, unmarkSQL, barrierSQL string
+	requests                       chan dozeRequest
+	gone                           chan struct{}
+	marked                         bool
+}
+
+// doze is the store.DozeFunc of the connection: it hands the request to the
+// Listen goroutine, which owns the connection.
+func (l *listener) doze(ctx context.Context) (bool, error) {
+	req := dozeRequest{ctx: ctx, reply: make(chan dozeReply, 1)}
+	select {
+	case l.requests <- req:
+	case <-l.gone:
+		return false, errListenerGone
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+	select {
+	case r := <-req.reply:
+		return r.ready, r.err
+	case <-ctx.Done():
+		return false, ctx.Err()
+	}
+}
+
+// dozeNow marks the relay dozing (once) and tries the producers' lock.
+func (l *listener) dozeNow(ctx context.Context) (bool, error) {
+	if !l.marked {
+		var ok bool
+		if err := l.conn.QueryRow(ctx, l.markSQL).Scan(&ok); err != nil {
+			return false, fmt.Errorf("postgres: doze: %w", err)
+		}
+		if !ok {
+			return false, nil // a producer is looking at this moment
+		}
+		l.marked = true
+	}
+	var clear bool
+	if err := l.conn.QueryRow(ctx, l.barrierSQL).Scan(&clear); err != nil {
+		return false, fmt.Errorf("postgres: doze: %w", err)
+	}
+	return clear, nil
+}
+
+// mark marks the connection dozing for good (plain Listen), waiting out a
+// producer that looks at that moment.
+func (l *listener) mark(ctx context.Context) error {
+	for !l.marked {
+		if _, err := l.dozeNow(ctx); err != nil {
+			return fmt.Errorf("postgres: listen: %w", err)
+		}
+	}
+	return nil
+}
+
+func (l *listener) unmark(ctx context.Context) error {
+	if _, err := l.conn.Exec(ctx, l.unmarkSQL); err != nil {
+		return fmt.Errorf("postgres: listen: end doze: %w", err)
+	}
+	l.marked = false
+	return nil
 }

@@ -17,9 +17,21 @@ import (
 // It writes one lease row for the batch and never updates the events; claims
 // take turns on an advisory lock, in one round trip with the claim. The
 // lease commits asynchronously (see relay_async_commit in queries.sql).
-func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+//
+// An ordered claim needs the index MigrateOrdered builds: without it, Claim
+// returns ErrOrderedIndexMissing. The check runs before the store's first
+// ordered claim, and again after an ordered claim that failed.
+func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Delivery, err error) {
 	query := s.sql.get("claim")
 	if p.Ordered {
+		if err := s.checkOrdered(ctx); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if err != nil {
+				s.orderedReady.Store(false)
+			}
+		}()
 		query = s.sql.get("claim_ordered")
 	}
 	batch := &pgx.Batch{}
@@ -37,7 +49,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 	if err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Delivery, error) {
+	out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Delivery, error) {
 		var d store.Delivery
 		err := row.Scan(&d.ID, &d.Seq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &d.Headers, &d.Attempt, &d.CreatedAt)
 		return d, err

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"regexp"
 	"strings"
+	"sync/atomic"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -32,6 +33,9 @@ type Store struct {
 	schema  string
 	channel string
 	sql     queries
+	// orderedReady remembers that the index of ordered claims was found
+	// valid (see checkOrdered).
+	orderedReady atomic.Bool
 }
 
 var _ store.Outbox = (*Store)(nil)

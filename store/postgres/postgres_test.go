@@ -8,6 +8,7 @@ import (
 	"github.com/postbox-go/postbox/store/storetest"
 )
 
+// The suite claims in ordered mode too, which needs MigrateOrdered.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Outbox { return pgtest.Store(t) })
+	storetest.Run(t, func(t *testing.T) store.Outbox { return pgtest.OrderedStore(t) })
 }

@@ -64,6 +64,41 @@ with leased as (
 )
 select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at from due;
 
+-- name: ordered_index_state
+-- The index claim_ordered needs (migration 0003 dropped it; MigrateOrdered
+-- builds it): no row when it is missing, else whether it is valid. A
+-- concurrent build that failed leaves it INVALID: no query reads it, yet
+-- every write still updates it.
+select i.indisvalid
+from pg_index i
+where i.indexrelid = to_regclass('{schema}.outbox_events_aggregate_open_idx')
+  and i.indrelid = to_regclass('{schema}.outbox_events');
+
+-- name: ordered_index_migrated
+-- Whether migration 0003, which drops the index, is applied: building the
+-- index before it would be undone by the next Migrate.
+select exists (select 1 from {schema}.postbox_migrations where version = 3);
+
+-- name: ordered_index_try_lock
+-- MigrateOrdered runs one at a time per schema. It polls a session lock
+-- rather than waiting in one: a waiting statement holds a snapshot, and a
+-- concurrent index build waits for every older snapshot (a deadlock).
+select pg_try_advisory_lock($1);
+
+-- name: ordered_index_unlock
+select pg_advisory_unlock($1);
+
+-- name: ordered_index_drop
+-- Drops an invalid leftover of a failed build, without blocking writes.
+drop index concurrently if exists {schema}.outbox_events_aggregate_open_idx;
+
+-- name: ordered_index_create
+-- The index of 0001_outbox.sql, built without blocking writes (outside a
+-- transaction, so alone in its statement).
+create index concurrently if not exists outbox_events_aggregate_open_idx
+  on {schema}.outbox_events (aggregate_type, aggregate_id, seq)
+  where status = 'pending';
+
 -- name: settle
 -- Records a batch of outcomes in one statement. $2 delivered ids (whoever
 -- holds them) are deleted, or marked done when $9 keeps them; retries ($3

@@ -1,0 +1,167 @@
+package postgres_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+// listenDozing runs ListenDozing until the test ends and returns its
+// DozeFunc and the channel its notifications arrive on.
+func listenDozing(t *testing.T, s *postgres.Store) (store.DozeFunc, <-chan struct{}) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan store.DozeFunc, 1)
+	woken := make(chan struct{}, 100)
+	done := make(chan error, 1)
+	go func() {
+		done <- s.ListenDozing(ctx, func(d store.DozeFunc) { ready <- d }, func() { woken <- struct{}{} })
+	}()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("ListenDozing: %v", err)
+		}
+	})
+	select {
+	case d := <-ready:
+		return d, woken
+	case err := <-done:
+		t.Fatalf("ListenDozing: %v", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("ListenDozing never became ready")
+	}
+	return nil, nil
+}
+
+func enqueueOne(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	e := postbox.Event{AggregateType: "order", AggregateID: "1", EventType: "order.created", Payload: []byte(`{}`)}
+	if err := s.Enqueue(context.Background(), e); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func expectNotification(t *testing.T, woken <-chan struct{}, want bool) {
+	t.Helper()
+	wait := 5 * time.Second
+	if !want {
+		wait = 300 * time.Millisecond
+	}
+	select {
+	case <-woken:
+		if !want {
+			t.Fatal("a producer notified although no relay dozes")
+		}
+	case <-time.After(wait):
+		if want {
+			t.Fatal("no notification while the relay dozes")
+		}
+	}
+}
+
+// dozeHeld reports whether some session marks a relay dozing on s's channel.
+func dozeHeld(t *testing.T, s *postgres.Store) bool {
+	t.Helper()
+	var held bool
+	err := s.Pool().QueryRow(context.Background(),
+		`select exists (select 1 from pg_locks where locktype = 'advisory' and classid = 2029
+		   and objid = hashtext('postbox_' || $1)::oid and granted)`, s.Schema()).Scan(&held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return held
+}
+
+// Producers notify a relay only while it dozes; the notification ends the
+// doze.
+func TestProducersNotifyOnlyDozingRelays(t *testing.T) {
+	s := pgtest.Store(t)
+	doze, woken := listenDozing(t, s)
+
+	enqueueOne(t, s)
+	expectNotification(t, woken, false)
+
+	ready, err := doze(context.Background())
+	if err != nil || !ready {
+		t.Fatalf("doze with no producer committing: %v, %v; want true", ready, err)
+	}
+	enqueueOne(t, s)
+	expectNotification(t, woken, true)
+
+	deadline := time.Now().Add(5 * time.Second)
+	for dozeHeld(t, s) {
+		if time.Now().After(deadline) {
+			t.Fatal("the doze mark is still held after a notification")
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	enqueueOne(t, s)
+	expectNotification(t, woken, false)
+}
+
+// A relay may not doze while a producer that looked for dozing relays
+// before it (and so will not notify) is still committing; once that
+// producer has committed, a claim sees its event.
+func TestDozeWaitsForCommittingProducers(t *testing.T) {
+	s := pgtest.Store(t)
+	doze, woken := listenDozing(t, s)
+	ctx := context.Background()
+
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// The notify trigger runs at once instead of at the commit: the
+	// producer looks for dozing relays now and finds none.
+	if _, err := tx.Exec(ctx, "set constraints all immediate"); err != nil {
+		t.Fatal(err)
+	}
+	e := postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: "1", EventType: "order.created", Payload: []byte(`{}`)}
+	if err := s.EnqueueTx(ctx, tx, e); err != nil {
+		t.Fatal(err)
+	}
+	ready, err := doze(ctx)
+	if err != nil || ready {
+		t.Fatalf("doze while a producer that did not notify is committing: %v, %v; want false", ready, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expectNotification(t, woken, false)
+	ready, err = doze(ctx)
+	if err != nil || !ready {
+		t.Fatalf("doze after the producer committed: %v, %v; want true", ready, err)
+	}
+	got, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 1 || got[0].ID != e.ID {
+		t.Fatalf("claim after the doze: %v, %v; want the committed event", got, err)
+	}
+}
+
+// Plain Listen keeps its connection dozing: producers always notify it.
+func TestListenIsAlwaysNotified(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan struct{})
+	woken := make(chan struct{}, 100)
+	done := make(chan error, 1)
+	go func() { done <- s.Listen(ctx, func() { close(ready) }, func() { woken <- struct{}{} }) }()
+	defer func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("Listen: %v", err)
+		}
+	}()
+	<-ready
+	for range 3 {
+		enqueueOne(t, s)
+		expectNotification(t, woken, true)
+	}
+}

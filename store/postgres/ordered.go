@@ -1,0 +1,153 @@
+package postgres
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
+)
+
+// ErrOrderedIndexMissing is the error of an ordered claim, and of
+// OrderedReady, when outbox_events_aggregate_open_idx is missing or invalid.
+// Its text says what to run.
+var ErrOrderedIndexMissing = errors.New(`postgres: ordered claims need the index outbox_events_aggregate_open_idx: run "postbox migrate --ordered" (or Store.MigrateOrdered)`)
+
+// orderedIndexOptIn is the migration that made the index of ordered claims
+// opt-in (0003_ordered_index_opt_in.sql drops it).
+const orderedIndexOptIn = 3
+
+// orderedLockPoll is how often MigrateOrdered tries the lock another run
+// holds.
+const orderedLockPoll = 100 * time.Millisecond
+
+// MigrateOrdered builds the index that ordered claims (store.ClaimParams
+// Ordered, relay.Config Ordered, "postbox relay --ordered") need:
+// outbox_events_aggregate_open_idx, which Migrate leaves out so that
+// producers of unordered outboxes do not maintain it. Run it once, after
+// Migrate, on an outbox relayed in ordered mode; "postbox migrate --ordered"
+// runs both.
+//
+// The index is built with CREATE INDEX CONCURRENTLY, outside a transaction,
+// so a live outbox keeps taking writes while it is built (the build waits
+// for the transactions in progress). A build that failed or was cancelled
+// leaves an invalid index behind; MigrateOrdered drops and rebuilds it.
+// Running it again once the index is valid is a no-op; concurrent runs on
+// one schema take turns. It fails if Migrate has not been run.
+func (s *Store) MigrateOrdered(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: migrate ordered: %w", err)
+	}
+	defer conn.Release()
+	var migrated bool
+	if err := conn.QueryRow(ctx, s.sql.get("ordered_index_migrated")).Scan(&migrated); err != nil {
+		return fmt.Errorf("postgres: migrate ordered: run Migrate first: %w", err)
+	}
+	if !migrated {
+		return fmt.Errorf("postgres: migrate ordered: run Migrate first (migration %04d is not applied; it would drop the index again)", orderedIndexOptIn)
+	}
+	unlock, err := s.lockOrdered(ctx, conn)
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	exists, valid, err := s.orderedIndexState(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if exists && !valid {
+		if _, err := conn.Exec(ctx, s.sql.get("ordered_index_drop")); err != nil {
+			return fmt.Errorf("postgres: migrate ordered: drop the invalid index outbox_events_aggregate_open_idx: %w", err)
+		}
+	}
+	if !valid {
+		if _, err := conn.Exec(ctx, s.sql.get("ordered_index_create")); err != nil {
+			return fmt.Errorf("postgres: migrate ordered: create the index outbox_events_aggregate_open_idx: %w", err)
+		}
+	}
+	if _, valid, err = s.orderedIndexState(ctx, conn); err != nil {
+		return err
+	}
+	if !valid {
+		// CREATE INDEX IF NOT EXISTS skips a name another relation uses.
+		return fmt.Errorf("postgres: migrate ordered: outbox_events_aggregate_open_idx is still not a valid index of %s after the build: is the name taken by another relation?", s.Table("outbox_events"))
+	}
+	s.orderedReady.Store(true)
+	return nil
+}
+
+// OrderedReady returns nil when ordered claims can run: the index
+// outbox_events_aggregate_open_idx exists and is valid. Otherwise it returns
+// ErrOrderedIndexMissing, whose text says what to run, or the error of the
+// check. Claim runs this check before its first ordered claim; call it at
+// start to fail early.
+func (s *Store) OrderedReady(ctx context.Context) error {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return fmt.Errorf("postgres: check the index of ordered claims: %w", err)
+	}
+	defer conn.Release()
+	_, valid, err := s.orderedIndexState(ctx, conn)
+	if err != nil {
+		return err
+	}
+	if !valid {
+		return ErrOrderedIndexMissing
+	}
+	s.orderedReady.Store(true)
+	return nil
+}
+
+// checkOrdered is Claim's check: a positive result is remembered, a failed
+// one is not (the index may be built in the meantime).
+func (s *Store) checkOrdered(ctx context.Context) error {
+	if s.orderedReady.Load() {
+		return nil
+	}
+	return s.OrderedReady(ctx)
+}
+
+// orderedIndexState says whether the index exists, and whether it is valid.
+func (s *Store) orderedIndexState(ctx context.Context, conn *pgxpool.Conn) (exists, valid bool, err error) {
+	err = conn.QueryRow(ctx, s.sql.get("ordered_index_state")).Scan(&valid)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return false, false, nil
+	}
+	if err != nil {
+		return false, false, fmt.Errorf("postgres: check the index of ordered claims: %w", err)
+	}
+	return true, valid, nil
+}
+
+// lockOrdered takes the session lock that makes MigrateOrdered runs on one
+// schema take turns, polling for it (see ordered_index_try_lock), and
+// returns what releases it.
+func (s *Store) lockOrdered(ctx context.Context, conn *pgxpool.Conn) (unlock func(), err error) {
+	key := s.lockKey("migrate ordered")
+	for {
+		var locked bool
+		if err := conn.QueryRow(ctx, s.sql.get("ordered_index_try_lock"), key).Scan(&locked); err != nil {
+			return nil, fmt.Errorf("postgres: migrate ordered: lock: %w", err)
+		}
+		if locked {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("postgres: migrate ordered: waiting for another run: %w", ctx.Err())
+		case <-time.After(orderedLockPoll):
+		}
+	}
+	return func() {
+		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+		defer cancel()
+		if _, err := conn.Exec(ctx, s.sql.get("ordered_index_unlock"), key); err != nil {
+			// A connection that may still hold the lock does not go back
+			// to the pool: closing it releases the lock.
+			_ = conn.Conn().Close(ctx)
+		}
+	}, nil
+}

@@ -1,0 +1,3 @@
+-- Numbered like the PostgreSQL store's migration 0004, which makes producers
+-- notify only while a relay dozes (LISTEN/NOTIFY). SQLite wakes relays in
+-- process, after each commit, at no cost to producers: nothing changes here.
