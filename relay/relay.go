@@ -54,9 +54,9 @@ type Relay struct {
 	// nanoseconds, 0 for none): the claim loop wakes for it rather than
 	// waiting for the poll.
 	nextRetry atomic.Int64
-	// doze is the store.DozeFunc of the current listening connection, nil
+	// dozer is the store.Dozer of the current listening connection, nil
 	// while there is none (see store.DozeListener).
-	doze atomic.Pointer[store.DozeFunc]
+	dozer atomic.Pointer[store.Dozer]
 }
 
 // New validates cfg, fills its defaults and returns a relay.
@@ -164,10 +164,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	failures := 0
-	// dozing: the relay told producers it is about to wait, and claims
-	// once more before it does; busy counts the claims that could not doze
-	// because producers were committing.
-	dozing, busy := false, 0
+	var dz dozing
 	for ctx.Err() == nil {
 		free := r.capacity - r.inflight.count()
 		if free < minClaim {
@@ -207,46 +204,109 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 		for _, d := range batch {
 			work <- d
 		}
-		if len(batch) == limit {
-			continue // a backlog: claim again at once
-		}
+		dz.use(r.dozer.Load())
 		wait := r.untilNextClaim()
 		if len(batch) > 0 {
-			// Events are flowing (and producers committing together
-			// notify once, see the outbox trigger): look again shortly.
-			dozing, busy = false, 0
-			if !sleep(ctx, min(wait, lingerDelay)) {
+			dz.found(ctx)
+			if len(batch) == limit {
+				continue // a backlog: claim again at once
+			}
+			// Events are flowing: look again shortly. While producers
+			// notify this relay, a notification ends the wait sooner.
+			if !r.waitFor(ctx, poll, min(wait, lingerDelay), dz.marked) {
 				return
 			}
 			continue
 		}
-		if doze := r.doze.Load(); doze != nil && !dozing {
-			ready, err := (*doze)(ctx)
+		if dz.dozer != nil && !dz.checked {
+			ready, err := dz.doze(ctx)
 			switch {
 			case err != nil:
 				// Not listening: poll until the listener is back.
 			case !ready:
 				// Producers are committing: their events come soon.
-				busy++
-				if !sleep(ctx, min(wait, lingerDelay<<min(busy, 5))) {
+				if !sleep(ctx, min(wait, lingerDelay<<min(dz.busy, 5))) {
 					return
 				}
 				continue
 			default:
 				// Producers notify from now on; one more claim sees
 				// what those that did not are committing.
-				dozing, busy = true, 0
 				continue
 			}
 		}
-		dozing = false
-		poll.Reset(wait)
-		select {
-		case <-r.wake:
-		case <-poll.C:
-		case <-ctx.Done():
-		}
+		dz.checked = false
+		r.waitFor(ctx, poll, wait, true)
 	}
+}
+
+// waitFor waits d, or less if woken is true and a wake-up comes. It
+// reports false when ctx ends.
+func (r *Relay) waitFor(ctx context.Context, poll *time.Timer, d time.Duration, woken bool) bool {
+	var wake <-chan struct{}
+	if woken {
+		wake = r.wake
+	}
+	poll.Reset(d)
+	select {
+	case <-wake:
+	case <-poll.C:
+	case <-ctx.Done():
+		return false
+	}
+	return true
+}
+
+// dozing is the claim loop's side of store.Dozer: producers notify the
+// relay while it dozes, from an empty claim until events flow again.
+type dozing struct {
+	dozer store.Dozer
+	// marked: producers may be notifying this relay.
+	marked bool
+	// checked: the relay dozed, no producer that missed it is committing,
+	// and the claim that followed found nothing: it may wait.
+	checked bool
+	// flowing counts the claims in a row that found events; busy, the
+	// dozes in a row that found producers committing.
+	flowing, busy int
+}
+
+// use follows the listening connection: a new one starts awake.
+func (d *dozing) use(current *store.Dozer) {
+	var dz store.Dozer
+	if current != nil {
+		dz = *current
+	}
+	if dz != d.dozer {
+		*d = dozing{dozer: dz}
+	}
+}
+
+// found records a claim that found events. From the second in a row the
+// relay claims on its own, and producers stop notifying it.
+func (d *dozing) found(ctx context.Context) {
+	d.checked, d.busy = false, 0
+	d.flowing++
+	if d.flowing >= 2 && d.marked && d.dozer.Wake(ctx) == nil {
+		d.marked = false
+	}
+}
+
+// doze records an empty claim and dozes; when it reports true the next
+// claim is the last before waiting.
+func (d *dozing) doze(ctx context.Context) (bool, error) {
+	d.flowing = 0
+	ready, err := d.dozer.Doze(ctx)
+	if err != nil {
+		return false, err
+	}
+	d.marked = true
+	if !ready {
+		d.busy++
+		return false, nil
+	}
+	d.checked, d.busy = true, 0
+	return true, nil
 }
 
 // untilNextClaim is how long the claim loop may sleep: the poll interval,
@@ -285,10 +345,10 @@ func (r *Relay) scheduleRetry(t time.Time) {
 func (r *Relay) listen(ctx context.Context, l store.Listener) {
 	failures := 0
 	for ctx.Err() == nil {
-		ready := func(doze store.DozeFunc) {
+		ready := func(dozer store.Dozer) {
 			failures = 0
-			if doze != nil {
-				r.doze.Store(&doze)
+			if dozer != nil {
+				r.dozer.Store(&dozer)
 			}
 			r.notify() // events may have come while not listening
 		}
@@ -298,7 +358,7 @@ func (r *Relay) listen(ctx context.Context, l store.Listener) {
 		} else {
 			err = l.Listen(ctx, func() { ready(nil) }, r.notify)
 		}
-		r.doze.Store(nil)
+		r.dozer.Store(nil)
 		if err == nil || ctx.Err() != nil {
 			return
 		}

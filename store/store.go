@@ -178,22 +178,30 @@ type Listener interface {
 	Listen(ctx context.Context, ready, notify func()) error
 }
 
-// DozeFunc tells producers that a relay is about to wait for a notification
-// (its last claim found nothing), so that they notify it. It reports true
-// once every transaction that wrote events without notifying has ended: a
-// claim made after it sees them all, and the relay may then wait. False
-// means such a transaction is still committing: claim again shortly and
-// call it again. An error means the listening connection is down: poll.
-// The relay calls it from one goroutine, never concurrently.
-type DozeFunc func(ctx context.Context) (bool, error)
+// A Dozer is one listening connection's way to tell producers whether its
+// relay waits for notifications. A relay that keeps finding events claims
+// again on its own and needs none: producers notify only relays that doze.
+// The relay calls its methods from one goroutine, never concurrently; an
+// error means the listening connection is down (poll until it is back).
+type Dozer interface {
+	// Doze tells producers that the relay is about to wait (its last claim
+	// found nothing): they notify it from now on. It reports true once every
+	// transaction that wrote events without notifying has ended, so a claim
+	// made after it sees them all and the relay may then wait; false means
+	// such a transaction is still committing: claim again shortly and doze
+	// again.
+	Doze(ctx context.Context) (bool, error)
+	// Wake tells producers that the relay claims on its own (events keep
+	// coming): they stop notifying it.
+	Wake(ctx context.Context) error
+}
 
 // DozeListener is a Listener whose producers notify only while some relay
 // dozes: a relay that is busy claiming costs them no notification.
 type DozeListener interface {
 	Listener
 	// ListenDozing is Listen for a relay that dozes: ready receives the
-	// DozeFunc of this connection, valid until ListenDozing returns. Any
-	// notification ends the doze: the relay claims, and dozes again before
-	// it waits.
-	ListenDozing(ctx context.Context, ready func(DozeFunc), notify func()) error
+	// Dozer of this connection, valid until ListenDozing returns. The
+	// connection starts awake (producers do not notify it).
+	ListenDozing(ctx context.Context, ready func(Dozer), notify func()) error
 }

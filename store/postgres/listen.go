@@ -25,24 +25,27 @@ const (
 var errListenerGone = errors.New("postgres: the listening connection is closed")
 
 // Listen holds one dedicated connection (outside the pool) on LISTEN and
-// calls notify for every notification of new events. The connection stays
-// marked as dozing, so producers always notify it. Poolers in transaction
-// mode cannot LISTEN: run the relay without it and it polls.
+// calls notify for every notification of new events. The connection dozes
+// for good, so producers always notify it. Poolers in transaction mode
+// cannot LISTEN: run the relay without it and it polls.
 func (s *Store) Listen(ctx context.Context, ready, notify func()) error {
-	return s.listen(ctx, true, func(store.DozeFunc) { ready() }, notify)
+	return s.listen(ctx, true, func(store.Dozer) { ready() }, notify)
 }
 
 // ListenDozing is Listen for a relay that tells when it waits (see
-// store.DozeListener): producers notify only while it dozes, so a busy relay
-// costs the producers' commits nothing. The outbox trigger notifies once per
-// transaction, and skips when another transaction is notifying at that
-// moment.
-func (s *Store) ListenDozing(ctx context.Context, ready func(store.DozeFunc), notify func()) error {
+// store.DozeListener): producers notify only while it dozes, so a relay busy
+// claiming costs the producers' commits nothing. The outbox trigger
+// notifies once per transaction, and skips when another transaction is
+// notifying at that moment.
+func (s *Store) ListenDozing(ctx context.Context, ready func(store.Dozer), notify func()) error {
 	return s.listen(ctx, false, ready, notify)
 }
 
+// dozeRequest asks the Listen goroutine, which owns the connection, to doze
+// or wake.
 type dozeRequest struct {
 	ctx   context.Context
+	wake  bool
 	reply chan dozeReply
 }
 
@@ -51,7 +54,7 @@ type dozeReply struct {
 	err   error
 }
 
-func (s *Store) listen(ctx context.Context, alwaysDozing bool, ready func(store.DozeFunc), notify func()) error {
+func (s *Store) listen(ctx context.Context, alwaysDozing bool, ready func(store.Dozer), notify func()) error {
 	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("postgres: listen: connect: %w", err)
@@ -66,11 +69,11 @@ func (s *Store) listen(ctx context.Context, alwaysDozing bool, ready func(store.
 	}
 	defer close(l.gone)
 	if alwaysDozing {
-		if err := l.mark(ctx); err != nil {
+		if err := l.markForGood(ctx); err != nil {
 			return err
 		}
 	}
-	ready(l.doze)
+	ready(l)
 	for {
 		waitCtx, stopWaiting := context.WithCancel(ctx)
 		var req *dozeRequest
@@ -93,43 +96,54 @@ func (s *Store) listen(ctx context.Context, alwaysDozing bool, ready func(store.
 			}
 			return nil
 		}
-		if err == nil {
+		switch {
+		case err == nil:
 			notify()
-			if l.marked && !alwaysDozing {
-				if err := l.unmark(ctx); err != nil {
-					return err
-				}
-			}
-		} else if req == nil {
+		case req == nil:
 			return fmt.Errorf("postgres: listen: %w", err)
 		}
 		if req != nil {
-			// A doze request cut the wait short; a notification that
-			// arrived meanwhile is kept by pgx for the next wait.
-			ok, derr := l.dozeNow(req.ctx)
-			req.reply <- dozeReply{ready: ok, err: derr}
-			if derr != nil && conn.IsClosed() {
-				return fmt.Errorf("postgres: listen: %w", derr)
+			// A request cut the wait short; a notification that arrived
+			// meanwhile is kept by pgx for the next wait.
+			var r dozeReply
+			if req.wake {
+				r.err = l.unmark(req.ctx)
+			} else {
+				r.ready, r.err = l.doze(req.ctx)
+			}
+			req.reply <- r
+			if r.err != nil && conn.IsClosed() {
+				return fmt.Errorf("postgres: listen: %w", r.err)
 			}
 		}
 	}
 }
 
 // listener is the state of one listening connection; only its Listen
-// goroutine uses the connection.
+// goroutine uses the connection. It is the store.Dozer of ListenDozing.
 type listener struct {
-	conn *pgx.Conn
+	conn     *pgx.Conn
+	requests chan dozeRequest
+	gone     chan struct{}
+	marked   bool
 	// the statements, for this store's channel
 	markSQL, unmarkSQL, barrierSQL string
-	requests                       chan dozeRequest
-	gone                           chan struct{}
-	marked                         bool
 }
 
-// doze is the store.DozeFunc of the connection: it hands the request to the
-// Listen goroutine, which owns the connection.
-func (l *listener) doze(ctx context.Context) (bool, error) {
-	req := dozeRequest{ctx: ctx, reply: make(chan dozeReply, 1)}
+// Doze marks the relay dozing (see store.Dozer).
+func (l *listener) Doze(ctx context.Context) (bool, error) {
+	return l.ask(ctx, false)
+}
+
+// Wake ends the doze (see store.Dozer).
+func (l *listener) Wake(ctx context.Context) error {
+	_, err := l.ask(ctx, true)
+	return err
+}
+
+// ask hands a request to the Listen goroutine and waits for its answer.
+func (l *listener) ask(ctx context.Context, wake bool) (bool, error) {
+	req := dozeRequest{ctx: ctx, wake: wake, reply: make(chan dozeReply, 1)}
 	select {
 	case l.requests <- req:
 	case <-l.gone:
@@ -145,8 +159,8 @@ func (l *listener) doze(ctx context.Context) (bool, error) {
 	}
 }
 
-// dozeNow marks the relay dozing (once) and tries the producers' lock.
-func (l *listener) dozeNow(ctx context.Context) (bool, error) {
+// doze marks the connection dozing (once) and tries the producers' lock.
+func (l *listener) doze(ctx context.Context) (bool, error) {
 	if !l.marked {
 		var ok bool
 		if err := l.conn.QueryRow(ctx, l.markSQL).Scan(&ok); err != nil {
@@ -164,11 +178,11 @@ func (l *listener) dozeNow(ctx context.Context) (bool, error) {
 	return clear, nil
 }
 
-// mark marks the connection dozing for good (plain Listen), waiting out a
+// markForGood marks the connection dozing for plain Listen, waiting out a
 // producer that looks at that moment.
-func (l *listener) mark(ctx context.Context) error {
+func (l *listener) markForGood(ctx context.Context) error {
 	for !l.marked {
-		if _, err := l.dozeNow(ctx); err != nil {
+		if _, err := l.doze(ctx); err != nil {
 			return fmt.Errorf("postgres: listen: %w", err)
 		}
 	}
@@ -176,8 +190,11 @@ func (l *listener) mark(ctx context.Context) error {
 }
 
 func (l *listener) unmark(ctx context.Context) error {
+	if !l.marked {
+		return nil
+	}
 	if _, err := l.conn.Exec(ctx, l.unmarkSQL); err != nil {
-		return fmt.Errorf("postgres: listen: end doze: %w", err)
+		return fmt.Errorf("postgres: wake: %w", err)
 	}
 	l.marked = false
 	return nil
