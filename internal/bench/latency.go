@@ -66,7 +66,10 @@ func runLatency(ctx context.Context, e *env, p *progress) (err error) {
 		return fmt.Errorf("warm-up: %w", err)
 	}
 	for _, r := range e.cfg.Rates {
-		producers := min(maxProducers, max(2, r/50))
+		// A producer commits up to 250 events/s (one every 4 ms), so
+		// the producers are few enough not to crowd the machine with
+		// connections that mostly wait.
+		producers := min(maxProducers, max(2, r/250))
 		// Steady state is measured: the producers' connections are opened
 		// and the relay has found its pace before the clock starts.
 		warm := min(e.cfg.Duration/5, latencyWarmMax)

@@ -14,7 +14,8 @@ import (
 const writeRatioGoal = 0.85
 
 // runWrite runs Config.Clients concurrent clients for Config.Duration each
-// time, committing business transactions (one order row): without an event;
+// time (the first three in turns of a second), committing business
+// transactions (one order row): without an event;
 // with one event each written by EnqueueTx in the same transaction (a
 // round trip of its own); with one event each written by Transact (sent
 // with the COMMIT), these without a relay; then with one event each by
@@ -36,27 +37,18 @@ func runWrite(ctx context.Context, e *env, p *progress) error {
 	}
 	warm := min(d/4, time.Second)
 	p.printf("warming up for %s", warm)
-	if _, err := writeRun(ctx, sc, clients, warm, orderPlain); err != nil {
+	if _, _, err := writeRun(ctx, sc, clients, warm, orderPlain); err != nil {
 		return err
 	}
-	p.printf("%d clients for %s: business transactions without an event", clients, d)
-	without, err := writeRun(ctx, sc, clients, d, orderPlain)
+	// The three runs take turns, a second at a time, so that the machine's
+	// ups and downs fall on each of them alike.
+	p.printf("%d clients for %s each, in turns: business transactions without an event, with one event each (EnqueueTx), with one event each (%s); no relay", clients, d, transact)
+	rates, err := writeRounds(ctx, sc, clients, d, []orderMode{orderPlain, orderEnqueueTx, orderTransact})
 	if err != nil {
 		return err
 	}
-	p.printf("  %.0f tx/s", without)
-	p.printf("%d clients for %s: business transactions with one event each (EnqueueTx), no relay", clients, d)
-	withEnqueueTx, err := writeRun(ctx, sc, clients, d, orderEnqueueTx)
-	if err != nil {
-		return err
-	}
-	p.printf("  %.0f tx/s", withEnqueueTx)
-	p.printf("%d clients for %s: business transactions with one event each (%s), no relay", clients, d, transact)
-	with, err := writeRun(ctx, sc, clients, d, orderTransact)
-	if err != nil {
-		return err
-	}
-	p.printf("  %.0f tx/s", with)
+	without, withEnqueueTx, with := rates[0], rates[1], rates[2]
+	p.printf("  %.0f, %.0f and %.0f tx/s", without, withEnqueueTx, with)
 
 	p.printf("starting a relay (no-op sink) and letting it drain the events written so far")
 	sk := &noopSink{}
@@ -70,10 +62,11 @@ func runWrite(ctx context.Context, e *env, p *progress) error {
 	}
 	before := sk.n.Load()
 	p.printf("%d clients for %s: business transactions with one event each (%s), relay draining", clients, d, transact)
-	withRelay, err := writeRun(ctx, sc, clients, d, orderTransact)
+	n, took, err := writeRun(ctx, sc, clients, d, orderTransact)
 	if err != nil {
 		return err
 	}
+	withRelay := float64(n) / took.Seconds()
 	p.printf("  %.0f tx/s; the relay published %d events meanwhile", withRelay, sk.n.Load()-before)
 	if err := rl.close(); err != nil {
 		return err
@@ -94,9 +87,36 @@ func runWrite(ctx context.Context, e *env, p *progress) error {
 	return nil
 }
 
+// writeRoundMax is the longest turn of one mode in writeRounds.
+const writeRoundMax = time.Second
+
+// writeRounds runs each mode for d in all, in turns of at most
+// writeRoundMax, and returns each mode's transactions/s.
+func writeRounds(ctx context.Context, sc scratch, clients int, d time.Duration, modes []orderMode) ([]float64, error) {
+	rounds := max(1, int((d+writeRoundMax-1)/writeRoundMax))
+	turn := d / time.Duration(rounds)
+	counts := make([]int64, len(modes))
+	spent := make([]time.Duration, len(modes))
+	for range rounds {
+		for i, m := range modes {
+			n, took, err := writeRun(ctx, sc, clients, turn, m)
+			if err != nil {
+				return nil, err
+			}
+			counts[i] += n
+			spent[i] += took
+		}
+	}
+	rates := make([]float64, len(modes))
+	for i := range modes {
+		rates[i] = float64(counts[i]) / spent[i].Seconds()
+	}
+	return rates, nil
+}
+
 // writeRun runs clients goroutines that commit business transactions for
-// d, and returns the transactions/s they committed together.
-func writeRun(ctx context.Context, sc scratch, clients int, d time.Duration, mode orderMode) (float64, error) {
+// d, and returns how many they committed together and how long it took.
+func writeRun(ctx context.Context, sc scratch, clients int, d time.Duration, mode orderMode) (int64, time.Duration, error) {
 	var (
 		n        atomic.Int64
 		wg       sync.WaitGroup
@@ -119,7 +139,7 @@ func writeRun(ctx context.Context, sc scratch, clients int, d time.Duration, mod
 	}
 	wg.Wait()
 	if firstErr != nil {
-		return 0, fmt.Errorf("business transaction: %w", firstErr)
+		return 0, 0, fmt.Errorf("business transaction: %w", firstErr)
 	}
-	return float64(n.Load()) / time.Since(start).Seconds(), nil
+	return n.Load(), time.Since(start), nil
 }
