@@ -12,12 +12,17 @@ import (
 // settleBatchMax bounds the outcomes recorded by one statement.
 const settleBatchMax = 1000
 
-// settleLinger is how long the settler waits for more outcomes after the
-// first of a small batch: at moderate rates it turns one statement per
-// event or two into one per several milliseconds of deliveries. Outcomes
-// are not on the path from commit to delivery; an ordered relay does not
-// linger, since successors wait for their predecessor's outcome.
-const settleLinger = 5 * time.Millisecond
+// settleLinger is how long the settler waits for more outcomes when fewer
+// than settleLingerBelow have accumulated: at moderate rates it turns one
+// statement per event or two into one per several milliseconds of
+// deliveries, while a flood (whose outcomes accumulate during each
+// statement anyway) is written without waiting. Outcomes are not on the
+// path from commit to delivery; an ordered relay does not linger, since
+// successors wait for their predecessor's outcome.
+const (
+	settleLinger      = 5 * time.Millisecond
+	settleLingerBelow = 32
+)
 
 // settle records outcomes as they come: it takes whatever has accumulated
 // (at least one), waits settleLinger for more while the batch is small, and
@@ -35,7 +40,7 @@ func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
 		}
 		batch = append(batch[:0], o)
 		closed := r.collect(results, &batch, nil)
-		if !closed && !r.cfg.Ordered && len(batch) < settleBatchMax {
+		if !closed && !r.cfg.Ordered && len(batch) < settleLingerBelow {
 			linger.Reset(settleLinger)
 			closed = r.collect(results, &batch, linger.C)
 			linger.Stop()
