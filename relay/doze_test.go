@@ -44,12 +44,15 @@ func TestNoWakeUpLostAroundDozing(t *testing.T) {
 	wg.Wait()
 	rcv.WaitAccepted(t, producers*each, 10*time.Second)
 
-	// Quiet, then one event alone: the dozing relay is notified.
-	time.Sleep(100 * time.Millisecond)
-	if err := s.Enqueue(ctx, ev("alone", 1)); err != nil {
-		t.Fatal(err)
+	// Quiet, then events alone, each after the relay went back to doze:
+	// each is notified.
+	for i := range 20 {
+		time.Sleep(time.Duration(10+i) * time.Millisecond)
+		if err := s.Enqueue(ctx, ev("alone", i)); err != nil {
+			t.Fatal(err)
+		}
+		rcv.WaitAccepted(t, producers*each+i+1, 5*time.Second)
 	}
-	rcv.WaitAccepted(t, producers*each+1, 5*time.Second)
 }
 
 // An ordered relay on a PostgreSQL outbox without the index of ordered

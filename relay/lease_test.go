@@ -92,9 +92,8 @@ func TestPollOnlyMode(t *testing.T) {
 	}
 }
 
-// Producers committing at the same time notify once between them (the
-// outbox trigger's try-lock); the relay still finds every event without
-// waiting for its poll.
+// Producers committing at the same time while the relay dozes or claims
+// on its own: the relay finds every event without waiting for its poll.
 func TestConcurrentCommitsWakeTheRelay(t *testing.T) {
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, nil)

@@ -18,6 +18,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"sync"
@@ -37,6 +38,14 @@ const lingerDelay = 2 * time.Millisecond
 
 // claimTimeout bounds one claim statement.
 const claimTimeout = 10 * time.Second
+
+// dozeTries is how many dozes in a row may find producers committing before
+// the relay stops dozing and backs off (2 ms, then doubling up to 64 ms).
+const dozeTries = 2
+
+// dozeStuckWarning is the number of failed dozes in a row (about 10 s of
+// them) after which the relay warns that it cannot doze.
+const dozeStuckWarning = 160
 
 // finalSettleTimeout bounds recording the last outcomes at shutdown, after
 // the deliveries have finished or been cut short.
@@ -89,8 +98,12 @@ func (r *Relay) Owner() string { return r.cfg.Owner }
 // start.
 func (r *Relay) Run(ctx context.Context) error {
 	if o, ok := r.cfg.Store.(orderedReadier); ok && r.cfg.Ordered {
-		if err := o.OrderedReady(ctx); err != nil {
+		switch err := o.OrderedReady(ctx); {
+		case errors.Is(err, store.ErrOrderedNotReady):
 			return fmt.Errorf("relay: ordered delivery: %w", err)
+		case err != nil:
+			// The database may be down for now: claims retry.
+			r.log.Warn("could not check that ordered claims are ready", "error", err)
 		}
 	}
 	// Deliveries and settling outlive ctx: they end on their own terms
@@ -207,7 +220,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 		dz.use(r.dozer.Load())
 		wait := r.untilNextClaim()
 		if len(batch) > 0 {
-			dz.found(ctx)
+			dz.found(ctx, len(batch))
 			if len(batch) == limit {
 				continue // a backlog: claim again at once
 			}
@@ -225,7 +238,12 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 				// Not listening: poll until the listener is back.
 			case !ready:
 				// Producers are committing: their events come soon.
-				if !sleep(ctx, min(wait, lingerDelay<<min(dz.busy, 5))) {
+				if dz.busy == dozeStuckWarning {
+					r.log.Warn("cannot doze: a transaction keeps holding the producers' lock (see migration 0004 of the PostgreSQL store); claiming every 64ms meanwhile")
+				}
+				// While still dozing, a notification ends the wait.
+				delay := lingerDelay << max(0, min(dz.busy-dozeTries, 5))
+				if !r.waitFor(ctx, poll, min(wait, delay), dz.marked) {
 					return
 				}
 				continue
@@ -282,12 +300,13 @@ func (d *dozing) use(current *store.Dozer) {
 	}
 }
 
-// found records a claim that found events. From the second in a row the
-// relay claims on its own, and producers stop notifying it.
-func (d *dozing) found(ctx context.Context) {
+// found records a claim that found n events. From the second such claim in
+// a row, or one that found several, events flow: the relay claims on its
+// own, and producers stop notifying it.
+func (d *dozing) found(ctx context.Context, n int) {
 	d.checked, d.busy = false, 0
 	d.flowing++
-	if d.flowing >= 2 && d.marked && d.dozer.Wake(ctx) == nil {
+	if (d.flowing >= 2 || n >= 2) && d.marked && d.dozer.Wake(ctx) == nil {
 		d.marked = false
 	}
 }
@@ -303,6 +322,12 @@ func (d *dozing) doze(ctx context.Context) (bool, error) {
 	d.marked = true
 	if !ready {
 		d.busy++
+		// Producers keep committing: every one notifies a dozing relay,
+		// and notifying commits take turns. After a second try the relay
+		// stops dozing and looks for their events on its own.
+		if d.busy >= dozeTries && d.dozer.Wake(ctx) == nil {
+			d.marked = false
+		}
 		return false, nil
 	}
 	d.checked, d.busy = true, 0

@@ -40,7 +40,10 @@ func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
 		}
 		batch = append(batch[:0], o)
 		closed := r.collect(results, &batch, nil)
-		if !closed && !r.cfg.Ordered && len(batch) < settleLingerBelow {
+		// Linger only if more outcomes can come: with little in flight
+		// (a small batch and concurrency) waiting would only hold back the
+		// next claim.
+		if !closed && !r.cfg.Ordered && len(batch) < settleLingerBelow && r.inflight.count() > len(batch) {
 			linger.Reset(settleLinger)
 			closed = r.collect(results, &batch, linger.C)
 			linger.Stop()

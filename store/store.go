@@ -188,13 +188,18 @@ type Dozer interface {
 	// found nothing): they notify it from now on. It reports true once every
 	// transaction that wrote events without notifying has ended, so a claim
 	// made after it sees them all and the relay may then wait; false means
-	// such a transaction is still committing: claim again shortly and doze
-	// again.
+	// such a transaction is still committing: claim again shortly (producers
+	// notify meanwhile) and doze again, or Wake to stop their notifications.
 	Doze(ctx context.Context) (bool, error)
 	// Wake tells producers that the relay claims on its own (events keep
 	// coming): they stop notifying it.
 	Wake(ctx context.Context) error
 }
+
+// ErrOrderedNotReady is wrapped by the error a store returns when ordered
+// claims need a step that was not taken (the PostgreSQL store's
+// MigrateOrdered); the relay refuses to start in ordered mode then.
+var ErrOrderedNotReady = errors.New("store: ordered claims are not ready")
 
 // DozeListener is a Listener whose producers notify only while some relay
 // dozes: a relay that is busy claiming costs them no notification.

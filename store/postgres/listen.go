@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -21,8 +22,12 @@ const (
 	dozeBarrierSQL = "select pg_try_advisory_xact_lock(2030, hashtext('{channel}'))"
 )
 
-// errListenerGone is returned by a DozeFunc whose connection is closed.
+// errListenerGone is returned by a Dozer whose connection is closed.
 var errListenerGone = errors.New("postgres: the listening connection is closed")
+
+// dozeTimeout bounds one doze or wake statement. They run to their end even
+// when the relay stops meanwhile, so that the connection stays usable.
+const dozeTimeout = 5 * time.Second
 
 // Listen holds one dedicated connection (outside the pool) on LISTEN and
 // calls notify for every notification of new events. The connection dozes
@@ -34,9 +39,8 @@ func (s *Store) Listen(ctx context.Context, ready, notify func()) error {
 
 // ListenDozing is Listen for a relay that tells when it waits (see
 // store.DozeListener): producers notify only while it dozes, so a relay busy
-// claiming costs the producers' commits nothing. The outbox trigger
-// notifies once per transaction, and skips when another transaction is
-// notifying at that moment.
+// claiming costs the producers' commits nothing. While it dozes, every
+// committing transaction that wrote events notifies (once).
 func (s *Store) ListenDozing(ctx context.Context, ready func(store.Dozer), notify func()) error {
 	return s.listen(ctx, false, ready, notify)
 }
@@ -106,11 +110,13 @@ func (s *Store) listen(ctx context.Context, alwaysDozing bool, ready func(store.
 			// A request cut the wait short; a notification that arrived
 			// meanwhile is kept by pgx for the next wait.
 			var r dozeReply
+			dctx, cancel := context.WithTimeout(context.WithoutCancel(req.ctx), dozeTimeout)
 			if req.wake {
-				r.err = l.unmark(req.ctx)
+				r.err = l.unmark(dctx)
 			} else {
-				r.ready, r.err = l.doze(req.ctx)
+				r.ready, r.err = l.doze(dctx)
 			}
+			cancel()
 			req.reply <- r
 			if r.err != nil && conn.IsClosed() {
 				return fmt.Errorf("postgres: listen: %w", r.err)
@@ -179,14 +185,22 @@ func (l *listener) doze(ctx context.Context) (bool, error) {
 }
 
 // markForGood marks the connection dozing for plain Listen, waiting out a
-// producer that looks at that moment.
+// producer that looks at that moment (see 0004_notify_dozing_relays.sql for
+// one that holds the mark's lock for good).
 func (l *listener) markForGood(ctx context.Context) error {
-	for !l.marked {
+	for wait := time.Millisecond; ; wait = min(2*wait, time.Second) {
 		if _, err := l.doze(ctx); err != nil {
 			return fmt.Errorf("postgres: listen: %w", err)
 		}
+		if l.marked {
+			return nil
+		}
+		select {
+		case <-time.After(wait):
+		case <-ctx.Done():
+			return nil
+		}
 	}
-	return nil
 }
 
 func (l *listener) unmark(ctx context.Context) error {

@@ -167,3 +167,37 @@ func TestListenIsAlwaysNotified(t *testing.T) {
 		expectNotification(t, woken, true)
 	}
 }
+
+// While a relay dozes every committing producer notifies: one whose
+// notification is lost with its transaction (it rolls back, or fails at its
+// commit after the trigger ran) keeps no other producer from waking the
+// relay.
+func TestEveryProducerNotifiesADozingRelay(t *testing.T) {
+	s := pgtest.Store(t)
+	dozer, woken := listenDozing(t, s)
+	ctx := context.Background()
+	if ready, err := dozer.Doze(ctx); err != nil || !ready {
+		t.Fatalf("doze: %v, %v; want true", ready, err)
+	}
+
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = tx.Rollback(ctx) }()
+	// The trigger runs now and queues this transaction's notification,
+	// which its rollback will discard.
+	if _, err := tx.Exec(ctx, "set constraints all immediate"); err != nil {
+		t.Fatal(err)
+	}
+	e := postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: "1", EventType: "order.created", Payload: []byte(`{}`)}
+	if err := s.EnqueueTx(ctx, tx, e); err != nil {
+		t.Fatal(err)
+	}
+
+	enqueueOne(t, s)
+	expectNotification(t, woken, true)
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+}

@@ -8,12 +8,23 @@ import (
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox-go/postbox/store"
 )
 
 // ErrOrderedIndexMissing is the error of an ordered claim, and of
 // OrderedReady, when outbox_events_aggregate_open_idx is missing or invalid.
-// Its text says what to run.
-var ErrOrderedIndexMissing = errors.New(`postgres: ordered claims need the index outbox_events_aggregate_open_idx: run "postbox migrate --ordered" (or Store.MigrateOrdered)`)
+// Its text says what to run;
+// errors.Is(ErrOrderedIndexMissing, store.ErrOrderedNotReady) holds.
+var ErrOrderedIndexMissing error = orderedIndexMissing{}
+
+type orderedIndexMissing struct{}
+
+func (orderedIndexMissing) Error() string {
+	return `postgres: ordered claims need the index outbox_events_aggregate_open_idx: run "postbox migrate --ordered" (or Store.MigrateOrdered)`
+}
+
+func (orderedIndexMissing) Is(target error) bool { return target == store.ErrOrderedNotReady }
 
 // orderedIndexOptIn is the migration that made the index of ordered claims
 // opt-in (0003_ordered_index_opt_in.sql drops it).

@@ -75,7 +75,7 @@ func (s *Store) Transact(ctx context.Context, fn func(tx pgx.Tx, out *Outgoing) 
 	switch conn.Conn().PgConn().TxStatus() {
 	case 'T':
 	case 'E':
-		_ = tx.Rollback(ctx)
+		rollback(ctx, tx)
 		return fmt.Errorf("postgres: transact: a statement of the transaction failed, events not written: %w", pgx.ErrTxCommitRollback)
 	default:
 		return errors.New("postgres: transact: the transaction was ended inside fn: events not written")
@@ -108,14 +108,14 @@ func runTransactFn(ctx context.Context, tx pgx.Tx, out *Outgoing, fn func(tx pgx
 	defer func() {
 		if !ok { // fn panicked (or called runtime.Goexit)
 			out.close()
-			_ = tx.Rollback(ctx)
+			rollback(ctx, tx)
 		}
 	}()
 	err := fn(tx, out)
 	ok = true
 	if err != nil {
 		out.close()
-		_ = tx.Rollback(ctx)
+		rollback(ctx, tx)
 		return err
 	}
 	return nil
@@ -155,7 +155,7 @@ func (s *Store) abandon(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx) {
 		return
 	}
 	if st := pg.TxStatus(); st == 'T' || st == 'E' {
-		_ = tx.Rollback(ctx) // on failure pgx closes the connection
+		rollback(ctx, tx) // on failure pgx closes the connection
 	}
 }
 
@@ -251,4 +251,12 @@ func (o *Outgoing) close() (args []any, keys []string) {
 	defer o.mu.Unlock()
 	o.closed = true
 	return o.args, o.keys
+}
+
+// rollback rolls tx back even when ctx has ended, so that the connection
+// goes back to the pool rather than being closed; cancelTimeout bounds it.
+func rollback(ctx context.Context, tx pgx.Tx) {
+	rctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), cancelTimeout)
+	defer cancel()
+	_ = tx.Rollback(rctx)
 }

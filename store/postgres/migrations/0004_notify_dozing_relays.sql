@@ -3,23 +3,27 @@
 -- notifying commits take turns cluster-wide; so a committing transaction
 -- notifies only when some relay waits for it.
 --
--- Three advisory locks on (class, hashtext('{channel}')):
+-- Two advisory locks on (class, hashtext('{channel}')):
 --   2029  held shared, at session level, by each dozing relay on its
---         listening connection, from its last empty claim until a
---         notification wakes it;
+--         listening connection, from an empty claim until its claims find
+--         events again;
 --   2030  held shared by each committing producer from the moment it looks
 --         for dozing relays until its commit ends. A relay about to doze
---         takes it exclusively (try, then release): it succeeds only when no
+--         tries it exclusively (and lets it go): that succeeds only when no
 --         producer that may have missed its mark is still committing, and its
---         next claim sees their events;
---   2028  producers that notify together take turns on it; one that finds
---         it taken skips, and the relay claims again after the notified
---         claim (and dozes again only through 2030).
+--         next claim sees their events.
+-- While a relay dozes every committing transaction notifies: a relay dozes
+-- only when events are rare, and it stops dozing once they flow.
 -- The trigger runs once per transaction (a transaction-local setting
 -- remembers it), deferred to the commit so that 2030 is held briefly. (A
 -- transaction that runs it early, with "set constraints all immediate",
 -- holds 2030 until it ends; relays meanwhile look for events every few
 -- milliseconds, up to 64 ms apart, instead of dozing.)
+-- The check takes 2029 at session level and lets it go at once; a query
+-- cancel landing between the two would leave a producer's connection holding
+-- it: relays could not doze (they look every 64 ms and log a warning) and
+-- every commit would notify, until that connection closes. Find it with
+--   select pid from pg_locks where locktype = 'advisory' and classid = 2029 and mode = 'ExclusiveLock';
 create or replace function {schema}.postbox_outbox_notify() returns trigger
 language plpgsql as $$
 begin
@@ -31,7 +35,7 @@ begin
   if pg_try_advisory_lock(2029, hashtext('{channel}')) then
     -- No relay dozes: nobody to wake.
     perform pg_advisory_unlock(2029, hashtext('{channel}'));
-  elsif pg_try_advisory_xact_lock(2028, hashtext('{channel}')) then
+  else
     perform pg_notify('{channel}', '');
   end if;
   return null;
