@@ -39,6 +39,10 @@ const lingerDelay = 2 * time.Millisecond
 // claimTimeout bounds one claim statement.
 const claimTimeout = 10 * time.Second
 
+// flowBatch is the claim size that shows events flowing at once (a few
+// events committed together are not yet a flow).
+const flowBatch = 4
+
 // dozeTries is how many dozes in a row may find producers committing before
 // the relay stops dozing and backs off (2 ms, then doubling up to 64 ms).
 const dozeTries = 2
@@ -231,6 +235,17 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 			}
 			continue
 		}
+		if dz.flow {
+			// Events were flowing: one empty claim is a gap between
+			// commits more often than the end of the flow. Look once
+			// more before dozing (and making every producer notify).
+			dz.flow = false
+			if !sleep(ctx, min(wait, lingerDelay)) {
+				return
+			}
+			continue
+		}
+		dz.flowing = 0
 		if dz.dozer != nil && !dz.checked {
 			ready, err := dz.doze(ctx)
 			switch {
@@ -284,6 +299,9 @@ type dozing struct {
 	// checked: the relay dozed, no producer that missed it is committing,
 	// and the claim that followed found nothing: it may wait.
 	checked bool
+	// flow: the relay stopped dozing because events flow, and has not
+	// seen an empty claim since.
+	flow bool
 	// flowing counts the claims in a row that found events; busy, the
 	// dozes in a row that found producers committing.
 	flowing, busy int
@@ -301,20 +319,19 @@ func (d *dozing) use(current *store.Dozer) {
 }
 
 // found records a claim that found n events. From the second such claim in
-// a row, or one that found several, events flow: the relay claims on its
+// a row, or one that found flowBatch, events flow: the relay claims on its
 // own, and producers stop notifying it.
 func (d *dozing) found(ctx context.Context, n int) {
 	d.checked, d.busy = false, 0
 	d.flowing++
-	if (d.flowing >= 2 || n >= 2) && d.marked && d.dozer.Wake(ctx) == nil {
-		d.marked = false
+	if (d.flowing >= 2 || n >= flowBatch) && d.marked && d.dozer.Wake(ctx) == nil {
+		d.marked, d.flow = false, true
 	}
 }
 
-// doze records an empty claim and dozes; when it reports true the next
-// claim is the last before waiting.
+// doze dozes after an empty claim; when it reports true the next claim is
+// the last before waiting.
 func (d *dozing) doze(ctx context.Context) (bool, error) {
-	d.flowing = 0
 	ready, err := d.dozer.Doze(ctx)
 	if err != nil {
 		return false, err
