@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -69,4 +70,27 @@ func TestOrderedRelayNeedsMigrateOrdered(t *testing.T) {
 	if !errors.Is(err, postgres.ErrOrderedIndexMissing) {
 		t.Fatalf("Run: %v; want postgres.ErrOrderedIndexMissing", err)
 	}
+}
+
+// Retries that fall due at different times are each attempted when due,
+// not only the earliest: with polling off, the later one is delivered too.
+func TestEveryScheduledRetryWakesTheRelay(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
+		if n > 1 {
+			return http.StatusOK
+		}
+		if d.AggregateID == "later" {
+			w.Header().Set("Retry-After", "2")
+		} else {
+			w.Header().Set("Retry-After", "1")
+		}
+		return http.StatusServiceUnavailable
+	})
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second),
+		BackoffMin: 10 * time.Millisecond, BackoffMax: time.Minute, PollInterval: time.Hour})
+	if err := s.Enqueue(context.Background(), ev("sooner", 1), ev("later", 1)); err != nil {
+		t.Fatal(err)
+	}
+	rcv.WaitAccepted(t, 2, 8*time.Second)
 }

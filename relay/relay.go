@@ -63,10 +63,9 @@ type Relay struct {
 	capacity int
 	inflight *inflight
 	wake     chan struct{}
-	// nextRetry is the earliest retry this relay scheduled (unix
-	// nanoseconds, 0 for none): the claim loop wakes for it rather than
-	// waiting for the poll.
-	nextRetry atomic.Int64
+	// retries are when the retries this relay scheduled fall due: the
+	// claim loop wakes for them rather than waiting for the poll.
+	retries retryTimes
 	// dozer is the store.Dozer of the current listening connection, nil
 	// while there is none (see store.DozeListener).
 	dozer atomic.Pointer[store.Dozer]
@@ -352,32 +351,20 @@ func (d *dozing) doze(ctx context.Context) (bool, error) {
 }
 
 // untilNextClaim is how long the claim loop may sleep: the poll interval,
-// or less when a retry this relay scheduled is due sooner.
+// or less when a retry this relay scheduled falls due sooner.
 func (r *Relay) untilNextClaim() time.Duration {
 	wait := r.cfg.PollInterval
-	if next := r.nextRetry.Load(); next != 0 {
-		until := time.Until(time.Unix(0, next))
-		if until <= 0 {
-			r.nextRetry.CompareAndSwap(next, 0)
-			until = 0
-		}
+	if until, ok := r.retries.next(time.Now()); ok {
 		wait = min(wait, until)
 	}
 	return wait
 }
 
-// scheduleRetry records that an event becomes due again at t, and wakes
-// the claim loop to shorten its sleep when t is the earliest.
+// scheduleRetry records that an event falls due again at t, and wakes the
+// claim loop to shorten its sleep when t is the earliest.
 func (r *Relay) scheduleRetry(t time.Time) {
-	for {
-		cur := r.nextRetry.Load()
-		if cur != 0 && cur <= t.UnixNano() {
-			return
-		}
-		if r.nextRetry.CompareAndSwap(cur, t.UnixNano()) {
-			r.notify()
-			return
-		}
+	if r.retries.add(t) {
+		r.notify()
 	}
 }
 
