@@ -196,9 +196,15 @@ func skippedKeys(events []postbox.Event, written []string) []string {
 
 // duplicateOr maps a unique violation (a repeated id) to ErrDuplicate.
 func duplicateOr(err, otherwise error) error {
-	var state interface{ SQLState() string }
-	if errors.As(err, &state) && state.SQLState() == "23505" {
+	if isUniqueViolation(err) {
 		return fmt.Errorf("%w: %v", &postbox.DuplicateError{Keys: []string{"id"}}, err)
 	}
 	return otherwise
+}
+
+// isUniqueViolation reports a unique violation from any driver whose errors
+// tell their SQLSTATE (pgx, lib/pq, ...).
+func isUniqueViolation(err error) bool {
+	var state interface{ SQLState() string }
+	return errors.As(err, &state) && state.SQLState() == "23505"
 }

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/jackc/pgx/v5"
+
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/store"
@@ -65,6 +67,27 @@ func expectNotification(t *testing.T, woken <-chan struct{}, want bool) {
 	}
 }
 
+// enqueueEarly writes one event in a transaction it leaves open (rolled back
+// when the test ends) with "set constraints all immediate": the notify
+// trigger runs at the INSERT instead of at the commit.
+func enqueueEarly(t *testing.T, s *postgres.Store) (pgx.Tx, postbox.Event) {
+	t.Helper()
+	ctx := context.Background()
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(ctx) })
+	if _, err := tx.Exec(ctx, "set constraints all immediate"); err != nil {
+		t.Fatal(err)
+	}
+	e := postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: "1", EventType: "order.created", Payload: []byte(`{}`)}
+	if err := s.EnqueueTx(ctx, tx, e); err != nil {
+		t.Fatal(err)
+	}
+	return tx, e
+}
+
 // dozeHeld reports whether some session marks a relay dozing on s's channel.
 func dozeHeld(t *testing.T, s *postgres.Store) bool {
 	t.Helper()
@@ -115,20 +138,8 @@ func TestDozeWaitsForCommittingProducers(t *testing.T) {
 	dozer, woken := listenDozing(t, s)
 	ctx := context.Background()
 
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	// The notify trigger runs at once instead of at the commit: the
-	// producer looks for dozing relays now and finds none.
-	if _, err := tx.Exec(ctx, "set constraints all immediate"); err != nil {
-		t.Fatal(err)
-	}
-	e := postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: "1", EventType: "order.created", Payload: []byte(`{}`)}
-	if err := s.EnqueueTx(ctx, tx, e); err != nil {
-		t.Fatal(err)
-	}
+	// The producer looks for dozing relays now and finds none.
+	tx, e := enqueueEarly(t, s)
 	ready, err := dozer.Doze(ctx)
 	if err != nil || ready {
 		t.Fatalf("doze while a producer that did not notify is committing: %v, %v; want false", ready, err)
@@ -180,20 +191,9 @@ func TestEveryProducerNotifiesADozingRelay(t *testing.T) {
 		t.Fatalf("doze: %v, %v; want true", ready, err)
 	}
 
-	tx, err := s.Pool().Begin(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = tx.Rollback(ctx) }()
-	// The trigger runs now and queues this transaction's notification,
-	// which its rollback will discard.
-	if _, err := tx.Exec(ctx, "set constraints all immediate"); err != nil {
-		t.Fatal(err)
-	}
-	e := postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: "1", EventType: "order.created", Payload: []byte(`{}`)}
-	if err := s.EnqueueTx(ctx, tx, e); err != nil {
-		t.Fatal(err)
-	}
+	// The producer's notification is queued now, and its rollback will
+	// discard it.
+	tx, _ := enqueueEarly(t, s)
 
 	enqueueOne(t, s)
 	expectNotification(t, woken, true)

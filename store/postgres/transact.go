@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox-go/postbox"
@@ -201,11 +200,6 @@ func (s *Store) duplicates(ctx context.Context, conn *pgxpool.Conn, keys []strin
 		dup.Keys = []string{"id"}
 	}
 	return fmt.Errorf("postgres: transact: %w, nothing committed: %v", dup, cause)
-}
-
-func isUniqueViolation(err error) bool {
-	var pgErr *pgconn.PgError
-	return errors.As(err, &pgErr) && pgErr.Code == "23505"
 }
 
 // Outgoing collects the events of a Transact transaction. Its methods are
