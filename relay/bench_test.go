@@ -95,6 +95,8 @@ func (s *noopSink) Publish(context.Context, *sink.Message) error {
 	return nil
 }
 
+func (s *noopSink) String() string { return "no-op sink" }
+
 // BenchmarkDrainToNoopSink drains a backlog of b.N events to a sink that
 // accepts everything at once, and reports events/s.
 func BenchmarkDrainToNoopSink(b *testing.B) {

@@ -86,12 +86,6 @@ func New(cfg Config) (*Relay, error) {
 	}, nil
 }
 
-// orderedReadier is a store that needs a step before ordered claims (the
-// PostgreSQL store's MigrateOrdered); OrderedReady says whether it was taken.
-type orderedReadier interface {
-	OrderedReady(ctx context.Context) error
-}
-
 // Owner is the name this relay leases events under.
 func (r *Relay) Owner() string { return r.cfg.Owner }
 
@@ -100,14 +94,12 @@ func (r *Relay) Owner() string { return r.cfg.Owner }
 // the queue and returns nil. It returns an error only if the relay cannot
 // start.
 func (r *Relay) Run(ctx context.Context) error {
-	if o, ok := r.cfg.Store.(orderedReadier); ok && r.cfg.Ordered {
-		switch err := o.OrderedReady(ctx); {
-		case errors.Is(err, store.ErrOrderedNotReady):
-			return fmt.Errorf("relay: ordered delivery: %w", err)
-		case err != nil:
-			// The database may be down for now: claims retry.
-			r.log.Warn("could not check that ordered claims are ready", "error", err)
-		}
+	switch err := r.cfg.Store.CheckSchema(ctx, store.SchemaParams{Ordered: r.cfg.Ordered}); {
+	case errors.Is(err, store.ErrNotMigrated), errors.Is(err, store.ErrOrderedNotReady):
+		return err // it says what to run
+	case err != nil:
+		// The database may be down for now: claims retry.
+		r.log.Warn("could not check that the tables are migrated", "error", err)
 	}
 	// Deliveries and settling outlive ctx: they end on their own terms
 	// during the shutdown.
@@ -119,8 +111,10 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer stopMaintenance()
 
 	var background sync.WaitGroup
-	if l, ok := r.cfg.Store.(store.Listener); ok && r.cfg.Store.Capabilities().Listen && !r.cfg.DisableListen {
-		background.Go(func() { r.listen(maintCtx, l) })
+	if r.cfg.DisableListen {
+		r.log.Info(fmt.Sprintf("polling every %s: listening is disabled (Config.DisableListen, --no-listen)", r.cfg.PollInterval))
+	} else {
+		background.Go(func() { r.listen(maintCtx) })
 	}
 	background.Go(func() { r.renewLeases(maintCtx) })
 	background.Go(func() { r.reclaimExpired(maintCtx) })
@@ -134,11 +128,19 @@ func (r *Relay) Run(ctx context.Context) error {
 	for range r.cfg.Concurrency {
 		publishers.Go(func() {
 			for d := range work {
-				if ctx.Err() != nil {
+				switch {
+				case ctx.Err() != nil:
 					results <- outcome{delivery: d, action: actionRelease}
-					continue
+				case !r.inflight.start(d.ID, time.Now().Add(r.sendMargin())):
+					// Another relay may have taken it over: sending now
+					// could overtake its delivery (and, ordered, its
+					// successors).
+					r.log.Warn("lease expired before the delivery started; released without sending",
+						"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
+					results <- outcome{delivery: d, action: actionRelease}
+				default:
+					results <- r.deliver(deliverCtx, d)
 				}
-				results <- r.deliver(deliverCtx, d)
 			}
 		})
 	}
@@ -148,7 +150,8 @@ func (r *Relay) Run(ctx context.Context) error {
 		r.settle(settleCtx, results)
 	}()
 
-	r.log.Info("relay started", "batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency,
+	r.log.Info("relay started", "store", r.cfg.Store.String(), "sink", r.cfg.Sink.String(),
+		"batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency,
 		"lease", r.cfg.Lease, "ordered", r.cfg.Ordered, "max_attempts", r.cfg.MaxAttempts)
 	r.claimLoop(ctx, work)
 
@@ -201,6 +204,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 		// same: it runs to its end, and what it took is released by the
 		// publishers, which see the shutdown.
 		claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+		claimed := time.Now()
 		batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{
 			Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered,
 		})
@@ -216,7 +220,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 			continue
 		}
 		failures = 0
-		r.inflight.add(batch)
+		r.inflight.add(batch, claimed.Add(r.cfg.Lease))
 		for _, d := range batch {
 			work <- d
 		}
@@ -368,32 +372,46 @@ func (r *Relay) scheduleRetry(t time.Time) {
 	}
 }
 
-// listen wakes the claim loop on every notification, reconnecting with
-// backoff when the listening connection fails. With a store.DozeListener,
-// producers notify only while the claim loop dozes.
-func (r *Relay) listen(ctx context.Context, l store.Listener) {
+// listenRetryMax caps the wait between attempts to listen again.
+const listenRetryMax = 30 * time.Second
+
+// listen wakes the claim loop on every notification, and tries again with
+// backoff when the store cannot listen for now (the claim loop polls
+// meanwhile). It logs how the relay finds events: listening on a channel,
+// or polling, and why.
+func (r *Relay) listen(ctx context.Context) {
 	failures := 0
 	for ctx.Err() == nil {
-		ready := func(dozer store.Dozer) {
+		ready := func(l store.Listening) {
+			if failures > 0 {
+				r.log.Info("listening again for new events", "channel", l.Channel)
+			} else {
+				r.log.Info(fmt.Sprintf("listening for new events on %s; polling every %s as well", l.Channel, r.cfg.PollInterval))
+			}
 			failures = 0
-			if dozer != nil {
-				r.dozer.Store(&dozer)
+			if l.Dozer != nil {
+				r.dozer.Store(&l.Dozer)
 			}
 			r.notify() // events may have come while not listening
 		}
-		var err error
-		if dl, ok := l.(store.DozeListener); ok {
-			err = dl.ListenDozing(ctx, ready, r.notify)
-		} else {
-			err = l.Listen(ctx, func() { ready(nil) }, r.notify)
-		}
+		err := r.cfg.Store.Listen(ctx, ready, r.notify)
 		r.dozer.Store(nil)
-		if err == nil || ctx.Err() != nil {
+		if ctx.Err() != nil {
 			return
 		}
+		if errors.Is(err, store.ErrCannotListen) {
+			r.log.Info(fmt.Sprintf("polling every %s: %v", r.cfg.PollInterval, err))
+			return
+		}
+		if err == nil {
+			err = errors.New("the store stopped listening")
+		}
 		failures++
-		delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
-		r.log.Warn("listen failed; polling until it is back", "error", err, "retry_in", delay)
+		delay := backoff(failures, 100*time.Millisecond, listenRetryMax)
+		if failures == 1 || failures%10 == 0 {
+			r.log.Warn(fmt.Sprintf("polling every %s until listening works: %v", r.cfg.PollInterval, err),
+				"failures", failures, "retry_in", delay)
+		}
 		sleep(ctx, delay)
 	}
 }
@@ -406,7 +424,9 @@ func (r *Relay) notify() {
 }
 
 // renewLeases extends the lease of every event in flight, three times per
-// lease period, so long deliveries are not taken over by another relay.
+// lease period, so long deliveries are not taken over by another relay. Each
+// renewal moves the local deadline of the events it kept; an event it lost
+// (another relay reclaimed it) is not sent if it has not been yet.
 func (r *Relay) renewLeases(ctx context.Context) {
 	tick := time.NewTicker(r.cfg.Lease / 3)
 	defer tick.Stop()
@@ -417,23 +437,41 @@ func (r *Relay) renewLeases(ctx context.Context) {
 		case <-tick.C:
 		}
 		ids := r.inflight.ids()
-		if err := r.cfg.Store.ExtendLease(ctx, r.cfg.Owner, ids, r.cfg.Lease); err != nil && ctx.Err() == nil {
-			r.log.Error("lease renewal failed", "events", len(ids), "error", err)
+		if len(ids) == 0 {
+			continue
+		}
+		started := time.Now()
+		kept, err := r.cfg.Store.ExtendLease(ctx, r.cfg.Owner, ids, r.cfg.Lease)
+		if err != nil {
+			if ctx.Err() == nil {
+				r.log.Error("lease renewal failed", "events", len(ids), "error", err)
+			}
+			continue
+		}
+		if lost := r.inflight.renewed(ids, kept, started.Add(r.cfg.Lease)); lost > 0 {
+			r.log.Warn("leases lost to another relay (this relay was stalled past their expiry); their events are not sent again by this relay",
+				"events", lost)
 		}
 	}
 }
+
+// sendMargin is how much of its lease an event must have left for a
+// delivery to start.
+func (r *Relay) sendMargin() time.Duration { return r.cfg.Lease / 10 }
 
 // reclaimExpired returns the events of crashed relays to the queue, at start
 // and twice per lease period.
 func (r *Relay) reclaimExpired(ctx context.Context) {
 	every := min(max(r.cfg.Lease/2, 100*time.Millisecond), 30*time.Second)
 	for {
-		n, err := r.cfg.Store.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: r.cfg.MaxAttempts})
-		switch {
-		case err != nil && ctx.Err() == nil:
+		reclaimed, err := r.cfg.Store.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: r.cfg.MaxAttempts})
+		if err != nil && ctx.Err() == nil {
 			r.log.Error("reclaiming expired leases failed", "error", err)
-		case n > 0:
-			r.log.Warn("reclaimed events of a relay whose lease expired", "events", n)
+		}
+		for _, x := range reclaimed {
+			r.log.Warn("reclaimed the events of a relay whose lease expired", "expired_relay", x.Owner, "events", x.Events)
+		}
+		if len(reclaimed) > 0 {
 			r.notify()
 		}
 		if !sleep(ctx, every) {
@@ -475,29 +513,82 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-// inflight tracks the events this relay holds a lease on.
+// inflight tracks the events this relay holds a lease on, with the local
+// deadline of each lease: when it was taken or last renewed, plus the lease.
+// The deadline is known without asking the database, and errs early: it
+// counts from before the statement that set it.
 type inflight struct {
-	mu    sync.Mutex
-	set   map[uuid.UUID]struct{}
-	freed chan struct{}
+	mu     sync.Mutex
+	leases map[uuid.UUID]lease
+	freed  chan struct{}
+}
+
+// lease is what the relay knows of one event it holds.
+type lease struct {
+	deadline time.Time
+	// started: the delivery began (its deadline no longer matters).
+	started bool
 }
 
 func newInflight() *inflight {
-	return &inflight{set: map[uuid.UUID]struct{}{}, freed: make(chan struct{}, 1)}
+	return &inflight{leases: map[uuid.UUID]lease{}, freed: make(chan struct{}, 1)}
 }
 
-func (f *inflight) add(ds []store.Delivery) {
+// add records a claimed batch, leased until deadline.
+func (f *inflight) add(ds []store.Delivery, deadline time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, d := range ds {
-		f.set[d.ID] = struct{}{}
+		f.leases[d.ID] = lease{deadline: deadline}
 	}
+}
+
+// start reports whether the lease of id lasts beyond t, and if so records
+// that its delivery starts.
+func (f *inflight) start(id uuid.UUID, t time.Time) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	l, ok := f.leases[id]
+	if !ok || !l.deadline.After(t) {
+		return false
+	}
+	l.started = true
+	f.leases[id] = l
+	return true
+}
+
+// renewed moves the deadline of the kept ids (a renewal of asked ids) and
+// ends that of the others still in flight; it reports how many of those
+// were lost before their delivery started.
+func (f *inflight) renewed(asked, kept []uuid.UUID, deadline time.Time) (lost int) {
+	keep := make(map[uuid.UUID]bool, len(kept))
+	for _, id := range kept {
+		keep[id] = true
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, id := range asked {
+		l, ok := f.leases[id]
+		switch {
+		case !ok:
+			continue // settled meanwhile
+		case keep[id]:
+			l.deadline = deadline
+		default:
+			l.deadline = time.Time{}
+			if !l.started {
+				lost++
+			}
+		}
+		f.leases[id] = l
+	}
+	return lost
 }
 
 func (f *inflight) remove(ids []uuid.UUID) {
 	f.mu.Lock()
 	for _, id := range ids {
-		delete(f.set, id)
+		delete(f.leases, id)
 	}
 	f.mu.Unlock()
 	select {
@@ -509,14 +600,14 @@ func (f *inflight) remove(ids []uuid.UUID) {
 func (f *inflight) count() int {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return len(f.set)
+	return len(f.leases)
 }
 
 func (f *inflight) ids() []uuid.UUID {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	out := make([]uuid.UUID, 0, len(f.set))
-	for id := range f.set {
+	out := make([]uuid.UUID, 0, len(f.leases))
+	for id := range f.leases {
 		out = append(out, id)
 	}
 	return out

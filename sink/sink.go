@@ -1,7 +1,7 @@
 // Package sink defines how the relay publishes events: the Sink interface,
 // the Message it publishes and the errors that tell the relay whether to
-// retry. Implementations live in sub-packages (webhook, kafka, nats, amqp) and
-// all pass the shared suite in sink/sinktest.
+// retry. Implementations live in sub-packages (webhook today) and all pass
+// the shared suite in sink/sinktest.
 package sink
 
 import (
@@ -34,6 +34,9 @@ type Message struct {
 // honour ctx and be safe for concurrent use.
 type Sink interface {
 	Publish(ctx context.Context, m *Message) error
+	// String names the destination for logs (its kind and address), never
+	// credentials, secrets or a URL's query.
+	String() string
 }
 
 // Kind says what the relay should do after a failed publish.

@@ -9,6 +9,7 @@ package store
 import (
 	"context"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -93,7 +94,8 @@ type Stats struct {
 	Processing int64 `json:"processing"`
 	Done       int64 `json:"done"`
 	Failed     int64 `json:"failed"`
-	// OldestPendingAge is zero when nothing is pending.
+	// OldestPendingAge is the age of the oldest event waiting to be
+	// claimed (pending and not leased); zero when there is none.
 	OldestPendingAge time.Duration `json:"-"`
 }
 
@@ -119,26 +121,65 @@ type Record struct {
 	ProcessedAt time.Time
 }
 
-// ListParams selects outbox rows for inspection and the dead-letter tools.
+// ListParams selects outbox rows for inspection.
 type ListParams struct {
 	Status string
 	Limit  int
 }
 
-// Capabilities tell the relay what a store can do, so it can adapt.
-type Capabilities struct {
-	// ConcurrentClaimers is true when several relays may claim at once
-	// without blocking each other (FOR UPDATE SKIP LOCKED). When false,
-	// claims take turns: they still never share an event.
-	ConcurrentClaimers bool
-	// Listen is true when the store implements Listener.
-	Listen bool
+// SchemaParams says what a relay will ask of the tables.
+type SchemaParams struct {
+	// Ordered: the relay claims in per-aggregate order.
+	Ordered bool
 }
 
-// Outbox is what the relay needs of a store.
+// Reclaimed is what ReclaimExpired did to the events of one relay whose
+// lease expired.
+type Reclaimed struct {
+	// Owner is the relay that held the expired lease.
+	Owner string
+	// Events is how many of its events went back to the queue or failed.
+	Events int
+}
+
+// Listening is what a store tells the relay once it listens.
+type Listening struct {
+	// Channel names what the store listens on, for the relay's log (a
+	// PostgreSQL channel, "in-process signal").
+	Channel string
+	// Dozer, when not nil, lets the relay tell producers when it waits:
+	// they notify only then. Nil means producers always notify.
+	Dozer Dozer
+}
+
+// ErrNotMigrated is wrapped by CheckSchema's error when the store's tables
+// are missing or older than this code: run Migrate (postbox migrate).
+var ErrNotMigrated = errors.New("store: not migrated")
+
+// ErrCannotListen is wrapped by Listen's error when a store has no way to
+// wake a relay: the relay polls.
+var ErrCannotListen = errors.New("store: this store cannot notify relays")
+
+// Outbox is what the relay needs of a store. Every capability is a method
+// of this interface, never an optional interface found by a type assertion:
+// a wrapper that embeds an Outbox keeps them all, and a store that lacks
+// one says so in its answer (ErrCannotListen).
 type Outbox interface {
-	// Capabilities reports what this store supports.
-	Capabilities() Capabilities
+	// String names the store for logs: its kind and where its tables are
+	// (a schema, a file), never credentials.
+	String() string
+	// CheckSchema returns nil when the tables are migrated for what p asks:
+	// an error wrapping ErrNotMigrated when they are missing or older than
+	// this code, ErrOrderedNotReady when ordered claims need a step that
+	// was not taken; any other error means the database could not be
+	// asked.
+	CheckSchema(ctx context.Context, p SchemaParams) error
+	// Listen calls notify whenever new events may be available, until ctx
+	// is done (it then returns nil) or the listening connection fails. It
+	// calls ready once, before any notify, when it has checked that
+	// notifications reach it (PostgreSQL sends itself one). A store that
+	// cannot listen returns an error wrapping ErrCannotListen at once.
+	Listen(ctx context.Context, ready func(Listening), notify func()) error
 	// Enqueue writes events in a transaction of the store's own. Producers
 	// that write business rows use the store's transaction-bound calls.
 	Enqueue(ctx context.Context, events ...postbox.Event) error
@@ -148,16 +189,20 @@ type Outbox interface {
 	// statement where the database allows), and ends p.Owner's lease on
 	// them. Done ids are deleted (or marked done, with KeepDone) whoever
 	// holds them; retries and failures apply only to events still leased to
-	// p.Owner.
+	// p.Owner. Error texts are stored as valid UTF-8 without NUL bytes,
+	// whatever the sink reported (see CleanErrorText).
 	Settle(ctx context.Context, p SettleParams) error
-	// ExtendLease renews the lease of events still leased to owner.
-	ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error
+	// ExtendLease renews, until lease from now, the lease of those of ids
+	// still leased to owner, and returns them: an id left out was lost
+	// (reclaimed after its lease expired, or settled).
+	ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error)
 	// Release gives events leased to owner back to the queue at once,
-	// without counting the attempt (graceful shutdown).
+	// without counting the attempt (graceful shutdown, a lost lease).
 	Release(ctx context.Context, owner string, ids []uuid.UUID) error
 	// ReclaimExpired returns events whose lease expired to the queue, or
-	// fails them when they have used all attempts; it reports how many.
-	ReclaimExpired(ctx context.Context, p ReclaimParams) (int, error)
+	// fails them when they have used all attempts; it reports, for each
+	// relay whose lease expired, how many of its events it changed.
+	ReclaimExpired(ctx context.Context, p ReclaimParams) ([]Reclaimed, error)
 	// PurgeDone deletes up to limit delivered events processed before the
 	// given time and reports how many it deleted.
 	PurgeDone(ctx context.Context, before time.Time, limit int) (int, error)
@@ -167,15 +212,6 @@ type Outbox interface {
 	Get(ctx context.Context, id uuid.UUID) (Record, error)
 	// List returns records with the given status, oldest first.
 	List(ctx context.Context, p ListParams) ([]Record, error)
-}
-
-// Listener is implemented by stores that can wake the relay as soon as new
-// events are committed (PostgreSQL LISTEN/NOTIFY, or an in-process signal).
-type Listener interface {
-	// Listen calls notify whenever new events may be available. It blocks
-	// until ctx is done (returning nil) or the listening connection fails.
-	// ready is called once the store listens, before any notify.
-	Listen(ctx context.Context, ready, notify func()) error
 }
 
 // A Dozer is one listening connection's way to tell producers whether its
@@ -201,12 +237,9 @@ type Dozer interface {
 // MigrateOrdered); the relay refuses to start in ordered mode then.
 var ErrOrderedNotReady = errors.New("store: ordered claims are not ready")
 
-// DozeListener is a Listener whose producers notify only while some relay
-// dozes: a relay that is busy claiming costs them no notification.
-type DozeListener interface {
-	Listener
-	// ListenDozing is Listen for a relay that dozes: ready receives the
-	// Dozer of this connection, valid until ListenDozing returns. The
-	// connection starts awake (producers do not notify it).
-	ListenDozing(ctx context.Context, ready func(Dozer), notify func()) error
+// CleanErrorText returns s as a database text column can hold it: invalid
+// UTF-8 and NUL bytes (a receiver's answer may hold anything) become
+// U+FFFD. Stores apply it to every error text they write.
+func CleanErrorText(s string) string {
+	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
 }

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"github.com/postbox-go/postbox/internal/dburl"
+
 	"context"
 	"errors"
 	"flag"
@@ -42,7 +44,7 @@ func describeDB(url string) string {
 	if url == "" {
 		return "SQLite (a temporary file)"
 	}
-	return redact(url)
+	return dburl.Redact(url)
 }
 
 // isTerminal reports whether f is a terminal (a character device).

@@ -11,11 +11,11 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 	db.register(fs)
 	ordered := fs.Bool("ordered", false, "also build the index that ordered relays (relay --ordered) need, without blocking writes; needed once, PostgreSQL only")
 	return func(ctx context.Context) error {
-		s, err := db.open(ctx)
+		s, err := db.open(ctx, "migrate", false)
 		if err != nil {
 			return err
 		}
-		defer s.close()
+		defer s.Close()
 		applied, err := s.Migrate(ctx)
 		if err != nil {
 			return err
@@ -28,12 +28,11 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 		if !*ordered {
 			return nil
 		}
-		ord, ok := s.migratingStore.(orderedStore)
-		if !ok {
+		if s.Postgres == nil {
 			fmt.Println("ordered relays: nothing more to do on SQLite (its migrations keep the index they need)")
 			return nil
 		}
-		if err := ord.MigrateOrdered(ctx); err != nil {
+		if err := s.Postgres.MigrateOrdered(ctx); err != nil {
 			return err
 		}
 		fmt.Println("ordered relays: index outbox_events_aggregate_open_idx is ready")

@@ -60,18 +60,13 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		s, err := db.open(ctx)
+		s, err := db.open(ctx, "relay", false)
 		if err != nil {
 			return err
 		}
-		defer s.close()
-		if ord, ok := s.migratingStore.(orderedStore); ok && *ordered {
-			if err := ord.OrderedReady(ctx); err != nil {
-				return err
-			}
-		}
+		defer s.Close()
 		r, err := relay.New(relay.Config{
-			Store: s, Sink: sink, Logger: logger,
+			Store: s.Outbox, Sink: sink, Logger: logger,
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"os"
 	"time"
+
+	"github.com/postbox-go/postbox/store"
 )
 
 // statusJSON is the output of "postbox status --json".
@@ -23,12 +25,15 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 	db.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context) error {
-		s, err := db.open(ctx)
+		s, err := db.open(ctx, "status", true)
 		if err != nil {
 			return err
 		}
-		defer s.close()
-		st, err := s.Stats(ctx)
+		defer s.Close()
+		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
+			return err
+		}
+		st, err := s.Outbox.Stats(ctx)
 		if err != nil {
 			return err
 		}

@@ -227,6 +227,8 @@ func (s *noopSink) Publish(context.Context, *sink.Message) error {
 	return nil
 }
 
+func (s *noopSink) String() string { return "no-op sink" }
+
 // countingSink counts the messages next published; with next nil it is a
 // no-op sink.
 type countingSink struct {
@@ -242,6 +244,13 @@ func (s *countingSink) Publish(ctx context.Context, m *sink.Message) error {
 	}
 	s.n.Add(1)
 	return nil
+}
+
+func (s *countingSink) String() string {
+	if s.next == nil {
+		return "no-op sink, counted"
+	}
+	return s.next.String() + ", counted"
 }
 
 // receiver is a local webhook endpoint that answers 200 with no body,

@@ -45,9 +45,9 @@ func (c *crashable) Settle(ctx context.Context, p store.SettleParams) error {
 	return c.Outbox.Settle(ctx, p)
 }
 
-func (c *crashable) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error {
+func (c *crashable) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
 	if err := c.check(); err != nil {
-		return err
+		return nil, err
 	}
 	return c.Outbox.ExtendLease(ctx, owner, ids, lease)
 }
@@ -57,10 +57,6 @@ func (c *crashable) Release(ctx context.Context, owner string, ids []uuid.UUID) 
 		return err
 	}
 	return c.Outbox.Release(ctx, owner, ids)
-}
-
-func (c *crashable) Listen(ctx context.Context, ready, notify func()) error {
-	return c.Outbox.(store.Listener).Listen(ctx, ready, notify)
 }
 
 // relayRunner runs the demo's relay and crashes it once.

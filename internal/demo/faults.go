@@ -103,6 +103,8 @@ type sinkFunc func(ctx context.Context, m *sink.Message) error
 
 func (f sinkFunc) Publish(ctx context.Context, m *sink.Message) error { return f(ctx, m) }
 
+func (f sinkFunc) String() string { return "the demo's fault injector" }
+
 // countingSink counts deliveries and failed attempts for the progress line.
 type countingSink struct {
 	next sink.Sink
@@ -118,3 +120,5 @@ func (s *countingSink) Publish(ctx context.Context, m *sink.Message) error {
 	}
 	return err
 }
+
+func (s *countingSink) String() string { return s.next.String() + ", counted for the progress line" }

@@ -39,6 +39,8 @@ func (m *memory) Publish(ctx context.Context, msg *sink.Message) error {
 	return nil
 }
 
+func (m *memory) String() string { return "memory" }
+
 func (m *memory) received() []sinktest.Delivery {
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -63,6 +63,26 @@ func New(c Config) (*Sink, error) {
 	}, nil
 }
 
+// String names the endpoint for logs: its scheme and host (the path and
+// query may hold a token, and are left out), the signature scheme, the
+// number of secrets (never their value), the concurrency and the timeout.
+func (s *Sink) String() string {
+	u, err := url.Parse(s.cfg.URL)
+	where := "an endpoint"
+	if err == nil {
+		where = u.Scheme + "://" + u.Host
+		if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+			where += "/… (path hidden)"
+		}
+	}
+	secrets := "1 secret"
+	if n := len(s.cfg.Secrets); n != 1 {
+		secrets = fmt.Sprintf("%d secrets", n)
+	}
+	return fmt.Sprintf("webhook %s, %s signatures with %s, at most %d requests at once, timeout %s",
+		where, s.cfg.Scheme, secrets, s.cfg.MaxConcurrency, s.cfg.Timeout)
+}
+
 // Publish POSTs m and returns nil once the endpoint answered 2xx. It waits
 // for a free slot while MaxConcurrency requests are in flight, then gives the
 // request Timeout.

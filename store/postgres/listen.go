@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox/store"
@@ -29,20 +30,72 @@ var errListenerGone = errors.New("postgres: the listening connection is closed")
 // when the relay stops meanwhile, so that the connection stays usable.
 const dozeTimeout = 5 * time.Second
 
+// probeTimeout bounds the wait for the notification Listen sends itself.
+const probeTimeout = 3 * time.Second
+
+// ErrNotificationsLost is wrapped by Listen's error when the notification it
+// sent itself did not arrive: LISTEN was accepted but nothing is delivered
+// to this connection, as behind a connection pooler in transaction mode.
+var ErrNotificationsLost = errors.New("postgres: notifications do not reach the listening connection")
+
 // Listen holds one dedicated connection (outside the pool) on LISTEN and
-// calls notify for every notification of new events. The connection dozes
-// for good, so producers always notify it. Poolers in transaction mode
-// cannot LISTEN: run the relay without it and it polls.
-func (s *Store) Listen(ctx context.Context, ready, notify func()) error {
-	return s.listen(ctx, true, func(store.Dozer) { ready() }, notify)
+// calls notify for every notification of new events. Before it calls ready
+// it sends a notification through the pool and waits for it on the listening
+// connection, so that a pooler in transaction mode, which accepts LISTEN but
+// never delivers, is found at once: Listen then returns an error wrapping
+// ErrNotificationsLost (run the relay with DisableListen, or connect it
+// around the pooler).
+//
+// The relay tells producers when it waits through the store.Dozer it
+// receives (see store.Listening): producers notify only while it dozes, so
+// a relay busy claiming costs their commits nothing. The connection starts
+// awake (producers do not notify it).
+func (s *Store) Listen(ctx context.Context, ready func(store.Listening), notify func()) error {
+	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	if err != nil {
+		return fmt.Errorf("postgres: listen: connect: %w", err)
+	}
+	defer conn.Close(context.WithoutCancel(ctx))
+	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+		return fmt.Errorf("postgres: listen: %w", err)
+	}
+	if err := s.probe(ctx, conn); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return err
+	}
+	l := &listener{
+		conn: conn, requests: make(chan dozeRequest), gone: make(chan struct{}),
+		markSQL: s.expand(dozeMarkSQL), unmarkSQL: s.expand(dozeUnmarkSQL), barrierSQL: s.expand(dozeBarrierSQL),
+	}
+	defer close(l.gone)
+	ready(store.Listening{Channel: s.channel, Dozer: l})
+	return l.serve(ctx, notify)
 }
 
-// ListenDozing is Listen for a relay that tells when it waits (see
-// store.DozeListener): producers notify only while it dozes, so a relay busy
-// claiming costs the producers' commits nothing. While it dozes, every
-// committing transaction that wrote events notifies (once).
-func (s *Store) ListenDozing(ctx context.Context, ready func(store.Dozer), notify func()) error {
-	return s.listen(ctx, false, ready, notify)
+// probe sends a notification through the pool and waits for it on conn.
+// Notifications of events that arrive meanwhile need no call of notify: the
+// relay claims once it is ready anyway.
+func (s *Store) probe(ctx context.Context, conn *pgx.Conn) error {
+	payload := "postbox-probe-" + uuid.NewString()
+	if _, err := s.pool.Exec(ctx, "select pg_notify($1, $2)", s.channel, payload); err != nil {
+		return fmt.Errorf("postgres: listen: send a test notification: %w", err)
+	}
+	waitCtx, cancel := context.WithTimeout(ctx, probeTimeout)
+	defer cancel()
+	for {
+		n, err := conn.WaitForNotification(waitCtx)
+		switch {
+		case err != nil && ctx.Err() == nil && waitCtx.Err() != nil:
+			return fmt.Errorf("%w: a test notification on channel %s did not arrive within %s (a connection pooler in transaction mode?)",
+				ErrNotificationsLost, s.channel, probeTimeout)
+		case err != nil:
+			return fmt.Errorf("postgres: listen: %w", err)
+		case n.Payload == payload:
+			return nil
+		}
+	}
 }
 
 // dozeRequest asks the Listen goroutine, which owns the connection, to doze
@@ -58,26 +111,10 @@ type dozeReply struct {
 	err   error
 }
 
-func (s *Store) listen(ctx context.Context, alwaysDozing bool, ready func(store.Dozer), notify func()) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("postgres: listen: connect: %w", err)
-	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
-		return fmt.Errorf("postgres: listen: %w", err)
-	}
-	l := &listener{
-		conn: conn, requests: make(chan dozeRequest), gone: make(chan struct{}),
-		markSQL: s.expand(dozeMarkSQL), unmarkSQL: s.expand(dozeUnmarkSQL), barrierSQL: s.expand(dozeBarrierSQL),
-	}
-	defer close(l.gone)
-	if alwaysDozing {
-		if err := l.markForGood(ctx); err != nil {
-			return err
-		}
-	}
-	ready(l)
+// serve waits for notifications on the connection and runs the doze and
+// wake requests of the relay, until ctx is done or the connection fails.
+func (l *listener) serve(ctx context.Context, notify func()) error {
+	conn := l.conn
 	for {
 		waitCtx, stopWaiting := context.WithCancel(ctx)
 		var req *dozeRequest
@@ -126,7 +163,7 @@ func (s *Store) listen(ctx context.Context, alwaysDozing bool, ready func(store.
 }
 
 // listener is the state of one listening connection; only its Listen
-// goroutine uses the connection. It is the store.Dozer of ListenDozing.
+// goroutine uses the connection. It is the store.Dozer the relay receives.
 type listener struct {
 	conn     *pgx.Conn
 	requests chan dozeRequest
@@ -182,25 +219,6 @@ func (l *listener) doze(ctx context.Context) (bool, error) {
 		return false, fmt.Errorf("postgres: doze: %w", err)
 	}
 	return clear, nil
-}
-
-// markForGood marks the connection dozing for plain Listen, waiting out a
-// producer that looks at that moment (see 0004_notify_dozing_relays.sql for
-// one that holds the mark's lock for good).
-func (l *listener) markForGood(ctx context.Context) error {
-	for wait := time.Millisecond; ; wait = min(2*wait, time.Second) {
-		if _, err := l.doze(ctx); err != nil {
-			return fmt.Errorf("postgres: listen: %w", err)
-		}
-		if l.marked {
-			return nil
-		}
-		select {
-		case <-time.After(wait):
-		case <-ctx.Done():
-			return nil
-		}
-	}
 }
 
 func (l *listener) unmark(ctx context.Context) error {

@@ -13,8 +13,8 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// listenDozing runs ListenDozing until the test ends and returns its
-// Dozer and the channel its notifications arrive on.
+// listenDozing runs Listen until the test ends and returns its Dozer and
+// the channel its notifications arrive on.
 func listenDozing(t *testing.T, s *postgres.Store) (store.Dozer, <-chan struct{}) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
@@ -22,21 +22,21 @@ func listenDozing(t *testing.T, s *postgres.Store) (store.Dozer, <-chan struct{}
 	woken := make(chan struct{}, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.ListenDozing(ctx, func(d store.Dozer) { ready <- d }, func() { woken <- struct{}{} })
+		done <- s.Listen(ctx, func(l store.Listening) { ready <- l.Dozer }, func() { woken <- struct{}{} })
 	}()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("ListenDozing: %v", err)
+			t.Errorf("Listen: %v", err)
 		}
 	})
 	select {
 	case d := <-ready:
 		return d, woken
 	case err := <-done:
-		t.Fatalf("ListenDozing: %v", err)
+		t.Fatalf("Listen: %v", err)
 	case <-time.After(10 * time.Second):
-		t.Fatal("ListenDozing never became ready")
+		t.Fatal("Listen never became ready")
 	}
 	return nil, nil
 }
@@ -155,27 +155,6 @@ func TestDozeWaitsForCommittingProducers(t *testing.T) {
 	got, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 1 || got[0].ID != e.ID {
 		t.Fatalf("claim after the doze: %v, %v; want the committed event", got, err)
-	}
-}
-
-// Plain Listen keeps its connection dozing: producers always notify it.
-func TestListenIsAlwaysNotified(t *testing.T) {
-	s := pgtest.Store(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	ready := make(chan struct{})
-	woken := make(chan struct{}, 100)
-	done := make(chan error, 1)
-	go func() { done <- s.Listen(ctx, func() { close(ready) }, func() { woken <- struct{}{} }) }()
-	defer func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("Listen: %v", err)
-		}
-	}()
-	<-ready
-	for range 3 {
-		enqueueOne(t, s)
-		expectNotification(t, woken, true)
 	}
 }
 

@@ -71,6 +71,36 @@ create table if not exists {schema}.postbox_migrations (
 	return applied, nil
 }
 
+// CheckSchema returns nil when Migrate has applied every migration of this
+// code, and, with p.Ordered, MigrateOrdered has built its index (see
+// OrderedReady). Otherwise its error wraps store.ErrNotMigrated or
+// store.ErrOrderedNotReady and says what to run.
+func (s *Store) CheckSchema(ctx context.Context, p store.SchemaParams) error {
+	all, err := Migrations()
+	if err != nil {
+		return err
+	}
+	latest := all[len(all)-1].Version
+	var exists bool
+	var version int
+	err = s.pool.QueryRow(ctx, s.sql.get("migrations_table_exists")).Scan(&exists)
+	if err == nil && exists {
+		err = s.pool.QueryRow(ctx, s.sql.get("migrated_version")).Scan(&version)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("postgres: check the schema: %w", err)
+	case !exists:
+		return fmt.Errorf("%w: schema %s has no postbox tables: run \"postbox migrate\" (or Store.Migrate) first", store.ErrNotMigrated, s.schema)
+	case version < latest:
+		return fmt.Errorf("%w: schema %s is at migration %d, this postbox needs %d: run \"postbox migrate\" (or Store.Migrate)", store.ErrNotMigrated, s.schema, version, latest)
+	}
+	if p.Ordered {
+		return s.OrderedReady(ctx)
+	}
+	return nil
+}
+
 // lockKey is the advisory lock that serialises one kind of work (migrate,
 // claim) on one schema.
 func (s *Store) lockKey(work string) int64 {

@@ -66,24 +66,25 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 
 // Settle records a batch of outcomes in one statement, committed
 // asynchronously like a claim: a server crash may forget it, and the events
-// are then delivered again.
+// are then delivered again. Error texts are cleaned (store.CleanErrorText).
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	retryIDs := make([][16]byte, len(p.Retry))
 	retryAt := make([]time.Time, len(p.Retry))
 	retryErr := make([]string, len(p.Retry))
 	for i, r := range p.Retry {
-		retryIDs[i], retryAt[i], retryErr[i] = r.ID, r.AvailableAt, r.LastError
+		retryIDs[i], retryAt[i], retryErr[i] = r.ID, r.AvailableAt, store.CleanErrorText(r.LastError)
 	}
 	failIDs := make([][16]byte, len(p.Failed))
 	failErr := make([]string, len(p.Failed))
 	for i, f := range p.Failed {
-		failIDs[i], failErr[i] = f.ID, f.LastError
+		failIDs[i], failErr[i] = f.ID, store.CleanErrorText(f.LastError)
 	}
 	done := rawIDs(p.Done)
 	settled := make([][16]byte, 0, len(p.Done)+len(p.Retry)+len(p.Failed))
 	settled = append(append(append(settled, done...), retryIDs...), failIDs...)
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.get("relay_async_commit"))
+	batch.Queue(s.sql.get("lease_lock"), p.Owner)
 	batch.Queue(s.sql.get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled, p.KeepDone)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: settle: %w", err)
@@ -91,16 +92,45 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	return nil
 }
 
-// ExtendLease renews owner's leases: every event it holds, which includes
-// ids.
-func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error {
+// ExtendLease renews owner's leases (every event it holds, which includes
+// ids) and returns those of ids that it still holds.
+func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
 	if len(ids) == 0 {
+		return nil, nil
+	}
+	batch := &pgx.Batch{}
+	batch.Queue(s.sql.get("lease_lock"), owner)
+	batch.Queue(s.sql.get("extend_lease"), owner, lease.Milliseconds())
+	results := s.pool.SendBatch(ctx, batch)
+	defer results.Close()
+	if _, err := results.Exec(); err != nil {
+		return nil, fmt.Errorf("postgres: extend lease: %w", err)
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return nil, fmt.Errorf("postgres: extend lease: %w", err)
+	}
+	held := map[uuid.UUID]bool{}
+	var leased []uuid.UUID
+	_, err = pgx.ForEachRow(rows, []any{&leased}, func() error {
+		for _, id := range leased {
+			held[id] = true
+		}
 		return nil
+	})
+	if err == nil {
+		err = results.Close()
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.get("extend_lease"), owner, lease.Milliseconds()); err != nil {
-		return fmt.Errorf("postgres: extend lease: %w", err)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: extend lease: %w", err)
 	}
-	return nil
+	kept := make([]uuid.UUID, 0, len(ids))
+	for _, id := range ids {
+		if held[id] {
+			kept = append(kept, id)
+		}
+	}
+	return kept, nil
 }
 
 // Release gives events leased to owner back to the queue without counting
@@ -109,19 +139,42 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := s.pool.Exec(ctx, s.sql.get("release"), owner, rawIDs(ids)); err != nil {
+	batch := &pgx.Batch{}
+	batch.Queue(s.sql.get("lease_lock"), owner)
+	batch.Queue(s.sql.get("release"), owner, rawIDs(ids))
+	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}
 	return nil
 }
 
-// ReclaimExpired returns the events of crashed relays to the queue.
-func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sql.get("reclaim_expired"), p.MaxAttempts)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: reclaim expired leases: %w", err)
+// ReclaimExpired returns the events of crashed relays to the queue, and
+// reports how many of each relay's events it changed.
+func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(s.sql.get("reclaim_lock"))
+	batch.Queue(s.sql.get("reclaim_expired"), p.MaxAttempts)
+	results := s.pool.SendBatch(ctx, batch)
+	defer results.Close()
+	if _, err := results.Exec(); err != nil {
+		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
 	}
-	return int(tag.RowsAffected()), nil
+	rows, err := results.Query()
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
+		var r store.Reclaimed
+		err := row.Scan(&r.Owner, &r.Events)
+		return r, err
+	})
+	if err == nil {
+		err = results.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
+	}
+	return out, nil
 }
 
 // PurgeDone deletes up to limit delivered events processed before before.

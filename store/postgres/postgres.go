@@ -39,7 +39,6 @@ type Store struct {
 }
 
 var _ store.Outbox = (*Store)(nil)
-var _ store.Listener = (*Store)(nil)
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 
@@ -66,9 +65,11 @@ func (s *Store) Schema() string { return s.schema }
 // Pool returns the connection pool the store uses.
 func (s *Store) Pool() *pgxpool.Pool { return s.pool }
 
-// Capabilities: PostgreSQL supports concurrent claimers and LISTEN/NOTIFY.
-func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{ConcurrentClaimers: true, Listen: true}
+// String names the store for logs: the server, the database and the
+// schema, without credentials.
+func (s *Store) String() string {
+	cc := s.pool.Config().ConnConfig
+	return fmt.Sprintf("postgres %s:%d/%s schema %s", cc.Host, cc.Port, cc.Database, s.schema)
 }
 
 // expand fills the placeholders of a query or migration.

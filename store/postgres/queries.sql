@@ -9,6 +9,13 @@
 -- retried and failed ones, and removes all of them from the relay's leases,
 -- in one statement.
 
+-- name: migrations_table_exists
+select to_regclass('{schema}.postbox_migrations') is not null;
+
+-- name: migrated_version
+-- The highest migration applied (the table exists: see the query above).
+select coalesce(max(version), 0) from {schema}.postbox_migrations;
+
 -- name: relay_async_commit
 -- The relay's bookkeeping (claims, outcomes) commits without waiting for its
 -- WAL flush: a crash of the server may forget its last fraction of a second,
@@ -131,10 +138,19 @@ update {schema}.outbox_leases
 set ids = array(select unnest(ids) except all select unnest($8::uuid[]))
 where owner = $1 and ids && $8::uuid[] and not ids <@ $8::uuid[];
 
+-- name: lease_lock
+-- Every statement that changes the leases of relay $1 (extend_lease,
+-- settle, release, reclaim_expired) first takes this lock, in the same
+-- transaction: they change one relay's lease rows one at a time, never in
+-- two orders at once (which deadlocks).
+select pg_advisory_xact_lock(hashtextextended('postbox lease {schema} ' || $1, 0));
+
 -- name: extend_lease
+-- Returns the ids of every lease relay $1 still holds.
 update {schema}.outbox_leases
 set expires_at = now() + $2::bigint * interval '1 millisecond'
-where owner = $1;
+where owner = $1
+returning ids;
 
 -- name: release
 -- Graceful shutdown: the events leave relay $1's leases; the attempt did not
@@ -146,15 +162,26 @@ update {schema}.outbox_leases
 set ids = array(select unnest(ids) except all select unnest($2::uuid[]))
 where owner = $1 and ids && $2::uuid[] and not ids <@ $2::uuid[];
 
+-- name: reclaim_lock
+-- The lease_lock of every relay whose lease expired, taken in one order.
+select pg_advisory_xact_lock(k)
+from (
+  select distinct hashtextextended('postbox lease {schema} ' || owner, 0) as k
+  from {schema}.outbox_leases
+  where expires_at < now()
+  order by k
+) locks;
+
 -- name: reclaim_expired
 -- The leases of relays that stopped without settling: each of their events
 -- still pending counts a failed attempt, and fails when it has used $1.
+-- Returns, for each relay, how many of its events changed.
 with expired as (
   delete from {schema}.outbox_leases where expires_at < now()
   returning owner, ids
 ), events as (
   select unnest(ids) as id, owner from expired
-)
+), changed as (
 update {schema}.outbox_events e
 set status = case when e.retries + 1 >= $1 then 'failed' else 'pending' end,
     processed_at = case when e.retries + 1 >= $1 then now() end,
@@ -162,7 +189,10 @@ set status = case when e.retries + 1 >= $1 then 'failed' else 'pending' end,
     available_at = now(),
     last_error = 'lease of relay ' || x.owner || ' expired before the delivery was settled'
 from events x
-where e.id = x.id and e.status = 'pending';
+where e.id = x.id and e.status = 'pending'
+returning x.owner
+)
+select owner, count(*) from changed group by owner order by owner;
 
 -- name: purge_done
 delete from {schema}.outbox_events
@@ -173,6 +203,8 @@ where id in (
   limit $2);
 
 -- name: stats
+-- Leased events count as processing, not pending, and the oldest pending
+-- age is that of the oldest event no relay holds.
 with leased as (
   select distinct unnest(ids) as id from {schema}.outbox_leases
 ), in_flight as (
@@ -183,8 +215,9 @@ select
   (select n from in_flight),
   (select count(*) from {schema}.outbox_events where status = 'done'),
   (select count(*) from {schema}.outbox_events where status = 'failed'),
-  (select coalesce(extract(epoch from now() - min(created_at)), 0)::float8
-     from {schema}.outbox_events where status = 'pending');
+  (select coalesce(extract(epoch from now() - min(e.created_at)), 0)::float8
+     from {schema}.outbox_events e
+     where e.status = 'pending' and not exists (select 1 from leased l where l.id = e.id));
 
 -- name: get
 -- One event, with "processing" for a pending event in a lease.

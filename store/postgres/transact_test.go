@@ -500,19 +500,10 @@ func TestTransactInEveryExecMode(t *testing.T) {
 
 func TestTransactNotifiesTheRelay(t *testing.T) {
 	s := transactStore(t, 0)
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	ready, woken := make(chan struct{}), make(chan struct{}, 16)
-	done := make(chan error, 1)
-	go func() {
-		done <- s.Listen(ctx, func() { close(ready) }, func() { woken <- struct{}{} })
-	}()
-	select {
-	case <-ready:
-	case err := <-done:
-		t.Fatal(err)
-	case <-time.After(10 * time.Second):
-		t.Fatal("Listen not ready")
+	ctx := context.Background()
+	dozer, woken := listenDozing(t, s)
+	if ready, err := dozer.Doze(ctx); err != nil || !ready {
+		t.Fatalf("doze: %v, %v; want true", ready, err)
 	}
 	err := s.Transact(ctx, func(tx pgx.Tx, out *postgres.Outgoing) error {
 		return out.Add(orderEvent("a"))
@@ -520,15 +511,7 @@ func TestTransactNotifiesTheRelay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	select {
-	case <-woken:
-	case <-time.After(10 * time.Second):
-		t.Fatal("no notification after Transact committed an event")
-	}
-	cancel()
-	if err := <-done; err != nil {
-		t.Fatal(err)
-	}
+	expectNotification(t, woken, true)
 }
 
 func TestOutgoingAddAfterTransactIsRefused(t *testing.T) {

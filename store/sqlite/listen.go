@@ -3,22 +3,28 @@ package sqlite
 import (
 	"context"
 	"errors"
+
+	"github.com/postbox-go/postbox/store"
 )
 
 // errClosed is returned by Listen when the store is closed.
 var errClosed = errors.New("sqlite: listen: store closed")
 
+// inProcessChannel is what Listen reports it listens on.
+const inProcessChannel = "in-process signal of this store's writes"
+
 // Listen calls notify whenever new events may be available: when a
 // transaction of this Store that inserted into the outbox commits (Enqueue,
 // EnqueueTx, or any INSERT through DB()), and when Notify is called. It
 // blocks until ctx is done (returning nil) or the store is closed. ready is
-// called once the listener is registered, before any notify. Wake-ups are
-// coalesced: a burst of commits may produce one notify.
+// called once the listener is registered, before any notify; its Dozer is
+// nil, since these wake-ups cost producers nothing. Wake-ups are coalesced:
+// a burst of commits may produce one notify.
 //
 // The wake-ups are in-process only. Events written by another process, or
 // through another database handle, are found by the relay's poll, unless
 // that writer calls Notify.
-func (s *Store) Listen(ctx context.Context, ready, notify func()) error {
+func (s *Store) Listen(ctx context.Context, ready func(store.Listening), notify func()) error {
 	ch := make(chan struct{}, 1)
 	s.listenMu.Lock()
 	s.listeners[ch] = struct{}{}
@@ -28,7 +34,7 @@ func (s *Store) Listen(ctx context.Context, ready, notify func()) error {
 		delete(s.listeners, ch)
 		s.listenMu.Unlock()
 	}()
-	ready()
+	ready(store.Listening{Channel: inProcessChannel})
 	for {
 		select {
 		case <-ctx.Done():

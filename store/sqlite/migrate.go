@@ -79,3 +79,29 @@ func appliedVersions(ctx context.Context, tx *sql.Tx, query string) (map[int]boo
 	}
 	return done, rows.Err()
 }
+
+// CheckSchema returns nil when Migrate has applied every migration of this
+// code; otherwise its error wraps store.ErrNotMigrated and says what to run.
+// Ordered claims need nothing more on SQLite.
+func (s *Store) CheckSchema(ctx context.Context, _ store.SchemaParams) error {
+	all, err := Migrations()
+	if err != nil {
+		return err
+	}
+	latest := all[len(all)-1].Version
+	var exists bool
+	var version int
+	err = s.db.QueryRowContext(ctx, s.sql.get("migrations_table_exists")).Scan(&exists)
+	if err == nil && exists {
+		err = s.db.QueryRowContext(ctx, s.sql.get("migrated_version")).Scan(&version)
+	}
+	switch {
+	case err != nil:
+		return fmt.Errorf("sqlite: check the schema: %w", err)
+	case !exists:
+		return fmt.Errorf("%w: %s has no postbox tables: run \"postbox migrate\" (or Store.Migrate) first", store.ErrNotMigrated, s.path)
+	case version < latest:
+		return fmt.Errorf("%w: %s is at migration %d, this postbox needs %d: run \"postbox migrate\" (or Store.Migrate)", store.ErrNotMigrated, s.path, version, latest)
+	}
+	return nil
+}

@@ -90,7 +90,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	if len(p.Retry) > 0 {
 		rs := make([]settleRetry, len(p.Retry))
 		for i, r := range p.Retry {
-			rs[i] = settleRetry{ID: r.ID, At: r.AvailableAt.UnixMicro(), Error: r.LastError}
+			rs[i] = settleRetry{ID: r.ID, At: r.AvailableAt.UnixMicro(), Error: store.CleanErrorText(r.LastError)}
 		}
 		if retries, err = json.Marshal(rs); err != nil {
 			return fmt.Errorf("sqlite: settle: %w", err)
@@ -99,7 +99,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	if len(p.Failed) > 0 {
 		fs := make([]settleFailure, len(p.Failed))
 		for i, f := range p.Failed {
-			fs[i] = settleFailure{ID: f.ID, Error: f.LastError}
+			fs[i] = settleFailure{ID: f.ID, Error: store.CleanErrorText(f.LastError)}
 		}
 		if failures, err = json.Marshal(fs); err != nil {
 			return fmt.Errorf("sqlite: settle: %w", err)
@@ -135,17 +135,33 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	return nil
 }
 
-// ExtendLease renews, until lease from now, the lease of events still leased
-// to owner.
-func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) error {
+// ExtendLease renews, until lease from now, the lease of those of ids still
+// leased to owner, and returns them.
+func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
 	if len(ids) == 0 {
-		return nil
+		return nil, nil
 	}
-	if _, err := s.exec(ctx, "extend_lease", idList(ids), sql.Named("owner", owner),
-		sql.Named("lease_until", time.Now().Add(lease).UnixMicro())); err != nil {
-		return fmt.Errorf("sqlite: extend lease: %w", err)
+	var kept []uuid.UUID
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, s.sql.get("extend_lease"), idList(ids), sql.Named("owner", owner),
+			sql.Named("lease_until", time.Now().Add(lease).UnixMicro()))
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			kept = append(kept, id)
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: extend lease: %w", err)
 	}
-	return nil
+	return kept, nil
 }
 
 // Release gives events leased to owner back to the queue at once, without
@@ -163,14 +179,36 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 
 // ReclaimExpired returns the events of crashed relays (expired leases) to
 // the queue, or fails those that have used p.MaxAttempts, and reports how
-// many it changed.
-func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) (int, error) {
-	n, err := s.exec(ctx, "reclaim_expired", sql.Named("max_attempts", p.MaxAttempts),
-		sql.Named("now", time.Now().UnixMicro()))
+// many of each relay's events it changed.
+func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
+	var out []store.Reclaimed
+	now := sql.Named("now", time.Now().UnixMicro())
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, s.sql.get("expired_owners"), now)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r store.Reclaimed
+			if err := rows.Scan(&r.Owner, &r.Events); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		if len(out) == 0 {
+			return nil
+		}
+		_, err = tx.ExecContext(ctx, s.sql.get("reclaim_expired"), sql.Named("max_attempts", p.MaxAttempts), now)
+		return err
+	})
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: reclaim expired leases: %w", err)
+		return nil, fmt.Errorf("sqlite: reclaim expired leases: %w", err)
 	}
-	return n, nil
+	return out, nil
 }
 
 // PurgeDone deletes up to limit delivered events processed before before,

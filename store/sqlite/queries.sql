@@ -9,6 +9,13 @@
 -- of its own: SQLite has one writer at a time, which is what makes a claim
 -- exclusive without FOR UPDATE SKIP LOCKED.
 
+-- name: migrations_table_exists
+select exists (select 1 from sqlite_schema where type = 'table' and name = '{prefix}postbox_migrations');
+
+-- name: migrated_version
+-- The highest migration applied (the table exists: see the query above).
+select coalesce(max(version), 0) from {prefix}postbox_migrations;
+
 -- name: enqueue
 -- One event; a dedup_key already in the outbox skips the row (0 rows
 -- affected), a repeated id fails the statement.
@@ -85,9 +92,11 @@ from (select value ->> 'id' as id, value ->> 'error' as error
 where e.id = f.id and e.lease_owner = :owner and e.status = 'processing';
 
 -- name: extend_lease
+-- Returns the ids still leased to :owner.
 update {prefix}outbox_events
 set lease_expires_at = :lease_until
-where id in (select value from json_each(:ids)) and lease_owner = :owner and status = 'processing';
+where id in (select value from json_each(:ids)) and lease_owner = :owner and status = 'processing'
+returning id;
 
 -- name: release
 -- Graceful shutdown: the attempt did not happen, so it is not counted.
@@ -95,6 +104,15 @@ update {prefix}outbox_events
 set status = 'pending', attempts = max(attempts - 1, 0), available_at = :now,
     lease_owner = null, lease_expires_at = null
 where id in (select value from json_each(:ids)) and lease_owner = :owner and status = 'processing';
+
+-- name: expired_owners
+-- The relays whose lease expired, and how many events each held; run in the
+-- transaction of reclaim_expired, before it.
+select coalesce(lease_owner, '?'), count(*)
+from {prefix}outbox_events
+where status = 'processing' and lease_expires_at < :now
+group by lease_owner
+order by lease_owner;
 
 -- name: reclaim_expired
 -- The events of relays that stopped without settling: an expired lease counts

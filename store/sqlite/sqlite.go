@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"os"
 	"regexp"
 	"strconv"
 	"strings"
@@ -60,6 +61,10 @@ type Config struct {
 	// Readers use connections of their own and run beside the one writer;
 	// a transaction waiting for the write lock holds its connection.
 	MaxOpenConns int
+	// MustExist makes Open fail, with an error wrapping os.ErrNotExist,
+	// when the database file does not exist, instead of creating it (for
+	// tools that only read, such as postbox status).
+	MustExist bool
 }
 
 var tablePrefix = regexp.MustCompile(`^([A-Za-z_][A-Za-z0-9_]{0,47})?$`)
@@ -97,7 +102,9 @@ func (cfg Config) withDefaults() (Config, error) {
 // per database file in a process: its write lock and its wake-ups are its
 // own.
 type Store struct {
-	db     *sql.DB
+	db *sql.DB
+	// path is the database file, for String.
+	path   string
 	prefix string
 	// outboxTable is the outbox's table name, which the connection hooks
 	// watch for inserts.
@@ -117,10 +124,7 @@ type Store struct {
 	closed    chan struct{}
 }
 
-var (
-	_ store.Outbox   = (*Store)(nil)
-	_ store.Listener = (*Store)(nil)
-)
+var _ store.Outbox = (*Store)(nil)
 
 // Open opens (creating it if missing) the SQLite database file at path and
 // returns a store on it. path is a file name or a "file:" URI; in-memory
@@ -142,11 +146,17 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
+	if cfg.MustExist {
+		if _, err := os.Stat(fileName(path)); err != nil {
+			return nil, fmt.Errorf("sqlite: no database at %s: %w", fileName(path), err)
+		}
+	}
 	base, err := sqlite.NewConnector(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	s := &Store{
+		path:        fileName(path),
 		prefix:      cfg.TablePrefix,
 		outboxTable: cfg.TablePrefix + "outbox_events",
 		writeLock:   make(chan struct{}, 1),
@@ -163,6 +173,15 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("sqlite: open %s: %w", path, err)
 	}
 	return s, nil
+}
+
+// fileName is the file of path, a file name or a "file:" URI.
+func fileName(path string) string {
+	if rest, ok := strings.CutPrefix(path, "file:"); ok {
+		name, _, _ := strings.Cut(rest, "?")
+		return name
+	}
+	return path
 }
 
 // dataSourceName is path with the connection settings of modernc.org/sqlite.
@@ -209,11 +228,12 @@ func (s *Store) Close() error {
 	return s.db.Close()
 }
 
-// Capabilities reports one claimer at a time (SQLite has a single writer,
-// which serialises claims instead of letting them skip each other's rows)
-// and in-process wake-ups (Listen).
-func (s *Store) Capabilities() store.Capabilities {
-	return store.Capabilities{ConcurrentClaimers: false, Listen: true}
+// String names the store for logs: the database file and the table prefix.
+func (s *Store) String() string {
+	if s.prefix == "" {
+		return "sqlite " + s.path
+	}
+	return fmt.Sprintf("sqlite %s table prefix %s", s.path, s.prefix)
 }
 
 // expand fills the placeholders of a query or migration.

@@ -419,7 +419,7 @@ func listen(t *testing.T, s *sqlite.Store) <-chan struct{} {
 	woke := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Listen(ctx, func() { close(ready) }, func() {
+		done <- s.Listen(ctx, func(store.Listening) { close(ready) }, func() {
 			select {
 			case woke <- struct{}{}:
 			default:

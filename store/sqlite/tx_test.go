@@ -329,7 +329,7 @@ func TestListenEndsWhenClosed(t *testing.T) {
 	s, _ := open(t, sqlite.Config{})
 	done := make(chan error, 1)
 	ready := make(chan struct{})
-	go func() { done <- s.Listen(context.Background(), func() { close(ready) }, func() {}) }()
+	go func() { done <- s.Listen(context.Background(), func(store.Listening) { close(ready) }, func() {}) }()
 	<-ready
 	s.Close()
 	select {

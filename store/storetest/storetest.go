@@ -46,6 +46,10 @@ func Run(t *testing.T, newStore NewStore) {
 		{"StatsAndList", testStatsAndList},
 		{"GetUnknownIsNotFound", testGetNotFound},
 		{"ListenerWakesOnEnqueue", testListener},
+		{"MigratedSchemaChecks", testCheckSchema},
+		{"OldestPendingAgeIgnoresLeasedEvents", testOldestPendingAge},
+		{"SettleStoresAnyErrorText", testUnsafeErrorText},
+		{"ExtendLeaseReportsLostLeases", testExtendLeaseLost},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -306,15 +310,19 @@ func testExtendLease(t *testing.T, s store.Outbox) {
 	enqueue(t, s, e)
 	claim(t, s, store.ClaimParams{Lease: time.Second})
 	before := get(t, s, e.ID).LeaseExpiresAt
-	if err := s.ExtendLease(ctxFor(t), "relay-a", []uuid.UUID{e.ID}, time.Hour); err != nil {
+	kept, err := s.ExtendLease(ctxFor(t), "relay-a", []uuid.UUID{e.ID}, time.Hour)
+	if err != nil {
 		t.Fatal(err)
+	}
+	if len(kept) != 1 || kept[0] != e.ID {
+		t.Fatalf("extend returned %v, want the one event held", kept)
 	}
 	after := get(t, s, e.ID).LeaseExpiresAt
 	if after.Sub(before) < 50*time.Minute {
 		t.Fatalf("lease not extended: %v -> %v", before, after)
 	}
-	if err := s.ExtendLease(ctxFor(t), "relay-b", []uuid.UUID{e.ID}, 2*time.Hour); err != nil {
-		t.Fatal(err)
+	if kept, err := s.ExtendLease(ctxFor(t), "relay-b", []uuid.UUID{e.ID}, 2*time.Hour); err != nil || len(kept) != 0 {
+		t.Fatalf("another relay's extend: %v, %v; want no event", kept, err)
 	}
 	if get(t, s, e.ID).LeaseExpiresAt != after {
 		t.Fatal("another relay extended the lease")
@@ -342,16 +350,16 @@ func testReclaimExpired(t *testing.T, s store.Outbox) {
 	enqueue(t, s, e, last)
 	claim(t, s, store.ClaimParams{Lease: time.Millisecond})
 	time.Sleep(50 * time.Millisecond)
-	n, err := s.ReclaimExpired(ctxFor(t), store.ReclaimParams{MaxAttempts: 25})
-	if err != nil || n != 2 {
-		t.Fatalf("reclaimed %d, %v; want 2", n, err)
+	got, err := s.ReclaimExpired(ctxFor(t), store.ReclaimParams{MaxAttempts: 25})
+	if want := []store.Reclaimed{{Owner: "relay-a", Events: 2}}; err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("reclaimed %+v, %v; want %+v", got, err, want)
 	}
 	if r := get(t, s, e.ID); r.Status != store.StatusPending || r.Retries != 1 || r.LastError == "" {
 		t.Fatalf("reclaimed row: %+v", r)
 	}
-	got := claim(t, s, store.ClaimParams{Lease: time.Millisecond, Limit: 2})
-	if len(got) != 2 || got[0].Attempt != 2 {
-		t.Fatalf("reclaimed events claimed as %+v", got)
+	again := claim(t, s, store.ClaimParams{Lease: time.Millisecond, Limit: 2})
+	if len(again) != 2 || again[0].Attempt != 2 {
+		t.Fatalf("reclaimed events claimed as %+v", again)
 	}
 	time.Sleep(50 * time.Millisecond)
 	if _, err := s.ReclaimExpired(ctxFor(t), store.ReclaimParams{MaxAttempts: 2}); err != nil {
@@ -500,34 +508,41 @@ func testGetNotFound(t *testing.T, s store.Outbox) {
 }
 
 func testListener(t *testing.T, s store.Outbox) {
-	l, ok := s.(store.Listener)
-	if !s.Capabilities().Listen {
-		if ok {
-			t.Fatal("store implements Listener but its capabilities say it cannot listen")
-		}
-		return
-	}
-	if !ok {
-		t.Fatal("capabilities say Listen but the store is not a store.Listener")
-	}
 	ctx, cancel := context.WithCancel(ctxFor(t))
-	ready := make(chan struct{})
+	ready := make(chan store.Listening, 1)
 	woke := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- l.Listen(ctx, func() { close(ready) }, func() {
+		done <- s.Listen(ctx, func(l store.Listening) { ready <- l }, func() {
 			select {
 			case woke <- struct{}{}:
 			default:
 			}
 		})
 	}()
+	var l store.Listening
 	select {
-	case <-ready:
+	case l = <-ready:
 	case err := <-done:
+		if errors.Is(err, store.ErrCannotListen) {
+			cancel()
+			return // a store without wake-ups: relays poll
+		}
 		t.Fatalf("listen: %v", err)
 	case <-time.After(10 * time.Second):
 		t.Fatal("listener not ready")
+	}
+	if l.Channel == "" {
+		t.Error("Listening.Channel is empty: the relay cannot log what it listens on")
+	}
+	if l.Dozer != nil {
+		// Producers notify a dozing relay only.
+		for dozed := false; !dozed; {
+			var err error
+			if dozed, err = l.Dozer.Doze(ctx); err != nil {
+				t.Fatalf("doze: %v", err)
+			}
+		}
 	}
 	enqueue(t, s, event("1", 1))
 	select {
@@ -538,5 +553,83 @@ func testListener(t *testing.T, s store.Outbox) {
 	cancel()
 	if err := <-done; err != nil {
 		t.Fatalf("listen after cancel: %v", err)
+	}
+}
+
+func testCheckSchema(t *testing.T, s store.Outbox) {
+	if err := s.CheckSchema(ctxFor(t), store.SchemaParams{}); err != nil {
+		t.Fatalf("a migrated store: %v", err)
+	}
+	err := s.CheckSchema(ctxFor(t), store.SchemaParams{Ordered: true})
+	if err != nil && !errors.Is(err, store.ErrOrderedNotReady) {
+		t.Fatalf("a migrated store, ordered: %v; want nil or ErrOrderedNotReady", err)
+	}
+	if s.String() == "" {
+		t.Error("String is empty: the relay cannot log which store it drains")
+	}
+}
+
+func testOldestPendingAge(t *testing.T, s store.Outbox) {
+	old, young := event("1", 1), event("2", 1)
+	enqueue(t, s, old)
+	time.Sleep(400 * time.Millisecond)
+	enqueue(t, s, young)
+	claim(t, s, store.ClaimParams{Limit: 1}) // the old one
+	st, err := s.Stats(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Pending != 1 || st.Processing != 1 {
+		t.Fatalf("stats: %+v, want 1 pending and 1 processing", st)
+	}
+	if st.OldestPendingAge <= 0 || st.OldestPendingAge >= 300*time.Millisecond {
+		t.Fatalf("oldest pending age %v: want the age of the event not claimed (under 300ms), not of the leased one", st.OldestPendingAge)
+	}
+	claim(t, s, store.ClaimParams{Limit: 1})
+	if st, err = s.Stats(ctxFor(t)); err != nil || st.OldestPendingAge != 0 {
+		t.Fatalf("every event leased: oldest pending age %v, %v; want 0", st.OldestPendingAge, err)
+	}
+}
+
+func testUnsafeErrorText(t *testing.T, s store.Outbox) {
+	retried, failed := event("1", 1), event("2", 1)
+	enqueue(t, s, retried, failed)
+	claim(t, s, store.ClaimParams{})
+	text := "status 500: bad\x00body \xff\xfe end"
+	settle(t, s, store.SettleParams{
+		Retry:  []store.Retry{{ID: retried.ID, AvailableAt: time.Now().Add(time.Hour), LastError: text}},
+		Failed: []store.Failure{{ID: failed.ID, LastError: text}},
+	})
+	for _, id := range []uuid.UUID{retried.ID, failed.ID} {
+		r := get(t, s, id)
+		if r.LastError != store.CleanErrorText(text) {
+			t.Fatalf("last_error %q, want %q", r.LastError, store.CleanErrorText(text))
+		}
+	}
+	if r := get(t, s, failed.ID); r.Status != store.StatusFailed {
+		t.Fatalf("failed event: status %q", r.Status)
+	}
+}
+
+func testExtendLeaseLost(t *testing.T, s store.Outbox) {
+	lost, kept := event("1", 1), event("2", 1)
+	enqueue(t, s, lost)
+	claim(t, s, store.ClaimParams{Lease: time.Millisecond})
+	time.Sleep(50 * time.Millisecond)
+	if _, err := s.ReclaimExpired(ctxFor(t), store.ReclaimParams{MaxAttempts: 25}); err != nil {
+		t.Fatal(err)
+	}
+	claim(t, s, store.ClaimParams{Owner: "relay-b"}) // takes the lost one
+	enqueue(t, s, kept)
+	claim(t, s, store.ClaimParams{})
+	got, err := s.ExtendLease(ctxFor(t), "relay-a", []uuid.UUID{lost.ID, kept.ID}, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != 1 || got[0] != kept.ID {
+		t.Fatalf("extend returned %v, want only %v (the other was reclaimed)", got, kept.ID)
+	}
+	if r := get(t, s, lost.ID); r.LeaseOwner != "relay-b" {
+		t.Fatalf("lost event leased to %q, want relay-b", r.LeaseOwner)
 	}
 }

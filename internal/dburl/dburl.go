@@ -1,0 +1,125 @@
+// Package dburl opens the store a database URL names: postgres://... (or
+// postgresql://...) for the PostgreSQL store, sqlite:PATH for the SQLite
+// store. The command line, the demo and the examples open every store
+// through it, so that they all read a URL the same way and hand the relay
+// the store itself, never a wrapper.
+package dburl
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/jackc/pgx/v5/pgxpool"
+
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
+	"github.com/postbox-go/postbox/store/sqlite"
+)
+
+// ErrUnknownScheme is wrapped by Open's error for a URL that is neither
+// postgres:// nor sqlite:.
+var ErrUnknownScheme = errors.New("want postgres://... or sqlite:PATH")
+
+// Options are how a store is opened.
+type Options struct {
+	// Schema is the PostgreSQL schema of the tables (default
+	// postgres.SchemaDefault); ignored for SQLite.
+	Schema string
+	// ApplicationName names the PostgreSQL connections in
+	// pg_stat_activity, unless the URL sets application_name itself.
+	ApplicationName string
+	// MustExist: never create a database (a SQLite file), for tools that
+	// only read.
+	MustExist bool
+}
+
+// Store is an opened store: Outbox is the store itself, and exactly one of
+// Postgres and SQLite is set.
+type Store struct {
+	Outbox   store.Outbox
+	Postgres *postgres.Store
+	SQLite   *sqlite.Store
+	close    func()
+}
+
+// Migrate applies the store's migrations and returns the versions applied.
+func (s *Store) Migrate(ctx context.Context) ([]int, error) {
+	if s.Postgres != nil {
+		return s.Postgres.Migrate(ctx)
+	}
+	return s.SQLite.Migrate(ctx)
+}
+
+// Close closes the store's connections.
+func (s *Store) Close() { s.close() }
+
+// Open connects to the store url names, and checks that the server answers.
+func Open(ctx context.Context, url string, opt Options) (*Store, error) {
+	if path, ok := SQLitePath(url); ok {
+		if path == "" {
+			return nil, errors.New("sqlite:PATH needs a file path")
+		}
+		s, err := sqlite.Open(ctx, path, sqlite.Config{MustExist: opt.MustExist})
+		if err != nil {
+			return nil, err
+		}
+		return &Store{Outbox: s, SQLite: s, close: func() { _ = s.Close() }}, nil
+	}
+	if !IsPostgres(url) {
+		return nil, fmt.Errorf("%q: %w", Redact(url), ErrUnknownScheme)
+	}
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, err // pgx leaves the password out of its parse errors
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && opt.ApplicationName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = opt.ApplicationName
+	}
+	pool, err := pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := pool.Ping(ctx); err != nil {
+		pool.Close()
+		return nil, fmt.Errorf("cannot reach the database: %w", err)
+	}
+	s, err := postgres.New(pool, postgres.Config{Schema: opt.Schema})
+	if err != nil {
+		pool.Close()
+		return nil, err
+	}
+	return &Store{Outbox: s, Postgres: s, close: pool.Close}, nil
+}
+
+// IsPostgres reports whether url names a PostgreSQL database.
+func IsPostgres(url string) bool {
+	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
+}
+
+// SQLitePath returns the file of a sqlite:PATH (or sqlite://PATH) URL.
+func SQLitePath(url string) (path string, ok bool) {
+	rest, ok := strings.CutPrefix(url, "sqlite:")
+	if !ok {
+		return "", false
+	}
+	return strings.TrimPrefix(rest, "//"), true
+}
+
+// Redact hides a password in a database URL before it is printed.
+func Redact(url string) string {
+	scheme, rest, ok := strings.Cut(url, "://")
+	if !ok {
+		return url
+	}
+	creds, host, ok := strings.Cut(rest, "@")
+	if !ok {
+		return url
+	}
+	user, _, hasPass := strings.Cut(creds, ":")
+	if !hasPass {
+		return url
+	}
+	return scheme + "://" + user + ":xxxxx@" + host
+}
