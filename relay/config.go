@@ -64,8 +64,8 @@ type Config struct {
 	// Ordered delivers the events of one aggregate one at a time, in the
 	// order they were committed; a retried event holds back its successors.
 	// Every relay on one outbox must use the same setting. The PostgreSQL
-	// store needs its MigrateOrdered once for this: Run checks it (a store
-	// with an OrderedReady method) and returns the store's error otherwise.
+	// store needs its MigrateOrdered once for this: Run checks it (the
+	// store's CheckSchema) and returns the store's error otherwise.
 	Ordered bool
 	// PollInterval is how often the relay looks for due events when no
 	// notification wakes it (retries that became due, stores or poolers

@@ -67,7 +67,7 @@ type Relay struct {
 	// claim loop wakes for them rather than waiting for the poll.
 	retries retryTimes
 	// dozer is the store.Dozer of the current listening connection, nil
-	// while there is none (see store.DozeListener).
+	// while there is none or producers always notify (see store.Listening).
 	dozer atomic.Pointer[store.Dozer]
 }
 

@@ -57,14 +57,14 @@
 // One claimer at a time. SQLite has one writer at a time and no FOR UPDATE
 // SKIP LOCKED: a claim is a write transaction, so claims, settles and
 // producers' transactions take turns. Several relays, in one process or
-// several, still never share an event, but they do not claim in parallel;
-// Capabilities reports ConcurrentClaimers false, and one relay is the
-// sensible deployment.
+// several, still never share an event, but they do not claim in parallel:
+// one relay is the sensible deployment.
 //
 // In-process wake-ups, polling otherwise. There is no LISTEN/NOTIFY. The
 // store's connections notice committed inserts into the outbox, whoever
 // made them through DB() (Enqueue, EnqueueTx, plain SQL), and wake the
-// listeners of the same *Store (Listen) once the transaction commits. A
+// listeners of the same *Store (Listen) once the transaction commits: a
+// relay logs "listening for new events on in-process signal ...". A
 // relay in another process, or events written through another handle, are
 // caught by the relay's poll (or by Notify, called after such a commit).
 //

@@ -16,7 +16,7 @@ import (
 // Claim leases due events to p.Owner in one write transaction and returns
 // them in sequence order. Write transactions run one at a time, so two
 // claims never take the same event; they wait for each other instead of
-// skipping each other's rows (Capabilities().ConcurrentClaimers is false).
+// skipping each other's rows.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
 	if err := checkLimit("claim", p.Limit); err != nil || p.Limit == 0 {
 		return nil, err
