@@ -17,8 +17,8 @@ import (
 var errCrashed = errors.New("relay crashed")
 
 // crashable is the outbox as one relay instance sees it: after crash, every
-// call fails, as if the relay's process had died. Its claims stay leased
-// until the lease expires and another relay reclaims them.
+// call that writes fails, as if the relay's process had died. Its claims
+// stay leased until the lease expires and another relay reclaims them.
 type crashable struct {
 	store.Outbox
 	crashed atomic.Bool
@@ -52,6 +52,20 @@ func (c *crashable) ExtendLease(ctx context.Context, owner string, ids []uuid.UU
 	return c.Outbox.ExtendLease(ctx, owner, ids, lease)
 }
 
+func (c *crashable) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
+	if err := c.check(); err != nil {
+		return nil, err
+	}
+	return c.Outbox.ReclaimExpired(ctx, p)
+}
+
+func (c *crashable) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := c.check(); err != nil {
+		return 0, err
+	}
+	return c.Outbox.PurgeDone(ctx, before, limit)
+}
+
 func (c *crashable) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
 	if err := c.check(); err != nil {
 		return err
@@ -67,7 +81,8 @@ type relayRunner struct {
 	mu      sync.Mutex
 	current *crashable
 	cancel  context.CancelFunc
-	running sync.WaitGroup
+	// stopped is closed when the current relay's Run returns.
+	stopped chan struct{}
 }
 
 func (r *relayRunner) start(ctx context.Context) {
@@ -81,12 +96,19 @@ func (r *relayRunner) start(ctx context.Context) {
 		panic(err) // the demo's own configuration is valid
 	}
 	runCtx, cancel := context.WithCancel(ctx)
-	r.current, r.cancel = st, cancel
-	r.running.Go(func() { _ = rl.Run(runCtx) })
+	stopped := make(chan struct{})
+	r.current, r.cancel, r.stopped = st, cancel, stopped
+	go func() {
+		defer close(stopped)
+		_ = rl.Run(runCtx)
+	}()
 }
 
 // crashAndRestart kills the running relay without letting it settle or
-// release anything, and starts a new one at once.
+// release anything, and starts a new one at once. The crashed relay is not
+// waited for, as a killed process is not: its calls fail from now on, and
+// its goroutines end on their own within seconds (the relay's last attempt
+// to record outcomes).
 func (r *relayRunner) crashAndRestart(ctx context.Context) {
 	r.mu.Lock()
 	r.current.crashed.Store(true)
@@ -95,9 +117,11 @@ func (r *relayRunner) crashAndRestart(ctx context.Context) {
 	r.start(ctx)
 }
 
+// stop stops the running relay gracefully and waits for it.
 func (r *relayRunner) stop() {
 	r.mu.Lock()
 	r.cancel()
+	stopped := r.stopped
 	r.mu.Unlock()
-	r.running.Wait()
+	<-stopped
 }
