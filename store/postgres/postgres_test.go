@@ -1,14 +1,40 @@
 package postgres_test
 
 import (
+	"context"
+	"errors"
+	"strings"
 	"testing"
 
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
 	"github.com/postbox-go/postbox/store/storetest"
 )
 
 // The suite claims in ordered mode too, which needs MigrateOrdered.
 func TestConformance(t *testing.T) {
 	storetest.Run(t, func(t *testing.T) store.Outbox { return pgtest.OrderedStore(t) })
+}
+
+// CheckSchema says what to run on a schema that was never migrated.
+func TestCheckSchemaBeforeMigrate(t *testing.T) {
+	pool := pgtest.Pool(t)
+	s, err := postgres.New(pool, postgres.Config{Schema: pgtest.Schema(t, pool)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	if err := s.CheckSchema(ctx, store.SchemaParams{}); !errors.Is(err, store.ErrNotMigrated) || !strings.Contains(err.Error(), "postbox migrate") {
+		t.Fatalf("CheckSchema before Migrate: %v, want ErrNotMigrated naming postbox migrate", err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckSchema(ctx, store.SchemaParams{}); err != nil {
+		t.Fatalf("CheckSchema after Migrate: %v", err)
+	}
+	if err := s.CheckSchema(ctx, store.SchemaParams{Ordered: true}); !errors.Is(err, store.ErrOrderedNotReady) {
+		t.Fatalf("CheckSchema ordered without MigrateOrdered: %v, want ErrOrderedNotReady", err)
+	}
 }

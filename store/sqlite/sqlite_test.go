@@ -3,6 +3,7 @@ package sqlite_test
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -455,5 +456,28 @@ func noWake(t *testing.T, woke <-chan struct{}, after string) {
 	case <-woke:
 		t.Fatalf("woken after %s", after)
 	case <-time.After(20 * time.Millisecond):
+	}
+}
+
+// CheckSchema says what to run on a file that was never migrated, and
+// MustExist opens no file that is not there.
+func TestCheckSchemaAndMustExist(t *testing.T) {
+	ctx := context.Background()
+	missing := filepath.Join(t.TempDir(), "missing.db")
+	if _, err := sqlite.Open(ctx, missing, sqlite.Config{MustExist: true}); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("open a missing file with MustExist: %v, want os.ErrNotExist", err)
+	}
+	if _, err := os.Stat(missing); !os.IsNotExist(err) {
+		t.Fatalf("MustExist created the file: %v", err)
+	}
+	s, _ := open(t, sqlite.Config{})
+	if err := s.CheckSchema(ctx, store.SchemaParams{}); !errors.Is(err, store.ErrNotMigrated) || !strings.Contains(err.Error(), "postbox migrate") {
+		t.Fatalf("CheckSchema before Migrate: %v, want ErrNotMigrated naming postbox migrate", err)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CheckSchema(ctx, store.SchemaParams{Ordered: true}); err != nil {
+		t.Fatalf("CheckSchema after Migrate: %v", err)
 	}
 }
