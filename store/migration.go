@@ -44,3 +44,21 @@ func ReadMigrations(fsys fs.FS, dir string) ([]Migration, error) {
 	sort.Slice(out, func(i, j int) bool { return out[i].Version < out[j].Version })
 	return out, nil
 }
+
+// CheckApplied is the verdict of a store's CheckSchema: where names the
+// tables (a schema, a file); exists says whether its migrations table
+// exists, applied is the highest version recorded there. The error wraps
+// ErrNotMigrated and says what to run.
+func CheckApplied(where string, exists bool, applied int, all []Migration) error {
+	latest := 0
+	if len(all) > 0 {
+		latest = all[len(all)-1].Version
+	}
+	switch {
+	case !exists:
+		return fmt.Errorf(`%w: %s has no postbox tables: run "postbox migrate" (or Store.Migrate) first`, ErrNotMigrated, where)
+	case applied < latest:
+		return fmt.Errorf(`%w: %s is at migration %d, this postbox needs %d: run "postbox migrate" (or Store.Migrate)`, ErrNotMigrated, where, applied, latest)
+	}
+	return nil
+}

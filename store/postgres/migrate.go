@@ -80,20 +80,17 @@ func (s *Store) CheckSchema(ctx context.Context, p store.SchemaParams) error {
 	if err != nil {
 		return err
 	}
-	latest := all[len(all)-1].Version
 	var exists bool
 	var version int
 	err = s.pool.QueryRow(ctx, s.sql.get("migrations_table_exists")).Scan(&exists)
 	if err == nil && exists {
 		err = s.pool.QueryRow(ctx, s.sql.get("migrated_version")).Scan(&version)
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("postgres: check the schema: %w", err)
-	case !exists:
-		return fmt.Errorf("%w: schema %s has no postbox tables: run \"postbox migrate\" (or Store.Migrate) first", store.ErrNotMigrated, s.schema)
-	case version < latest:
-		return fmt.Errorf("%w: schema %s is at migration %d, this postbox needs %d: run \"postbox migrate\" (or Store.Migrate)", store.ErrNotMigrated, s.schema, version, latest)
+	}
+	if err := store.CheckApplied("schema "+s.schema, exists, version, all); err != nil {
+		return err
 	}
 	if p.Ordered {
 		return s.OrderedReady(ctx)

@@ -88,20 +88,14 @@ func (s *Store) CheckSchema(ctx context.Context, _ store.SchemaParams) error {
 	if err != nil {
 		return err
 	}
-	latest := all[len(all)-1].Version
 	var exists bool
 	var version int
 	err = s.db.QueryRowContext(ctx, s.sql.get("migrations_table_exists")).Scan(&exists)
 	if err == nil && exists {
 		err = s.db.QueryRowContext(ctx, s.sql.get("migrated_version")).Scan(&version)
 	}
-	switch {
-	case err != nil:
+	if err != nil {
 		return fmt.Errorf("sqlite: check the schema: %w", err)
-	case !exists:
-		return fmt.Errorf("%w: %s has no postbox tables: run \"postbox migrate\" (or Store.Migrate) first", store.ErrNotMigrated, s.path)
-	case version < latest:
-		return fmt.Errorf("%w: %s is at migration %d, this postbox needs %d: run \"postbox migrate\" (or Store.Migrate)", store.ErrNotMigrated, s.path, version, latest)
 	}
-	return nil
+	return store.CheckApplied(s.path, exists, version, all)
 }
