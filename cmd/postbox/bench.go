@@ -20,26 +20,20 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate and each write-overhead run lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
 		rates       = fs.String("rates", "", "commit rates of latency, events/s (default "+joinInts(bench.RatesDefault)+")")
 		clients     = fs.Int("clients", bench.ClientsDefault, "concurrent clients of write-overhead")
-		instances   = fs.String("instances", "", "relay processes that scaling runs at once (default "+joinInts(bench.InstancesDefault)+")")
-		concurrency = fs.String("concurrency", "", "relay concurrencies that scaling tries (default "+joinInts(bench.ConcurrencyDefault)+")")
-		sinks       = fs.String("scaling-sinks", strings.Join(bench.ScalingSinksDefault, ","), "sinks that scaling drains to: noop, webhook")
+		instances   = fs.String("instances", "", "postbox relay processes that scaling runs at once (default "+joinInts(bench.InstancesDefault)+")")
+		concurrency = fs.String("concurrency", "", "--concurrency values of postbox relay that scaling tries (default "+joinInts(bench.ConcurrencyDefault)+")")
 		recvLatency = fs.Duration("receiver-latency", 0, "how long the webhook receiver of webhook and scaling takes to answer, to stand for a remote endpoint")
 		quick       = fs.Bool("quick", false, "small sizes: the default scenarios finish in under a minute")
 		asJSON      = fs.Bool("json", false, "print the report as JSON")
 		keep        = fs.Bool("keep", false, "keep the scratch schemas or files")
 	)
 	return func(ctx context.Context) error {
-		if os.Getenv(bench.ChildEnv) != "" {
-			// A relay process of the scale and scaling scenarios.
-			return bench.ServeChild(ctx, os.Stdin, os.Stdout, os.Stderr)
-		}
 		if err := required("db", *db); err != nil {
 			return err
 		}
 		cfg := bench.Config{
 			DB: *db, Scenarios: splitList(*scenarios), DrainEvents: *events, WebhookEvents: *events,
-			ScalingEvents: *events, Duration: *duration, Clients: *clients,
-			ScalingSinks: splitList(*sinks), ReceiverLatency: *recvLatency,
+			ScalingEvents: *events, Duration: *duration, Clients: *clients, ReceiverLatency: *recvLatency,
 			Quick: *quick, Keep: *keep, Progress: os.Stderr,
 		}
 		var err error

@@ -28,7 +28,8 @@ type backend interface {
 type scratch interface {
 	// name is the PostgreSQL schema or the SQLite file.
 	name() string
-	// outbox is the store a relay uses: the one `postbox relay` would open.
+	// outbox is the store of the relays the bench runs in process, and of
+	// the Stats that tell when a backlog is drained.
 	outbox() store.Outbox
 	// enqueue writes one event in a transaction of its own, as a producer.
 	enqueue(ctx context.Context, e postbox.Event) error
@@ -46,8 +47,8 @@ type scratch interface {
 	// order commits one business transaction: one order row, and one
 	// event about it written as mode says.
 	order(ctx context.Context, amount int64, mode orderMode) error
-	// child is what a relay child process needs to open this outbox.
-	child(concurrency int) childConfig
+	// relayFlags are the flags of `postbox relay` that open this outbox.
+	relayFlags() []string
 	// drop removes the outbox and what it holds.
 	drop(ctx context.Context) error
 }

@@ -8,6 +8,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -17,32 +18,53 @@ import (
 	"github.com/postbox-go/postbox/internal/pgtest"
 )
 
-// TestMain makes the test binary a relay child when the scale and scaling
-// scenarios start it (see testChild).
+// postboxBin is the postbox command built by TestMain, which the latency,
+// scale and scaling scenarios run as `postbox relay`.
+var postboxBin string
+
+// TestMain builds the postbox command once for the tests; a failed build
+// fails them.
 func TestMain(m *testing.M) {
-	if os.Getenv(bench.ChildEnv) != "" {
-		if err := bench.ServeChild(context.Background(), os.Stdin, os.Stdout, os.Stderr); err != nil {
-			fmt.Fprintln(os.Stderr, "relay child:", err)
-			os.Exit(1)
-		}
-		os.Exit(0)
+	dir, err := os.MkdirTemp("", "postbox-bench-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench test:", err)
+		os.Exit(1)
 	}
-	os.Exit(m.Run())
+	postboxBin = filepath.Join(dir, "postbox")
+	build := exec.Command("go", "build", "-o", postboxBin, "github.com/postbox-go/postbox/cmd/postbox")
+	build.Dir = filepath.Join("..", "..") // the module's root
+	if out, err := build.CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "bench test: go build of the postbox command failed: %v\n%s", err, out)
+		_ = os.RemoveAll(dir)
+		os.Exit(1)
+	}
+	code := m.Run()
+	_ = os.RemoveAll(dir)
+	os.Exit(code)
 }
 
-// testChild starts this test binary as a relay child.
-func testChild(ctx context.Context) (*exec.Cmd, error) {
-	return exec.CommandContext(ctx, os.Args[0], "-test.run=^$"), nil
+// relayCalls records the arguments of every `postbox relay` a run starts.
+type relayCalls struct {
+	mu   sync.Mutex
+	args [][]string
+}
+
+// command runs the postbox command built by TestMain as `postbox relay`.
+func (c *relayCalls) command(ctx context.Context, args ...string) *exec.Cmd {
+	c.mu.Lock()
+	c.args = append(c.args, args)
+	c.mu.Unlock()
+	return exec.CommandContext(ctx, postboxBin, append([]string{"relay"}, args...)...)
 }
 
 // tiny is a run of every scenario, small enough for a test.
-func tiny(db string, progress *syncBuffer) bench.Config {
+func tiny(db string, progress *syncBuffer, relays *relayCalls) bench.Config {
 	return bench.Config{
 		DB: db, Scenarios: bench.AllScenarios,
 		DrainEvents: 2000, WebhookEvents: 2000, ScaleSmall: 1000, ScaleLarge: 2000, ScalingEvents: 1000,
 		Duration: time.Second, Rates: []int{200, 2000}, Clients: 8,
 		Instances: []int{1, 2}, Concurrency: []int{16, 64},
-		Progress: progress, ChildCommand: testChild,
+		Progress: progress, RelayCommand: relays.command,
 	}
 }
 
@@ -63,8 +85,11 @@ func TestRunEveryScenario(t *testing.T) {
 
 func checkRun(t *testing.T, db string) {
 	ctx := context.Background()
-	var progress syncBuffer
-	cfg := tiny(db, &progress)
+	var (
+		progress syncBuffer
+		relays   relayCalls
+	)
+	cfg := tiny(db, &progress, &relays)
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
@@ -82,11 +107,9 @@ func checkRun(t *testing.T, db string) {
 			want = append(want, fmt.Sprintf("latency.%s_%d", m, r))
 		}
 	}
-	for _, sk := range []string{bench.SinkNoop, bench.SinkWebhook} {
-		for _, i := range cfg.Instances {
-			for _, c := range cfg.Concurrency {
-				want = append(want, fmt.Sprintf("scaling.%s.relays_%d_concurrency_%d", sk, i, c))
-			}
+	for _, i := range cfg.Instances {
+		for _, c := range cfg.Concurrency {
+			want = append(want, fmt.Sprintf("scaling.webhook.relays_%d_concurrency_%d", i, c))
 		}
 	}
 	for _, key := range want {
@@ -104,14 +127,18 @@ func checkRun(t *testing.T, db string) {
 			t.Errorf("measure %s = %v, want at least 0", key, m.Value)
 		}
 	}
-	if want := 2 * len(cfg.Instances) * len(cfg.Concurrency); len(rep.Scaling) != want {
+	if want := len(cfg.Instances) * len(cfg.Concurrency); len(rep.Scaling) != want {
 		t.Errorf("scaling has %d points, want %d", len(rep.Scaling), want)
 	}
 	for _, m := range rep.Measures {
 		if (m.Met != nil) != (m.Goal != nil && rep.Database == "postgres") {
 			t.Errorf("measure %s: goal %v, met %v on %s", m.Key, m.Goal, m.Met, rep.Database)
 		}
+		if want := wantRelay(m.Key); m.Relay != want {
+			t.Errorf("measure %s: relay %q, want %q", m.Key, m.Relay, want)
+		}
 	}
+	checkRelayCalls(t, db, cfg, &relays)
 
 	var table, js bytes.Buffer
 	if err := rep.WriteTable(&table); err != nil {
@@ -120,12 +147,12 @@ func checkRun(t *testing.T, db string) {
 	if err := rep.WriteJSON(&js); err != nil {
 		t.Fatal(err)
 	}
-	for _, s := range []string{"SCENARIO", "postbox / raw DELETE", "relays"} {
+	for _, s := range []string{"SCENARIO", "RELAY", "postbox / raw DELETE", "relays", bench.RelayProcess, bench.RelayInProcess} {
 		if !strings.Contains(table.String(), s) {
 			t.Errorf("table lacks %q:\n%s", s, table.String())
 		}
 	}
-	for _, s := range []string{bench.AllScenarios[0], "drain.ratio_delete", `"scaling"`} {
+	for _, s := range []string{bench.AllScenarios[0], "drain.ratio_delete", `"scaling"`, `"relay"`} {
 		if !strings.Contains(js.String(), s) {
 			t.Errorf("JSON lacks %q", s)
 		}
@@ -142,6 +169,81 @@ func checkRun(t *testing.T, db string) {
 	}
 	if len(left) > 0 {
 		t.Errorf("scratch outboxes left after the run: %v", left)
+	}
+}
+
+// wantRelay is how the relay of the measure key runs: the latency, scale
+// and scaling scenarios run `postbox relay`, the others the relay library,
+// and the raw-SQL drains and the business transactions without a relay
+// none.
+func wantRelay(key string) string {
+	scenario, _, _ := strings.Cut(key, ".")
+	switch {
+	case scenario == "latency" || scenario == "scale" || scenario == "scaling":
+		return bench.RelayProcess
+	case strings.HasPrefix(key, "drain.raw_"), strings.HasPrefix(key, "write.") && !strings.HasSuffix(key, "_relay"):
+		return ""
+	}
+	return bench.RelayInProcess
+}
+
+// checkRelayCalls checks that the run started `postbox relay` once for
+// latency, twice for scale and once per process for scaling, each with the
+// flags of its outbox, the webhook endpoint, a whsec_ secret and the
+// concurrency scaling sets, and nothing else.
+func checkRelayCalls(t *testing.T, db string, cfg bench.Config, relays *relayCalls) {
+	t.Helper()
+	want := 1 + 2
+	for _, i := range cfg.Instances {
+		want += i * len(cfg.Concurrency)
+	}
+	if len(relays.args) != want {
+		t.Errorf("started `postbox relay` %d times, want %d", len(relays.args), want)
+	}
+	concurrency := map[string]int{}
+	for _, args := range relays.args {
+		flags := map[string]string{}
+		for i := 0; i+1 < len(args); i += 2 {
+			name, ok := strings.CutPrefix(args[i], "--")
+			if !ok {
+				t.Errorf("relay args %q: %q is not a flag", args, args[i])
+			}
+			flags[name] = args[i+1]
+		}
+		if len(args)%2 != 0 {
+			t.Errorf("relay args %q: not flag and value pairs", args)
+		}
+		allowed := []string{"db", "webhook-url", "webhook-secret", "concurrency", "log-level"}
+		if strings.HasPrefix(db, "postgres") {
+			allowed = append(allowed, "schema")
+			if !strings.HasPrefix(flags["schema"], "postbox_bench_") {
+				t.Errorf("relay args %q: --schema is not a scratch schema", args)
+			}
+		} else if !strings.HasPrefix(flags["db"], db+".postbox_bench_") {
+			t.Errorf("relay args %q: --db is not a scratch file beside %s", args, db)
+		}
+		for name := range flags {
+			if !slices.Contains(allowed, name) {
+				t.Errorf("relay args %q: unexpected --%s", args, name)
+			}
+		}
+		if !strings.HasPrefix(flags["webhook-url"], "http://127.0.0.1:") || !strings.HasPrefix(flags["webhook-secret"], "whsec_") ||
+			flags["log-level"] != "warn" || flags["db"] == "" {
+			t.Errorf("relay args %q: want --db, a local --webhook-url, a whsec_ --webhook-secret and --log-level warn", args)
+		}
+		concurrency[flags["concurrency"]]++
+	}
+	if concurrency[""] != 3 {
+		t.Errorf("%d relays ran with the default concurrency, want 3 (latency and scale)", concurrency[""])
+	}
+	for _, c := range cfg.Concurrency {
+		want := 0
+		for _, i := range cfg.Instances {
+			want += i
+		}
+		if got := concurrency[strconv.Itoa(c)]; got != want {
+			t.Errorf("%d relays ran with --concurrency %d, want %d", got, c, want)
+		}
 	}
 }
 
@@ -165,6 +267,35 @@ func TestKeepAndUnknownScenario(t *testing.T) {
 	}
 	if !slices.ContainsFunc(left, func(f string) bool { return strings.HasSuffix(f, rep.Run+"_webhook") }) {
 		t.Errorf("kept %v, want the webhook scenario's file", left)
+	}
+}
+
+// TestRelayProcessExit checks that a `postbox relay` process that exits
+// before the bench stops it (here: refused flags) fails the run at once,
+// with its log among the progress lines, instead of a stalled drain.
+func TestRelayProcessExit(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "exit.db")
+	var progress syncBuffer
+	cfg := bench.Config{
+		DB: db, Scenarios: []string{bench.ScenarioScale}, ScaleSmall: 100, ScaleLarge: 200, Progress: &progress,
+		RelayCommand: func(ctx context.Context, args ...string) *exec.Cmd {
+			return exec.CommandContext(ctx, postboxBin, append([]string{"relay", "--no-such-flag"}, args...)...)
+		},
+	}
+	start := time.Now()
+	rep, err := bench.Run(context.Background(), cfg)
+	if err == nil || !strings.Contains(err.Error(), "exited before the bench stopped it") {
+		t.Fatalf("run: err = %v, want the relay's exit\nprogress:\n%s", err, progress.String())
+	}
+	if took := time.Since(start); took > 30*time.Second {
+		t.Errorf("the run failed after %s, want at once", took)
+	}
+	if !strings.Contains(progress.String(), "no-such-flag") {
+		t.Errorf("the relay's complaint is not among the progress lines:\n%s", progress.String())
+	}
+	left, lerr := bench.Leftovers(context.Background(), db, rep.Run)
+	if lerr != nil || len(left) > 0 {
+		t.Errorf("scratch outboxes left after the failed run: %v (%v)", left, lerr)
 	}
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"os"
 	"os/exec"
 	"slices"
 	"time"
@@ -11,22 +12,25 @@ import (
 
 // Scenario names.
 const (
-	// ScenarioDrain drains a backlog to a no-op sink, then drains copies of
-	// it with raw SQL (batched DELETE, batched UPDATE to done).
+	// ScenarioDrain drains a backlog to a no-op sink with the relay
+	// library in process, then drains copies of it with raw SQL (batched
+	// DELETE, batched UPDATE to done).
 	ScenarioDrain = "drain-noop"
 	// ScenarioWebhook drains a backlog as signed webhooks to a local
-	// receiver.
+	// receiver with the relay library in process.
 	ScenarioWebhook = "webhook"
-	// ScenarioLatency measures commit-to-delivery latency at steady rates.
+	// ScenarioLatency measures commit-to-delivery latency at steady rates
+	// through a `postbox relay` child process.
 	ScenarioLatency = "latency"
 	// ScenarioWrite measures business transactions/s without and with an
-	// event, and with the relay draining beside them.
+	// event, and with the relay library draining beside them in process.
 	ScenarioWrite = "write-overhead"
-	// ScenarioScale compares the drain rate and the relay's memory with a
-	// small and a large backlog.
+	// ScenarioScale compares the drain rate and the resident memory of a
+	// `postbox relay` child process with a small and a large backlog.
 	ScenarioScale = "scale"
-	// ScenarioScaling measures the drain rate by relay processes and
-	// concurrency. It is not part of the default run.
+	// ScenarioScaling measures the drain rate by `postbox relay` child
+	// processes and their --concurrency. It is not part of the default
+	// run.
 	ScenarioScaling = "scaling"
 )
 
@@ -55,18 +59,9 @@ const (
 
 // Defaults of the list fields of Config.
 var (
-	RatesDefault        = []int{200, 2000}
-	InstancesDefault    = []int{1, 2, 4}
-	ConcurrencyDefault  = []int{16, 64, 256}
-	ScalingSinksDefault = []string{SinkNoop, SinkWebhook}
-)
-
-// Sinks of the scaling scenario.
-const (
-	// SinkNoop accepts every event at once: the relay and the store alone.
-	SinkNoop = "noop"
-	// SinkWebhook delivers signed webhooks to a local receiver.
-	SinkWebhook = "webhook"
+	RatesDefault       = []int{200, 2000}
+	InstancesDefault   = []int{1, 2, 4}
+	ConcurrencyDefault = []int{16, 64, 256}
 )
 
 // Config is what a run measures, and where. Only DB is required; zero
@@ -96,18 +91,15 @@ type Config struct {
 	// Clients are the concurrent writers of write-overhead
 	// (ClientsDefault).
 	Clients int
-	// Instances and Concurrency are the relay processes and the
-	// concurrency of each that scaling combines (InstancesDefault,
+	// Instances and Concurrency are the `postbox relay` processes and the
+	// --concurrency of each that scaling combines (InstancesDefault,
 	// ConcurrencyDefault).
 	Instances   []int
 	Concurrency []int
-	// ScalingSinks are the sinks scaling drains to, SinkNoop and
-	// SinkWebhook (ScalingSinksDefault: both).
-	ScalingSinks []string
 	// ReceiverLatency is how long the local webhook receiver of webhook
 	// and scaling takes to answer, to stand for a remote endpoint
-	// (default 0: at once). The latency scenario's receiver always
-	// answers at once.
+	// (default 0: at once). The receivers of latency and scale always
+	// answer at once.
 	ReceiverLatency time.Duration
 	// Quick makes the defaults small enough for a run of under a minute.
 	Quick bool
@@ -115,10 +107,13 @@ type Config struct {
 	Keep bool
 	// Progress receives a line for every step (default: nowhere).
 	Progress io.Writer
-	// ChildCommand returns the command that starts a relay child process
-	// (the environment variable ChildEnv is added to it). Default: this
-	// executable with the argument "bench".
-	ChildCommand func(ctx context.Context) (*exec.Cmd, error)
+	// RelayCommand returns the command that runs `postbox relay` with
+	// args, its flags, for the latency, scale and scaling scenarios; the
+	// bench sets its Stderr and its environment (the variables that
+	// postbox reads flags from are left out, so every flag not in args
+	// is at its default). Default: this executable (postbox itself when
+	// run as "postbox bench") with "relay" and args.
+	RelayCommand func(ctx context.Context, args ...string) *exec.Cmd
 }
 
 // withDefaults fills the zero fields and validates the rest.
@@ -144,16 +139,14 @@ func (c Config) withDefaults() (Config, error) {
 	c.Rates = orDefault(c.Rates, RatesDefault)
 	c.Instances = orDefault(c.Instances, InstancesDefault)
 	c.Concurrency = orDefault(c.Concurrency, ConcurrencyDefault)
-	if len(c.ScalingSinks) == 0 {
-		c.ScalingSinks = slices.Clone(ScalingSinksDefault)
-	}
-	for _, s := range c.ScalingSinks {
-		if s != SinkNoop && s != SinkWebhook {
-			return c, fmt.Errorf("bench: Config.ScalingSinks: unknown sink %q (want %s or %s)", s, SinkNoop, SinkWebhook)
+	if c.RelayCommand == nil {
+		exe, err := os.Executable()
+		if err != nil {
+			return c, fmt.Errorf("bench: finding this program to run `postbox relay`: %w", err)
 		}
-	}
-	if c.ChildCommand == nil {
-		c.ChildCommand = defaultChildCommand
+		c.RelayCommand = func(ctx context.Context, args ...string) *exec.Cmd {
+			return exec.CommandContext(ctx, exe, append([]string{"relay"}, args...)...)
+		}
 	}
 
 	var scenarios []string
@@ -208,7 +201,7 @@ func (c Config) params() Params {
 		Scenarios: c.Scenarios, DrainEvents: c.DrainEvents, WebhookEvents: c.WebhookEvents,
 		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents,
 		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients,
-		Instances: c.Instances, Concurrency: c.Concurrency, ScalingSinks: c.ScalingSinks,
+		Instances: c.Instances, Concurrency: c.Concurrency,
 		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),
 	}
 }

@@ -13,10 +13,28 @@
 // the relay do today, and a backlog counts as drained when the store's own
 // Stats show nothing pending or processing.
 //
-// The relay runs with its defaults: only Store, Sink and Logger are set
-// (Concurrency too in the scaling scenario, which varies it). The scale and
-// scaling scenarios run each relay in a child process (the same executable,
-// with ChildEnv set; see ServeChild), so its resident memory is its own.
+// The relay runs in one of two ways, and every measure says which
+// (Measure.Relay):
+//
+//   - RelayProcess: the latency, scale and scaling scenarios run the
+//     command users run, `postbox relay`, as a child process
+//     (Config.RelayCommand; by default this executable with "relay"),
+//     with --db and --schema of the scratch outbox, --webhook-url of a
+//     local receiver, a new whsec_ --webhook-secret, --log-level warn, and
+//     --concurrency in scaling, which varies it. Every other flag is at its
+//     default: the environment variables postbox reads flags from are left
+//     out of the child's environment. Its log goes to the progress
+//     writer. The events published are the distinct event ids that
+//     reached the receiver; the peak resident memory is the child's VmHWM,
+//     read just before it is stopped with SIGTERM (SIGKILL if it has not
+//     exited 30 s later). A child that exits on its own fails the run.
+//     On PostgreSQL its --db URL has application_name set to
+//     <run>_relay, which finds its server processes for the idle CPU
+//     measure.
+//   - RelayInProcess: the drain-noop, webhook and write-overhead scenarios
+//     run the relay package in the bench's own process, with only Store,
+//     Sink and Logger set: the library path, which has the no-op sink
+//     that `postbox relay` lacks. They do not tell what the command does.
 //
 // The SQL the scenarios run is in sql.go, in named constants.
 package bench

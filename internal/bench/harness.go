@@ -13,6 +13,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
@@ -140,29 +142,31 @@ func (m mark) rateTo(later mark) float64 {
 	return float64(later.count-m.count) / d.Seconds()
 }
 
-// runningRelay is a relay with default settings running in this process.
-type runningRelay struct {
+// libraryRelay is a relay of the relay package with default settings,
+// running in this process.
+type libraryRelay struct {
 	stop func()
 	errc chan error
 	once sync.Once
 	err  error
 }
 
-// startRelay runs a relay on st and sk with the default settings: only
-// Store, Sink and Logger are set.
-func startRelay(ctx context.Context, p *progress, st store.Outbox, sk sink.Sink) (*runningRelay, error) {
+// startLibraryRelay runs a relay of the relay package in this process, on
+// st and sk with the default settings: only Store, Sink and Logger are
+// set.
+func startLibraryRelay(ctx context.Context, p *progress, st store.Outbox, sk sink.Sink) (*libraryRelay, error) {
 	r, err := relay.New(relay.Config{Store: st, Sink: sk, Logger: relayLogger(p)})
 	if err != nil {
 		return nil, err
 	}
 	runCtx, stop := context.WithCancel(ctx)
-	rr := &runningRelay{stop: stop, errc: make(chan error, 1)}
+	rr := &libraryRelay{stop: stop, errc: make(chan error, 1)}
 	go func() { rr.errc <- r.Run(runCtx) }()
 	return rr, nil
 }
 
 // close stops the relay and waits for it; it may be called again.
-func (r *runningRelay) close() error {
+func (r *libraryRelay) close() error {
 	r.once.Do(func() {
 		r.stop()
 		r.err = <-r.errc
@@ -170,12 +174,12 @@ func (r *runningRelay) close() error {
 	return r.err
 }
 
-// drainRelay runs a relay with default settings on st and sk until the n
-// events of its backlog are published and settled, and returns the time
-// that took.
-func drainRelay(ctx context.Context, p *progress, what string, st store.Outbox, sk sink.Sink, published func() int64, n int) (time.Duration, error) {
+// libraryDrain runs a relay of the relay package in this process, with
+// default settings, on st and sk until the n events of its backlog are
+// published and settled, and returns the time that took.
+func libraryDrain(ctx context.Context, p *progress, what string, st store.Outbox, sk sink.Sink, published func() int64, n int) (time.Duration, error) {
 	start := time.Now()
-	r, err := startRelay(ctx, p, st, sk)
+	r, err := startLibraryRelay(ctx, p, st, sk)
 	if err != nil {
 		return 0, err
 	}
@@ -212,8 +216,8 @@ func rawDrain(ctx context.Context, p *progress, sc scratch, q rawQuery, n int) (
 	return elapsed, nil
 }
 
-// relayLogger shows the relay's warnings and errors among the progress
-// lines.
+// relayLogger shows the warnings and errors of a relay in this process
+// among the progress lines.
 func relayLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
@@ -229,53 +233,30 @@ func (s *noopSink) Publish(context.Context, *sink.Message) error {
 
 func (s *noopSink) String() string { return "no-op sink" }
 
-// countingSink counts the messages next published; with next nil it is a
-// no-op sink.
-type countingSink struct {
-	next sink.Sink
-	n    atomic.Int64
-}
-
-func (s *countingSink) Publish(ctx context.Context, m *sink.Message) error {
-	if s.next != nil {
-		if err := s.next.Publish(ctx, m); err != nil {
-			return err
-		}
-	}
-	s.n.Add(1)
-	return nil
-}
-
-func (s *countingSink) String() string {
-	if s.next == nil {
-		return "no-op sink, counted"
-	}
-	return s.next.String() + ", counted"
-}
-
 // receiver is a local webhook endpoint that answers 200 with no body,
-// after a delay when asked. It counts the requests and, when asked, keeps
-// the first arrival time of every event id.
+// after a delay when asked. It keeps the first arrival of every event id
+// (the id header of Standard Webhooks).
 type receiver struct {
 	srv      *http.Server
 	url      string
 	idHeader string
 	delay    time.Duration
-	count    atomic.Int64
+	started  time.Time
 
-	mu       sync.Mutex
-	arrivals map[string]time.Time // nil: not recorded
+	mu sync.Mutex
+	// arrived holds the first arrival of each event id, since started.
+	arrived map[uuid.UUID]time.Duration
 }
 
-func startReceiver(record bool, delay time.Duration) (*receiver, error) {
+func startReceiver(delay time.Duration) (*receiver, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		return nil, err
 	}
 	idHeader, _, _ := signature.Standard.HeaderNames()
-	r := &receiver{url: "http://" + ln.Addr().String() + "/", idHeader: idHeader, delay: delay}
-	if record {
-		r.arrivals = map[string]time.Time{}
+	r := &receiver{
+		url: "http://" + ln.Addr().String() + "/", idHeader: idHeader, delay: delay,
+		started: time.Now(), arrived: map[uuid.UUID]time.Duration{},
 	}
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
@@ -283,45 +264,51 @@ func startReceiver(record bool, delay time.Duration) (*receiver, error) {
 }
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	at := time.Now()
+	at := time.Since(r.started)
 	_, _ = io.Copy(io.Discard, req.Body)
-	if r.arrivals != nil {
-		id := req.Header.Get(r.idHeader)
+	if id, err := uuid.Parse(req.Header.Get(r.idHeader)); err == nil {
 		r.mu.Lock()
-		if _, seen := r.arrivals[id]; !seen {
-			r.arrivals[id] = at
+		if _, seen := r.arrived[id]; !seen {
+			r.arrived[id] = at
 		}
 		r.mu.Unlock()
 	}
 	if r.delay > 0 {
 		time.Sleep(r.delay)
 	}
-	r.count.Add(1)
 	w.WriteHeader(http.StatusOK)
 }
 
 // arrival returns when the event id first arrived.
-func (r *receiver) arrival(id string) (time.Time, bool) {
+func (r *receiver) arrival(id uuid.UUID) (time.Time, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	t, ok := r.arrivals[id]
-	return t, ok
+	d, ok := r.arrived[id]
+	return r.started.Add(d), ok
+}
+
+// distinct counts the event ids that arrived: the events published,
+// however many times each was delivered.
+func (r *receiver) distinct() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return int64(len(r.arrived))
 }
 
 func (r *receiver) close() { _ = r.srv.Close() }
 
-// newWebhookSink is the webhook sink with its default settings, signing
-// with a new whsec_ secret. A relay concurrency other than the default
-// (0) is also the sink's MaxConcurrency, as `postbox relay --concurrency`
-// sets it.
-func newWebhookSink(url string, concurrency int) (*webhook.Sink, error) {
+// newSecret is a new signing secret in the whsec_ form: 32 random bytes in
+// base64.
+func newSecret() string {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
-	return webhook.New(webhook.Config{
-		URL:            url,
-		Secrets:        []string{"whsec_" + base64.StdEncoding.EncodeToString(key)},
-		MaxConcurrency: concurrency,
-	})
+	return "whsec_" + base64.StdEncoding.EncodeToString(key)
+}
+
+// newWebhookSink is the webhook sink with its default settings, posting to
+// url and signing with a new secret.
+func newWebhookSink(url string) (*webhook.Sink, error) {
+	return webhook.New(webhook.Config{URL: url, Secrets: []string{newSecret()}})
 }
 
 // sleep waits for d or ctx; it reports whether the whole time passed.

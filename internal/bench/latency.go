@@ -10,6 +10,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // Goals of latency, in milliseconds.
@@ -31,32 +33,34 @@ const (
 )
 
 // runLatency commits one-event transactions at each rate for
-// Config.Duration (after an unmeasured fifth of it, at most 2s) while a relay with default settings (woken by
-// LISTEN/NOTIFY, or the SQLite store's in-process signal) delivers them as
-// signed webhooks to a local receiver, and reports the time from each
-// commit to the event's arrival. Then it measures the CPU the idle relay
-// uses.
+// Config.Duration (after an unmeasured fifth of it, at most 2s) while a
+// `postbox relay` child process, with its defaults, delivers them as signed
+// webhooks to a local receiver, and reports the time from each commit to
+// the event's arrival. How soon the relay hears of new events is the
+// command's own doing (LISTEN/NOTIFY, or its poll). Then it measures the
+// CPU the idle relay process and its server processes use.
 func runLatency(ctx context.Context, e *env, p *progress) (err error) {
 	sc, err := e.b.newScratch(ctx, "latency")
 	if err != nil {
 		return err
 	}
-	rec, err := startReceiver(true, 0)
+	rec, err := startReceiver(0)
 	if err != nil {
 		return err
 	}
 	defer rec.close()
-	sk, err := newWebhookSink(rec.url, 0)
-	if err != nil {
-		return err
-	}
-	rl, err := startRelay(ctx, p, sc.outbox(), sk)
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() { err = relayExit(parent, ctx, err) }()
+	p.printf("starting `postbox relay`")
+	rp, err := e.startRelayProcess(ctx, p, relayArgs(sc, rec.url, 0), cancel)
 	if err != nil {
 		return err
 	}
 	defer func() {
-		if cerr := rl.close(); err == nil {
-			err = cerr
+		if _, serr := rp.stop(); err == nil {
+			err = serr
 		}
 	}()
 
@@ -90,10 +94,10 @@ func runLatency(ctx context.Context, e *env, p *progress) (err error) {
 		e.rep.add(ScenarioLatency, "latency.max_"+rs, "commit → delivery max at "+rs+"/s", ms(res.max), UnitMillis, nil)
 		e.rep.add(ScenarioLatency, "latency.rate_"+rs, "commit rate reached, "+rs+"/s asked", res.rate, UnitEventsPerSec, nil)
 	}
-	if err := idleCPU(ctx, e, p); err != nil {
+	if err := idleCPU(ctx, e, p, rp.pid); err != nil {
 		return err
 	}
-	if err := rl.close(); err != nil {
+	if _, err := rp.stop(); err != nil {
 		return err
 	}
 	return e.release(ctx, sc)
@@ -119,7 +123,7 @@ func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int6
 	tokens := make(chan struct{}, max(1, perSec/10))
 	var (
 		mu      sync.Mutex
-		commits = map[string]time.Time{}
+		commits = map[uuid.UUID]time.Time{}
 		errs    []error
 		wg      sync.WaitGroup
 	)
@@ -136,7 +140,7 @@ func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int6
 				}
 				at := time.Now()
 				mu.Lock()
-				commits[ev.ID.String()] = at
+				commits[ev.ID] = at
 				mu.Unlock()
 			}
 		})
@@ -158,14 +162,12 @@ func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int6
 	}
 
 	lat := make([]time.Duration, 0, len(commits))
-
 	deadline := time.Now().Add(deliveryTimeout)
 	for id, committed := range commits {
 		for {
 			arrived, ok := rec.arrival(id)
 			if ok {
 				lat = append(lat, max(0, arrived.Sub(committed)))
-
 				break
 			}
 			if time.Now().After(deadline) {
@@ -217,10 +219,10 @@ func percentile(sorted []time.Duration, q float64) time.Duration {
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
 
-// idleCPU measures the CPU this process (the idle relay, the idle
-// receiver) and the relay's PostgreSQL server processes use while nothing
-// is written, as a percentage of one core.
-func idleCPU(ctx context.Context, e *env, p *progress) error {
+// idleCPU measures the CPU the idle `postbox relay` process pid and its
+// PostgreSQL server processes use while nothing is written, as a
+// percentage of one core.
+func idleCPU(ctx context.Context, e *env, p *progress, pid int) error {
 	window := min(e.cfg.Duration, idleWindowMax)
 	p.printf("measuring the idle relay's CPU for %s", window)
 	if !sleep(ctx, 200*time.Millisecond) {
@@ -228,9 +230,10 @@ func idleCPU(ctx context.Context, e *env, p *progress) error {
 	}
 	var pids []int
 	if pg, ok := e.b.(*pgBackend); ok {
-		pids, _ = pg.relayBackendPIDs(ctx)
+		pids, _ = pg.processBackendPIDs(ctx)
 	}
-	self0, err := cpuTime("self")
+	proc := strconv.Itoa(pid)
+	relay0, err := cpuTime(proc)
 	if err != nil {
 		p.printf("  no /proc: idle CPU not measured")
 		return nil
@@ -240,13 +243,16 @@ func idleCPU(ctx context.Context, e *env, p *progress) error {
 	if !sleep(ctx, window) {
 		return ctx.Err()
 	}
-	self1, _ := cpuTime("self")
+	relay1, err := cpuTime(proc)
+	if err != nil {
+		return fmt.Errorf("idle CPU of `postbox relay`: %w", err)
+	}
 	pg1, _ := serverCPU(pids)
 	elapsed := time.Since(start)
 	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / elapsed.Seconds() }
-	e.rep.add(ScenarioLatency, "latency.idle_cpu_relay", "idle CPU: relay process (no busy polling)", pct(self1-self0), UnitCPUPercent, nil)
+	e.rep.add(ScenarioLatency, "latency.idle_cpu_relay", "idle CPU: `postbox relay` process", pct(relay1-relay0), UnitCPUPercent, nil)
 	if pgOK {
-		e.rep.add(ScenarioLatency, "latency.idle_cpu_server", fmt.Sprintf("idle CPU: relay's %d server processes", len(pids)), pct(pg1-pg0), UnitCPUPercent, nil)
+		e.rep.add(ScenarioLatency, "latency.idle_cpu_server", fmt.Sprintf("idle CPU: the relay's %d server processes", len(pids)), pct(pg1-pg0), UnitCPUPercent, nil)
 	}
 	return nil
 }

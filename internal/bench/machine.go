@@ -56,10 +56,10 @@ func procField(path, name string) (string, bool) {
 	return "", false
 }
 
-// peakRSSKiB is this process's peak resident memory (VmHWM), or 0 where
+// peakRSSKiB is the peak resident memory (VmHWM) of process pid, or 0 where
 // /proc is missing.
-func peakRSSKiB() int64 {
-	v, ok := procField("/proc/self/status", "VmHWM")
+func peakRSSKiB(pid string) int64 {
+	v, ok := procField("/proc/"+pid+"/status", "VmHWM")
 	if !ok {
 		return 0
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"slices"
 	"strings"
 	"sync"
@@ -17,8 +18,8 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// relayAppName is the application_name of the relay's connections, which
-// finds their server processes for the idle CPU measure.
+// relayAppName is the application_name of the connections of the relays
+// that run in the bench's process.
 const relayAppName = "postbox-bench-relay"
 
 // workPoolSize bounds the connections of producers and clients.
@@ -29,10 +30,14 @@ var pgSettingNames = []string{"autovacuum", "fsync", "max_connections", "shared_
 
 // pgBackend runs the scenarios on a PostgreSQL server.
 type pgBackend struct {
-	url string
 	run string
-	// relayPool is configured as `postbox relay` configures its own (the
-	// URL's settings), plus an application_name.
+	// processURL is the URL given to `postbox relay` processes: the
+	// bench's, with the application_name processAppName, which finds
+	// their server processes for the idle CPU measure.
+	processURL string
+	// relayPool serves the relays that run in the bench's process. It is
+	// configured as `postbox relay` configures its own (the URL's
+	// settings), plus an application_name.
 	relayPool *pgxpool.Pool
 	// workPool serves producers, clients, fills and raw drains.
 	workPool *pgxpool.Pool
@@ -41,8 +46,8 @@ type pgBackend struct {
 	schemas []string // created and not dropped yet
 }
 
-func openPostgres(ctx context.Context, url, run string) (*pgBackend, error) {
-	relayCfg, err := pgxpool.ParseConfig(url)
+func openPostgres(ctx context.Context, dbURL, run string) (*pgBackend, error) {
+	relayCfg, err := pgxpool.ParseConfig(dbURL)
 	if err != nil {
 		return nil, fmt.Errorf("bench: database URL: %w", err)
 	}
@@ -50,7 +55,11 @@ func openPostgres(ctx context.Context, url, run string) (*pgBackend, error) {
 	workCfg := relayCfg.Copy()
 	workCfg.ConnConfig.RuntimeParams["application_name"] = "postbox-bench"
 	workCfg.MaxConns = workPoolSize
-	b := &pgBackend{url: url, run: run}
+	processURL, err := withAppName(dbURL, processAppName(run))
+	if err != nil {
+		return nil, fmt.Errorf("bench: database URL: %w", err)
+	}
+	b := &pgBackend{run: run, processURL: processURL}
 	if b.relayPool, err = pgxpool.NewWithConfig(ctx, relayCfg); err != nil {
 		return nil, fmt.Errorf("bench: connect: %w", err)
 	}
@@ -65,6 +74,23 @@ func openPostgres(ctx context.Context, url, run string) (*pgBackend, error) {
 		}
 	}
 	return b, nil
+}
+
+// processAppName is the application_name of the connections of the
+// `postbox relay` processes of the run named run.
+func processAppName(run string) string { return run + "_relay" }
+
+// withAppName is the postgres:// URL rawURL with its application_name
+// parameter set to name.
+func withAppName(rawURL, name string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", err
+	}
+	q := u.Query()
+	q.Set("application_name", name)
+	u.RawQuery = q.Encode()
+	return u.String(), nil
 }
 
 func (b *pgBackend) kind() string { return "postgres" }
@@ -229,15 +255,16 @@ func (s *pgScratch) order(ctx context.Context, amount int64, mode orderMode) err
 	})
 }
 
-func (s *pgScratch) child(concurrency int) childConfig {
-	return childConfig{DB: s.b.url, Schema: s.schema, Concurrency: concurrency}
+func (s *pgScratch) relayFlags() []string {
+	return []string{"--db", s.b.processURL, "--schema", s.schema}
 }
 
 func (s *pgScratch) drop(ctx context.Context) error { return s.b.dropSchema(ctx, s.schema) }
 
-// relayBackendPIDs are the server processes of the relay's connections.
-func (b *pgBackend) relayBackendPIDs(ctx context.Context) ([]int, error) {
-	rows, err := b.workPool.Query(ctx, pgBackendPIDs, relayAppName)
+// processBackendPIDs are the server processes of the connections of the
+// run's `postbox relay` processes.
+func (b *pgBackend) processBackendPIDs(ctx context.Context) ([]int, error) {
+	rows, err := b.workPool.Query(ctx, pgBackendPIDs, processAppName(b.run))
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,27 @@ const (
 	UnitCPUPercent   = "% of a core"
 )
 
+// How the relay of a measure ran (Measure.Relay).
+const (
+	// RelayInProcess is a relay of the relay package that the bench runs
+	// in its own process, with only Store, Sink and Logger set: the
+	// library path, not the command users run.
+	RelayInProcess = "relay library, in process"
+	// RelayProcess is the shipped command, `postbox relay`, that the
+	// bench runs as a child process with its flags.
+	RelayProcess = "`postbox relay` (child process)"
+)
+
+// scenarioRelay is how each scenario runs its relay.
+var scenarioRelay = map[string]string{
+	ScenarioDrain:   RelayInProcess,
+	ScenarioWebhook: RelayInProcess,
+	ScenarioWrite:   RelayInProcess,
+	ScenarioLatency: RelayProcess,
+	ScenarioScale:   RelayProcess,
+	ScenarioScaling: RelayProcess,
+}
+
 // Report is the outcome of a run: what ran where, and every measure.
 type Report struct {
 	// Database is "postgres" or "sqlite"; Version names the server or
@@ -35,8 +56,8 @@ type Report struct {
 	Run      string    `json:"run"`
 	Params   Params    `json:"params"`
 	Measures []Measure `json:"measures"`
-	// Scaling is the drain rate by relay processes and concurrency, when
-	// the scaling scenario ran.
+	// Scaling is the drain rate by `postbox relay` processes and
+	// --concurrency, when the scaling scenario ran.
 	Scaling []ScalingPoint `json:"scaling,omitempty"`
 	// Seconds is how long the run took, by scenario and in total.
 	Seconds map[string]float64 `json:"seconds"`
@@ -54,7 +75,6 @@ type Params struct {
 	Clients         int      `json:"clients"`
 	Instances       []int    `json:"instances"`
 	Concurrency     []int    `json:"concurrency"`
-	ScalingSinks    []string `json:"scaling_sinks"`
 	// ReceiverLatencyMs is how long the webhook receiver took to answer.
 	ReceiverLatencyMs float64 `json:"receiver_latency_ms"`
 }
@@ -67,6 +87,10 @@ type Measure struct {
 	Name     string  `json:"name"`
 	Value    float64 `json:"value"`
 	Unit     string  `json:"unit"`
+	// Relay is how the relay measured ran: RelayProcess or
+	// RelayInProcess. It is empty for a measure that involves no relay
+	// (the raw-SQL drains, business transactions with no relay running).
+	Relay string `json:"relay,omitempty"`
 	// Goal is the issue's goal for this measure, if it has one. Met is
 	// set when the goal applies (PostgreSQL only).
 	Goal *Goal `json:"goal,omitempty"`
@@ -90,22 +114,30 @@ func (g *Goal) met(v float64) bool {
 	return v <= g.Value
 }
 
-// ScalingPoint is the drain rate of Instances relay processes of
-// Concurrency each, to Sink (SinkNoop or SinkWebhook).
+// ScalingPoint is the drain rate of Instances `postbox relay` processes of
+// --concurrency Concurrency each, delivering signed webhooks to a local
+// receiver, and the highest peak resident memory among them.
 type ScalingPoint struct {
-	Sink         string  `json:"sink"`
 	Instances    int     `json:"instances"`
 	Concurrency  int     `json:"concurrency"`
 	EventsPerSec float64 `json:"events_per_s"`
 	PeakRSSMiB   float64 `json:"peak_rss_mib"`
 }
 
-// add records a measure; goals are judged on PostgreSQL only, which is
-// what they were set for.
+// add records a measure of the relay as scenario runs it; goals are judged
+// on PostgreSQL only, which is what they were set for.
 func (r *Report) add(scenario, key, name string, value float64, unit string, goal *Goal) {
-	m := Measure{Key: key, Scenario: scenario, Name: name, Value: value, Unit: unit, Goal: goal}
-	if goal != nil && r.Database == "postgres" {
-		met := goal.met(value)
+	r.record(Measure{Key: key, Scenario: scenario, Relay: scenarioRelay[scenario], Name: name, Value: value, Unit: unit, Goal: goal})
+}
+
+// addNoRelay records a measure that involves no relay, as add does.
+func (r *Report) addNoRelay(scenario, key, name string, value float64, unit string, goal *Goal) {
+	r.record(Measure{Key: key, Scenario: scenario, Name: name, Value: value, Unit: unit, Goal: goal})
+}
+
+func (r *Report) record(m Measure) {
+	if m.Goal != nil && r.Database == "postgres" {
+		met := m.Goal.met(m.Value)
 		m.Met = &met
 	}
 	r.Measures = append(r.Measures, m)
@@ -128,7 +160,8 @@ func (r *Report) WriteJSON(w io.Writer) error {
 }
 
 // WriteTable writes the report as text: what ran where, a table of the
-// measures with their goals, and the scaling matrix.
+// measures with how their relay ran and their goals, and the scaling
+// matrix.
 func (r *Report) WriteTable(w io.Writer) error {
 	m := r.Machine
 	fmt.Fprintf(w, "postbox bench on %s, %s\n", r.Version, m.Date.UTC().Format("2006-01-02 15:04 MST"))
@@ -143,7 +176,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 	fmt.Fprintf(w, "sizes: %s\n\n", r.Params.describe())
 
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "SCENARIO\tMEASURE\tVALUE\tGOAL\tMET")
+	fmt.Fprintln(tw, "SCENARIO\tRELAY\tMEASURE\tVALUE\tGOAL\tMET")
 	met, goals := 0, 0
 	for _, ms := range r.Measures {
 		goal, ok := "", ""
@@ -159,7 +192,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 				met++
 			}
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\n", ms.Scenario, ms.Name, formatValue(ms.Value, ms.Unit), goal, ok)
+		relay := ms.Relay
+		if relay == "" {
+			relay = "none"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", ms.Scenario, relay, ms.Name, formatValue(ms.Value, ms.Unit), goal, ok)
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -176,46 +213,36 @@ func (r *Report) WriteTable(w io.Writer) error {
 	return nil
 }
 
-// writeScaling prints the drain rate of each sink by relay processes
-// (rows) and concurrency (columns).
+// writeScaling prints the drain rate by `postbox relay` processes (rows)
+// and --concurrency (columns).
 func (r *Report) writeScaling(w io.Writer) {
-	var sinks []string
 	var instances, concurrency []int
-	rate := map[string]float64{}
-	key := func(s string, i, c int) string { return fmt.Sprint(s, i, c) }
+	rate := map[[2]int]float64{}
 	for _, s := range r.Scaling {
-		if !slices.Contains(sinks, s.Sink) {
-			sinks = append(sinks, s.Sink)
-		}
 		if !slices.Contains(instances, s.Instances) {
 			instances = append(instances, s.Instances)
 		}
 		if !slices.Contains(concurrency, s.Concurrency) {
 			concurrency = append(concurrency, s.Concurrency)
 		}
-		rate[key(s.Sink, s.Instances, s.Concurrency)] = s.EventsPerSec
+		rate[[2]int{s.Instances, s.Concurrency}] = s.EventsPerSec
 	}
-	for _, sk := range sinks {
-		what := "to a no-op sink"
-		if sk == SinkWebhook {
-			what = "as signed webhooks to a local receiver"
-		}
-		fmt.Fprintf(w, "\ndrain %s, events/s, by relay processes and concurrency (backlog %d):\n", what, r.Params.ScalingEvents)
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-		fmt.Fprint(tw, "relays\t")
+	fmt.Fprintf(w, "\n%s: drain as signed webhooks to a local receiver, events/s, by processes (rows) and --concurrency (columns), backlog %d:\n",
+		RelayProcess, r.Params.ScalingEvents)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprint(tw, "relays\t")
+	for _, c := range concurrency {
+		fmt.Fprintf(tw, "concurrency %d\t", c)
+	}
+	fmt.Fprintln(tw)
+	for _, i := range instances {
+		fmt.Fprintf(tw, "%d\t", i)
 		for _, c := range concurrency {
-			fmt.Fprintf(tw, "concurrency %d\t", c)
+			fmt.Fprintf(tw, "%s\t", thousands(rate[[2]int{i, c}]))
 		}
 		fmt.Fprintln(tw)
-		for _, i := range instances {
-			fmt.Fprintf(tw, "%d\t", i)
-			for _, c := range concurrency {
-				fmt.Fprintf(tw, "%s\t", thousands(rate[key(sk, i, c)]))
-			}
-			fmt.Fprintln(tw)
-		}
-		_ = tw.Flush()
 	}
+	_ = tw.Flush()
 }
 
 // describe lists the sizes of the scenarios that ran.
@@ -235,7 +262,7 @@ func (p Params) describe() string {
 		case ScenarioScale:
 			parts = append(parts, fmt.Sprintf("scale %s events", joinInts(p.ScaleEvents, " and ")))
 		case ScenarioScaling:
-			parts = append(parts, fmt.Sprintf("scaling %d events per drain to %s", p.ScalingEvents, strings.Join(p.ScalingSinks, " and ")))
+			parts = append(parts, fmt.Sprintf("scaling %d events per drain", p.ScalingEvents))
 		}
 	}
 	if p.ReceiverLatencyMs > 0 && (slices.Contains(p.Scenarios, ScenarioWebhook) || slices.Contains(p.Scenarios, ScenarioScaling)) {

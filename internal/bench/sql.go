@@ -62,7 +62,8 @@ where id in (
 	pgSchemasLike = `select nspname from pg_namespace where nspname like $1 order by nspname`
 
 	// pgBackendPIDs are the server processes of the connections opened
-	// under one application_name (the relay's, for its idle CPU).
+	// under one application_name (those of a `postbox relay` process, for
+	// its idle CPU).
 	pgBackendPIDs = `select pid from pg_stat_activity where application_name = $1`
 
 	// pgServerVersion names the server.

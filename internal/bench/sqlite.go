@@ -174,9 +174,7 @@ func (s *liteScratch) order(ctx context.Context, amount int64, mode orderMode) e
 	return tx.Commit()
 }
 
-func (s *liteScratch) child(concurrency int) childConfig {
-	return childConfig{DB: "sqlite:" + s.file, Concurrency: concurrency}
-}
+func (s *liteScratch) relayFlags() []string { return []string{"--db", "sqlite:" + s.file} }
 
 // drop closes the store and removes the file with its write-ahead log.
 func (s *liteScratch) drop(context.Context) error {

@@ -9,17 +9,18 @@ import (
 // webhookGoal is the goal of the webhook scenario, events/s.
 const webhookGoal = 10_000
 
-// runWebhook drains a backlog as signed webhooks (the webhook sink with its
-// defaults, Standard Webhooks, a whsec_ secret) to a local receiver that
-// answers 200 with no body (after Config.ReceiverLatency).
+// runWebhook drains a backlog with a relay of the relay package in this
+// process, with default settings, as signed webhooks (the webhook sink with
+// its defaults, Standard Webhooks, a whsec_ secret) to a local receiver
+// that answers 200 with no body (after Config.ReceiverLatency).
 func runWebhook(ctx context.Context, e *env, p *progress) error {
 	n := e.cfg.WebhookEvents
-	rec, err := startReceiver(false, e.cfg.ReceiverLatency)
+	rec, err := startReceiver(e.cfg.ReceiverLatency)
 	if err != nil {
 		return err
 	}
 	defer rec.close()
-	sk, err := newWebhookSink(rec.url, 0)
+	sk, err := newWebhookSink(rec.url)
 	if err != nil {
 		return err
 	}
@@ -27,7 +28,7 @@ func runWebhook(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
-	d, err := drainRelay(ctx, p, "webhooks", sc.outbox(), sk, rec.count.Load, n)
+	d, err := libraryDrain(ctx, p, "webhooks", sc.outbox(), sk, rec.distinct, n)
 	if err != nil {
 		return err
 	}

@@ -1,0 +1,183 @@
+package bench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+)
+
+// relayStopTimeout is how long a `postbox relay` process may take to stop
+// after SIGTERM (its deliveries in flight get 10 s by default) before it is
+// killed.
+const relayStopTimeout = 30 * time.Second
+
+// relayProcess is a `postbox relay` child process.
+type relayProcess struct {
+	cmd *exec.Cmd
+	pid int
+	// exited is closed once the process has exited; err is then how.
+	exited chan struct{}
+	err    error
+	// stopping is set once the bench stops the process: its exit is
+	// expected from then on.
+	stopping atomic.Bool
+
+	stopOnce sync.Once
+	peakKiB  int64
+	stopErr  error
+}
+
+// relayArgs are the flags of a `postbox relay` that drains sc as signed
+// webhooks to url: the outbox, the endpoint, a new whsec_ secret,
+// --concurrency unless it is 0 (the default), and --log-level warn so that
+// only its warnings and errors show among the progress lines. Every other
+// flag is at its default.
+func relayArgs(sc scratch, url string, concurrency int) []string {
+	args := append(sc.relayFlags(), "--webhook-url", url, "--webhook-secret", newSecret())
+	if concurrency > 0 {
+		args = append(args, "--concurrency", strconv.Itoa(concurrency))
+	}
+	return append(args, "--log-level", "warn")
+}
+
+// startRelayProcess starts `postbox relay` with args (Config.RelayCommand);
+// its log goes to p. If the process exits before stop is called, died is
+// called with an error that says so.
+func (e *env) startRelayProcess(ctx context.Context, p *progress, args []string, died context.CancelCauseFunc) (*relayProcess, error) {
+	cmd := e.cfg.RelayCommand(ctx, args...)
+	cmd.Env = relayEnv(cmd.Environ())
+	cmd.Stderr = p
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start `postbox relay`: %w", err)
+	}
+	rp := &relayProcess{cmd: cmd, pid: cmd.Process.Pid, exited: make(chan struct{})}
+	go func() {
+		rp.err = cmd.Wait()
+		close(rp.exited)
+		if !rp.stopping.Load() {
+			died(fmt.Errorf("`postbox relay` (pid %d) exited before the bench stopped it: %s; its log is above", rp.pid, exitText(rp.err)))
+		}
+	}()
+	return rp, nil
+}
+
+// relayEnv is env without the variables that postbox reads its flags from
+// (DB_DSN, WEBHOOK_URL, WEBHOOK_SECRET and POSTBOX_*), so that a relay
+// process runs with the flags the bench gives and the defaults of the
+// others, whatever the bench's own environment holds.
+func relayEnv(env []string) []string {
+	out := make([]string, 0, len(env))
+	for _, kv := range env {
+		name, _, _ := strings.Cut(kv, "=")
+		switch {
+		case name == "DB_DSN", name == "WEBHOOK_URL", name == "WEBHOOK_SECRET", strings.HasPrefix(name, "POSTBOX_"):
+			continue
+		}
+		out = append(out, kv)
+	}
+	return out
+}
+
+// stop reads the process's peak resident memory (VmHWM; 0 where /proc is
+// missing), then stops it as a service manager would: SIGTERM, and SIGKILL
+// if it has not exited relayStopTimeout later. It returns the peak in KiB,
+// and an error unless the process exited cleanly after SIGTERM. Calling it
+// again returns the same.
+func (rp *relayProcess) stop() (int64, error) {
+	rp.stopOnce.Do(func() {
+		rp.stopping.Store(true)
+		select {
+		case <-rp.exited:
+			rp.stopErr = fmt.Errorf("`postbox relay` (pid %d) exited before the bench stopped it: %s", rp.pid, exitText(rp.err))
+			return
+		default:
+		}
+		rp.peakKiB = peakRSSKiB(strconv.Itoa(rp.pid))
+		if err := rp.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			_ = rp.cmd.Process.Kill()
+		}
+		select {
+		case <-rp.exited:
+		case <-time.After(relayStopTimeout):
+			_ = rp.cmd.Process.Kill()
+			<-rp.exited
+			rp.stopErr = fmt.Errorf("`postbox relay` (pid %d) still running %s after SIGTERM: killed", rp.pid, relayStopTimeout)
+			return
+		}
+		if rp.err != nil {
+			rp.stopErr = fmt.Errorf("`postbox relay` (pid %d) stopped with %s", rp.pid, exitText(rp.err))
+		}
+	})
+	return rp.peakKiB, rp.stopErr
+}
+
+// exitText says how a process exited, from the error of its Wait.
+func exitText(err error) string {
+	if err == nil {
+		return "exit status 0"
+	}
+	return err.Error()
+}
+
+// relayExit is err, or the unexpected exit of a relay process that ended
+// ctx (started with died cancelling it) while parent went on.
+func relayExit(parent, ctx context.Context, err error) error {
+	if err != nil && ctx.Err() != nil && parent.Err() == nil {
+		if cause := context.Cause(ctx); !errors.Is(cause, ctx.Err()) {
+			return cause
+		}
+	}
+	return err
+}
+
+// processDrain drains sc's backlog of n events with instances `postbox
+// relay` processes of --concurrency concurrency (0: the default), all
+// delivering to one local receiver that answers after delay. The count of
+// published events is the receiver's count of distinct event ids. It
+// returns how the drain went, from the start of the processes, and each
+// process's peak resident memory in KiB.
+func (e *env) processDrain(ctx context.Context, p *progress, what string, sc scratch, delay time.Duration, concurrency, instances, n int) (_ drained, _ []int64, err error) {
+	rec, err := startReceiver(delay)
+	if err != nil {
+		return drained{}, nil, err
+	}
+	defer rec.close()
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() { err = relayExit(parent, ctx, err) }()
+	procs := make([]*relayProcess, 0, instances)
+	defer func() {
+		for _, rp := range procs {
+			_, _ = rp.stop()
+		}
+	}()
+	start := time.Now()
+	for range instances {
+		rp, err := e.startRelayProcess(ctx, p, relayArgs(sc, rec.url, concurrency), cancel)
+		if err != nil {
+			return drained{}, nil, err
+		}
+		procs = append(procs, rp)
+	}
+	d, err := waitDrained(ctx, p, what, sc.outbox(), rec.distinct, n, start)
+	if err != nil {
+		return drained{}, nil, err
+	}
+	rss := make([]int64, 0, len(procs))
+	for _, rp := range procs {
+		kib, err := rp.stop()
+		if err != nil {
+			return drained{}, nil, err
+		}
+		rss = append(rss, kib)
+	}
+	return d, rss, nil
+}
