@@ -113,8 +113,8 @@ type latencyResult struct {
 // latencyRun commits one-event transactions at perSec for d with
 // producers goroutines that share one pacer (a single event when d is 0),
 // waits for their arrival at rec, and returns the commit-to-arrival
-// percentiles. An event delivered before its producer saw the commit
-// return counts as 0.
+// percentiles, counted from just before each producer's transaction (one
+// statement that commits as it ends).
 func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int64, perSec, producers int, d time.Duration) (latencyResult, error) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
@@ -131,6 +131,11 @@ func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int6
 		wg.Go(func() {
 			for range tokens {
 				ev := orderEvent(seq.Add(1))
+				// The clock starts as the producer sends its one-statement
+				// transaction, which commits as it ends: the latency
+				// includes the commit, as the acceptance run counts
+				// it (from just before COMMIT).
+				at := time.Now()
 				if err := sc.enqueue(ctx, ev); err != nil {
 					mu.Lock()
 					errs = append(errs, err)
@@ -138,7 +143,6 @@ func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int6
 					cancel()
 					continue
 				}
-				at := time.Now()
 				mu.Lock()
 				commits[ev.ID] = at
 				mu.Unlock()
