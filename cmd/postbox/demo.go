@@ -1,14 +1,13 @@
 package main
 
 import (
-	"github.com/postbox-go/postbox/internal/dburl"
-
 	"context"
 	"errors"
 	"flag"
 	"fmt"
 	"os"
 
+	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/internal/demo"
 )
 

@@ -3,9 +3,9 @@ package bench
 import (
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -86,15 +86,13 @@ func (q rawQuery) String() string {
 
 // openBackend connects to the database of url for the run named run.
 func openBackend(ctx context.Context, url, run string) (backend, error) {
-	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
+	if dburl.IsPostgres(url) {
 		return openPostgres(ctx, url, run)
-	case strings.HasPrefix(url, "sqlite:"):
-		return openSQLite(ctx, url, run)
-	case url == "":
-		return nil, fmt.Errorf("bench: no database: want postgres://... or sqlite:PATH")
 	}
-	return nil, fmt.Errorf("bench: database URL: want postgres://... or sqlite:PATH")
+	if path, ok := dburl.SQLitePath(url); ok {
+		return openSQLite(path, run)
+	}
+	return nil, fmt.Errorf("bench: database URL %q: %w", dburl.Redact(url), dburl.ErrUnknownScheme)
 }
 
 // orderEvent is the event of one order, with a payload the size of the

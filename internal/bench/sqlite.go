@@ -27,8 +27,7 @@ type liteBackend struct {
 	files map[string]*liteScratch // created and not dropped yet
 }
 
-func openSQLite(_ context.Context, url, run string) (*liteBackend, error) {
-	path := strings.TrimPrefix(strings.TrimPrefix(url, "sqlite:"), "//")
+func openSQLite(path, run string) (*liteBackend, error) {
 	switch {
 	case path == "":
 		return nil, errors.New("bench: sqlite:PATH needs a file path")

@@ -6,13 +6,12 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 
 	"github.com/jackc/pgx/v5"
-	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 	"github.com/postbox-go/postbox/store/sqlite"
@@ -47,17 +46,12 @@ const (
 )
 
 func openBackend(ctx context.Context, url, schema string) (*backend, error) {
-	switch {
-	case strings.HasPrefix(url, "postgres://"), strings.HasPrefix(url, "postgresql://"):
-		return openPostgres(ctx, url, schema)
-	case strings.HasPrefix(url, "sqlite:"):
-		return openSQLite(ctx, strings.TrimPrefix(url, "sqlite:"))
-	case url == "":
+	if url == "" {
 		dir, err := os.MkdirTemp("", "postbox-demo-")
 		if err != nil {
 			return nil, err
 		}
-		b, err := openSQLite(ctx, filepath.Join(dir, "demo.db"))
+		b, err := openBackend(ctx, "sqlite:"+filepath.Join(dir, "demo.db"), schema)
 		if err != nil {
 			os.RemoveAll(dir)
 			return nil, err
@@ -66,29 +60,43 @@ func openBackend(ctx context.Context, url, schema string) (*backend, error) {
 		b.close = func() { closeDB(); os.RemoveAll(dir) }
 		return b, nil
 	}
-	return nil, fmt.Errorf("demo: --db %q: want postgres://... or sqlite:PATH", url)
-}
-
-func openPostgres(ctx context.Context, url, schema string) (*backend, error) {
-	pool, err := pgxpool.New(ctx, url)
+	if path, ok := dburl.SQLitePath(url); ok {
+		if _, err := os.Stat(path); err == nil {
+			return nil, fmt.Errorf("demo: %s exists: the demo needs a new file, so that its reconciliation counts only its own orders", path)
+		}
+	}
+	s, err := dburl.Open(ctx, url, dburl.Options{Schema: schema, ApplicationName: "postbox demo"})
 	if err != nil {
 		return nil, fmt.Errorf("demo: --db: %w", err)
 	}
-	fail := func(err error) (*backend, error) { pool.Close(); return nil, err }
-	s, err := postgres.New(pool, postgres.Config{Schema: schema})
-	if err != nil {
-		return fail(err)
+	var b *backend
+	if s.Postgres != nil {
+		b, err = newPostgresBackend(ctx, s.Postgres)
+	} else {
+		b, err = newSQLiteBackend(ctx, s.SQLite)
 	}
-	if _, err := pool.Exec(ctx, "drop schema if exists "+pgx.Identifier{schema}.Sanitize()+" cascade"); err != nil {
-		return fail(fmt.Errorf("demo: cannot prepare schema %s: %w", schema, err))
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	b.close = s.Close
+	return b, nil
+}
+
+// newPostgresBackend makes the demo's tables in the store's schema, dropped
+// first with whatever it held.
+func newPostgresBackend(ctx context.Context, s *postgres.Store) (*backend, error) {
+	pool := s.Pool()
+	if _, err := pool.Exec(ctx, "drop schema if exists "+pgx.Identifier{s.Schema()}.Sanitize()+" cascade"); err != nil {
+		return nil, fmt.Errorf("demo: cannot prepare schema %s: %w", s.Schema(), err)
 	}
 	if _, err := s.Migrate(ctx); err != nil {
-		return fail(err)
+		return nil, err
 	}
-	b := &backend{outbox: s, orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations"), close: pool.Close}
+	b := &backend{outbox: s, orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations")}
 	for _, q := range []string{fmt.Sprintf(createOrdersSQL, b.orders), fmt.Sprintf(createReservationsSQL, b.reservations)} {
 		if _, err := pool.Exec(ctx, q); err != nil {
-			return fail(err)
+			return nil, err
 		}
 	}
 	insertOrder := fmt.Sprintf(insertOrderSQL, b.orders)
@@ -116,23 +124,16 @@ func openPostgres(ctx context.Context, url, schema string) (*backend, error) {
 	return b, nil
 }
 
-func openSQLite(ctx context.Context, path string) (*backend, error) {
-	if _, err := os.Stat(path); err == nil {
-		return nil, fmt.Errorf("demo: %s exists: the demo needs a new file, so that its reconciliation counts only its own orders", path)
-	}
-	s, err := sqlite.Open(ctx, path, sqlite.Config{})
-	if err != nil {
+// newSQLiteBackend makes the demo's tables in the store's new file.
+func newSQLiteBackend(ctx context.Context, s *sqlite.Store) (*backend, error) {
+	if _, err := s.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	fail := func(err error) (*backend, error) { s.Close(); return nil, err }
-	if _, err := s.Migrate(ctx); err != nil {
-		return fail(err)
-	}
 	db := s.DB()
-	b := &backend{outbox: s, orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations"), close: func() { s.Close() }}
+	b := &backend{outbox: s, orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations")}
 	for _, q := range []string{fmt.Sprintf(createOrdersSQL, b.orders), fmt.Sprintf(createReservationsSQL, b.reservations)} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
-			return fail(err)
+			return nil, err
 		}
 	}
 	insertOrder := fmt.Sprintf(insertOrderSQL, b.orders)
