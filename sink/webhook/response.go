@@ -13,10 +13,10 @@ import (
 // snippetLen is how much of a response body an error quotes.
 const snippetLen = 200
 
-// settle reads at most MaxResponseBody bytes of resp's body, so that a
+// readAnswer reads at most MaxResponseBody bytes of resp's body, so that a
 // connection whose answer was fully read is reused, closes it, and turns the
 // status into Publish's result.
-func (s *Sink) settle(resp *http.Response) error {
+func (s *Sink) readAnswer(resp *http.Response) error {
 	snippet := make([]byte, min(snippetLen, s.cfg.MaxResponseBody))
 	n, _ := io.ReadFull(resp.Body, snippet)
 	io.CopyN(io.Discard, resp.Body, s.cfg.MaxResponseBody-int64(n))

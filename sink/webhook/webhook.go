@@ -107,5 +107,5 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		}
 		return fmt.Errorf("webhook: post: %w", err)
 	}
-	return s.settle(resp)
+	return s.readAnswer(resp)
 }
