@@ -24,6 +24,35 @@
 // "duplicate" and the event was lost.) Deliveries of one event at once wait
 // for each other on the row; the handler commits once.
 //
+// # Routes
+//
+// A Router dispatches events by type to handlers that take the decoded
+// payload, so a consumer writes neither a switch on the event type nor the
+// JSON decoding. Its Apply method is a ProcessFunc, and Inbox.Processor
+// turns any ProcessFunc into the Process function of the webhook handler:
+//
+//	r := inbox.NewRouter[pgx.Tx]()
+//	inbox.Handle(r, "order.created", func(ctx context.Context, tx pgx.Tx, ev *inbox.Event, p OrderCreated) error {
+//		if p.OrderID == 0 {
+//			return inbox.Reject(errors.New("order_id is missing"))
+//		}
+//		_, err := tx.Exec(ctx, "insert into shipments(order_id) values ($1)", p.OrderID)
+//		return err
+//	})
+//	out, err := ib.Process(ctx, ev, r.Apply) // or HandlerConfig{Process: ib.Processor(r.Apply)}
+//
+// Payloads are decoded with encoding/json: fields the type lacks are
+// ignored, and a payload that does not decode is rejected. An event type
+// without a route is rejected by default; SetUnknown chooses to ignore such
+// events (recorded done) or to fail them temporarily (retried).
+//
+// A handler error is temporary: the sender retries. Reject marks an error
+// as permanent, for an event no retry can apply. Its error matches
+// ErrRejected and ErrInvalidEvent; the event's row is recorded failed with
+// the reason as its last error, the webhook handler answers 400, and a
+// postbox relay stops after its few attempts for rejections (5 by default)
+// and moves the event to its dead-letter state.
+//
 // # Webhooks
 //
 // NewHandler returns an http.Handler for signed webhook deliveries, such as
@@ -41,6 +70,9 @@
 //		},
 //	})
 //	mux.Handle("POST /webhooks/postbox", h)
+//
+// Process: ib.Processor(applyOrderEvent) does the same without the closure,
+// and takes a Router's Apply alike.
 //
 // Security notes. The event id is signed in the Standard scheme. The
 // X-Signature scheme signs only the timestamp and body, so a captured
@@ -90,6 +122,10 @@
 // old ones in batches; keep them longer than the sender may retry an event
 // (its whole backoff schedule, plus time in its dead-letter state): within
 // that window every duplicate is caught. Failed and pending rows are kept.
+// RunRetention does it on a schedule until its context ends, logging
+// failures and going on: go ib.RunRetention(ctx, inbox.Retention{}) keeps
+// done rows for RetentionKeepDefault (7 days) and deletes older ones every
+// hour.
 //
 // # Brokers
 //

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -57,19 +56,15 @@ type orderCreated struct {
 	OccurredAt time.Time `json:"occurred_at"`
 }
 
-// decodeOrderCreated parses and checks an order.created payload.
-func decodeOrderCreated(payload []byte) (orderCreated, error) {
-	var o orderCreated
-	if err := json.Unmarshal(payload, &o); err != nil {
-		return o, fmt.Errorf("order.created payload: %w", err)
-	}
+// check reports what makes a decoded order.created payload unusable.
+func (o orderCreated) check() error {
 	switch {
 	case o.OrderID == uuid.Nil:
-		return o, errors.New(`order.created payload: "order_id" is missing`)
+		return errors.New(`"order_id" is missing`)
 	case o.Amount <= 0:
-		return o, fmt.Errorf(`order.created payload: "amount" %d is not positive`, o.Amount)
+		return fmt.Errorf(`"amount" %d is not positive`, o.Amount)
 	}
-	return o, nil
+	return nil
 }
 
 // service is the warehouse: the webhook endpoint of an inbox whose handler
@@ -123,8 +118,14 @@ func setUp(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger
 	if err := s.createTable(ctx); err != nil {
 		return nil, err
 	}
+	// One route: order.created reserves stock. Events of other types are
+	// not for the warehouse: acknowledge them, so the sender does not
+	// retry them, and keep them in the inbox for audit.
+	routes := inbox.NewRouter[pgx.Tx]()
+	routes.SetUnknown(inbox.UnknownIgnore)
+	inbox.Handle(routes, eventOrderCreated, s.reserve)
 	s.webhook, err = inbox.NewHandler(inbox.HandlerConfig{
-		Process: s.process,
+		Process: s.inbox.Processor(routes.Apply),
 		// Several secrets, separated by spaces or commas, during a
 		// rotation: as the relay's --webhook-secret.
 		Secrets: strings.FieldsFunc(cfg.Secret, func(r rune) bool { return r == ' ' || r == ',' }),
@@ -185,33 +186,16 @@ func (s *service) health(w http.ResponseWriter, r *http.Request) {
 	_, _ = io.WriteString(w, `{"status":"ok"}`+"\n")
 }
 
-// process applies one verified delivery; the inbox handler turns its result
-// into the HTTP answer (200, 400, 500, ...).
-func (s *service) process(ctx context.Context, ev *inbox.Event) (inbox.Outcome, error) {
-	if ev.EventType != eventOrderCreated {
-		// Not an event the warehouse acts on: acknowledge it, so the
-		// sender does not retry it, and keep it in the inbox for audit.
-		return s.inbox.Process(ctx, ev, func(context.Context, pgx.Tx, *inbox.Event) error { return nil })
+// reserve reserves stock for an order.created event, in the transaction
+// that writes the event's inbox row: both commit, or neither does. The
+// inbox handler turns its result into the HTTP answer: 200, 400 for a
+// rejected payload (no retry can fix it), 500 for a failure (retried).
+func (s *service) reserve(ctx context.Context, tx pgx.Tx, ev *inbox.Event, o orderCreated) error {
+	if err := o.check(); err != nil {
+		return inbox.Reject(err)
 	}
-	o, err := decodeOrderCreated(ev.Payload)
-	if err != nil {
-		// No retry can fix the payload: answered 400, nothing stored.
-		return 0, fmt.Errorf("%w: event %s: %v", inbox.ErrInvalidEvent, ev.ID, err)
-	}
-	out, err := s.inbox.Process(ctx, ev, func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
-		return s.reserve(ctx, tx, ev.ID, o)
-	})
-	if err == nil {
-		s.log.Info("order.created "+out.String(), "event_id", ev.ID, "order_id", o.OrderID, "amount", o.Amount)
-	}
-	return out, err
-}
-
-// reserve reserves stock for an order, in the transaction that writes the
-// event's inbox row: both commit, or neither does.
-func (s *service) reserve(ctx context.Context, tx pgx.Tx, eventID uuid.UUID, o orderCreated) error {
 	_, err := tx.Exec(ctx, "insert into "+s.reservations+" (event_id, order_id, amount) values ($1, $2, $3)",
-		eventID, o.OrderID, o.Amount)
+		ev.ID, o.OrderID, o.Amount)
 	if err != nil {
 		return fmt.Errorf("reserve stock: %w", err)
 	}
@@ -222,6 +206,7 @@ func (s *service) reserve(ctx context.Context, tx pgx.Tx, eventID uuid.UUID, o o
 		s.faults.Add(1)
 		return errInjected
 	}
+	s.log.Info("reserving stock", "event_id", ev.ID, "order_id", o.OrderID, "amount", o.Amount)
 	return nil
 }
 
@@ -266,6 +251,16 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	defer s.close()
+	// Done inbox rows are kept for inbox.RetentionKeepDefault (7 days),
+	// far beyond the relay's retries, then deleted, hourly, until ctx ends.
+	retained := make(chan struct{})
+	defer func() { <-retained }() // before the pool closes
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel() // also when serve fails
+	go func() {
+		defer close(retained)
+		_ = s.inbox.RunRetention(ctx, inbox.Retention{Logger: log}) // valid: errors only for a bad Retention
+	}()
 	var lc net.ListenConfig
 	ln, err := lc.Listen(ctx, "tcp", cfg.Addr)
 	if err != nil {

@@ -255,29 +255,39 @@ func TestFailedHandlerLeavesNoTraceAndTheRetryIsApplied(t *testing.T) {
 	}
 }
 
-func TestInvalidPayloadIsRefusedAndNotStored(t *testing.T) {
+// A payload no retry can fix is answered 400, which a relay retries only a
+// few times before it dead-letters the event. Nothing is reserved; the
+// inbox row, when the body was JSON at all, is failed with the reason.
+func TestInvalidPayloadIsRejectedWithoutReservation(t *testing.T) {
 	w := newWarehouse(t, 0)
-	for name, body := range map[string]string{
-		"no order id":     `{"user_id": "u_1", "amount": 100}`,
-		"zero amount":     fmt.Sprintf(`{"order_id": %q, "amount": 0}`, uuid.New()),
-		"text amount":     fmt.Sprintf(`{"order_id": %q, "amount": "100"}`, uuid.New()),
-		"bad order id":    `{"order_id": "42", "amount": 100}`,
-		"not an object":   `[1, 2]`,
-		"not json at all": `order 42`,
+	for name, tc := range map[string]struct{ body, reason string }{
+		"no order id":     {`{"user_id": "u_1", "amount": 100}`, `"order_id" is missing`},
+		"zero amount":     {fmt.Sprintf(`{"order_id": %q, "amount": 0}`, uuid.New()), `"amount" 0 is not positive`},
+		"text amount":     {fmt.Sprintf(`{"order_id": %q, "amount": "100"}`, uuid.New()), "does not decode"},
+		"bad order id":    {`{"order_id": "42", "amount": 100}`, "does not decode"},
+		"not an object":   {`[1, 2]`, "does not decode"},
+		"not json at all": {`order 42`, ""}, // refused before the inbox
 	} {
 		t.Run(name, func(t *testing.T) {
 			id := uuid.New()
-			req := signedRequest(t, w.url+"/webhook", testSecret, id, "order.created", []byte(body), time.Now())
-			if code, answer := send(t, req, []byte(body)); code != http.StatusBadRequest {
+			req := signedRequest(t, w.url+"/webhook", testSecret, id, "order.created", []byte(tc.body), time.Now())
+			if code, answer := send(t, req, []byte(tc.body)); code != http.StatusBadRequest {
 				t.Fatalf("answer %d %s, want 400", code, answer)
+			}
+			want := 1
+			if tc.reason == "" {
+				want = 0
+			}
+			if n := w.count(t, "inbox_events", "id = $1 and handler_status = 'failed' and strpos(last_error, $2) > 0", id, tc.reason); n != want {
+				t.Fatalf("%d failed inbox rows naming %q, want %d", n, tc.reason, want)
 			}
 		})
 	}
 	if n := w.count(t, "reservations", ""); n != 0 {
 		t.Fatalf("%d reservations after invalid payloads", n)
 	}
-	if n := w.count(t, "inbox_events", ""); n != 0 {
-		t.Fatalf("%d inbox rows after invalid payloads", n)
+	if n := w.count(t, "inbox_events", "handler_status <> 'failed'"); n != 0 {
+		t.Fatalf("%d inbox rows not failed after invalid payloads", n)
 	}
 }
 
