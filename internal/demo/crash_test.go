@@ -43,4 +43,5 @@ func TestStopDoesNotWaitForTheCrashedRelay(t *testing.T) {
 		t.Fatal("stop waited for the crashed relay to end")
 	default:
 	}
+	<-crashed // before the store closes and its folder is removed
 }
