@@ -41,6 +41,8 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 			if ctx.Err() != nil {
 				return
 			}
+			r.ready.Store(false)
+			r.counts.claimErrors.Add(1)
 			failures++
 			delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
 			r.log.Error("claim failed", "error", err, "retry_in", delay)
@@ -100,6 +102,10 @@ func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) 
 		return nil, err
 	}
 	r.inflight.add(batch, claimed.Add(r.cfg.Lease))
+	r.counts.claimed.Add(int64(len(batch)))
+	if !r.ready.Load() {
+		r.ready.Store(true)
+	}
 	return batch, nil
 }
 

@@ -36,6 +36,7 @@ func (r *Relay) renewLeases(ctx context.Context) {
 			continue
 		}
 		if lost := r.inflight.renewed(ids, kept, started.Add(r.cfg.Lease)); lost > 0 {
+			r.counts.lostLeases.Add(int64(lost))
 			r.log.Warn("leases lost to another relay (this relay was stalled past their expiry); their events are not sent again by this relay",
 				"events", lost)
 		}
@@ -56,6 +57,7 @@ func (r *Relay) reclaimExpired(ctx context.Context) {
 			r.log.Error("reclaiming expired leases failed", "error", err)
 		}
 		for _, x := range reclaimed {
+			r.counts.reclaimed.Add(int64(x.Events))
 			r.log.Warn("reclaimed the events of a relay whose lease expired", "expired_relay", x.Owner, "events", x.Events)
 		}
 		if len(reclaimed) > 0 {

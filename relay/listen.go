@@ -26,6 +26,7 @@ func (r *Relay) listen(ctx context.Context) {
 				r.log.Info(fmt.Sprintf("listening for new events on %s; polling every %s as well", l.Channel, r.cfg.PollInterval))
 			}
 			failures = 0
+			r.finding.Store(&finding{listening: true, channel: l.Channel})
 			if l.Dozer != nil {
 				r.dozer.Store(&l.Dozer)
 			}
@@ -36,12 +37,13 @@ func (r *Relay) listen(ctx context.Context) {
 		if ctx.Err() != nil {
 			return
 		}
+		if err == nil {
+			err = errors.New("the store stopped listening")
+		}
+		r.finding.Store(&finding{pollingReason: err.Error()})
 		if errors.Is(err, store.ErrCannotListen) {
 			r.log.Info(fmt.Sprintf("polling every %s: %v", r.cfg.PollInterval, err))
 			return
-		}
-		if err == nil {
-			err = errors.New("the store stopped listening")
 		}
 		failures++
 		delay := backoff(failures, 100*time.Millisecond, listenRetryMax)

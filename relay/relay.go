@@ -46,6 +46,10 @@ type Relay struct {
 	// dozer is the store.Dozer of the current listening connection, nil
 	// while there is none or producers always notify (see store.Listening).
 	dozer atomic.Pointer[store.Dozer]
+	// counts, ready and finding are what Stats and Ready report.
+	counts  counters
+	ready   atomic.Bool
+	finding atomic.Pointer[finding]
 }
 
 // New validates cfg, fills its defaults and returns a relay.
@@ -54,13 +58,15 @@ func New(cfg Config) (*Relay, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Relay{
+	r := &Relay{
 		cfg:      cfg,
 		log:      cfg.Logger.With("relay", cfg.Owner),
 		capacity: cfg.BatchSize + cfg.Concurrency,
 		inflight: newInflight(),
 		wake:     make(chan struct{}, 1),
-	}, nil
+	}
+	r.finding.Store(notRunning)
+	return r, nil
 }
 
 // Owner is the name this relay leases events under.
@@ -89,8 +95,11 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	var background sync.WaitGroup
 	if r.cfg.DisableListen {
-		r.log.Info(fmt.Sprintf("polling every %s: listening is disabled (Config.DisableListen, --no-listen)", r.cfg.PollInterval))
+		const why = "listening is disabled (Config.DisableListen, --no-listen)"
+		r.finding.Store(&finding{pollingReason: why})
+		r.log.Info(fmt.Sprintf("polling every %s: %s", r.cfg.PollInterval, why))
 	} else {
+		r.finding.Store(&finding{pollingReason: "not listening yet"})
 		background.Go(func() { r.listen(maintCtx) })
 	}
 	background.Go(func() { r.renewLeases(maintCtx) })
@@ -131,6 +140,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		"batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency,
 		"lease", r.cfg.Lease, "ordered", r.cfg.Ordered, "max_attempts", r.cfg.MaxAttempts)
 	r.claimLoop(ctx, work)
+	r.ready.Store(false)
 
 	// Shutdown: no more claims; deliveries in flight get ShutdownTimeout.
 	close(work)
@@ -149,6 +159,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	stopMaintenance()
 	background.Wait()
+	r.finding.Store(notRunning)
 	r.log.Info("relay stopped", "unsettled", r.inflight.count())
 	return nil
 }
