@@ -1,19 +1,3 @@
-// Package relay drains an outbox into a sink: it claims committed events in
-// batches under a lease, publishes them concurrently, and settles the
-// outcomes in batched statements, with exponential backoff, a dead-letter
-// state, lease renewal and reclaiming, optional per-aggregate order and a
-// graceful shutdown.
-//
-// The pipeline, per relay instance:
-//
-//	claim ──► work queue ──► Concurrency publishers ──► settler
-//	  ▲  (LISTEN/NOTIFY or poll)                          │
-//	  └──────────── free slots ◄──────────────────────────┘
-//
-// The claim is one short statement; no transaction or row lock is held
-// while a publisher waits on the network. Up to BatchSize + Concurrency
-// events are in flight, so the next batch is claimed while the current one
-// is being delivered.
 package relay
 
 import (
@@ -112,23 +96,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	results := make(chan outcome, r.capacity)
 	var publishers sync.WaitGroup
 	for range r.cfg.Concurrency {
-		publishers.Go(func() {
-			for d := range work {
-				switch {
-				case ctx.Err() != nil:
-					results <- outcome{delivery: d, action: actionRelease}
-				case !r.inflight.start(d.ID, time.Now().Add(r.sendMargin())):
-					// Another relay may have taken it over: sending now
-					// could overtake its delivery (and, ordered, its
-					// successors).
-					r.log.Warn("lease expired before the delivery started; released without sending",
-						"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
-					results <- outcome{delivery: d, action: actionRelease}
-				default:
-					results <- r.deliver(deliverCtx, d)
-				}
-			}
-		})
+		publishers.Go(func() { r.publish(ctx, deliverCtx, work, results) })
 	}
 	settled := make(chan struct{})
 	go func() {
