@@ -22,8 +22,8 @@ type Stats struct {
 	// refused for good, or out of attempts.
 	Failed int64
 	// Released counts the events given back to the queue without counting
-	// an attempt: at shutdown, or when their lease was lost before their
-	// delivery started.
+	// an attempt: at shutdown, or when their lease expired or was lost
+	// before their delivery started.
 	Released int64
 	// Reclaimed counts the events of relays whose lease expired (crashed,
 	// or stalled past it) that this relay returned to the queue, or failed
