@@ -30,6 +30,27 @@ type outcome struct {
 // maxErrorLen bounds the error text kept in the outbox row.
 const maxErrorLen = 1024
 
+// publish delivers the events of work until it is closed, and hands their
+// outcomes to the settler. Once ctx ends (the shutdown) it releases the
+// rest without sending them; deliveries run under deliverCtx, which the
+// shutdown cancels after ShutdownTimeout.
+func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan store.Delivery, results chan<- outcome) {
+	for d := range work {
+		switch {
+		case ctx.Err() != nil:
+			results <- outcome{delivery: d, action: actionRelease}
+		case !r.inflight.start(d.ID, time.Now().Add(r.sendMargin())):
+			// Another relay may have taken it over: sending now could
+			// overtake its delivery (and, ordered, its successors).
+			r.log.Warn("lease expired before the delivery started; released without sending",
+				"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
+			results <- outcome{delivery: d, action: actionRelease}
+		default:
+			results <- r.deliver(deliverCtx, d)
+		}
+	}
+}
+
 // deliver publishes one event and decides what becomes of it.
 func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 	msg := &sink.Message{

@@ -57,3 +57,11 @@ func (h *dueHeap) Pop() any {
 	*h = old[:len(old)-1]
 	return x
 }
+
+// scheduleRetry records that an event falls due again at t, and wakes the
+// claim loop to shorten its sleep when t is the earliest.
+func (r *Relay) scheduleRetry(t time.Time) {
+	if r.retries.add(t) {
+		r.notify()
+	}
+}

@@ -110,6 +110,7 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 		if err == nil {
 			break
 		}
+		r.counts.settleErrors.Add(1)
 		if ctx.Err() != nil {
 			r.log.Error("outcomes not recorded; the events will be delivered again after their lease",
 				"events", len(batch), "error", err)
@@ -121,6 +122,10 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 			return
 		}
 	}
+	r.counts.delivered.Add(int64(len(p.Done)))
+	r.counts.retried.Add(int64(len(p.Retry)))
+	r.counts.failed.Add(int64(len(p.Failed)))
+	r.counts.released.Add(int64(len(release)))
 	for _, retry := range p.Retry {
 		r.scheduleRetry(retry.AvailableAt)
 	}

@@ -1,0 +1,143 @@
+package relay
+
+import (
+	"context"
+	"time"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// lingerDelay is how soon the relay claims again after a claim that found
+// events but not a full batch. Notifications do not cut it short: while
+// events flow, one claim every lingerDelay takes what committed meanwhile,
+// instead of one claim per notifying commit.
+const lingerDelay = 2 * time.Millisecond
+
+// claimTimeout bounds one claim statement.
+const claimTimeout = 10 * time.Second
+
+// claimLoop claims due events whenever there is room in flight, hands them
+// to the publishers, and otherwise waits for a freed slot, a notification, a
+// due retry or the poll. How long it waits after each claim is the doze
+// protocol's decision (see doze).
+func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
+	minClaim := max(1, min(r.cfg.BatchSize, r.cfg.Concurrency)/4)
+	poll := time.NewTimer(0)
+	defer poll.Stop()
+	failures := 0
+	var dz doze
+	for ctx.Err() == nil {
+		free := r.capacity - r.inflight.count()
+		if free < minClaim {
+			select {
+			case <-r.inflight.freed:
+			case <-ctx.Done():
+			}
+			continue
+		}
+		limit := min(free, r.cfg.BatchSize)
+		batch, err := r.claim(ctx, limit)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			r.ready.Store(false)
+			r.counts.claimErrors.Add(1)
+			failures++
+			delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
+			r.log.Error("claim failed", "error", err, "retry_in", delay)
+			sleep(ctx, delay)
+			continue
+		}
+		failures = 0
+		for _, d := range batch {
+			work <- d
+		}
+		dz.follow(r.dozer.Load())
+		wait := r.untilNextClaim()
+		if len(batch) > 0 {
+			dz.foundEvents(ctx, len(batch))
+			if len(batch) == limit {
+				continue // a backlog: claim again at once
+			}
+			// Events are flowing: look again shortly. While producers
+			// notify this relay, a notification ends the wait sooner.
+			r.waitFor(ctx, poll, min(wait, lingerDelay), dz.producersNotify())
+			continue
+		}
+		switch dz.afterEmptyClaim(ctx) {
+		case lookAgainSoon:
+			r.waitFor(ctx, poll, min(wait, lingerDelay), false)
+		case claimOnceMore:
+		case backOffWhileCommitting:
+			if dz.stuck() {
+				r.log.Warn("cannot doze: a transaction keeps holding the producers' lock (see migration 0004 of the PostgreSQL store); claiming every 64ms meanwhile")
+			}
+			r.waitFor(ctx, poll, min(wait, dz.notReadyDelay()), dz.producersNotify())
+		case waitForWakeUp:
+			r.waitFor(ctx, poll, wait, true)
+		}
+	}
+}
+
+// claim leases up to limit due events to this relay and records them in
+// flight.
+func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) {
+	// The claim sees every event committed before it: a wake-up already
+	// received asks for nothing more.
+	select {
+	case <-r.wake:
+	default:
+	}
+	// A claim cut short by the shutdown may have committed all the same:
+	// it runs to its end, and what it took is released by the
+	// publishers, which see the shutdown.
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	defer cancel()
+	claimed := time.Now()
+	batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{
+		Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered,
+	})
+	if err != nil {
+		return nil, err
+	}
+	r.inflight.add(batch, claimed.Add(r.cfg.Lease))
+	r.counts.claimed.Add(int64(len(batch)))
+	if !r.ready.Load() {
+		r.ready.Store(true)
+	}
+	return batch, nil
+}
+
+// waitFor waits d, or until ctx ends, or less if woken is true and a
+// wake-up comes.
+func (r *Relay) waitFor(ctx context.Context, poll *time.Timer, d time.Duration, woken bool) {
+	var wake <-chan struct{}
+	if woken {
+		wake = r.wake
+	}
+	poll.Reset(d)
+	select {
+	case <-wake:
+	case <-poll.C:
+	case <-ctx.Done():
+	}
+}
+
+// untilNextClaim is how long the claim loop may sleep: the poll interval,
+// or less when a retry this relay scheduled falls due sooner.
+func (r *Relay) untilNextClaim() time.Duration {
+	wait := r.cfg.PollInterval
+	if until, ok := r.retries.next(time.Now()); ok {
+		wait = min(wait, until)
+	}
+	return wait
+}
+
+// notify wakes the claim loop, if it waits for a wake-up.
+func (r *Relay) notify() {
+	select {
+	case r.wake <- struct{}{}:
+	default:
+	}
+}

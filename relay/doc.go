@@ -1,0 +1,49 @@
+// Package relay drains an outbox into a sink: it claims committed events in
+// batches under a lease, publishes them concurrently, and settles the
+// outcomes in batched statements, with exponential backoff, a dead-letter
+// state, lease renewal and reclaiming, optional per-aggregate order and a
+// graceful shutdown.
+//
+// Create a relay with New from a Config (only Store and Sink are
+// required) and call Run: it delivers until its context is cancelled, then
+// stops gracefully. Several relays, in one process or many, may drain one
+// outbox. Ready and Stats tell, from any goroutine, whether a relay
+// delivers and what it did: for a health check and metrics.
+//
+// # The pipeline
+//
+// Per relay instance:
+//
+//	claim ──► work queue ──► Concurrency publishers ──► settler
+//	  ▲  (LISTEN/NOTIFY or poll)                          │
+//	  └──────────── free slots ◄──────────────────────────┘
+//
+// The claim is one short statement; no transaction or row lock is held
+// while a publisher waits on the network. Up to BatchSize + Concurrency
+// events are in flight, so the next batch is claimed while the current one
+// is being delivered. A claim that fills its batch is followed by another
+// at once, one that finds fewer events by another a moment later; after
+// claims that find nothing the relay dozes: producers notify it from then
+// on (where the store offers a store.Dozer), and it waits for a
+// notification, a retry of its own falling due, or the poll. Beside the
+// pipeline, background loops renew the leases of the events in flight,
+// return the events of relays whose lease expired to the queue, and delete
+// delivered events after the retention.
+//
+// # Files
+//
+//	doc.go        this overview
+//	relay.go      Relay, New, Run: starting the pipeline, and the graceful shutdown
+//	config.go     Config, its defaults and their validation
+//	claim.go      the claim loop, its waits and its wake-ups
+//	doze.go       the doze protocol: the claim loop's side of store.Dozer
+//	listen.go     listening for notifications, and polling when that fails
+//	deliver.go    the publishers: one delivery, and what becomes of its event
+//	backoff.go    exponential backoff with full jitter, and Retry-After
+//	settle.go     the settler: outcomes recorded in batched statements
+//	retries.go    when the retries this relay scheduled fall due
+//	lease.go      the events in flight with their local lease deadlines,
+//	              lease renewal, and reclaiming expired leases
+//	retention.go  deleting delivered events after the retention
+//	stats.go      Stats and Ready
+package relay

@@ -1,0 +1,27 @@
+package relay
+
+import (
+	"context"
+	"time"
+)
+
+// purgeDelivered deletes delivered events older than the retention, in
+// batches, once a minute.
+func (r *Relay) purgeDelivered(ctx context.Context) {
+	const batch = 1000
+	for sleep(ctx, time.Minute) {
+		before := time.Now().Add(-r.cfg.Retention)
+		for ctx.Err() == nil {
+			n, err := r.cfg.Store.PurgeDone(ctx, before, batch)
+			if err != nil {
+				if ctx.Err() == nil {
+					r.log.Error("purging delivered events failed", "error", err)
+				}
+				break
+			}
+			if n < batch {
+				break
+			}
+		}
+	}
+}

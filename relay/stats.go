@@ -1,0 +1,102 @@
+package relay
+
+import "sync/atomic"
+
+// Stats are a relay's counts since New, and how it finds events now: what a
+// health check or a metrics exporter reads (Relay.Stats). The counts only
+// grow. Outcomes (Delivered, Retried, Failed, Released) are counted once
+// they are recorded in the store: an outcome that could not be recorded
+// before the shutdown is not counted, and its event is delivered again
+// after its lease.
+type Stats struct {
+	// Claimed counts the events this relay claimed; an event claimed again
+	// for a retry counts again.
+	Claimed int64
+	// Delivered counts the events the sink accepted (a 2xx, a broker's
+	// acknowledgement).
+	Delivered int64
+	// Retried counts the failed attempts after which another attempt was
+	// scheduled.
+	Retried int64
+	// Failed counts the events moved to the dead-letter state (failed):
+	// refused for good, or out of attempts.
+	Failed int64
+	// Released counts the events given back to the queue without counting
+	// an attempt: at shutdown, or when their lease expired or was lost
+	// before their delivery started.
+	Released int64
+	// Reclaimed counts the events of relays whose lease expired (crashed,
+	// or stalled past it) that this relay returned to the queue, or failed
+	// when they had used all attempts.
+	Reclaimed int64
+	// LostLeases counts the events whose lease a renewal found lost to
+	// another relay (this one was stalled past the lease) before their
+	// delivery started: this relay does not send them.
+	LostLeases int64
+	// ClaimErrors counts the claims that failed (each is tried again after
+	// a backoff).
+	ClaimErrors int64
+	// SettleErrors counts the attempts to record outcomes that failed
+	// (each is tried again after a backoff).
+	SettleErrors int64
+	// InFlight is the number of events this relay holds now: claimed, and
+	// not yet settled or released.
+	InFlight int
+	// Listening reports whether notifications wake the relay, on Channel
+	// (it polls every Config.PollInterval as well). When it does not,
+	// PollingReason says why it only polls: listening is disabled, the
+	// store cannot listen, the listening connection failed (and is being
+	// tried again), or Run is not running.
+	Listening     bool
+	Channel       string
+	PollingReason string
+}
+
+// counters are the counts of Stats, kept with atomics: the claim loop, the
+// settler and the background loops add to them without a lock.
+type counters struct {
+	claimed, delivered, retried, failed, released atomic.Int64
+	reclaimed, lostLeases                         atomic.Int64
+	claimErrors, settleErrors                     atomic.Int64
+}
+
+// finding is how the relay finds events: listening on a channel, or only
+// polling, for a reason.
+type finding struct {
+	listening     bool
+	channel       string
+	pollingReason string
+}
+
+// notRunning is how a relay finds events before Run starts and after it
+// returns.
+var notRunning = &finding{pollingReason: "the relay is not running"}
+
+// Stats returns the relay's counts since New and how it finds events now.
+// It is cheap, and safe to call from any goroutine while Run runs.
+func (r *Relay) Stats() Stats {
+	f := r.finding.Load()
+	return Stats{
+		Claimed:       r.counts.claimed.Load(),
+		Delivered:     r.counts.delivered.Load(),
+		Retried:       r.counts.retried.Load(),
+		Failed:        r.counts.failed.Load(),
+		Released:      r.counts.released.Load(),
+		Reclaimed:     r.counts.reclaimed.Load(),
+		LostLeases:    r.counts.lostLeases.Load(),
+		ClaimErrors:   r.counts.claimErrors.Load(),
+		SettleErrors:  r.counts.settleErrors.Load(),
+		InFlight:      r.inflight.count(),
+		Listening:     f.listening,
+		Channel:       f.channel,
+		PollingReason: f.pollingReason,
+	}
+}
+
+// Ready reports whether the relay delivers: Run has started its publishers,
+// its settler and its background loops, and its last claim succeeded. It is
+// false before the first claim, after a claim that failed (until one
+// succeeds), and from the moment Run stops claiming at shutdown. A relay
+// that cannot listen and polls is ready. Safe to call from any goroutine,
+// for instance a health check.
+func (r *Relay) Ready() bool { return r.ready.Load() }

@@ -1,0 +1,287 @@
+package relay_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+// faultyStore is a PostgreSQL store whose claims and settles fail, and
+// whose leases are taken over, when a test asks.
+type faultyStore struct {
+	*postgres.Store
+	// reclaiming is held by every reclaim, so that a take-over is not
+	// interleaved with the relay's own reclaim.
+	reclaiming sync.Mutex
+	// failClaims: every claim fails while it is set.
+	failClaims atomic.Bool
+	// failSettles: so many settles fail before the store settles again.
+	failSettles atomic.Int32
+	// takeOver: the next lease renewal finds the relay's leases expired
+	// and reclaimed by another relay.
+	takeOver atomic.Bool
+}
+
+var errInjected = errors.New("injected failure")
+
+func (s *faultyStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+	if s.failClaims.Load() {
+		return nil, errInjected
+	}
+	return s.Store.Claim(ctx, p)
+}
+
+func (s *faultyStore) Settle(ctx context.Context, p store.SettleParams) error {
+	if s.failSettles.Add(-1) >= 0 {
+		return errInjected
+	}
+	return s.Store.Settle(ctx, p)
+}
+
+// ExtendLease, once takeOver is set, first does what another relay would
+// do to a relay stalled past its lease: the lease expires, and is
+// reclaimed.
+func (s *faultyStore) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
+	if s.takeOver.CompareAndSwap(true, false) {
+		s.reclaiming.Lock()
+		defer s.reclaiming.Unlock()
+		expire := "update " + pgx.Identifier{s.Schema(), "outbox_leases"}.Sanitize() +
+			" set expires_at = now() - interval '1 second' where owner = $1"
+		if _, err := s.Pool().Exec(ctx, expire, owner); err != nil {
+			return nil, err
+		}
+		if _, err := s.Store.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: relay.MaxAttemptsDefault}); err != nil {
+			return nil, err
+		}
+	}
+	return s.Store.ExtendLease(ctx, owner, ids, lease)
+}
+
+func (s *faultyStore) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
+	s.reclaiming.Lock()
+	defer s.reclaiming.Unlock()
+	return s.Store.ReclaimExpired(ctx, p)
+}
+
+// newRelay returns a relay with a quiet logger by default.
+func newRelay(t *testing.T, cfg relay.Config) *relay.Relay {
+	t.Helper()
+	if cfg.Logger == nil {
+		cfg.Logger = quietLogger()
+	}
+	r, err := relay.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// run starts a relay until the test ends (or stop is called); stop waits
+// for Run to return.
+func run(t *testing.T, cfg relay.Config) (r *relay.Relay, stop func()) {
+	t.Helper()
+	r = newRelay(t, cfg)
+	return r, runRelay(t, r)
+}
+
+func runRelay(t *testing.T, r *relay.Relay) (stop func()) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	stopped := false
+	stop = func() {
+		if !stopped {
+			stopped = true
+			cancel()
+			if err := <-done; err != nil {
+				t.Errorf("relay.Run: %v", err)
+			}
+		}
+	}
+	t.Cleanup(stop)
+	return stop
+}
+
+// Every outcome is counted once it is recorded: delivered at once,
+// delivered after a retry, and dead-lettered at once (410).
+func TestStatsCountOutcomes(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
+		switch {
+		case d.AggregateID == "gone":
+			return http.StatusGone
+		case d.AggregateID == "flaky" && n == 1:
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second),
+		BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
+	waitFor(t, "the relay to listen", 10*time.Second, func() bool { return r.Stats().Listening })
+	if err := s.Enqueue(context.Background(), ev("ok", 1), ev("flaky", 1), ev("gone", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "every outcome", 10*time.Second, func() bool {
+		st := r.Stats()
+		return st.Delivered == 2 && st.Failed == 1 && st.InFlight == 0
+	})
+	st := r.Stats()
+	want := relay.Stats{Claimed: 4, Delivered: 2, Retried: 1, Failed: 1,
+		Listening: true, Channel: "postbox_" + s.Schema()}
+	if st != want {
+		t.Fatalf("stats:\n %+v\nwant\n %+v", st, want)
+	}
+}
+
+// Ready is false until Run's first claim succeeds, false while claims
+// fail, true again when they succeed, and false once Run stops.
+func TestReadyFollowsClaims(t *testing.T) {
+	s := &faultyStore{Store: pgtest.Store(t)}
+	rcv := receiver.New(t, secret, nil)
+	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})
+	if r.Ready() {
+		t.Fatal("ready before Run")
+	}
+	stop := runRelay(t, r)
+	waitFor(t, "the relay to be ready", 10*time.Second, r.Ready)
+	s.failClaims.Store(true)
+	waitFor(t, "a claim to fail", 10*time.Second, func() bool { return r.Stats().ClaimErrors > 0 })
+	if r.Ready() {
+		t.Fatal("ready while its claims fail")
+	}
+	s.failClaims.Store(false)
+	waitFor(t, "the relay to be ready again", 10*time.Second, r.Ready)
+	if err := s.Enqueue(context.Background(), ev("1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	rcv.WaitAccepted(t, 1, 10*time.Second)
+	stop()
+	if r.Ready() {
+		t.Fatal("ready after Run returned")
+	}
+	if st := r.Stats(); st.Listening || st.PollingReason != "the relay is not running" {
+		t.Fatalf("after Run returned: listening %v, polling reason %q", st.Listening, st.PollingReason)
+	}
+}
+
+// An outcome that could not be recorded is counted once, when it is.
+func TestStatsCountSettleErrors(t *testing.T) {
+	s := &faultyStore{Store: pgtest.Store(t)}
+	s.failSettles.Store(2)
+	rcv := receiver.New(t, secret, nil)
+	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second)})
+	if err := s.Enqueue(context.Background(), ev("1", 1)); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the delivery to be recorded", 10*time.Second, func() bool { return r.Stats().Delivered == 1 })
+	if st := r.Stats(); st.SettleErrors != 2 || st.Delivered != 1 || st.Claimed != 1 {
+		t.Fatalf("stats after two failed settles: %+v", st)
+	}
+}
+
+// At shutdown, the events not delivered are released, and counted so.
+func TestStatsCountReleasedAtShutdown(t *testing.T) {
+	s := pgtest.Store(t)
+	hold := make(chan struct{})
+	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		<-hold
+		return http.StatusOK
+	})
+	defer close(hold)
+	events := make([]postbox.Event, 20)
+	for i := range events {
+		events[i] = ev(fmt.Sprint(i), 0)
+	}
+	if err := s.Enqueue(context.Background(), events...); err != nil {
+		t.Fatal(err)
+	}
+	r, stop := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, time.Minute), Concurrency: 2, BatchSize: 5,
+		ShutdownTimeout: 100 * time.Millisecond})
+	waitFor(t, "deliveries in flight", 10*time.Second, func() bool { return r.Stats().InFlight > 0 })
+	stop()
+	st := r.Stats()
+	if st.Claimed == 0 || st.Released != st.Claimed || st.Delivered != 0 || st.InFlight != 0 {
+		t.Fatalf("stats after a stop with every delivery held: %+v; want every claimed event released", st)
+	}
+}
+
+// The events of a crashed relay are reclaimed after its lease, counted,
+// and delivered.
+func TestStatsCountReclaimedEvents(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	if err := s.Enqueue(ctx, ev("1", 1), ev("2", 1), ev("3", 1)); err != nil {
+		t.Fatal(err)
+	}
+	crashed, err := s.Claim(ctx, store.ClaimParams{Owner: "crashed", Limit: 10, Lease: 100 * time.Millisecond})
+	if err != nil || len(crashed) != 3 {
+		t.Fatalf("claim of the crashed relay: %d events, %v", len(crashed), err)
+	}
+	rcv := receiver.New(t, secret, nil)
+	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Lease: 200 * time.Millisecond})
+	waitFor(t, "the crashed relay's events to be delivered", 10*time.Second, func() bool { return r.Stats().Delivered == 3 })
+	if st := r.Stats(); st.Reclaimed != 3 || st.Claimed != 3 {
+		t.Fatalf("stats: %+v; want 3 events reclaimed, then claimed", st)
+	}
+}
+
+// A relay that finds, at a lease renewal, that another relay took its
+// events over counts those it had not started to send.
+func TestStatsCountLostLeases(t *testing.T) {
+	s := &faultyStore{Store: pgtest.Store(t)}
+	hold := make(chan struct{})
+	var requests atomic.Int32
+	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		requests.Add(1)
+		<-hold
+		return http.StatusOK
+	})
+	defer close(hold)
+	events := make([]postbox.Event, 5)
+	for i := range events {
+		events[i] = ev(fmt.Sprint(i), 0)
+	}
+	if err := s.Enqueue(context.Background(), events...); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, time.Minute), Concurrency: 1,
+		Lease: 300 * time.Millisecond, PollInterval: time.Hour, ShutdownTimeout: 100 * time.Millisecond})
+	// One delivery started (and held), four wait for the publisher.
+	waitFor(t, "the first delivery", 10*time.Second, func() bool { return requests.Load() > 0 })
+	s.takeOver.Store(true)
+	waitFor(t, "the lease renewal", 10*time.Second, func() bool { return !s.takeOver.Load() })
+	waitFor(t, "the lost leases to be counted", 10*time.Second, func() bool { return r.Stats().LostLeases > 0 })
+	if st := r.Stats(); st.LostLeases != 4 {
+		t.Fatalf("stats: %+v; want 4 lost leases (the started delivery does not count)", st)
+	}
+}
+
+// A relay told not to listen says so, and why.
+func TestStatsSayWhyTheRelayPolls(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, nil)
+	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), DisableListen: true,
+		PollInterval: 20 * time.Millisecond})
+	waitFor(t, "the relay to be ready", 10*time.Second, r.Ready)
+	st := r.Stats()
+	if st.Listening || st.Channel != "" || !strings.Contains(st.PollingReason, "DisableListen") {
+		t.Fatalf("with listening disabled: listening %v on %q, polling reason %q", st.Listening, st.Channel, st.PollingReason)
+	}
+}
