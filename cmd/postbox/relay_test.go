@@ -248,7 +248,9 @@ func TestStalledRelayDoesNotSendLostEvents(t *testing.T) {
 			twice++
 		}
 	}
-	if twice > 1 {
-		t.Fatalf("%d events were sent twice (the stalled relay had sent %d before it stopped): a relay sent events after its lease expired", twice, stopped)
+	// Each event the stalled relay delivered without recording it, and the
+	// one it had in flight, is sent again by the other relay: no more.
+	if twice > stopped+1 {
+		t.Fatalf("%d events were sent twice (the stalled relay had %d delivered and at most one in flight when it stopped): a relay sent events after its lease expired", twice, stopped)
 	}
 }
