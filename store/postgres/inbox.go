@@ -12,11 +12,10 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox-go/postbox/inbox/inboxstore"
 	"github.com/postbox-go/postbox/store"
 )
 
-// The inbox methods below implement inbox.Store[pgx.Tx]; package inbox
+// The inbox methods below implement store.Inbox[pgx.Tx]; package store
 // documents the contract of each, and inbox/inboxtest checks it.
 
 //go:embed inbox.sql
@@ -33,15 +32,15 @@ const lastErrorMax = 2000
 const failureTimeout = 5 * time.Second
 
 // InboxProcess writes ev's inbox row as done and runs fn in one transaction.
-func (s *Store) InboxProcess(ctx context.Context, ev *inboxstore.Event, fn func(ctx context.Context, tx pgx.Tx) error) (inboxstore.Result, error) {
+func (s *Store) InboxProcess(ctx context.Context, ev *store.InboxEvent, fn func(ctx context.Context, tx pgx.Tx) error) (store.InboxResult, error) {
 	ran := false
-	res, err := s.inboxTx(ctx, func(tx pgx.Tx) (inboxstore.Result, error) {
+	res, err := s.inboxTx(ctx, func(tx pgx.Tx) (store.InboxResult, error) {
 		res, err := s.inboxTake(ctx, tx, ev, store.StatusDone, "", 0)
-		if err != nil || res.Status != inboxstore.Taken {
+		if err != nil || res.Status != store.InboxTaken {
 			return res, err
 		}
 		if ev.Seq > 0 {
-			if adv, err := s.inboxAdvance(ctx, tx, ev.AggregateType, ev.AggregateID, ev.Seq); err != nil || adv.Status != inboxstore.Taken {
+			if adv, err := s.inboxAdvance(ctx, tx, ev.AggregateType, ev.AggregateID, ev.Seq); err != nil || adv.Status != store.InboxTaken {
 				return adv, err
 			}
 		}
@@ -59,18 +58,18 @@ func (s *Store) InboxProcess(ctx context.Context, ev *inboxstore.Event, fn func(
 }
 
 // InboxClaim writes ev's inbox row pending, leased to p.Owner.
-func (s *Store) InboxClaim(ctx context.Context, p *inboxstore.ClaimParams) (inboxstore.Result, error) {
-	return s.inboxTx(ctx, func(tx pgx.Tx) (inboxstore.Result, error) {
+func (s *Store) InboxClaim(ctx context.Context, p *store.InboxClaimParams) (store.InboxResult, error) {
+	return s.inboxTx(ctx, func(tx pgx.Tx) (store.InboxResult, error) {
 		res, err := s.inboxTake(ctx, tx, &p.Event, store.StatusPending, p.Owner, p.Lease)
-		if err != nil || res.Status != inboxstore.Taken || p.Event.Seq == 0 {
+		if err != nil || res.Status != store.InboxTaken || p.Event.Seq == 0 {
 			return res, err
 		}
 		var last int64
 		if err := tx.QueryRow(ctx, s.inboxQuery("inbox_last_seq"), p.Event.AggregateType, p.Event.AggregateID).Scan(&last); err != nil {
 			return res, fmt.Errorf("postgres: inbox sequence: %w", err)
 		}
-		if st := sequenceStatus(p.Event.Seq, last); st != inboxstore.Taken {
-			return inboxstore.Result{Status: st, LastSeq: last}, nil
+		if st := sequenceStatus(p.Event.Seq, last); st != store.InboxTaken {
+			return store.InboxResult{Status: st, LastSeq: last}, nil
 		}
 		return res, nil
 	})
@@ -78,21 +77,21 @@ func (s *Store) InboxClaim(ctx context.Context, p *inboxstore.ClaimParams) (inbo
 
 // InboxComplete marks a claimed row done and runs fn (if not nil) in one
 // transaction.
-func (s *Store) InboxComplete(ctx context.Context, p *inboxstore.CompleteParams, fn func(ctx context.Context, tx pgx.Tx) error) (inboxstore.Result, error) {
-	return s.inboxTx(ctx, func(tx pgx.Tx) (inboxstore.Result, error) {
+func (s *Store) InboxComplete(ctx context.Context, p *store.InboxCompleteParams, fn func(ctx context.Context, tx pgx.Tx) error) (store.InboxResult, error) {
+	return s.inboxTx(ctx, func(tx pgx.Tx) (store.InboxResult, error) {
 		tag, err := tx.Exec(ctx, s.inboxQuery("inbox_complete"), p.ID, p.Owner)
 		if err != nil {
-			return inboxstore.Result{}, fmt.Errorf("postgres: inbox complete: %w", err)
+			return store.InboxResult{}, fmt.Errorf("postgres: inbox complete: %w", err)
 		}
 		if tag.RowsAffected() == 0 {
-			return inboxstore.Result{Status: inboxstore.LeaseLost}, nil
+			return store.InboxResult{Status: store.InboxLeaseLost}, nil
 		}
 		if p.Seq > 0 {
-			if adv, err := s.inboxAdvance(ctx, tx, p.AggregateType, p.AggregateID, p.Seq); err != nil || adv.Status != inboxstore.Taken {
+			if adv, err := s.inboxAdvance(ctx, tx, p.AggregateType, p.AggregateID, p.Seq); err != nil || adv.Status != store.InboxTaken {
 				return adv, err
 			}
 		}
-		res := inboxstore.Result{Status: inboxstore.Taken}
+		res := store.InboxResult{Status: store.InboxTaken}
 		if fn == nil {
 			return res, nil
 		}
@@ -101,20 +100,20 @@ func (s *Store) InboxComplete(ctx context.Context, p *inboxstore.CompleteParams,
 }
 
 // InboxFail makes a claimed row failed, free for the next delivery.
-func (s *Store) InboxFail(ctx context.Context, p *inboxstore.FailParams) (inboxstore.Result, error) {
+func (s *Store) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.InboxResult, error) {
 	tag, err := s.pool.Exec(ctx, s.inboxQuery("inbox_fail"), p.ID, p.Owner, lastError(p.Error))
 	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox fail: %w", err)
+		return store.InboxResult{}, fmt.Errorf("postgres: inbox fail: %w", err)
 	}
 	if tag.RowsAffected() == 0 {
-		return inboxstore.Result{Status: inboxstore.LeaseLost}, nil
+		return store.InboxResult{Status: store.InboxLeaseLost}, nil
 	}
-	return inboxstore.Result{Status: inboxstore.Taken}, nil
+	return store.InboxResult{Status: store.InboxTaken}, nil
 }
 
 // InboxGet returns one inbox row, or store.ErrNotFound.
-func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (inboxstore.Record, error) {
-	var r inboxstore.Record
+func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (store.InboxRecord, error) {
+	var r store.InboxRecord
 	var leaseExpires, processed *time.Time
 	err := s.pool.QueryRow(ctx, s.inboxQuery("inbox_get"), id).Scan(&r.ID, &r.EventType, &r.AggregateType,
 		&r.AggregateID, &r.Seq, &r.Payload, &r.Signature, &r.Status, &r.Attempts, &r.LastError, &r.LeaseOwner,
@@ -146,14 +145,14 @@ func (s *Store) InboxDeleteProcessedBefore(ctx context.Context, before time.Time
 
 // inboxTx runs step in a transaction and commits only when it took the row
 // without error; otherwise it rolls back.
-func (s *Store) inboxTx(ctx context.Context, step func(tx pgx.Tx) (inboxstore.Result, error)) (inboxstore.Result, error) {
+func (s *Store) inboxTx(ctx context.Context, step func(tx pgx.Tx) (store.InboxResult, error)) (store.InboxResult, error) {
 	tx, err := s.pool.Begin(ctx)
 	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox begin: %w", err)
+		return store.InboxResult{}, fmt.Errorf("postgres: inbox begin: %w", err)
 	}
 	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
 	res, err := step(tx)
-	if err != nil || res.Status != inboxstore.Taken {
+	if err != nil || res.Status != store.InboxTaken {
 		return res, err
 	}
 	if err := tx.Commit(ctx); err != nil {
@@ -163,7 +162,7 @@ func (s *Store) inboxTx(ctx context.Context, step func(tx pgx.Tx) (inboxstore.Re
 }
 
 // inboxTake runs inbox_take and, when it took nothing, tells why.
-func (s *Store) inboxTake(ctx context.Context, tx pgx.Tx, ev *inboxstore.Event, status, owner string, lease time.Duration) (inboxstore.Result, error) {
+func (s *Store) inboxTake(ctx context.Context, tx pgx.Tx, ev *store.InboxEvent, status, owner string, lease time.Duration) (store.InboxResult, error) {
 	var leaseMS any
 	if status == store.StatusPending {
 		leaseMS = max(lease.Milliseconds(), 1)
@@ -172,55 +171,55 @@ func (s *Store) inboxTake(ctx context.Context, tx pgx.Tx, ev *inboxstore.Event, 
 	err := tx.QueryRow(ctx, s.inboxQuery("inbox_take"), ev.ID, status, nullPayload(ev.Payload), nullText(ev.Signature),
 		ev.EventType, ev.AggregateType, ev.AggregateID, nullSeq(ev.Seq), nullText(owner), leaseMS).Scan(&attempts)
 	if err == nil {
-		return inboxstore.Result{Status: inboxstore.Taken, Attempt: attempts}, nil
+		return store.InboxResult{Status: store.InboxTaken, Attempt: attempts}, nil
 	}
 	if !errors.Is(err, pgx.ErrNoRows) {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox take: %w", err)
+		return store.InboxResult{}, fmt.Errorf("postgres: inbox take: %w", err)
 	}
 	var done bool
 	if err := tx.QueryRow(ctx, s.inboxQuery("inbox_status"), ev.ID).Scan(&done); err != nil {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox status: %w", err)
+		return store.InboxResult{}, fmt.Errorf("postgres: inbox status: %w", err)
 	}
 	if done {
-		return inboxstore.Result{Status: inboxstore.Done}, nil
+		return store.InboxResult{Status: store.InboxDone}, nil
 	}
-	return inboxstore.Result{Status: inboxstore.InProgress}, nil
+	return store.InboxResult{Status: store.InboxInProgress}, nil
 }
 
 // inboxAdvance moves an aggregate's last applied sequence number to seq.
-func (s *Store) inboxAdvance(ctx context.Context, tx pgx.Tx, aggType, aggID string, seq int64) (inboxstore.Result, error) {
+func (s *Store) inboxAdvance(ctx context.Context, tx pgx.Tx, aggType, aggID string, seq int64) (store.InboxResult, error) {
 	var advanced bool
 	var last int64
 	if err := tx.QueryRow(ctx, s.inboxQuery("inbox_advance"), aggType, aggID, seq).Scan(&advanced, &last); err != nil {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox sequence: %w", err)
+		return store.InboxResult{}, fmt.Errorf("postgres: inbox sequence: %w", err)
 	}
 	switch {
 	case advanced:
-		return inboxstore.Result{Status: inboxstore.Taken}, nil
+		return store.InboxResult{Status: store.InboxTaken}, nil
 	case last >= seq-1:
 		// last is as of the statement's start: if it was seq-1, a
 		// transaction that committed while this one waited applied seq.
-		return inboxstore.Result{Status: inboxstore.SeqApplied, LastSeq: max(last, seq)}, nil
+		return store.InboxResult{Status: store.InboxSeqApplied, LastSeq: max(last, seq)}, nil
 	}
-	return inboxstore.Result{Status: inboxstore.OutOfOrder, LastSeq: last}, nil
+	return store.InboxResult{Status: store.InboxOutOfOrder, LastSeq: last}, nil
 }
 
 // sequenceStatus says whether an event numbered seq may be applied after
 // last: Taken when seq follows it, SeqApplied when seq is not above it,
 // OutOfOrder when a predecessor is missing.
-func sequenceStatus(seq, last int64) inboxstore.Status {
+func sequenceStatus(seq, last int64) store.InboxStatus {
 	switch {
 	case seq == last+1:
-		return inboxstore.Taken
+		return store.InboxTaken
 	case seq <= last:
-		return inboxstore.SeqApplied
+		return store.InboxSeqApplied
 	}
-	return inboxstore.OutOfOrder
+	return store.InboxOutOfOrder
 }
 
 // inboxRecordFailure marks ev's row failed after its handler run rolled
 // back, even when ctx is already done.
-func (s *Store) inboxRecordFailure(ctx context.Context, ev *inboxstore.Event, cause error) error {
+func (s *Store) inboxRecordFailure(ctx context.Context, ev *store.InboxEvent, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureTimeout)
 	defer cancel()
 	_, err := s.pool.Exec(ctx, s.inboxQuery("inbox_record_failure"), ev.ID, nullPayload(ev.Payload), nullText(ev.Signature),

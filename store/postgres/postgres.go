@@ -38,7 +38,10 @@ type Store struct {
 	orderedReady atomic.Bool
 }
 
-var _ store.Outbox = (*Store)(nil)
+var (
+	_ store.Outbox        = (*Store)(nil)
+	_ store.Inbox[pgx.Tx] = (*Store)(nil)
+)
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 

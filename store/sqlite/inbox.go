@@ -12,11 +12,10 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/inbox/inboxstore"
 	"github.com/postbox-go/postbox/store"
 )
 
-// The inbox methods below implement inbox.Store[*sql.Tx]; package inbox
+// The inbox methods below implement store.Inbox[*sql.Tx]; package store
 // documents the contract of each, and inbox/inboxtest checks it.
 //
 // Where the PostgreSQL store waits on the event's row lock, this one waits
@@ -41,15 +40,15 @@ const failureTimeout = 5 * time.Second
 // transaction. fn runs while the store's write lock is held: the other
 // writers of the database wait for it, so keep it short, and never begin
 // another write transaction of DB() inside it (it would wait for this one).
-func (s *Store) InboxProcess(ctx context.Context, ev *inboxstore.Event, fn func(ctx context.Context, tx *sql.Tx) error) (inboxstore.Result, error) {
+func (s *Store) InboxProcess(ctx context.Context, ev *store.InboxEvent, fn func(ctx context.Context, tx *sql.Tx) error) (store.InboxResult, error) {
 	ran := false
-	res, err := s.inboxTx(ctx, func(tx *sql.Tx, now int64) (inboxstore.Result, error) {
+	res, err := s.inboxTx(ctx, func(tx *sql.Tx, now int64) (store.InboxResult, error) {
 		res, err := s.inboxTake(ctx, tx, now, ev, store.StatusDone, "", 0)
-		if err != nil || res.Status != inboxstore.Taken {
+		if err != nil || res.Status != store.InboxTaken {
 			return res, err
 		}
 		if ev.Seq > 0 {
-			if adv, err := s.inboxAdvance(ctx, tx, now, ev.AggregateType, ev.AggregateID, ev.Seq); err != nil || adv.Status != inboxstore.Taken {
+			if adv, err := s.inboxAdvance(ctx, tx, now, ev.AggregateType, ev.AggregateID, ev.Seq); err != nil || adv.Status != store.InboxTaken {
 				return adv, err
 			}
 		}
@@ -67,18 +66,18 @@ func (s *Store) InboxProcess(ctx context.Context, ev *inboxstore.Event, fn func(
 }
 
 // InboxClaim writes ev's inbox row pending, leased to p.Owner, and commits.
-func (s *Store) InboxClaim(ctx context.Context, p *inboxstore.ClaimParams) (inboxstore.Result, error) {
-	return s.inboxTx(ctx, func(tx *sql.Tx, now int64) (inboxstore.Result, error) {
+func (s *Store) InboxClaim(ctx context.Context, p *store.InboxClaimParams) (store.InboxResult, error) {
+	return s.inboxTx(ctx, func(tx *sql.Tx, now int64) (store.InboxResult, error) {
 		res, err := s.inboxTake(ctx, tx, now, &p.Event, store.StatusPending, p.Owner, p.Lease)
-		if err != nil || res.Status != inboxstore.Taken || p.Event.Seq == 0 {
+		if err != nil || res.Status != store.InboxTaken || p.Event.Seq == 0 {
 			return res, err
 		}
 		last, err := s.inboxLastSeq(ctx, tx, p.Event.AggregateType, p.Event.AggregateID)
 		if err != nil {
-			return inboxstore.Result{}, err
+			return store.InboxResult{}, err
 		}
-		if st := sequenceStatus(p.Event.Seq, last); st != inboxstore.Taken {
-			return inboxstore.Result{Status: st, LastSeq: last}, nil
+		if st := sequenceStatus(p.Event.Seq, last); st != store.InboxTaken {
+			return store.InboxResult{Status: st, LastSeq: last}, nil
 		}
 		return res, nil
 	})
@@ -86,24 +85,24 @@ func (s *Store) InboxClaim(ctx context.Context, p *inboxstore.ClaimParams) (inbo
 
 // InboxComplete marks a claimed row done and runs fn (if not nil) in one
 // write transaction. Like InboxProcess, fn runs under the write lock.
-func (s *Store) InboxComplete(ctx context.Context, p *inboxstore.CompleteParams, fn func(ctx context.Context, tx *sql.Tx) error) (inboxstore.Result, error) {
-	return s.inboxTx(ctx, func(tx *sql.Tx, now int64) (inboxstore.Result, error) {
+func (s *Store) InboxComplete(ctx context.Context, p *store.InboxCompleteParams, fn func(ctx context.Context, tx *sql.Tx) error) (store.InboxResult, error) {
+	return s.inboxTx(ctx, func(tx *sql.Tx, now int64) (store.InboxResult, error) {
 		res, err := tx.ExecContext(ctx, s.sql.get("inbox_complete"),
 			sql.Named("id", p.ID.String()), sql.Named("owner", p.Owner), sql.Named("now", now))
 		if err != nil {
-			return inboxstore.Result{}, fmt.Errorf("sqlite: inbox complete: %w", err)
+			return store.InboxResult{}, fmt.Errorf("sqlite: inbox complete: %w", err)
 		}
 		if n, err := res.RowsAffected(); err != nil {
-			return inboxstore.Result{}, fmt.Errorf("sqlite: inbox complete: %w", err)
+			return store.InboxResult{}, fmt.Errorf("sqlite: inbox complete: %w", err)
 		} else if n == 0 {
-			return inboxstore.Result{Status: inboxstore.LeaseLost}, nil
+			return store.InboxResult{Status: store.InboxLeaseLost}, nil
 		}
 		if p.Seq > 0 {
-			if adv, err := s.inboxAdvance(ctx, tx, now, p.AggregateType, p.AggregateID, p.Seq); err != nil || adv.Status != inboxstore.Taken {
+			if adv, err := s.inboxAdvance(ctx, tx, now, p.AggregateType, p.AggregateID, p.Seq); err != nil || adv.Status != store.InboxTaken {
 				return adv, err
 			}
 		}
-		taken := inboxstore.Result{Status: inboxstore.Taken}
+		taken := store.InboxResult{Status: store.InboxTaken}
 		if fn == nil {
 			return taken, nil
 		}
@@ -112,21 +111,21 @@ func (s *Store) InboxComplete(ctx context.Context, p *inboxstore.CompleteParams,
 }
 
 // InboxFail makes a claimed row failed, free for the next delivery.
-func (s *Store) InboxFail(ctx context.Context, p *inboxstore.FailParams) (inboxstore.Result, error) {
+func (s *Store) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.InboxResult, error) {
 	n, err := s.exec(ctx, "inbox_fail", sql.Named("id", p.ID.String()), sql.Named("owner", p.Owner),
 		sql.Named("error", lastError(p.Error)))
 	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox fail: %w", err)
+		return store.InboxResult{}, fmt.Errorf("sqlite: inbox fail: %w", err)
 	}
 	if n == 0 {
-		return inboxstore.Result{Status: inboxstore.LeaseLost}, nil
+		return store.InboxResult{Status: store.InboxLeaseLost}, nil
 	}
-	return inboxstore.Result{Status: inboxstore.Taken}, nil
+	return store.InboxResult{Status: store.InboxTaken}, nil
 }
 
 // InboxGet returns one inbox row, or store.ErrNotFound.
-func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (inboxstore.Record, error) {
-	var r inboxstore.Record
+func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (store.InboxRecord, error) {
+	var r store.InboxRecord
 	var received int64
 	var leaseExpires, processed sql.NullInt64
 	err := s.db.QueryRowContext(ctx, s.sql.get("inbox_get"), sql.Named("id", id.String())).Scan(
@@ -164,16 +163,16 @@ func (s *Store) InboxDeleteProcessedBefore(ctx context.Context, before time.Time
 // inboxTx runs step in a write transaction, with the time its statements
 // use as now, and commits only when step took the row without error;
 // otherwise it rolls back.
-func (s *Store) inboxTx(ctx context.Context, step func(tx *sql.Tx, now int64) (inboxstore.Result, error)) (inboxstore.Result, error) {
+func (s *Store) inboxTx(ctx context.Context, step func(tx *sql.Tx, now int64) (store.InboxResult, error)) (store.InboxResult, error) {
 	tx, err := s.db.BeginTx(ctx, nil)
 	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox begin: %w", err)
+		return store.InboxResult{}, fmt.Errorf("sqlite: inbox begin: %w", err)
 	}
 	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
 	// The clock is read once the write lock is held, so the rows of
 	// successive transactions get times in commit order.
 	res, err := step(tx, time.Now().UnixMicro())
-	if err != nil || res.Status != inboxstore.Taken {
+	if err != nil || res.Status != store.InboxTaken {
 		return res, err
 	}
 	if err := tx.Commit(); err != nil {
@@ -183,7 +182,7 @@ func (s *Store) inboxTx(ctx context.Context, step func(tx *sql.Tx, now int64) (i
 }
 
 // inboxTake runs inbox_take and, when it took nothing, tells why.
-func (s *Store) inboxTake(ctx context.Context, tx *sql.Tx, now int64, ev *inboxstore.Event, status, owner string, lease time.Duration) (inboxstore.Result, error) {
+func (s *Store) inboxTake(ctx context.Context, tx *sql.Tx, now int64, ev *store.InboxEvent, status, owner string, lease time.Duration) (store.InboxResult, error) {
 	var leaseUntil any
 	if status == store.StatusPending {
 		leaseUntil = now + max(lease.Microseconds(), 1)
@@ -203,44 +202,44 @@ func (s *Store) inboxTake(ctx context.Context, tx *sql.Tx, now int64, ev *inboxs
 		sql.Named("lease_until", leaseUntil),
 	).Scan(&attempts)
 	if err == nil {
-		return inboxstore.Result{Status: inboxstore.Taken, Attempt: attempts}, nil
+		return store.InboxResult{Status: store.InboxTaken, Attempt: attempts}, nil
 	}
 	if !errors.Is(err, sql.ErrNoRows) {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox take: %w", err)
+		return store.InboxResult{}, fmt.Errorf("sqlite: inbox take: %w", err)
 	}
 	var done bool
 	if err := tx.QueryRowContext(ctx, s.sql.get("inbox_status"), sql.Named("id", ev.ID.String())).Scan(&done); err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox status: %w", err)
+		return store.InboxResult{}, fmt.Errorf("sqlite: inbox status: %w", err)
 	}
 	if done {
-		return inboxstore.Result{Status: inboxstore.Done}, nil
+		return store.InboxResult{Status: store.InboxDone}, nil
 	}
-	return inboxstore.Result{Status: inboxstore.InProgress}, nil
+	return store.InboxResult{Status: store.InboxInProgress}, nil
 }
 
 // inboxAdvance moves an aggregate's last applied sequence number to seq,
 // or tells why it cannot.
-func (s *Store) inboxAdvance(ctx context.Context, tx *sql.Tx, now int64, aggType, aggID string, seq int64) (inboxstore.Result, error) {
+func (s *Store) inboxAdvance(ctx context.Context, tx *sql.Tx, now int64, aggType, aggID string, seq int64) (store.InboxResult, error) {
 	res, err := tx.ExecContext(ctx, s.sql.get("inbox_advance"), sql.Named("aggregate_type", aggType),
 		sql.Named("aggregate_id", aggID), sql.Named("seq", seq), sql.Named("now", now))
 	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox sequence: %w", err)
+		return store.InboxResult{}, fmt.Errorf("sqlite: inbox sequence: %w", err)
 	}
 	if n, err := res.RowsAffected(); err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox sequence: %w", err)
+		return store.InboxResult{}, fmt.Errorf("sqlite: inbox sequence: %w", err)
 	} else if n == 1 {
-		return inboxstore.Result{Status: inboxstore.Taken}, nil
+		return store.InboxResult{Status: store.InboxTaken}, nil
 	}
 	last, err := s.inboxLastSeq(ctx, tx, aggType, aggID)
 	if err != nil {
-		return inboxstore.Result{}, err
+		return store.InboxResult{}, err
 	}
 	st := sequenceStatus(seq, last)
-	if st == inboxstore.Taken {
+	if st == store.InboxTaken {
 		// The write transaction sees no other writer: this cannot happen.
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox sequence of %s %s: %d follows %d but did not advance", aggType, aggID, seq, last)
+		return store.InboxResult{}, fmt.Errorf("sqlite: inbox sequence of %s %s: %d follows %d but did not advance", aggType, aggID, seq, last)
 	}
-	return inboxstore.Result{Status: st, LastSeq: last}, nil
+	return store.InboxResult{Status: st, LastSeq: last}, nil
 }
 
 // inboxLastSeq returns an aggregate's last applied sequence number, or 0.
@@ -257,19 +256,19 @@ func (s *Store) inboxLastSeq(ctx context.Context, tx *sql.Tx, aggType, aggID str
 // sequenceStatus says whether an event numbered seq may be applied after
 // last: Taken when seq follows it, SeqApplied when seq is not above it,
 // OutOfOrder when a predecessor is missing.
-func sequenceStatus(seq, last int64) inboxstore.Status {
+func sequenceStatus(seq, last int64) store.InboxStatus {
 	switch {
 	case seq == last+1:
-		return inboxstore.Taken
+		return store.InboxTaken
 	case seq <= last:
-		return inboxstore.SeqApplied
+		return store.InboxSeqApplied
 	}
-	return inboxstore.OutOfOrder
+	return store.InboxOutOfOrder
 }
 
 // inboxRecordFailure marks ev's row failed after its handler run rolled
 // back, in a write transaction of its own, even when ctx is already done.
-func (s *Store) inboxRecordFailure(ctx context.Context, ev *inboxstore.Event, cause error) error {
+func (s *Store) inboxRecordFailure(ctx context.Context, ev *store.InboxEvent, cause error) error {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureTimeout)
 	defer cancel()
 	_, err := s.exec(ctx, "inbox_record_failure",

@@ -124,7 +124,10 @@ type Store struct {
 	closed    chan struct{}
 }
 
-var _ store.Outbox = (*Store)(nil)
+var (
+	_ store.Outbox         = (*Store)(nil)
+	_ store.Inbox[*sql.Tx] = (*Store)(nil)
+)
 
 // Open opens (creating it if missing) the SQLite database file at path and
 // returns a store on it. path is a file name or a "file:" URI; in-memory
