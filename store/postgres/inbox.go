@@ -22,7 +22,7 @@ import (
 var inboxSQL string
 
 // inboxQuery returns the inbox query called name, placeholders filled.
-func (s *Store) inboxQuery(name string) string { return s.sql.get(name) }
+func (s *Store) inboxQuery(name string) string { return s.sql.Get(name) }
 
 // lastErrorMax bounds the error text kept in a row.
 const lastErrorMax = 2000

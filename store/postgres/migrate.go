@@ -82,9 +82,9 @@ func (s *Store) CheckSchema(ctx context.Context, p store.SchemaParams) error {
 	}
 	var exists bool
 	var version int
-	err = s.pool.QueryRow(ctx, s.sql.get("migrations_table_exists")).Scan(&exists)
+	err = s.pool.QueryRow(ctx, s.sql.Get("migrations_table_exists")).Scan(&exists)
 	if err == nil && exists {
-		err = s.pool.QueryRow(ctx, s.sql.get("migrated_version")).Scan(&version)
+		err = s.pool.QueryRow(ctx, s.sql.Get("migrated_version")).Scan(&version)
 	}
 	if err != nil {
 		return fmt.Errorf("postgres: check the schema: %w", err)

@@ -22,7 +22,7 @@ import (
 // returns ErrOrderedIndexMissing. The check runs before the store's first
 // ordered claim, and again after an ordered claim that failed.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Delivery, err error) {
-	query := s.sql.get("claim")
+	query := s.sql.Get("claim")
 	if p.Ordered {
 		if err := s.checkOrdered(ctx); err != nil {
 			return nil, err
@@ -32,11 +32,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 				s.orderedReady.Store(false)
 			}
 		}()
-		query = s.sql.get("claim_ordered")
+		query = s.sql.Get("claim_ordered")
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("relay_async_commit"))
-	batch.Queue(s.sql.get("claim_lock"), s.lockKey("claim"))
+	batch.Queue(s.sql.Get("relay_async_commit"))
+	batch.Queue(s.sql.Get("claim_lock"), s.lockKey("claim"))
 	batch.Queue(query, p.Owner, p.Limit, p.Lease.Milliseconds())
 	results := s.pool.SendBatch(ctx, batch)
 	defer results.Close()
@@ -83,9 +83,9 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	settled := make([][16]byte, 0, len(p.Done)+len(p.Retry)+len(p.Failed))
 	settled = append(append(append(settled, done...), retryIDs...), failIDs...)
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("relay_async_commit"))
-	batch.Queue(s.sql.get("lease_lock"), p.Owner)
-	batch.Queue(s.sql.get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled, p.KeepDone)
+	batch.Queue(s.sql.Get("relay_async_commit"))
+	batch.Queue(s.sql.Get("lease_lock"), p.Owner)
+	batch.Queue(s.sql.Get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled, p.KeepDone)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: settle: %w", err)
 	}
@@ -99,8 +99,8 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 		return nil, nil
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("lease_lock"), owner)
-	batch.Queue(s.sql.get("extend_lease"), owner, lease.Milliseconds())
+	batch.Queue(s.sql.Get("lease_lock"), owner)
+	batch.Queue(s.sql.Get("extend_lease"), owner, lease.Milliseconds())
 	results := s.pool.SendBatch(ctx, batch)
 	defer results.Close()
 	if _, err := results.Exec(); err != nil {
@@ -140,8 +140,8 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 		return nil
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("lease_lock"), owner)
-	batch.Queue(s.sql.get("release"), owner, rawIDs(ids))
+	batch.Queue(s.sql.Get("lease_lock"), owner)
+	batch.Queue(s.sql.Get("release"), owner, rawIDs(ids))
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}
@@ -152,8 +152,8 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 // reports how many of each relay's events it changed.
 func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("reclaim_lock"))
-	batch.Queue(s.sql.get("reclaim_expired"), p.MaxAttempts)
+	batch.Queue(s.sql.Get("reclaim_lock"))
+	batch.Queue(s.sql.Get("reclaim_expired"), p.MaxAttempts)
 	results := s.pool.SendBatch(ctx, batch)
 	defer results.Close()
 	if _, err := results.Exec(); err != nil {
@@ -179,7 +179,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 
 // PurgeDone deletes up to limit delivered events processed before before.
 func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sql.get("purge_done"), before, limit)
+	tag, err := s.pool.Exec(ctx, s.sql.Get("purge_done"), before, limit)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: purge done events: %w", err)
 	}
@@ -190,7 +190,7 @@ func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	var st store.Stats
 	var age float64
-	err := s.pool.QueryRow(ctx, s.sql.get("stats")).Scan(&st.Pending, &st.Processing, &st.Done, &st.Failed, &age)
+	err := s.pool.QueryRow(ctx, s.sql.Get("stats")).Scan(&st.Pending, &st.Processing, &st.Done, &st.Failed, &age)
 	if err != nil {
 		return st, fmt.Errorf("postgres: stats: %w", err)
 	}
@@ -200,7 +200,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 
 // Get returns one event's record, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (store.Record, error) {
-	rows, err := s.pool.Query(ctx, s.sql.get("get"), id)
+	rows, err := s.pool.Query(ctx, s.sql.Get("get"), id)
 	if err != nil {
 		return store.Record{}, fmt.Errorf("postgres: get event: %w", err)
 	}
@@ -213,7 +213,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (store.Record, error) {
 
 // List returns records with the given status, in sequence order.
 func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, error) {
-	rows, err := s.pool.Query(ctx, s.sql.get("list"), p.Status, p.Limit)
+	rows, err := s.pool.Query(ctx, s.sql.Get("list"), p.Status, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list events: %w", err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // SchemaDefault is the schema of the tables when Config.Schema is empty.
@@ -32,7 +33,7 @@ type Store struct {
 	pool    *pgxpool.Pool
 	schema  string
 	channel string
-	sql     queries
+	sql     sqlstore.Queries
 	// orderedReady remembers that the index of ordered claims was found
 	// valid (see checkOrdered).
 	orderedReady atomic.Bool
@@ -58,7 +59,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: Config.Schema %q: use letters, digits and underscores (at most 48)", cfg.Schema)
 	}
 	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema}
-	s.sql = parseQueries(queriesSQL+"\n"+inboxSQL, s.expand)
+	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL)
 	return s, nil
 }
 
@@ -89,28 +90,6 @@ var queriesSQL string
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// queries are the named statements of queries.sql and inbox.sql,
-// placeholders filled.
-type queries map[string]string
-
-// parseQueries splits a file of "-- name: x" blocks.
-func parseQueries(file string, expand func(string) string) queries {
-	q := queries{}
-	for _, block := range strings.Split(file, "-- name: ")[1:] {
-		name, body, _ := strings.Cut(block, "\n")
-		q[strings.TrimSpace(name)] = expand(strings.TrimSpace(body))
-	}
-	return q
-}
-
-func (q queries) get(name string) string {
-	sql, ok := q[name]
-	if !ok {
-		panic("postgres: no query named " + name)
-	}
-	return sql
-}
-
 // Table returns the quoted, schema-qualified name of one of the store's
 // tables, for the caller's own SQL.
 func (s *Store) Table(name string) string {
@@ -119,4 +98,4 @@ func (s *Store) Table(name string) string {
 
 // Query returns the text of a named query of queries.sql, for inspection
 // (EXPLAIN) and tests.
-func (s *Store) Query(name string) string { return s.sql.get(name) }
+func (s *Store) Query(name string) string { return s.sql.Get(name) }

@@ -87,7 +87,7 @@ func (s *Store) InboxClaim(ctx context.Context, p *store.InboxClaimParams) (stor
 // write transaction. Like InboxProcess, fn runs under the write lock.
 func (s *Store) InboxComplete(ctx context.Context, p *store.InboxCompleteParams, fn func(ctx context.Context, tx *sql.Tx) error) (store.InboxResult, error) {
 	return s.inboxTx(ctx, func(tx *sql.Tx, now int64) (store.InboxResult, error) {
-		res, err := tx.ExecContext(ctx, s.sql.get("inbox_complete"),
+		res, err := tx.ExecContext(ctx, s.sql.Get("inbox_complete"),
 			sql.Named("id", p.ID.String()), sql.Named("owner", p.Owner), sql.Named("now", now))
 		if err != nil {
 			return store.InboxResult{}, fmt.Errorf("sqlite: inbox complete: %w", err)
@@ -128,7 +128,7 @@ func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (store.InboxRecord, 
 	var r store.InboxRecord
 	var received int64
 	var leaseExpires, processed sql.NullInt64
-	err := s.db.QueryRowContext(ctx, s.sql.get("inbox_get"), sql.Named("id", id.String())).Scan(
+	err := s.db.QueryRowContext(ctx, s.sql.Get("inbox_get"), sql.Named("id", id.String())).Scan(
 		&r.ID, &r.EventType, &r.AggregateType, &r.AggregateID, &r.Seq, &r.Payload, &r.Signature, &r.Status,
 		&r.Attempts, &r.LastError, &r.LeaseOwner, &leaseExpires, &received, &processed)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -188,7 +188,7 @@ func (s *Store) inboxTake(ctx context.Context, tx *sql.Tx, now int64, ev *store.
 		leaseUntil = now + max(lease.Microseconds(), 1)
 	}
 	var attempts int
-	err := tx.QueryRowContext(ctx, s.sql.get("inbox_take"),
+	err := tx.QueryRowContext(ctx, s.sql.Get("inbox_take"),
 		sql.Named("id", ev.ID.String()),
 		sql.Named("now", now),
 		sql.Named("status", status),
@@ -208,7 +208,7 @@ func (s *Store) inboxTake(ctx context.Context, tx *sql.Tx, now int64, ev *store.
 		return store.InboxResult{}, fmt.Errorf("sqlite: inbox take: %w", err)
 	}
 	var done bool
-	if err := tx.QueryRowContext(ctx, s.sql.get("inbox_status"), sql.Named("id", ev.ID.String())).Scan(&done); err != nil {
+	if err := tx.QueryRowContext(ctx, s.sql.Get("inbox_status"), sql.Named("id", ev.ID.String())).Scan(&done); err != nil {
 		return store.InboxResult{}, fmt.Errorf("sqlite: inbox status: %w", err)
 	}
 	if done {
@@ -220,7 +220,7 @@ func (s *Store) inboxTake(ctx context.Context, tx *sql.Tx, now int64, ev *store.
 // inboxAdvance moves an aggregate's last applied sequence number to seq,
 // or tells why it cannot.
 func (s *Store) inboxAdvance(ctx context.Context, tx *sql.Tx, now int64, aggType, aggID string, seq int64) (store.InboxResult, error) {
-	res, err := tx.ExecContext(ctx, s.sql.get("inbox_advance"), sql.Named("aggregate_type", aggType),
+	res, err := tx.ExecContext(ctx, s.sql.Get("inbox_advance"), sql.Named("aggregate_type", aggType),
 		sql.Named("aggregate_id", aggID), sql.Named("seq", seq), sql.Named("now", now))
 	if err != nil {
 		return store.InboxResult{}, fmt.Errorf("sqlite: inbox sequence: %w", err)
@@ -245,7 +245,7 @@ func (s *Store) inboxAdvance(ctx context.Context, tx *sql.Tx, now int64, aggType
 // inboxLastSeq returns an aggregate's last applied sequence number, or 0.
 func (s *Store) inboxLastSeq(ctx context.Context, tx *sql.Tx, aggType, aggID string) (int64, error) {
 	var last int64
-	err := tx.QueryRowContext(ctx, s.sql.get("inbox_last_seq"),
+	err := tx.QueryRowContext(ctx, s.sql.Get("inbox_last_seq"),
 		sql.Named("aggregate_type", aggType), sql.Named("aggregate_id", aggID)).Scan(&last)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: inbox sequence: %w", err)

@@ -90,9 +90,9 @@ func (s *Store) CheckSchema(ctx context.Context, _ store.SchemaParams) error {
 	}
 	var exists bool
 	var version int
-	err = s.db.QueryRowContext(ctx, s.sql.get("migrations_table_exists")).Scan(&exists)
+	err = s.db.QueryRowContext(ctx, s.sql.Get("migrations_table_exists")).Scan(&exists)
 	if err == nil && exists {
-		err = s.db.QueryRowContext(ctx, s.sql.get("migrated_version")).Scan(&version)
+		err = s.db.QueryRowContext(ctx, s.sql.Get("migrated_version")).Scan(&version)
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite: check the schema: %w", err)

@@ -17,6 +17,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // Defaults of the Config fields.
@@ -109,7 +110,7 @@ type Store struct {
 	// outboxTable is the outbox's table name, which the connection hooks
 	// watch for inserts.
 	outboxTable string
-	sql         queries
+	sql         sqlstore.Queries
 
 	// writeLock admits one write transaction of this Store at a time, in
 	// arrival order, so that the writers of one process queue in Go instead
@@ -167,7 +168,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		listeners:   map[chan struct{}]struct{}{},
 		closed:      make(chan struct{}),
 	}
-	s.sql = parseQueries(s.expand, queriesSQL, inboxSQL)
+	s.sql = sqlstore.ParseQueries("sqlite", s.expand, queriesSQL, inboxSQL)
 	s.db = sql.OpenDB(&connector{base: base, store: s})
 	s.db.SetMaxOpenConns(cfg.MaxOpenConns)
 	s.db.SetMaxIdleConns(cfg.MaxOpenConns)
@@ -264,32 +265,3 @@ var queriesSQL string
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
-
-// queries are the named statements of queries.sql and inbox.sql,
-// placeholders filled.
-type queries map[string]string
-
-// parseQueries splits files of "-- name: x" blocks; each file's text before
-// its first block is a comment. Names are unique across the files.
-func parseQueries(expand func(string) string, files ...string) queries {
-	q := queries{}
-	for _, file := range files {
-		for _, block := range strings.Split(file, "-- name: ")[1:] {
-			name, body, _ := strings.Cut(block, "\n")
-			name = strings.TrimSpace(name)
-			if _, dup := q[name]; dup {
-				panic("sqlite: two queries named " + name)
-			}
-			q[name] = expand(strings.TrimSpace(body))
-		}
-	}
-	return q
-}
-
-func (q queries) get(name string) string {
-	sql, ok := q[name]
-	if !ok {
-		panic("sqlite: no query named " + name)
-	}
-	return sql
-}
