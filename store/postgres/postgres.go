@@ -4,6 +4,7 @@
 package postgres
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
@@ -34,6 +35,7 @@ type Store struct {
 	schema  string
 	channel string
 	sql     sqlstore.Queries
+	tx      pgxTransactor
 	// orderedReady remembers that the index of ordered claims was found
 	// valid (see checkOrdered).
 	orderedReady atomic.Bool
@@ -58,7 +60,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if !schemaName.MatchString(cfg.Schema) {
 		return nil, fmt.Errorf("postgres: Config.Schema %q: use letters, digits and underscores (at most 48)", cfg.Schema)
 	}
-	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema}
+	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema, tx: pgxTransactor{pool}}
 	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL)
 	return s, nil
 }
@@ -99,3 +101,17 @@ func (s *Store) Table(name string) string {
 // Query returns the text of a named query of queries.sql, for inspection
 // (EXPLAIN) and tests.
 func (s *Store) Query(name string) string { return s.sql.Get(name) }
+
+// pgxTransactor begins the store's transactions on its pool.
+type pgxTransactor struct{ pool *pgxpool.Pool }
+
+func (t pgxTransactor) Begin(ctx context.Context) (pgx.Tx, error) { return t.pool.Begin(ctx) }
+
+func (pgxTransactor) Commit(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }
+
+func (pgxTransactor) Rollback(ctx context.Context, tx pgx.Tx) error {
+	if err := tx.Rollback(ctx); !errors.Is(err, pgx.ErrTxClosed) {
+		return err
+	}
+	return nil
+}

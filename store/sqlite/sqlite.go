@@ -111,6 +111,7 @@ type Store struct {
 	// watch for inserts.
 	outboxTable string
 	sql         sqlstore.Queries
+	tx          sqlTransactor
 
 	// writeLock admits one write transaction of this Store at a time, in
 	// arrival order, so that the writers of one process queue in Go instead
@@ -170,6 +171,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	}
 	s.sql = sqlstore.ParseQueries("sqlite", s.expand, queriesSQL, inboxSQL)
 	s.db = sql.OpenDB(&connector{base: base, store: s})
+	s.tx = sqlTransactor{s.db}
 	s.db.SetMaxOpenConns(cfg.MaxOpenConns)
 	s.db.SetMaxIdleConns(cfg.MaxOpenConns)
 	if err := s.db.PingContext(ctx); err != nil {
@@ -247,17 +249,21 @@ func (s *Store) expand(sql string) string {
 
 // inTx runs fn in a write transaction of the store's own.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+	return sqlstore.InTx(ctx, s.tx, fn)
+}
+
+// sqlTransactor begins the store's write transactions on its handle.
+type sqlTransactor struct{ db *sql.DB }
+
+func (t sqlTransactor) Begin(ctx context.Context) (*sql.Tx, error) { return t.db.BeginTx(ctx, nil) }
+
+func (sqlTransactor) Commit(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
+
+func (sqlTransactor) Rollback(_ context.Context, tx *sql.Tx) error {
+	if err := tx.Rollback(); !errors.Is(err, sql.ErrTxDone) {
 		return err
 	}
-	if err := fn(tx); err != nil {
-		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			return errors.Join(err, rerr)
-		}
-		return err
-	}
-	return tx.Commit()
+	return nil
 }
 
 //go:embed queries.sql
