@@ -36,6 +36,7 @@ type Store struct {
 	channel string
 	sql     sqlstore.Queries
 	tx      pgxTransactor
+	inbox   *sqlstore.Inbox[pgx.Tx]
 	// orderedReady remembers that the index of ordered claims was found
 	// valid (see checkOrdered).
 	orderedReady atomic.Bool
@@ -62,6 +63,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	}
 	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema, tx: pgxTransactor{pool}}
 	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL)
+	s.inbox = sqlstore.NewInbox("postgres", inboxDialect{s.tx, s})
 	return s, nil
 }
 

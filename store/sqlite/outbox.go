@@ -275,11 +275,8 @@ func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, e
 func (s *Store) exec(ctx context.Context, name string, args ...any) (int, error) {
 	var n int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.sql.Get(name), args...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		var err error
+		n, err = rowsAffected(tx.ExecContext(ctx, s.sql.Get(name), args...))
 		return err
 	})
 	return int(n), err

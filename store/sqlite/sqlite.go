@@ -112,6 +112,7 @@ type Store struct {
 	outboxTable string
 	sql         sqlstore.Queries
 	tx          sqlTransactor
+	inbox       *sqlstore.Inbox[*inboxTx]
 
 	// writeLock admits one write transaction of this Store at a time, in
 	// arrival order, so that the writers of one process queue in Go instead
@@ -172,6 +173,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	s.sql = sqlstore.ParseQueries("sqlite", s.expand, queriesSQL, inboxSQL)
 	s.db = sql.OpenDB(&connector{base: base, store: s})
 	s.tx = sqlTransactor{s.db}
+	s.inbox = sqlstore.NewInbox("sqlite", inboxDialect{s})
 	s.db.SetMaxOpenConns(cfg.MaxOpenConns)
 	s.db.SetMaxIdleConns(cfg.MaxOpenConns)
 	if err := s.db.PingContext(ctx); err != nil {
