@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -85,6 +86,8 @@ func (s *Store) expand(sql string) string {
 	return strings.NewReplacer(
 		"{schema}", pgx.Identifier{s.schema}.Sanitize(),
 		"{channel}", s.channel,
+		"{doze_lock}", strconv.Itoa(dozeLock),
+		"{doze_barrier_lock}", strconv.Itoa(dozeBarrierLock),
 	).Replace(sql)
 }
 
