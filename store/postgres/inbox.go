@@ -71,11 +71,7 @@ func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (store.InboxRecord, 
 // InboxDeleteProcessedBefore deletes up to limit done rows processed before
 // the given time.
 func (s *Store) InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sql.Get("inbox_delete_processed"), before, limit)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: inbox delete processed: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
+	return s.deleteBefore(ctx, "inbox_delete_processed", "inbox delete processed", before, limit)
 }
 
 // inboxDialect runs the statements of inbox.sql for sqlstore.Inbox, in

@@ -23,11 +23,7 @@ func Migrations() ([]Migration, error) {
 // yet, in one transaction. Running it again is a no-op; concurrent runs
 // serialise on an advisory lock. It returns the versions it applied.
 func (s *Store) Migrate(ctx context.Context) ([]int, error) {
-	all, err := Migrations()
-	if err != nil {
-		return nil, err
-	}
-	return sqlstore.Migrate(ctx, "postgres", s.tx, migrator{s}, all)
+	return sqlstore.Migrate(ctx, "postgres", s.tx, migrator{s}, Migrations)
 }
 
 // migrationsTableSQL creates the schema and its migrations table.
@@ -73,11 +69,7 @@ func (m migrator) Record(ctx context.Context, tx pgx.Tx, mig Migration) error {
 // OrderedReady). Otherwise its error wraps store.ErrNotMigrated or
 // store.ErrOrderedNotReady and says what to run.
 func (s *Store) CheckSchema(ctx context.Context, p store.SchemaParams) error {
-	all, err := Migrations()
-	if err != nil {
-		return err
-	}
-	if err := sqlstore.CheckSchema(ctx, "postgres", "schema "+s.schema, poolReader{s.pool}, s.sql, all); err != nil {
+	if err := sqlstore.CheckSchema(ctx, "postgres", "schema "+s.schema, poolReader{s.pool}, s.sql, Migrations); err != nil {
 		return err
 	}
 	if p.Ordered {

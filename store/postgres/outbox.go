@@ -98,29 +98,18 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(s.sql.Get("lease_lock"), owner)
-	batch.Queue(s.sql.Get("extend_lease"), owner, lease.Milliseconds())
-	results := s.pool.SendBatch(ctx, batch)
-	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return nil, fmt.Errorf("postgres: extend lease: %w", err)
-	}
-	rows, err := results.Query()
-	if err != nil {
-		return nil, fmt.Errorf("postgres: extend lease: %w", err)
-	}
 	held := map[uuid.UUID]bool{}
-	var leased []uuid.UUID
-	_, err = pgx.ForEachRow(rows, []any{&leased}, func() error {
-		for _, id := range leased {
-			held[id] = true
-		}
-		return nil
-	})
-	if err == nil {
-		err = results.Close()
-	}
+	err := s.queryLocked(ctx, s.sql.Get("lease_lock"), []any{owner}, s.sql.Get("extend_lease"), []any{owner, lease.Milliseconds()},
+		func(rows pgx.Rows) error {
+			var leased []uuid.UUID
+			_, err := pgx.ForEachRow(rows, []any{&leased}, func() error {
+				for _, id := range leased {
+					held[id] = true
+				}
+				return nil
+			})
+			return err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: extend lease: %w", err)
 	}
@@ -151,37 +140,55 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 // ReclaimExpired returns the events of crashed relays to the queue, and
 // reports how many of each relay's events it changed.
 func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
-	batch := &pgx.Batch{}
-	batch.Queue(s.sql.Get("reclaim_lock"))
-	batch.Queue(s.sql.Get("reclaim_expired"), p.MaxAttempts)
-	results := s.pool.SendBatch(ctx, batch)
-	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
-	}
-	rows, err := results.Query()
-	if err != nil {
-		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
-		var r store.Reclaimed
-		err := row.Scan(&r.Owner, &r.Events)
-		return r, err
-	})
-	if err == nil {
-		err = results.Close()
-	}
+	var out []store.Reclaimed
+	err := s.queryLocked(ctx, s.sql.Get("reclaim_lock"), nil, s.sql.Get("reclaim_expired"), []any{p.MaxAttempts},
+		func(rows pgx.Rows) (err error) {
+			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
+				var r store.Reclaimed
+				err := row.Scan(&r.Owner, &r.Events)
+				return r, err
+			})
+			return err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
 	}
 	return out, nil
 }
 
+// queryLocked sends a lock statement and a query in one batch (one round
+// trip, one implicit transaction) and hands the query's rows to collect.
+func (s *Store) queryLocked(ctx context.Context, lock string, lockArgs []any, query string, args []any, collect func(pgx.Rows) error) error {
+	batch := &pgx.Batch{}
+	batch.Queue(lock, lockArgs...)
+	batch.Queue(query, args...)
+	results := s.pool.SendBatch(ctx, batch)
+	defer results.Close()
+	if _, err := results.Exec(); err != nil {
+		return err
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return err
+	}
+	if err := collect(rows); err != nil {
+		return err
+	}
+	return results.Close()
+}
+
 // PurgeDone deletes up to limit delivered events processed before before.
 func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sql.Get("purge_done"), before, limit)
+	return s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+}
+
+// deleteBefore runs a retention statement (purge_done,
+// inbox_delete_processed): up to limit rows processed before before,
+// oldest first. op names it in errors.
+func (s *Store) deleteBefore(ctx context.Context, query, op string, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, s.sql.Get(query), before, limit)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: purge done events: %w", err)
+		return 0, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	return int(tag.RowsAffected()), nil
 }

@@ -80,14 +80,7 @@ func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (store.InboxRecord, 
 // InboxDeleteProcessedBefore deletes up to limit done rows processed before
 // the given time, oldest first, in a write transaction of its own.
 func (s *Store) InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := checkLimit("inbox delete processed", limit); err != nil || limit == 0 {
-		return 0, err
-	}
-	n, err := s.exec(ctx, "inbox_delete_processed", sql.Named("before", before.UnixMicro()), sql.Named("limit", limit))
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: inbox delete processed: %w", err)
-	}
-	return n, nil
+	return s.deleteBefore(ctx, "inbox_delete_processed", "inbox delete processed", before, limit)
 }
 
 // inboxTx is a write transaction of the inbox steps, with the time its
@@ -131,19 +124,11 @@ func (d inboxDialect) Take(ctx context.Context, t *inboxTx, ev *store.InboxEvent
 		leaseUntil = t.now + max(lease.Microseconds(), 1)
 	}
 	var attempts int
-	err := t.tx.QueryRowContext(ctx, d.s.sql.Get("inbox_take"),
-		sql.Named("id", ev.ID.String()),
-		sql.Named("now", t.now),
+	err := t.tx.QueryRowContext(ctx, d.s.sql.Get("inbox_take"), eventArgs(ev, t.now,
 		sql.Named("status", status),
-		sql.Named("payload", nullPayload(ev.Payload)),
-		sql.Named("signature", sqlstore.NullText(ev.Signature)),
-		sql.Named("event_type", ev.EventType),
-		sql.Named("aggregate_type", ev.AggregateType),
-		sql.Named("aggregate_id", ev.AggregateID),
-		sql.Named("seq", sqlstore.NullSeq(ev.Seq)),
 		sql.Named("owner", sqlstore.NullText(owner)),
 		sql.Named("lease_until", leaseUntil),
-	).Scan(&attempts)
+	)...).Scan(&attempts)
 	if errors.Is(err, sql.ErrNoRows) {
 		return 0, false, nil
 	}
@@ -188,18 +173,23 @@ func (d inboxDialect) Fail(ctx context.Context, id uuid.UUID, owner, errText str
 
 // RecordFailure runs in a write transaction of its own.
 func (d inboxDialect) RecordFailure(ctx context.Context, ev *store.InboxEvent, errText string) error {
-	_, err := d.s.exec(ctx, "inbox_record_failure",
+	_, err := d.s.exec(ctx, "inbox_record_failure", eventArgs(ev, time.Now().UnixMicro(), sql.Named("error", errText))...)
+	return err
+}
+
+// eventArgs are the parameters of a statement that writes ev's row at
+// now, followed by more.
+func eventArgs(ev *store.InboxEvent, now int64, more ...any) []any {
+	return append([]any{
 		sql.Named("id", ev.ID.String()),
-		sql.Named("now", time.Now().UnixMicro()),
+		sql.Named("now", now),
 		sql.Named("payload", nullPayload(ev.Payload)),
 		sql.Named("signature", sqlstore.NullText(ev.Signature)),
 		sql.Named("event_type", ev.EventType),
 		sql.Named("aggregate_type", ev.AggregateType),
 		sql.Named("aggregate_id", ev.AggregateID),
 		sql.Named("seq", sqlstore.NullSeq(ev.Seq)),
-		sql.Named("error", errText),
-	)
-	return err
+	}, more...)
 }
 
 // rowsAffected is the number of rows a statement changed.

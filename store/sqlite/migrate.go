@@ -30,11 +30,7 @@ const migrationsTable = `create table if not exists {prefix}postbox_migrations (
 // transaction (BEGIN IMMEDIATE): the later one waits, up to the busy
 // timeout, then finds the work done.
 func (s *Store) Migrate(ctx context.Context) ([]int, error) {
-	all, err := Migrations()
-	if err != nil {
-		return nil, err
-	}
-	return sqlstore.Migrate(ctx, "sqlite", s.tx, migrator{s}, all)
+	return sqlstore.Migrate(ctx, "sqlite", s.tx, migrator{s}, Migrations)
 }
 
 // migrator is the SQLite dialect of the migration runner.
@@ -66,11 +62,7 @@ func (m migrator) Record(ctx context.Context, tx *sql.Tx, mig Migration) error {
 // code; otherwise its error wraps store.ErrNotMigrated and says what to run.
 // Ordered claims need nothing more on SQLite.
 func (s *Store) CheckSchema(ctx context.Context, _ store.SchemaParams) error {
-	all, err := Migrations()
-	if err != nil {
-		return err
-	}
-	return sqlstore.CheckSchema(ctx, "sqlite", s.path, dbReader{s.db}, s.sql, all)
+	return sqlstore.CheckSchema(ctx, "sqlite", s.path, dbReader{s.db}, s.sql, Migrations)
 }
 
 // dbReader reads one row through the store's handle.

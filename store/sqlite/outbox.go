@@ -214,12 +214,19 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 // PurgeDone deletes up to limit delivered events processed before before,
 // oldest first, and reports how many it deleted.
 func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := checkLimit("purge done events", limit); err != nil || limit == 0 {
+	return s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+}
+
+// deleteBefore runs a retention statement (purge_done,
+// inbox_delete_processed): up to limit rows processed before before, oldest
+// first, in a write transaction of its own. op names it in errors.
+func (s *Store) deleteBefore(ctx context.Context, query, op string, before time.Time, limit int) (int, error) {
+	if err := checkLimit(op, limit); err != nil || limit == 0 {
 		return 0, err
 	}
-	n, err := s.exec(ctx, "purge_done", sql.Named("before", before.UnixMicro()), sql.Named("limit", limit))
+	n, err := s.exec(ctx, query, sql.Named("before", before.UnixMicro()), sql.Named("limit", limit))
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: purge done events: %w", err)
+		return 0, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	return n, nil
 }

@@ -25,12 +25,21 @@ type MigrationDialect[T any] interface {
 	Record(ctx context.Context, tx T, m store.Migration) error
 }
 
-// Migrate applies, in one transaction of tr, those of all (in version
-// order) that the migrations table does not record yet, and returns their
-// versions. Running it again is a no-op. storeName prefixes its errors.
-func Migrate[T any](ctx context.Context, storeName string, tr Transactor[T], d MigrationDialect[T], all []store.Migration) ([]int, error) {
+// Migrations returns a store's migrations in version order (its embedded
+// files, read by store.ReadMigrations).
+type Migrations func() ([]store.Migration, error)
+
+// Migrate applies, in one transaction of tr, those of the store's
+// migrations that the migrations table does not record yet, in version
+// order, and returns their versions. Running it again is a no-op.
+// storeName prefixes its errors.
+func Migrate[T any](ctx context.Context, storeName string, tr Transactor[T], d MigrationDialect[T], migrations Migrations) ([]int, error) {
+	all, err := migrations()
+	if err != nil {
+		return nil, err
+	}
 	var applied []int
-	err := InTx(ctx, tr, func(tx T) error {
+	err = InTx(ctx, tr, func(tx T) error {
 		if err := d.Lock(ctx, tx); err != nil {
 			return fmt.Errorf("%s: migration lock: %w", storeName, err)
 		}

@@ -20,10 +20,14 @@ type RowReader interface {
 // migrations_table_exists and migrated_version. where names the tables in
 // the error (a schema, a file); storeName prefixes the errors of the
 // reading.
-func CheckSchema(ctx context.Context, storeName, where string, db RowReader, q Queries, all []store.Migration) error {
+func CheckSchema(ctx context.Context, storeName, where string, db RowReader, q Queries, migrations Migrations) error {
+	all, err := migrations()
+	if err != nil {
+		return err
+	}
 	var exists bool
 	var version int
-	err := db.ReadRow(ctx, q.Get("migrations_table_exists"), &exists)
+	err = db.ReadRow(ctx, q.Get("migrations_table_exists"), &exists)
 	if err == nil && exists {
 		err = db.ReadRow(ctx, q.Get("migrated_version"), &version)
 	}
