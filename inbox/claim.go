@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/inbox/inboxstore"
+	"github.com/postbox-go/postbox/store"
 )
 
 // Claim is an event leased to this consumer for work outside the database,
@@ -53,11 +53,11 @@ func (ib *Inbox[TTx]) Claim(ctx context.Context, ev *Event, lease time.Duration)
 		return nil, fmt.Errorf("inbox: claim event %s: lease %v must be positive", ev.ID, lease)
 	}
 	c := &Claim{Event: *ev, ExpiresAt: time.Now().Add(lease), owner: uuid.NewString()}
-	res, err := ib.store.InboxClaim(ctx, &inboxstore.ClaimParams{Event: ev.storeEvent(), Owner: c.owner, Lease: lease})
+	res, err := ib.store.InboxClaim(ctx, &store.InboxClaimParams{Event: ev.storeEvent(), Owner: c.owner, Lease: lease})
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim event %s: %w", ev.ID, err)
 	}
-	if res.Status == inboxstore.Done {
+	if res.Status == store.InboxDone {
 		return nil, fmt.Errorf("%w: event %s", ErrDuplicate, ev.ID)
 	}
 	if err := refusal(ev, res); err != nil {
@@ -77,7 +77,7 @@ func (ib *Inbox[TTx]) Complete(ctx context.Context, c *Claim, fn ProcessFunc[TTx
 	if fn != nil {
 		run = func(ctx context.Context, tx TTx) error { return fn(ctx, tx, &c.Event) }
 	}
-	res, err := ib.store.InboxComplete(ctx, &inboxstore.CompleteParams{
+	res, err := ib.store.InboxComplete(ctx, &store.InboxCompleteParams{
 		ID:            c.Event.ID,
 		Owner:         c.owner,
 		AggregateType: c.Event.AggregateType,
@@ -98,7 +98,7 @@ func (ib *Inbox[TTx]) Fail(ctx context.Context, c *Claim, cause error) error {
 	if cause == nil {
 		cause = errors.New("failed")
 	}
-	res, err := ib.store.InboxFail(ctx, &inboxstore.FailParams{ID: c.Event.ID, Owner: c.owner, Error: cause.Error()})
+	res, err := ib.store.InboxFail(ctx, &store.InboxFailParams{ID: c.Event.ID, Owner: c.owner, Error: cause.Error()})
 	if err != nil {
 		return fmt.Errorf("inbox: fail event %s: %w", c.Event.ID, err)
 	}

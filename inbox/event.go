@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/inbox/inboxstore"
+	"github.com/postbox-go/postbox/store"
 )
 
 // Event is one incoming event: a webhook request or a broker message.
@@ -62,8 +62,8 @@ func (e *Event) validate() error {
 }
 
 // storeEvent returns the event as a store takes it.
-func (e *Event) storeEvent() inboxstore.Event {
-	return inboxstore.Event{
+func (e *Event) storeEvent() store.InboxEvent {
+	return store.InboxEvent{
 		ID:            e.ID,
 		EventType:     e.EventType,
 		AggregateType: e.AggregateType,

@@ -8,7 +8,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/inbox/inboxstore"
+	"github.com/postbox-go/postbox/store"
 )
 
 // ProcessFunc applies one event in the transaction that also writes the
@@ -19,7 +19,7 @@ import (
 type ProcessFunc[TTx any] func(ctx context.Context, tx TTx, ev *Event) error
 
 // Record is the full state of one inbox row, as Get returns it.
-type Record = inboxstore.Record
+type Record = store.InboxRecord
 
 // Inbox applies each incoming event once. It is safe for concurrent use.
 type Inbox[TTx any] struct {
@@ -65,7 +65,7 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, ev *Event, fn ProcessFunc[TTx
 		return 0, fmt.Errorf("inbox: event %s: handler: %w", ev.ID, err)
 	case err != nil:
 		return 0, fmt.Errorf("inbox: event %s: %w", ev.ID, err)
-	case res.Status == inboxstore.Done:
+	case res.Status == store.InboxDone:
 		return Duplicate, nil
 	}
 	if err := refusal(ev, res); err != nil {
@@ -75,19 +75,19 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, ev *Event, fn ProcessFunc[TTx
 }
 
 // refusal returns the error for a store result other than Taken and Done.
-func refusal(ev *Event, res inboxstore.Result) error {
+func refusal(ev *Event, res store.InboxResult) error {
 	switch res.Status {
-	case inboxstore.Taken:
+	case store.InboxTaken:
 		return nil
-	case inboxstore.InProgress:
+	case store.InboxInProgress:
 		return fmt.Errorf("%w: event %s is claimed by another consumer", ErrInProgress, ev.ID)
-	case inboxstore.OutOfOrder, inboxstore.SeqApplied:
+	case store.InboxOutOfOrder, store.InboxSeqApplied:
 		e := &OrderError{Err: ErrOutOfOrder, AggregateType: ev.AggregateType, AggregateID: ev.AggregateID, Seq: ev.Seq, LastApplied: res.LastSeq}
-		if res.Status == inboxstore.SeqApplied {
+		if res.Status == store.InboxSeqApplied {
 			e.Err = ErrSequenceApplied
 		}
 		return fmt.Errorf("inbox: event %s: %w", ev.ID, e)
-	case inboxstore.LeaseLost:
+	case store.InboxLeaseLost:
 		return fmt.Errorf("%w: event %s", ErrLeaseLost, ev.ID)
 	}
 	return fmt.Errorf("inbox: event %s: store reported %v", ev.ID, res.Status)

@@ -1,9 +1,25 @@
-// Package store defines what the relay and the inbox need of a database: the
-// Outbox and Inbox interfaces, their parameter types and capabilities.
+// Package store holds the contracts between postbox and a database, and
+// what every store shares:
 //
-// Every implementation (store/postgres, store/sqlite) passes the shared
-// conformance suite in store/storetest. Implementations never import the
-// relay, the inbox or each other.
+//   - Outbox, what the relay needs: claim, settle, leases, reclaim, purge,
+//     inspection, and the capabilities a store may lack (Listen, Dozer);
+//     its parameter and result types (ClaimParams, Delivery, Record, ...).
+//   - Inbox, generic over the store's transaction type, what package inbox
+//     needs (package inbox calls it Store); its types are the Inbox*
+//     ones (InboxEvent, InboxResult, InboxRecord, ...).
+//   - Migration, ReadMigrations and CheckApplied: the numbered, embedded
+//     migrations every store ships, and the verdict of CheckSchema.
+//   - The status words, the errors stores wrap (ErrNotFound,
+//     ErrNotMigrated, ErrCannotListen, ErrOrderedNotReady) and
+//     CleanErrorText, through which stores write every error text.
+//
+// Producers write events with Outbox.Enqueue, or in their own transaction
+// with the concrete stores' calls (EnqueueTx, ...), which take each
+// driver's transaction type and so are not part of an interface here.
+//
+// Every implementation passes the shared conformance suites,
+// store/storetest for the outbox and inbox/inboxtest for the inbox.
+// Implementations never import the relay, package inbox or each other.
 package store
 
 import (

@@ -3,8 +3,11 @@ package inboxtest
 import (
 	"context"
 	"errors"
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/inbox"
 	"github.com/postbox-go/postbox/store"
@@ -101,6 +104,28 @@ func testClaimFail[TTx any](t *testing.T, h *harness[TTx]) {
 	wantErr(t, h.ib.Complete(h.ctx, c, h.effect), inbox.ErrLeaseLost)
 	h.complete(t, again)
 	h.wantEffects(t, ev.ID, 1)
+}
+
+// testUnsafeErrorText: error texts (a handler's, a claim's) are stored as
+// store.CleanErrorText makes them, whatever bytes they hold.
+func testUnsafeErrorText[TTx any](t *testing.T, h *harness[TTx]) {
+	text := "status 500: bad\x00body \xff\xfe end"
+	claimed := event("1", 0)
+	c := h.claim(t, claimed, leaseLong)
+	if err := h.ib.Fail(h.ctx, c, errors.New(text)); err != nil {
+		t.Fatal(err)
+	}
+	processed := event("2", 0)
+	if _, err := h.ib.Process(h.ctx, processed, func(context.Context, TTx, *inbox.Event) error {
+		return errors.New(text)
+	}); err == nil {
+		t.Fatal("a failing handler reported no error")
+	}
+	for _, id := range []uuid.UUID{claimed.ID, processed.ID} {
+		if r := h.get(t, id); r.Status != store.StatusFailed || !strings.HasSuffix(r.LastError, store.CleanErrorText(text)) {
+			t.Fatalf("row %s: status %q, last error %q; want failed, ending with %q", id, r.Status, r.LastError, store.CleanErrorText(text))
+		}
+	}
 }
 
 func testClaimTakeover[TTx any](t *testing.T, h *harness[TTx]) {

@@ -64,6 +64,7 @@ func Run[TTx any](t *testing.T, newBackend NewBackend[TTx]) {
 		{"ClaimFailThenClaimAgain", testClaimFail[TTx]},
 		{"ClaimExpiredLeaseIsTakenOver", testClaimTakeover[TTx]},
 		{"ClaimOrderedEvent", testClaimOrdered[TTx]},
+		{"UnsafeErrorTextIsCleaned", testUnsafeErrorText[TTx]},
 		{"DeleteProcessedBefore", testDeleteProcessed[TTx]},
 	}
 	for _, tc := range tests {

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // enqueueChunk bounds the events of one INSERT (PostgreSQL allows 65535
@@ -39,20 +40,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, events ...postbox.Even
 // (any driver: pgx's stdlib, lib/pq, ...).
 func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, events ...postbox.Event) error {
 	return s.enqueue(ctx, events, func(ctx context.Context, query string, args []any) ([]string, error) {
-		rows, err := tx.QueryContext(ctx, query, args...)
-		if err != nil {
-			return nil, err
-		}
-		defer rows.Close()
-		var keys []string
-		for rows.Next() {
-			var k string
-			if err := rows.Scan(&k); err != nil {
-				return nil, err
-			}
-			keys = append(keys, k)
-		}
-		return keys, rows.Err()
+		return sqlstore.CollectRows[string](tx.QueryContext(ctx, query, args...))
 	})
 }
 

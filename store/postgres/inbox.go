@@ -5,118 +5,52 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
-	"github.com/postbox-go/postbox/inbox/inboxstore"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
-// The inbox methods below implement inbox.Store[pgx.Tx]; package inbox
-// documents the contract of each, and inbox/inboxtest checks it.
+// The inbox methods below implement store.Inbox[pgx.Tx]; package store
+// documents the contract of each, and inbox/inboxtest checks it. The steps
+// are sqlstore.Inbox's; inboxDialect runs them on inbox.sql.
+//
+// Deliveries of one event at once serialise on its row: inbox_take waits
+// for an uncommitted row of the same id, and inbox_advance for a
+// transaction advancing the same aggregate.
 
 //go:embed inbox.sql
 var inboxSQL string
 
-// inboxQuery returns the inbox query called name, placeholders filled.
-func (s *Store) inboxQuery(name string) string { return s.sql.get(name) }
-
-// lastErrorMax bounds the error text kept in a row.
-const lastErrorMax = 2000
-
-// failureTimeout bounds recording a failed handler run once the caller's
-// context is done.
-const failureTimeout = 5 * time.Second
-
 // InboxProcess writes ev's inbox row as done and runs fn in one transaction.
-func (s *Store) InboxProcess(ctx context.Context, ev *inboxstore.Event, fn func(ctx context.Context, tx pgx.Tx) error) (inboxstore.Result, error) {
-	ran := false
-	res, err := s.inboxTx(ctx, func(tx pgx.Tx) (inboxstore.Result, error) {
-		res, err := s.inboxTake(ctx, tx, ev, store.StatusDone, "", 0)
-		if err != nil || res.Status != inboxstore.Taken {
-			return res, err
-		}
-		if ev.Seq > 0 {
-			if adv, err := s.inboxAdvance(ctx, tx, ev.AggregateType, ev.AggregateID, ev.Seq); err != nil || adv.Status != inboxstore.Taken {
-				return adv, err
-			}
-		}
-		ran = true
-		return res, fn(ctx, tx)
-	})
-	if err != nil && ran {
-		// fn or the commit failed, and everything rolled back: record the
-		// failed attempt for inspection (the row stays free).
-		if rerr := s.inboxRecordFailure(ctx, ev, err); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}
-	return res, err
+func (s *Store) InboxProcess(ctx context.Context, ev *store.InboxEvent, fn func(ctx context.Context, tx pgx.Tx) error) (store.InboxResult, error) {
+	return s.inbox.Process(ctx, ev, fn)
 }
 
 // InboxClaim writes ev's inbox row pending, leased to p.Owner.
-func (s *Store) InboxClaim(ctx context.Context, p *inboxstore.ClaimParams) (inboxstore.Result, error) {
-	return s.inboxTx(ctx, func(tx pgx.Tx) (inboxstore.Result, error) {
-		res, err := s.inboxTake(ctx, tx, &p.Event, store.StatusPending, p.Owner, p.Lease)
-		if err != nil || res.Status != inboxstore.Taken || p.Event.Seq == 0 {
-			return res, err
-		}
-		var last int64
-		if err := tx.QueryRow(ctx, s.inboxQuery("inbox_last_seq"), p.Event.AggregateType, p.Event.AggregateID).Scan(&last); err != nil {
-			return res, fmt.Errorf("postgres: inbox sequence: %w", err)
-		}
-		if st := sequenceStatus(p.Event.Seq, last); st != inboxstore.Taken {
-			return inboxstore.Result{Status: st, LastSeq: last}, nil
-		}
-		return res, nil
-	})
+func (s *Store) InboxClaim(ctx context.Context, p *store.InboxClaimParams) (store.InboxResult, error) {
+	return s.inbox.Claim(ctx, p)
 }
 
 // InboxComplete marks a claimed row done and runs fn (if not nil) in one
 // transaction.
-func (s *Store) InboxComplete(ctx context.Context, p *inboxstore.CompleteParams, fn func(ctx context.Context, tx pgx.Tx) error) (inboxstore.Result, error) {
-	return s.inboxTx(ctx, func(tx pgx.Tx) (inboxstore.Result, error) {
-		tag, err := tx.Exec(ctx, s.inboxQuery("inbox_complete"), p.ID, p.Owner)
-		if err != nil {
-			return inboxstore.Result{}, fmt.Errorf("postgres: inbox complete: %w", err)
-		}
-		if tag.RowsAffected() == 0 {
-			return inboxstore.Result{Status: inboxstore.LeaseLost}, nil
-		}
-		if p.Seq > 0 {
-			if adv, err := s.inboxAdvance(ctx, tx, p.AggregateType, p.AggregateID, p.Seq); err != nil || adv.Status != inboxstore.Taken {
-				return adv, err
-			}
-		}
-		res := inboxstore.Result{Status: inboxstore.Taken}
-		if fn == nil {
-			return res, nil
-		}
-		return res, fn(ctx, tx)
-	})
+func (s *Store) InboxComplete(ctx context.Context, p *store.InboxCompleteParams, fn func(ctx context.Context, tx pgx.Tx) error) (store.InboxResult, error) {
+	return s.inbox.Complete(ctx, p, fn)
 }
 
 // InboxFail makes a claimed row failed, free for the next delivery.
-func (s *Store) InboxFail(ctx context.Context, p *inboxstore.FailParams) (inboxstore.Result, error) {
-	tag, err := s.pool.Exec(ctx, s.inboxQuery("inbox_fail"), p.ID, p.Owner, lastError(p.Error))
-	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox fail: %w", err)
-	}
-	if tag.RowsAffected() == 0 {
-		return inboxstore.Result{Status: inboxstore.LeaseLost}, nil
-	}
-	return inboxstore.Result{Status: inboxstore.Taken}, nil
+func (s *Store) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.InboxResult, error) {
+	return s.inbox.Fail(ctx, p)
 }
 
 // InboxGet returns one inbox row, or store.ErrNotFound.
-func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (inboxstore.Record, error) {
-	var r inboxstore.Record
+func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (store.InboxRecord, error) {
+	var r store.InboxRecord
 	var leaseExpires, processed *time.Time
-	err := s.pool.QueryRow(ctx, s.inboxQuery("inbox_get"), id).Scan(&r.ID, &r.EventType, &r.AggregateType,
+	err := s.pool.QueryRow(ctx, s.sql.Get("inbox_get"), id).Scan(&r.ID, &r.EventType, &r.AggregateType,
 		&r.AggregateID, &r.Seq, &r.Payload, &r.Signature, &r.Status, &r.Attempts, &r.LastError, &r.LeaseOwner,
 		&leaseExpires, &r.ReceivedAt, &processed)
 	if errors.Is(err, pgx.ErrNoRows) {
@@ -137,126 +71,62 @@ func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (inboxstore.Record, 
 // InboxDeleteProcessedBefore deletes up to limit done rows processed before
 // the given time.
 func (s *Store) InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.inboxQuery("inbox_delete_processed"), before, limit)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: inbox delete processed: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
+	return s.deleteBefore(ctx, "inbox_delete_processed", "inbox delete processed", before, limit)
 }
 
-// inboxTx runs step in a transaction and commits only when it took the row
-// without error; otherwise it rolls back.
-func (s *Store) inboxTx(ctx context.Context, step func(tx pgx.Tx) (inboxstore.Result, error)) (inboxstore.Result, error) {
-	tx, err := s.pool.Begin(ctx)
-	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox begin: %w", err)
-	}
-	defer tx.Rollback(context.WithoutCancel(ctx)) //nolint:errcheck // a no-op after Commit
-	res, err := step(tx)
-	if err != nil || res.Status != inboxstore.Taken {
-		return res, err
-	}
-	if err := tx.Commit(ctx); err != nil {
-		return res, fmt.Errorf("postgres: inbox commit: %w", err)
-	}
-	return res, nil
+// inboxDialect runs the statements of inbox.sql for sqlstore.Inbox, in
+// the store's pgx transactions. Times are the server's (now()).
+type inboxDialect struct {
+	pgxTransactor
+	s *Store
 }
 
-// inboxTake runs inbox_take and, when it took nothing, tells why.
-func (s *Store) inboxTake(ctx context.Context, tx pgx.Tx, ev *inboxstore.Event, status, owner string, lease time.Duration) (inboxstore.Result, error) {
+func (d inboxDialect) Take(ctx context.Context, tx pgx.Tx, ev *store.InboxEvent, status, owner string, lease time.Duration) (int, bool, error) {
 	var leaseMS any
 	if status == store.StatusPending {
 		leaseMS = max(lease.Milliseconds(), 1)
 	}
 	var attempts int
-	err := tx.QueryRow(ctx, s.inboxQuery("inbox_take"), ev.ID, status, nullPayload(ev.Payload), nullText(ev.Signature),
-		ev.EventType, ev.AggregateType, ev.AggregateID, nullSeq(ev.Seq), nullText(owner), leaseMS).Scan(&attempts)
-	if err == nil {
-		return inboxstore.Result{Status: inboxstore.Taken, Attempt: attempts}, nil
+	err := tx.QueryRow(ctx, d.s.sql.Get("inbox_take"), ev.ID, status, nullPayload(ev.Payload), sqlstore.NullText(ev.Signature),
+		ev.EventType, ev.AggregateType, ev.AggregateID, sqlstore.NullSeq(ev.Seq), sqlstore.NullText(owner), leaseMS).Scan(&attempts)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return 0, false, nil
 	}
-	if !errors.Is(err, pgx.ErrNoRows) {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox take: %w", err)
-	}
+	return attempts, err == nil, err
+}
+
+func (d inboxDialect) IsDone(ctx context.Context, tx pgx.Tx, id uuid.UUID) (bool, error) {
 	var done bool
-	if err := tx.QueryRow(ctx, s.inboxQuery("inbox_status"), ev.ID).Scan(&done); err != nil {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox status: %w", err)
-	}
-	if done {
-		return inboxstore.Result{Status: inboxstore.Done}, nil
-	}
-	return inboxstore.Result{Status: inboxstore.InProgress}, nil
+	err := tx.QueryRow(ctx, d.s.sql.Get("inbox_status"), id).Scan(&done)
+	return done, err
 }
 
-// inboxAdvance moves an aggregate's last applied sequence number to seq.
-func (s *Store) inboxAdvance(ctx context.Context, tx pgx.Tx, aggType, aggID string, seq int64) (inboxstore.Result, error) {
-	var advanced bool
+// Advance reports the last applied number as of the statement's start.
+func (d inboxDialect) Advance(ctx context.Context, tx pgx.Tx, aggType, aggID string, seq int64) (advanced bool, last int64, err error) {
+	err = tx.QueryRow(ctx, d.s.sql.Get("inbox_advance"), aggType, aggID, seq).Scan(&advanced, &last)
+	return advanced, last, err
+}
+
+func (d inboxDialect) LastSeq(ctx context.Context, tx pgx.Tx, aggType, aggID string) (int64, error) {
 	var last int64
-	if err := tx.QueryRow(ctx, s.inboxQuery("inbox_advance"), aggType, aggID, seq).Scan(&advanced, &last); err != nil {
-		return inboxstore.Result{}, fmt.Errorf("postgres: inbox sequence: %w", err)
-	}
-	switch {
-	case advanced:
-		return inboxstore.Result{Status: inboxstore.Taken}, nil
-	case last >= seq-1:
-		// last is as of the statement's start: if it was seq-1, a
-		// transaction that committed while this one waited applied seq.
-		return inboxstore.Result{Status: inboxstore.SeqApplied, LastSeq: max(last, seq)}, nil
-	}
-	return inboxstore.Result{Status: inboxstore.OutOfOrder, LastSeq: last}, nil
+	err := tx.QueryRow(ctx, d.s.sql.Get("inbox_last_seq"), aggType, aggID).Scan(&last)
+	return last, err
 }
 
-// sequenceStatus says whether an event numbered seq may be applied after
-// last: Taken when seq follows it, SeqApplied when seq is not above it,
-// OutOfOrder when a predecessor is missing.
-func sequenceStatus(seq, last int64) inboxstore.Status {
-	switch {
-	case seq == last+1:
-		return inboxstore.Taken
-	case seq <= last:
-		return inboxstore.SeqApplied
-	}
-	return inboxstore.OutOfOrder
+func (d inboxDialect) Complete(ctx context.Context, tx pgx.Tx, id uuid.UUID, owner string) (bool, error) {
+	tag, err := tx.Exec(ctx, d.s.sql.Get("inbox_complete"), id, owner)
+	return tag.RowsAffected() > 0, err
 }
 
-// inboxRecordFailure marks ev's row failed after its handler run rolled
-// back, even when ctx is already done.
-func (s *Store) inboxRecordFailure(ctx context.Context, ev *inboxstore.Event, cause error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureTimeout)
-	defer cancel()
-	_, err := s.pool.Exec(ctx, s.inboxQuery("inbox_record_failure"), ev.ID, nullPayload(ev.Payload), nullText(ev.Signature),
-		ev.EventType, ev.AggregateType, ev.AggregateID, nullSeq(ev.Seq), lastError(cause.Error()))
-	if err != nil {
-		return fmt.Errorf("postgres: inbox record failure: %w", err)
-	}
-	return nil
+func (d inboxDialect) Fail(ctx context.Context, id uuid.UUID, owner, errText string) (bool, error) {
+	tag, err := d.s.pool.Exec(ctx, d.s.sql.Get("inbox_fail"), id, owner, errText)
+	return tag.RowsAffected() > 0, err
 }
 
-// lastError makes an error text fit a row: valid UTF-8, no NUL, bounded.
-func lastError(msg string) string {
-	msg = strings.ToValidUTF8(strings.ReplaceAll(msg, "\x00", ""), "?")
-	if len(msg) > lastErrorMax {
-		msg = msg[:lastErrorMax]
-		for !utf8.ValidString(msg) {
-			msg = msg[:len(msg)-1]
-		}
-	}
-	return msg
-}
-
-// nullText is s, or SQL NULL when s is empty.
-func nullText(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-// nullSeq is seq, or SQL NULL for an unordered event.
-func nullSeq(seq int64) any {
-	if seq == 0 {
-		return nil
-	}
-	return seq
+func (d inboxDialect) RecordFailure(ctx context.Context, ev *store.InboxEvent, errText string) error {
+	_, err := d.s.pool.Exec(ctx, d.s.sql.Get("inbox_record_failure"), ev.ID, nullPayload(ev.Payload), sqlstore.NullText(ev.Signature),
+		ev.EventType, ev.AggregateType, ev.AggregateID, sqlstore.NullSeq(ev.Seq), errText)
+	return err
 }
 
 // nullPayload stores an empty payload as SQL NULL.

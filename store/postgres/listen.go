@@ -12,15 +12,31 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// The advisory locks of dozing relays (migrations/0004_notify_dozing_relays.sql).
+// The advisory-lock classes of dozing relays: the first key of two-key
+// advisory locks whose second key is hashtext of the store's channel. They
+// are written here only: queries and migrations name them {doze_lock} and
+// {doze_barrier_lock}, which expand fills in. Migration 0004 (the trigger
+// producers run, migrations/0004_notify_dozing_relays.sql) explains the
+// protocol.
+const (
+	// dozeLock is held shared, at session level, by each dozing relay on
+	// its listening connection: producers notify while some relay holds it.
+	dozeLock = 2029
+	// dozeBarrierLock is held shared by each committing producer from the
+	// moment it looks for dozing relays until its commit ends; a relay
+	// about to doze tries it exclusively.
+	dozeBarrierLock = 2030
+)
+
+// The statements of dozing relays.
 const (
 	// dozeMarkSQL marks this connection's relay as dozing: producers notify.
-	dozeMarkSQL = "select pg_try_advisory_lock_shared(2029, hashtext('{channel}'))"
+	dozeMarkSQL = "select pg_try_advisory_lock_shared({doze_lock}, hashtext('{channel}'))"
 	// dozeUnmarkSQL ends the doze: producers stop notifying for this relay.
-	dozeUnmarkSQL = "select pg_advisory_unlock_shared(2029, hashtext('{channel}'))"
+	dozeUnmarkSQL = "select pg_advisory_unlock_shared({doze_lock}, hashtext('{channel}'))"
 	// dozeBarrierSQL succeeds when no producer that looked for dozing
 	// relays before the mark is still committing.
-	dozeBarrierSQL = "select pg_try_advisory_xact_lock(2030, hashtext('{channel}'))"
+	dozeBarrierSQL = "select pg_try_advisory_xact_lock({doze_barrier_lock}, hashtext('{channel}'))"
 )
 
 // errListenerGone is returned by a Dozer whose connection is closed.

@@ -93,8 +93,8 @@ func dozeHeld(t *testing.T, s *postgres.Store) bool {
 	t.Helper()
 	var held bool
 	err := s.Pool().QueryRow(context.Background(),
-		`select exists (select 1 from pg_locks where locktype = 'advisory' and classid = 2029
-		   and objid = hashtext('postbox_' || $1)::oid and granted)`, s.Schema()).Scan(&held)
+		`select exists (select 1 from pg_locks where locktype = 'advisory' and classid = $2
+		   and objid = hashtext('postbox_' || $1)::oid and granted)`, s.Schema(), postgres.DozeLock).Scan(&held)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,12 +2,13 @@ package postgres
 
 import (
 	"context"
-	"fmt"
 	"hash/fnv"
 
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // Migration is one numbered schema change.
@@ -22,53 +23,45 @@ func Migrations() ([]Migration, error) {
 // yet, in one transaction. Running it again is a no-op; concurrent runs
 // serialise on an advisory lock. It returns the versions it applied.
 func (s *Store) Migrate(ctx context.Context) ([]int, error) {
-	all, err := Migrations()
-	if err != nil {
-		return nil, err
-	}
-	var applied []int
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", s.lockKey("migrate")); err != nil {
-			return fmt.Errorf("postgres: migration lock: %w", err)
-		}
-		setup := s.expand(`create schema if not exists {schema};
+	return sqlstore.Migrate(ctx, "postgres", s.tx, migrator{s}, Migrations)
+}
+
+// migrationsTableSQL creates the schema and its migrations table.
+const migrationsTableSQL = `create schema if not exists {schema};
 create table if not exists {schema}.postbox_migrations (
   version    integer primary key,
   name       text not null,
-  applied_at timestamptz not null default now())`)
-		if _, err := tx.Exec(ctx, setup); err != nil {
-			return fmt.Errorf("postgres: migration table: %w", err)
-		}
-		done := map[int]bool{}
-		rows, err := tx.Query(ctx, s.expand("select version from {schema}.postbox_migrations"))
-		if err != nil {
-			return err
-		}
-		versions, err := pgx.CollectRows(rows, pgx.RowTo[int])
-		if err != nil {
-			return err
-		}
-		for _, v := range versions {
-			done[v] = true
-		}
-		for _, m := range all {
-			if done[m.Version] {
-				continue
-			}
-			if _, err := tx.Exec(ctx, s.expand(m.SQL)); err != nil {
-				return fmt.Errorf("postgres: migration %04d_%s: %w", m.Version, m.Name, err)
-			}
-			if _, err := tx.Exec(ctx, s.expand("insert into {schema}.postbox_migrations(version, name) values ($1, $2)"), m.Version, m.Name); err != nil {
-				return err
-			}
-			applied = append(applied, m.Version)
-		}
-		return nil
-	})
+  applied_at timestamptz not null default now())`
+
+// migrator is the PostgreSQL dialect of the migration runner.
+type migrator struct{ s *Store }
+
+// Lock takes the schema's migration lock until the transaction ends.
+func (m migrator) Lock(ctx context.Context, tx pgx.Tx) error {
+	_, err := tx.Exec(ctx, "select pg_advisory_xact_lock($1)", m.s.lockKey("migrate"))
+	return err
+}
+
+func (m migrator) CreateTable(ctx context.Context, tx pgx.Tx) error {
+	return m.Exec(ctx, tx, migrationsTableSQL)
+}
+
+func (m migrator) Applied(ctx context.Context, tx pgx.Tx) ([]int, error) {
+	rows, err := tx.Query(ctx, m.s.expand("select version from {schema}.postbox_migrations"))
 	if err != nil {
 		return nil, err
 	}
-	return applied, nil
+	return pgx.CollectRows(rows, pgx.RowTo[int])
+}
+
+func (m migrator) Exec(ctx context.Context, tx pgx.Tx, text string) error {
+	_, err := tx.Exec(ctx, m.s.expand(text))
+	return err
+}
+
+func (m migrator) Record(ctx context.Context, tx pgx.Tx, mig Migration) error {
+	_, err := tx.Exec(ctx, m.s.expand("insert into {schema}.postbox_migrations(version, name) values ($1, $2)"), mig.Version, mig.Name)
+	return err
 }
 
 // CheckSchema returns nil when Migrate has applied every migration of this
@@ -76,20 +69,7 @@ create table if not exists {schema}.postbox_migrations (
 // OrderedReady). Otherwise its error wraps store.ErrNotMigrated or
 // store.ErrOrderedNotReady and says what to run.
 func (s *Store) CheckSchema(ctx context.Context, p store.SchemaParams) error {
-	all, err := Migrations()
-	if err != nil {
-		return err
-	}
-	var exists bool
-	var version int
-	err = s.pool.QueryRow(ctx, s.sql.get("migrations_table_exists")).Scan(&exists)
-	if err == nil && exists {
-		err = s.pool.QueryRow(ctx, s.sql.get("migrated_version")).Scan(&version)
-	}
-	if err != nil {
-		return fmt.Errorf("postgres: check the schema: %w", err)
-	}
-	if err := store.CheckApplied("schema "+s.schema, exists, version, all); err != nil {
+	if err := sqlstore.CheckSchema(ctx, "postgres", "schema "+s.schema, poolReader{s.pool}, s.sql, Migrations); err != nil {
 		return err
 	}
 	if p.Ordered {
@@ -104,4 +84,11 @@ func (s *Store) lockKey(work string) int64 {
 	h := fnv.New64a()
 	h.Write([]byte("postbox " + work + " " + s.schema))
 	return int64(h.Sum64())
+}
+
+// poolReader reads one row through the store's pool.
+type poolReader struct{ pool *pgxpool.Pool }
+
+func (r poolReader) ReadRow(ctx context.Context, query string, dest ...any) error {
+	return r.pool.QueryRow(ctx, query).Scan(dest...)
 }

@@ -54,7 +54,7 @@ func (s *Store) MigrateOrdered(ctx context.Context) error {
 	}
 	defer conn.Release()
 	var migrated bool
-	if err := conn.QueryRow(ctx, s.sql.get("ordered_index_migrated")).Scan(&migrated); err != nil {
+	if err := conn.QueryRow(ctx, s.sql.Get("ordered_index_migrated")).Scan(&migrated); err != nil {
 		return fmt.Errorf("postgres: migrate ordered: run Migrate first: %w", err)
 	}
 	if !migrated {
@@ -70,12 +70,12 @@ func (s *Store) MigrateOrdered(ctx context.Context) error {
 		return err
 	}
 	if exists && !valid {
-		if _, err := conn.Exec(ctx, s.sql.get("ordered_index_drop")); err != nil {
+		if _, err := conn.Exec(ctx, s.sql.Get("ordered_index_drop")); err != nil {
 			return fmt.Errorf("postgres: migrate ordered: drop the invalid index outbox_events_aggregate_open_idx: %w", err)
 		}
 	}
 	if !valid {
-		if _, err := conn.Exec(ctx, s.sql.get("ordered_index_create")); err != nil {
+		if _, err := conn.Exec(ctx, s.sql.Get("ordered_index_create")); err != nil {
 			return fmt.Errorf("postgres: migrate ordered: create the index outbox_events_aggregate_open_idx: %w", err)
 		}
 	}
@@ -123,7 +123,7 @@ func (s *Store) checkOrdered(ctx context.Context) error {
 
 // orderedIndexState says whether the index exists, and whether it is valid.
 func (s *Store) orderedIndexState(ctx context.Context, conn *pgxpool.Conn) (exists, valid bool, err error) {
-	err = conn.QueryRow(ctx, s.sql.get("ordered_index_state")).Scan(&valid)
+	err = conn.QueryRow(ctx, s.sql.Get("ordered_index_state")).Scan(&valid)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return false, false, nil
 	}
@@ -140,7 +140,7 @@ func (s *Store) lockOrdered(ctx context.Context, conn *pgxpool.Conn) (unlock fun
 	key := s.lockKey("migrate ordered")
 	for {
 		var locked bool
-		if err := conn.QueryRow(ctx, s.sql.get("ordered_index_try_lock"), key).Scan(&locked); err != nil {
+		if err := conn.QueryRow(ctx, s.sql.Get("ordered_index_try_lock"), key).Scan(&locked); err != nil {
 			return nil, fmt.Errorf("postgres: migrate ordered: lock: %w", err)
 		}
 		if locked {
@@ -155,7 +155,7 @@ func (s *Store) lockOrdered(ctx context.Context, conn *pgxpool.Conn) (unlock fun
 	return func() {
 		ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
-		if _, err := conn.Exec(ctx, s.sql.get("ordered_index_unlock"), key); err != nil {
+		if _, err := conn.Exec(ctx, s.sql.Get("ordered_index_unlock"), key); err != nil {
 			// A connection that may still hold the lock does not go back
 			// to the pool: closing it releases the lock.
 			_ = conn.Conn().Close(ctx)

@@ -22,7 +22,7 @@ import (
 // returns ErrOrderedIndexMissing. The check runs before the store's first
 // ordered claim, and again after an ordered claim that failed.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Delivery, err error) {
-	query := s.sql.get("claim")
+	query := s.sql.Get("claim")
 	if p.Ordered {
 		if err := s.checkOrdered(ctx); err != nil {
 			return nil, err
@@ -32,11 +32,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 				s.orderedReady.Store(false)
 			}
 		}()
-		query = s.sql.get("claim_ordered")
+		query = s.sql.Get("claim_ordered")
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("relay_async_commit"))
-	batch.Queue(s.sql.get("claim_lock"), s.lockKey("claim"))
+	batch.Queue(s.sql.Get("relay_async_commit"))
+	batch.Queue(s.sql.Get("claim_lock"), s.lockKey("claim"))
 	batch.Queue(query, p.Owner, p.Limit, p.Lease.Milliseconds())
 	results := s.pool.SendBatch(ctx, batch)
 	defer results.Close()
@@ -83,9 +83,9 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	settled := make([][16]byte, 0, len(p.Done)+len(p.Retry)+len(p.Failed))
 	settled = append(append(append(settled, done...), retryIDs...), failIDs...)
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("relay_async_commit"))
-	batch.Queue(s.sql.get("lease_lock"), p.Owner)
-	batch.Queue(s.sql.get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled, p.KeepDone)
+	batch.Queue(s.sql.Get("relay_async_commit"))
+	batch.Queue(s.sql.Get("lease_lock"), p.Owner)
+	batch.Queue(s.sql.Get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled, p.KeepDone)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: settle: %w", err)
 	}
@@ -98,29 +98,18 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("lease_lock"), owner)
-	batch.Queue(s.sql.get("extend_lease"), owner, lease.Milliseconds())
-	results := s.pool.SendBatch(ctx, batch)
-	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return nil, fmt.Errorf("postgres: extend lease: %w", err)
-	}
-	rows, err := results.Query()
-	if err != nil {
-		return nil, fmt.Errorf("postgres: extend lease: %w", err)
-	}
 	held := map[uuid.UUID]bool{}
-	var leased []uuid.UUID
-	_, err = pgx.ForEachRow(rows, []any{&leased}, func() error {
-		for _, id := range leased {
-			held[id] = true
-		}
-		return nil
-	})
-	if err == nil {
-		err = results.Close()
-	}
+	err := s.queryLocked(ctx, s.sql.Get("lease_lock"), []any{owner}, s.sql.Get("extend_lease"), []any{owner, lease.Milliseconds()},
+		func(rows pgx.Rows) error {
+			var leased []uuid.UUID
+			_, err := pgx.ForEachRow(rows, []any{&leased}, func() error {
+				for _, id := range leased {
+					held[id] = true
+				}
+				return nil
+			})
+			return err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: extend lease: %w", err)
 	}
@@ -140,8 +129,8 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 		return nil
 	}
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("lease_lock"), owner)
-	batch.Queue(s.sql.get("release"), owner, rawIDs(ids))
+	batch.Queue(s.sql.Get("lease_lock"), owner)
+	batch.Queue(s.sql.Get("release"), owner, rawIDs(ids))
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}
@@ -151,37 +140,55 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 // ReclaimExpired returns the events of crashed relays to the queue, and
 // reports how many of each relay's events it changed.
 func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
-	batch := &pgx.Batch{}
-	batch.Queue(s.sql.get("reclaim_lock"))
-	batch.Queue(s.sql.get("reclaim_expired"), p.MaxAttempts)
-	results := s.pool.SendBatch(ctx, batch)
-	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
-	}
-	rows, err := results.Query()
-	if err != nil {
-		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
-		var r store.Reclaimed
-		err := row.Scan(&r.Owner, &r.Events)
-		return r, err
-	})
-	if err == nil {
-		err = results.Close()
-	}
+	var out []store.Reclaimed
+	err := s.queryLocked(ctx, s.sql.Get("reclaim_lock"), nil, s.sql.Get("reclaim_expired"), []any{p.MaxAttempts},
+		func(rows pgx.Rows) (err error) {
+			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
+				var r store.Reclaimed
+				err := row.Scan(&r.Owner, &r.Events)
+				return r, err
+			})
+			return err
+		})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
 	}
 	return out, nil
 }
 
+// queryLocked sends a lock statement and a query in one batch (one round
+// trip, one implicit transaction) and hands the query's rows to collect.
+func (s *Store) queryLocked(ctx context.Context, lock string, lockArgs []any, query string, args []any, collect func(pgx.Rows) error) error {
+	batch := &pgx.Batch{}
+	batch.Queue(lock, lockArgs...)
+	batch.Queue(query, args...)
+	results := s.pool.SendBatch(ctx, batch)
+	defer results.Close()
+	if _, err := results.Exec(); err != nil {
+		return err
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return err
+	}
+	if err := collect(rows); err != nil {
+		return err
+	}
+	return results.Close()
+}
+
 // PurgeDone deletes up to limit delivered events processed before before.
 func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sql.get("purge_done"), before, limit)
+	return s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+}
+
+// deleteBefore runs a retention statement (purge_done,
+// inbox_delete_processed): up to limit rows processed before before,
+// oldest first. op names it in errors.
+func (s *Store) deleteBefore(ctx context.Context, query, op string, before time.Time, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, s.sql.Get(query), before, limit)
 	if err != nil {
-		return 0, fmt.Errorf("postgres: purge done events: %w", err)
+		return 0, fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	return int(tag.RowsAffected()), nil
 }
@@ -190,7 +197,7 @@ func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	var st store.Stats
 	var age float64
-	err := s.pool.QueryRow(ctx, s.sql.get("stats")).Scan(&st.Pending, &st.Processing, &st.Done, &st.Failed, &age)
+	err := s.pool.QueryRow(ctx, s.sql.Get("stats")).Scan(&st.Pending, &st.Processing, &st.Done, &st.Failed, &age)
 	if err != nil {
 		return st, fmt.Errorf("postgres: stats: %w", err)
 	}
@@ -200,7 +207,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 
 // Get returns one event's record, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (store.Record, error) {
-	rows, err := s.pool.Query(ctx, s.sql.get("get"), id)
+	rows, err := s.pool.Query(ctx, s.sql.Get("get"), id)
 	if err != nil {
 		return store.Record{}, fmt.Errorf("postgres: get event: %w", err)
 	}
@@ -213,7 +220,7 @@ func (s *Store) Get(ctx context.Context, id uuid.UUID) (store.Record, error) {
 
 // List returns records with the given status, in sequence order.
 func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, error) {
-	rows, err := s.pool.Query(ctx, s.sql.get("list"), p.Status, p.Limit)
+	rows, err := s.pool.Query(ctx, s.sql.Get("list"), p.Status, p.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list events: %w", err)
 	}

@@ -4,10 +4,12 @@
 package postgres
 
 import (
+	"context"
 	"embed"
 	"errors"
 	"fmt"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync/atomic"
 
@@ -15,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // SchemaDefault is the schema of the tables when Config.Schema is empty.
@@ -32,13 +35,18 @@ type Store struct {
 	pool    *pgxpool.Pool
 	schema  string
 	channel string
-	sql     queries
+	sql     sqlstore.Queries
+	tx      pgxTransactor
+	inbox   *sqlstore.Inbox[pgx.Tx]
 	// orderedReady remembers that the index of ordered claims was found
 	// valid (see checkOrdered).
 	orderedReady atomic.Bool
 }
 
-var _ store.Outbox = (*Store)(nil)
+var (
+	_ store.Outbox        = (*Store)(nil)
+	_ store.Inbox[pgx.Tx] = (*Store)(nil)
+)
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 
@@ -54,8 +62,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if !schemaName.MatchString(cfg.Schema) {
 		return nil, fmt.Errorf("postgres: Config.Schema %q: use letters, digits and underscores (at most 48)", cfg.Schema)
 	}
-	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema}
-	s.sql = parseQueries(queriesSQL+"\n"+inboxSQL, s.expand)
+	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema, tx: pgxTransactor{pool}}
+	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL)
+	s.inbox = sqlstore.NewInbox("postgres", inboxDialect{s.tx, s})
 	return s, nil
 }
 
@@ -77,6 +86,8 @@ func (s *Store) expand(sql string) string {
 	return strings.NewReplacer(
 		"{schema}", pgx.Identifier{s.schema}.Sanitize(),
 		"{channel}", s.channel,
+		"{doze_lock}", strconv.Itoa(dozeLock),
+		"{doze_barrier_lock}", strconv.Itoa(dozeBarrierLock),
 	).Replace(sql)
 }
 
@@ -86,28 +97,6 @@ var queriesSQL string
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
 
-// queries are the named statements of queries.sql and inbox.sql,
-// placeholders filled.
-type queries map[string]string
-
-// parseQueries splits a file of "-- name: x" blocks.
-func parseQueries(file string, expand func(string) string) queries {
-	q := queries{}
-	for _, block := range strings.Split(file, "-- name: ")[1:] {
-		name, body, _ := strings.Cut(block, "\n")
-		q[strings.TrimSpace(name)] = expand(strings.TrimSpace(body))
-	}
-	return q
-}
-
-func (q queries) get(name string) string {
-	sql, ok := q[name]
-	if !ok {
-		panic("postgres: no query named " + name)
-	}
-	return sql
-}
-
 // Table returns the quoted, schema-qualified name of one of the store's
 // tables, for the caller's own SQL.
 func (s *Store) Table(name string) string {
@@ -116,4 +105,18 @@ func (s *Store) Table(name string) string {
 
 // Query returns the text of a named query of queries.sql, for inspection
 // (EXPLAIN) and tests.
-func (s *Store) Query(name string) string { return s.sql.get(name) }
+func (s *Store) Query(name string) string { return s.sql.Get(name) }
+
+// pgxTransactor begins the store's transactions on its pool.
+type pgxTransactor struct{ pool *pgxpool.Pool }
+
+func (t pgxTransactor) Begin(ctx context.Context) (pgx.Tx, error) { return t.pool.Begin(ctx) }
+
+func (pgxTransactor) Commit(ctx context.Context, tx pgx.Tx) error { return tx.Commit(ctx) }
+
+func (pgxTransactor) Rollback(ctx context.Context, tx pgx.Tx) error {
+	if err := tx.Rollback(ctx); !errors.Is(err, pgx.ErrTxClosed) {
+		return err
+	}
+	return nil
+}

@@ -96,7 +96,7 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, events []postbox.Event) 
 	if len(events) == 0 {
 		return nil
 	}
-	query := s.sql.get("enqueue")
+	query := s.sql.Get("enqueue")
 	exec := func(args ...any) (sql.Result, error) { return tx.ExecContext(ctx, query, args...) }
 	if len(events) > 1 {
 		stmt, perr := tx.PrepareContext(ctx, query)

@@ -6,18 +6,17 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/inbox/inboxstore"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
-// The inbox methods below implement inbox.Store[*sql.Tx]; package inbox
-// documents the contract of each, and inbox/inboxtest checks it.
+// The inbox methods below implement store.Inbox[*sql.Tx]; package store
+// documents the contract of each, and inbox/inboxtest checks it. The steps
+// are sqlstore.Inbox's; inboxDialect runs them on inbox.sql.
 //
 // Where the PostgreSQL store waits on the event's row lock, this one waits
 // for the write lock: every method that writes runs in a read-write
@@ -30,106 +29,36 @@ import (
 //go:embed inbox.sql
 var inboxSQL string
 
-// lastErrorMax bounds the error text kept in an inbox row.
-const lastErrorMax = 2000
-
-// failureTimeout bounds recording a failed handler run once the caller's
-// context is done.
-const failureTimeout = 5 * time.Second
-
 // InboxProcess writes ev's inbox row as done and runs fn in one write
 // transaction. fn runs while the store's write lock is held: the other
 // writers of the database wait for it, so keep it short, and never begin
 // another write transaction of DB() inside it (it would wait for this one).
-func (s *Store) InboxProcess(ctx context.Context, ev *inboxstore.Event, fn func(ctx context.Context, tx *sql.Tx) error) (inboxstore.Result, error) {
-	ran := false
-	res, err := s.inboxTx(ctx, func(tx *sql.Tx, now int64) (inboxstore.Result, error) {
-		res, err := s.inboxTake(ctx, tx, now, ev, store.StatusDone, "", 0)
-		if err != nil || res.Status != inboxstore.Taken {
-			return res, err
-		}
-		if ev.Seq > 0 {
-			if adv, err := s.inboxAdvance(ctx, tx, now, ev.AggregateType, ev.AggregateID, ev.Seq); err != nil || adv.Status != inboxstore.Taken {
-				return adv, err
-			}
-		}
-		ran = true
-		return res, fn(ctx, tx)
-	})
-	if err != nil && ran {
-		// fn or the commit failed, and everything rolled back: record the
-		// failed attempt for inspection (the row stays free).
-		if rerr := s.inboxRecordFailure(ctx, ev, err); rerr != nil {
-			err = errors.Join(err, rerr)
-		}
-	}
-	return res, err
+func (s *Store) InboxProcess(ctx context.Context, ev *store.InboxEvent, fn func(ctx context.Context, tx *sql.Tx) error) (store.InboxResult, error) {
+	return s.inbox.Process(ctx, ev, handler(fn))
 }
 
 // InboxClaim writes ev's inbox row pending, leased to p.Owner, and commits.
-func (s *Store) InboxClaim(ctx context.Context, p *inboxstore.ClaimParams) (inboxstore.Result, error) {
-	return s.inboxTx(ctx, func(tx *sql.Tx, now int64) (inboxstore.Result, error) {
-		res, err := s.inboxTake(ctx, tx, now, &p.Event, store.StatusPending, p.Owner, p.Lease)
-		if err != nil || res.Status != inboxstore.Taken || p.Event.Seq == 0 {
-			return res, err
-		}
-		last, err := s.inboxLastSeq(ctx, tx, p.Event.AggregateType, p.Event.AggregateID)
-		if err != nil {
-			return inboxstore.Result{}, err
-		}
-		if st := sequenceStatus(p.Event.Seq, last); st != inboxstore.Taken {
-			return inboxstore.Result{Status: st, LastSeq: last}, nil
-		}
-		return res, nil
-	})
+func (s *Store) InboxClaim(ctx context.Context, p *store.InboxClaimParams) (store.InboxResult, error) {
+	return s.inbox.Claim(ctx, p)
 }
 
 // InboxComplete marks a claimed row done and runs fn (if not nil) in one
 // write transaction. Like InboxProcess, fn runs under the write lock.
-func (s *Store) InboxComplete(ctx context.Context, p *inboxstore.CompleteParams, fn func(ctx context.Context, tx *sql.Tx) error) (inboxstore.Result, error) {
-	return s.inboxTx(ctx, func(tx *sql.Tx, now int64) (inboxstore.Result, error) {
-		res, err := tx.ExecContext(ctx, s.sql.get("inbox_complete"),
-			sql.Named("id", p.ID.String()), sql.Named("owner", p.Owner), sql.Named("now", now))
-		if err != nil {
-			return inboxstore.Result{}, fmt.Errorf("sqlite: inbox complete: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return inboxstore.Result{}, fmt.Errorf("sqlite: inbox complete: %w", err)
-		} else if n == 0 {
-			return inboxstore.Result{Status: inboxstore.LeaseLost}, nil
-		}
-		if p.Seq > 0 {
-			if adv, err := s.inboxAdvance(ctx, tx, now, p.AggregateType, p.AggregateID, p.Seq); err != nil || adv.Status != inboxstore.Taken {
-				return adv, err
-			}
-		}
-		taken := inboxstore.Result{Status: inboxstore.Taken}
-		if fn == nil {
-			return taken, nil
-		}
-		return taken, fn(ctx, tx)
-	})
+func (s *Store) InboxComplete(ctx context.Context, p *store.InboxCompleteParams, fn func(ctx context.Context, tx *sql.Tx) error) (store.InboxResult, error) {
+	return s.inbox.Complete(ctx, p, handler(fn))
 }
 
 // InboxFail makes a claimed row failed, free for the next delivery.
-func (s *Store) InboxFail(ctx context.Context, p *inboxstore.FailParams) (inboxstore.Result, error) {
-	n, err := s.exec(ctx, "inbox_fail", sql.Named("id", p.ID.String()), sql.Named("owner", p.Owner),
-		sql.Named("error", lastError(p.Error)))
-	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox fail: %w", err)
-	}
-	if n == 0 {
-		return inboxstore.Result{Status: inboxstore.LeaseLost}, nil
-	}
-	return inboxstore.Result{Status: inboxstore.Taken}, nil
+func (s *Store) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.InboxResult, error) {
+	return s.inbox.Fail(ctx, p)
 }
 
 // InboxGet returns one inbox row, or store.ErrNotFound.
-func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (inboxstore.Record, error) {
-	var r inboxstore.Record
+func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (store.InboxRecord, error) {
+	var r store.InboxRecord
 	var received int64
 	var leaseExpires, processed sql.NullInt64
-	err := s.db.QueryRowContext(ctx, s.sql.get("inbox_get"), sql.Named("id", id.String())).Scan(
+	err := s.db.QueryRowContext(ctx, s.sql.Get("inbox_get"), sql.Named("id", id.String())).Scan(
 		&r.ID, &r.EventType, &r.AggregateType, &r.AggregateID, &r.Seq, &r.Payload, &r.Signature, &r.Status,
 		&r.Attempts, &r.LastError, &r.LeaseOwner, &leaseExpires, &received, &processed)
 	if errors.Is(err, sql.ErrNoRows) {
@@ -151,154 +80,124 @@ func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (inboxstore.Record, 
 // InboxDeleteProcessedBefore deletes up to limit done rows processed before
 // the given time, oldest first, in a write transaction of its own.
 func (s *Store) InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := checkLimit("inbox delete processed", limit); err != nil || limit == 0 {
-		return 0, err
-	}
-	n, err := s.exec(ctx, "inbox_delete_processed", sql.Named("before", before.UnixMicro()), sql.Named("limit", limit))
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: inbox delete processed: %w", err)
-	}
-	return n, nil
+	return s.deleteBefore(ctx, "inbox_delete_processed", "inbox delete processed", before, limit)
 }
 
-// inboxTx runs step in a write transaction, with the time its statements
-// use as now, and commits only when step took the row without error;
-// otherwise it rolls back.
-func (s *Store) inboxTx(ctx context.Context, step func(tx *sql.Tx, now int64) (inboxstore.Result, error)) (inboxstore.Result, error) {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox begin: %w", err)
-	}
-	defer tx.Rollback() //nolint:errcheck // a no-op after Commit
-	// The clock is read once the write lock is held, so the rows of
-	// successive transactions get times in commit order.
-	res, err := step(tx, time.Now().UnixMicro())
-	if err != nil || res.Status != inboxstore.Taken {
-		return res, err
-	}
-	if err := tx.Commit(); err != nil {
-		return res, fmt.Errorf("sqlite: inbox commit: %w", err)
-	}
-	return res, nil
+// inboxTx is a write transaction of the inbox steps, with the time its
+// statements use as now. The clock is read once the write lock is held, so
+// the rows of successive transactions get times in commit order.
+type inboxTx struct {
+	tx  *sql.Tx
+	now int64
 }
 
-// inboxTake runs inbox_take and, when it took nothing, tells why.
-func (s *Store) inboxTake(ctx context.Context, tx *sql.Tx, now int64, ev *inboxstore.Event, status, owner string, lease time.Duration) (inboxstore.Result, error) {
+// handler runs a caller's fn, which may be nil, in an inboxTx.
+func handler(fn func(ctx context.Context, tx *sql.Tx) error) func(ctx context.Context, tx *inboxTx) error {
+	if fn == nil {
+		return nil
+	}
+	return func(ctx context.Context, t *inboxTx) error { return fn(ctx, t.tx) }
+}
+
+// inboxDialect runs the statements of inbox.sql for sqlstore.Inbox, in
+// the store's write transactions. Times are INTEGER microseconds from this
+// process's clock.
+type inboxDialect struct{ s *Store }
+
+func (d inboxDialect) Begin(ctx context.Context) (*inboxTx, error) {
+	tx, err := d.s.tx.Begin(ctx)
+	if err != nil {
+		return nil, err
+	}
+	return &inboxTx{tx: tx, now: time.Now().UnixMicro()}, nil
+}
+
+func (d inboxDialect) Commit(ctx context.Context, t *inboxTx) error { return d.s.tx.Commit(ctx, t.tx) }
+
+func (d inboxDialect) Rollback(ctx context.Context, t *inboxTx) error {
+	return d.s.tx.Rollback(ctx, t.tx)
+}
+
+func (d inboxDialect) Take(ctx context.Context, t *inboxTx, ev *store.InboxEvent, status, owner string, lease time.Duration) (int, bool, error) {
 	var leaseUntil any
 	if status == store.StatusPending {
-		leaseUntil = now + max(lease.Microseconds(), 1)
+		leaseUntil = t.now + max(lease.Microseconds(), 1)
 	}
 	var attempts int
-	err := tx.QueryRowContext(ctx, s.sql.get("inbox_take"),
+	err := t.tx.QueryRowContext(ctx, d.s.sql.Get("inbox_take"), eventArgs(ev, t.now,
+		sql.Named("status", status),
+		sql.Named("owner", sqlstore.NullText(owner)),
+		sql.Named("lease_until", leaseUntil),
+	)...).Scan(&attempts)
+	if errors.Is(err, sql.ErrNoRows) {
+		return 0, false, nil
+	}
+	return attempts, err == nil, err
+}
+
+func (d inboxDialect) IsDone(ctx context.Context, t *inboxTx, id uuid.UUID) (bool, error) {
+	var done bool
+	err := t.tx.QueryRowContext(ctx, d.s.sql.Get("inbox_status"), sql.Named("id", id.String())).Scan(&done)
+	return done, err
+}
+
+// Advance reads the last applied number after a statement that did not
+// advance: in a write transaction, nothing changed it meanwhile.
+func (d inboxDialect) Advance(ctx context.Context, t *inboxTx, aggType, aggID string, seq int64) (bool, int64, error) {
+	n, err := rowsAffected(t.tx.ExecContext(ctx, d.s.sql.Get("inbox_advance"), sql.Named("aggregate_type", aggType),
+		sql.Named("aggregate_id", aggID), sql.Named("seq", seq), sql.Named("now", t.now)))
+	if err != nil || n == 1 {
+		return n == 1, 0, err
+	}
+	last, err := d.LastSeq(ctx, t, aggType, aggID)
+	return false, last, err
+}
+
+func (d inboxDialect) LastSeq(ctx context.Context, t *inboxTx, aggType, aggID string) (int64, error) {
+	var last int64
+	err := t.tx.QueryRowContext(ctx, d.s.sql.Get("inbox_last_seq"),
+		sql.Named("aggregate_type", aggType), sql.Named("aggregate_id", aggID)).Scan(&last)
+	return last, err
+}
+
+func (d inboxDialect) Complete(ctx context.Context, t *inboxTx, id uuid.UUID, owner string) (bool, error) {
+	n, err := rowsAffected(t.tx.ExecContext(ctx, d.s.sql.Get("inbox_complete"),
+		sql.Named("id", id.String()), sql.Named("owner", owner), sql.Named("now", t.now)))
+	return n > 0, err
+}
+
+func (d inboxDialect) Fail(ctx context.Context, id uuid.UUID, owner, errText string) (bool, error) {
+	n, err := d.s.exec(ctx, "inbox_fail", sql.Named("id", id.String()), sql.Named("owner", owner), sql.Named("error", errText))
+	return n > 0, err
+}
+
+// RecordFailure runs in a write transaction of its own.
+func (d inboxDialect) RecordFailure(ctx context.Context, ev *store.InboxEvent, errText string) error {
+	_, err := d.s.exec(ctx, "inbox_record_failure", eventArgs(ev, time.Now().UnixMicro(), sql.Named("error", errText))...)
+	return err
+}
+
+// eventArgs are the parameters of a statement that writes ev's row at
+// now, followed by more.
+func eventArgs(ev *store.InboxEvent, now int64, more ...any) []any {
+	return append([]any{
 		sql.Named("id", ev.ID.String()),
 		sql.Named("now", now),
-		sql.Named("status", status),
 		sql.Named("payload", nullPayload(ev.Payload)),
-		sql.Named("signature", nullText(ev.Signature)),
+		sql.Named("signature", sqlstore.NullText(ev.Signature)),
 		sql.Named("event_type", ev.EventType),
 		sql.Named("aggregate_type", ev.AggregateType),
 		sql.Named("aggregate_id", ev.AggregateID),
-		sql.Named("seq", nullSeq(ev.Seq)),
-		sql.Named("owner", nullText(owner)),
-		sql.Named("lease_until", leaseUntil),
-	).Scan(&attempts)
-	if err == nil {
-		return inboxstore.Result{Status: inboxstore.Taken, Attempt: attempts}, nil
-	}
-	if !errors.Is(err, sql.ErrNoRows) {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox take: %w", err)
-	}
-	var done bool
-	if err := tx.QueryRowContext(ctx, s.sql.get("inbox_status"), sql.Named("id", ev.ID.String())).Scan(&done); err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox status: %w", err)
-	}
-	if done {
-		return inboxstore.Result{Status: inboxstore.Done}, nil
-	}
-	return inboxstore.Result{Status: inboxstore.InProgress}, nil
+		sql.Named("seq", sqlstore.NullSeq(ev.Seq)),
+	}, more...)
 }
 
-// inboxAdvance moves an aggregate's last applied sequence number to seq,
-// or tells why it cannot.
-func (s *Store) inboxAdvance(ctx context.Context, tx *sql.Tx, now int64, aggType, aggID string, seq int64) (inboxstore.Result, error) {
-	res, err := tx.ExecContext(ctx, s.sql.get("inbox_advance"), sql.Named("aggregate_type", aggType),
-		sql.Named("aggregate_id", aggID), sql.Named("seq", seq), sql.Named("now", now))
+// rowsAffected is the number of rows a statement changed.
+func rowsAffected(res sql.Result, err error) (int64, error) {
 	if err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox sequence: %w", err)
+		return 0, err
 	}
-	if n, err := res.RowsAffected(); err != nil {
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox sequence: %w", err)
-	} else if n == 1 {
-		return inboxstore.Result{Status: inboxstore.Taken}, nil
-	}
-	last, err := s.inboxLastSeq(ctx, tx, aggType, aggID)
-	if err != nil {
-		return inboxstore.Result{}, err
-	}
-	st := sequenceStatus(seq, last)
-	if st == inboxstore.Taken {
-		// The write transaction sees no other writer: this cannot happen.
-		return inboxstore.Result{}, fmt.Errorf("sqlite: inbox sequence of %s %s: %d follows %d but did not advance", aggType, aggID, seq, last)
-	}
-	return inboxstore.Result{Status: st, LastSeq: last}, nil
-}
-
-// inboxLastSeq returns an aggregate's last applied sequence number, or 0.
-func (s *Store) inboxLastSeq(ctx context.Context, tx *sql.Tx, aggType, aggID string) (int64, error) {
-	var last int64
-	err := tx.QueryRowContext(ctx, s.sql.get("inbox_last_seq"),
-		sql.Named("aggregate_type", aggType), sql.Named("aggregate_id", aggID)).Scan(&last)
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: inbox sequence: %w", err)
-	}
-	return last, nil
-}
-
-// sequenceStatus says whether an event numbered seq may be applied after
-// last: Taken when seq follows it, SeqApplied when seq is not above it,
-// OutOfOrder when a predecessor is missing.
-func sequenceStatus(seq, last int64) inboxstore.Status {
-	switch {
-	case seq == last+1:
-		return inboxstore.Taken
-	case seq <= last:
-		return inboxstore.SeqApplied
-	}
-	return inboxstore.OutOfOrder
-}
-
-// inboxRecordFailure marks ev's row failed after its handler run rolled
-// back, in a write transaction of its own, even when ctx is already done.
-func (s *Store) inboxRecordFailure(ctx context.Context, ev *inboxstore.Event, cause error) error {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), failureTimeout)
-	defer cancel()
-	_, err := s.exec(ctx, "inbox_record_failure",
-		sql.Named("id", ev.ID.String()),
-		sql.Named("now", time.Now().UnixMicro()),
-		sql.Named("payload", nullPayload(ev.Payload)),
-		sql.Named("signature", nullText(ev.Signature)),
-		sql.Named("event_type", ev.EventType),
-		sql.Named("aggregate_type", ev.AggregateType),
-		sql.Named("aggregate_id", ev.AggregateID),
-		sql.Named("seq", nullSeq(ev.Seq)),
-		sql.Named("error", lastError(cause.Error())),
-	)
-	if err != nil {
-		return fmt.Errorf("sqlite: inbox record failure: %w", err)
-	}
-	return nil
-}
-
-// lastError makes an error text fit a row: valid UTF-8, no NUL, bounded.
-func lastError(msg string) string {
-	msg = strings.ToValidUTF8(strings.ReplaceAll(msg, "\x00", ""), "?")
-	if len(msg) > lastErrorMax {
-		msg = msg[:lastErrorMax]
-		for !utf8.ValidString(msg) {
-			msg = msg[:len(msg)-1]
-		}
-	}
-	return msg
+	return res.RowsAffected()
 }
 
 // nullPayload is the payload as JSON text, or SQL NULL when it is empty
@@ -308,20 +207,4 @@ func nullPayload(b []byte) any {
 		return nil
 	}
 	return string(b)
-}
-
-// nullText is s, or SQL NULL when s is empty.
-func nullText(s string) any {
-	if s == "" {
-		return nil
-	}
-	return s
-}
-
-// nullSeq is seq, or SQL NULL for an unordered event.
-func nullSeq(seq int64) any {
-	if seq == 0 {
-		return nil
-	}
-	return seq
 }

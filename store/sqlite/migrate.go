@@ -3,9 +3,9 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"fmt"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // Migration is one numbered schema change.
@@ -30,72 +30,44 @@ const migrationsTable = `create table if not exists {prefix}postbox_migrations (
 // transaction (BEGIN IMMEDIATE): the later one waits, up to the busy
 // timeout, then finds the work done.
 func (s *Store) Migrate(ctx context.Context) ([]int, error) {
-	all, err := Migrations()
-	if err != nil {
-		return nil, err
-	}
-	var applied []int
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
-		if _, err := tx.ExecContext(ctx, s.expand(migrationsTable)); err != nil {
-			return fmt.Errorf("sqlite: migration table: %w", err)
-		}
-		done, err := appliedVersions(ctx, tx, s.expand("select version from {prefix}postbox_migrations"))
-		if err != nil {
-			return fmt.Errorf("sqlite: applied migrations: %w", err)
-		}
-		for _, m := range all {
-			if done[m.Version] {
-				continue
-			}
-			if _, err := tx.ExecContext(ctx, s.expand(m.SQL)); err != nil {
-				return fmt.Errorf("sqlite: migration %04d_%s: %w", m.Version, m.Name, err)
-			}
-			if _, err := tx.ExecContext(ctx, s.expand("insert into {prefix}postbox_migrations(version, name) values (?, ?)"), m.Version, m.Name); err != nil {
-				return fmt.Errorf("sqlite: migration %04d_%s: %w", m.Version, m.Name, err)
-			}
-			applied = append(applied, m.Version)
-		}
-		return nil
-	})
-	if err != nil {
-		return nil, err
-	}
-	return applied, nil
+	return sqlstore.Migrate(ctx, "sqlite", s.tx, migrator{s}, Migrations)
 }
 
-func appliedVersions(ctx context.Context, tx *sql.Tx, query string) (map[int]bool, error) {
-	rows, err := tx.QueryContext(ctx, query)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	done := map[int]bool{}
-	for rows.Next() {
-		var v int
-		if err := rows.Scan(&v); err != nil {
-			return nil, err
-		}
-		done[v] = true
-	}
-	return done, rows.Err()
+// migrator is the SQLite dialect of the migration runner.
+type migrator struct{ s *Store }
+
+// Lock does nothing: the write transaction (BEGIN IMMEDIATE) holds the
+// database's write lock already.
+func (migrator) Lock(context.Context, *sql.Tx) error { return nil }
+
+func (m migrator) CreateTable(ctx context.Context, tx *sql.Tx) error {
+	return m.Exec(ctx, tx, migrationsTable)
+}
+
+func (m migrator) Applied(ctx context.Context, tx *sql.Tx) ([]int, error) {
+	return sqlstore.CollectRows[int](tx.QueryContext(ctx, m.s.expand("select version from {prefix}postbox_migrations")))
+}
+
+func (m migrator) Exec(ctx context.Context, tx *sql.Tx, text string) error {
+	_, err := tx.ExecContext(ctx, m.s.expand(text))
+	return err
+}
+
+func (m migrator) Record(ctx context.Context, tx *sql.Tx, mig Migration) error {
+	_, err := tx.ExecContext(ctx, m.s.expand("insert into {prefix}postbox_migrations(version, name) values (?, ?)"), mig.Version, mig.Name)
+	return err
 }
 
 // CheckSchema returns nil when Migrate has applied every migration of this
 // code; otherwise its error wraps store.ErrNotMigrated and says what to run.
 // Ordered claims need nothing more on SQLite.
 func (s *Store) CheckSchema(ctx context.Context, _ store.SchemaParams) error {
-	all, err := Migrations()
-	if err != nil {
-		return err
-	}
-	var exists bool
-	var version int
-	err = s.db.QueryRowContext(ctx, s.sql.get("migrations_table_exists")).Scan(&exists)
-	if err == nil && exists {
-		err = s.db.QueryRowContext(ctx, s.sql.get("migrated_version")).Scan(&version)
-	}
-	if err != nil {
-		return fmt.Errorf("sqlite: check the schema: %w", err)
-	}
-	return store.CheckApplied(s.path, exists, version, all)
+	return sqlstore.CheckSchema(ctx, "sqlite", s.path, dbReader{s.db}, s.sql, Migrations)
+}
+
+// dbReader reads one row through the store's handle.
+type dbReader struct{ db *sql.DB }
+
+func (r dbReader) ReadRow(ctx context.Context, query string, dest ...any) error {
+	return r.db.QueryRowContext(ctx, query).Scan(dest...)
 }

@@ -21,9 +21,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 	if err := checkLimit("claim", p.Limit); err != nil || p.Limit == 0 {
 		return nil, err
 	}
-	query := s.sql.get("claim")
+	query := s.sql.Get("claim")
 	if p.Ordered {
-		query = s.sql.get("claim_ordered")
+		query = s.sql.Get("claim_ordered")
 	}
 	now := time.Now()
 	var out []store.Delivery
@@ -109,21 +109,21 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	owner := sql.Named("owner", p.Owner)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		if done != nil {
-			query := s.sql.get("settle_delete")
+			query := s.sql.Get("settle_delete")
 			if p.KeepDone {
-				query = s.sql.get("settle_done")
+				query = s.sql.Get("settle_done")
 			}
 			if _, err := tx.ExecContext(ctx, query, sql.Named("ids", string(done)), now); err != nil {
 				return err
 			}
 		}
 		if retries != nil {
-			if _, err := tx.ExecContext(ctx, s.sql.get("settle_retry"), sql.Named("retries", string(retries)), owner); err != nil {
+			if _, err := tx.ExecContext(ctx, s.sql.Get("settle_retry"), sql.Named("retries", string(retries)), owner); err != nil {
 				return err
 			}
 		}
 		if failures != nil {
-			if _, err := tx.ExecContext(ctx, s.sql.get("settle_failed"), sql.Named("failures", string(failures)), owner, now); err != nil {
+			if _, err := tx.ExecContext(ctx, s.sql.Get("settle_failed"), sql.Named("failures", string(failures)), owner, now); err != nil {
 				return err
 			}
 		}
@@ -143,7 +143,7 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 	}
 	var kept []uuid.UUID
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, s.sql.get("extend_lease"), idList(ids), sql.Named("owner", owner),
+		rows, err := tx.QueryContext(ctx, s.sql.Get("extend_lease"), idList(ids), sql.Named("owner", owner),
 			sql.Named("lease_until", time.Now().Add(lease).UnixMicro()))
 		if err != nil {
 			return err
@@ -184,7 +184,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 	var out []store.Reclaimed
 	now := sql.Named("now", time.Now().UnixMicro())
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, s.sql.get("expired_owners"), now)
+		rows, err := tx.QueryContext(ctx, s.sql.Get("expired_owners"), now)
 		if err != nil {
 			return err
 		}
@@ -202,7 +202,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 		if len(out) == 0 {
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, s.sql.get("reclaim_expired"), sql.Named("max_attempts", p.MaxAttempts), now)
+		_, err = tx.ExecContext(ctx, s.sql.Get("reclaim_expired"), sql.Named("max_attempts", p.MaxAttempts), now)
 		return err
 	})
 	if err != nil {
@@ -214,12 +214,19 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 // PurgeDone deletes up to limit delivered events processed before before,
 // oldest first, and reports how many it deleted.
 func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := checkLimit("purge done events", limit); err != nil || limit == 0 {
+	return s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+}
+
+// deleteBefore runs a retention statement (purge_done,
+// inbox_delete_processed): up to limit rows processed before before, oldest
+// first, in a write transaction of its own. op names it in errors.
+func (s *Store) deleteBefore(ctx context.Context, query, op string, before time.Time, limit int) (int, error) {
+	if err := checkLimit(op, limit); err != nil || limit == 0 {
 		return 0, err
 	}
-	n, err := s.exec(ctx, "purge_done", sql.Named("before", before.UnixMicro()), sql.Named("limit", limit))
+	n, err := s.exec(ctx, query, sql.Named("before", before.UnixMicro()), sql.Named("limit", limit))
 	if err != nil {
-		return 0, fmt.Errorf("sqlite: purge done events: %w", err)
+		return 0, fmt.Errorf("sqlite: %s: %w", op, err)
 	}
 	return n, nil
 }
@@ -228,7 +235,7 @@ func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int
 func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 	var st store.Stats
 	var oldest sql.NullInt64
-	err := s.db.QueryRowContext(ctx, s.sql.get("stats")).Scan(&st.Pending, &st.Processing, &st.Done, &st.Failed, &oldest)
+	err := s.db.QueryRowContext(ctx, s.sql.Get("stats")).Scan(&st.Pending, &st.Processing, &st.Done, &st.Failed, &oldest)
 	if err != nil {
 		return st, fmt.Errorf("sqlite: stats: %w", err)
 	}
@@ -240,7 +247,7 @@ func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
 
 // Get returns one event's record, or store.ErrNotFound.
 func (s *Store) Get(ctx context.Context, id uuid.UUID) (store.Record, error) {
-	rows, err := s.db.QueryContext(ctx, s.sql.get("get"), sql.Named("id", id.String()))
+	rows, err := s.db.QueryContext(ctx, s.sql.Get("get"), sql.Named("id", id.String()))
 	if err != nil {
 		return store.Record{}, fmt.Errorf("sqlite: get event: %w", err)
 	}
@@ -259,7 +266,7 @@ func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, e
 	if err := checkLimit("list events", p.Limit); err != nil || p.Limit == 0 {
 		return nil, err
 	}
-	rows, err := s.db.QueryContext(ctx, s.sql.get("list"), sql.Named("status", p.Status), sql.Named("limit", p.Limit))
+	rows, err := s.db.QueryContext(ctx, s.sql.Get("list"), sql.Named("status", p.Status), sql.Named("limit", p.Limit))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: list events: %w", err)
 	}
@@ -275,11 +282,8 @@ func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, e
 func (s *Store) exec(ctx context.Context, name string, args ...any) (int, error) {
 	var n int64
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		res, err := tx.ExecContext(ctx, s.sql.get(name), args...)
-		if err != nil {
-			return err
-		}
-		n, err = res.RowsAffected()
+		var err error
+		n, err = rowsAffected(tx.ExecContext(ctx, s.sql.Get(name), args...))
 		return err
 	})
 	return int(n), err

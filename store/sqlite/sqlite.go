@@ -17,6 +17,7 @@ import (
 	"modernc.org/sqlite"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // Defaults of the Config fields.
@@ -109,7 +110,9 @@ type Store struct {
 	// outboxTable is the outbox's table name, which the connection hooks
 	// watch for inserts.
 	outboxTable string
-	sql         queries
+	sql         sqlstore.Queries
+	tx          sqlTransactor
+	inbox       *sqlstore.Inbox[*inboxTx]
 
 	// writeLock admits one write transaction of this Store at a time, in
 	// arrival order, so that the writers of one process queue in Go instead
@@ -124,7 +127,10 @@ type Store struct {
 	closed    chan struct{}
 }
 
-var _ store.Outbox = (*Store)(nil)
+var (
+	_ store.Outbox         = (*Store)(nil)
+	_ store.Inbox[*sql.Tx] = (*Store)(nil)
+)
 
 // Open opens (creating it if missing) the SQLite database file at path and
 // returns a store on it. path is a file name or a "file:" URI; in-memory
@@ -164,8 +170,10 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		listeners:   map[chan struct{}]struct{}{},
 		closed:      make(chan struct{}),
 	}
-	s.sql = parseQueries(s.expand, queriesSQL, inboxSQL)
+	s.sql = sqlstore.ParseQueries("sqlite", s.expand, queriesSQL, inboxSQL)
 	s.db = sql.OpenDB(&connector{base: base, store: s})
+	s.tx = sqlTransactor{s.db}
+	s.inbox = sqlstore.NewInbox("sqlite", inboxDialect{s})
 	s.db.SetMaxOpenConns(cfg.MaxOpenConns)
 	s.db.SetMaxIdleConns(cfg.MaxOpenConns)
 	if err := s.db.PingContext(ctx); err != nil {
@@ -243,17 +251,21 @@ func (s *Store) expand(sql string) string {
 
 // inTx runs fn in a write transaction of the store's own.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sql.Tx) error) error {
-	tx, err := s.db.BeginTx(ctx, nil)
-	if err != nil {
+	return sqlstore.InTx(ctx, s.tx, fn)
+}
+
+// sqlTransactor begins the store's write transactions on its handle.
+type sqlTransactor struct{ db *sql.DB }
+
+func (t sqlTransactor) Begin(ctx context.Context) (*sql.Tx, error) { return t.db.BeginTx(ctx, nil) }
+
+func (sqlTransactor) Commit(_ context.Context, tx *sql.Tx) error { return tx.Commit() }
+
+func (sqlTransactor) Rollback(_ context.Context, tx *sql.Tx) error {
+	if err := tx.Rollback(); !errors.Is(err, sql.ErrTxDone) {
 		return err
 	}
-	if err := fn(tx); err != nil {
-		if rerr := tx.Rollback(); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-			return errors.Join(err, rerr)
-		}
-		return err
-	}
-	return tx.Commit()
+	return nil
 }
 
 //go:embed queries.sql
@@ -261,32 +273,3 @@ var queriesSQL string
 
 //go:embed migrations/*.sql
 var migrationFiles embed.FS
-
-// queries are the named statements of queries.sql and inbox.sql,
-// placeholders filled.
-type queries map[string]string
-
-// parseQueries splits files of "-- name: x" blocks; each file's text before
-// its first block is a comment. Names are unique across the files.
-func parseQueries(expand func(string) string, files ...string) queries {
-	q := queries{}
-	for _, file := range files {
-		for _, block := range strings.Split(file, "-- name: ")[1:] {
-			name, body, _ := strings.Cut(block, "\n")
-			name = strings.TrimSpace(name)
-			if _, dup := q[name]; dup {
-				panic("sqlite: two queries named " + name)
-			}
-			q[name] = expand(strings.TrimSpace(body))
-		}
-	}
-	return q
-}
-
-func (q queries) get(name string) string {
-	sql, ok := q[name]
-	if !ok {
-		panic("sqlite: no query named " + name)
-	}
-	return sql
-}

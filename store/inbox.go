@@ -1,0 +1,185 @@
+package store
+
+import (
+	"context"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// Inbox is what package inbox needs of a database. TTx is the store's
+// transaction type, which handlers receive (pgx.Tx for store/postgres,
+// *sql.Tx for store/sqlite). Every implementation passes the conformance
+// suite in inbox/inboxtest; applications use package inbox, whose Store is
+// this interface.
+//
+// The table is the article's inbox_events: one row per event id, with a
+// handler_status of pending, done or failed. A row is "free" when it is
+// failed, or pending with an expired lease or none; free rows are taken
+// over by the next delivery. Error texts are stored cleaned (see
+// CleanErrorText) and bounded.
+type Inbox[TTx any] interface {
+	// InboxProcess runs, in one transaction: take the event's row (insert
+	// it as done, or take a free row over and make it done, counting the
+	// attempt); for an ordered event (Seq > 0), advance its aggregate's
+	// last applied sequence number from Seq-1 to Seq; run fn; commit.
+	//
+	// A done row reports InboxDone and a pending row with a live lease
+	// InboxInProgress, without running fn. A sequence that cannot advance
+	// reports InboxOutOfOrder or InboxSeqApplied with the last applied
+	// number and stores nothing. When fn fails, or the commit does,
+	// everything rolls back; the store then records the failure (the row
+	// free and failed, the attempt counted, the error kept) and returns fn's
+	// error, still matching with errors.Is.
+	//
+	// Deliveries of one id running at once must serialise on the row: a
+	// second one waits for the first transaction, then reports InboxDone if
+	// it committed, and takes the row if it rolled back. fn never runs twice
+	// for one event unless the first run rolled back.
+	InboxProcess(ctx context.Context, ev *InboxEvent, fn func(ctx context.Context, tx TTx) error) (InboxResult, error)
+
+	// InboxClaim takes the event's row, as InboxProcess does, but leaves it
+	// pending and leased to p.Owner for p.Lease, and commits at once. An
+	// ordered event whose predecessor is not applied reports
+	// InboxOutOfOrder or InboxSeqApplied and stores nothing.
+	InboxClaim(ctx context.Context, p *InboxClaimParams) (InboxResult, error)
+
+	// InboxComplete runs, in one transaction: mark the row done if it is
+	// pending and leased to p.Owner (InboxLeaseLost otherwise); advance the
+	// aggregate's sequence as InboxProcess does; run fn, which may be nil;
+	// commit, and report InboxTaken. When fn fails, everything rolls back
+	// and its error is returned. An expired lease that nobody took over
+	// still completes.
+	InboxComplete(ctx context.Context, p *InboxCompleteParams, fn func(ctx context.Context, tx TTx) error) (InboxResult, error)
+
+	// InboxFail makes the row failed, free for the next delivery, with
+	// p.Error as its last error, and reports InboxTaken, if the row is
+	// pending and leased to p.Owner (InboxLeaseLost otherwise).
+	InboxFail(ctx context.Context, p *InboxFailParams) (InboxResult, error)
+
+	// InboxGet returns one row, or an error matching ErrNotFound.
+	InboxGet(ctx context.Context, id uuid.UUID) (InboxRecord, error)
+
+	// InboxDeleteProcessedBefore deletes up to limit done rows processed
+	// before the given time, oldest first, and reports how many it
+	// deleted. Pending and failed rows are kept.
+	InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// InboxEvent is an incoming event as the inbox hands it to a store. The
+// inbox has validated it: ID is not zero, Payload is empty or valid JSON,
+// Seq is not negative and the strings hold no NUL bytes.
+type InboxEvent struct {
+	ID            uuid.UUID
+	EventType     string
+	AggregateType string
+	AggregateID   string
+	// Seq is the event's position in its aggregate, from 1; 0 means the
+	// event is not ordered.
+	Seq int64
+	// Payload is stored as the row's payload; nil stores SQL NULL.
+	Payload []byte
+	// Signature is stored for audit; empty stores SQL NULL.
+	Signature string
+}
+
+// InboxClaimParams take an event's row for non-transactional work: the row
+// is written pending, leased to Owner until now + Lease.
+type InboxClaimParams struct {
+	Event InboxEvent
+	Owner string
+	Lease time.Duration
+}
+
+// InboxCompleteParams mark a claimed event done, if Owner still holds it.
+// AggregateType, AggregateID and Seq are the claimed event's.
+type InboxCompleteParams struct {
+	ID            uuid.UUID
+	Owner         string
+	AggregateType string
+	AggregateID   string
+	Seq           int64
+}
+
+// InboxFailParams give a claimed event up: its row becomes failed with
+// Error as its last error, if Owner still holds it.
+type InboxFailParams struct {
+	ID    uuid.UUID
+	Owner string
+	Error string
+}
+
+// InboxStatus is what a store found when it tried to take an event's row.
+type InboxStatus int
+
+const (
+	// InboxTaken: the row was written or taken over (it was failed, or
+	// pending with an expired lease or none), or, for a complete or fail,
+	// settled; the work went ahead.
+	InboxTaken InboxStatus = iota + 1
+	// InboxDone: the event was processed before; nothing was run or
+	// changed.
+	InboxDone
+	// InboxInProgress: another claim holds a live lease on the event;
+	// nothing was run or changed.
+	InboxInProgress
+	// InboxOutOfOrder: the event's predecessor in its aggregate has not
+	// been applied; nothing was run or stored.
+	InboxOutOfOrder
+	// InboxSeqApplied: another event already took this event's sequence
+	// number in its aggregate; nothing was run or stored.
+	InboxSeqApplied
+	// InboxLeaseLost: the claim's lease was taken over by another claim, or
+	// the row is no longer pending; nothing was run or changed.
+	InboxLeaseLost
+)
+
+// String returns the status's name.
+func (s InboxStatus) String() string {
+	switch s {
+	case InboxTaken:
+		return "taken"
+	case InboxDone:
+		return "done"
+	case InboxInProgress:
+		return "in progress"
+	case InboxOutOfOrder:
+		return "out of order"
+	case InboxSeqApplied:
+		return "sequence applied"
+	case InboxLeaseLost:
+		return "lease lost"
+	}
+	return "unknown"
+}
+
+// InboxResult is the outcome of a store call that takes or settles a row.
+type InboxResult struct {
+	Status InboxStatus
+	// Attempt counts the runs of the event's handler, or its claims,
+	// including this one; set when Status is InboxTaken.
+	Attempt int
+	// LastSeq is the aggregate's last applied sequence number; set when
+	// Status is InboxOutOfOrder or InboxSeqApplied.
+	LastSeq int64
+}
+
+// InboxRecord is the full state of one inbox row.
+type InboxRecord struct {
+	ID            uuid.UUID
+	EventType     string
+	AggregateType string
+	AggregateID   string
+	Seq           int64
+	Payload       []byte
+	Signature     string
+	// Status is StatusPending, StatusDone or StatusFailed.
+	Status         string
+	Attempts       int
+	LastError      string
+	LeaseOwner     string
+	LeaseExpiresAt time.Time
+	ReceivedAt     time.Time
+	// ProcessedAt is zero until the event is done.
+	ProcessedAt time.Time
+}
