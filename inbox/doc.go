@@ -8,7 +8,7 @@
 // same database transaction as the application's own changes, so both
 // commit or neither does:
 //
-//	ib := inbox.New[pgx.Tx](pgStore) // pgStore is a *postgres.Store
+//	ib := inbox.New(pgStore) // pgStore is a *postgres.Store
 //
 //	out, err := ib.Process(ctx, ev, func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 //		_, err := tx.Exec(ctx, "insert into shipments(order_id) values ($1)", orderID(ev))

@@ -6,7 +6,6 @@ import (
 	"fmt"
 
 	"github.com/google/uuid"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox/inbox"
 )
@@ -32,7 +31,7 @@ func (m *message) Term()         { fmt.Println("term: never redeliver") }
 func Example_broker() {
 	pgStore, close := exampleStore()
 	defer close()
-	ib := inbox.New[pgx.Tx](pgStore)
+	ib := inbox.New(pgStore)
 
 	consume := func(ctx context.Context, m *message) {
 		id, err := uuid.Parse(m.ID)

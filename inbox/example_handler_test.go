@@ -10,8 +10,6 @@ import (
 	"net/http/httptest"
 	"time"
 
-	"github.com/jackc/pgx/v5"
-
 	"github.com/postbox-go/postbox/inbox"
 	"github.com/postbox-go/postbox/signature"
 )
@@ -20,7 +18,7 @@ import (
 func ExampleNewHandler() {
 	pgStore, close := exampleStore()
 	defer close()
-	ib := inbox.New[pgx.Tx](pgStore)
+	ib := inbox.New(pgStore)
 
 	secret := "whsec_c2VjcmV0LWtleS1vZi10aGlydHktdHdvLWJ5dGVzIQ==" // os.Getenv("WEBHOOK_SECRET")
 	h, err := inbox.NewHandler(inbox.HandlerConfig{

@@ -28,7 +28,7 @@ type Inbox[TTx any] struct {
 
 // New returns an inbox on s, such as a *postgres.Store:
 //
-//	ib := inbox.New[pgx.Tx](pgStore)
+//	ib := inbox.New(pgStore)
 //
 // The store's tables must exist (run its migrations first).
 func New[TTx any](s Store[TTx]) *Inbox[TTx] {

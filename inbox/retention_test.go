@@ -28,7 +28,7 @@ type kept struct {
 func newKept(t *testing.T) *kept {
 	t.Helper()
 	s := pgtest.Store(t)
-	return &kept{t: t, store: s, ib: inbox.New[pgx.Tx](s)}
+	return &kept{t: t, store: s, ib: inbox.New(s)}
 }
 
 // done writes a done row, processed age ago.
@@ -224,7 +224,7 @@ func TestRetentionLogsFailuresAndGoesOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ib := inbox.New[pgx.Tx](s) // its tables do not exist yet: every delete fails
+	ib := inbox.New(s) // its tables do not exist yet: every delete fails
 	k := &kept{t: t, store: s, ib: ib}
 	logs, stop := k.run(inbox.Retention{Every: 20 * time.Millisecond})
 	waitFor(t, "two failures are logged", func() bool {
@@ -244,7 +244,7 @@ func TestRetentionLogsFailuresAndGoesOn(t *testing.T) {
 }
 
 func TestRetentionRefusesBadConfig(t *testing.T) {
-	ib := inbox.New[pgx.Tx](pgtest.Store(t))
+	ib := inbox.New(pgtest.Store(t))
 	for field, cfg := range map[string]inbox.Retention{
 		"Retention.Keep":  {Keep: -time.Hour},
 		"Retention.Every": {Every: -time.Second},

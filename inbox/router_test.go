@@ -58,7 +58,7 @@ func newRouted(t *testing.T) *routed {
 	x := &routed{
 		t:       t,
 		store:   s,
-		ib:      inbox.New[pgx.Tx](s),
+		ib:      inbox.New(s),
 		r:       inbox.NewRouter[pgx.Tx](),
 		applied: s.Table("applied"),
 		runs:    map[string]int{},

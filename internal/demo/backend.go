@@ -108,7 +108,7 @@ func newPostgresBackend(ctx context.Context, s *postgres.Store) (*backend, error
 			return s.EnqueueTx(ctx, tx, ev)
 		})
 	}
-	ib := inbox.New[pgx.Tx](s)
+	ib := inbox.New(s)
 	b.process = func(ctx context.Context, ev *inbox.Event, fn func(context.Context, execer, *inbox.Event) error) (inbox.Outcome, error) {
 		return ib.Process(ctx, ev, func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 			return fn(ctx, func(ctx context.Context, q string, args ...any) error {
@@ -151,7 +151,7 @@ func newSQLiteBackend(ctx context.Context, s *sqlite.Store) (*backend, error) {
 		}
 		return tx.Commit()
 	}
-	ib := inbox.New[*sql.Tx](s)
+	ib := inbox.New(s)
 	b.process = func(ctx context.Context, ev *inbox.Event, fn func(context.Context, execer, *inbox.Event) error) (inbox.Outcome, error) {
 		return ib.Process(ctx, ev, func(ctx context.Context, tx *sql.Tx, ev *inbox.Event) error {
 			return fn(ctx, func(ctx context.Context, q string, args ...any) error {

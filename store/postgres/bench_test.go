@@ -196,7 +196,7 @@ func BenchmarkInboxProcess(b *testing.B) {
 		}
 	}
 	b.Run("serial", func(b *testing.B) {
-		ib := inbox.New[pgx.Tx](pgtest.Store(b))
+		ib := inbox.New(pgtest.Store(b))
 		b.ReportAllocs()
 		for b.Loop() {
 			process(b, ib)
@@ -204,7 +204,7 @@ func BenchmarkInboxProcess(b *testing.B) {
 		reportEventsPerSec(b)
 	})
 	b.Run("parallel", func(b *testing.B) {
-		ib := inbox.New[pgx.Tx](pgtest.Store(b))
+		ib := inbox.New(pgtest.Store(b))
 		b.ReportAllocs()
 		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {

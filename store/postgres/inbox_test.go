@@ -70,7 +70,7 @@ func TestInboxArticleSQL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the article's insert: %v", err)
 	}
-	ib := inbox.New[pgx.Tx](s)
+	ib := inbox.New(s)
 	ran := 0
 	out, err := ib.Process(ctx, &inbox.Event{ID: id, Payload: []byte(`{"order_id": 42}`)}, func(context.Context, pgx.Tx, *inbox.Event) error {
 		ran++
@@ -90,7 +90,7 @@ func TestInboxArticleSQL(t *testing.T) {
 func TestInboxSwallowedSQLError(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	ib := inbox.New[pgx.Tx](s)
+	ib := inbox.New(s)
 	ev := &inbox.Event{ID: postbox.NewID()}
 	_, err := ib.Process(ctx, ev, func(ctx context.Context, tx pgx.Tx, _ *inbox.Event) error {
 		_, _ = tx.Exec(ctx, "select 1/0")
@@ -112,7 +112,7 @@ func TestInboxSwallowedSQLError(t *testing.T) {
 // when the caller's context ended with the handler.
 func TestInboxRecordsFailureAfterCancel(t *testing.T) {
 	s, _ := newStore(t)
-	ib := inbox.New[pgx.Tx](s)
+	ib := inbox.New(s)
 	ctx, cancel := context.WithCancel(context.Background())
 	ev := &inbox.Event{ID: postbox.NewID()}
 	_, err := ib.Process(ctx, ev, func(ctx context.Context, _ pgx.Tx, _ *inbox.Event) error {
@@ -139,7 +139,7 @@ func TestInboxMigrationIsIdempotent(t *testing.T) {
 func TestInboxEmptyPayload(t *testing.T) {
 	s := pgtest.Store(t)
 	ctx := context.Background()
-	ib := inbox.New[pgx.Tx](s)
+	ib := inbox.New(s)
 	ev := &inbox.Event{ID: postbox.NewID(), Payload: []byte{}}
 	if out, err := ib.Process(ctx, ev, func(context.Context, pgx.Tx, *inbox.Event) error { return nil }); err != nil || out != inbox.Processed {
 		t.Fatalf("process: %v, %v; want processed", out, err)

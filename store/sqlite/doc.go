@@ -34,7 +34,7 @@
 // At the consumer, the same Store applies each incoming event once, its
 // inbox row and the handler's business rows in one transaction of DB():
 //
-//	ib := inbox.New[*sql.Tx](s)
+//	ib := inbox.New(s)
 //	out, err := ib.Process(ctx, ev, func(ctx context.Context, tx *sql.Tx, ev *inbox.Event) error {
 //		_, err := tx.ExecContext(ctx, "insert into shipments (order_id) values (?)", orderID)
 //		return err

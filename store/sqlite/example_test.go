@@ -99,7 +99,7 @@ func Example_inbox() {
 		log.Fatal(err)
 	}
 
-	ib := inbox.New[*sql.Tx](s)
+	ib := inbox.New(s)
 	ev := &inbox.Event{
 		ID:            uuid.MustParse("0190f0b2-7b4c-7cc0-8d2e-3f1c9a4b5d6e"),
 		EventType:     "order.paid",

@@ -61,7 +61,7 @@ func TestInboxArticleSQL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the article's insert: %v", err)
 	}
-	ib := inbox.New[*sql.Tx](s)
+	ib := inbox.New(s)
 	ran := 0
 	out, err := ib.Process(ctx, &inbox.Event{ID: id, Payload: []byte(`{"order_id": 42}`)}, func(context.Context, *sql.Tx, *inbox.Event) error {
 		ran++
@@ -88,7 +88,7 @@ create table children (parent_id integer references parents (id) deferrable init
 	if err != nil {
 		t.Fatal(err)
 	}
-	ib := inbox.New[*sql.Tx](s)
+	ib := inbox.New(s)
 	ev := &inbox.Event{ID: postbox.NewID(), Payload: []byte(`{"parent": 1}`)}
 	_, err = ib.Process(ctx, ev, func(ctx context.Context, tx *sql.Tx, _ *inbox.Event) error {
 		_, err := tx.ExecContext(ctx, "insert into children (parent_id) values (1)")
@@ -123,7 +123,7 @@ create table children (parent_id integer references parents (id) deferrable init
 // when the caller's context ended with the handler.
 func TestInboxRecordsFailureAfterCancel(t *testing.T) {
 	s := newStore(t, sqlite.Config{})
-	ib := inbox.New[*sql.Tx](s)
+	ib := inbox.New(s)
 	ctx, cancel := context.WithCancel(t.Context())
 	ev := &inbox.Event{ID: postbox.NewID()}
 	_, err := ib.Process(ctx, ev, func(ctx context.Context, _ *sql.Tx, _ *inbox.Event) error {
@@ -161,7 +161,7 @@ func TestInboxAcrossHandles(t *testing.T) {
 	outcomes := map[inbox.Outcome]int{}
 	var wg sync.WaitGroup
 	for i := range 10 {
-		ib := inbox.New[*sql.Tx]([]*sqlite.Store{s1, s2}[i%2])
+		ib := inbox.New([]*sqlite.Store{s1, s2}[i%2])
 		wg.Go(func() {
 			out, err := ib.Process(t.Context(), ev, func(ctx context.Context, tx *sql.Tx, e *inbox.Event) error {
 				runs.Add(1)
@@ -193,7 +193,7 @@ func TestInboxHandlerEnqueues(t *testing.T) {
 	s := newStore(t, sqlite.Config{})
 	ctx := t.Context()
 	woke := listen(t, s)
-	ib := inbox.New[*sql.Tx](s)
+	ib := inbox.New(s)
 	ev := &inbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: "42", EventType: "order.paid"}
 	forward := func(fail error) inbox.ProcessFunc[*sql.Tx] {
 		return func(ctx context.Context, tx *sql.Tx, e *inbox.Event) error {
@@ -229,7 +229,7 @@ func TestInboxHandlerEnqueues(t *testing.T) {
 func TestInboxDeleteProcessedLimit(t *testing.T) {
 	s := newStore(t, sqlite.Config{})
 	ctx := t.Context()
-	if _, err := inbox.New[*sql.Tx](s).Process(ctx, &inbox.Event{ID: postbox.NewID()},
+	if _, err := inbox.New(s).Process(ctx, &inbox.Event{ID: postbox.NewID()},
 		func(context.Context, *sql.Tx, *inbox.Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestInboxDeleteProcessedLimit(t *testing.T) {
 func TestInboxEmptyPayload(t *testing.T) {
 	s := newStore(t, sqlite.Config{})
 	ctx := t.Context()
-	ib := inbox.New[*sql.Tx](s)
+	ib := inbox.New(s)
 	ev := &inbox.Event{ID: postbox.NewID(), Payload: []byte{}}
 	if out, err := ib.Process(ctx, ev, func(context.Context, *sql.Tx, *inbox.Event) error { return nil }); err != nil || out != inbox.Processed {
 		t.Fatalf("process: %v, %v; want processed", out, err)
