@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
@@ -36,10 +37,19 @@ func (s *Store) EnqueueTx(ctx context.Context, tx pgx.Tx, events ...postbox.Even
 	return s.enqueue(ctx, events, s.queryKeys(tx))
 }
 
-// EnqueueSQLTx is EnqueueTx for a database/sql transaction on PostgreSQL
-// (any driver: pgx's stdlib, lib/pq, ...).
-func (s *Store) EnqueueSQLTx(ctx context.Context, tx *sql.Tx, events ...postbox.Event) error {
-	return s.enqueue(ctx, events, func(ctx context.Context, query string, args []any) ([]string, error) {
+// DatabaseSQL returns the store's producer for database/sql transactions on
+// PostgreSQL (any driver: pgx's stdlib, lib/pq, ...): its EnqueueTx is
+// EnqueueTx's, for a *sql.Tx. It is the same call shape as the SQLite
+// store's, so code written against store.Producer[*sql.Tx] runs on both.
+func (s *Store) DatabaseSQL() store.Producer[*sql.Tx] { return sqlProducer{s} }
+
+// sqlProducer is the Store's producer for database/sql transactions.
+type sqlProducer struct{ s *Store }
+
+// EnqueueTx writes events in the caller's database/sql transaction, as
+// Store.EnqueueTx does in a pgx one.
+func (p sqlProducer) EnqueueTx(ctx context.Context, tx *sql.Tx, events ...postbox.Event) error {
+	return p.s.enqueue(ctx, events, func(ctx context.Context, query string, args []any) ([]string, error) {
 		return sqlstore.CollectRows[string](tx.QueryContext(ctx, query, args...))
 	})
 }

@@ -90,7 +90,7 @@ func TestEnqueueManyInOneCallAndIDsAreTimeOrdered(t *testing.T) {
 	}
 }
 
-func TestEnqueueSQLTx(t *testing.T) {
+func TestDatabaseSQLProducer(t *testing.T) {
 	s := pgtest.Store(t)
 	db := stdlib.OpenDBFromPool(s.Pool())
 	defer db.Close()
@@ -102,11 +102,11 @@ func TestEnqueueSQLTx(t *testing.T) {
 	e := orderEvent("7")
 	e.ID = postbox.NewID()
 	e.Headers = map[string]string{"traceparent": "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"}
-	if err := s.EnqueueSQLTx(ctx, tx, e); err != nil {
+	if err := s.DatabaseSQL().EnqueueTx(ctx, tx, e); err != nil {
 		t.Fatal(err)
 	}
 	dup := orderEvent("7")
-	if err := s.EnqueueSQLTx(ctx, tx, dup); !errors.Is(err, postbox.ErrDuplicate) {
+	if err := s.DatabaseSQL().EnqueueTx(ctx, tx, dup); !errors.Is(err, postbox.ErrDuplicate) {
 		t.Fatalf("duplicate dedup key in a database/sql transaction: %v", err)
 	}
 	if err := tx.Commit(); err != nil {

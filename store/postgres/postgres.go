@@ -44,8 +44,9 @@ type Store struct {
 }
 
 var (
-	_ store.Outbox        = (*Store)(nil)
-	_ store.Inbox[pgx.Tx] = (*Store)(nil)
+	_ store.Outbox           = (*Store)(nil)
+	_ store.Inbox[pgx.Tx]    = (*Store)(nil)
+	_ store.Producer[pgx.Tx] = (*Store)(nil)
 )
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)

@@ -128,8 +128,9 @@ type Store struct {
 }
 
 var (
-	_ store.Outbox         = (*Store)(nil)
-	_ store.Inbox[*sql.Tx] = (*Store)(nil)
+	_ store.Outbox            = (*Store)(nil)
+	_ store.Inbox[*sql.Tx]    = (*Store)(nil)
+	_ store.Producer[*sql.Tx] = (*Store)(nil)
 )
 
 // Open opens (creating it if missing) the SQLite database file at path and
