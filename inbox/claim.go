@@ -46,14 +46,14 @@ type Claim struct {
 // Ordered events (Seq > 0) are claimed only after their predecessor is
 // applied (ErrOutOfOrder otherwise); Complete applies them.
 func (ib *Inbox[TTx]) Claim(ctx context.Context, ev *Event, lease time.Duration) (*Claim, error) {
-	if err := ev.validate(); err != nil {
+	if err := validate(ev); err != nil {
 		return nil, err
 	}
 	if lease <= 0 {
 		return nil, fmt.Errorf("inbox: claim event %s: lease %v must be positive", ev.ID, lease)
 	}
 	c := &Claim{Event: *ev, ExpiresAt: time.Now().Add(lease), owner: uuid.NewString()}
-	res, err := ib.store.InboxClaim(ctx, &store.InboxClaimParams{Event: ev.storeEvent(), Owner: c.owner, Lease: lease})
+	res, err := ib.store.InboxClaim(ctx, &store.InboxClaimParams{Event: *ev, Owner: c.owner, Lease: lease})
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim event %s: %w", ev.ID, err)
 	}

@@ -11,34 +11,13 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// Event is one incoming event: a webhook request or a broker message.
-type Event struct {
-	// ID is the stable event id: the producer's outbox row id, sent as the
-	// webhook id or the broker message id. It is the inbox primary key.
-	// Required.
-	ID uuid.UUID
-	// EventType is the event's name, such as "order.created". Optional.
-	EventType string
-	// AggregateType and AggregateID name the entity the event is about
-	// ("order", "42"). Optional; with Seq they name the sequence the event
-	// belongs to.
-	AggregateType string
-	AggregateID   string
-	// Seq is the event's position among the events of its aggregate,
-	// starting at 1, for consumer-side ordering: an event is applied only
-	// after the event numbered Seq-1 of the same aggregate (see
-	// ErrOutOfOrder). Zero means the event is not ordered.
-	Seq int64
-	// Payload is the event's JSON body, stored in the inbox row for audit.
-	// Empty stores nothing; anything else must be valid JSON.
-	Payload []byte
-	// Signature is the signature header the event came with, stored for
-	// audit. Optional.
-	Signature string
-}
+// Event is one incoming event: a webhook request or a broker message. It is
+// the store's own type (store.InboxEvent): the inbox hands the stores the
+// event it was given, with no copy in between.
+type Event = store.InboxEvent
 
 // validate checks what every store needs of an event before it is written.
-func (e *Event) validate() error {
+func validate(e *Event) error {
 	if e.ID == uuid.Nil {
 		return fmt.Errorf("%w: id is zero", ErrInvalidEvent)
 	}
@@ -59,19 +38,6 @@ func (e *Event) validate() error {
 		}
 	}
 	return nil
-}
-
-// storeEvent returns the event as a store takes it.
-func (e *Event) storeEvent() store.InboxEvent {
-	return store.InboxEvent{
-		ID:            e.ID,
-		EventType:     e.EventType,
-		AggregateType: e.AggregateType,
-		AggregateID:   e.AggregateID,
-		Seq:           e.Seq,
-		Payload:       e.Payload,
-		Signature:     e.Signature,
-	}
 }
 
 // Outcome is what Process did with an event.

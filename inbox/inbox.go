@@ -51,12 +51,11 @@ func New[TTx any](s Store[TTx]) *Inbox[TTx] {
 // (see Claim) reports ErrInProgress. An invalid event reports
 // ErrInvalidEvent.
 func (ib *Inbox[TTx]) Process(ctx context.Context, ev *Event, fn ProcessFunc[TTx]) (Outcome, error) {
-	if err := ev.validate(); err != nil {
+	if err := validate(ev); err != nil {
 		return 0, err
 	}
-	se := ev.storeEvent()
 	var handlerErr error
-	res, err := ib.store.InboxProcess(ctx, &se, func(ctx context.Context, tx TTx) error {
+	res, err := ib.store.InboxProcess(ctx, ev, func(ctx context.Context, tx TTx) error {
 		handlerErr = fn(ctx, tx, ev)
 		return handlerErr
 	})

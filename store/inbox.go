@@ -66,20 +66,32 @@ type Inbox[TTx any] interface {
 	InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
-// InboxEvent is an incoming event as the inbox hands it to a store. The
-// inbox has validated it: ID is not zero, Payload is empty or valid JSON,
-// Seq is not negative and the strings hold no NUL bytes.
+// InboxEvent is one incoming event (inbox.Event is this type). The inbox
+// validates it before a store sees it: ID is not zero, Payload is empty or
+// valid JSON, Seq is not negative and the strings are UTF-8 without NUL
+// bytes. Stores must not change it.
 type InboxEvent struct {
-	ID            uuid.UUID
-	EventType     string
+	// ID is the stable event id: the producer's outbox row id, sent as the
+	// webhook id or the broker message id. It is the inbox primary key.
+	// Required.
+	ID uuid.UUID
+	// EventType is the event's name, such as "order.created". Optional.
+	EventType string
+	// AggregateType and AggregateID name the entity the event is about
+	// ("order", "42"). Optional; with Seq they name the sequence the event
+	// belongs to.
 	AggregateType string
 	AggregateID   string
-	// Seq is the event's position in its aggregate, from 1; 0 means the
-	// event is not ordered.
+	// Seq is the event's position among the events of its aggregate,
+	// starting at 1, for consumer-side ordering: an event is applied only
+	// after the event numbered Seq-1 of the same aggregate (see
+	// inbox.ErrOutOfOrder). Zero means the event is not ordered.
 	Seq int64
-	// Payload is stored as the row's payload; nil stores SQL NULL.
+	// Payload is the event's JSON body, stored in the inbox row for audit;
+	// empty stores SQL NULL, anything else must be valid JSON.
 	Payload []byte
-	// Signature is stored for audit; empty stores SQL NULL.
+	// Signature is the signature header the event came with, stored for
+	// audit; empty stores SQL NULL.
 	Signature string
 }
 
