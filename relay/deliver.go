@@ -53,15 +53,7 @@ func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan store.Deliv
 
 // deliver publishes one event and decides what becomes of it.
 func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
-	msg := &sink.Message{
-		ID:            d.ID,
-		EventType:     d.EventType,
-		AggregateType: d.AggregateType,
-		AggregateID:   d.AggregateID,
-		Payload:       d.Payload,
-		Headers:       d.Headers,
-		Attempt:       d.Attempt,
-	}
+	msg := &sink.Message{Event: d.Event, Attempt: d.Attempt}
 	start := time.Now()
 	err := r.cfg.Sink.Publish(ctx, msg)
 	took := time.Since(start)

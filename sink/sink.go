@@ -10,21 +10,16 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/google/uuid"
+	"github.com/postbox-go/postbox"
 )
 
 // Message is one event as a sink publishes it.
 type Message struct {
-	// ID is the stable event id; sinks send it as the webhook id or the
-	// broker message id.
-	ID            uuid.UUID
-	EventType     string
-	AggregateType string
-	AggregateID   string
-	// Payload is sent exactly as stored, never re-encoded.
-	Payload []byte
-	// Headers are the event's own headers (trace context and the like).
-	Headers map[string]string
+	// Event is the event to publish: its ID is the stable event id, which
+	// sinks send as the webhook id or the broker message id; its Payload is
+	// sent exactly as stored, never re-encoded; its Headers are the event's
+	// own (trace context and the like).
+	postbox.Event
 	// Attempt is the number of this attempt, starting at 1.
 	Attempt int
 }

@@ -47,13 +47,12 @@ var ErrNotFound = errors.New("store: event not found")
 // Delivery is an event claimed by a relay: the relay holds its lease until it
 // settles, extends or releases it.
 type Delivery struct {
-	ID            uuid.UUID
-	Seq           int64
-	AggregateType string
-	AggregateID   string
-	EventType     string
-	Payload       []byte
-	Headers       map[string]string
+	// Event is the event as the producer wrote it (DedupKey and
+	// AvailableAt are not read back).
+	postbox.Event
+	// OutboxSeq is the event's place in the outbox (its seq column): the
+	// order events committed in, across aggregates.
+	OutboxSeq int64
 	// Attempt is the number of this delivery attempt, starting at 1.
 	Attempt   int
 	CreatedAt time.Time
@@ -118,7 +117,8 @@ type Stats struct {
 // Record is the full state of one outbox row.
 type Record struct {
 	postbox.Event
-	Seq int64
+	// OutboxSeq is the event's place in the outbox (its seq column).
+	OutboxSeq int64
 	// Status is what the event is going through: "processing" while a relay
 	// holds a lease on it, whatever the row's own status column says.
 	Status string

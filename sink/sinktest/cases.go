@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/sink"
 )
 
@@ -136,14 +137,16 @@ func testOrderPerAggregate(t *testing.T, d Destination, f Features) {
 func newMessage(aggregateID string, n int) *sink.Message {
 	id := uuid.New()
 	return &sink.Message{
-		ID:            id,
-		EventType:     "sinktest.happened",
-		AggregateType: "sinktest",
-		AggregateID:   aggregateID,
-		Payload:       fmt.Appendf(nil, `{ "n" : %d,"id":"%s",  "text":"caf\u00e9 – é", "nested": {"a": [1, 2.50, null]} }`, n, id),
-		Headers: map[string]string{
-			"traceparent": fmt.Sprintf("00-%032x-%016x-01", n+1, n+1),
-			"tracestate":  "sinktest=1",
+		Event: postbox.Event{
+			ID:            id,
+			EventType:     "sinktest.happened",
+			AggregateType: "sinktest",
+			AggregateID:   aggregateID,
+			Payload:       fmt.Appendf(nil, `{ "n" : %d,"id":"%s",  "text":"caf\u00e9 – é", "nested": {"a": [1, 2.50, null]} }`, n, id),
+			Headers: map[string]string{
+				"traceparent": fmt.Sprintf("00-%032x-%016x-01", n+1, n+1),
+				"tracestate":  "sinktest=1",
+			},
 		},
 		Attempt: 1,
 	}

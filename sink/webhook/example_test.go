@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -39,11 +40,13 @@ func Example() {
 		panic(err)
 	}
 	err = s.Publish(context.Background(), &sink.Message{
-		ID:          uuid.MustParse("0192d2a4-7c1e-7b3a-9f00-5d2b8c1e4a10"),
-		EventType:   "order.created",
-		AggregateID: "42",
-		Payload:     []byte(`{"order_id": 42}`),
-		Attempt:     1,
+		Event: postbox.Event{
+			ID:          uuid.MustParse("0192d2a4-7c1e-7b3a-9f00-5d2b8c1e4a10"),
+			EventType:   "order.created",
+			AggregateID: "42",
+			Payload:     []byte(`{"order_id": 42}`),
+		},
+		Attempt: 1,
 	})
 	fmt.Println("published:", err)
 	// Output:
@@ -62,7 +65,7 @@ func Example_classify() {
 	if err != nil {
 		panic(err)
 	}
-	err = s.Publish(context.Background(), &sink.Message{ID: uuid.New(), EventType: "order.created", Payload: []byte(`{}`), Attempt: 1})
+	err = s.Publish(context.Background(), &sink.Message{Event: postbox.Event{ID: uuid.New(), EventType: "order.created", Payload: []byte(`{}`)}, Attempt: 1})
 	kind, _, status := sink.Classify(err)
 	fmt.Println(kind, status)
 	fmt.Println(err)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -96,14 +97,16 @@ func newSink(t *testing.T, c webhook.Config) *webhook.Sink {
 
 func newMessage() *sink.Message {
 	return &sink.Message{
-		ID:            uuid.MustParse("0192d2a4-7c1e-7b3a-9f00-5d2b8c1e4a10"),
-		EventType:     "order.created",
-		AggregateType: "order",
-		AggregateID:   "42",
-		Payload:       []byte(`{"order_id": 42,  "total":"9.90" , "note":"caf\u00e9"}`),
-		Headers: map[string]string{
-			"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
-			"tracestate":  "congo=t61rcWkgMzE",
+		Event: postbox.Event{
+			ID:            uuid.MustParse("0192d2a4-7c1e-7b3a-9f00-5d2b8c1e4a10"),
+			EventType:     "order.created",
+			AggregateType: "order",
+			AggregateID:   "42",
+			Payload:       []byte(`{"order_id": 42,  "total":"9.90" , "note":"caf\u00e9"}`),
+			Headers: map[string]string{
+				"traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+				"tracestate":  "congo=t61rcWkgMzE",
+			},
 		},
 		Attempt: 1,
 	}

@@ -51,7 +51,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 	}
 	out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Delivery, error) {
 		var d store.Delivery
-		err := row.Scan(&d.ID, &d.Seq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &d.Headers, &d.Attempt, &d.CreatedAt)
+		err := row.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &d.Headers, &d.Attempt, &d.CreatedAt)
 		return d, err
 	})
 	if err != nil {
@@ -60,7 +60,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 	if err := results.Close(); err != nil {
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	sort.Slice(out, func(i, j int) bool { return out[i].OutboxSeq < out[j].OutboxSeq })
 	return out, nil
 }
 
@@ -231,7 +231,7 @@ func scanRecord(row pgx.CollectableRow) (store.Record, error) {
 	var r store.Record
 	var leaseExpires, processed *time.Time
 	err := row.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.EventType, &r.Payload, &r.DedupKey, &r.Headers,
-		&r.AvailableAt, &r.Seq, &r.Status, &r.Retries, &r.Attempts, &r.LastError, &r.LeaseOwner,
+		&r.AvailableAt, &r.OutboxSeq, &r.Status, &r.Retries, &r.Attempts, &r.LastError, &r.LeaseOwner,
 		&leaseExpires, &r.CreatedAt, &processed)
 	if leaseExpires != nil {
 		r.LeaseExpiresAt = *leaseExpires

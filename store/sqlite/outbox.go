@@ -42,7 +42,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 			var d store.Delivery
 			var headers string
 			var created int64
-			if err := rows.Scan(&d.ID, &d.Seq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &created); err != nil {
+			if err := rows.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &created); err != nil {
 				return err
 			}
 			if d.Headers, err = decodeHeaders(headers); err != nil {
@@ -56,7 +56,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim: %w", err)
 	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Seq < out[j].Seq })
+	sort.Slice(out, func(i, j int) bool { return out[i].OutboxSeq < out[j].OutboxSeq })
 	return out, nil
 }
 
@@ -323,7 +323,7 @@ func scanRecords(rows *sql.Rows) ([]store.Record, error) {
 		var availableAt, created int64
 		var leaseExpires, processed sql.NullInt64
 		err := rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.EventType, &r.Payload, &r.DedupKey, &headers,
-			&availableAt, &r.Seq, &r.Status, &r.Retries, &r.Attempts, &r.LastError, &r.LeaseOwner,
+			&availableAt, &r.OutboxSeq, &r.Status, &r.Retries, &r.Attempts, &r.LastError, &r.LeaseOwner,
 			&leaseExpires, &created, &processed)
 		if err != nil {
 			return nil, err

@@ -354,7 +354,7 @@ values ('order', '42', 'order.created', '{"order_id": 42}', 'order.created:42')`
 	if r.CreatedAt.Before(before) || r.CreatedAt.After(time.Now()) || !r.AvailableAt.Equal(r.CreatedAt) {
 		t.Errorf("default times: created %v, available %v; insert at %v", r.CreatedAt, r.AvailableAt, before)
 	}
-	if r.DedupKey != "order.created:42" || r.Retries != 0 || r.Attempts != 0 || r.Seq <= 0 || r.Headers != nil {
+	if r.DedupKey != "order.created:42" || r.Retries != 0 || r.Attempts != 0 || r.OutboxSeq <= 0 || r.Headers != nil {
 		t.Errorf("defaults of a plain insert: %+v", r)
 	}
 	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})

@@ -160,8 +160,8 @@ func testEnqueueThenClaim(t *testing.T, s store.Outbox) {
 	if d.Headers["traceparent"] != e2.Headers["traceparent"] {
 		t.Fatalf("headers: got %v, want %v", d.Headers, e2.Headers)
 	}
-	if !(got[0].Seq < got[1].Seq && got[1].Seq < got[2].Seq) {
-		t.Fatalf("sequence numbers not increasing: %d %d %d", got[0].Seq, got[1].Seq, got[2].Seq)
+	if !(got[0].OutboxSeq < got[1].OutboxSeq && got[1].OutboxSeq < got[2].OutboxSeq) {
+		t.Fatalf("sequence numbers not increasing: %d %d %d", got[0].OutboxSeq, got[1].OutboxSeq, got[2].OutboxSeq)
 	}
 	if r := get(t, s, e1.ID); r.Status != store.StatusProcessing || r.LeaseOwner != "relay-a" || r.Attempts != 1 {
 		t.Fatalf("claimed row: status %q owner %q attempts %d", r.Status, r.LeaseOwner, r.Attempts)
