@@ -57,7 +57,7 @@ func (ib *Inbox[TTx]) Claim(ctx context.Context, ev *Event, lease time.Duration)
 	if err != nil {
 		return nil, fmt.Errorf("inbox: claim event %s: %w", ev.ID, err)
 	}
-	if res.Status == store.InboxDone {
+	if res.Status == store.InboxDuplicate {
 		return nil, fmt.Errorf("%w: event %s", ErrDuplicate, ev.ID)
 	}
 	if err := refusal(ev, res); err != nil {

@@ -64,7 +64,7 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, ev *Event, fn ProcessFunc[TTx
 		return 0, fmt.Errorf("inbox: event %s: handler: %w", ev.ID, err)
 	case err != nil:
 		return 0, fmt.Errorf("inbox: event %s: %w", ev.ID, err)
-	case res.Status == store.InboxDone:
+	case res.Status == store.InboxDuplicate:
 		return Duplicate, nil
 	}
 	if err := refusal(ev, res); err != nil {

@@ -24,7 +24,7 @@ type Inbox[TTx any] interface {
 	// attempt); for an ordered event (Seq > 0), advance its aggregate's
 	// last applied sequence number from Seq-1 to Seq; run fn; commit.
 	//
-	// A done row reports InboxDone and a pending row with a live lease
+	// A done row reports InboxDuplicate and a pending row with a live lease
 	// InboxInProgress, without running fn. A sequence that cannot advance
 	// reports InboxOutOfOrder or InboxSeqApplied with the last applied
 	// number and stores nothing. When fn fails, or the commit does,
@@ -33,7 +33,7 @@ type Inbox[TTx any] interface {
 	// error, still matching with errors.Is.
 	//
 	// Deliveries of one id running at once must serialise on the row: a
-	// second one waits for the first transaction, then reports InboxDone if
+	// second one waits for the first transaction, then reports InboxDuplicate if
 	// it committed, and takes the row if it rolled back. fn never runs twice
 	// for one event unless the first run rolled back.
 	InboxProcess(ctx context.Context, ev *InboxEvent, fn func(ctx context.Context, tx TTx) error) (InboxResult, error)
@@ -129,9 +129,9 @@ const (
 	// pending with an expired lease or none), or, for a complete or fail,
 	// settled; the work went ahead.
 	InboxTaken InboxStatus = iota + 1
-	// InboxDone: the event was processed before; nothing was run or
+	// InboxDuplicate: the event was processed before; nothing was run or
 	// changed.
-	InboxDone
+	InboxDuplicate
 	// InboxInProgress: another claim holds a live lease on the event;
 	// nothing was run or changed.
 	InboxInProgress
@@ -151,8 +151,8 @@ func (s InboxStatus) String() string {
 	switch s {
 	case InboxTaken:
 		return "taken"
-	case InboxDone:
-		return "done"
+	case InboxDuplicate:
+		return "duplicate"
 	case InboxInProgress:
 		return "in progress"
 	case InboxOutOfOrder:

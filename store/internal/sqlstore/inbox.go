@@ -191,7 +191,7 @@ func (ib *Inbox[T]) take(ctx context.Context, tx T, ev *store.InboxEvent, status
 		return store.InboxResult{}, fmt.Errorf("%s: inbox status: %w", ib.store, err)
 	}
 	if done {
-		return store.InboxResult{Status: store.InboxDone}, nil
+		return store.InboxResult{Status: store.InboxDuplicate}, nil
 	}
 	return store.InboxResult{Status: store.InboxInProgress}, nil
 }
