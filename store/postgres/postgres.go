@@ -104,10 +104,6 @@ func (s *Store) Table(name string) string {
 	return pgx.Identifier{s.schema, name}.Sanitize()
 }
 
-// Query returns the text of a named query of queries.sql, for inspection
-// (EXPLAIN) and tests.
-func (s *Store) Query(name string) string { return s.sql.Get(name) }
-
 // pgxTransactor begins the store's transactions on its pool.
 type pgxTransactor struct{ pool *pgxpool.Pool }
 
