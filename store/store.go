@@ -1,9 +1,13 @@
 // Package store holds the contracts between postbox and a database, and
 // what every store shares:
 //
-//   - Outbox, what the relay needs: claim, settle, leases, reclaim, purge,
-//     inspection, and the capabilities a store may lack (Listen, Dozer);
-//     its parameter and result types (ClaimParams, Delivery, Record, ...).
+//   - Producer, generic over the store's transaction type: the one call
+//     producers make (EnqueueTx), whatever the store.
+//   - Inspector, what status tools read (Stats, Get, List).
+//   - Outbox, the relay's driver interface: claim, settle, leases,
+//     reclaim, purge, and the capabilities a store may lack (Listen,
+//     Dozer); its parameter and result types (ClaimParams, Delivery,
+//     Record, ...). Applications do not call its relay methods.
 //   - Inbox, generic over the store's transaction type, what package inbox
 //     needs (package inbox calls it Store); its types are the Inbox*
 //     ones (InboxEvent, InboxResult, InboxRecord, ...).
@@ -12,10 +16,6 @@
 //   - The status words, the errors stores wrap (ErrNotFound,
 //     ErrNotMigrated, ErrCannotListen, ErrOrderedNotReady) and
 //     CleanErrorText, through which stores write every error text.
-//
-// Producers write events with Outbox.Enqueue, or in their own transaction
-// with the concrete stores' calls (EnqueueTx, ...), which take each
-// driver's transaction type and so are not part of an interface here.
 //
 // Every implementation passes the shared conformance suites,
 // store/storetest for the outbox and inbox/inboxtest for the inbox.
@@ -176,11 +176,35 @@ var ErrNotMigrated = errors.New("store: not migrated")
 // wake a relay: the relay polls.
 var ErrCannotListen = errors.New("store: this store cannot notify relays")
 
-// Outbox is what the relay needs of a store. Every capability is a method
-// of this interface, never an optional interface found by a type assertion:
-// a wrapper that embeds an Outbox keeps them all, and a store that lacks
-// one says so in its answer (ErrCannotListen).
+// Inspector reads the outbox's state: what status tools, health checks and
+// consoles call. Applications may depend on it alone.
+type Inspector interface {
+	// Stats counts events by status.
+	Stats(ctx context.Context) (Stats, error)
+	// Get returns one event's record, or ErrNotFound.
+	Get(ctx context.Context, id uuid.UUID) (Record, error)
+	// List returns records with the given status, oldest first.
+	List(ctx context.Context, p ListParams) ([]Record, error)
+}
+
+// Outbox is the relay's driver interface: what package relay needs of a
+// store. Applications do not call its relay methods (String to PurgeDone
+// below): producers use Producer (EnqueueTx) or Enqueue, and tools use
+// Inspector. Like River's driver interface it may change between minor
+// versions; a store's own exported API does not.
+//
+// Every capability is a method of this interface, never an optional
+// interface found by a type assertion: a wrapper that embeds an Outbox
+// keeps them all, and a store that lacks one says so in its answer
+// (ErrCannotListen).
 type Outbox interface {
+	Inspector
+	// Enqueue writes events in a transaction of the store's own. Producers
+	// that write business rows use the store's Producer (EnqueueTx).
+	Enqueue(ctx context.Context, events ...postbox.Event) error
+
+	// The relay's methods.
+
 	// String names the store for logs: its kind and where its tables are
 	// (a schema, a file), never credentials.
 	String() string
@@ -196,9 +220,6 @@ type Outbox interface {
 	// notifications reach it (PostgreSQL sends itself one). A store that
 	// cannot listen returns an error wrapping ErrCannotListen at once.
 	Listen(ctx context.Context, ready func(Listening), notify func()) error
-	// Enqueue writes events in a transaction of the store's own. Producers
-	// that write business rows use the store's transaction-bound calls.
-	Enqueue(ctx context.Context, events ...postbox.Event) error
 	// Claim leases due events to p.Owner and returns them in sequence order.
 	Claim(ctx context.Context, p ClaimParams) ([]Delivery, error)
 	// Settle records delivered, retried and failed events atomically (one
@@ -222,12 +243,6 @@ type Outbox interface {
 	// PurgeDone deletes up to limit delivered events processed before the
 	// given time and reports how many it deleted.
 	PurgeDone(ctx context.Context, before time.Time, limit int) (int, error)
-	// Stats counts events by status.
-	Stats(ctx context.Context) (Stats, error)
-	// Get returns one event's record, or ErrNotFound.
-	Get(ctx context.Context, id uuid.UUID) (Record, error)
-	// List returns records with the given status, oldest first.
-	List(ctx context.Context, p ListParams) ([]Record, error)
 }
 
 // A Dozer is one listening connection's way to tell producers whether its
