@@ -129,9 +129,10 @@
 //
 // # Brokers
 //
-// A broker consumer maps each message to the same Process call, with the
-// broker's message id as the event id (the relay's broker sinks set it to
-// the event id), and acknowledges by the outcome: ack when err is nil (both
+// postbox has no broker sinks yet (they are planned on the sink.Sink
+// interface); a consumer of events that reach a broker some other way maps
+// each message to the same Process call, with the event id carried in the
+// message id, and acknowledges by the outcome: ack when err is nil (both
 // Processed and Duplicate), redeliver later on ErrOutOfOrder, ErrInProgress
 // and handler failures, and drop (or dead-letter) on ErrInvalidEvent and
 // ErrSequenceApplied. With NATS JetStream:
@@ -153,17 +154,17 @@
 //		}
 //	}
 //
-// With Kafka the id is in the message header the Kafka sink writes, the
-// aggregate id is the record key, and the offset is committed after Process
-// returns nil; since a partition is consumed in order, a refused event is
-// retried in place (after a pause) rather than skipped. With RabbitMQ
-// (AMQP 0-9-1) the id is the delivery's MessageId; ack with d.Ack(false) and
-// redeliver with d.Nack(false, true), or route to a dead-letter exchange with
-// d.Nack(false, false). See the broker example.
+// With Kafka, commit the offset after Process returns nil; since a
+// partition is consumed in order, a refused event is retried in place
+// (after a pause) rather than skipped. With RabbitMQ (AMQP 0-9-1) the id is
+// the delivery's MessageId; ack with d.Ack(false) and redeliver with
+// d.Nack(false, true), or route to a dead-letter exchange with
+// d.Nack(false, false).
 //
 // # Stores
 //
-// Store is the interface a database implements for the inbox, generic over
-// its transaction type; store/postgres implements it for pgx.Tx. Every
-// implementation passes the suite in inbox/inboxtest.
+// Store is the interface a database implements for the inbox
+// (store.Inbox), generic over its transaction type: store/postgres
+// implements it for pgx.Tx, store/sqlite for *sql.Tx. Every implementation
+// passes the suite in inbox/inboxtest.
 package inbox

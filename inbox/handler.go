@@ -91,7 +91,9 @@ type HandlerConfig struct {
 //
 //	200 processed   the event was applied
 //	200 duplicate   the event had been applied before
-//	400             malformed request: JSON, event id, Postbox-* header
+//	400             malformed request (JSON, event id, Postbox-* header),
+//	                or an event its Process rejected (Reject, a payload
+//	                that does not decode, an event type with no route)
 //	401             signature, timestamp or (XSignature) event_id invalid
 //	403             source address not in AllowedNetworks
 //	405             not a POST
@@ -101,8 +103,9 @@ type HandlerConfig struct {
 //	503             out of order, or claimed by another delivery: the
 //	                sender retries after Retry-After
 //
-// Nothing is stored for a request answered 4xx. Internal errors are logged,
-// never sent.
+// A malformed or unverifiable request stores nothing; an event rejected by
+// its Process leaves a failed inbox row with the reason, for inspection.
+// Internal errors are logged, never sent.
 type Handler struct {
 	cfg      HandlerConfig
 	verifier *signature.Verifier
