@@ -177,12 +177,7 @@ type pgScratch struct {
 func (s *pgScratch) name() string         { return s.schema }
 func (s *pgScratch) outbox() store.Outbox { return s.relayStore }
 
-func (s *pgScratch) sql(query string) string {
-	return strings.NewReplacer(
-		"{outbox}", s.workStore.Table("outbox_events"),
-		"{orders}", s.workStore.Table("orders"),
-	).Replace(query)
-}
+func (s *pgScratch) sql(query string) string { return withTables(query, s.workStore.Table) }
 
 func (s *pgScratch) enqueue(ctx context.Context, e postbox.Event) error {
 	return s.workStore.Enqueue(ctx, e)

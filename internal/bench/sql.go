@@ -1,5 +1,7 @@
 package bench
 
+import "strings"
+
 // SQL of the scenarios. "{outbox}" and "{orders}" are replaced by the quoted
 // names of the scratch outbox table and business table; "{schema}" by the
 // quoted scratch schema.
@@ -122,3 +124,9 @@ where id in (
 	// liteVersion names the library.
 	liteVersion = `select sqlite_version()`
 )
+
+// withTables fills the placeholders of query with the tables that table
+// names (a store's Table method).
+func withTables(query string, table func(name string) string) string {
+	return strings.NewReplacer("{outbox}", table("outbox_events"), "{orders}", table("orders")).Replace(query)
+}

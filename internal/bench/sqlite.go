@@ -111,12 +111,7 @@ type liteScratch struct {
 func (s *liteScratch) name() string         { return s.file }
 func (s *liteScratch) outbox() store.Outbox { return s.st }
 
-func (s *liteScratch) sql(query string) string {
-	return strings.NewReplacer(
-		"{outbox}", s.st.Table("outbox_events"),
-		"{orders}", s.st.Table("orders"),
-	).Replace(query)
-}
+func (s *liteScratch) sql(query string) string { return withTables(query, s.st.Table) }
 
 func (s *liteScratch) enqueue(ctx context.Context, e postbox.Event) error {
 	return s.st.Enqueue(ctx, e)
