@@ -13,8 +13,10 @@ import (
 // instead of one claim per notifying commit.
 const lingerDelay = 2 * time.Millisecond
 
-// claimTimeout bounds one claim statement.
-const claimTimeout = 10 * time.Second
+// storeCallTimeout bounds each store call of the relay (a claim, a settle,
+// a renewal, a reclaim, a purge), so that a connection that hangs does not
+// hold the relay up.
+const storeCallTimeout = 10 * time.Second
 
 // claimLoop claims due events whenever there is room in flight, hands them
 // to the publishers, and otherwise waits for a freed slot, a notification, a
@@ -92,7 +94,7 @@ func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) 
 	// A claim cut short by the shutdown may have committed all the same:
 	// it runs to its end, and what it took is released by the
 	// publishers, which see the shutdown.
-	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), claimTimeout)
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
 	defer cancel()
 	claimed := time.Now()
 	batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{
@@ -101,7 +103,7 @@ func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) 
 	if err != nil {
 		return nil, err
 	}
-	r.inflight.add(batch, claimed.Add(r.cfg.Lease))
+	r.inflight.add(batch, claimed, r.cfg.Lease)
 	r.counts.claimed.Add(int64(len(batch)))
 	if !r.ready.Load() {
 		r.ready.Store(true)

@@ -2,8 +2,8 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"time"
-	"unicode/utf8"
 
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
@@ -36,18 +36,23 @@ const maxErrorLen = 1024
 // shutdown cancels after ShutdownTimeout.
 func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan store.Delivery, results chan<- outcome) {
 	for d := range work {
-		switch {
-		case ctx.Err() != nil:
+		if ctx.Err() != nil {
 			results <- outcome{delivery: d, action: actionRelease}
-		case !r.inflight.start(d.ID, time.Now().Add(r.sendMargin())):
+			continue
+		}
+		// The delivery is cut short if its lease is lost or expires
+		// meanwhile (see watchLeases).
+		leaseCtx, cancel := context.WithCancelCause(deliverCtx)
+		if !r.inflight.start(d.ID, time.Now().Add(r.sendMargin()), cancel) {
 			// Another relay may have taken it over: sending now could
 			// overtake its delivery (and, ordered, its successors).
 			r.log.Warn("lease expired before the delivery started; released without sending",
 				"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
 			results <- outcome{delivery: d, action: actionRelease}
-		default:
-			results <- r.deliver(deliverCtx, d)
+		} else {
+			results <- r.deliver(leaseCtx, d)
 		}
+		cancel(nil)
 	}
 }
 
@@ -67,12 +72,16 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 		return outcome{delivery: d, action: actionDone}
 	}
 	if ctx.Err() != nil {
-		// Shutdown cut the delivery short: it did not count.
-		r.log.Info("delivery interrupted by shutdown; released", attrs...)
+		// Cut short: it did not count.
+		if cause := context.Cause(ctx); errors.Is(cause, errLeaseLost) || errors.Is(cause, errLeaseExpired) {
+			r.log.Warn("delivery cut short: "+cause.Error()+"; released", attrs...)
+		} else {
+			r.log.Info("delivery interrupted by shutdown; released", attrs...)
+		}
 		return outcome{delivery: d, action: actionRelease}
 	}
 	kind, retryAfter, code := sink.Classify(err)
-	msgText := truncate(err.Error(), maxErrorLen)
+	msgText := store.ErrorText(err.Error(), maxErrorLen)
 	attrs = append(attrs, "status_code", code, "error", msgText)
 	switch {
 	case kind == sink.Permanent:
@@ -91,15 +100,4 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 	}
 	r.log.Warn("delivery failed; will retry", append(attrs, "retry_in", delay)...)
 	return outcome{delivery: d, action: actionRetry, retryAt: time.Now().Add(delay), lastError: msgText}
-}
-
-// truncate cuts s to at most n bytes without splitting a character.
-func truncate(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
 }

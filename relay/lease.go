@@ -2,6 +2,7 @@ package relay
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -28,14 +29,16 @@ func (r *Relay) renewLeases(ctx context.Context) {
 			continue
 		}
 		started := time.Now()
-		kept, err := r.cfg.Store.ExtendLease(ctx, r.cfg.Owner, ids, r.cfg.Lease)
+		callCtx, cancel := context.WithTimeout(ctx, min(r.cfg.Lease, storeCallTimeout))
+		kept, err := r.cfg.Store.ExtendLease(callCtx, r.cfg.Owner, ids, r.cfg.Lease)
+		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Error("lease renewal failed", "events", len(ids), "error", err)
 			}
 			continue
 		}
-		if lost := r.inflight.renewed(ids, kept, started.Add(r.cfg.Lease)); lost > 0 {
+		if lost := r.inflight.renewed(ids, kept, started, r.cfg.Lease); lost > 0 {
 			r.counts.lostLeases.Add(int64(lost))
 			r.log.Warn("leases lost to another relay (this relay was stalled past their expiry); their events are not sent again by this relay",
 				"events", lost)
@@ -44,15 +47,40 @@ func (r *Relay) renewLeases(ctx context.Context) {
 }
 
 // sendMargin is how much of its lease an event must have left for a
-// delivery to start.
+// delivery to start; watchLeases looks at the deliveries under way as often.
 func (r *Relay) sendMargin() time.Duration { return r.cfg.Lease / 10 }
+
+// Causes of a delivery cut short by its lease.
+var (
+	errLeaseLost    = errors.New("relay: another relay took the lease over")
+	errLeaseExpired = errors.New("relay: the lease expired before it could be renewed")
+)
+
+// watchLeases cuts short the deliveries whose lease expired (renewals
+// failed, or the relay was stalled), every sendMargin: a delivery waiting
+// for the sink (a free request slot, a slow endpoint) must not be sent once
+// another relay may hold the event.
+func (r *Relay) watchLeases(ctx context.Context) {
+	tick := time.NewTicker(r.sendMargin())
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-tick.C:
+			r.inflight.expire(now)
+		}
+	}
+}
 
 // reclaimExpired returns the events of crashed relays to the queue, at start
 // and twice per lease period.
 func (r *Relay) reclaimExpired(ctx context.Context) {
 	every := min(max(r.cfg.Lease/2, 100*time.Millisecond), 30*time.Second)
 	for {
-		reclaimed, err := r.cfg.Store.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: r.cfg.MaxAttempts})
+		callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		reclaimed, err := r.cfg.Store.ReclaimExpired(callCtx, store.ReclaimParams{MaxAttempts: r.cfg.MaxAttempts})
+		cancel()
 		if err != nil && ctx.Err() == nil {
 			r.log.Error("reclaiming expired leases failed", "error", err)
 		}
@@ -81,42 +109,52 @@ type inflight struct {
 
 // lease is what the relay knows of one event it holds.
 type lease struct {
+	// claimed is when the claim that took the event began.
+	claimed  time.Time
 	deadline time.Time
-	// started: the delivery began (its deadline no longer matters).
-	started bool
+	// cancel, once the delivery started, cuts it short when the lease is
+	// lost or expires.
+	cancel context.CancelCauseFunc
 }
 
 func newInflight() *inflight {
 	return &inflight{leases: map[uuid.UUID]lease{}, freed: make(chan struct{}, 1)}
 }
 
-// add records a claimed batch, leased until deadline.
-func (f *inflight) add(ds []store.Delivery, deadline time.Time) {
+// add records a batch whose claim began at claimed, leased for lease.
+func (f *inflight) add(ds []store.Delivery, claimed time.Time, lease time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, d := range ds {
-		f.leases[d.ID] = lease{deadline: deadline}
+		f.leases[d.ID] = leaseOf(claimed, lease)
 	}
 }
 
+func leaseOf(claimed time.Time, d time.Duration) lease {
+	return lease{claimed: claimed, deadline: claimed.Add(d)}
+}
+
 // start reports whether the lease of id lasts beyond t, and if so records
-// that its delivery starts.
-func (f *inflight) start(id uuid.UUID, t time.Time) bool {
+// that its delivery starts, to be cut short by cancel if the lease is lost
+// or expires.
+func (f *inflight) start(id uuid.UUID, t time.Time, cancel context.CancelCauseFunc) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l, ok := f.leases[id]
 	if !ok || !l.deadline.After(t) {
 		return false
 	}
-	l.started = true
+	l.cancel = cancel
 	f.leases[id] = l
 	return true
 }
 
-// renewed moves the deadline of the kept ids (a renewal of asked ids) and
-// ends that of the others still in flight; it reports how many of those
-// were lost before their delivery started.
-func (f *inflight) renewed(asked, kept []uuid.UUID, deadline time.Time) (lost int) {
+// renewed records a renewal, begun at started, of the asked ids, of which
+// the store kept those in kept: it moves their deadline, and ends the lease
+// of the others (cutting short their deliveries under way). It reports how
+// many were lost before their delivery started. An id claimed again after
+// the renewal began is left alone.
+func (f *inflight) renewed(asked, kept []uuid.UUID, started time.Time, lease time.Duration) (lost int) {
 	keep := make(map[uuid.UUID]bool, len(kept))
 	for _, id := range kept {
 		keep[id] = true
@@ -126,19 +164,31 @@ func (f *inflight) renewed(asked, kept []uuid.UUID, deadline time.Time) (lost in
 	for _, id := range asked {
 		l, ok := f.leases[id]
 		switch {
-		case !ok:
-			continue // settled meanwhile
+		case !ok, !l.claimed.Before(started):
+			continue // settled, or claimed again, meanwhile
 		case keep[id]:
-			l.deadline = deadline
+			l.deadline = started.Add(lease)
+		case l.cancel != nil:
+			l.deadline = time.Time{}
+			l.cancel(errLeaseLost)
 		default:
 			l.deadline = time.Time{}
-			if !l.started {
-				lost++
-			}
+			lost++
 		}
 		f.leases[id] = l
 	}
 	return lost
+}
+
+// expire cuts short the deliveries under way whose lease ended before now.
+func (f *inflight) expire(now time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	for _, l := range f.leases {
+		if l.cancel != nil && l.deadline.Before(now) {
+			l.cancel(errLeaseExpired)
+		}
+	}
 }
 
 func (f *inflight) remove(ids []uuid.UUID) {

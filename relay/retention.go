@@ -12,7 +12,9 @@ func (r *Relay) purgeDelivered(ctx context.Context) {
 	for sleep(ctx, time.Minute) {
 		before := time.Now().Add(-r.cfg.Retention)
 		for ctx.Err() == nil {
-			n, err := r.cfg.Store.PurgeDone(ctx, before, batch)
+			callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+			n, err := r.cfg.Store.PurgeDone(callCtx, before, batch)
+			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
 					r.log.Error("purging delivered events failed", "error", err)

@@ -106,7 +106,9 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 		}
 	}
 	for failures := 0; ; failures++ {
-		err := r.apply(ctx, p, release)
+		callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		err := r.apply(callCtx, p, release)
+		cancel()
 		if err == nil {
 			break
 		}

@@ -273,6 +273,32 @@ func TestStatsCountLostLeases(t *testing.T) {
 	}
 }
 
+// A delivery under way is cut short, and released, when a renewal finds its
+// lease taken over: the relay does not go on sending an event another relay
+// holds (here the endpoint holds the request until the test ends).
+func TestDeliveryCutShortWhenLeaseLost(t *testing.T) {
+	s := &faultyStore{Store: pgtest.Store(t)}
+	hold := make(chan struct{})
+	var requests atomic.Int32
+	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		requests.Add(1)
+		<-hold
+		return http.StatusOK
+	})
+	defer close(hold)
+	if err := s.Enqueue(context.Background(), ev("a", 0)); err != nil {
+		t.Fatal(err)
+	}
+	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, time.Minute), Concurrency: 1,
+		Lease: 300 * time.Millisecond, PollInterval: time.Hour, ShutdownTimeout: 100 * time.Millisecond})
+	waitFor(t, "the delivery", 10*time.Second, func() bool { return requests.Load() > 0 })
+	s.takeOver.Store(true)
+	waitFor(t, "the held delivery to be cut short and released", 10*time.Second, func() bool { return r.Stats().Released > 0 })
+	if st := r.Stats(); st.Delivered != 0 {
+		t.Fatalf("stats: %+v; want nothing delivered", st)
+	}
+}
+
 // A relay told not to listen says so, and why.
 func TestStatsSayWhyTheRelayPolls(t *testing.T) {
 	s := pgtest.Store(t)

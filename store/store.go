@@ -27,6 +27,7 @@ import (
 	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -273,4 +274,17 @@ var ErrOrderedNotReady = errors.New("store: ordered claims are not ready")
 // U+FFFD. Stores apply it to every error text they write.
 func CleanErrorText(s string) string {
 	return strings.ReplaceAll(strings.ToValidUTF8(s, "\uFFFD"), "\x00", "\uFFFD")
+}
+
+// ErrorText is s cleaned (CleanErrorText), then cut to at most max bytes
+// without splitting a character: the error text of an outbox or inbox row.
+func ErrorText(s string, max int) string {
+	s = CleanErrorText(s)
+	if len(s) <= max {
+		return s
+	}
+	for max > 0 && !utf8.RuneStart(s[max]) {
+		max--
+	}
+	return s[:max]
 }

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -237,19 +236,8 @@ func (ib *Inbox[T]) recordFailure(ctx context.Context, ev *store.InboxEvent, cau
 	return nil
 }
 
-// ErrorText makes an error text fit an inbox row: cleaned as every error
-// text a store writes (store.CleanErrorText), and cut to at most
-// lastErrorMax bytes on a character boundary.
-func errorText(msg string) string {
-	msg = store.CleanErrorText(msg)
-	if len(msg) > lastErrorMax {
-		msg = msg[:lastErrorMax]
-		for !utf8.ValidString(msg) {
-			msg = msg[:len(msg)-1]
-		}
-	}
-	return msg
-}
+// errorText makes an error text fit an inbox row (see store.ErrorText).
+func errorText(msg string) string { return store.ErrorText(msg, lastErrorMax) }
 
 // NullText is s, or SQL NULL (nil) when s is empty.
 func NullText(s string) any {
