@@ -138,18 +138,31 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 }
 
 // ReclaimExpired returns the events of crashed relays to the queue, and
-// reports how many of each relay's events it changed.
+// reports how many of each relay's events it changed. It takes the lease
+// lock of each expired relay first, in one order, in a transaction of its
+// own (two round trips; it runs a few times per lease period).
 func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
 	var out []store.Reclaimed
-	err := s.queryLocked(ctx, s.sql.Get("reclaim_lock"), nil, s.sql.Get("reclaim_expired"), []any{p.MaxAttempts},
-		func(rows pgx.Rows) (err error) {
-			out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
-				var r store.Reclaimed
-				err := row.Scan(&r.Owner, &r.Events)
-				return r, err
-			})
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, s.sql.Get("reclaim_lock"))
+		if err != nil {
 			return err
+		}
+		owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(owners) == 0 {
+			return err
+		}
+		rows, err = tx.Query(ctx, s.sql.Get("reclaim_expired"), p.MaxAttempts, owners)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
+			var r store.Reclaimed
+			err := row.Scan(&r.Owner, &r.Events)
+			return r, err
 		})
+		return err
+	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
 	}

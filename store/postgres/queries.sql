@@ -163,21 +163,26 @@ set ids = array(select unnest(ids) except all select unnest($2::uuid[]))
 where owner = $1 and ids && $2::uuid[] and not ids <@ $2::uuid[];
 
 -- name: reclaim_lock
--- The lease_lock of every relay whose lease expired, taken in one order.
-select pg_advisory_xact_lock(k)
+-- Takes the lease_lock of every relay whose lease expired, in one order (of
+-- the lock keys), and returns those relays: reclaim_expired, in the same
+-- transaction, changes their leases only. (A lease that expires, or is
+-- committed already expired, after this statement waits for the next
+-- reclaim: changing it without its relay's lock could deadlock.)
+select x.owner
 from (
-  select distinct hashtextextended('postbox lease {schema} ' || owner, 0) as k
-  from {schema}.outbox_leases
-  where expires_at < now()
+  select o.owner, hashtextextended('postbox lease {schema} ' || o.owner, 0) as k
+  from (select distinct owner from {schema}.outbox_leases where expires_at < now()) o
   order by k
-) locks;
+) x
+cross join lateral (select pg_advisory_xact_lock(x.k)) locked;
 
 -- name: reclaim_expired
 -- The leases of relays that stopped without settling: each of their events
 -- still pending counts a failed attempt, and fails when it has used $1.
--- Returns, for each relay, how many of its events changed.
+-- Only the leases of the relays $2, whose locks reclaim_lock took. Returns,
+-- for each relay, how many of its events changed.
 with expired as (
-  delete from {schema}.outbox_leases where expires_at < now()
+  delete from {schema}.outbox_leases where expires_at < now() and owner = any($2::text[])
   returning owner, ids
 ), events as (
   select unnest(ids) as id, owner from expired
