@@ -42,7 +42,7 @@ func (r *Relay) listen(ctx context.Context) {
 		}
 		r.finding.Store(&finding{pollingReason: err.Error()})
 		if errors.Is(err, store.ErrCannotListen) {
-			r.log.Info(fmt.Sprintf("polling every %s: %v", r.cfg.PollInterval, err))
+			r.log.Warn(fmt.Sprintf("polling every %s: %v", r.cfg.PollInterval, err))
 			return
 		}
 		failures++

@@ -218,8 +218,12 @@ type Outbox interface {
 	// Listen calls notify whenever new events may be available, until ctx
 	// is done (it then returns nil) or the listening connection fails. It
 	// calls ready once, before any notify, when it has checked that
-	// notifications reach it (PostgreSQL sends itself one). A store that
-	// cannot listen returns an error wrapping ErrCannotListen at once.
+	// notifications reach it (PostgreSQL sends itself one). When ready
+	// receives a Dozer, producers notify only while the caller dozes
+	// (Dozer.Doze): a caller that ignores the Dozer is never notified. A
+	// store that cannot listen, or whose notifications do not arrive,
+	// returns an error wrapping ErrCannotListen (the relay then polls for
+	// good).
 	Listen(ctx context.Context, ready func(Listening), notify func()) error
 	// Claim leases due events to p.Owner and returns them in sequence order.
 	Claim(ctx context.Context, p ClaimParams) ([]Delivery, error)

@@ -49,6 +49,10 @@ const dozeTimeout = 5 * time.Second
 // probeTimeout bounds the wait for the notification Listen sends itself.
 const probeTimeout = 3 * time.Second
 
+// listenSetupTimeout bounds connecting the listening connection, its
+// LISTEN, and sending the test notification.
+const listenSetupTimeout = 10 * time.Second
+
 // ErrNotificationsLost is wrapped by Listen's error when the notification it
 // sent itself did not arrive: LISTEN was accepted but nothing is delivered
 // to this connection, as behind a connection pooler in transaction mode.
@@ -59,20 +63,23 @@ var ErrNotificationsLost = errors.New("postgres: notifications do not reach the 
 // it sends a notification through the pool and waits for it on the listening
 // connection, so that a pooler in transaction mode, which accepts LISTEN but
 // never delivers, is found at once: Listen then returns an error wrapping
-// ErrNotificationsLost (run the relay with DisableListen, or connect it
-// around the pooler).
+// ErrNotificationsLost and store.ErrCannotListen, and the relay polls for
+// good and says why (run it with DisableListen to say so yourself, or
+// connect it around the pooler).
 //
 // The relay tells producers when it waits through the store.Dozer it
 // receives (see store.Listening): producers notify only while it dozes, so
 // a relay busy claiming costs their commits nothing. The connection starts
 // awake (producers do not notify it).
 func (s *Store) Listen(ctx context.Context, ready func(store.Listening), notify func()) error {
-	conn, err := pgx.ConnectConfig(ctx, s.pool.Config().ConnConfig.Copy())
+	setupCtx, cancelSetup := context.WithTimeout(ctx, listenSetupTimeout)
+	defer cancelSetup()
+	conn, err := pgx.ConnectConfig(setupCtx, s.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("postgres: listen: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(ctx, "listen "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(setupCtx, "listen "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("postgres: listen: %w", err)
 	}
 	if err := s.probe(ctx, conn); err != nil {
@@ -95,7 +102,10 @@ func (s *Store) Listen(ctx context.Context, ready func(store.Listening), notify 
 // relay claims once it is ready anyway.
 func (s *Store) probe(ctx context.Context, conn *pgx.Conn) error {
 	payload := "postbox-probe-" + uuid.NewString()
-	if _, err := s.pool.Exec(ctx, "select pg_notify($1, $2)", s.channel, payload); err != nil {
+	sendCtx, cancel := context.WithTimeout(ctx, listenSetupTimeout)
+	_, err := s.pool.Exec(sendCtx, "select pg_notify($1, $2)", s.channel, payload)
+	cancel()
+	if err != nil {
 		return fmt.Errorf("postgres: listen: send a test notification: %w", err)
 	}
 	waitCtx, cancel := context.WithTimeout(ctx, probeTimeout)
@@ -104,8 +114,8 @@ func (s *Store) probe(ctx context.Context, conn *pgx.Conn) error {
 		n, err := conn.WaitForNotification(waitCtx)
 		switch {
 		case err != nil && ctx.Err() == nil && waitCtx.Err() != nil:
-			return fmt.Errorf("%w: a test notification on channel %s did not arrive within %s (a connection pooler in transaction mode?)",
-				ErrNotificationsLost, s.channel, probeTimeout)
+			return fmt.Errorf("%w: %w: a test notification on channel %s did not arrive within %s (a connection pooler in transaction mode?)",
+				store.ErrCannotListen, ErrNotificationsLost, s.channel, probeTimeout)
 		case err != nil:
 			return fmt.Errorf("postgres: listen: %w", err)
 		case n.Payload == payload:
