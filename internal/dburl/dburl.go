@@ -9,6 +9,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/url"
 	"strings"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -107,19 +108,18 @@ func SQLitePath(url string) (path string, ok bool) {
 	return strings.TrimPrefix(rest, "//"), true
 }
 
-// Redact hides a password in a database URL before it is printed.
-func Redact(url string) string {
-	scheme, rest, ok := strings.Cut(url, "://")
-	if !ok {
-		return url
+// Redact hides the password of a database URL (in its user information or
+// its password parameter) before it is printed. A URL it cannot parse is
+// replaced by its scheme alone.
+func Redact(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		scheme, _, _ := strings.Cut(rawURL, ":")
+		return scheme + ":(unparsable URL)"
 	}
-	creds, host, ok := strings.Cut(rest, "@")
-	if !ok {
-		return url
+	if q := u.Query(); q.Has("password") {
+		q.Set("password", "xxxxx")
+		u.RawQuery = q.Encode()
 	}
-	user, _, hasPass := strings.Cut(creds, ":")
-	if !hasPass {
-		return url
-	}
-	return scheme + "://" + user + ":xxxxx@" + host
+	return u.Redacted()
 }

@@ -47,3 +47,17 @@ func TestUnknownSchemeIsRedacted(t *testing.T) {
 		t.Fatalf("unknown scheme: %v", err)
 	}
 }
+
+func TestRedactHidesPasswords(t *testing.T) {
+	for in, want := range map[string]string{
+		"postgres://app:s3cr@t@db:5432/x":                 "postgres://app:xxxxx@db:5432/x",
+		"postgres://app@db/x?password=hunter2&sslmode=no": "postgres://app@db/x?password=xxxxx&sslmode=no",
+		"postgres://db/x":                                 "postgres://db/x",
+		"sqlite:/tmp/x.db":                                "sqlite:/tmp/x.db",
+	} {
+		got := dburl.Redact(in)
+		if strings.Contains(got, "s3cr") || strings.Contains(got, "hunter2") || got != want {
+			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
+		}
+	}
+}
