@@ -21,9 +21,10 @@ type Stats struct {
 	// Failed counts the events moved to the dead-letter state (failed):
 	// refused for good, or out of attempts.
 	Failed int64
-	// Released counts the events given back to the queue without counting
-	// an attempt: at shutdown, or when their lease expired or was lost
-	// before their delivery started.
+	// Released counts the events this relay gave back to the queue without
+	// counting an attempt: at shutdown, or when their lease expired or was
+	// lost before or during their delivery. An event another relay had
+	// taken over meanwhile counts too, though the store leaves it alone.
 	Released int64
 	// Reclaimed counts the events of relays whose lease expired (crashed,
 	// or stalled past it) that this relay returned to the queue, or failed
