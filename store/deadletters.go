@@ -209,8 +209,8 @@ type FailedRetryParams struct {
 	// BatchSize is the most events one statement changes
 	// (FailedBatchMax when zero, at most FailedBatchMax).
 	BatchSize int
-	// Progress, when not nil, is called after each batch that committed
-	// with the number of events sent back so far.
+	// Progress, when not nil, is called after each batch that sent
+	// events back, with the number sent back so far.
 	Progress func(done int)
 }
 
@@ -220,8 +220,8 @@ type FailedPurgeParams struct {
 	// BatchSize is the most events one statement deletes
 	// (FailedBatchMax when zero, at most FailedBatchMax).
 	BatchSize int
-	// Progress, when not nil, is called after each batch that committed
-	// with the number of events deleted so far.
+	// Progress, when not nil, is called after each batch that deleted
+	// events, with the number deleted so far.
 	Progress func(done int)
 }
 

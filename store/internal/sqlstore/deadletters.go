@@ -173,7 +173,7 @@ func (dl *DeadLetters) change(ctx context.Context, op string, sel store.FailedSe
 			return 0, fmt.Errorf("%s: %s failed events (after %d): %w", dl.store, op, done, err)
 		}
 		done += n
-		if progress != nil {
+		if progress != nil && n > 0 {
 			progress(done)
 		}
 		return n, nil
