@@ -3,7 +3,9 @@
 //
 //   - Producer, generic over the store's transaction type: the one call
 //     producers make (EnqueueTx), whatever the store.
-//   - Inspector, what status tools read (Stats, Get, List).
+//   - Inspector, what status tools read (Stats, StatsByType, Get, List).
+//   - DeadLetters, the dead-letter operations (list, group, retry and
+//     purge failed events), and their parameter types (Failed*).
 //   - Outbox, the relay's driver interface: claim, settle, leases,
 //     reclaim, purge, and the capabilities a store may lack (Listen,
 //     Dozer); its parameter and result types (ClaimParams, Delivery,
@@ -115,6 +117,17 @@ type Stats struct {
 	OldestPendingAge time.Duration `json:"-"`
 }
 
+// TypeStats are the counts of one event type's unfinished events.
+type TypeStats struct {
+	EventType  string `json:"event_type"`
+	Pending    int64  `json:"pending"`
+	Processing int64  `json:"processing"`
+	Failed     int64  `json:"failed"`
+}
+
+// Total is the type's pending, processing and failed events together.
+func (t TypeStats) Total() int64 { return t.Pending + t.Processing + t.Failed }
+
 // Record is the full state of one outbox row.
 type Record struct {
 	postbox.Event
@@ -182,6 +195,12 @@ var ErrCannotListen = errors.New("store: this store cannot notify relays")
 type Inspector interface {
 	// Stats counts events by status.
 	Stats(ctx context.Context) (Stats, error)
+	// StatsByType counts the pending, processing and failed events of
+	// each event type that has any, the most numerous type first (then by
+	// name). Delivered events are not counted: their number is Stats'. It
+	// reads every unfinished event, so its cost grows with the backlog and
+	// the dead letters, not with the delivered events kept.
+	StatsByType(ctx context.Context) ([]TypeStats, error)
 	// Get returns one event's record, or ErrNotFound.
 	Get(ctx context.Context, id uuid.UUID) (Record, error)
 	// List returns records with the given status, oldest first.
@@ -191,7 +210,7 @@ type Inspector interface {
 // Outbox is the relay's driver interface: what package relay needs of a
 // store. Applications do not call its relay methods (String to PurgeDone
 // below): producers use Producer (EnqueueTx) or Enqueue, and tools use
-// Inspector. Like River's driver interface it may change between minor
+// Inspector and DeadLetters. Like River's driver interface it may change between minor
 // versions; a store's own exported API does not.
 //
 // Every capability is a method of this interface, never an optional
@@ -200,6 +219,7 @@ type Inspector interface {
 // (ErrCannotListen).
 type Outbox interface {
 	Inspector
+	DeadLetters
 	// Enqueue writes events in a transaction of the store's own. Producers
 	// that write business rows use the store's Producer (EnqueueTx).
 	Enqueue(ctx context.Context, events ...postbox.Event) error

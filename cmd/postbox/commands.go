@@ -11,18 +11,26 @@ import (
 )
 
 // command is one subcommand: its flags are declared by setup, which returns
-// the function that runs it.
+// the function that runs it (it reads its positional arguments, if any,
+// with fs.Args()). A command with subcommands (sub) has no setup of its
+// own: "postbox failed list" runs the sub command "list" of "failed".
 type command struct {
 	summary string
 	setup   func(fs *flag.FlagSet) func(ctx context.Context) error
+	// args names the positional arguments in the usage line ("ID...");
+	// empty: the command takes none.
+	args string
+	// sub are the subcommands, when the command has some.
+	sub map[string]command
 }
 
 var commands = map[string]command{
-	"bench":   {"measure drain rate, webhooks, latency, write overhead and memory against the goals", setupBench},
-	"demo":    {"run the whole pipeline in one process, with faults, and reconcile", setupDemo},
-	"migrate": {"create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setupMigrate},
-	"relay":   {"deliver outbox events to a webhook endpoint", setupRelay},
-	"status":  {"count events by status and show the age of the oldest pending one", setupStatus},
+	"bench":   {summary: "measure drain rate, webhooks, latency, write overhead and memory against the goals", setup: setupBench},
+	"demo":    {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
+	"failed":  {summary: "the dead letters: list, show, retry or purge failed events", sub: failedCommands},
+	"migrate": {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
+	"relay":   {summary: "deliver outbox events to a webhook endpoint", setup: setupRelay},
+	"status":  {summary: "count events by status and by type, and show the age of the oldest pending one (--watch: again and again)", setup: setupStatus, args: "[WATCH-INTERVAL]"},
 }
 
 // errUsage marks errors whose usage text was already printed.
@@ -36,8 +44,8 @@ func exitCode(err error) int {
 }
 
 func run(ctx context.Context, args []string) error {
-	if len(args) == 0 || args[0] == "help" || args[0] == "-h" || args[0] == "--help" {
-		usage(os.Stdout)
+	if len(args) == 0 || isHelp(args[0]) {
+		usage(os.Stdout, "postbox", commands)
 		if len(args) == 0 {
 			return errUsage
 		}
@@ -45,32 +53,75 @@ func run(ctx context.Context, args []string) error {
 	}
 	cmd, ok := commands[args[0]]
 	if !ok {
-		usage(os.Stderr)
+		usage(os.Stderr, "postbox", commands)
 		return fmt.Errorf("%w: unknown command %q", errUsage, args[0])
 	}
-	fs := flag.NewFlagSet("postbox "+args[0], flag.ContinueOnError)
+	name := "postbox " + args[0]
+	args = args[1:]
+	if cmd.sub != nil {
+		if len(args) == 0 || isHelp(args[0]) {
+			fmt.Fprintf(os.Stdout, "%s.\n\n", cmd.summary)
+			usage(os.Stdout, name, cmd.sub)
+			if len(args) == 0 {
+				return errUsage
+			}
+			return nil
+		}
+		sub, ok := cmd.sub[args[0]]
+		if !ok {
+			usage(os.Stderr, name, cmd.sub)
+			return fmt.Errorf("%w: unknown command %q", errUsage, name+" "+args[0])
+		}
+		name, cmd, args = name+" "+args[0], sub, args[1:]
+	}
+	return runCommand(ctx, name, cmd, args)
+}
+
+func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--help" }
+
+// runCommand parses the flags of cmd, called name, and runs it. Flags and
+// positional arguments may come in any order.
+func runCommand(ctx context.Context, name string, cmd command, args []string) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	fs.Usage = func() {
-		fmt.Fprintf(fs.Output(), "usage: postbox %s [flags]\n\n%s.\n\nFlags (each also read from the environment variable shown):\n", args[0], cmd.summary)
+		line := name + " [flags]"
+		if cmd.args != "" {
+			line += " " + cmd.args
+		}
+		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s.\n\nFlags (each also read from the environment variable shown):\n", line, cmd.summary)
 		fs.PrintDefaults()
 	}
 	runCmd := cmd.setup(fs)
 	if err := applyEnv(fs); err != nil {
 		return err
 	}
-	if err := fs.Parse(args[1:]); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return nil
+	var positional []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil
+			}
+			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		return fmt.Errorf("%w: %v", errUsage, err)
+		if fs.NArg() == 0 {
+			break
+		}
+		positional = append(positional, fs.Arg(0))
+		args = fs.Args()[1:]
 	}
-	if fs.NArg() > 0 {
-		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	if len(positional) > 0 && cmd.args == "" {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, positional[0])
+	}
+	// fs.Args() is what runCmd reads: the positional arguments.
+	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
+		return fmt.Errorf("%w: %v", errUsage, err)
 	}
 	return runCmd(ctx)
 }
 
-func usage(w *os.File) {
-	fmt.Fprintln(w, "usage: postbox <command> [flags]\n\ncommands:")
+// usage lists the commands of prefix ("postbox", "postbox failed").
+func usage(w *os.File, prefix string, commands map[string]command) {
+	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
 	names := make([]string, 0, len(commands))
 	for name := range commands {
 		names = append(names, name)
@@ -79,7 +130,7 @@ func usage(w *os.File) {
 	for _, name := range names {
 		fmt.Fprintf(w, "  %-8s %s\n", name, commands[name].summary)
 	}
-	fmt.Fprintln(w, "\nRun \"postbox <command> --help\" for its flags.")
+	fmt.Fprintf(w, "\nRun \"%s <command> --help\" for its flags.\n", prefix)
 }
 
 // envNames are the article's variable names; every other flag falls back

@@ -1,5 +1,5 @@
 // Command postbox runs the outbox relay and its tools: migrate, relay,
-// status, demo and bench, one file each. Run "postbox help" for the list.
+// status, failed (the dead letters), demo and bench, one file each. Run "postbox help" for the list.
 package main
 
 import (

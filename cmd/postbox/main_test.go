@@ -108,14 +108,17 @@ func startRelay(t *testing.T, db []string, url string, extra ...string) *exec.Cm
 func status(t *testing.T, db []string) map[string]float64 {
 	t.Helper()
 	out := runOK(t, append([]string{"status", "--json"}, db...)...)
-	var st map[string]float64
-	if err := json.Unmarshal([]byte(out), &st); err != nil {
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(out), &raw); err != nil {
 		t.Fatalf("status --json printed %q: %v", out, err)
 	}
+	st := map[string]float64{}
 	for _, k := range []string{"pending", "processing", "done", "failed", "oldest_pending_age_seconds"} {
-		if _, ok := st[k]; !ok {
-			t.Fatalf("status --json lacks %q: %s", k, out)
+		var v float64
+		if err := json.Unmarshal(raw[k], &v); err != nil {
+			t.Fatalf("status --json lacks the number %q: %s", k, out)
 		}
+		st[k] = v
 	}
 	return st
 }

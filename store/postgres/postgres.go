@@ -38,6 +38,7 @@ type Store struct {
 	sql     sqlstore.Queries
 	tx      pgxTransactor
 	inbox   *sqlstore.Inbox[pgx.Tx]
+	dead    *sqlstore.DeadLetters
 	// orderedReady remembers that the index of ordered claims was found
 	// valid (see checkOrdered).
 	orderedReady atomic.Bool
@@ -64,8 +65,9 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: Config.Schema %q: use letters, digits and underscores (at most 48)", cfg.Schema)
 	}
 	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema, tx: pgxTransactor{pool}}
-	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL)
+	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL, deadLettersSQL)
 	s.inbox = sqlstore.NewInbox("postgres", inboxDialect{s.tx, s})
+	s.dead = sqlstore.NewDeadLetters("postgres", deadLetterSQL{s})
 	return s, nil
 }
 

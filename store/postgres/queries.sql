@@ -224,6 +224,23 @@ select
      from {schema}.outbox_events e
      where e.status = 'pending' and not exists (select 1 from leased l where l.id = e.id));
 
+-- name: stats_by_type
+-- Pending (not leased), processing (leased) and failed events per type; each
+-- branch reads its partial index. Delivered events are not read.
+with leased as (
+  select distinct unnest(ids) as id from {schema}.outbox_leases
+), unfinished as (
+  select e.event_type, (l.id is null)::int as pending, (l.id is not null)::int as processing, 0 as failed
+  from {schema}.outbox_events e left join leased l on l.id = e.id
+  where e.status = 'pending'
+  union all
+  select event_type, 0, 0, 1 from {schema}.outbox_events where status = 'failed'
+)
+select event_type, sum(pending)::bigint, sum(processing)::bigint, sum(failed)::bigint
+from unfinished
+group by event_type
+order by count(*) desc, event_type;
+
 -- name: get
 -- One event, with "processing" for a pending event in a lease.
 select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, coalesce(e.dedup_key, ''), e.headers,

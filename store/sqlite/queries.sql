@@ -144,6 +144,20 @@ select
   (select count(*) from {prefix}outbox_events where status = 'failed'),
   (select min(created_at) from {prefix}outbox_events where status = 'pending');
 
+-- name: stats_by_type
+-- Pending, processing and failed events per type; each branch reads its
+-- partial index. Delivered events are not read.
+select event_type, sum(pending), sum(processing), sum(failed)
+from (
+  select event_type, 1 as pending, 0 as processing, 0 as failed from {prefix}outbox_events where status = 'pending'
+  union all
+  select event_type, 0, 1, 0 from {prefix}outbox_events where status = 'processing'
+  union all
+  select event_type, 0, 0, 1 from {prefix}outbox_events where status = 'failed'
+)
+group by event_type
+order by count(*) desc, event_type;
+
 -- name: get
 select id, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
        available_at, seq, status, retries, attempts, coalesce(last_error, ''), coalesce(lease_owner, ''),

@@ -113,6 +113,7 @@ type Store struct {
 	sql         sqlstore.Queries
 	tx          sqlTransactor
 	inbox       *sqlstore.Inbox[*inboxTx]
+	dead        *sqlstore.DeadLetters
 
 	// writeLock admits one write transaction of this Store at a time, in
 	// arrival order, so that the writers of one process queue in Go instead
@@ -171,10 +172,11 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		listeners:   map[chan struct{}]struct{}{},
 		closed:      make(chan struct{}),
 	}
-	s.sql = sqlstore.ParseQueries("sqlite", s.expand, queriesSQL, inboxSQL)
+	s.sql = sqlstore.ParseQueries("sqlite", s.expand, queriesSQL, inboxSQL, deadLettersSQL)
 	s.db = sql.OpenDB(&connector{base: base, store: s})
 	s.tx = sqlTransactor{s.db}
 	s.inbox = sqlstore.NewInbox("sqlite", inboxDialect{s})
+	s.dead = sqlstore.NewDeadLetters("sqlite", deadLetterSQL{s})
 	s.db.SetMaxOpenConns(cfg.MaxOpenConns)
 	s.db.SetMaxIdleConns(cfg.MaxOpenConns)
 	if err := s.db.PingContext(ctx); err != nil {

@@ -51,6 +51,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"SettleStoresAnyErrorText", testUnsafeErrorText},
 		{"ExtendLeaseReportsLostLeases", testExtendLeaseLost},
 	}
+	tests = append(tests, deadLetterTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, newStore(t))

@@ -1,0 +1,484 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// failedCommands are the subcommands of "postbox failed".
+var failedCommands = map[string]command{
+	"list":  {summary: "list failed events, the most recent first (--group-by error: their groups by error)", setup: setupFailedList},
+	"show":  {summary: "show one event: payload, headers, attempts, last error, times", setup: setupFailedShow, args: "ID"},
+	"retry": {summary: "send failed events back to the queue, as never attempted: running relays deliver them", setup: setupFailedRetry, args: "[ID...]"},
+	"purge": {summary: "delete failed events that failed longer ago than --older-than", setup: setupFailedPurge},
+}
+
+// batchSizeEnv sets the batch size of retry and purge (default and most:
+// store.FailedBatchMax). It is left out of --help on purpose: tests use it
+// to see several batches, and operators have no reason to.
+const batchSizeEnv = "POSTBOX_FAILED_BATCH_SIZE"
+
+// failedEventJSON is one event in the JSON of "failed list" and "failed
+// show".
+type failedEventJSON struct {
+	ID            uuid.UUID         `json:"id"`
+	Status        string            `json:"status"`
+	EventType     string            `json:"event_type"`
+	AggregateType string            `json:"aggregate_type"`
+	AggregateID   string            `json:"aggregate_id"`
+	Attempts      int               `json:"attempts"`
+	LastError     string            `json:"last_error"`
+	CreatedAt     time.Time         `json:"created_at"`
+	FailedAt      *time.Time        `json:"failed_at,omitempty"`
+	Headers       map[string]string `json:"headers,omitempty"`
+	Payload       json.RawMessage   `json:"payload"`
+}
+
+func eventJSON(r store.Record) failedEventJSON {
+	e := failedEventJSON{
+		ID: r.ID, Status: r.Status, EventType: r.EventType, AggregateType: r.AggregateType, AggregateID: r.AggregateID,
+		Attempts: r.Attempts, LastError: r.LastError, CreatedAt: r.CreatedAt.UTC(), Headers: r.Headers, Payload: r.Payload,
+	}
+	if r.Status == store.StatusFailed && !r.ProcessedAt.IsZero() {
+		at := r.ProcessedAt.UTC()
+		e.FailedAt = &at
+	}
+	return e
+}
+
+// ageFlag is a duration flag that also takes days ("7d").
+type ageFlag struct {
+	d   time.Duration
+	set bool
+}
+
+func (a *ageFlag) String() string {
+	if a == nil || !a.set {
+		return ""
+	}
+	return a.d.String()
+}
+
+func (a *ageFlag) Set(s string) error {
+	if n, ok := strings.CutSuffix(s, "d"); ok {
+		days, err := strconv.ParseFloat(n, 64)
+		if err != nil || days < 0 {
+			return fmt.Errorf("%q: want a duration such as 90m, 12h or 7d", s)
+		}
+		a.d, a.set = time.Duration(days*float64(24*time.Hour)), true
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < 0 {
+		return fmt.Errorf("%q: want a duration such as 90m, 12h or 7d", s)
+	}
+	a.d, a.set = d, true
+	return nil
+}
+
+// ago is when, d ago; zero when the flag is not set.
+func (a *ageFlag) ago() time.Time {
+	if !a.set {
+		return time.Time{}
+	}
+	return time.Now().Add(-a.d)
+}
+
+func setupFailedList(fs *flag.FlagSet) func(context.Context) error {
+	var db dbFlags
+	db.register(fs)
+	var since, olderThan ageFlag
+	eventType := fs.String("type", "", "only events of this type")
+	fs.Var(&since, "since", "only events that failed within this duration (90m, 12h, 7d)")
+	fs.Var(&olderThan, "older-than", "only events that failed longer ago than this duration")
+	limit := fs.Int("limit", store.FailedListLimitDefault, fmt.Sprintf("most events listed (at most %d)", store.FailedListLimitMax))
+	after := fs.String("after", "", "list the page after this cursor (printed under the previous page, or its JSON \"next\")")
+	groupBy := fs.String("group-by", "", "\"error\": list the groups of failures by error fingerprint instead, with counts, first and last seen")
+	scan := fs.Int("scan", store.FailedGroupsScanDefault, "--group-by error reads at most this many failed events, the most recent first")
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context) error {
+		cursor, err := store.ParseFailedCursor(*after)
+		if err != nil {
+			return fmt.Errorf("%w: --after: %v", errUsage, err)
+		}
+		filter := store.FailedFilter{EventType: *eventType, FailedSince: since.ago(), FailedBefore: olderThan.ago()}
+		if *groupBy != "" && *groupBy != "error" {
+			return fmt.Errorf("%w: --group-by %q: the one grouping is \"error\"", errUsage, *groupBy)
+		}
+		s, err := db.open(ctx, "failed list", true)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
+			return err
+		}
+		if *groupBy == "error" {
+			groups, err := s.Outbox.FailedGroups(ctx, store.FailedGroupsParams{FailedFilter: filter, Scan: *scan})
+			if err != nil {
+				return err
+			}
+			return printGroups(os.Stdout, groups, *asJSON)
+		}
+		page, err := s.Outbox.FailedList(ctx, store.FailedListParams{FailedFilter: filter, After: cursor, Limit: *limit})
+		if err != nil {
+			return err
+		}
+		return printFailedPage(os.Stdout, page, *asJSON)
+	}
+}
+
+func printFailedPage(w io.Writer, page store.FailedPage, asJSON bool) error {
+	if asJSON {
+		out := struct {
+			Events []failedEventJSON `json:"events"`
+			Next   string            `json:"next,omitempty"`
+		}{Events: []failedEventJSON{}, Next: page.Next.String()}
+		for _, r := range page.Events {
+			out.Events = append(out.Events, eventJSON(r))
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	if len(page.Events) == 0 {
+		fmt.Fprintln(w, "no failed events")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "ID\tTYPE\tATTEMPTS\tFAILED\tLAST ERROR")
+	for _, r := range page.Events {
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.ID, r.EventType, r.Attempts, age(r.ProcessedAt), oneLine(r.LastError, 100))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !page.Next.IsZero() {
+		fmt.Fprintf(w, "more: add --after %s for the next page\n", page.Next)
+	}
+	return nil
+}
+
+func printGroups(w io.Writer, g store.FailedGroups, asJSON bool) error {
+	if asJSON {
+		out := struct {
+			Groups   []store.FailureGroup `json:"groups"`
+			Scanned  int                  `json:"scanned"`
+			Complete bool                 `json:"complete"`
+		}{Groups: g.Groups, Scanned: g.Scanned, Complete: g.Complete}
+		if out.Groups == nil {
+			out.Groups = []store.FailureGroup{}
+		}
+		return json.NewEncoder(w).Encode(out)
+	}
+	if len(g.Groups) == 0 {
+		fmt.Fprintln(w, "no failed events")
+		return nil
+	}
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "GROUP\tCOUNT\tFIRST SEEN\tLAST SEEN\tERROR")
+	for _, gr := range g.Groups {
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\t%s\n", gr.ID, gr.Count, age(gr.FirstSeen), age(gr.LastSeen), oneLine(gr.Fingerprint, 100))
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !g.Complete {
+		fmt.Fprintf(w, "counts are those of the %d most recent failed events; more failed earlier (--scan reads more)\n", g.Scanned)
+	}
+	fmt.Fprintln(w, "retry or purge a group: postbox failed retry --group GROUP, postbox failed purge --group GROUP --older-than D")
+	return nil
+}
+
+// age is how long ago t was, rounded for a table: "42s ago", "5m ago",
+// "3h ago", "2d ago".
+func age(t time.Time) string {
+	if t.IsZero() {
+		return "-"
+	}
+	d := time.Since(t)
+	switch {
+	case d < time.Minute:
+		return fmt.Sprintf("%ds ago", max(0, int(d.Seconds())))
+	case d < time.Hour:
+		return fmt.Sprintf("%dm ago", int(d.Minutes()))
+	case d < 48*time.Hour:
+		return fmt.Sprintf("%dh ago", int(d.Hours()))
+	}
+	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
+}
+
+// oneLine is s on one line, cut to at most n characters.
+func oneLine(s string, n int) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if r := []rune(s); len(r) > n {
+		return string(r[:n-1]) + "…"
+	}
+	return s
+}
+
+func setupFailedShow(fs *flag.FlagSet) func(context.Context) error {
+	var db dbFlags
+	db.register(fs)
+	asJSON := fs.Bool("json", false, "print JSON")
+	return func(ctx context.Context) error {
+		if fs.NArg() != 1 {
+			return fmt.Errorf("%w: give one event id", errUsage)
+		}
+		id, err := uuid.Parse(fs.Arg(0))
+		if err != nil {
+			return fmt.Errorf("%w: %q is not an event id (a UUID)", errUsage, fs.Arg(0))
+		}
+		s, err := db.open(ctx, "failed show", true)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
+			return err
+		}
+		r, err := s.Outbox.Get(ctx, id)
+		if errors.Is(err, store.ErrNotFound) {
+			return fmt.Errorf("no event %s in the outbox (delivered and deleted, purged, or never written)", id)
+		}
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			return json.NewEncoder(os.Stdout).Encode(eventJSON(r))
+		}
+		printRecord(os.Stdout, r)
+		return nil
+	}
+}
+
+func printRecord(w io.Writer, r store.Record) {
+	stamp := func(t time.Time) string {
+		if t.IsZero() {
+			return "-"
+		}
+		return t.UTC().Format("2006-01-02 15:04:05.000 UTC") + " (" + age(t) + ")"
+	}
+	fmt.Fprintf(w, "id          %s\n", r.ID)
+	fmt.Fprintf(w, "status      %s\n", r.Status)
+	fmt.Fprintf(w, "event type  %s\n", r.EventType)
+	fmt.Fprintf(w, "aggregate   %s %s\n", r.AggregateType, r.AggregateID)
+	fmt.Fprintf(w, "attempts    %d\n", r.Attempts)
+	fmt.Fprintf(w, "created     %s\n", stamp(r.CreatedAt))
+	switch r.Status {
+	case store.StatusFailed:
+		fmt.Fprintf(w, "failed      %s\n", stamp(r.ProcessedAt))
+	case store.StatusDone:
+		fmt.Fprintf(w, "delivered   %s\n", stamp(r.ProcessedAt))
+	default:
+		fmt.Fprintf(w, "due         %s\n", stamp(r.AvailableAt))
+	}
+	if r.LeaseOwner != "" {
+		fmt.Fprintf(w, "leased to   %s until %s\n", r.LeaseOwner, stamp(r.LeaseExpiresAt))
+	}
+	if r.DedupKey != "" {
+		fmt.Fprintf(w, "dedup key   %s\n", r.DedupKey)
+	}
+	lastError := r.LastError
+	if lastError == "" {
+		lastError = "-"
+	}
+	fmt.Fprintf(w, "last error  %s\n", lastError)
+	fmt.Fprintln(w, "headers")
+	keys := make([]string, 0, len(r.Headers))
+	for k := range r.Headers {
+		keys = append(keys, k)
+	}
+	sort.Strings(keys)
+	for _, k := range keys {
+		fmt.Fprintf(w, "  %s: %s\n", k, r.Headers[k])
+	}
+	if len(keys) == 0 {
+		fmt.Fprintln(w, "  (none)")
+	}
+	fmt.Fprintln(w, "payload")
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, r.Payload, "", "  "); err != nil {
+		pretty.Reset()
+		pretty.Write(r.Payload)
+	}
+	fmt.Fprintln(w, pretty.String())
+}
+
+// selectionFlags are the selectors of retry and purge.
+type selectionFlags struct {
+	all       bool
+	eventType string
+	group     string
+	olderThan ageFlag
+}
+
+func (f *selectionFlags) register(fs *flag.FlagSet, withAll bool) {
+	if withAll {
+		fs.BoolVar(&f.all, "all", false, "every failed event")
+	}
+	fs.StringVar(&f.eventType, "type", "", "the failed events of this type")
+	fs.StringVar(&f.group, "group", "", "the failed events of this error group (the GROUP column of \"postbox failed list --group-by error\")")
+}
+
+// batchSize is the batch size batchSizeEnv sets; 0 for the default.
+func batchSize() (int, error) {
+	v, ok := os.LookupEnv(batchSizeEnv)
+	if !ok || v == "" {
+		return 0, nil
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 || n > store.FailedBatchMax {
+		return 0, fmt.Errorf("%w: $%s %q: want 1 to %d", errUsage, batchSizeEnv, v, store.FailedBatchMax)
+	}
+	return n, nil
+}
+
+func setupFailedRetry(fs *flag.FlagSet) func(context.Context) error {
+	var db dbFlags
+	db.register(fs)
+	var sel selectionFlags
+	sel.register(fs, true)
+	return func(ctx context.Context) error {
+		var ids []uuid.UUID
+		for _, a := range fs.Args() {
+			id, err := uuid.Parse(a)
+			if err != nil {
+				return fmt.Errorf("%w: %q is not an event id (a UUID)", errUsage, a)
+			}
+			ids = append(ids, id)
+		}
+		chosen := 0
+		for _, set := range []bool{sel.all, sel.eventType != "", sel.group != "", len(ids) > 0} {
+			if set {
+				chosen++
+			}
+		}
+		if chosen != 1 {
+			return fmt.Errorf("%w: say which failed events to retry: --all, --type T, --group G or event ids (one of them)", errUsage)
+		}
+		if sel.group != "" && !store.ValidGroupID(sel.group) {
+			return fmt.Errorf("%w: --group %q: a group is 12 hex digits (postbox failed list --group-by error)", errUsage, sel.group)
+		}
+		batch, err := batchSize()
+		if err != nil {
+			return err
+		}
+		s, err := db.open(ctx, "failed retry", false)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
+			return err
+		}
+		p := newProgress(os.Stdout, "retried")
+		n, err := s.Outbox.FailedRetry(ctx, store.FailedRetryParams{
+			FailedSelection: store.FailedSelection{All: sel.all, IDs: ids, Group: sel.group,
+				FailedFilter: store.FailedFilter{EventType: sel.eventType}},
+			BatchSize: batch,
+			Progress:  p.update,
+		})
+		p.end()
+		if err != nil {
+			return stoppedError("retried", "retry", n, err)
+		}
+		fmt.Printf("retried %d failed events: they are pending again, and running relays deliver them\n", n)
+		return nil
+	}
+}
+
+func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
+	var db dbFlags
+	db.register(fs)
+	var sel selectionFlags
+	sel.register(fs, false)
+	fs.Var(&sel.olderThan, "older-than", "required: delete the events that failed longer ago than this duration (90m, 12h, 7d)")
+	return func(ctx context.Context) error {
+		if !sel.olderThan.set {
+			return fmt.Errorf("%w: --older-than is required (such as 30d; 0s for every failed event)", errUsage)
+		}
+		if sel.eventType != "" && sel.group != "" {
+			return fmt.Errorf("%w: give --type or --group, not both", errUsage)
+		}
+		if sel.group != "" && !store.ValidGroupID(sel.group) {
+			return fmt.Errorf("%w: --group %q: a group is 12 hex digits (postbox failed list --group-by error)", errUsage, sel.group)
+		}
+		batch, err := batchSize()
+		if err != nil {
+			return err
+		}
+		s, err := db.open(ctx, "failed purge", false)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
+			return err
+		}
+		p := newProgress(os.Stdout, "purged")
+		n, err := s.Outbox.FailedPurge(ctx, store.FailedPurgeParams{
+			FailedSelection: store.FailedSelection{Group: sel.group,
+				FailedFilter: store.FailedFilter{EventType: sel.eventType, FailedBefore: sel.olderThan.ago()}},
+			BatchSize: batch,
+			Progress:  p.update,
+		})
+		p.end()
+		if err != nil {
+			return stoppedError("purged", "purge", n, err)
+		}
+		fmt.Printf("purged %d failed events\n", n)
+		return nil
+	}
+}
+
+// stoppedError says how far a retry or purge went before err stopped it,
+// and that running it again carries on.
+func stoppedError(done, verb string, n int, err error) error {
+	if errors.Is(err, context.Canceled) {
+		return fmt.Errorf("interrupted: %s %d failed events, each batch whole; run the same command again to %s the rest", done, n, verb)
+	}
+	return fmt.Errorf("%s %d failed events, then: %w; run the same command again to %s the rest", done, n, err, verb)
+}
+
+// progress shows how many events a retry or purge changed so far: one line
+// redrawn after each batch on a terminal, a line per batch otherwise.
+type progress struct {
+	w        io.Writer
+	verb     string
+	terminal bool
+	drawn    bool
+}
+
+func newProgress(f *os.File, verb string) *progress {
+	return &progress{w: f, verb: verb, terminal: isTerminal(f)}
+}
+
+func (p *progress) update(done int) {
+	if p.terminal {
+		fmt.Fprintf(p.w, "\r\033[K%s %d so far (Ctrl-C stops after this batch)", p.verb, done)
+		p.drawn = true
+		return
+	}
+	fmt.Fprintf(p.w, "%s %d so far\n", p.verb, done)
+}
+
+// end ends the redrawn line.
+func (p *progress) end() {
+	if p.drawn {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

@@ -1,0 +1,134 @@
+package postgres
+
+import (
+	"context"
+	_ "embed"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
+)
+
+//go:embed deadletters.sql
+var deadLettersSQL string
+
+// FailedList returns one page of failed events, the most recent failure
+// first (see store.DeadLetters).
+func (s *Store) FailedList(ctx context.Context, p store.FailedListParams) (store.FailedPage, error) {
+	return s.dead.List(ctx, p)
+}
+
+// FailedGroups groups the most recent failed events by error fingerprint
+// (see store.DeadLetters).
+func (s *Store) FailedGroups(ctx context.Context, p store.FailedGroupsParams) (store.FailedGroups, error) {
+	return s.dead.Groups(ctx, p)
+}
+
+// FailedRetry sends failed events back to the queue in batches, and wakes
+// the listening relays after each (see store.DeadLetters).
+func (s *Store) FailedRetry(ctx context.Context, p store.FailedRetryParams) (int, error) {
+	return s.dead.Retry(ctx, p)
+}
+
+// FailedPurge deletes failed events in batches (see store.DeadLetters).
+func (s *Store) FailedPurge(ctx context.Context, p store.FailedPurgeParams) (int, error) {
+	return s.dead.Purge(ctx, p)
+}
+
+// StatsByType counts the unfinished events of each type.
+func (s *Store) StatsByType(ctx context.Context) ([]store.TypeStats, error) {
+	rows, err := s.pool.Query(ctx, s.sql.Get("stats_by_type"))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: stats by type: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.TypeStats, error) {
+		var t store.TypeStats
+		err := row.Scan(&t.EventType, &t.Pending, &t.Processing, &t.Failed)
+		return t, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: stats by type: %w", err)
+	}
+	return out, nil
+}
+
+// deadLetterSQL runs the statements of deadletters.sql for sqlstore.
+type deadLetterSQL struct{ s *Store }
+
+var _ sqlstore.DeadLetterSQL = deadLetterSQL{}
+
+// filterArgs are $1 to $3 of every dead-letter statement.
+func filterArgs(f store.FailedFilter) []any {
+	return []any{f.EventType, nullTime(f.FailedSince), nullTime(f.FailedBefore)}
+}
+
+// cursorArgs are filterArgs, then the cursor ($4, $5) and limit ($6).
+func cursorArgs(f store.FailedFilter, after store.FailedCursor, limit int) []any {
+	var at, seq any
+	if !after.IsZero() {
+		at, seq = after.ProcessedAt, after.OutboxSeq
+	}
+	return append(filterArgs(f), at, seq, limit)
+}
+
+func nullTime(t time.Time) any {
+	if t.IsZero() {
+		return nil
+	}
+	return t
+}
+
+func (d deadLetterSQL) ListFailed(ctx context.Context, f store.FailedFilter, after store.FailedCursor, limit int) ([]store.Record, error) {
+	rows, err := d.s.pool.Query(ctx, d.s.sql.Get("failed_list"), cursorArgs(f, after, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanRecord)
+}
+
+func (d deadLetterSQL) ScanFailed(ctx context.Context, f store.FailedFilter, after store.FailedCursor, limit int) ([]sqlstore.FailedRow, error) {
+	rows, err := d.s.pool.Query(ctx, d.s.sql.Get("failed_scan"), cursorArgs(f, after, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlstore.FailedRow, error) {
+		var r sqlstore.FailedRow
+		err := row.Scan(&r.ID, &r.Cursor.ProcessedAt, &r.Cursor.OutboxSeq, &r.LastError)
+		return r, err
+	})
+}
+
+func (d deadLetterSQL) Retry(ctx context.Context, f store.FailedFilter, ids []uuid.UUID, limit int) (int, error) {
+	n, err := d.change(ctx, "failed_retry", f, ids, limit)
+	if err != nil || n == 0 {
+		return n, err
+	}
+	if _, err := d.s.pool.Exec(ctx, d.s.sql.Get("failed_notify")); err != nil {
+		return n, fmt.Errorf("wake relays (%d events retried): %w", n, err)
+	}
+	return n, nil
+}
+
+func (d deadLetterSQL) Purge(ctx context.Context, f store.FailedFilter, ids []uuid.UUID, limit int) (int, error) {
+	return d.change(ctx, "failed_purge", f, ids, limit)
+}
+
+// change runs query (up to limit rows) or, for ids, query_ids.
+func (d deadLetterSQL) change(ctx context.Context, query string, f store.FailedFilter, ids []uuid.UUID, limit int) (int, error) {
+	args := filterArgs(f)
+	if ids != nil {
+		query += "_ids"
+		args = append(args, rawIDs(ids))
+	} else {
+		args = append(args, limit)
+	}
+	tag, err := d.s.pool.Exec(ctx, d.s.sql.Get(query), args...)
+	if err != nil {
+		return 0, err
+	}
+	return int(tag.RowsAffected()), nil
+}

@@ -1,0 +1,94 @@
+-- Named queries of the dead-letter operations (store.DeadLetters) of the
+-- PostgreSQL store; "{schema}" and "{channel}" are filled in as in
+-- queries.sql.
+--
+-- Failed events are never in a lease (settle and reclaim_expired take them
+-- out), so these statements read outbox_events alone. They go through the
+-- partial index outbox_events_failed_idx (processed_at) where status =
+-- 'failed'; the lists are in (processed_at, seq) order, most recent first
+-- (keyset pages, never OFFSET). Their filters, in every statement: $1 the
+-- event type ('' for any), $2 failed at or after, $3 failed before (null:
+-- no bound).
+
+-- name: failed_list
+-- Up to $6 failed events after the cursor ($4 processed_at, $5 seq; null:
+-- from the start), in the columns of scanRecord (get, list).
+select id, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
+       available_at, seq, status, retries, retries, coalesce(last_error, ''), '', null::timestamptz,
+       created_at, processed_at
+from {schema}.outbox_events
+where status = 'failed'
+  and ($1::text = '' or event_type = $1::text)
+  and processed_at >= coalesce($2::timestamptz, '-infinity')
+  and processed_at < coalesce($3::timestamptz, 'infinity')
+  and (processed_at, seq) < (coalesce($4::timestamptz, 'infinity'), coalesce($5::bigint, 0))
+order by processed_at desc, seq desc
+limit $6;
+
+-- name: failed_scan
+-- Like failed_list, only what grouping by error reads.
+select id, processed_at, seq, coalesce(last_error, '')
+from {schema}.outbox_events
+where status = 'failed'
+  and ($1::text = '' or event_type = $1::text)
+  and processed_at >= coalesce($2::timestamptz, '-infinity')
+  and processed_at < coalesce($3::timestamptz, 'infinity')
+  and (processed_at, seq) < (coalesce($4::timestamptz, 'infinity'), coalesce($5::bigint, 0))
+order by processed_at desc, seq desc
+limit $6;
+
+-- name: failed_retry
+-- Up to $4 failed events back to the queue, due now, as never attempted
+-- (retries 0: the next claim is attempt 1). last_error stays until the next
+-- attempt ends. Rows another retry or purge holds are skipped, not waited
+-- for.
+with picked as (
+  select id from {schema}.outbox_events
+  where status = 'failed'
+    and ($1::text = '' or event_type = $1::text)
+    and processed_at >= coalesce($2::timestamptz, '-infinity')
+    and processed_at < coalesce($3::timestamptz, 'infinity')
+  limit $4
+  for update skip locked
+)
+update {schema}.outbox_events e
+set status = 'pending', retries = 0, available_at = now(), processed_at = null
+from picked
+where e.id = picked.id;
+
+-- name: failed_retry_ids
+-- failed_retry for the failed events among the ids $4.
+update {schema}.outbox_events
+set status = 'pending', retries = 0, available_at = now(), processed_at = null
+where id = any($4::uuid[])
+  and status = 'failed'
+  and ($1::text = '' or event_type = $1::text)
+  and processed_at >= coalesce($2::timestamptz, '-infinity')
+  and processed_at < coalesce($3::timestamptz, 'infinity');
+
+-- name: failed_notify
+-- Wakes the listening relays after a retry, whether they doze or not (the
+-- retried rows were updated, not inserted: the producers' trigger did not
+-- run).
+select pg_notify('{channel}', '');
+
+-- name: failed_purge
+-- Deletes up to $4 failed events.
+delete from {schema}.outbox_events
+where id in (
+  select id from {schema}.outbox_events
+  where status = 'failed'
+    and ($1::text = '' or event_type = $1::text)
+    and processed_at >= coalesce($2::timestamptz, '-infinity')
+    and processed_at < coalesce($3::timestamptz, 'infinity')
+  limit $4
+  for update skip locked);
+
+-- name: failed_purge_ids
+-- failed_purge for the failed events among the ids $4.
+delete from {schema}.outbox_events
+where id = any($4::uuid[])
+  and status = 'failed'
+  and ($1::text = '' or event_type = $1::text)
+  and processed_at >= coalesce($2::timestamptz, '-infinity')
+  and processed_at < coalesce($3::timestamptz, 'infinity');

@@ -1,0 +1,145 @@
+package sqlite
+
+import (
+	"context"
+	"database/sql"
+	_ "embed"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
+)
+
+//go:embed deadletters.sql
+var deadLettersSQL string
+
+// FailedList returns one page of failed events, the most recent failure
+// first (see store.DeadLetters).
+func (s *Store) FailedList(ctx context.Context, p store.FailedListParams) (store.FailedPage, error) {
+	return s.dead.List(ctx, p)
+}
+
+// FailedGroups groups the most recent failed events by error fingerprint
+// (see store.DeadLetters).
+func (s *Store) FailedGroups(ctx context.Context, p store.FailedGroupsParams) (store.FailedGroups, error) {
+	return s.dead.Groups(ctx, p)
+}
+
+// FailedRetry sends failed events back to the queue in batches, each a
+// write transaction of its own, and wakes this Store's listeners after
+// each (relays of other processes find them by polling).
+func (s *Store) FailedRetry(ctx context.Context, p store.FailedRetryParams) (int, error) {
+	return s.dead.Retry(ctx, p)
+}
+
+// FailedPurge deletes failed events in batches, each a write transaction of
+// its own (see store.DeadLetters).
+func (s *Store) FailedPurge(ctx context.Context, p store.FailedPurgeParams) (int, error) {
+	return s.dead.Purge(ctx, p)
+}
+
+// StatsByType counts the unfinished events of each type.
+func (s *Store) StatsByType(ctx context.Context) ([]store.TypeStats, error) {
+	rows, err := s.db.QueryContext(ctx, s.sql.Get("stats_by_type"))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: stats by type: %w", err)
+	}
+	defer rows.Close()
+	var out []store.TypeStats
+	for rows.Next() {
+		var t store.TypeStats
+		if err := rows.Scan(&t.EventType, &t.Pending, &t.Processing, &t.Failed); err != nil {
+			return nil, fmt.Errorf("sqlite: stats by type: %w", err)
+		}
+		out = append(out, t)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: stats by type: %w", err)
+	}
+	return out, nil
+}
+
+// deadLetterSQL runs the statements of deadletters.sql for sqlstore.
+type deadLetterSQL struct{ s *Store }
+
+var _ sqlstore.DeadLetterSQL = deadLetterSQL{}
+
+// filterArgs are the filters of every dead-letter statement.
+func filterArgs(f store.FailedFilter) []any {
+	since, before := int64(math.MinInt64), int64(math.MaxInt64)
+	if !f.FailedSince.IsZero() {
+		since = f.FailedSince.UnixMicro()
+	}
+	if !f.FailedBefore.IsZero() {
+		before = f.FailedBefore.UnixMicro()
+	}
+	return []any{sql.Named("event_type", f.EventType), sql.Named("since", since), sql.Named("before", before)}
+}
+
+// cursorArgs are filterArgs, then the cursor and the limit.
+func cursorArgs(f store.FailedFilter, after store.FailedCursor, limit int) []any {
+	at, seq := int64(math.MaxInt64), int64(0)
+	if !after.IsZero() {
+		at, seq = after.ProcessedAt.UnixMicro(), after.OutboxSeq
+	}
+	return append(filterArgs(f), sql.Named("at", at), sql.Named("seq", seq), sql.Named("limit", limit))
+}
+
+func (d deadLetterSQL) ListFailed(ctx context.Context, f store.FailedFilter, after store.FailedCursor, limit int) ([]store.Record, error) {
+	rows, err := d.s.db.QueryContext(ctx, d.s.sql.Get("failed_list"), cursorArgs(f, after, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	return scanRecords(rows)
+}
+
+func (d deadLetterSQL) ScanFailed(ctx context.Context, f store.FailedFilter, after store.FailedCursor, limit int) ([]sqlstore.FailedRow, error) {
+	rows, err := d.s.db.QueryContext(ctx, d.s.sql.Get("failed_scan"), cursorArgs(f, after, limit)...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	var out []sqlstore.FailedRow
+	for rows.Next() {
+		var r sqlstore.FailedRow
+		var at int64
+		if err := rows.Scan(&r.ID, &at, &r.Cursor.OutboxSeq, &r.LastError); err != nil {
+			return nil, err
+		}
+		r.Cursor.ProcessedAt = time.UnixMicro(at)
+		out = append(out, r)
+	}
+	return out, rows.Err()
+}
+
+func (d deadLetterSQL) Retry(ctx context.Context, f store.FailedFilter, ids []uuid.UUID, limit int) (int, error) {
+	n, err := d.change(ctx, "failed_retry", f, ids, limit, sql.Named("now", time.Now().UnixMicro()))
+	if n > 0 {
+		d.s.Notify()
+	}
+	return n, err
+}
+
+func (d deadLetterSQL) Purge(ctx context.Context, f store.FailedFilter, ids []uuid.UUID, limit int) (int, error) {
+	return d.change(ctx, "failed_purge", f, ids, limit)
+}
+
+// change runs query (up to limit rows) or, for ids, query_ids, in a write
+// transaction of its own.
+func (d deadLetterSQL) change(ctx context.Context, query string, f store.FailedFilter, ids []uuid.UUID, limit int, extra ...any) (int, error) {
+	if err := checkLimit(query, limit); err != nil {
+		return 0, err
+	}
+	args := append(filterArgs(f), extra...)
+	if ids != nil {
+		query += "_ids"
+		args = append(args, idList(ids))
+	} else {
+		args = append(args, sql.Named("limit", limit))
+	}
+	return d.s.exec(ctx, query, args...)
+}

@@ -1,0 +1,482 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"reflect"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/store"
+)
+
+// deadLetterTests are the cases of the dead-letter operations
+// (store.DeadLetters) and of StatsByType.
+var deadLetterTests = []struct {
+	name string
+	run  func(t *testing.T, s store.Outbox)
+}{
+	{"FailedListFilters", testFailedListFilters},
+	{"FailedListPagesAreStable", testFailedListPages},
+	{"FailedRetryByIDs", testFailedRetryByIDs},
+	{"FailedRetryByType", testFailedRetryByType},
+	{"FailedRetryByGroup", testFailedRetryByGroup},
+	{"FailedRetryAll", testFailedRetryAll},
+	{"FailedRetryRefusesEmptySelection", testFailedRetryEmpty},
+	{"FailedRetryInBatches", testFailedRetryBatches},
+	{"FailedRetryInterruptedThenResumed", testFailedRetryInterrupted},
+	{"FailedPurge", testFailedPurge},
+	{"FailedPurgeByGroupInBatches", testFailedPurgeGroup},
+	{"FailedGroups", testFailedGroups},
+	{"StatsByType", testStatsByType},
+}
+
+// fail writes len(errs) events of type eventType and makes them failed in
+// one settle, the i-th with the error errs[i]; it returns their ids in
+// write order. Nothing else may be pending when it is called.
+func fail(t *testing.T, s store.Outbox, eventType string, errs ...string) []uuid.UUID {
+	t.Helper()
+	events := make([]postbox.Event, len(errs))
+	for i := range events {
+		events[i] = event(fmt.Sprint(i), i)
+		events[i].EventType = eventType
+	}
+	enqueue(t, s, events...)
+	got := claim(t, s, store.ClaimParams{Limit: len(errs)})
+	if len(got) != len(errs) {
+		t.Fatalf("claimed %d events to fail, want %d", len(got), len(errs))
+	}
+	failures := make([]store.Failure, len(events))
+	out := make([]uuid.UUID, len(events))
+	for i, e := range events {
+		failures[i] = store.Failure{ID: e.ID, LastError: errs[i]}
+		out[i] = e.ID
+	}
+	settle(t, s, store.SettleParams{Failed: failures})
+	// Settles a few milliseconds apart fail at distinct times.
+	time.Sleep(5 * time.Millisecond)
+	return out
+}
+
+// repeat is n copies of text.
+func repeat(text string, n int) []string {
+	out := make([]string, n)
+	for i := range out {
+		out[i] = text
+	}
+	return out
+}
+
+func listAll(t *testing.T, s store.Outbox, p store.FailedListParams) []store.Record {
+	t.Helper()
+	var out []store.Record
+	for {
+		page, err := s.FailedList(ctxFor(t), p)
+		if err != nil {
+			t.Fatalf("failed list: %v", err)
+		}
+		out = append(out, page.Events...)
+		if page.Next.IsZero() {
+			return out
+		}
+		p.After = page.Next
+	}
+}
+
+func recordIDs(rs []store.Record) []uuid.UUID {
+	out := make([]uuid.UUID, len(rs))
+	for i, r := range rs {
+		out[i] = r.ID
+	}
+	return out
+}
+
+// sameSet fails t unless got and want hold the same ids, in any order.
+func sameSet(t *testing.T, what string, got, want []uuid.UUID) {
+	t.Helper()
+	g := slices.Clone(got)
+	w := slices.Clone(want)
+	cmp := func(a, b uuid.UUID) int { return slices.Compare(a[:], b[:]) }
+	slices.SortFunc(g, cmp)
+	slices.SortFunc(w, cmp)
+	if !slices.Equal(g, w) {
+		t.Fatalf("%s: got %v, want %v", what, got, want)
+	}
+}
+
+func failedCount(t *testing.T, s store.Outbox) int64 {
+	t.Helper()
+	st, err := s.Stats(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Failed
+}
+
+func testFailedListFilters(t *testing.T, s store.Outbox) {
+	older := fail(t, s, "order.created", "status 500", "status 500")
+	newer := fail(t, s, "order.paid", "status 410", "status 410", "status 410")
+	pending := event("p", 1)
+	enqueue(t, s, pending) // not failed: never listed
+
+	all := listAll(t, s, store.FailedListParams{})
+	if want := append(slices.Clone(newer), older...); len(all) != len(want) {
+		t.Fatalf("listed %d failed events, want %d", len(all), len(want))
+	}
+	r := all[0]
+	if r.Status != store.StatusFailed || r.LastError != "status 410" || r.EventType != "order.paid" || r.ProcessedAt.IsZero() || r.Attempts != 1 || len(r.Payload) == 0 {
+		t.Fatalf("listed record: %+v", r)
+	}
+	sameSet(t, "the most recent failures first", recordIDs(all[:3]), newer)
+
+	byType := listAll(t, s, store.FailedListParams{FailedFilter: store.FailedFilter{EventType: "order.created"}})
+	sameSet(t, "filter by type", recordIDs(byType), older)
+
+	cut := get(t, s, newer[0]).ProcessedAt
+	since := listAll(t, s, store.FailedListParams{FailedFilter: store.FailedFilter{FailedSince: cut}})
+	sameSet(t, "failed since", recordIDs(since), newer)
+	before := listAll(t, s, store.FailedListParams{FailedFilter: store.FailedFilter{FailedBefore: cut}})
+	sameSet(t, "failed before", recordIDs(before), older)
+	none := listAll(t, s, store.FailedListParams{FailedFilter: store.FailedFilter{EventType: "order.paid", FailedBefore: cut}})
+	if len(none) != 0 {
+		t.Fatalf("type and time filters together: listed %v, want none", recordIDs(none))
+	}
+	if _, err := s.FailedList(ctxFor(t), store.FailedListParams{Limit: store.FailedListLimitMax + 1}); err == nil {
+		t.Fatal("a limit above FailedListLimitMax was accepted")
+	}
+}
+
+func testFailedListPages(t *testing.T, s store.Outbox) {
+	var failed []uuid.UUID
+	for range 5 {
+		failed = append(failed, fail(t, s, "order.updated", repeat("status 503", 5)...)...)
+	}
+	all := listAll(t, s, store.FailedListParams{Limit: 1000})
+	if len(all) != 25 {
+		t.Fatalf("listed %d, want 25", len(all))
+	}
+	for i := 1; i < len(all); i++ {
+		a, b := all[i-1], all[i]
+		if a.ProcessedAt.Before(b.ProcessedAt) || (a.ProcessedAt.Equal(b.ProcessedAt) && a.OutboxSeq <= b.OutboxSeq) {
+			t.Fatalf("list not in (failure time, seq) order, most recent first, at %d: %v/%d then %v/%d",
+				i, a.ProcessedAt, a.OutboxSeq, b.ProcessedAt, b.OutboxSeq)
+		}
+	}
+	// Paging by 7 gives the same list.
+	paged := listAll(t, s, store.FailedListParams{Limit: 7})
+	if !reflect.DeepEqual(recordIDs(paged), recordIDs(all)) {
+		t.Fatalf("pages of 7 differ from one page")
+	}
+
+	// While an operator pages: newer failures arrive and events already
+	// shown are retried. The next pages go on where the first ended.
+	first, err := s.FailedList(ctxFor(t), store.FailedListParams{Limit: 7})
+	if err != nil || len(first.Events) != 7 || first.Next.IsZero() {
+		t.Fatalf("first page: %d events, next %v, %v", len(first.Events), first.Next, err)
+	}
+	fail(t, s, "order.updated", repeat("status 503", 3)...)
+	if n, err := s.FailedRetry(ctxFor(t), store.FailedRetryParams{FailedSelection: store.FailedSelection{IDs: recordIDs(first.Events[:3])}}); err != nil || n != 3 {
+		t.Fatalf("retry of 3 shown events: %d, %v", n, err)
+	}
+	rest := listAll(t, s, store.FailedListParams{Limit: 7, After: first.Next})
+	if want := recordIDs(all[7:]); !reflect.DeepEqual(recordIDs(rest), want) {
+		t.Fatalf("pages after the first: %d events, want the %d after it, in order", len(rest), len(want))
+	}
+}
+
+// retried checks that want are pending again, as never attempted, with
+// their last error kept (lastErrors: one for all, or one per event), and
+// that a claim takes them as attempt 1.
+func retried(t *testing.T, s store.Outbox, want []uuid.UUID, lastErrors ...string) {
+	t.Helper()
+	for i, id := range want {
+		lastError := lastErrors[0]
+		if len(lastErrors) > 1 {
+			lastError = lastErrors[i]
+		}
+		r := get(t, s, id)
+		if r.Status != store.StatusPending || r.Retries != 0 || r.Attempts != 0 || !r.ProcessedAt.IsZero() || r.LastError != lastError {
+			t.Fatalf("retried event: status %q retries %d attempts %d processed %v error %q",
+				r.Status, r.Retries, r.Attempts, r.ProcessedAt, r.LastError)
+		}
+	}
+	got := claim(t, s, store.ClaimParams{Limit: 1000})
+	sameSet(t, "claimed after the retry", ids(got), want)
+	for _, d := range got {
+		if d.Attempt != 1 {
+			t.Fatalf("retried event %s claimed as attempt %d, want 1", d.ID, d.Attempt)
+		}
+	}
+	settle(t, s, store.SettleParams{Done: ids(got)})
+}
+
+func retry(t *testing.T, s store.Outbox, p store.FailedRetryParams) int {
+	t.Helper()
+	n, err := s.FailedRetry(ctxFor(t), p)
+	if err != nil {
+		t.Fatalf("retry: %v", err)
+	}
+	return n
+}
+
+func testFailedRetryByIDs(t *testing.T, s store.Outbox) {
+	failed := fail(t, s, "order.updated", repeat("status 410", 5)...)
+	pick := []uuid.UUID{failed[1], failed[3], postbox.NewID()} // an unknown id is ignored
+	if n := retry(t, s, store.FailedRetryParams{FailedSelection: store.FailedSelection{IDs: pick}}); n != 2 {
+		t.Fatalf("retried %d, want 2", n)
+	}
+	retried(t, s, pick[:2], "status 410")
+	if n := failedCount(t, s); n != 3 {
+		t.Fatalf("%d still failed, want 3", n)
+	}
+	// Again: nothing left to do.
+	if n := retry(t, s, store.FailedRetryParams{FailedSelection: store.FailedSelection{IDs: pick}}); n != 0 {
+		t.Fatalf("second retry of the same ids: %d, want 0", n)
+	}
+}
+
+func testFailedRetryByType(t *testing.T, s store.Outbox) {
+	paid := fail(t, s, "order.paid", repeat("status 410", 3)...)
+	fail(t, s, "order.created", repeat("status 410", 2)...)
+	if n := retry(t, s, store.FailedRetryParams{FailedSelection: store.FailedSelection{FailedFilter: store.FailedFilter{EventType: "order.paid"}}}); n != 3 {
+		t.Fatalf("retried %d, want 3", n)
+	}
+	retried(t, s, paid, "status 410")
+	if n := failedCount(t, s); n != 2 {
+		t.Fatalf("%d still failed, want the 2 of another type", n)
+	}
+}
+
+func testFailedRetryByGroup(t *testing.T, s store.Outbox) {
+	errs := []string{"status 503: upstream 10.0.0.1 busy", "status 503: upstream 10.0.0.2 busy", "status 503: upstream 10.0.0.3 busy"}
+	unavailable := fail(t, s, "order.updated", errs...)
+	fail(t, s, "order.updated", "status 410: gone", "status 400: bad order 17")
+	group := store.ErrorGroupID(store.ErrorFingerprint("status 503: upstream 10.9.9.9 busy"))
+	n := retry(t, s, store.FailedRetryParams{FailedSelection: store.FailedSelection{Group: group}, BatchSize: 2})
+	if n != 3 {
+		t.Fatalf("retried %d of group %s, want 3", n, group)
+	}
+	retried(t, s, unavailable, errs...)
+	if c := failedCount(t, s); c != 2 {
+		t.Fatalf("%d still failed, want the 2 of other groups", c)
+	}
+	if _, err := s.FailedRetry(ctxFor(t), store.FailedRetryParams{FailedSelection: store.FailedSelection{Group: "not-a-group"}}); err == nil {
+		t.Fatal("a malformed group id was accepted")
+	}
+}
+
+func testFailedRetryAll(t *testing.T, s store.Outbox) {
+	a := fail(t, s, "order.paid", repeat("status 410", 2)...)
+	b := fail(t, s, "order.created", repeat("timeout", 2)...)
+	if n := retry(t, s, store.FailedRetryParams{FailedSelection: store.FailedSelection{All: true}}); n != 4 {
+		t.Fatalf("retried %d, want 4", n)
+	}
+	if c := failedCount(t, s); c != 0 {
+		t.Fatalf("%d still failed, want 0", c)
+	}
+	got := claim(t, s, store.ClaimParams{Limit: 100})
+	sameSet(t, "claimed after retrying all", ids(got), append(a, b...))
+}
+
+func testFailedRetryEmpty(t *testing.T, s store.Outbox) {
+	fail(t, s, "order.paid", "status 410")
+	if _, err := s.FailedRetry(ctxFor(t), store.FailedRetryParams{}); !errors.Is(err, store.ErrEmptySelection) {
+		t.Fatalf("retry with no selection: %v, want ErrEmptySelection", err)
+	}
+	if _, err := s.FailedPurge(ctxFor(t), store.FailedPurgeParams{}); !errors.Is(err, store.ErrEmptySelection) {
+		t.Fatalf("purge with no selection: %v, want ErrEmptySelection", err)
+	}
+	if c := failedCount(t, s); c != 1 {
+		t.Fatalf("%d failed after refused calls, want 1", c)
+	}
+}
+
+func testFailedRetryBatches(t *testing.T, s store.Outbox) {
+	failed := fail(t, s, "order.updated", repeat("status 503", 7)...)
+	var seen []int
+	n := retry(t, s, store.FailedRetryParams{
+		FailedSelection: store.FailedSelection{All: true},
+		BatchSize:       3,
+		Progress:        func(done int) { seen = append(seen, done) },
+	})
+	if n != 7 || !slices.Equal(seen, []int{3, 6, 7}) {
+		t.Fatalf("retried %d with progress %v, want 7 in batches 3, 6, 7", n, seen)
+	}
+	// By ids, in batches too.
+	settleFailedAgain(t, s, failed)
+	seen = nil
+	n = retry(t, s, store.FailedRetryParams{
+		FailedSelection: store.FailedSelection{IDs: failed},
+		BatchSize:       4,
+		Progress:        func(done int) { seen = append(seen, done) },
+	})
+	if n != 7 || !slices.Equal(seen, []int{4, 7}) {
+		t.Fatalf("retried %d by ids with progress %v, want 7 in batches 4, 7", n, seen)
+	}
+	if _, err := s.FailedRetry(ctxFor(t), store.FailedRetryParams{FailedSelection: store.FailedSelection{All: true}, BatchSize: store.FailedBatchMax + 1}); err == nil {
+		t.Fatal("a batch above FailedBatchMax was accepted")
+	}
+}
+
+// settleFailedAgain claims the pending events ids and fails them again.
+func settleFailedAgain(t *testing.T, s store.Outbox, want []uuid.UUID) {
+	t.Helper()
+	got := claim(t, s, store.ClaimParams{Limit: len(want)})
+	sameSet(t, "claimed to fail again", ids(got), want)
+	failures := make([]store.Failure, len(got))
+	for i, d := range got {
+		failures[i] = store.Failure{ID: d.ID, LastError: "status 503"}
+	}
+	settle(t, s, store.SettleParams{Failed: failures})
+}
+
+func testFailedRetryInterrupted(t *testing.T, s store.Outbox) {
+	failed := fail(t, s, "order.updated", repeat("status 503", 7)...)
+	ctx, cancel := context.WithCancel(ctxFor(t))
+	defer cancel()
+	n, err := s.FailedRetry(ctx, store.FailedRetryParams{
+		FailedSelection: store.FailedSelection{All: true},
+		BatchSize:       3,
+		Progress: func(done int) {
+			if done >= 3 {
+				cancel() // as SIGINT would, during the first batch
+			}
+		},
+	})
+	if !errors.Is(err, context.Canceled) || n != 3 {
+		t.Fatalf("interrupted retry: %d, %v; want 3 and context.Canceled", n, err)
+	}
+	if c := failedCount(t, s); c != 4 {
+		t.Fatalf("%d still failed after the interrupted retry, want 4 (the first batch committed whole)", c)
+	}
+	// The same call again finishes the work.
+	if n := retry(t, s, store.FailedRetryParams{FailedSelection: store.FailedSelection{All: true}, BatchSize: 3}); n != 4 {
+		t.Fatalf("second run retried %d, want the 4 left", n)
+	}
+	retried(t, s, failed, "status 503")
+}
+
+func purge(t *testing.T, s store.Outbox, p store.FailedPurgeParams) int {
+	t.Helper()
+	n, err := s.FailedPurge(ctxFor(t), p)
+	if err != nil {
+		t.Fatalf("purge: %v", err)
+	}
+	return n
+}
+
+func testFailedPurge(t *testing.T, s store.Outbox) {
+	old := fail(t, s, "order.paid", repeat("status 410", 3)...)
+	young := fail(t, s, "order.paid", repeat("status 410", 2)...)
+	pending := event("p", 1)
+	enqueue(t, s, pending)
+	cut := get(t, s, young[0]).ProcessedAt
+	var seen []int
+	n := purge(t, s, store.FailedPurgeParams{
+		FailedSelection: store.FailedSelection{FailedFilter: store.FailedFilter{FailedBefore: cut}},
+		BatchSize:       2,
+		Progress:        func(done int) { seen = append(seen, done) },
+	})
+	if n != 3 || !slices.Equal(seen, []int{2, 3}) {
+		t.Fatalf("purged %d with progress %v, want 3 in batches 2, 3", n, seen)
+	}
+	for _, id := range old {
+		if _, err := s.Get(ctxFor(t), id); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("purged event %s: %v, want ErrNotFound", id, err)
+		}
+	}
+	for _, id := range young {
+		get(t, s, id)
+	}
+	get(t, s, pending.ID) // never a pending event
+	if n := purge(t, s, store.FailedPurgeParams{FailedSelection: store.FailedSelection{FailedFilter: store.FailedFilter{FailedBefore: cut}}}); n != 0 {
+		t.Fatalf("second purge: %d, want 0", n)
+	}
+	if n := purge(t, s, store.FailedPurgeParams{FailedSelection: store.FailedSelection{IDs: young[:1]}}); n != 1 {
+		t.Fatalf("purge by id: %d, want 1", n)
+	}
+}
+
+func testFailedPurgeGroup(t *testing.T, s store.Outbox) {
+	var gone []uuid.UUID
+	for i := range 3 {
+		gone = append(gone, fail(t, s, "order.paid", fmt.Sprintf("status 410: order %d gone", i), "timeout after 30s")[0])
+	}
+	group := store.ErrorGroupID(store.ErrorFingerprint("status 410: order 1 gone"))
+	n := purge(t, s, store.FailedPurgeParams{FailedSelection: store.FailedSelection{Group: group}, BatchSize: 2})
+	if n != 3 {
+		t.Fatalf("purged %d of the group, want 3", n)
+	}
+	for _, id := range gone {
+		if _, err := s.Get(ctxFor(t), id); !errors.Is(err, store.ErrNotFound) {
+			t.Fatalf("event %s of the purged group: %v", id, err)
+		}
+	}
+	if c := failedCount(t, s); c != 3 {
+		t.Fatalf("%d failed left, want the 3 timeouts", c)
+	}
+}
+
+func testFailedGroups(t *testing.T, s store.Outbox) {
+	fail(t, s, "order.paid", "status 503: upstream 10.0.0.1 busy", "status 410: gone")
+	fail(t, s, "order.paid", "status 503: upstream 10.0.0.2 busy", "status 503: upstream 10.0.0.3 busy")
+	got, err := s.FailedGroups(ctxFor(t), store.FailedGroupsParams{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.Complete || got.Scanned != 4 || len(got.Groups) != 2 {
+		t.Fatalf("groups: %+v; want 2 groups of the 4 events, complete", got)
+	}
+	g := got.Groups[0]
+	if g.Count != 3 || g.Fingerprint != "status N: upstream N busy" || g.ID != store.ErrorGroupID(g.Fingerprint) ||
+		g.Example != "status 503: upstream 10.0.0.3 busy" && g.Example != "status 503: upstream 10.0.0.2 busy" ||
+		g.FirstSeen.IsZero() || g.LastSeen.Before(g.FirstSeen) || g.FirstSeen.Equal(g.LastSeen) {
+		t.Fatalf("largest group: %+v", g)
+	}
+	if g := got.Groups[1]; g.Count != 1 || g.Fingerprint != "status N: gone" || !g.FirstSeen.Equal(g.LastSeen) {
+		t.Fatalf("second group: %+v", g)
+	}
+	// A bounded scan reads the most recent failures and says it is partial.
+	part, err := s.FailedGroups(ctxFor(t), store.FailedGroupsParams{Scan: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if part.Complete || part.Scanned != 2 || len(part.Groups) != 1 || part.Groups[0].Count != 2 {
+		t.Fatalf("groups of a scan of 2: %+v; want the 2 most recent, one group, incomplete", part)
+	}
+	other, err := s.FailedGroups(ctxFor(t), store.FailedGroupsParams{FailedFilter: store.FailedFilter{EventType: "order.created"}})
+	if err != nil || len(other.Groups) != 0 || !other.Complete {
+		t.Fatalf("groups of a type without failures: %+v, %v", other, err)
+	}
+}
+
+func testStatsByType(t *testing.T, s store.Outbox) {
+	if got, err := s.StatsByType(ctxFor(t)); err != nil || len(got) != 0 {
+		t.Fatalf("empty store: %+v, %v", got, err)
+	}
+	fail(t, s, "order.paid", repeat("status 410", 2)...)
+	done := event("d", 1)
+	enqueue(t, s, done)
+	claim(t, s, store.ClaimParams{})
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{done.ID}, KeepDone: true}) // not counted
+	a, b, c := event("1", 1), event("2", 1), event("3", 1)
+	c.EventType = "order.paid"
+	enqueue(t, s, a, b, c)
+	claim(t, s, store.ClaimParams{Limit: 1}) // a
+	stats, err := s.StatsByType(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []store.TypeStats{
+		{EventType: "order.paid", Pending: 1, Failed: 2},
+		{EventType: "order.updated", Pending: 1, Processing: 1},
+	}
+	if !reflect.DeepEqual(stats, want) {
+		t.Fatalf("stats by type: %+v, want %+v (the most numerous type first)", stats, want)
+	}
+}
