@@ -23,16 +23,24 @@ type Record = store.InboxRecord
 
 // Inbox applies each incoming event once. It is safe for concurrent use.
 type Inbox[TTx any] struct {
-	store Store[TTx]
+	store    Store[TTx]
+	observer Observer
 }
 
 // New returns an inbox on s, such as a *postgres.Store:
 //
 //	ib := inbox.New(pgStore)
 //
-// The store's tables must exist (run its migrations first).
-func New[TTx any](s Store[TTx]) *Inbox[TTx] {
-	return &Inbox[TTx]{store: s}
+// The store's tables must exist (run its migrations first). Options add
+// what is optional, such as an Observer for metrics:
+//
+//	ib := inbox.New(pgStore, inbox.WithObserver(metrics.Inbox()))
+func New[TTx any](s Store[TTx], opts ...Option) *Inbox[TTx] {
+	var o options
+	for _, opt := range opts {
+		opt(&o)
+	}
+	return &Inbox[TTx]{store: s, observer: o.observer}
 }
 
 // Process applies ev exactly once: it writes the event's inbox row and runs
@@ -51,12 +59,30 @@ func New[TTx any](s Store[TTx]) *Inbox[TTx] {
 // (see Claim) reports ErrInProgress. An invalid event reports
 // ErrInvalidEvent.
 func (ib *Inbox[TTx]) Process(ctx context.Context, ev *Event, fn ProcessFunc[TTx]) (Outcome, error) {
+	if ib.observer == nil {
+		return ib.process(ctx, ev, fn, nil)
+	}
+	var h Handling
+	outcome, err := ib.process(ctx, ev, fn, &h)
+	h.EventType, h.Result = ev.EventType, resultOf(outcome, err)
+	ib.observer.Handled(h)
+	return outcome, err
+}
+
+// process is Process; it times the handler into h unless h is nil.
+func (ib *Inbox[TTx]) process(ctx context.Context, ev *Event, fn ProcessFunc[TTx], h *Handling) (Outcome, error) {
 	if err := validate(ev); err != nil {
 		return 0, err
 	}
 	var handlerErr error
 	res, err := ib.store.InboxProcess(ctx, ev, func(ctx context.Context, tx TTx) error {
+		if h == nil {
+			handlerErr = fn(ctx, tx, ev)
+			return handlerErr
+		}
+		start := time.Now()
 		handlerErr = fn(ctx, tx, ev)
+		h.HandlerRan, h.HandlerDuration = true, time.Since(start)
 		return handlerErr
 	})
 	switch {

@@ -100,6 +100,9 @@ func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) 
 	batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{
 		Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered,
 	})
+	if obs := r.cfg.Observer; obs != nil {
+		obs.Claimed(len(batch), time.Since(claimed), err)
+	}
 	if err != nil {
 		return nil, err
 	}

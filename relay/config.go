@@ -78,6 +78,10 @@ type Config struct {
 	// context is cancelled; the rest are released to the queue (recording
 	// that may take up to five more seconds). Default ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
+	// Observer, when set, receives every claim, delivery attempt, lease
+	// renewal and reclaim, for metrics (see Observer; package observe has
+	// a Prometheus one). Default nil: nothing is observed, at no cost.
+	Observer Observer
 	// Retention is how long delivered events are kept, marked done, before
 	// they are deleted in batches. Zero (the default, and the fast setting)
 	// deletes each delivered event when its delivery is recorded; negative

@@ -25,6 +25,13 @@ type outcome struct {
 	action    action
 	retryAt   time.Time
 	lastError string
+	// sent, took, age and statusCode are what Observer.Attempted reports:
+	// whether the sink was called, how long it took, the event's age when
+	// it returned, and the HTTP status it reported.
+	sent       bool
+	took       time.Duration
+	age        time.Duration
+	statusCode int
 }
 
 // maxErrorLen bounds the error text kept in the outbox row.
@@ -61,7 +68,9 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 	msg := &sink.Message{Event: d.Event, Attempt: d.Attempt}
 	start := time.Now()
 	err := r.cfg.Sink.Publish(ctx, msg)
-	took := time.Since(start)
+	end := time.Now()
+	took := end.Sub(start)
+	sent := outcome{delivery: d, sent: true, took: took, age: end.Sub(d.CreatedAt)}
 	attrs := []any{
 		"event_id", d.ID, "event_type", d.EventType,
 		"aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID,
@@ -69,7 +78,8 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 	}
 	if err == nil {
 		r.log.Debug("delivered", attrs...)
-		return outcome{delivery: d, action: actionDone}
+		sent.action = actionDone
+		return sent
 	}
 	if ctx.Err() != nil {
 		// Cut short: it did not count.
@@ -78,26 +88,30 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 		} else {
 			r.log.Info("delivery interrupted by shutdown; released", attrs...)
 		}
-		return outcome{delivery: d, action: actionRelease}
+		sent.action = actionRelease
+		return sent
 	}
 	kind, retryAfter, code := sink.Classify(err)
 	msgText := store.ErrorText(err.Error(), maxErrorLen)
 	attrs = append(attrs, "status_code", code, "error", msgText)
+	sent.statusCode, sent.lastError = code, msgText
+	sent.action = actionFail
 	switch {
 	case kind == sink.Permanent:
 		r.log.Error("delivery failed permanently; event moved to failed", attrs...)
-		return outcome{delivery: d, action: actionFail, lastError: msgText}
+		return sent
 	case d.Attempt >= r.cfg.MaxAttempts:
 		r.log.Error("delivery failed; attempts exhausted, event moved to failed", attrs...)
-		return outcome{delivery: d, action: actionFail, lastError: msgText}
+		return sent
 	case kind == sink.Rejected && d.Attempt >= r.cfg.RejectedAttempts:
 		r.log.Error("delivery rejected; attempts for rejections exhausted, event moved to failed", attrs...)
-		return outcome{delivery: d, action: actionFail, lastError: msgText}
+		return sent
 	}
 	delay := backoff(d.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax)
 	if retryAfter > 0 {
 		delay = retryAfterDelay(retryAfter, r.cfg.BackoffMin, r.cfg.BackoffMax)
 	}
 	r.log.Warn("delivery failed; will retry", append(attrs, "retry_in", delay)...)
-	return outcome{delivery: d, action: actionRetry, retryAt: time.Now().Add(delay), lastError: msgText}
+	sent.action, sent.retryAt = actionRetry, time.Now().Add(delay)
+	return sent
 }

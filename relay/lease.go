@@ -35,10 +35,17 @@ func (r *Relay) renewLeases(ctx context.Context) {
 		if err != nil {
 			if ctx.Err() == nil {
 				r.log.Error("lease renewal failed", "events", len(ids), "error", err)
+				if obs := r.cfg.Observer; obs != nil {
+					obs.LeasesRenewed(len(ids), 0, err)
+				}
 			}
 			continue
 		}
-		if lost := r.inflight.renewed(ids, kept, started, r.cfg.Lease); lost > 0 {
+		lost := r.inflight.renewed(ids, kept, started, r.cfg.Lease)
+		if obs := r.cfg.Observer; obs != nil {
+			obs.LeasesRenewed(len(ids), lost, nil)
+		}
+		if lost > 0 {
 			r.counts.lostLeases.Add(int64(lost))
 			r.log.Warn("leases lost to another relay (this relay was stalled past their expiry); their events are not sent again by this relay",
 				"events", lost)
@@ -86,6 +93,9 @@ func (r *Relay) reclaimExpired(ctx context.Context) {
 		}
 		for _, x := range reclaimed {
 			r.counts.reclaimed.Add(int64(x.Events))
+			if obs := r.cfg.Observer; obs != nil {
+				obs.Reclaimed(x.Events)
+			}
 			r.log.Warn("reclaimed the events of a relay whose lease expired", "expired_relay", x.Owner, "events", x.Events)
 		}
 		if len(reclaimed) > 0 {

@@ -131,6 +131,11 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 	for _, retry := range p.Retry {
 		r.scheduleRetry(retry.AvailableAt)
 	}
+	if obs := r.cfg.Observer; obs != nil {
+		for i := range batch {
+			observeAttempt(obs, &batch[i])
+		}
+	}
 	r.inflight.remove(ids)
 	if r.cfg.Ordered && len(p.Done)+len(p.Failed) > 0 {
 		r.notify() // the successors of finished events are now due
@@ -144,4 +149,25 @@ func (r *Relay) apply(ctx context.Context, p store.SettleParams, release []uuid.
 		}
 	}
 	return r.cfg.Store.Release(ctx, r.cfg.Owner, release)
+}
+
+// outcomeOf is the Outcome of each action.
+var outcomeOf = [...]Outcome{
+	actionDone:    OutcomeDelivered,
+	actionRetry:   OutcomeRetry,
+	actionFail:    OutcomeFailed,
+	actionRelease: OutcomeReleased,
+}
+
+// observeAttempt reports one recorded outcome to obs.
+func observeAttempt(obs Observer, o *outcome) {
+	obs.Attempted(Attempt{
+		EventType:  o.delivery.EventType,
+		Outcome:    outcomeOf[o.action],
+		Attempt:    o.delivery.Attempt,
+		Sent:       o.sent,
+		Duration:   o.took,
+		Age:        o.age,
+		StatusCode: o.statusCode,
+	})
 }

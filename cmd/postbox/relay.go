@@ -8,6 +8,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -17,23 +18,25 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
 	var (
-		url         = fs.String("webhook-url", "", "endpoint that receives the events (http or https)")
-		secrets     = fs.String("webhook-secret", "", "signing secret, whsec_<base64> or raw; several separated by spaces or commas during a rotation")
-		scheme      = fs.String("signature", "standard", "signature scheme: standard (Standard Webhooks) or x-signature")
-		timeout     = fs.Duration("timeout", webhook.TimeoutDefault, "timeout of one webhook request")
-		lease       = fs.Duration("lease", relay.LeaseDefault, "how long a claimed event stays reserved to this relay")
-		backoffMin  = fs.Duration("backoff-min", relay.BackoffMinDefault, "shortest delay before a retry")
-		backoffMax  = fs.Duration("backoff-max", relay.BackoffMaxDefault, "longest delay before a retry")
-		maxAttempts = fs.Int("max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
-		batch       = fs.Int("batch", relay.BatchSizeDefault, "most events claimed at once")
-		concurrency = fs.Int("concurrency", relay.ConcurrencyDefault, "most deliveries in progress at once")
-		ordered     = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order (PostgreSQL: run \"postbox migrate --ordered\" once first)")
-		poll        = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval")
-		noListen    = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
-		retention   = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever)")
-		shutdown    = fs.Duration("shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
-		logLevel    = fs.String("log-level", "info", "debug, info, warn or error")
-		logFormat   = fs.String("log-format", "text", "text or json")
+		url          = fs.String("webhook-url", "", "endpoint that receives the events (http or https)")
+		secrets      = fs.String("webhook-secret", "", "signing secret, whsec_<base64> or raw; several separated by spaces or commas during a rotation")
+		scheme       = fs.String("signature", "standard", "signature scheme: standard (Standard Webhooks) or x-signature")
+		timeout      = fs.Duration("timeout", webhook.TimeoutDefault, "timeout of one webhook request")
+		lease        = fs.Duration("lease", relay.LeaseDefault, "how long a claimed event stays reserved to this relay")
+		backoffMin   = fs.Duration("backoff-min", relay.BackoffMinDefault, "shortest delay before a retry")
+		backoffMax   = fs.Duration("backoff-max", relay.BackoffMaxDefault, "longest delay before a retry")
+		maxAttempts  = fs.Int("max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
+		batch        = fs.Int("batch", relay.BatchSizeDefault, "most events claimed at once")
+		concurrency  = fs.Int("concurrency", relay.ConcurrencyDefault, "most deliveries in progress at once")
+		ordered      = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order (PostgreSQL: run \"postbox migrate --ordered\" once first)")
+		poll         = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval")
+		noListen     = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
+		retention    = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever)")
+		shutdown     = fs.Duration("shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
+		metricsAddr  = fs.String("metrics-addr", "", "serve GET /metrics (Prometheus) and GET /healthz on HOST:PORT, such as 127.0.0.1:9090 (off when empty)")
+		metricsEvery = fs.Duration("metrics-sample", observe.SampleEveryDefault, "how often the outbox's counts are sampled for --metrics-addr (one query each time)")
+		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
+		logFormat    = fs.String("log-format", "text", "text or json")
 	)
 	return func(ctx context.Context) error {
 		if err := required("webhook-url", *url); err != nil {
@@ -65,14 +68,30 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		defer s.Close()
+		var metrics *metricsServer
+		var observer relay.Observer
+		if *metricsAddr != "" {
+			if metrics, err = newMetricsServer(*metricsAddr, s.Outbox, *metricsEvery, logger); err != nil {
+				return err
+			}
+			observer = metrics.prom.Relay()
+		}
 		r, err := relay.New(relay.Config{
 			Store: s.Outbox, Sink: sink, Logger: logger,
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
+			Observer: observer,
 		})
 		if err != nil {
+			if metrics != nil {
+				_ = metrics.ln.Close()
+			}
 			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if metrics != nil {
+			stop := metrics.serve(r.Ready)
+			defer stop() // after Run: /healthz says 503 while the relay stops
 		}
 		return r.Run(ctx)
 	}

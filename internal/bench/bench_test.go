@@ -96,7 +96,7 @@ func checkRun(t *testing.T, db string) {
 	}
 
 	want := []string{
-		"drain.postbox", "drain.raw_delete", "drain.raw_update", "drain.ratio_delete", "drain.ratio_update",
+		"drain.postbox", "drain.postbox_metrics", "drain.metrics_ratio", "drain.raw_delete", "drain.raw_update", "drain.ratio_delete", "drain.ratio_update",
 		"webhook.events",
 		"write.tx_without", "write.tx_with_enqueue_tx", "write.ratio_enqueue_tx", "write.tx_with", "write.ratio",
 		"write.tx_with_relay", "write.ratio_relay",

@@ -13,8 +13,9 @@ import (
 // Scenario names.
 const (
 	// ScenarioDrain drains a backlog to a no-op sink with the relay
-	// library in process, then drains copies of it with raw SQL (batched
-	// DELETE, batched UPDATE to done).
+	// library in process, then a copy of it with the Prometheus observer
+	// on (metrics on / off), then copies with raw SQL (batched DELETE,
+	// batched UPDATE to done).
 	ScenarioDrain = "drain-noop"
 	// ScenarioWebhook drains a backlog as signed webhooks to a local
 	// receiver with the relay library in process.

@@ -1,6 +1,6 @@
 // Package bench measures postbox against its performance goals: the drain
-// rate of a backlog to a no-op sink beside raw-SQL drains of the same
-// backlog, signed webhooks to a local receiver, commit-to-delivery latency
+// rate of a backlog to a no-op sink, with metrics off and on, beside
+// raw-SQL drains of the same backlog, signed webhooks to a local receiver, commit-to-delivery latency
 // at steady rates, the write overhead of an event in a business
 // transaction, and the drain rate and resident memory of a relay as the
 // backlog grows. It backs "postbox bench".

@@ -3,34 +3,56 @@ package bench
 import (
 	"context"
 	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/postbox-go/postbox/observe"
+	"github.com/postbox-go/postbox/relay"
 )
 
 // Goals of drain-noop.
 const (
-	drainGoal      = 50_000 // events/s
-	drainRatioGoal = 0.55   // of the raw-SQL DELETE drain
+	drainGoal        = 50_000 // events/s
+	drainRatioGoal   = 0.55   // of the raw-SQL DELETE drain
+	metricsRatioGoal = 0.95   // metrics on / off
 )
 
 // runDrain drains a backlog to a no-op sink with a relay of the relay
 // package in this process, with default settings (`postbox relay` has no
-// no-op sink), then identical fresh backlogs with raw SQL, one statement
-// per batch: DELETE, and UPDATE to done.
+// no-op sink), then an identical fresh backlog with the Prometheus
+// observer of package observe on (metrics on / off), then identical fresh
+// backlogs with raw SQL, one statement per batch: DELETE, and UPDATE to
+// done.
 func runDrain(ctx context.Context, e *env, p *progress) error {
 	n := e.cfg.DrainEvents
-	sc, err := e.filled(ctx, p, "drain", n)
+	drain := func(label, what string, obs relay.Observer) (float64, error) {
+		sc, err := e.filled(ctx, p, label, n)
+		if err != nil {
+			return 0, err
+		}
+		sk := &noopSink{}
+		d, err := libraryDrain(ctx, p, what, sc.outbox(), sk, obs, sk.n.Load, n)
+		if err != nil {
+			return 0, err
+		}
+		if err := e.release(ctx, sc); err != nil {
+			return 0, err
+		}
+		p.printf("%s drained %d events in %s: %.0f events/s", what, n, d.Round(time.Millisecond), rate(n, d))
+		return rate(n, d), nil
+	}
+	postbox, err := drain("drain", "the relay library", nil)
 	if err != nil {
 		return err
 	}
-	sk := &noopSink{}
-	d, err := libraryDrain(ctx, p, "relay library", sc.outbox(), sk, sk.n.Load, n)
+	metrics, err := observe.NewPrometheus(prometheus.NewRegistry(), observe.Options{})
 	if err != nil {
 		return err
 	}
-	if err := e.release(ctx, sc); err != nil {
+	withMetrics, err := drain("drain_metrics", "the relay library with metrics on", metrics.Relay())
+	if err != nil {
 		return err
 	}
-	postbox := rate(n, d)
-	p.printf("the relay library drained %d events in %s: %.0f events/s", n, d.Round(time.Millisecond), postbox)
 
 	raw := map[rawQuery]float64{}
 	for _, q := range []rawQuery{rawDelete, rawUpdate} {
@@ -52,6 +74,8 @@ func runDrain(ctx context.Context, e *env, p *progress) error {
 
 	r := e.rep
 	r.add(ScenarioDrain, "drain.postbox", "relay library, no-op sink, defaults", postbox, UnitEventsPerSec, atLeast(drainGoal))
+	r.add(ScenarioDrain, "drain.postbox_metrics", "relay library, no-op sink, Prometheus observer on", withMetrics, UnitEventsPerSec, nil)
+	r.add(ScenarioDrain, "drain.metrics_ratio", "metrics on / off", withMetrics/postbox, UnitRatio, atLeast(metricsRatioGoal))
 	r.addNoRelay(ScenarioDrain, "drain.raw_delete", "raw SQL: DELETE 256 per statement", raw[rawDelete], UnitEventsPerSec, nil)
 	r.addNoRelay(ScenarioDrain, "drain.raw_update", "raw SQL: UPDATE 256 to done per statement", raw[rawUpdate], UnitEventsPerSec, nil)
 	r.add(ScenarioDrain, "drain.ratio_delete", "postbox / raw DELETE", postbox/raw[rawDelete], UnitRatio, atLeast(drainRatioGoal))

@@ -152,10 +152,10 @@ type libraryRelay struct {
 }
 
 // startLibraryRelay runs a relay of the relay package in this process, on
-// st and sk with the default settings: only Store, Sink and Logger are
-// set.
-func startLibraryRelay(ctx context.Context, p *progress, st store.Outbox, sk sink.Sink) (*libraryRelay, error) {
-	r, err := relay.New(relay.Config{Store: st, Sink: sk, Logger: relayLogger(p)})
+// st and sk with the default settings: only Store, Sink, Logger and (when
+// not nil) Observer are set.
+func startLibraryRelay(ctx context.Context, p *progress, st store.Outbox, sk sink.Sink, obs relay.Observer) (*libraryRelay, error) {
+	r, err := relay.New(relay.Config{Store: st, Sink: sk, Logger: relayLogger(p), Observer: obs})
 	if err != nil {
 		return nil, err
 	}
@@ -175,11 +175,12 @@ func (r *libraryRelay) close() error {
 }
 
 // libraryDrain runs a relay of the relay package in this process, with
-// default settings, on st and sk until the n events of its backlog are
-// published and settled, and returns the time that took.
-func libraryDrain(ctx context.Context, p *progress, what string, st store.Outbox, sk sink.Sink, published func() int64, n int) (time.Duration, error) {
+// default settings and obs as its observer (none when nil), on st and sk
+// until the n events of its backlog are published and settled, and returns
+// the time that took.
+func libraryDrain(ctx context.Context, p *progress, what string, st store.Outbox, sk sink.Sink, obs relay.Observer, published func() int64, n int) (time.Duration, error) {
 	start := time.Now()
-	r, err := startLibraryRelay(ctx, p, st, sk)
+	r, err := startLibraryRelay(ctx, p, st, sk, obs)
 	if err != nil {
 		return 0, err
 	}

@@ -28,7 +28,7 @@ func runWebhook(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
-	d, err := libraryDrain(ctx, p, "webhooks", sc.outbox(), sk, rec.distinct, n)
+	d, err := libraryDrain(ctx, p, "webhooks", sc.outbox(), sk, nil, rec.distinct, n)
 	if err != nil {
 		return err
 	}

@@ -52,7 +52,7 @@ func runWrite(ctx context.Context, e *env, p *progress) error {
 
 	p.printf("starting the relay library (no-op sink) and letting it drain the events written so far")
 	sk := &noopSink{}
-	rl, err := startLibraryRelay(ctx, p, sc.outbox(), sk)
+	rl, err := startLibraryRelay(ctx, p, sc.outbox(), sk, nil)
 	if err != nil {
 		return err
 	}
