@@ -21,7 +21,11 @@ const (
 
 // outcome is the result of one delivery attempt.
 type outcome struct {
-	delivery  store.Delivery
+	delivery store.Delivery
+	// claimed identifies the lease the delivery ran under (when its claim
+	// began): settling it must not end a lease of the same event claimed
+	// again since.
+	claimed   time.Time
 	action    action
 	retryAt   time.Time
 	lastError string
@@ -43,23 +47,27 @@ const maxErrorLen = 1024
 // shutdown cancels after ShutdownTimeout.
 func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan store.Delivery, results chan<- outcome) {
 	for d := range work {
+		claimed := r.inflight.claimedAt(d.ID)
 		if ctx.Err() != nil {
-			results <- outcome{delivery: d, action: actionRelease}
+			results <- outcome{delivery: d, claimed: claimed, action: actionRelease}
 			continue
 		}
 		// The delivery is cut short if its lease is lost or expires
 		// meanwhile (see watchLeases).
 		leaseCtx, cancel := context.WithCancelCause(deliverCtx)
+		var o outcome
 		if !r.inflight.start(d.ID, time.Now().Add(r.sendMargin()), cancel) {
 			// Another relay may have taken it over: sending now could
 			// overtake its delivery (and, ordered, its successors).
 			r.log.Warn("lease expired before the delivery started; released without sending",
 				"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
-			results <- outcome{delivery: d, action: actionRelease}
+			o = outcome{delivery: d, action: actionRelease}
 		} else {
-			results <- r.deliver(leaseCtx, d)
+			o = r.deliver(leaseCtx, d)
 		}
 		cancel(nil)
+		o.claimed = claimed
+		results <- o
 	}
 }
 

@@ -201,10 +201,29 @@ func (f *inflight) expire(now time.Time) {
 	}
 }
 
-func (f *inflight) remove(ids []uuid.UUID) {
+// heldLease names one lease of the in-flight set: an event, and when the
+// claim that took it began.
+type heldLease struct {
+	id      uuid.UUID
+	claimed time.Time
+}
+
+// claimedAt is when the claim that holds id began (zero when none does).
+func (f *inflight) claimedAt(id uuid.UUID) time.Time {
 	f.mu.Lock()
-	for _, id := range ids {
-		delete(f.leases, id)
+	defer f.mu.Unlock()
+	return f.leases[id].claimed
+}
+
+// remove ends the leases whose outcome is recorded. A lease of the same
+// event claimed again since (a retry that fell due, a release taken again)
+// stays.
+func (f *inflight) remove(held []heldLease) {
+	f.mu.Lock()
+	for _, h := range held {
+		if l, ok := f.leases[h.id]; ok && l.claimed.Equal(h.claimed) {
+			delete(f.leases, h.id)
+		}
 	}
 	f.mu.Unlock()
 	select {

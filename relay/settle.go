@@ -90,10 +90,10 @@ func (r *Relay) collect(results <-chan outcome, batch *[]outcome, until <-chan t
 func (r *Relay) write(ctx context.Context, batch []outcome) {
 	p := store.SettleParams{Owner: r.cfg.Owner, KeepDone: r.cfg.Retention != 0}
 	var release []uuid.UUID
-	ids := make([]uuid.UUID, 0, len(batch))
+	held := make([]heldLease, 0, len(batch))
 	for _, o := range batch {
 		id := o.delivery.ID
-		ids = append(ids, id)
+		held = append(held, heldLease{id: id, claimed: o.claimed})
 		switch o.action {
 		case actionDone:
 			p.Done = append(p.Done, id)
@@ -136,7 +136,7 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 			observeAttempt(obs, &batch[i])
 		}
 	}
-	r.inflight.remove(ids)
+	r.inflight.remove(held)
 	if r.cfg.Ordered && len(p.Done)+len(p.Failed) > 0 {
 		r.notify() // the successors of finished events are now due
 	}
