@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/tracecontext"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
@@ -26,6 +27,12 @@ const (
 // per thousand events. Events without an ID get a UUIDv7, written back into
 // the slice when it is passed as events... (set IDs with postbox.NewID to
 // know them beforehand).
+//
+// When ctx carries a span, its trace context (as the global propagator,
+// otel.GetTextMapPropagator, writes it) is stored in the headers of each
+// event that has no traceparent of its own: the traceparent and
+// tracestate headers, which the relay continues. The events' Headers maps
+// are not modified.
 //
 // An event whose DedupKey is already in the outbox is skipped and reported
 // by a *postbox.DuplicateError (errors.Is(err, postbox.ErrDuplicate)); the
@@ -56,8 +63,9 @@ func (p sqlProducer) EnqueueTx(ctx context.Context, tx *sql.Tx, events ...postbo
 
 // Enqueue writes events in a transaction of its own. As with EnqueueTx,
 // events whose DedupKey is already taken are skipped and reported, and the
-// others are committed. Up to a thousand events take one round trip (one
-// INSERT, its own implicit transaction).
+// others are committed, with the trace context of ctx as EnqueueTx records
+// it. Up to a thousand events take one round trip (one INSERT, its own
+// implicit transaction).
 func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
 	if len(events) <= enqueueChunk {
 		return s.enqueue(ctx, events, s.queryKeys(s.pool))
@@ -99,8 +107,9 @@ type insertFunc func(ctx context.Context, query string, args []any) ([]string, e
 func (s *Store) enqueue(ctx context.Context, events []postbox.Event, insert insertFunc) error {
 	// Every event is checked before anything is written.
 	args := make([]any, 0, len(events)*enqueueColumns)
+	tc := tracecontext.FromContext(ctx)
 	for i := range events {
-		a, err := enqueueArgs(&events[i])
+		a, err := enqueueArgs(&events[i], tc)
 		if err != nil {
 			return err
 		}
@@ -144,8 +153,9 @@ func (s *Store) insertSQL(n int, onConflictSkip bool) string {
 	return b.String()
 }
 
-// enqueueArgs validates an event and returns its INSERT parameters.
-func enqueueArgs(e *postbox.Event) ([]any, error) {
+// enqueueArgs validates an event and returns its INSERT parameters; tc is
+// the producer's trace context, added to headers without a traceparent.
+func enqueueArgs(e *postbox.Event, tc tracecontext.Headers) ([]any, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
@@ -153,8 +163,8 @@ func enqueueArgs(e *postbox.Event) ([]any, error) {
 		e.ID = postbox.NewID()
 	}
 	headers := "{}"
-	if len(e.Headers) > 0 {
-		b, err := json.Marshal(e.Headers)
+	if h := tc.Apply(e.Headers); len(h) > 0 {
+		b, err := json.Marshal(h)
 		if err != nil {
 			return nil, fmt.Errorf("postgres: headers of event %s: %w", e.ID, err)
 		}

@@ -11,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/tracecontext"
 )
 
 // cancelTimeout bounds the cancel request Transact sends when its context
@@ -49,6 +50,10 @@ const cancelTimeout = 5 * time.Second
 // though, an error from a context that ended does not prove that nothing
 // committed.
 //
+// When ctx carries a span, its trace context is stored in the headers of
+// the events without a traceparent of their own, as EnqueueTx does: the
+// context of ctx, the one Transact was given (Add has no context).
+//
 // Errors other than fn's start with "postgres: transact: ".
 func (s *Store) Transact(ctx context.Context, fn func(tx pgx.Tx, out *Outgoing) error) error {
 	conn, err := s.pool.Acquire(ctx)
@@ -60,7 +65,7 @@ func (s *Store) Transact(ctx context.Context, fn func(tx pgx.Tx, out *Outgoing) 
 	if err != nil {
 		return fmt.Errorf("postgres: transact: begin: %w", err)
 	}
-	out := &Outgoing{}
+	out := &Outgoing{trace: tracecontext.FromContext(ctx)}
 	if err := runTransactFn(ctx, tx, out, fn); err != nil {
 		return err
 	}
@@ -207,8 +212,9 @@ func (s *Store) duplicates(ctx context.Context, conn *pgxpool.Conn, keys []strin
 type Outgoing struct {
 	mu     sync.Mutex
 	closed bool
-	args   []any    // the INSERT parameters, enqueueColumns per event
-	keys   []string // the dedup key of each event ("" for none)
+	trace  tracecontext.Headers // Transact's, set before fn runs
+	args   []any                // the INSERT parameters, enqueueColumns per event
+	keys   []string             // the dedup key of each event ("" for none)
 }
 
 // Add validates events (postbox.Event.Validate) and keeps them, to be
@@ -222,7 +228,7 @@ func (o *Outgoing) Add(events ...postbox.Event) error {
 	args := make([]any, 0, len(events)*enqueueColumns)
 	keys := make([]string, 0, len(events))
 	for i := range events {
-		a, err := enqueueArgs(&events[i])
+		a, err := enqueueArgs(&events[i], o.trace)
 		if err != nil {
 			return fmt.Errorf("postgres: transact: event %d: %w", i, err)
 		}

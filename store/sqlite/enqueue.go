@@ -13,6 +13,7 @@ import (
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/tracecontext"
 )
 
 // EnqueueTx writes events in the caller's transaction tx, which must be a
@@ -28,6 +29,12 @@ import (
 // as a wrapped *postbox.DuplicateError naming the id, which also matches
 // ErrDuplicate), leaves none of these events written; the transaction stays
 // usable (PostgreSQL, by contrast, aborts it).
+//
+// When ctx carries a span, its trace context (as the global propagator,
+// otel.GetTextMapPropagator, writes it) is stored in the headers of each
+// event that has no traceparent of its own: the traceparent and
+// tracestate headers, which the relay continues. The events' Headers maps
+// are not modified.
 //
 // The relay's in-process listeners (Listen) are woken when tx commits, not
 // before: the store's connections watch for committed outbox inserts. A
@@ -45,7 +52,8 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, events ...postbox.Eve
 // Enqueue writes events in a write transaction of its own and wakes the
 // in-process listeners after its commit. As with EnqueueTx, events whose
 // DedupKey is already taken are skipped and reported, and the others are
-// committed. Inside a transaction of DB(), call EnqueueTx instead: Enqueue
+// committed; the trace context of ctx is recorded as EnqueueTx does.
+// Inside a transaction of DB(), call EnqueueTx instead: Enqueue
 // would wait for that transaction to end.
 func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
 	if err := prepareEvents(events); err != nil {
@@ -123,12 +131,13 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, events []postbox.Event) 
 		}()
 	}
 	now := time.Now().UnixMicro()
+	tc := tracecontext.FromContext(ctx)
 	var skipped []string
 	for i := range events {
 		e := &events[i]
 		headers := "{}"
-		if len(e.Headers) > 0 {
-			b, err := json.Marshal(e.Headers)
+		if h := tc.Apply(e.Headers); len(h) > 0 {
+			b, err := json.Marshal(h)
 			if err != nil {
 				return fmt.Errorf("sqlite: headers of event %s: %w", e.ID, err)
 			}
