@@ -9,6 +9,8 @@ import (
 	"os"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
@@ -82,6 +84,23 @@ type Config struct {
 	// renewal and reclaim, for metrics (see Observer; package observe has
 	// a Prometheus one). Default nil: nothing is observed, at no cost.
 	Observer Observer
+	// Tracer, when set, traces every delivery attempt in a publish span
+	// (kind producer), a child of the trace context in the event's
+	// traceparent header (a new trace when it has none), with the
+	// attributes of the OpenTelemetry messaging conventions
+	// (messaging.system, messaging.operation.type "send",
+	// messaging.operation.name "publish", messaging.destination.name,
+	// messaging.message.id: the event id) and postbox.event_type,
+	// postbox.aggregate_type, postbox.attempt, postbox.outcome and, when
+	// the sink reported one, http.response.status_code. The message sent
+	// carries the span's traceparent (and tracestate) in place of the
+	// event's, in a copy of its headers. Destinations are named by
+	// sink.Describer. Default nil: no span, at no cost.
+	//
+	// Give it the tracer of a TracerProvider, such as
+	// otel.Tracer("github.com/postbox-go/postbox/relay") once the SDK is
+	// set up.
+	Tracer trace.Tracer
 	// Retention is how long delivered events are kept, marked done, before
 	// they are deleted in batches. Zero (the default, and the fast setting)
 	// deletes each delivered event when its delivery is recorded; negative

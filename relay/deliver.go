@@ -71,9 +71,21 @@ func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan store.Deliv
 	}
 }
 
-// deliver publishes one event and decides what becomes of it.
+// deliver publishes one event and decides what becomes of it, in a publish
+// span when Config.Tracer is set.
 func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 	msg := &sink.Message{Event: d.Event, Attempt: d.Attempt}
+	if r.cfg.Tracer == nil {
+		return r.attempt(ctx, d, msg)
+	}
+	ctx, span := r.startPublish(ctx, d, msg)
+	o := r.attempt(ctx, d, msg)
+	endPublish(span, o)
+	return o
+}
+
+// attempt publishes msg, the message of d, and decides what becomes of it.
+func (r *Relay) attempt(ctx context.Context, d store.Delivery, msg *sink.Message) outcome {
 	start := time.Now()
 	err := r.cfg.Sink.Publish(ctx, msg)
 	end := time.Now()

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -24,6 +25,8 @@ type Relay struct {
 	capacity int
 	inflight *inflight
 	wake     chan struct{}
+	// destination names the sink in publish spans (with Config.Tracer).
+	destination sink.Destination
 	// retries are when the retries this relay scheduled fall due: the
 	// claim loop wakes for them rather than waiting for the poll.
 	retries retryTimes
@@ -48,6 +51,9 @@ func New(cfg Config) (*Relay, error) {
 		capacity: cfg.BatchSize + cfg.Concurrency,
 		inflight: newInflight(),
 		wake:     make(chan struct{}, 1),
+	}
+	if cfg.Tracer != nil {
+		r.destination = destinationOf(cfg.Sink)
 	}
 	r.finding.Store(notRunning)
 	return r, nil

@@ -34,6 +34,24 @@ type Sink interface {
 	String() string
 }
 
+// Destination is where a sink publishes, as traces name it.
+type Destination struct {
+	// System is the kind of destination, a span's messaging.system:
+	// "webhook", "kafka", "nats", "rabbitmq".
+	System string
+	// Name names the destination, a span's messaging.destination.name:
+	// an endpoint's scheme and host, a topic or subject. It must stay of
+	// low cardinality and never hold credentials, a URL's path or query.
+	Name string
+}
+
+// Describer is a Sink that names its destination for traces. It is
+// optional: the relay names a sink that is not a Describer by its String,
+// with System "postbox".
+type Describer interface {
+	Destination() Destination
+}
+
 // Kind says what the relay should do after a failed publish.
 type Kind int
 

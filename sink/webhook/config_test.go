@@ -50,3 +50,16 @@ func TestNewNeedsOnlyURLAndSecrets(t *testing.T) {
 		}
 	}
 }
+
+// Destination names the endpoint by its scheme and host only: its path,
+// query and user info may hold a token.
+func TestDestinationHidesPathQueryAndUser(t *testing.T) {
+	s, err := webhook.New(webhook.Config{URL: "https://user:pw@hooks.example:8443/t/secret-token?key=k", Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := s.Destination()
+	if d.System != "webhook" || d.Name != "https://hooks.example:8443" {
+		t.Fatalf("Destination() = %+v, want webhook https://hooks.example:8443", d)
+	}
+}

@@ -38,7 +38,10 @@ type Sink struct {
 	now    func() time.Time
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var (
+	_ sink.Sink      = (*Sink)(nil)
+	_ sink.Describer = (*Sink)(nil)
+)
 
 // New returns a Sink for c, refusing an invalid Config with an error that
 // names the field.
@@ -61,6 +64,21 @@ func New(c Config) (*Sink, error) {
 		slots:  make(chan struct{}, c.MaxConcurrency),
 		now:    time.Now,
 	}, nil
+}
+
+// Destination names the endpoint for traces: System "webhook", Name its
+// scheme and host (never its path or query, which may hold a token).
+func (s *Sink) Destination() sink.Destination {
+	return sink.Destination{System: "webhook", Name: s.where()}
+}
+
+// where is the endpoint's scheme and host.
+func (s *Sink) where() string {
+	u, err := url.Parse(s.cfg.URL)
+	if err != nil {
+		return "an endpoint"
+	}
+	return u.Scheme + "://" + u.Host
 }
 
 // String names the endpoint for logs: its scheme and host (the path and
