@@ -11,6 +11,8 @@ import (
 	"strconv"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/postbox-go/postbox/signature"
 )
 
@@ -81,6 +83,14 @@ type HandlerConfig struct {
 	// id and the reason; never secrets, signatures or bodies. Default
 	// slog.Default().
 	Logger *slog.Logger
+
+	// Tracer, when set, runs Process in a process span (kind consumer), a
+	// child of the request's W3C traceparent (a new trace without one),
+	// with the event id (messaging.message.id), postbox.event_type,
+	// postbox.aggregate_type and postbox.outcome (processed, duplicate,
+	// failed, rejected); Process's context carries the span. Default nil:
+	// no span, at no cost.
+	Tracer trace.Tracer
 }
 
 // Handler is the webhook endpoint of an inbox: an http.Handler that
@@ -179,7 +189,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		h.refuse(w, r, rej.code, rej.status, rej.reason, rej.err)
 		return
 	}
-	outcome, err := h.cfg.Process(r.Context(), ev)
+	outcome, err := h.process(r.Context(), r.Header, ev)
 	h.answer(w, r, ev, outcome, err)
 }
 
