@@ -68,6 +68,11 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		defer s.Close()
+		tracer, stopTracing, err := setupTracing(ctx, os.Getenv, logger)
+		if err != nil {
+			return err
+		}
+		defer stopTracing() // after Run: flushes the last spans
 		var metrics *metricsServer
 		var observer relay.Observer
 		if *metricsAddr != "" {
@@ -81,7 +86,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
-			Observer: observer,
+			Observer: observer, Tracer: tracer,
 		})
 		if err != nil {
 			if metrics != nil {
