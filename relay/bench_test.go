@@ -97,6 +97,10 @@ func (s *noopSink) Publish(context.Context, *sink.Message) error {
 
 func (s *noopSink) String() string { return "no-op sink" }
 
+func (s *noopSink) Destination() sink.Destination {
+	return sink.Destination{System: "noop", Name: "noop"}
+}
+
 // BenchmarkDrainToNoopSink drains a backlog of b.N events to a sink that
 // accepts everything at once, and reports events/s.
 func BenchmarkDrainToNoopSink(b *testing.B) {

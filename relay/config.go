@@ -94,8 +94,8 @@ type Config struct {
 	// postbox.aggregate_type, postbox.attempt, postbox.outcome and, when
 	// the sink reported one, http.response.status_code. The message sent
 	// carries the span's traceparent (and tracestate) in place of the
-	// event's, in a copy of its headers. Destinations are named by
-	// sink.Describer. Default nil: no span, at no cost.
+	// event's, in a copy of its headers. Destinations are named by the
+	// sink's Destination. Default nil: no span, at no cost.
 	//
 	// Give it the tracer of a TracerProvider, such as
 	// otel.Tracer("github.com/postbox-go/postbox/relay") once the SDK is

@@ -53,7 +53,7 @@ func New(cfg Config) (*Relay, error) {
 		wake:     make(chan struct{}, 1),
 	}
 	if cfg.Tracer != nil {
-		r.destination = destinationOf(cfg.Sink)
+		r.destination = cfg.Sink.Destination()
 	}
 	r.finding.Store(notRunning)
 	return r, nil

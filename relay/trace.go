@@ -27,14 +27,6 @@ const (
 	attrOutcome       = attribute.Key("postbox.outcome")
 )
 
-// destinationOf names a sink's destination for traces.
-func destinationOf(s sink.Sink) sink.Destination {
-	if d, ok := s.(sink.Describer); ok {
-		return d.Destination()
-	}
-	return sink.Destination{System: "postbox", Name: s.String()}
-}
-
 // startPublish starts the publish span of one delivery attempt, a child of
 // the trace context in the event's headers (a new trace when they hold
 // none), and sets the span's own trace context in a copy of those headers

@@ -29,9 +29,12 @@ type Message struct {
 // honour ctx and be safe for concurrent use.
 type Sink interface {
 	Publish(ctx context.Context, m *Message) error
-	// String names the destination for logs (its kind and address), never
-	// credentials, secrets or a URL's query.
+	// String names the destination for logs (its kind and address, and
+	// the settings that matter), never credentials, secrets or a URL's
+	// path or query.
 	String() string
+	// Destination names the destination for traces.
+	Destination() Destination
 }
 
 // Destination is where a sink publishes, as traces name it.
@@ -43,13 +46,6 @@ type Destination struct {
 	// an endpoint's scheme and host, a topic or subject. It must stay of
 	// low cardinality and never hold credentials, a URL's path or query.
 	Name string
-}
-
-// Describer is a Sink that names its destination for traces. It is
-// optional: the relay names a sink that is not a Describer by its String,
-// with System "postbox".
-type Describer interface {
-	Destination() Destination
 }
 
 // Kind says what the relay should do after a failed publish.

@@ -234,6 +234,10 @@ func (s *noopSink) Publish(context.Context, *sink.Message) error {
 
 func (s *noopSink) String() string { return "no-op sink" }
 
+func (s *noopSink) Destination() sink.Destination {
+	return sink.Destination{System: "noop", Name: "noop"}
+}
+
 // receiver is a local webhook endpoint that answers 200 with no body,
 // after a delay when asked. It keeps the first arrival of every event id
 // (the id header of Standard Webhooks).

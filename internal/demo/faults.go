@@ -105,6 +105,10 @@ func (f sinkFunc) Publish(ctx context.Context, m *sink.Message) error { return f
 
 func (f sinkFunc) String() string { return "the demo's fault injector" }
 
+func (f sinkFunc) Destination() sink.Destination {
+	return sink.Destination{System: "demo", Name: "fault injector"}
+}
+
 // countingSink counts deliveries and failed attempts for the progress line.
 type countingSink struct {
 	next sink.Sink
@@ -122,3 +126,5 @@ func (s *countingSink) Publish(ctx context.Context, m *sink.Message) error {
 }
 
 func (s *countingSink) String() string { return s.next.String() + ", counted for the progress line" }
+
+func (s *countingSink) Destination() sink.Destination { return s.next.Destination() }

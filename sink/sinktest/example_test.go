@@ -41,6 +41,10 @@ func (m *memory) Publish(ctx context.Context, msg *sink.Message) error {
 
 func (m *memory) String() string { return "memory" }
 
+func (m *memory) Destination() sink.Destination {
+	return sink.Destination{System: "memory", Name: "memory"}
+}
+
 func (m *memory) received() []sinktest.Delivery {
 	m.mu.Lock()
 	defer m.mu.Unlock()

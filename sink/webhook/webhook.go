@@ -38,10 +38,7 @@ type Sink struct {
 	now    func() time.Time
 }
 
-var (
-	_ sink.Sink      = (*Sink)(nil)
-	_ sink.Describer = (*Sink)(nil)
-)
+var _ sink.Sink = (*Sink)(nil)
 
 // New returns a Sink for c, refusing an invalid Config with an error that
 // names the field.
