@@ -56,6 +56,15 @@ func newMetricsServer(addr string, in store.Inspector, every time.Duration, log 
 // called, which shuts the server down gracefully. ready is the relay's
 // Ready.
 func (m *metricsServer) serve(ready func() bool) (stop func()) {
+	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+		Namespace: "postbox", Name: "relay_ready",
+		Help: "1 while the relay runs and its last claim succeeded (relay.Ready), 0 otherwise.",
+	}, func() float64 {
+		if ready() {
+			return 1
+		}
+		return 0
+	}))
 	srv := &http.Server{
 		Handler:           observe.Handler(m.reg, observe.Health{Ready: ready, Outbox: m.sampler}),
 		ReadHeaderTimeout: 5 * time.Second,

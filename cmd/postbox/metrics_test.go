@@ -127,6 +127,9 @@ func TestShippedRelayServesMetrics(t *testing.T) {
 	if got := sum(f, "postbox_deliveries_total", map[string]string{"outcome": "retry"}); got != 20 {
 		t.Errorf("deliveries_total{outcome=retry} = %v, want 20", got)
 	}
+	if got := sum(f, "postbox_relay_ready", nil); got != 1 {
+		t.Errorf("postbox_relay_ready = %v while the relay runs, want 1", got)
+	}
 	for _, name := range []string{"postbox_event_lag_seconds", "postbox_delivery_duration_seconds", "go_goroutines", "process_cpu_seconds_total"} {
 		if _, ok := f[name]; !ok {
 			t.Errorf("/metrics lacks %s", name)

@@ -30,6 +30,7 @@ var deadLetterTests = []struct {
 	{"FailedRetryRefusesEmptySelection", testFailedRetryEmpty},
 	{"FailedRetryInBatches", testFailedRetryBatches},
 	{"FailedRetryInterruptedThenResumed", testFailedRetryInterrupted},
+	{"FailedRetryDoesNotChaseNewFailures", testFailedRetryNoChase},
 	{"FailedPurge", testFailedPurge},
 	{"FailedPurgeByGroupInBatches", testFailedPurgeGroup},
 	{"FailedGroups", testFailedGroups},
@@ -359,6 +360,30 @@ func testFailedRetryInterrupted(t *testing.T, s store.Outbox) {
 		t.Fatalf("second run retried %d, want the 4 left", n)
 	}
 	retried(t, s, failed, "status 503")
+}
+
+// A retry of every failed event while relays run: the events it sent back
+// may fail again at once (a permanent error), and must not be retried
+// again by the same run, which would never end.
+func testFailedRetryNoChase(t *testing.T, s store.Outbox) {
+	fail(t, s, "order.updated", repeat("status 410", 7)...)
+	time.Sleep(5 * time.Millisecond) // the run begins after these failed
+	n, err := s.FailedRetry(ctxFor(t), store.FailedRetryParams{
+		FailedSelection: store.FailedSelection{All: true},
+		BatchSize:       3,
+		Progress: func(int) {
+			// A relay takes what was sent back and fails it again.
+			got := claim(t, s, store.ClaimParams{Limit: 10})
+			failures := make([]store.Failure, len(got))
+			for i, d := range got {
+				failures[i] = store.Failure{ID: d.ID, LastError: "status 410"}
+			}
+			settle(t, s, store.SettleParams{Failed: failures})
+		},
+	})
+	if err != nil || n != 7 {
+		t.Fatalf("retried %d, %v; want each of the 7 once", n, err)
+	}
 }
 
 func purge(t *testing.T, s store.Outbox, p store.FailedPurgeParams) int {

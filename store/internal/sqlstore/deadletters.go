@@ -5,6 +5,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -177,6 +178,14 @@ func (dl *DeadLetters) change(ctx context.Context, op string, sel store.FailedSe
 			progress(done)
 		}
 		return n, nil
+	}
+	// Events that fail again while this runs (relays keep delivering, and
+	// a permanent error fails an event at once) are not chased: the
+	// selection ends when the run begins. (On PostgreSQL processed_at is
+	// the server's clock: a skew between the clocks moves this bound by
+	// as much.)
+	if begun := time.Now(); sel.FailedBefore.IsZero() || sel.FailedBefore.After(begun) {
+		sel.FailedBefore = begun
 	}
 	switch {
 	case sel.Group != "":
