@@ -11,7 +11,8 @@
 //
 // The outbox's own state (events by status, the age of the oldest pending
 // one) comes from the store, not from the hooks: an OutboxSampler reads
-// store.Inspector.Stats in the background, at most once per period and
+// store.Inspector.StatsUpTo (counts that stop at a limit, a bounded cost
+// however large the outbox) in the background, at most once per period and
 // under a timeout, and the gauges show its last sample; a scrape never
 // queries the database. Handler serves GET /metrics and GET /healthz, as
 // `postbox relay --metrics-addr` does.

@@ -359,11 +359,11 @@ func (s *faultyStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.D
 	return s.Store.Claim(ctx, p)
 }
 
-func (s *faultyStore) Stats(ctx context.Context) (store.Stats, error) {
+func (s *faultyStore) StatsUpTo(ctx context.Context, limit int64) (store.Stats, error) {
 	if s.fail.Load() {
 		return store.Stats{}, errInjected
 	}
-	return s.Store.Stats(ctx)
+	return s.Store.StatsUpTo(ctx, limit)
 }
 
 // healthz returns the status code and reason of GET /healthz.

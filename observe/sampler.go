@@ -15,12 +15,16 @@ import (
 // Defaults of SamplerConfig.
 const (
 	SampleEveryDefault = 15 * time.Second
+	// SampleCountLimitDefault is where each count of a sample stops (see
+	// store.Inspector.StatsUpTo): the gauges read at most this many, and a
+	// sample reads at most this many rows of each index.
+	SampleCountLimitDefault = 1_000_000
 )
 
 // SamplerConfig configures an OutboxSampler. The zero value means every
 // default.
 type SamplerConfig struct {
-	// Every is how often the outbox is sampled (one Stats query). Default
+	// Every is how often the outbox is sampled (one StatsUpTo query). Default
 	// SampleEveryDefault.
 	Every time.Duration
 	// Timeout bounds each sample; at most Every. Default
@@ -28,9 +32,12 @@ type SamplerConfig struct {
 	// million pending rows on a small server), and a sample that times out
 	// makes /healthz answer 503.
 	Timeout time.Duration
+	// CountLimit is where each count stops; a gauge at CountLimit means
+	// at least that many. Default SampleCountLimitDefault.
+	CountLimit int64
 }
 
-// OutboxSampler reads the outbox's counts (store.Inspector.Stats) in the
+// OutboxSampler reads the outbox's counts (store.Inspector.StatsUpTo) in the
 // background, once per SamplerConfig.Every and under its Timeout, into the
 // gauges postbox_outbox_events{status} and
 // postbox_outbox_oldest_pending_age_seconds. A scrape reads the last
@@ -64,6 +71,12 @@ func (p *Prometheus) NewOutboxSampler(in store.Inspector, cfg SamplerConfig) (*O
 	}
 	if cfg.Timeout == 0 {
 		cfg.Timeout = cfg.Every
+	}
+	switch {
+	case cfg.CountLimit == 0:
+		cfg.CountLimit = SampleCountLimitDefault
+	case cfg.CountLimit < 0:
+		return nil, fmt.Errorf("observe: SamplerConfig.CountLimit %d is negative", cfg.CountLimit)
 	}
 	if cfg.Timeout < 0 || cfg.Timeout > cfg.Every {
 		return nil, fmt.Errorf("observe: SamplerConfig.Timeout %v: want between 0 and Every (%v)", cfg.Timeout, cfg.Every)
@@ -107,7 +120,7 @@ func (s *OutboxSampler) Run(ctx context.Context) {
 func (s *OutboxSampler) Sample(ctx context.Context) error {
 	callCtx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	st, err := s.in.Stats(callCtx)
+	st, err := s.in.StatsUpTo(callCtx, s.cfg.CountLimit)
 	now := time.Now()
 	s.mu.Lock()
 	defer s.mu.Unlock()

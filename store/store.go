@@ -195,6 +195,12 @@ var ErrCannotListen = errors.New("store: this store cannot notify relays")
 type Inspector interface {
 	// Stats counts events by status.
 	Stats(ctx context.Context) (Stats, error)
+	// StatsUpTo is Stats at a cost bounded whatever the outbox holds, for
+	// gauges sampled often: each count stops at limit (a count equal to
+	// limit means at least that many), and OldestPendingAge is the age of
+	// the event first in line (the first due in claim order that no relay
+	// holds), read from the claim's index.
+	StatsUpTo(ctx context.Context, limit int64) (Stats, error)
 	// StatsByType counts the pending, processing and failed events of
 	// each event type that has any, the most numerous type first (then by
 	// name). Delivered events are not counted: their number is Stats'. It

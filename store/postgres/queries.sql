@@ -241,6 +241,30 @@ from unfinished
 group by event_type
 order by count(*) desc, event_type;
 
+-- name: stats_up_to
+-- Stats at a bounded cost (the metrics' gauges): each count stops at $1 (a
+-- count of $1 means at least $1), reading at most $1 rows of a partial index
+-- (plus the events in flight); the oldest pending age is that of the first
+-- due event no relay holds, in claim order (outbox_events_pending_idx).
+with leased as (
+  select distinct unnest(ids) as id from {schema}.outbox_leases
+), in_flight as (
+  select count(*) as n from {schema}.outbox_events e join leased using (id) where e.status = 'pending'
+)
+select
+  least((select count(*) from (
+           select 1 from {schema}.outbox_events where status = 'pending'
+           limit $1::bigint + (select n from in_flight)) p) - (select n from in_flight), $1::bigint),
+  (select n from in_flight),
+  (select count(*) from (select 1 from {schema}.outbox_events where status = 'done' limit $1::bigint) d),
+  (select count(*) from (select 1 from {schema}.outbox_events where status = 'failed' limit $1::bigint) f),
+  (select coalesce(extract(epoch from now() - min(o.created_at)), 0)::float8 from (
+     select e.created_at from {schema}.outbox_events e
+     where e.status = 'pending' and e.available_at <= now()
+       and not exists (select 1 from leased l where l.id = e.id)
+     order by e.available_at, e.seq
+     limit 1) o);
+
 -- name: get
 -- One event, with "processing" for a pending event in a lease.
 select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, coalesce(e.dedup_key, ''), e.headers,

@@ -144,6 +144,20 @@ select
   (select count(*) from {prefix}outbox_events where status = 'failed'),
   (select min(created_at) from {prefix}outbox_events where status = 'pending');
 
+-- name: stats_up_to
+-- Stats at a bounded cost (the metrics' gauges): each count stops at :limit
+-- (reading at most :limit rows of a partial index); the oldest pending age is
+-- that of the first due event in claim order (outbox_events_pending_idx).
+select
+  (select count(*) from (select 1 from {prefix}outbox_events where status = 'pending' limit :limit)),
+  (select count(*) from (select 1 from {prefix}outbox_events where status = 'processing' limit :limit)),
+  (select count(*) from (select 1 from {prefix}outbox_events where status = 'done' limit :limit)),
+  (select count(*) from (select 1 from {prefix}outbox_events where status = 'failed' limit :limit)),
+  (select created_at from {prefix}outbox_events
+   where status = 'pending' and available_at <= :now
+   order by available_at, seq
+   limit 1);
+
 -- name: stats_by_type
 -- Pending, processing and failed events per type; each branch reads its
 -- partial index. Delivered events are not read.

@@ -48,6 +48,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ListenerWakesOnEnqueue", testListener},
 		{"MigratedSchemaChecks", testCheckSchema},
 		{"OldestPendingAgeIgnoresLeasedEvents", testOldestPendingAge},
+		{"StatsUpToStopsEachCount", testStatsUpTo},
 		{"SettleStoresAnyErrorText", testUnsafeErrorText},
 		{"ExtendLeaseReportsLostLeases", testExtendLeaseLost},
 	}
@@ -632,5 +633,44 @@ func testExtendLeaseLost(t *testing.T, s store.Outbox) {
 	}
 	if r := get(t, s, lost.ID); r.LeaseOwner != "relay-b" {
 		t.Fatalf("lost event leased to %q, want relay-b", r.LeaseOwner)
+	}
+}
+
+func testStatsUpTo(t *testing.T, s store.Outbox) {
+	if _, err := s.StatsUpTo(ctxFor(t), 0); err == nil {
+		t.Fatal("StatsUpTo accepted a limit of 0")
+	}
+	first := event("0", 0)
+	enqueue(t, s, first)
+	time.Sleep(300 * time.Millisecond)
+	var rest []postbox.Event
+	for i := 1; i < 8; i++ {
+		rest = append(rest, event(fmt.Sprint(i), i))
+	}
+	enqueue(t, s, rest...)
+	claim(t, s, store.ClaimParams{Limit: 1}) // the first, the oldest
+	got := claim(t, s, store.ClaimParams{Limit: 3, Owner: "relay-b"})
+	failures := make([]store.Failure, len(got))
+	for i, d := range got {
+		failures[i] = store.Failure{ID: d.ID, LastError: "gone"}
+	}
+	settle(t, s, store.SettleParams{Owner: "relay-b", Failed: failures})
+	// Now: 4 pending, 1 processing, 3 failed.
+	exact, err := s.StatsUpTo(ctxFor(t), 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if exact.Pending != 4 || exact.Processing != 1 || exact.Failed != 3 || exact.Done != 0 {
+		t.Fatalf("StatsUpTo(100): %+v; want 4 pending, 1 processing, 3 failed", exact)
+	}
+	if exact.OldestPendingAge <= 0 || exact.OldestPendingAge >= 250*time.Millisecond {
+		t.Fatalf("StatsUpTo oldest pending age %v: want the first in line (under 250ms), not the leased one", exact.OldestPendingAge)
+	}
+	capped, err := s.StatsUpTo(ctxFor(t), 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if capped.Pending != 2 || capped.Processing != 1 || capped.Failed != 2 {
+		t.Fatalf("StatsUpTo(2): %+v; want each count stopped at 2 (2 pending, 1 processing, 2 failed)", capped)
 	}
 }
