@@ -47,16 +47,16 @@ const maxErrorLen = 1024
 // shutdown cancels after ShutdownTimeout.
 func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan store.Delivery, results chan<- outcome) {
 	for d := range work {
-		claimed := r.inflight.claimedAt(d.ID)
 		if ctx.Err() != nil {
-			results <- outcome{delivery: d, claimed: claimed, action: actionRelease}
+			results <- outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease}
 			continue
 		}
 		// The delivery is cut short if its lease is lost or expires
 		// meanwhile (see watchLeases).
 		leaseCtx, cancel := context.WithCancelCause(deliverCtx)
 		var o outcome
-		if !r.inflight.start(d.ID, time.Now().Add(r.sendMargin()), cancel) {
+		claimed, ok := r.inflight.start(d.ID, time.Now().Add(r.sendMargin()), cancel)
+		if !ok {
 			// Another relay may have taken it over: sending now could
 			// overtake its delivery (and, ordered, its successors).
 			r.log.Warn("lease expired before the delivery started; released without sending",

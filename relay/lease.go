@@ -146,17 +146,18 @@ func leaseOf(claimed time.Time, d time.Duration) lease {
 
 // start reports whether the lease of id lasts beyond t, and if so records
 // that its delivery starts, to be cut short by cancel if the lease is lost
-// or expires.
-func (f *inflight) start(id uuid.UUID, t time.Time, cancel context.CancelCauseFunc) bool {
+// or expires. It returns when the claim that holds id began (zero when none
+// does), which names the lease when its outcome is recorded.
+func (f *inflight) start(id uuid.UUID, t time.Time, cancel context.CancelCauseFunc) (claimed time.Time, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	l, ok := f.leases[id]
-	if !ok || !l.deadline.After(t) {
-		return false
+	l, held := f.leases[id]
+	if !held || !l.deadline.After(t) {
+		return l.claimed, false
 	}
 	l.cancel = cancel
 	f.leases[id] = l
-	return true
+	return l.claimed, true
 }
 
 // renewed records a renewal, begun at started, of the asked ids, of which

@@ -67,7 +67,10 @@ func (r *Relay) Owner() string { return r.cfg.Owner }
 // the queue and returns nil. It returns an error only if the relay cannot
 // start.
 func (r *Relay) Run(ctx context.Context) error {
-	switch err := r.cfg.Store.CheckSchema(ctx, store.SchemaParams{Ordered: r.cfg.Ordered}); {
+	checkCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	err := r.cfg.Store.CheckSchema(checkCtx, store.SchemaParams{Ordered: r.cfg.Ordered})
+	cancel()
+	switch {
 	case errors.Is(err, store.ErrNotMigrated), errors.Is(err, store.ErrOrderedNotReady):
 		return err // it says what to run
 	case err != nil:

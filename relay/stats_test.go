@@ -311,3 +311,35 @@ func TestStatsSayWhyTheRelayPolls(t *testing.T) {
 		t.Fatalf("with listening disabled: listening %v on %q, polling reason %q", st.Listening, st.Channel, st.PollingReason)
 	}
 }
+
+// deafStore is a store whose notifications do not reach the relay (as
+// behind a pooler in transaction mode): Listen fails with
+// store.ErrCannotListen.
+type deafStore struct {
+	*postgres.Store
+	listens atomic.Int32
+}
+
+func (s *deafStore) Listen(context.Context, func(store.Listening), func()) error {
+	s.listens.Add(1)
+	return fmt.Errorf("%w: notifications do not arrive (test)", store.ErrCannotListen)
+}
+
+// A store that cannot listen makes the relay poll for good, say why, and
+// not try again; events are delivered by the poll.
+func TestRelayPollsWhenTheStoreCannotListen(t *testing.T) {
+	s := &deafStore{Store: pgtest.Store(t)}
+	rcv := receiver.New(t, secret, nil)
+	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})
+	waitFor(t, "the relay to poll", 10*time.Second, func() bool {
+		return strings.Contains(r.Stats().PollingReason, "notifications do not arrive")
+	})
+	if err := s.Enqueue(context.Background(), ev("a", 1)); err != nil {
+		t.Fatal(err)
+	}
+	rcv.WaitAccepted(t, 1, 10*time.Second)
+	time.Sleep(300 * time.Millisecond) // time enough for a retry of Listen
+	if st := r.Stats(); st.Listening || s.listens.Load() != 1 {
+		t.Fatalf("listening %v after %d calls of Listen; want polling, and Listen called once", st.Listening, s.listens.Load())
+	}
+}

@@ -98,18 +98,30 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 	if len(ids) == 0 {
 		return nil, nil
 	}
+	// The lease lock and the renewal: one round trip, one implicit
+	// transaction.
+	batch := &pgx.Batch{}
+	batch.Queue(s.sql.Get("lease_lock"), owner)
+	batch.Queue(s.sql.Get("extend_lease"), owner, lease.Milliseconds())
+	results := s.pool.SendBatch(ctx, batch)
+	defer results.Close()
 	held := map[uuid.UUID]bool{}
-	err := s.queryLocked(ctx, s.sql.Get("lease_lock"), []any{owner}, s.sql.Get("extend_lease"), []any{owner, lease.Milliseconds()},
-		func(rows pgx.Rows) error {
+	_, err := results.Exec()
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = results.Query(); err == nil {
 			var leased []uuid.UUID
-			_, err := pgx.ForEachRow(rows, []any{&leased}, func() error {
+			_, err = pgx.ForEachRow(rows, []any{&leased}, func() error {
 				for _, id := range leased {
 					held[id] = true
 				}
 				return nil
 			})
-			return err
-		})
+		}
+	}
+	if err == nil {
+		err = results.Close()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: extend lease: %w", err)
 	}
@@ -167,27 +179,6 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 		return nil, fmt.Errorf("postgres: reclaim expired leases: %w", err)
 	}
 	return out, nil
-}
-
-// queryLocked sends a lock statement and a query in one batch (one round
-// trip, one implicit transaction) and hands the query's rows to collect.
-func (s *Store) queryLocked(ctx context.Context, lock string, lockArgs []any, query string, args []any, collect func(pgx.Rows) error) error {
-	batch := &pgx.Batch{}
-	batch.Queue(lock, lockArgs...)
-	batch.Queue(query, args...)
-	results := s.pool.SendBatch(ctx, batch)
-	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return err
-	}
-	rows, err := results.Query()
-	if err != nil {
-		return err
-	}
-	if err := collect(rows); err != nil {
-		return err
-	}
-	return results.Close()
 }
 
 // PurgeDone deletes up to limit delivered events processed before before.
