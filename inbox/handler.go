@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink"
 )
 
 // Defaults of HandlerConfig.
@@ -29,10 +30,10 @@ const (
 // for a security decision.
 const (
 	// HeaderEventType, HeaderAggregateType and HeaderAggregateID are sent
-	// by the relay's webhook sink.
-	HeaderEventType     = "Postbox-Event-Type"
-	HeaderAggregateType = "Postbox-Aggregate-Type"
-	HeaderAggregateID   = "Postbox-Aggregate-Id"
+	// by the relay's sinks (see the wire format in package sink).
+	HeaderEventType     = sink.HeaderEventType
+	HeaderAggregateType = sink.HeaderAggregateType
+	HeaderAggregateID   = sink.HeaderAggregateID
 	// HeaderSequence is the event's per-aggregate sequence number (Event.Seq),
 	// when the sender sets it; the relay does not. A Process function may
 	// take the number from the signed payload instead.

@@ -59,6 +59,12 @@ const (
 	Rejected
 	// Permanent failures are not retried: the event fails at once.
 	Permanent
+	// Unavailable failures say the destination itself cannot be reached
+	// (connection refused, a DNS failure, a broker connection that is
+	// down), not that it refused this message: the message is not at
+	// fault, and other messages would fail alike. Until the relay handles
+	// an outage on its own, it retries these as Retryable.
+	Unavailable
 )
 
 func (k Kind) String() string {
@@ -67,6 +73,8 @@ func (k Kind) String() string {
 		return "rejected"
 	case Permanent:
 		return "permanent"
+	case Unavailable:
+		return "unavailable"
 	default:
 		return "retryable"
 	}

@@ -6,11 +6,9 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
-	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink/webhook"
 )
 
@@ -18,10 +16,11 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
 	var (
-		url          = fs.String("webhook-url", "", "endpoint that receives the events (http or https)")
+		sinkURL      = fs.String("sink", "", "where events go, chosen by scheme: https://... (a webhook endpoint), nats://HOST:PORT?subject=TEMPLATE, amqp://USER:PASS@HOST:PORT/VHOST?exchange=NAME&routing_key=TEMPLATE, kafka://BROKER,...?topic=TEMPLATE; a broker's credentials may come from $POSTBOX_SINK_USER and $POSTBOX_SINK_PASSWORD")
+		url          = fs.String("webhook-url", "", "endpoint that receives the events (http or https); the same as --sink with a webhook URL")
 		secrets      = fs.String("webhook-secret", "", "signing secret, whsec_<base64> or raw; several separated by spaces or commas during a rotation")
 		scheme       = fs.String("signature", "standard", "signature scheme: standard (Standard Webhooks) or x-signature")
-		timeout      = fs.Duration("timeout", webhook.TimeoutDefault, "timeout of one webhook request")
+		timeout      = fs.Duration("timeout", webhook.TimeoutDefault, "timeout of one publish: a webhook request, a broker's acknowledgement")
 		lease        = fs.Duration("lease", relay.LeaseDefault, "how long a claimed event stays reserved to this relay")
 		backoffMin   = fs.Duration("backoff-min", relay.BackoffMinDefault, "shortest delay before a retry")
 		backoffMax   = fs.Duration("backoff-max", relay.BackoffMaxDefault, "longest delay before a retry")
@@ -39,30 +38,31 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		logFormat    = fs.String("log-format", "text", "text or json")
 	)
 	return func(ctx context.Context) error {
-		if err := required("webhook-url", *url); err != nil {
-			return err
+		if *sinkURL != "" && *url != "" {
+			return fmt.Errorf("%w: give --sink or --webhook-url, not both", errUsage)
 		}
-		if err := required("webhook-secret", *secrets); err != nil {
+		if *sinkURL == "" {
+			*sinkURL = *url
+		}
+		if err := required("sink", *sinkURL); err != nil {
 			return err
 		}
 		logger, err := newLogger(*logLevel, *logFormat)
 		if err != nil {
 			return err
 		}
-		sch, err := signature.ParseScheme(*scheme)
-		if err != nil {
-			return fmt.Errorf("%w: --signature: %v", errUsage, err)
-		}
-		sink, err := webhook.New(webhook.Config{
-			URL:            *url,
-			Secrets:        strings.FieldsFunc(*secrets, func(r rune) bool { return r == ' ' || r == ',' }),
-			Scheme:         sch,
-			Timeout:        *timeout,
-			MaxConcurrency: *concurrency,
+		sink, err := openSink(ctx, *sinkURL, sinkOptions{
+			timeout: *timeout, concurrency: *concurrency,
+			webhookSecrets: *secrets, webhookScheme: *scheme, logger: logger,
 		})
 		if err != nil {
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return err
 		}
+		defer func() {
+			if err := sink.close(); err != nil {
+				logger.Warn("closing the sink", "sink", sink.String(), "error", err)
+			}
+		}()
 		s, err := db.open(ctx, "relay", false)
 		if err != nil {
 			return err

@@ -30,12 +30,12 @@ func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, 
 	for name, value := range m.Headers {
 		h.Set(name, value)
 	}
-	h.Set("Content-Type", "application/json")
+	h.Set(sink.HeaderContentType, sink.ContentTypeJSON)
 	h.Set("User-Agent", s.cfg.UserAgent)
-	h.Set("Postbox-Event-Type", m.EventType)
-	h.Set("Postbox-Aggregate-Type", m.AggregateType)
-	h.Set("Postbox-Aggregate-Id", m.AggregateID)
-	h.Set("Postbox-Attempt", strconv.Itoa(m.Attempt))
+	h.Set(sink.HeaderEventType, m.EventType)
+	h.Set(sink.HeaderAggregateType, m.AggregateType)
+	h.Set(sink.HeaderAggregateID, m.AggregateID)
+	h.Set(sink.HeaderAttempt, strconv.Itoa(m.Attempt))
 	if err := s.signer.Sign(h, m.ID.String(), s.now(), m.Payload); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}

@@ -1,0 +1,111 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook"
+)
+
+// Environment variables that give a broker sink's credentials, so that
+// they need not be written into --sink (and a process listing).
+const (
+	envSinkUser     = "POSTBOX_SINK_USER"
+	envSinkPassword = "POSTBOX_SINK_PASSWORD"
+)
+
+// sinkOptions are the relay's settings every sink takes.
+type sinkOptions struct {
+	// timeout bounds one publish; concurrency is the most publishes in
+	// flight at once.
+	timeout     time.Duration
+	concurrency int
+	// webhookSecrets and webhookScheme sign webhooks; brokers ignore them.
+	webhookSecrets string
+	webhookScheme  string
+	logger         *slog.Logger
+}
+
+// openedSink is a sink and what releases its connections once the relay
+// has stopped.
+type openedSink struct {
+	sink.Sink
+	close func() error
+}
+
+// openSink opens the sink that rawURL names, by its scheme: http or https
+// for a webhook endpoint, nats, amqp or amqps, kafka for a broker. A broker
+// sink connects at once and checks that its destination exists, so that a
+// missing stream or exchange stops the relay at start with a clear error.
+func openSink(ctx context.Context, rawURL string, opts sinkOptions) (*openedSink, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" {
+		return nil, fmt.Errorf("%w: --sink: %q is not a URL (want https://..., nats://..., amqp://... or kafka://...)", errUsage, redactSinkURL(rawURL))
+	}
+	withCredentials(u, os.Getenv)
+	switch strings.ToLower(u.Scheme) {
+	case "http", "https":
+		return openWebhookSink(u.String(), opts)
+	case "nats":
+		return openNATSSink(ctx, u, opts)
+	case "amqp", "amqps":
+		return openAMQPSink(ctx, u, opts)
+	case "kafka":
+		return openKafkaSink(ctx, u, opts)
+	}
+	return nil, fmt.Errorf("%w: --sink: unknown scheme %q (want https, http, nats, amqp, amqps or kafka)", errUsage, u.Scheme)
+}
+
+func openWebhookSink(rawURL string, opts sinkOptions) (*openedSink, error) {
+	if err := required("webhook-secret", opts.webhookSecrets); err != nil {
+		return nil, err
+	}
+	sch, err := signature.ParseScheme(opts.webhookScheme)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --signature: %v", errUsage, err)
+	}
+	s, err := webhook.New(webhook.Config{
+		URL:            rawURL,
+		Secrets:        strings.FieldsFunc(opts.webhookSecrets, func(r rune) bool { return r == ' ' || r == ',' }),
+		Scheme:         sch,
+		Timeout:        opts.timeout,
+		MaxConcurrency: opts.concurrency,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("%w: %v", errUsage, err)
+	}
+	return &openedSink{Sink: s, close: func() error { return nil }}, nil
+}
+
+// withCredentials fills the user information of a broker URL that has none
+// from $POSTBOX_SINK_USER and $POSTBOX_SINK_PASSWORD.
+func withCredentials(u *url.URL, getenv func(string) string) {
+	if u.User != nil || u.Scheme == "http" || u.Scheme == "https" {
+		return
+	}
+	user, password := getenv(envSinkUser), getenv(envSinkPassword)
+	switch {
+	case user != "" && password != "":
+		u.User = url.UserPassword(user, password)
+	case user != "":
+		u.User = url.User(user)
+	}
+}
+
+// redactSinkURL hides a password in a URL that may not parse.
+func redactSinkURL(rawURL string) string {
+	if u, err := url.Parse(rawURL); err == nil {
+		return u.Redacted()
+	}
+	if at := strings.LastIndexByte(rawURL, '@'); at >= 0 {
+		return "…@" + rawURL[at+1:]
+	}
+	return rawURL
+}
