@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -289,6 +290,43 @@ func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, e
 		return nil, fmt.Errorf("sqlite: list events: %w", err)
 	}
 	return recs, nil
+}
+
+// GetByDedupKey returns the record of the event written with dedupKey, or
+// store.ErrNotFound.
+func (s *Store) GetByDedupKey(ctx context.Context, dedupKey string) (store.Record, error) {
+	var id uuid.UUID
+	err := s.db.QueryRowContext(ctx, s.sql.Get("get_by_dedup_key"), sql.Named("dedup_key", dedupKey)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Record{}, fmt.Errorf("%w: dedup key %q", store.ErrNotFound, dedupKey)
+	}
+	if err != nil {
+		return store.Record{}, fmt.Errorf("sqlite: get event by dedup key: %w", err)
+	}
+	return s.Get(ctx, id)
+}
+
+// Relays reports the relays that hold leases, from the leased rows.
+func (s *Store) Relays(ctx context.Context) ([]store.RelayLeases, error) {
+	rows, err := s.db.QueryContext(ctx, s.sql.Get("relays"))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: relays: %w", err)
+	}
+	defer rows.Close()
+	var out []store.RelayLeases
+	for rows.Next() {
+		var r store.RelayLeases
+		var first, last int64
+		if err := rows.Scan(&r.Owner, &r.Events, &first, &last); err != nil {
+			return nil, fmt.Errorf("sqlite: relays: %w", err)
+		}
+		r.FirstExpiry, r.LastExpiry = time.UnixMicro(first), time.UnixMicro(last)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: relays: %w", err)
+	}
+	return out, nil
 }
 
 // exec runs a named statement in a write transaction of its own and returns
