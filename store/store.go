@@ -4,7 +4,7 @@
 //   - Producer, generic over the store's transaction type: the one call
 //     producers make (EnqueueTx), whatever the store.
 //   - Inspector, what status tools read (Stats, StatsByType, Get, List,
-//     GetByDedupKey, Relays).
+//     GetByDedupKey, Relays, LastSeq).
 //   - DeadLetters, the dead-letter operations (list, group, retry and
 //     purge failed events), and their parameter types (Failed*).
 //   - Outbox, the relay's driver interface: claim, settle, leases,
@@ -219,6 +219,11 @@ type Inspector interface {
 	// their expired leases too (a relay that stopped without settling,
 	// until ReclaimExpired runs).
 	Relays(ctx context.Context) ([]RelayLeases, error)
+	// LastSeq returns the sequence number (OutboxSeq) of the last event
+	// written, zero before the first: with the counts of Stats, what a
+	// console samples to chart the deliveries. On PostgreSQL it is the
+	// sequence's value, which inserts that rolled back advanced too.
+	LastSeq(ctx context.Context) (int64, error)
 }
 
 // RelayLeases is what one relay holds: the events it is delivering and

@@ -276,6 +276,15 @@ func (s *Store) Relays(ctx context.Context) ([]store.RelayLeases, error) {
 	return out, nil
 }
 
+// LastSeq returns the value of the outbox's sequence (see store.Inspector).
+func (s *Store) LastSeq(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.sql.Get("last_seq"), s.Table("outbox_events")).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: last seq: %w", err)
+	}
+	return n, nil
+}
+
 func scanRecord(row pgx.CollectableRow) (store.Record, error) {
 	var r store.Record
 	var leaseExpires, processed *time.Time

@@ -307,3 +307,8 @@ select owner, sum(cardinality(ids))::bigint, min(expires_at), max(expires_at)
 from {schema}.outbox_leases
 group by owner
 order by owner;
+
+-- name: last_seq
+-- The value of the seq column's sequence ($1 is the quoted, schema-qualified
+-- outbox_events); zero before the first event.
+select coalesce(pg_sequence_last_value(pg_get_serial_sequence($1, 'seq')), 0);

@@ -329,6 +329,15 @@ func (s *Store) Relays(ctx context.Context) ([]store.RelayLeases, error) {
 	return out, nil
 }
 
+// LastSeq returns the last seq given out (see store.Inspector).
+func (s *Store) LastSeq(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, s.sql.Get("last_seq")).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: last seq: %w", err)
+	}
+	return n, nil
+}
+
 // exec runs a named statement in a write transaction of its own and returns
 // the number of rows it changed.
 func (s *Store) exec(ctx context.Context, name string, args ...any) (int, error) {

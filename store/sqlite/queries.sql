@@ -201,3 +201,8 @@ from {prefix}outbox_events
 where status = 'processing' and lease_owner is not null
 group by lease_owner
 order by lease_owner;
+
+-- name: last_seq
+-- The last seq given out (autoincrement keeps it in sqlite_sequence, also
+-- after the rows are deleted); zero before the first event.
+select coalesce((select seq from sqlite_sequence where name = '{prefix}outbox_events'), 0);

@@ -20,6 +20,28 @@ var inspectTests = []struct {
 	{"FailedFilterByAggregateAndErrorText", testFailedFilterAggregateError},
 	{"GetByDedupKey", testGetByDedupKey},
 	{"RelaysFromLeases", testRelays},
+	{"LastSeqCountsWrittenEvents", testLastSeq},
+}
+
+func testLastSeq(t *testing.T, s store.Outbox) {
+	last := func() int64 {
+		t.Helper()
+		n, err := s.LastSeq(ctxFor(t))
+		if err != nil {
+			t.Fatalf("last seq: %v", err)
+		}
+		return n
+	}
+	if n := last(); n != 0 {
+		t.Fatalf("last seq of an empty outbox: %d, want 0", n)
+	}
+	a, b := event("1", 1), event("2", 1)
+	enqueue(t, s, a, b)
+	got := claim(t, s, store.ClaimParams{})
+	settle(t, s, store.SettleParams{Done: ids(got)}) // deleted
+	if n := last(); n != got[1].OutboxSeq {
+		t.Fatalf("last seq after two events, delivered and deleted: %d, want %d", n, got[1].OutboxSeq)
+	}
 }
 
 func testFailedFilterAggregateError(t *testing.T, s store.Outbox) {
