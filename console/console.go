@@ -175,12 +175,12 @@ func (c *Console) sample(ctx context.Context) {
 }
 
 // securityHeaders are on every answer: no inline script, no framing, no
-// sniffing, no referrer, no caching of pages that show events.
+// sniffing, no referrer to other sites, no caching of pages that show events.
 func securityHeaders(h http.Header) {
 	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
 	h.Set("X-Frame-Options", "DENY")
 	h.Set("X-Content-Type-Options", "nosniff")
-	h.Set("Referrer-Policy", "no-referrer")
+	h.Set("Referrer-Policy", "same-origin")
 	h.Set("Cross-Origin-Opener-Policy", "same-origin")
 	h.Set("Cache-Control", "no-store")
 }

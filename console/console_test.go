@@ -213,7 +213,7 @@ func TestOverviewShowsCountsTypesAndRelays(t *testing.T) {
 		}
 		h := res.Header
 		for name, want := range map[string]string{
-			"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer",
+			"X-Frame-Options": "DENY", "X-Content-Type-Options": "nosniff", "Referrer-Policy": "same-origin",
 		} {
 			if h.Get(name) != want {
 				t.Errorf("header %s: %q, want %q", name, h.Get(name), want)
