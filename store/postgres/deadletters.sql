@@ -4,7 +4,7 @@
 --
 -- Failed events are never in a lease (settle and reclaim_expired take them
 -- out), so these statements read outbox_events alone. They go through the
--- partial index outbox_events_failed_idx (processed_at) where status =
+-- partial index outbox_events_failed_seq_idx (processed_at, seq) where status =
 -- 'failed'; the lists are in (processed_at, seq) order, most recent first
 -- (keyset pages, never OFFSET). Their filters, in every statement: $1 the
 -- event type ('' for any), $2 failed at or after, $3 failed before (null:

@@ -1,9 +1,9 @@
 -- Named queries of the dead-letter operations (store.DeadLetters) of the
 -- SQLite store; "{prefix}" is filled in as in queries.sql.
 --
--- They go through the partial index outbox_events_failed_idx
--- (processed_at) where status = 'failed', whose entries end with the rowid
--- (seq): the lists are in (processed_at, seq) order, most recent first
+-- They go through the partial index outbox_events_failed_seq_idx
+-- (processed_at, seq) where status = 'failed' (seq is the rowid): the
+-- lists are in (processed_at, seq) order, most recent first
 -- (keyset pages, never OFFSET). Their filters, in every statement:
 -- :event_type ('' for any), :since (failed at or after) and :before
 -- (failed before), which the store sets to the smallest and largest
