@@ -51,7 +51,7 @@ type Store interface {
 // Defaults of Config.
 const (
 	// SampleEveryDefault is Config.SampleEvery when zero.
-	SampleEveryDefault = 15 * time.Second
+	SampleEveryDefault = 10 * time.Second
 	// PageSizeDefault is Config.PageSize when zero.
 	PageSizeDefault = 50
 	// TokenMinLength is the shortest Config.Token accepted.
@@ -69,8 +69,10 @@ type Config struct {
 	Token string
 	// ReadOnly hides every action (retry, purge) and refuses their POSTs.
 	ReadOnly bool
-	// SampleEvery is how often Run samples the store for the overview's
-	// chart (SampleEveryDefault when zero).
+	// SampleEvery is how often Run samples the store: the overview shows
+	// the latest sample's counts, and charts the samples of the last hour
+	// (SampleEveryDefault when zero). However many browsers show the
+	// overview, the store is read once per interval.
 	SampleEvery time.Duration
 	// PageSize is the number of rows of a page of failed events or inbox
 	// rows (PageSizeDefault when zero, at most store.FailedListLimitMax).
@@ -81,7 +83,8 @@ type Config struct {
 }
 
 // Console is the console's http.Handler. Run samples the store for the
-// overview's chart; without it the chart stays empty.
+// overview; without it the overview reads the counts at each request and
+// its chart stays empty.
 type Console struct {
 	cfg     Config
 	mux     *http.ServeMux
@@ -153,25 +156,39 @@ func (c *Console) Run(ctx context.Context) error {
 	}
 }
 
-// sample reads the counts and the sequence once, into the chart's samples.
+// sample reads the counts, the counts by type and the sequence once, into
+// the samples.
 func (c *Console) sample(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, c.cfg.SampleEvery)
+	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.SampleEvery, readTimeout))
 	defer cancel()
+	x, err := c.readSample(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("console: sampling the outbox", "error", err)
+		}
+		return
+	}
+	c.samples.add(x)
+}
+
+// readSample reads what a sample holds.
+func (c *Console) readSample(ctx context.Context) (sample, error) {
+	seq, err := c.cfg.Store.LastSeq(ctx) // before the counts: a delivery in between is not counted twice
+	if err != nil {
+		return sample{}, err
+	}
 	st, err := c.cfg.Store.Stats(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("console: sampling the outbox", "error", err)
-		}
-		return
+		return sample{}, err
 	}
-	seq, err := c.cfg.Store.LastSeq(ctx)
+	types, err := c.cfg.Store.StatsByType(ctx)
 	if err != nil {
-		if ctx.Err() == nil {
-			c.log.Warn("console: sampling the outbox", "error", err)
-		}
-		return
+		return sample{}, err
 	}
-	c.samples.add(sample{at: time.Now(), seq: seq, unfinished: st.Pending + st.Processing + st.Failed, failed: st.Failed})
+	return sample{
+		at: time.Now(), seq: seq, unfinished: st.Pending + st.Processing + st.Failed, failed: st.Failed,
+		stats: st, types: types,
+	}, nil
 }
 
 // securityHeaders are on every answer: no inline script, no framing, no

@@ -116,8 +116,10 @@ func (c *Console) fail(w http.ResponseWriter, what string, err error) {
 
 // overviewPage is the overview's data.
 type overviewPage struct {
-	Stats       store.Stats
-	Types       []store.TypeStats
+	Stats store.Stats
+	Types []store.TypeStats
+	// At is when the counts were read.
+	At          time.Time
 	Relays      []relayRow
 	Chart       chart
 	SampleEvery time.Duration
@@ -131,16 +133,16 @@ type relayRow struct {
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 	defer cancel()
-	var p overviewPage
-	var err error
-	if p.Stats, err = c.cfg.Store.Stats(ctx); err != nil {
-		c.fail(w, "reading the counts", err)
-		return
+	// The counts are the latest sample's (Run), or read now without one.
+	latest, ok := c.samples.latest()
+	if !ok {
+		var err error
+		if latest, err = c.readSample(ctx); err != nil {
+			c.fail(w, "reading the counts", err)
+			return
+		}
 	}
-	if p.Types, err = c.cfg.Store.StatsByType(ctx); err != nil {
-		c.fail(w, "reading the counts by type", err)
-		return
-	}
+	p := overviewPage{Stats: latest.stats, Types: latest.types, At: latest.at}
 	relays, err := c.cfg.Store.Relays(ctx)
 	if err != nil {
 		c.fail(w, "reading the relays", err)

@@ -3,6 +3,8 @@ package console
 import (
 	"sync"
 	"time"
+
+	"github.com/postbox-go/postbox/store"
 )
 
 // chartMinutes is how far back the overview's chart goes.
@@ -10,12 +12,15 @@ const chartMinutes = 60
 
 // sample is one reading of the store: its sequence (events ever written),
 // its unfinished events (pending, processing and failed) and its failed
-// ones.
+// ones; and what the overview shows of it, the counts and the counts by
+// type.
 type sample struct {
 	at         time.Time
 	seq        int64
 	unfinished int64
 	failed     int64
+	stats      store.Stats
+	types      []store.TypeStats
 }
 
 // samples keeps the last hour of samples.
@@ -36,6 +41,16 @@ func (s *samples) add(x sample) {
 	if len(s.list) > s.keep {
 		s.list = append(s.list[:0], s.list[len(s.list)-s.keep:]...)
 	}
+}
+
+// latest is the most recent sample; false before the first.
+func (s *samples) latest() (sample, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if len(s.list) == 0 {
+		return sample{}, false
+	}
+	return s.list[len(s.list)-1], true
 }
 
 // minute is one bar of the chart.
