@@ -295,6 +295,13 @@ func TestActionsNeedCSRFAndConfirmation(t *testing.T) {
 		}
 		token := c.csrf("/failed")
 		form := url.Values{"action": {"retry"}, "id": {ids[0].String()}, "csrf": {token}}
+		// Another site's form carries its own Origin.
+		req, _ := http.NewRequest(http.MethodPost, c.base+"/failed/action", strings.NewReader(url.Values{
+			"action": {"retry"}, "id": {ids[0].String()}, "csrf": {token}, "confirm": {"1"}}.Encode()))
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+		req.Header.Set("Origin", "http://evil.example")
+		res, body = c.do(req)
+		wantStatus(t, res, body, http.StatusForbidden)
 		res, body = c.post("/failed/action", form)
 		wantStatus(t, res, body, http.StatusOK)
 		if !strings.Contains(body, `id="confirm-button"`) || status(t, s, ids[0]) != store.StatusFailed {
