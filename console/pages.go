@@ -64,9 +64,9 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET /{$}", c.requireAuth(c.overview))
 	mux.HandleFunc("GET /failed", c.requireAuth(c.failed))
 	mux.HandleFunc("POST /failed/action", c.action(c.failedAction))
-	mux.HandleFunc("GET /events/{id}", c.requireAuth(c.event))
+	mux.HandleFunc("GET /events/{id}", c.requireAuth(showRow(c, "event", "event", c.cfg.Store.Get)))
 	mux.HandleFunc("GET /inbox", c.requireAuth(c.inbox))
-	mux.HandleFunc("GET /inbox/{id}", c.requireAuth(c.inboxEvent))
+	mux.HandleFunc("GET /inbox/{id}", c.requireAuth(showRow(c, "inbox_event", "inbox event", c.cfg.Store.InboxGet)))
 	mux.HandleFunc("GET /search", c.requireAuth(c.search))
 	c.mux = mux
 }
@@ -364,25 +364,24 @@ func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 	http.Redirect(w, r, "/failed?"+v.Encode(), http.StatusSeeOther)
 }
 
-// eventPage is one outbox event.
-type eventPage struct {
-	store.Record
-}
-
-func (c *Console) event(w http.ResponseWriter, r *http.Request) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		http.Error(w, "console: event id is not a UUID", http.StatusBadRequest)
-		return
+// showRow serves the page of one row: the one get reads for the id in the
+// path (an outbox event, an inbox row).
+func showRow[T any](c *Console, page, what string, get func(context.Context, uuid.UUID) (T, error)) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		id, err := uuid.Parse(r.PathValue("id"))
+		if err != nil {
+			http.Error(w, "console: event id is not a UUID", http.StatusBadRequest)
+			return
+		}
+		ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+		defer cancel()
+		row, err := get(ctx, id)
+		if err != nil {
+			c.fail(w, "reading "+what+" "+id.String(), err)
+			return
+		}
+		c.render(w, r, http.StatusOK, page, row)
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
-	defer cancel()
-	rec, err := c.cfg.Store.Get(ctx, id)
-	if err != nil {
-		c.fail(w, "reading event "+id.String(), err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "event", eventPage{rec})
 }
 
 // inboxPage is the inbox rows of one status.
@@ -410,22 +409,6 @@ func (c *Console) inbox(w http.ResponseWriter, r *http.Request) {
 	}
 	p.Rows = rows
 	c.render(w, r, http.StatusOK, "inbox", p)
-}
-
-func (c *Console) inboxEvent(w http.ResponseWriter, r *http.Request) {
-	id, err := uuid.Parse(r.PathValue("id"))
-	if err != nil {
-		http.Error(w, "console: event id is not a UUID", http.StatusBadRequest)
-		return
-	}
-	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
-	defer cancel()
-	rec, err := c.cfg.Store.InboxGet(ctx, id)
-	if err != nil {
-		c.fail(w, "reading inbox event "+id.String(), err)
-		return
-	}
-	c.render(w, r, http.StatusOK, "inbox_event", rec)
 }
 
 // searchPage is a search that found nothing.

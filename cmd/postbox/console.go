@@ -26,7 +26,7 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		token     = fs.String("token", "", fmt.Sprintf("token the console asks for (a login form, or Authorization: Bearer), at least %d bytes; prefer --token-file or the environment variable, which ps does not show", console.TokenMinLength))
 		tokenFile = fs.String("token-file", "", "file holding the token (surrounding white space is ignored)")
 		readOnly  = fs.Bool("read-only", false, "show no action: no retry, no purge")
-		sample    = fs.Duration("sample", console.SampleEveryDefault, "how often the overview's chart samples the outbox (one query each time)")
+		sample    = fs.Duration("sample", console.SampleEveryDefault, "how often the overview reads the outbox's counts, for its numbers and its chart (three queries each time, whatever the number of viewers)")
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "text or json")
 	)

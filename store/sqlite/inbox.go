@@ -103,13 +103,7 @@ func scanInboxRecords(rows *sql.Rows) ([]store.InboxRecord, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.ReceivedAt = time.UnixMicro(received)
-		if leaseExpires.Valid {
-			r.LeaseExpiresAt = time.UnixMicro(leaseExpires.Int64)
-		}
-		if processed.Valid {
-			r.ProcessedAt = time.UnixMicro(processed.Int64)
-		}
+		r.ReceivedAt, r.LeaseExpiresAt, r.ProcessedAt = time.UnixMicro(received), microTime(leaseExpires), microTime(processed)
 		out = append(out, r)
 	}
 	return out, rows.Err()

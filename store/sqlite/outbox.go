@@ -394,13 +394,17 @@ func scanRecords(rows *sql.Rows) ([]store.Record, error) {
 		}
 		r.AvailableAt = time.UnixMicro(availableAt)
 		r.CreatedAt = time.UnixMicro(created)
-		if leaseExpires.Valid {
-			r.LeaseExpiresAt = time.UnixMicro(leaseExpires.Int64)
-		}
-		if processed.Valid {
-			r.ProcessedAt = time.UnixMicro(processed.Int64)
-		}
+		r.LeaseExpiresAt, r.ProcessedAt = microTime(leaseExpires), microTime(processed)
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// microTime reads a nullable time column (Unix microseconds): the zero
+// time for NULL.
+func microTime(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(n.Int64)
 }
