@@ -74,11 +74,20 @@ type FailedFilter struct {
 	// FailedBefore keeps the events that failed before this time (older
 	// than a duration: time.Now().Add(-d)).
 	FailedBefore time.Time
+	// AggregateType keeps the events of this aggregate type.
+	AggregateType string
+	// AggregateID keeps the events of this aggregate id.
+	AggregateID string
+	// ErrorContains keeps the events whose last error contains this text
+	// (compared as written: case matters). The lists find such events by
+	// reading the failed events in order, so a text that few of them hold
+	// costs a scan of them all.
+	ErrorContains string
 }
 
 // IsZero reports whether f lets every failed event through.
 func (f FailedFilter) IsZero() bool {
-	return f.EventType == "" && f.FailedSince.IsZero() && f.FailedBefore.IsZero()
+	return f == FailedFilter{}
 }
 
 // FailedCursor is a place in the list of failed events, which is ordered
@@ -200,7 +209,7 @@ func (s FailedSelection) IsZero() bool {
 
 // ErrEmptySelection is returned by FailedRetry and FailedPurge for a
 // FailedSelection with no field set.
-var ErrEmptySelection = errors.New("store: no failed events selected: set All, IDs, Group, EventType or a time bound")
+var ErrEmptySelection = errors.New("store: no failed events selected: set All, IDs, Group or a filter")
 
 // FailedRetryParams says which failed events FailedRetry sends back, and
 // how.

@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/google/uuid"
@@ -64,6 +65,41 @@ type Inbox[TTx any] interface {
 	// before the given time, oldest first, and reports how many it
 	// deleted. Pending and failed rows are kept.
 	InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// InboxReader is what tools read of the inbox (a console): one row, or the
+// most recent rows of a status. It is apart from Inbox, which writes.
+type InboxReader interface {
+	// InboxGet returns one row, or an error matching ErrNotFound.
+	InboxGet(ctx context.Context, id uuid.UUID) (InboxRecord, error)
+	// InboxList returns up to p.Limit rows with status p.Status, the most
+	// recent first: done rows by the time they were processed, pending and
+	// failed ones by the time they were received.
+	InboxList(ctx context.Context, p InboxListParams) ([]InboxRecord, error)
+}
+
+// InboxListParams select inbox rows for InboxList.
+type InboxListParams struct {
+	// Status is StatusPending, StatusDone or StatusFailed.
+	Status string
+	// Limit is the most rows returned (1 to InboxListLimitMax).
+	Limit int
+}
+
+// InboxListLimitMax is the largest InboxListParams.Limit.
+const InboxListLimitMax = 10_000
+
+// Check returns an error naming the field that is out of range.
+func (p InboxListParams) Check() error {
+	switch p.Status {
+	case StatusPending, StatusDone, StatusFailed:
+	default:
+		return fmt.Errorf("inbox list: Status %q: want %s, %s or %s", p.Status, StatusPending, StatusDone, StatusFailed)
+	}
+	if p.Limit < 1 || p.Limit > InboxListLimitMax {
+		return fmt.Errorf("inbox list: Limit %d: want 1 to %d", p.Limit, InboxListLimitMax)
+	}
+	return nil
 }
 
 // InboxEvent is one incoming event (inbox.Event is this type). The inbox

@@ -3,7 +3,8 @@
 //
 //   - Producer, generic over the store's transaction type: the one call
 //     producers make (EnqueueTx), whatever the store.
-//   - Inspector, what status tools read (Stats, StatsByType, Get, List).
+//   - Inspector, what status tools read (Stats, StatsByType, Get, List,
+//     GetByDedupKey, Relays, LastSeq).
 //   - DeadLetters, the dead-letter operations (list, group, retry and
 //     purge failed events), and their parameter types (Failed*).
 //   - Outbox, the relay's driver interface: claim, settle, leases,
@@ -211,6 +212,32 @@ type Inspector interface {
 	Get(ctx context.Context, id uuid.UUID) (Record, error)
 	// List returns records with the given status, oldest first.
 	List(ctx context.Context, p ListParams) ([]Record, error)
+	// GetByDedupKey returns the record of the event written with this
+	// dedup key, or ErrNotFound.
+	GetByDedupKey(ctx context.Context, dedupKey string) (Record, error)
+	// Relays reports the relays that hold leases, by owner name, with
+	// their expired leases too (a relay that stopped without settling,
+	// until ReclaimExpired runs).
+	Relays(ctx context.Context) ([]RelayLeases, error)
+	// LastSeq returns the sequence number (OutboxSeq) of the last event
+	// written, zero before the first: with the counts of Stats, what a
+	// console samples to chart the deliveries. On PostgreSQL it is the
+	// sequence's value, which inserts that rolled back advanced too.
+	LastSeq(ctx context.Context) (int64, error)
+}
+
+// RelayLeases is what one relay holds: the events it is delivering and
+// when its leases end.
+type RelayLeases struct {
+	// Owner is the relay's name (ClaimParams.Owner).
+	Owner string `json:"owner"`
+	// Events is how many events its leases hold.
+	Events int64 `json:"events"`
+	// FirstExpiry and LastExpiry are when its leases end, the earliest and
+	// the latest: a relay whose LastExpiry has passed has stopped renewing
+	// them.
+	FirstExpiry time.Time `json:"first_expiry"`
+	LastExpiry  time.Time `json:"last_expiry"`
 }
 
 // Outbox is the relay's driver interface: what package relay needs of a

@@ -61,12 +61,12 @@ type deadLetterSQL struct{ s *Store }
 
 var _ sqlstore.DeadLetterSQL = deadLetterSQL{}
 
-// filterArgs are $1 to $3 of every dead-letter statement.
+// filterArgs are $1 to $6 of every dead-letter statement.
 func filterArgs(f store.FailedFilter) []any {
-	return []any{f.EventType, nullTime(f.FailedSince), nullTime(f.FailedBefore)}
+	return []any{f.EventType, nullTime(f.FailedSince), nullTime(f.FailedBefore), f.AggregateType, f.AggregateID, f.ErrorContains}
 }
 
-// cursorArgs are filterArgs, then the cursor ($4, $5) and limit ($6).
+// cursorArgs are filterArgs, then the cursor ($7, $8) and limit ($9).
 func cursorArgs(f store.FailedFilter, after store.FailedCursor, limit int) []any {
 	var at, seq any
 	if !after.IsZero() {

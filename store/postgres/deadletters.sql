@@ -4,14 +4,15 @@
 --
 -- Failed events are never in a lease (settle and reclaim_expired take them
 -- out), so these statements read outbox_events alone. They go through the
--- partial index outbox_events_failed_idx (processed_at) where status =
+-- partial index outbox_events_failed_seq_idx (processed_at, seq) where status =
 -- 'failed'; the lists are in (processed_at, seq) order, most recent first
 -- (keyset pages, never OFFSET). Their filters, in every statement: $1 the
 -- event type ('' for any), $2 failed at or after, $3 failed before (null:
--- no bound).
+-- no bound), $4 the aggregate type and $5 the aggregate id ('' for any),
+-- $6 a text the last error contains ('' for any).
 
 -- name: failed_list
--- Up to $6 failed events after the cursor ($4 processed_at, $5 seq; null:
+-- Up to $9 failed events after the cursor ($7 processed_at, $8 seq; null:
 -- from the start), in the columns of scanRecord (get, list).
 select id, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
        available_at, seq, status, retries, retries, coalesce(last_error, ''), '', null::timestamptz,
@@ -19,11 +20,14 @@ select id, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key
 from {schema}.outbox_events
 where status = 'failed'
   and ($1::text = '' or event_type = $1::text)
+  and ($4::text = '' or aggregate_type = $4::text)
+  and ($5::text = '' or aggregate_id = $5::text)
+  and ($6::text = '' or strpos(last_error, $6::text) > 0)
   and processed_at >= coalesce($2::timestamptz, '-infinity')
   and processed_at < coalesce($3::timestamptz, 'infinity')
-  and (processed_at, seq) < (coalesce($4::timestamptz, 'infinity'), coalesce($5::bigint, 0))
+  and (processed_at, seq) < (coalesce($7::timestamptz, 'infinity'), coalesce($8::bigint, 0))
 order by processed_at desc, seq desc
-limit $6;
+limit $9;
 
 -- name: failed_scan
 -- Like failed_list, only what grouping by error reads.
@@ -31,14 +35,17 @@ select id, processed_at, seq, coalesce(last_error, '')
 from {schema}.outbox_events
 where status = 'failed'
   and ($1::text = '' or event_type = $1::text)
+  and ($4::text = '' or aggregate_type = $4::text)
+  and ($5::text = '' or aggregate_id = $5::text)
+  and ($6::text = '' or strpos(last_error, $6::text) > 0)
   and processed_at >= coalesce($2::timestamptz, '-infinity')
   and processed_at < coalesce($3::timestamptz, 'infinity')
-  and (processed_at, seq) < (coalesce($4::timestamptz, 'infinity'), coalesce($5::bigint, 0))
+  and (processed_at, seq) < (coalesce($7::timestamptz, 'infinity'), coalesce($8::bigint, 0))
 order by processed_at desc, seq desc
-limit $6;
+limit $9;
 
 -- name: failed_retry
--- Up to $4 failed events back to the queue, due now, as never attempted
+-- Up to $7 failed events back to the queue, due now, as never attempted
 -- (retries 0: the next claim is attempt 1). last_error stays until the next
 -- attempt ends. Rows another retry or purge holds are skipped, not waited
 -- for.
@@ -46,9 +53,12 @@ with picked as (
   select id from {schema}.outbox_events
   where status = 'failed'
     and ($1::text = '' or event_type = $1::text)
+    and ($4::text = '' or aggregate_type = $4::text)
+    and ($5::text = '' or aggregate_id = $5::text)
+    and ($6::text = '' or strpos(last_error, $6::text) > 0)
     and processed_at >= coalesce($2::timestamptz, '-infinity')
     and processed_at < coalesce($3::timestamptz, 'infinity')
-  limit $4
+  limit $7
   for update skip locked
 )
 update {schema}.outbox_events e
@@ -57,12 +67,15 @@ from picked
 where e.id = picked.id;
 
 -- name: failed_retry_ids
--- failed_retry for the failed events among the ids $4.
+-- failed_retry for the failed events among the ids $7.
 update {schema}.outbox_events
 set status = 'pending', retries = 0, available_at = now(), processed_at = null
-where id = any($4::uuid[])
+where id = any($7::uuid[])
   and status = 'failed'
   and ($1::text = '' or event_type = $1::text)
+  and ($4::text = '' or aggregate_type = $4::text)
+  and ($5::text = '' or aggregate_id = $5::text)
+  and ($6::text = '' or strpos(last_error, $6::text) > 0)
   and processed_at >= coalesce($2::timestamptz, '-infinity')
   and processed_at < coalesce($3::timestamptz, 'infinity');
 
@@ -73,22 +86,28 @@ where id = any($4::uuid[])
 select pg_notify('{channel}', '');
 
 -- name: failed_purge
--- Deletes up to $4 failed events.
+-- Deletes up to $7 failed events.
 delete from {schema}.outbox_events
 where id in (
   select id from {schema}.outbox_events
   where status = 'failed'
     and ($1::text = '' or event_type = $1::text)
+    and ($4::text = '' or aggregate_type = $4::text)
+    and ($5::text = '' or aggregate_id = $5::text)
+    and ($6::text = '' or strpos(last_error, $6::text) > 0)
     and processed_at >= coalesce($2::timestamptz, '-infinity')
     and processed_at < coalesce($3::timestamptz, 'infinity')
-  limit $4
+  limit $7
   for update skip locked);
 
 -- name: failed_purge_ids
--- failed_purge for the failed events among the ids $4.
+-- failed_purge for the failed events among the ids $7.
 delete from {schema}.outbox_events
-where id = any($4::uuid[])
+where id = any($7::uuid[])
   and status = 'failed'
   and ($1::text = '' or event_type = $1::text)
+  and ($4::text = '' or aggregate_type = $4::text)
+  and ($5::text = '' or aggregate_id = $5::text)
+  and ($6::text = '' or strpos(last_error, $6::text) > 0)
   and processed_at >= coalesce($2::timestamptz, '-infinity')
   and processed_at < coalesce($3::timestamptz, 'infinity');

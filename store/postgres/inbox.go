@@ -48,24 +48,54 @@ func (s *Store) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.
 
 // InboxGet returns one inbox row, or store.ErrNotFound.
 func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (store.InboxRecord, error) {
-	var r store.InboxRecord
-	var leaseExpires, processed *time.Time
-	err := s.pool.QueryRow(ctx, s.sql.Get("inbox_get"), id).Scan(&r.ID, &r.EventType, &r.AggregateType,
-		&r.AggregateID, &r.Seq, &r.Payload, &r.Signature, &r.Status, &r.Attempts, &r.LastError, &r.LeaseOwner,
-		&leaseExpires, &r.ReceivedAt, &processed)
+	rows, err := s.pool.Query(ctx, s.sql.Get("inbox_get"), id)
+	if err != nil {
+		return store.InboxRecord{}, fmt.Errorf("postgres: inbox get: %w", err)
+	}
+	r, err := pgx.CollectExactlyOneRow(rows, scanInboxRecord)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return r, fmt.Errorf("%w: inbox event %s", store.ErrNotFound, id)
 	}
 	if err != nil {
 		return r, fmt.Errorf("postgres: inbox get: %w", err)
 	}
+	return r, nil
+}
+
+// InboxList returns the most recent inbox rows of a status (see
+// store.InboxReader).
+func (s *Store) InboxList(ctx context.Context, p store.InboxListParams) ([]store.InboxRecord, error) {
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("postgres: %w", err)
+	}
+	query := "inbox_list_open"
+	if p.Status == store.StatusDone {
+		query = "inbox_list_done"
+	}
+	rows, err := s.pool.Query(ctx, s.sql.Get(query), p.Status, p.Limit)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inbox list: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, scanInboxRecord)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: inbox list: %w", err)
+	}
+	return out, nil
+}
+
+// scanInboxRecord reads the columns of inbox_get.
+func scanInboxRecord(row pgx.CollectableRow) (store.InboxRecord, error) {
+	var r store.InboxRecord
+	var leaseExpires, processed *time.Time
+	err := row.Scan(&r.ID, &r.EventType, &r.AggregateType, &r.AggregateID, &r.Seq, &r.Payload, &r.Signature,
+		&r.Status, &r.Attempts, &r.LastError, &r.LeaseOwner, &leaseExpires, &r.ReceivedAt, &processed)
 	if leaseExpires != nil {
 		r.LeaseExpiresAt = *leaseExpires
 	}
 	if processed != nil {
 		r.ProcessedAt = *processed
 	}
-	return r, nil
+	return r, err
 }
 
 // InboxDeleteProcessedBefore deletes up to limit done rows processed before

@@ -102,3 +102,25 @@ where id in (
   where handler_status = 'done' and processed_at < $1
   order by processed_at
   limit $2);
+
+-- name: inbox_list_done
+-- Up to $2 done rows ($1 is 'done'), the most recently processed first
+-- (inbox_events_done_idx), in the columns of inbox_get.
+select id, event_type, aggregate_type, aggregate_id, coalesce(seq, 0), payload, coalesce(signature, ''),
+       handler_status, attempts, coalesce(last_error, ''), coalesce(lease_owner, ''), lease_expires_at,
+       received_at, processed_at
+from {schema}.inbox_events
+where handler_status = 'done' and handler_status = $1::text
+order by processed_at desc
+limit $2;
+
+-- name: inbox_list_open
+-- Up to $2 rows with status $1 (pending or failed), the most recently
+-- received first (inbox_events_open_idx), in the columns of inbox_get.
+select id, event_type, aggregate_type, aggregate_id, coalesce(seq, 0), payload, coalesce(signature, ''),
+       handler_status, attempts, coalesce(last_error, ''), coalesce(lease_owner, ''), lease_expires_at,
+       received_at, processed_at
+from {schema}.inbox_events
+where handler_status <> 'done' and handler_status = $1::text
+order by received_at desc
+limit $2;

@@ -13,6 +13,7 @@ import (
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
+	"github.com/postbox-go/postbox/store/storetest"
 )
 
 var _ inbox.Store[pgx.Tx] = (*postgres.Store)(nil)
@@ -147,4 +148,11 @@ func TestInboxEmptyPayload(t *testing.T) {
 	if r, err := ib.Get(ctx, ev.ID); err != nil || r.Payload != nil {
 		t.Fatalf("row %+v, %v: want no payload", r, err)
 	}
+}
+
+func TestInboxReader(t *testing.T) {
+	storetest.RunInboxReader(t, func(t *testing.T) storetest.InboxReaderStore[pgx.Tx] {
+		s, _ := newStore(t)
+		return s
+	})
 }

@@ -245,6 +245,46 @@ func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, e
 	return pgx.CollectRows(rows, scanRecord)
 }
 
+// GetByDedupKey returns the record of the event written with dedupKey, or
+// store.ErrNotFound.
+func (s *Store) GetByDedupKey(ctx context.Context, dedupKey string) (store.Record, error) {
+	var id uuid.UUID
+	err := s.pool.QueryRow(ctx, s.sql.Get("get_by_dedup_key"), dedupKey).Scan(&id)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return store.Record{}, fmt.Errorf("%w: dedup key %q", store.ErrNotFound, dedupKey)
+	}
+	if err != nil {
+		return store.Record{}, fmt.Errorf("postgres: get event by dedup key: %w", err)
+	}
+	return s.Get(ctx, id)
+}
+
+// Relays reports the relays that hold leases, from outbox_leases.
+func (s *Store) Relays(ctx context.Context) ([]store.RelayLeases, error) {
+	rows, err := s.pool.Query(ctx, s.sql.Get("relays"))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: relays: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.RelayLeases, error) {
+		var r store.RelayLeases
+		err := row.Scan(&r.Owner, &r.Events, &r.FirstExpiry, &r.LastExpiry)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: relays: %w", err)
+	}
+	return out, nil
+}
+
+// LastSeq returns the value of the outbox's sequence (see store.Inspector).
+func (s *Store) LastSeq(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.pool.QueryRow(ctx, s.sql.Get("last_seq"), s.Table("outbox_events")).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: last seq: %w", err)
+	}
+	return n, nil
+}
+
 func scanRecord(row pgx.CollectableRow) (store.Record, error) {
 	var r store.Record
 	var leaseExpires, processed *time.Time

@@ -295,3 +295,20 @@ select * from (
 where r.status = $1
 order by r.seq
 limit $2;
+
+-- name: get_by_dedup_key
+-- The id of the event written with dedup key $1 (outbox_events_dedup_key_uq);
+-- get reads the rest.
+select id from {schema}.outbox_events where dedup_key = $1;
+
+-- name: relays
+-- The relays that hold leases: how many events, and when the leases end.
+select owner, sum(cardinality(ids))::bigint, min(expires_at), max(expires_at)
+from {schema}.outbox_leases
+group by owner
+order by owner;
+
+-- name: last_seq
+-- The value of the seq column's sequence ($1 is the quoted, schema-qualified
+-- outbox_events); zero before the first event.
+select coalesce(pg_sequence_last_value(pg_get_serial_sequence($1, 'seq')), 0);

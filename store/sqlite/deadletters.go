@@ -77,7 +77,9 @@ func filterArgs(f store.FailedFilter) []any {
 	if !f.FailedBefore.IsZero() {
 		before = f.FailedBefore.UnixMicro()
 	}
-	return []any{sql.Named("event_type", f.EventType), sql.Named("since", since), sql.Named("before", before)}
+	return []any{sql.Named("event_type", f.EventType), sql.Named("since", since), sql.Named("before", before),
+		sql.Named("aggregate_type", f.AggregateType), sql.Named("aggregate_id", f.AggregateID),
+		sql.Named("error_contains", f.ErrorContains)}
 }
 
 // cursorArgs are filterArgs, then the cursor and the limit.

@@ -1,13 +1,14 @@
 -- Named queries of the dead-letter operations (store.DeadLetters) of the
 -- SQLite store; "{prefix}" is filled in as in queries.sql.
 --
--- They go through the partial index outbox_events_failed_idx
--- (processed_at) where status = 'failed', whose entries end with the rowid
--- (seq): the lists are in (processed_at, seq) order, most recent first
+-- They go through the partial index outbox_events_failed_seq_idx
+-- (processed_at, seq) where status = 'failed' (seq is the rowid): the
+-- lists are in (processed_at, seq) order, most recent first
 -- (keyset pages, never OFFSET). Their filters, in every statement:
 -- :event_type ('' for any), :since (failed at or after) and :before
 -- (failed before), which the store sets to the smallest and largest
--- integers when there is no bound.
+-- integers when there is no bound, :aggregate_type and :aggregate_id ('' for
+-- any), :error_contains (a text the last error contains, '' for any).
 
 -- name: failed_list
 -- Up to :limit failed events after the cursor (:at, :seq), in the columns
@@ -18,6 +19,9 @@ select id, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key
 from {prefix}outbox_events
 where status = 'failed'
   and (:event_type = '' or event_type = :event_type)
+  and (:aggregate_type = '' or aggregate_type = :aggregate_type)
+  and (:aggregate_id = '' or aggregate_id = :aggregate_id)
+  and (:error_contains = '' or instr(last_error, :error_contains) > 0)
   and processed_at >= :since and processed_at < :before
   and (processed_at, seq) < (:at, :seq)
 order by processed_at desc, seq desc
@@ -29,6 +33,9 @@ select id, processed_at, seq, coalesce(last_error, '')
 from {prefix}outbox_events
 where status = 'failed'
   and (:event_type = '' or event_type = :event_type)
+  and (:aggregate_type = '' or aggregate_type = :aggregate_type)
+  and (:aggregate_id = '' or aggregate_id = :aggregate_id)
+  and (:error_contains = '' or instr(last_error, :error_contains) > 0)
   and processed_at >= :since and processed_at < :before
   and (processed_at, seq) < (:at, :seq)
 order by processed_at desc, seq desc
@@ -44,6 +51,9 @@ where seq in (
   select seq from {prefix}outbox_events
   where status = 'failed'
     and (:event_type = '' or event_type = :event_type)
+    and (:aggregate_type = '' or aggregate_type = :aggregate_type)
+    and (:aggregate_id = '' or aggregate_id = :aggregate_id)
+    and (:error_contains = '' or instr(last_error, :error_contains) > 0)
     and processed_at >= :since and processed_at < :before
   limit :limit);
 
@@ -54,6 +64,9 @@ set status = 'pending', retries = 0, attempts = 0, available_at = :now, processe
 where id in (select value from json_each(:ids))
   and status = 'failed'
   and (:event_type = '' or event_type = :event_type)
+  and (:aggregate_type = '' or aggregate_type = :aggregate_type)
+  and (:aggregate_id = '' or aggregate_id = :aggregate_id)
+  and (:error_contains = '' or instr(last_error, :error_contains) > 0)
   and processed_at >= :since and processed_at < :before;
 
 -- name: failed_purge
@@ -63,6 +76,9 @@ where seq in (
   select seq from {prefix}outbox_events
   where status = 'failed'
     and (:event_type = '' or event_type = :event_type)
+    and (:aggregate_type = '' or aggregate_type = :aggregate_type)
+    and (:aggregate_id = '' or aggregate_id = :aggregate_id)
+    and (:error_contains = '' or instr(last_error, :error_contains) > 0)
     and processed_at >= :since and processed_at < :before
   limit :limit);
 
@@ -72,4 +88,7 @@ delete from {prefix}outbox_events
 where id in (select value from json_each(:ids))
   and status = 'failed'
   and (:event_type = '' or event_type = :event_type)
+  and (:aggregate_type = '' or aggregate_type = :aggregate_type)
+  and (:aggregate_id = '' or aggregate_id = :aggregate_id)
+  and (:error_contains = '' or instr(last_error, :error_contains) > 0)
   and processed_at >= :since and processed_at < :before;

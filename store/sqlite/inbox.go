@@ -55,26 +55,58 @@ func (s *Store) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.
 
 // InboxGet returns one inbox row, or store.ErrNotFound.
 func (s *Store) InboxGet(ctx context.Context, id uuid.UUID) (store.InboxRecord, error) {
-	var r store.InboxRecord
-	var received int64
-	var leaseExpires, processed sql.NullInt64
-	err := s.db.QueryRowContext(ctx, s.sql.Get("inbox_get"), sql.Named("id", id.String())).Scan(
-		&r.ID, &r.EventType, &r.AggregateType, &r.AggregateID, &r.Seq, &r.Payload, &r.Signature, &r.Status,
-		&r.Attempts, &r.LastError, &r.LeaseOwner, &leaseExpires, &received, &processed)
-	if errors.Is(err, sql.ErrNoRows) {
-		return r, fmt.Errorf("%w: inbox event %s", store.ErrNotFound, id)
-	}
+	rows, err := s.db.QueryContext(ctx, s.sql.Get("inbox_get"), sql.Named("id", id.String()))
 	if err != nil {
-		return r, fmt.Errorf("sqlite: inbox get: %w", err)
+		return store.InboxRecord{}, fmt.Errorf("sqlite: inbox get: %w", err)
 	}
-	r.ReceivedAt = time.UnixMicro(received)
-	if leaseExpires.Valid {
-		r.LeaseExpiresAt = time.UnixMicro(leaseExpires.Int64)
+	recs, err := scanInboxRecords(rows)
+	if err != nil {
+		return store.InboxRecord{}, fmt.Errorf("sqlite: inbox get: %w", err)
 	}
-	if processed.Valid {
-		r.ProcessedAt = time.UnixMicro(processed.Int64)
+	if len(recs) == 0 {
+		return store.InboxRecord{}, fmt.Errorf("%w: inbox event %s", store.ErrNotFound, id)
 	}
-	return r, nil
+	return recs[0], nil
+}
+
+// InboxList returns the most recent inbox rows of a status (see
+// store.InboxReader).
+func (s *Store) InboxList(ctx context.Context, p store.InboxListParams) ([]store.InboxRecord, error) {
+	if err := p.Check(); err != nil {
+		return nil, fmt.Errorf("sqlite: %w", err)
+	}
+	query := "inbox_list_open"
+	if p.Status == store.StatusDone {
+		query = "inbox_list_done"
+	}
+	rows, err := s.db.QueryContext(ctx, s.sql.Get(query), sql.Named("status", p.Status), sql.Named("limit", p.Limit))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: inbox list: %w", err)
+	}
+	recs, err := scanInboxRecords(rows)
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: inbox list: %w", err)
+	}
+	return recs, nil
+}
+
+// scanInboxRecords reads rows in the columns of inbox_get, and closes them.
+func scanInboxRecords(rows *sql.Rows) ([]store.InboxRecord, error) {
+	defer rows.Close()
+	var out []store.InboxRecord
+	for rows.Next() {
+		var r store.InboxRecord
+		var received int64
+		var leaseExpires, processed sql.NullInt64
+		err := rows.Scan(&r.ID, &r.EventType, &r.AggregateType, &r.AggregateID, &r.Seq, &r.Payload, &r.Signature,
+			&r.Status, &r.Attempts, &r.LastError, &r.LeaseOwner, &leaseExpires, &received, &processed)
+		if err != nil {
+			return nil, err
+		}
+		r.ReceivedAt, r.LeaseExpiresAt, r.ProcessedAt = time.UnixMicro(received), microTime(leaseExpires), microTime(processed)
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 // InboxDeleteProcessedBefore deletes up to limit done rows processed before

@@ -102,3 +102,26 @@ where id in (
   where handler_status = 'done' and processed_at < :before
   order by processed_at
   limit :limit);
+
+-- name: inbox_list_done
+-- Up to :limit done rows (:status is 'done'), the most recently processed
+-- first (inbox_events_done_idx), in the columns of inbox_get.
+select id, event_type, aggregate_type, aggregate_id, coalesce(seq, 0), payload, coalesce(signature, ''),
+       handler_status, attempts, coalesce(last_error, ''), coalesce(lease_owner, ''), lease_expires_at,
+       received_at, processed_at
+from {prefix}inbox_events
+where handler_status = 'done' and handler_status = :status
+order by processed_at desc
+limit :limit;
+
+-- name: inbox_list_open
+-- Up to :limit rows with status :status (pending or failed), the most
+-- recently received first (inbox_events_open_idx), in the columns of
+-- inbox_get.
+select id, event_type, aggregate_type, aggregate_id, coalesce(seq, 0), payload, coalesce(signature, ''),
+       handler_status, attempts, coalesce(last_error, ''), coalesce(lease_owner, ''), lease_expires_at,
+       received_at, processed_at
+from {prefix}inbox_events
+where handler_status <> 'done' and handler_status = :status
+order by received_at desc
+limit :limit;

@@ -14,6 +14,7 @@ import (
 	"github.com/postbox-go/postbox/inbox/inboxtest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
+	"github.com/postbox-go/postbox/store/storetest"
 )
 
 var _ inbox.Store[*sql.Tx] = (*sqlite.Store)(nil)
@@ -280,4 +281,10 @@ func TestInboxSwallowedSQLError(t *testing.T) {
 	if n, err := b.Effects(ctx, ev.ID.String()); err != nil || n != 1 {
 		t.Fatalf("%d effects, %v; want the handler's other write committed", n, err)
 	}
+}
+
+func TestInboxReader(t *testing.T) {
+	storetest.RunInboxReader(t, func(t *testing.T) storetest.InboxReaderStore[*sql.Tx] {
+		return newStore(t, sqlite.Config{})
+	})
 }

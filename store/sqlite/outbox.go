@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"sort"
 	"time"
@@ -291,6 +292,52 @@ func (s *Store) List(ctx context.Context, p store.ListParams) ([]store.Record, e
 	return recs, nil
 }
 
+// GetByDedupKey returns the record of the event written with dedupKey, or
+// store.ErrNotFound.
+func (s *Store) GetByDedupKey(ctx context.Context, dedupKey string) (store.Record, error) {
+	var id uuid.UUID
+	err := s.db.QueryRowContext(ctx, s.sql.Get("get_by_dedup_key"), sql.Named("dedup_key", dedupKey)).Scan(&id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return store.Record{}, fmt.Errorf("%w: dedup key %q", store.ErrNotFound, dedupKey)
+	}
+	if err != nil {
+		return store.Record{}, fmt.Errorf("sqlite: get event by dedup key: %w", err)
+	}
+	return s.Get(ctx, id)
+}
+
+// Relays reports the relays that hold leases, from the leased rows.
+func (s *Store) Relays(ctx context.Context) ([]store.RelayLeases, error) {
+	rows, err := s.db.QueryContext(ctx, s.sql.Get("relays"))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: relays: %w", err)
+	}
+	defer rows.Close()
+	var out []store.RelayLeases
+	for rows.Next() {
+		var r store.RelayLeases
+		var first, last int64
+		if err := rows.Scan(&r.Owner, &r.Events, &first, &last); err != nil {
+			return nil, fmt.Errorf("sqlite: relays: %w", err)
+		}
+		r.FirstExpiry, r.LastExpiry = time.UnixMicro(first), time.UnixMicro(last)
+		out = append(out, r)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: relays: %w", err)
+	}
+	return out, nil
+}
+
+// LastSeq returns the last seq given out (see store.Inspector).
+func (s *Store) LastSeq(ctx context.Context) (int64, error) {
+	var n int64
+	if err := s.db.QueryRowContext(ctx, s.sql.Get("last_seq")).Scan(&n); err != nil {
+		return 0, fmt.Errorf("sqlite: last seq: %w", err)
+	}
+	return n, nil
+}
+
 // exec runs a named statement in a write transaction of its own and returns
 // the number of rows it changed.
 func (s *Store) exec(ctx context.Context, name string, args ...any) (int, error) {
@@ -347,13 +394,17 @@ func scanRecords(rows *sql.Rows) ([]store.Record, error) {
 		}
 		r.AvailableAt = time.UnixMicro(availableAt)
 		r.CreatedAt = time.UnixMicro(created)
-		if leaseExpires.Valid {
-			r.LeaseExpiresAt = time.UnixMicro(leaseExpires.Int64)
-		}
-		if processed.Valid {
-			r.ProcessedAt = time.UnixMicro(processed.Int64)
-		}
+		r.LeaseExpiresAt, r.ProcessedAt = microTime(leaseExpires), microTime(processed)
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// microTime reads a nullable time column (Unix microseconds): the zero
+// time for NULL.
+func microTime(n sql.NullInt64) time.Time {
+	if !n.Valid {
+		return time.Time{}
+	}
+	return time.UnixMicro(n.Int64)
 }

@@ -187,3 +187,22 @@ from {prefix}outbox_events
 where status = :status
 order by seq
 limit :limit;
+
+-- name: get_by_dedup_key
+-- The id of the event written with dedup key :dedup_key; get reads the
+-- rest.
+select id from {prefix}outbox_events where dedup_key = :dedup_key;
+
+-- name: relays
+-- The relays that hold leases (outbox_events_lease_idx): how many events,
+-- and when the leases end.
+select lease_owner, count(*), min(lease_expires_at), max(lease_expires_at)
+from {prefix}outbox_events
+where status = 'processing' and lease_owner is not null
+group by lease_owner
+order by lease_owner;
+
+-- name: last_seq
+-- The last seq given out (autoincrement keeps it in sqlite_sequence, also
+-- after the rows are deleted); zero before the first event.
+select coalesce((select seq from sqlite_sequence where name = '{prefix}outbox_events'), 0);

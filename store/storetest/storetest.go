@@ -53,6 +53,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ExtendLeaseReportsLostLeases", testExtendLeaseLost},
 	}
 	tests = append(tests, deadLetterTests...)
+	tests = append(tests, inspectTests...)
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			tc.run(t, newStore(t))

@@ -1,0 +1,118 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/postbox-go/postbox/console"
+	"github.com/postbox-go/postbox/store"
+)
+
+// consoleShutdownTimeout bounds the console's shutdown on SIGINT/SIGTERM.
+const consoleShutdownTimeout = 5 * time.Second
+
+func setupConsole(fs *flag.FlagSet) func(context.Context) error {
+	var db dbFlags
+	db.register(fs)
+	var (
+		addr      = fs.String("addr", "127.0.0.1:8080", "HOST:PORT the console listens on; an address other than loopback needs a token")
+		token     = fs.String("token", "", fmt.Sprintf("token the console asks for (a login form, or Authorization: Bearer), at least %d bytes; prefer --token-file or the environment variable, which ps does not show", console.TokenMinLength))
+		tokenFile = fs.String("token-file", "", "file holding the token (surrounding white space is ignored)")
+		readOnly  = fs.Bool("read-only", false, "show no action: no retry, no purge")
+		sample    = fs.Duration("sample", console.SampleEveryDefault, "how often the overview reads the outbox's counts, for its numbers and its chart (three queries each time, whatever the number of viewers)")
+		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
+		logFormat = fs.String("log-format", "text", "text or json")
+	)
+	return func(ctx context.Context) error {
+		if *token != "" && *tokenFile != "" {
+			return fmt.Errorf("%w: give --token or --token-file, not both", errUsage)
+		}
+		secret := *token
+		if *tokenFile != "" {
+			b, err := os.ReadFile(*tokenFile)
+			if err != nil {
+				return fmt.Errorf("--token-file: %w", err)
+			}
+			if secret = strings.TrimSpace(string(b)); secret == "" {
+				return fmt.Errorf("--token-file %s is empty", *tokenFile)
+			}
+		}
+		if secret != "" && len(secret) < console.TokenMinLength {
+			return fmt.Errorf("%w: the token is %d bytes: want at least %d", errUsage, len(secret), console.TokenMinLength)
+		}
+		if err := console.CheckAddr(*addr, secret); err != nil {
+			return fmt.Errorf("%w: --addr: %v", errUsage, err)
+		}
+		if *sample <= 0 {
+			return fmt.Errorf("%w: --sample %v: want a positive interval", errUsage, *sample)
+		}
+		logger, err := newLogger(*logLevel, *logFormat)
+		if err != nil {
+			return err
+		}
+		s, err := db.open(ctx, "console", true)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
+			return err
+		}
+		var st console.Store = s.SQLite
+		if s.Postgres != nil {
+			st = s.Postgres
+		}
+		c, err := console.New(console.Config{Store: st, Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger})
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		ln, err := net.Listen("tcp", *addr)
+		if err != nil {
+			return fmt.Errorf("--addr: %w", err)
+		}
+		srv := &http.Server{
+			Handler:           c,
+			ReadHeaderTimeout: 5 * time.Second,
+			ReadTimeout:       30 * time.Second,
+			// A retry or purge of every failed event may take minutes
+			// (the console bounds it at 10).
+			WriteTimeout:   11 * time.Minute,
+			IdleTimeout:    2 * time.Minute,
+			MaxHeaderBytes: 64 << 10,
+		}
+		auth := "token"
+		if secret == "" {
+			auth = "none (loopback only)"
+		}
+		logger.Info("console on http://"+ln.Addr().String()+"/", "store", st.String(), "read_only", *readOnly, "auth", auth)
+		sampled := make(chan struct{})
+		go func() {
+			defer close(sampled)
+			c.Run(ctx)
+		}()
+		served := make(chan error, 1)
+		go func() { served <- srv.Serve(ln) }()
+		select {
+		case err := <-served:
+			<-sampled
+			return fmt.Errorf("console: %w", err)
+		case <-ctx.Done():
+		}
+		shutdownCtx, cancel := context.WithTimeout(context.Background(), consoleShutdownTimeout)
+		defer cancel()
+		err = srv.Shutdown(shutdownCtx)
+		<-sampled
+		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+			return fmt.Errorf("console: %w", err)
+		}
+		logger.Info("console stopped")
+		return err
+	}
+}

@@ -1,0 +1,213 @@
+// Package console is postbox's web console: an http.Handler that shows the
+// outbox and the inbox and redrives failed events, for an operator with a
+// browser and no psql.
+//
+// Pages: the overview (counts by status and by event type, the age of the
+// oldest pending event, deliveries and failures per minute over the last
+// hour, the relays holding leases; it refreshes itself), the failed events
+// (filters, keyset pages, retry or purge of some or all of them after a
+// confirmation), one event, the inbox's recent and failed rows, and a
+// search by event id or dedup key.
+//
+// The console serves everything it needs from the binary (templates,
+// one stylesheet, one script): it works offline. Security: with a Token,
+// every request must carry it (Authorization: Bearer, or the session cookie
+// the login form sets); without one, the console answers only requests
+// addressed to a loopback host (CheckAddr refuses to listen elsewhere).
+// Every action is a POST with a CSRF token; ReadOnly hides and refuses
+// them all. Pages are rendered with html/template, so payloads and error
+// texts are text, never markup; the Content-Security-Policy allows no
+// inline script, and no page may be framed.
+//
+// The chart comes from the console's own sampling of the store (Run), not
+// from Prometheus.
+package console
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// Store is what the console reads and changes: a store's Inspector, its
+// dead-letter operations and its inbox reader. *postgres.Store and
+// *sqlite.Store are Stores.
+type Store interface {
+	// String names the store without credentials, for the page header.
+	String() string
+	store.Inspector
+	store.DeadLetters
+	store.InboxReader
+}
+
+// Defaults of Config.
+const (
+	// SampleEveryDefault is Config.SampleEvery when zero.
+	SampleEveryDefault = 10 * time.Second
+	// PageSizeDefault is Config.PageSize when zero.
+	PageSizeDefault = 50
+	// TokenMinLength is the shortest Config.Token accepted.
+	TokenMinLength = 16
+)
+
+// Config configures a Console.
+type Config struct {
+	// Store is the outbox and inbox shown. Required.
+	Store Store
+	// Token, when not empty, is required of every request: as
+	// "Authorization: Bearer <token>", or through the login form, which
+	// sets an HttpOnly, SameSite=Strict session cookie. At least
+	// TokenMinLength bytes.
+	Token string
+	// ReadOnly hides every action (retry, purge) and refuses their POSTs.
+	ReadOnly bool
+	// SampleEvery is how often Run samples the store: the overview shows
+	// the latest sample's counts, and charts the samples of the last hour
+	// (SampleEveryDefault when zero). However many browsers show the
+	// overview, the store is read once per interval.
+	SampleEvery time.Duration
+	// PageSize is the number of rows of a page of failed events or inbox
+	// rows (PageSizeDefault when zero, at most store.FailedListLimitMax).
+	PageSize int
+	// Logger receives the actions taken and the errors met (slog's
+	// default logger when nil).
+	Logger *slog.Logger
+}
+
+// Console is the console's http.Handler. Run samples the store for the
+// overview; without it the overview reads the counts at each request and
+// its chart stays empty.
+type Console struct {
+	cfg     Config
+	mux     *http.ServeMux
+	pages   pages
+	secret  []byte // signs the session cookie and the CSRF tokens
+	samples *samples
+	log     *slog.Logger
+}
+
+// New checks cfg and returns the console.
+func New(cfg Config) (*Console, error) {
+	if cfg.Store == nil {
+		return nil, errors.New("console: Store is nil")
+	}
+	if cfg.Token != "" && len(cfg.Token) < TokenMinLength {
+		return nil, fmt.Errorf("console: Token is %d bytes: want at least %d", len(cfg.Token), TokenMinLength)
+	}
+	if cfg.SampleEvery == 0 {
+		cfg.SampleEvery = SampleEveryDefault
+	}
+	if cfg.SampleEvery < 0 {
+		return nil, fmt.Errorf("console: SampleEvery %v is negative", cfg.SampleEvery)
+	}
+	if cfg.PageSize == 0 {
+		cfg.PageSize = PageSizeDefault
+	}
+	if cfg.PageSize < 0 || cfg.PageSize > store.FailedListLimitMax {
+		return nil, fmt.Errorf("console: PageSize %d: want 1 to %d", cfg.PageSize, store.FailedListLimitMax)
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.Default()
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	c := &Console{
+		cfg: cfg, pages: pages, secret: make([]byte, 32), log: cfg.Logger,
+		samples: newSamples(cfg.SampleEvery),
+	}
+	rand.Read(c.secret) // never fails (crypto/rand)
+	c.routes()
+	return c, nil
+}
+
+// ServeHTTP serves the console, behind its security headers and checks.
+func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	securityHeaders(w.Header())
+	if !c.hostAllowed(r) {
+		http.Error(w, "console: this console answers requests to a loopback address only (start it with --token to serve others)", http.StatusForbidden)
+		return
+	}
+	c.mux.ServeHTTP(w, r)
+}
+
+// Run samples the store every Config.SampleEvery until ctx is done, for
+// the overview's chart of the last hour. It returns nil when ctx is done;
+// a failed sample is logged and skipped.
+func (c *Console) Run(ctx context.Context) error {
+	tick := time.NewTicker(c.cfg.SampleEvery)
+	defer tick.Stop()
+	for {
+		c.sample(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+	}
+}
+
+// sample reads the counts, the counts by type and the sequence once, into
+// the samples.
+func (c *Console) sample(ctx context.Context) {
+	ctx, cancel := context.WithTimeout(ctx, max(c.cfg.SampleEvery, readTimeout))
+	defer cancel()
+	x, err := c.readSample(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			c.log.Warn("console: sampling the outbox", "error", err)
+		}
+		return
+	}
+	c.samples.add(x)
+}
+
+// readSample reads what a sample holds.
+func (c *Console) readSample(ctx context.Context) (sample, error) {
+	seq, err := c.cfg.Store.LastSeq(ctx) // before the counts: a delivery in between is not counted twice
+	if err != nil {
+		return sample{}, err
+	}
+	st, err := c.cfg.Store.Stats(ctx)
+	if err != nil {
+		return sample{}, err
+	}
+	types, err := c.cfg.Store.StatsByType(ctx)
+	if err != nil {
+		return sample{}, err
+	}
+	return sample{
+		at: time.Now(), seq: seq, unfinished: st.Pending + st.Processing + st.Failed, failed: st.Failed,
+		stats: st, types: types,
+	}, nil
+}
+
+// securityHeaders are on every answer: no inline script, no framing, no
+// sniffing, no referrer to other sites, no caching of pages that show events.
+func securityHeaders(h http.Header) {
+	h.Set("Content-Security-Policy", "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'")
+	h.Set("X-Frame-Options", "DENY")
+	h.Set("X-Content-Type-Options", "nosniff")
+	h.Set("Referrer-Policy", "same-origin")
+	h.Set("Cross-Origin-Opener-Policy", "same-origin")
+	h.Set("Cache-Control", "no-store")
+}
+
+// mac is the HMAC-SHA256 of parts under the console's secret.
+func (c *Console) mac(parts ...string) []byte {
+	m := hmac.New(sha256.New, c.secret)
+	for _, p := range parts {
+		m.Write([]byte(p))
+		m.Write([]byte{0})
+	}
+	return m.Sum(nil)
+}

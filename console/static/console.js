@@ -1,0 +1,52 @@
+// postbox console: the page's small behaviours. No inline script runs
+// (the Content-Security-Policy forbids it); the pages work without this
+// file, it only adds comfort.
+"use strict";
+
+// Live refresh: a <main data-refresh="N"> page fetches itself every N
+// seconds and swaps its main element, while the tab is visible.
+function startRefresh(main) {
+  const every = Number(main.dataset.refresh) * 1000;
+  if (!(every > 0)) return;
+  const refresh = async () => {
+    if (document.hidden) return;
+    try {
+      const res = await fetch(location.href, { credentials: "same-origin", headers: { "X-Refresh": "1" } });
+      if (!res.ok) return;
+      const doc = new DOMParser().parseFromString(await res.text(), "text/html");
+      const fresh = doc.getElementById("main");
+      if (fresh) main.replaceChildren(...Array.from(fresh.childNodes, (n) => document.importNode(n, true)));
+      document.documentElement.dataset.refreshed = String(Date.now());
+    } catch (e) {
+      // The next tick tries again.
+    }
+  };
+  setInterval(refresh, every);
+}
+
+// Selection on the failed page: "this page" ticks every row; "every
+// failed event that matches" unticks them (the filters decide).
+function startSelection() {
+  const page = document.getElementById("select-page");
+  const all = document.getElementById("select-all");
+  const rows = () => document.querySelectorAll('#failed input[name="id"]');
+  if (page) {
+    page.addEventListener("change", () => {
+      rows().forEach((box) => { box.checked = page.checked; });
+      if (page.checked && all) all.checked = false;
+    });
+  }
+  if (all) {
+    all.addEventListener("change", () => {
+      if (!all.checked) return;
+      rows().forEach((box) => { box.checked = false; });
+      if (page) page.checked = false;
+    });
+  }
+}
+
+document.addEventListener("DOMContentLoaded", () => {
+  const main = document.getElementById("main");
+  if (main) startRefresh(main);
+  startSelection();
+});
