@@ -25,10 +25,6 @@ const (
 	// TimeoutDefault bounds one publish: the wait for the produce's
 	// acknowledgement, and a record's time in the producer's buffer.
 	TimeoutDefault = 10 * time.Second
-	// LingerDefault is how long a partition's batch waits for more records
-	// before it is sent. A relay publishes many events at once: a short
-	// linger gathers them into one produce request per partition.
-	LingerDefault = 2 * time.Millisecond
 	// MaxBufferedRecordsDefault bounds the records waiting in the
 	// producer; a publish beyond it waits for room.
 	MaxBufferedRecordsDefault = 10_000
@@ -63,8 +59,11 @@ type Config struct {
 	// Timeout bounds one publish (the relay's --timeout). Default
 	// TimeoutDefault (10s).
 	Timeout time.Duration
-	// Linger is how long a batch waits for more records. Default
-	// LingerDefault; negative sends each batch as soon as it can.
+	// Linger is how long a partition's batch waits for more records before
+	// it is sent. Default 0: at once. The records that arrive while a
+	// produce request is in flight are gathered into the next one anyway,
+	// and a publish waits for its acknowledgement, so a linger only adds
+	// to each publish's time (franz-go's own default is 10ms).
 	Linger time.Duration
 	// MaxBufferedRecords bounds the records in the producer. Default
 	// MaxBufferedRecordsDefault.
@@ -207,9 +206,6 @@ func (c Config) withDefaults() Config {
 	}
 	if c.Timeout == 0 {
 		c.Timeout = TimeoutDefault
-	}
-	if c.Linger == 0 {
-		c.Linger = LingerDefault
 	}
 	if c.MaxBufferedRecords == 0 {
 		c.MaxBufferedRecords = MaxBufferedRecordsDefault

@@ -105,10 +105,8 @@ func clientOptions(cfg Config) []kgo.Opt {
 		kgo.RecordDeliveryTimeout(cfg.Timeout),
 		kgo.UnknownTopicRetries(unknownTopicRetries),
 		kgo.MetadataMinAge(metadataMinAge),
+		kgo.ProducerLinger(max(cfg.Linger, 0)),
 		kgo.ClientID("postbox-relay"),
-	}
-	if cfg.Linger > 0 {
-		opts = append(opts, kgo.ProducerLinger(cfg.Linger))
 	}
 	if cfg.TLS != nil {
 		opts = append(opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
@@ -188,7 +186,7 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	rec := s.record(m)
+	rec := s.Record(m)
 	done := make(chan error, 1)
 	s.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	var err error
@@ -203,9 +201,10 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	return s.classify(rec.Topic, fmt.Errorf("kafka: event %s to topic %q: %w", m.ID, rec.Topic, err))
 }
 
-// record lays m out as a record: key = aggregate id, value = payload,
-// headers = the broker wire headers and Debezium's "id".
-func (s *Sink) record(m *sink.Message) *kgo.Record {
+// Record returns the record Publish produces for m: topic from the
+// template, key = aggregate id, value = payload, headers = the broker wire
+// headers and Debezium's "id".
+func (s *Sink) Record(m *sink.Message) *kgo.Record {
 	rec := &kgo.Record{
 		Topic:   s.topic.Expand(&m.Event),
 		Key:     []byte(m.AggregateID),
