@@ -36,7 +36,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"strings"
 	"sync"
@@ -46,6 +45,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/internal/kafkalog"
 )
 
 // HeaderDebeziumID is the header in which Debezium's Outbox Event Router
@@ -77,16 +77,16 @@ type Config struct {
 	// first, for instance set ev.Seq from the payload. Required.
 	Process func(ctx context.Context, ev *inbox.Event) (inbox.Outcome, error)
 	// Logger receives redeliveries (info), discarded records and failed
-	// commits (warning). Default: discard.
+	// commits (warning). Default slog.Default().
 	Logger *slog.Logger
 	// RedeliveryMin and RedeliveryMax bound the wait before a failed
 	// record is processed again (see inbox.RedeliveryDelay). Default
 	// inbox.RedeliveryMinDefault and inbox.RedeliveryMaxDefault.
 	RedeliveryMin, RedeliveryMax time.Duration
 	// Options are more franz-go client options, for TLS
-	// (kgo.DialTLSConfig), SASL (kgo.SASL), timeouts. Options that
-	// conflict with the consumer's own (auto-commit, the group, the
-	// rebalance callbacks) are not allowed.
+	// (kgo.DialTLSConfig), SASL (kgo.SASL), timeouts. The consumer's own
+	// (auto-commit off, blocking rebalances on poll, the partition
+	// callbacks) are applied after them and win.
 	Options []kgo.Opt
 }
 
@@ -121,10 +121,11 @@ func New(cfg Config) (*Consumer, error) {
 	}
 	c := &Consumer{cfg: cfg, log: cfg.Logger, workers: map[topicPartition]*worker{}}
 	if c.log == nil {
-		c.log = slog.New(slog.NewTextHandler(io.Discard, nil))
+		c.log = slog.Default()
 	}
 	opts := append([]kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.WithLogger(kafkalog.New(c.log)),
 		kgo.ConsumerGroup(cfg.Group),
 		kgo.ConsumeTopics(cfg.Topics...),
 		kgo.ConsumeResetOffset(kgo.NewOffset().AtStart()),

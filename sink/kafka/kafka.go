@@ -20,7 +20,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"strings"
 	"sync"
 	"time"
@@ -32,6 +31,7 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/postbox-go/postbox/internal/kafkalog"
 	"github.com/postbox-go/postbox/sink"
 )
 
@@ -118,7 +118,7 @@ func clientOptions(cfg Config) []kgo.Opt {
 		opts = append(opts, kgo.AllowAutoTopicCreation())
 	}
 	if cfg.Logger != nil {
-		opts = append(opts, kgo.WithLogger(logger{cfg.Logger}))
+		opts = append(opts, kgo.WithLogger(kafkalog.New(cfg.Logger)))
 	}
 	return opts
 }
@@ -267,17 +267,4 @@ func (s *Sink) Close() {
 	defer cancel()
 	_ = s.client.Flush(ctx)
 	s.client.Close()
-}
-
-// logger hands the client's log lines to slog.
-type logger struct{ l *slog.Logger }
-
-func (l logger) Level() kgo.LogLevel { return kgo.LogLevelWarn }
-
-func (l logger) Log(level kgo.LogLevel, msg string, keyvals ...any) {
-	lv := slog.LevelWarn
-	if level == kgo.LogLevelError {
-		lv = slog.LevelError
-	}
-	l.l.Log(context.Background(), lv, "kafka client: "+msg, keyvals...)
 }
