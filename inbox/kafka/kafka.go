@@ -74,7 +74,9 @@ type Config struct {
 	// Process applies one event, usually by calling Inbox.Process (see
 	// Inbox.Processor) with the application's handler; its error decides
 	// what happens to the record (inbox.VerdictOf). It may adjust ev
-	// first, for instance set ev.Seq from the payload. Required.
+	// first, for instance set ev.Seq from the payload. It must return
+	// soon after ctx is cancelled: a rebalance, and the consumer's stop,
+	// wait for it. Required.
 	Process func(ctx context.Context, ev *inbox.Event) (inbox.Outcome, error)
 	// Logger receives redeliveries (info), discarded records and failed
 	// commits (warning). Default slog.Default().
@@ -92,9 +94,9 @@ type Config struct {
 
 // Consumer consumes Config.Topics in Config.Group until its Run returns.
 type Consumer struct {
-	cfg    Config
-	log    *slog.Logger
-	client *kgo.Client
+	cfg  Config
+	log  *slog.Logger
+	opts []kgo.Opt
 
 	mu      sync.Mutex
 	workers map[topicPartition]*worker
@@ -105,7 +107,7 @@ type topicPartition struct {
 	partition int32
 }
 
-// New returns a consumer of cfg; it connects when Run starts.
+// New checks cfg and returns its consumer; Run connects.
 func New(cfg Config) (*Consumer, error) {
 	switch {
 	case len(cfg.Brokers) == 0:
@@ -138,24 +140,25 @@ func New(cfg Config) (*Consumer, error) {
 		kgo.OnPartitionsRevoked(c.revoked),
 		kgo.OnPartitionsLost(c.revoked),
 	)
-	client, err := kgo.NewClient(opts...)
-	if err != nil {
-		return nil, fmt.Errorf("kafka consumer: %w", err)
-	}
-	c.client = client
+	c.opts = opts
 	return c, nil
 }
 
-// Run consumes until ctx is cancelled, then stops every partition's worker
-// (each commits what it finished), leaves the group and returns nil. Call
-// it once.
+// Run joins the group and consumes until ctx is cancelled, then stops
+// every partition's worker (each commits what it finished), leaves the
+// group and returns nil. It returns an error only if the client cannot be
+// made from Config.Options. Call it once.
 func (c *Consumer) Run(ctx context.Context) error {
+	client, err := kgo.NewClient(c.opts...)
+	if err != nil {
+		return fmt.Errorf("kafka consumer: %w", err)
+	}
 	c.log.Info("kafka consumer started", "brokers", strings.Join(c.cfg.Brokers, ","),
 		"group", c.cfg.Group, "topics", strings.Join(c.cfg.Topics, ","))
 	for {
-		fetches := c.client.PollFetches(ctx)
+		fetches := client.PollFetches(ctx)
 		if ctx.Err() != nil || fetches.IsClientClosed() {
-			c.client.AllowRebalance()
+			client.AllowRebalance()
 			break
 		}
 		fetches.EachError(func(topic string, partition int32, err error) {
@@ -173,13 +176,13 @@ func (c *Consumer) Run(ctx context.Context) error {
 			w := c.workers[topicPartition{p.Topic, p.Partition}]
 			c.mu.Unlock()
 			if w != nil {
-				w.push(c.client, p.Records)
+				w.push(p.Records)
 			}
 		})
-		c.client.AllowRebalance()
+		client.AllowRebalance()
 	}
 	c.stopWorkers(nil)
-	c.client.Close()
+	client.Close()
 	c.log.Info("kafka consumer stopped", "group", c.cfg.Group)
 	return nil
 }
@@ -194,7 +197,7 @@ func (c *Consumer) assigned(_ context.Context, cl *kgo.Client, assigned map[stri
 		for _, p := range partitions {
 			tp := topicPartition{topic, p}
 			if c.workers[tp] == nil {
-				w := newWorker(tp)
+				w := newWorker(cl, tp)
 				c.workers[tp] = w
 				go c.work(w)
 			}
@@ -238,6 +241,7 @@ func containsPartition(ps []int32, p int32) bool {
 
 // worker processes the records of one partition, in order.
 type worker struct {
+	client *kgo.Client
 	tp     topicPartition
 	ctx    context.Context
 	cancel context.CancelFunc
@@ -253,16 +257,16 @@ type worker struct {
 	settled, committed *kgo.Record
 }
 
-func newWorker(tp topicPartition) *worker {
+func newWorker(cl *kgo.Client, tp topicPartition) *worker {
 	ctx, cancel := context.WithCancel(context.Background())
-	return &worker{tp: tp, ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
+	return &worker{client: cl, tp: tp, ctx: ctx, cancel: cancel, done: make(chan struct{}), wake: make(chan struct{}, 1)}
 }
 
 // push queues a batch and pauses the partition until the worker has
 // processed everything queued.
-func (w *worker) push(cl *kgo.Client, records []*kgo.Record) {
+func (w *worker) push(records []*kgo.Record) {
 	w.mu.Lock()
-	cl.PauseFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+	w.client.PauseFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
 	w.batches = append(w.batches, records)
 	w.mu.Unlock()
 	select {
@@ -273,7 +277,7 @@ func (w *worker) push(cl *kgo.Client, records []*kgo.Record) {
 
 // next returns the next queued batch, resuming the partition once nothing
 // is queued; ok is false once the worker is stopped.
-func (w *worker) next(cl *kgo.Client) (batch []*kgo.Record, ok bool) {
+func (w *worker) next() (batch []*kgo.Record, ok bool) {
 	for {
 		w.mu.Lock()
 		if len(w.batches) > 0 {
@@ -282,7 +286,7 @@ func (w *worker) next(cl *kgo.Client) (batch []*kgo.Record, ok bool) {
 			return batch, true
 		}
 		if w.ctx.Err() == nil {
-			cl.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
+			w.client.ResumeFetchPartitions(map[string][]int32{w.tp.topic: {w.tp.partition}})
 		}
 		w.mu.Unlock()
 		select {
@@ -299,7 +303,7 @@ func (c *Consumer) work(w *worker) {
 	defer close(w.done)
 	defer c.commit(w)
 	for {
-		batch, ok := w.next(c.client)
+		batch, ok := w.next()
 		if !ok {
 			return
 		}
@@ -375,7 +379,7 @@ func (c *Consumer) commit(w *worker) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), commitTimeout)
 	defer cancel()
-	if err := c.client.CommitRecords(ctx, w.settled); err != nil {
+	if err := w.client.CommitRecords(ctx, w.settled); err != nil {
 		c.log.Warn("kafka consumer: committing an offset failed; the records since the last commit will be read again",
 			"topic", w.tp.topic, "partition", w.tp.partition, "offset", w.settled.Offset+1, "error", err)
 		return
