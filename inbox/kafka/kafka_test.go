@@ -185,3 +185,76 @@ func TestNewRefusesIncompleteConfig(t *testing.T) {
 		}
 	}
 }
+
+// A consumer stopped while a record is in flight commits the records
+// before it, never that one: the next consumer of the group starts there.
+func TestRecordInFlightIsNotCommitted(t *testing.T) {
+	_, brokers := kafkatest.NewCluster(t)
+	kafkatest.CreateTopic(t, brokers, "orders", 1)
+	s, err := sinkkafka.New(t.Context(), sinkkafka.Config{Brokers: brokers, Topic: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids := publish(t, s, 1)
+	ids = append(ids, publish(t, s, 1)...) // after the first: the partition's order
+	ids = append(ids, publish(t, s, 1)...)
+
+	inFlight := make(chan struct{})
+	first, err := kafka.New(kafka.Config{Brokers: brokers, Group: "g", Topics: []string{"orders"},
+		Process: func(ctx context.Context, ev *inbox.Event) (inbox.Outcome, error) {
+			if ev.ID == ids[1] {
+				close(inFlight)
+				<-ctx.Done() // a long handler, cancelled by the stop
+				return 0, ctx.Err()
+			}
+			return inbox.Processed, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	select {
+	case <-inFlight:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second record never reached the handler")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offsets, err := kadm.NewClient(cl).FetchOffsets(t.Context(), "g")
+	if o, ok := offsets.Lookup("orders", 0); err != nil || !ok || o.At != 1 {
+		t.Fatalf("committed offset %+v (%v), want 1: past the first record, not the one in flight", o, err)
+	}
+
+	got := make(chan uuid.UUID, 3)
+	second, err := kafka.New(kafka.Config{Brokers: brokers, Group: "g", Topics: []string{"orders"},
+		Process: func(_ context.Context, ev *inbox.Event) (inbox.Outcome, error) {
+			got <- ev.ID
+			return inbox.Processed, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = second.Run(ctx) }()
+	for _, want := range ids[1:] {
+		select {
+		case id := <-got:
+			if id != want {
+				t.Fatalf("the next consumer processed %v, want %v", id, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the next consumer never processed %v", want)
+		}
+	}
+}
