@@ -2,12 +2,24 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/url"
+
+	"github.com/postbox-go/postbox/sink/kafka"
 )
 
-// openKafkaSink opens the kafka sink of u. Not built yet: the broker sinks
-// land with their packages.
-func openKafkaSink(_ context.Context, _ *url.URL, _ sinkOptions) (*openedSink, error) {
-	return nil, errors.New("--sink kafka://...: not supported yet")
+// openKafkaSink opens the Kafka sink of u (kafka://BROKER[,BROKER]?topic=...;
+// see kafka.ParseURL). It checks at once that the brokers answer and that a
+// fixed topic exists.
+func openKafkaSink(ctx context.Context, u *url.URL, opts sinkOptions) (*openedSink, error) {
+	cfg, err := kafka.ParseURL(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: --sink: %v", errUsage, err)
+	}
+	cfg.Timeout, cfg.Logger = opts.timeout, opts.logger
+	s, err := kafka.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &openedSink{Sink: s, close: func() error { s.Close(); return nil }}, nil
 }

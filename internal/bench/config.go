@@ -33,6 +33,11 @@ const (
 	// processes and their --concurrency. It is not part of the default
 	// run.
 	ScenarioScaling = "scaling"
+	// ScenarioKafka drains a backlog through `postbox relay --sink
+	// kafka://...` to an in-process kfake cluster, beside franz-go
+	// producing the same records and the no-op drain. It is not part of
+	// the default run.
+	ScenarioKafka = "kafka"
 )
 
 // DefaultScenarios are the scenarios of the issue's goals, run when
@@ -40,7 +45,7 @@ const (
 var DefaultScenarios = []string{ScenarioDrain, ScenarioWebhook, ScenarioLatency, ScenarioWrite, ScenarioScale}
 
 // AllScenarios are every scenario, in the order they run.
-var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling)
+var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling, ScenarioKafka)
 
 // Defaults of Config, and their --quick counterparts.
 const (

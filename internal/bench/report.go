@@ -263,6 +263,8 @@ func (p Params) describe() string {
 			parts = append(parts, fmt.Sprintf("scale %s events", joinInts(p.ScaleEvents, " and ")))
 		case ScenarioScaling:
 			parts = append(parts, fmt.Sprintf("scaling %d events per drain", p.ScalingEvents))
+		case ScenarioKafka:
+			parts = append(parts, fmt.Sprintf("kafka %d events per drain", p.WebhookEvents))
 		}
 	}
 	if p.ReceiverLatencyMs > 0 && (slices.Contains(p.Scenarios, ScenarioWebhook) || slices.Contains(p.Scenarios, ScenarioScaling)) {

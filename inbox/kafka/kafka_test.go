@@ -1,0 +1,260 @@
+package kafka_test
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kgo"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/inbox/kafka"
+	"github.com/postbox-go/postbox/internal/kafkatest"
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/sink"
+	sinkkafka "github.com/postbox-go/postbox/sink/kafka"
+)
+
+// publish sends n events of a few aggregates through the relay's Kafka sink
+// and returns their ids.
+func publish(t *testing.T, s *sinkkafka.Sink, n int) []uuid.UUID {
+	t.Helper()
+	ids := make([]uuid.UUID, n)
+	var wg sync.WaitGroup
+	for i := range ids {
+		m := &sink.Message{Event: postbox.Event{
+			ID: postbox.NewID(), EventType: "order.paid", AggregateType: "order",
+			AggregateID: fmt.Sprint(i % 40), Payload: fmt.Appendf(nil, `{"n": %d}`, i),
+		}, Attempt: 1}
+		ids[i] = m.ID
+		wg.Go(func() {
+			if err := s.Publish(t.Context(), m); err != nil {
+				t.Errorf("publish: %v", err)
+			}
+		})
+	}
+	wg.Wait()
+	return ids
+}
+
+// A handler that fails 30% of the time, a second consumer joining the group
+// and the first one leaving, while events keep coming: every event is
+// applied exactly once.
+func TestEveryEventOnceThroughFailuresAndRebalances(t *testing.T) {
+	_, brokers := kafkatest.NewCluster(t)
+	kafkatest.CreateTopic(t, brokers, "orders", 6)
+	s, err := sinkkafka.New(t.Context(), sinkkafka.Config{Brokers: brokers, Topic: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ledger := kafkatest.NewLedger(t, pgtest.Store(t))
+
+	ids := publish(t, s, 300)
+	first := ledger.StartConsumer(t, brokers, "shipping", "orders", 0.3)
+	waitApplied(t, ledger, 100)
+	second := ledger.StartConsumer(t, brokers, "shipping", "orders", 0.3) // joins: the partitions are shared anew
+	ids = append(ids, publish(t, s, 300)...)
+	waitApplied(t, ledger, 400)
+	first.Stop() // leaves: its partitions move to the second
+	before := second.Processed()
+	ids = append(ids, publish(t, s, 300)...)
+	ledger.WaitExactlyOnce(t, ids, time.Minute)
+	if before == 0 || second.Processed()-before < 300 {
+		t.Fatalf("the second consumer applied %d events while both ran and %d after the first left: the group did not rebalance",
+			before, second.Processed()-before)
+	}
+}
+
+func waitApplied(t *testing.T, l *kafkatest.Ledger, n int) {
+	t.Helper()
+	deadline := time.Now().Add(time.Minute)
+	for len(l.Applied(t)) < n {
+		if time.Now().After(deadline) {
+			t.Fatalf("waited a minute for %d events applied; %d are", n, len(l.Applied(t)))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Records that are not postbox events are logged and skipped; a record
+// that Debezium's Outbox Event Router produced (the id in the "id" header,
+// the aggregate id as the key, nothing else) is processed. The group's
+// offset ends past all of them.
+func TestDiscardsAndDebeziumRecords(t *testing.T) {
+	_, brokers := kafkatest.NewCluster(t)
+	kafkatest.CreateTopic(t, brokers, "outbox.event.order", 1)
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...), kgo.DefaultProduceTopic("outbox.event.order"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	debeziumID := uuid.New()
+	records := []*kgo.Record{
+		{Value: []byte(`{"no": "id"}`)},
+		{Headers: []kgo.RecordHeader{{Key: "id", Value: []byte("not-a-uuid")}}, Value: []byte(`{}`)},
+		{Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(uuid.NewString())}}, Value: []byte(`not json`)},
+		{Key: []byte("42"), Headers: []kgo.RecordHeader{{Key: "id", Value: []byte(debeziumID.String())}}, Value: []byte(`{"order_id": 42}`)},
+	}
+	if err := cl.ProduceSync(t.Context(), records...).FirstErr(); err != nil {
+		t.Fatal(err)
+	}
+
+	var logs strings.Builder
+	var mu sync.Mutex
+	got := make(chan *inbox.Event, 10)
+	c, err := kafka.New(kafka.Config{
+		Brokers: brokers, Group: "g", Topics: []string{"outbox.event.order"},
+		Logger: slog.New(slog.NewTextHandler(&lockedWriter{mu: &mu, w: &logs}, nil)),
+		Process: func(_ context.Context, ev *inbox.Event) (inbox.Outcome, error) {
+			got <- ev
+			return inbox.Processed, nil
+		},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	select {
+	case ev := <-got:
+		if ev.ID != debeziumID || ev.AggregateID != "42" || string(ev.Payload) != `{"order_id": 42}` {
+			t.Errorf("processed %+v", ev)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the Debezium record was never processed")
+	}
+	adm := kadm.NewClient(cl)
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		offsets, err := adm.FetchOffsets(t.Context(), "g")
+		if o, ok := offsets.Lookup("outbox.event.order", 0); err == nil && ok && o.At == 4 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the group's offset never reached 4: %v %v", offsets, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if n := strings.Count(logs.String(), "discarding a record that can never be processed"); n != 3 {
+		t.Fatalf("%d discards logged, want 3:\n%s", n, logs.String())
+	}
+	if len(got) != 0 {
+		t.Fatalf("%d more events processed", len(got))
+	}
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  *strings.Builder
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func TestNewRefusesIncompleteConfig(t *testing.T) {
+	process := func(context.Context, *inbox.Event) (inbox.Outcome, error) { return inbox.Processed, nil }
+	for _, c := range []struct {
+		cfg  kafka.Config
+		want string
+	}{
+		{kafka.Config{Group: "g", Topics: []string{"t"}, Process: process}, "Brokers"},
+		{kafka.Config{Brokers: []string{"b:9092"}, Topics: []string{"t"}, Process: process}, "Group"},
+		{kafka.Config{Brokers: []string{"b:9092"}, Group: "g", Process: process}, "Topics"},
+		{kafka.Config{Brokers: []string{"b:9092"}, Group: "g", Topics: []string{"t"}}, "Process"},
+	} {
+		if _, err := kafka.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
+			t.Errorf("New without %s: %v", c.want, err)
+		}
+	}
+}
+
+// A consumer stopped while a record is in flight commits the records
+// before it, never that one: the next consumer of the group starts there.
+func TestRecordInFlightIsNotCommitted(t *testing.T) {
+	_, brokers := kafkatest.NewCluster(t)
+	kafkatest.CreateTopic(t, brokers, "orders", 1)
+	s, err := sinkkafka.New(t.Context(), sinkkafka.Config{Brokers: brokers, Topic: "orders"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	ids := publish(t, s, 1)
+	ids = append(ids, publish(t, s, 1)...) // after the first: the partition's order
+	ids = append(ids, publish(t, s, 1)...)
+
+	inFlight := make(chan struct{})
+	first, err := kafka.New(kafka.Config{Brokers: brokers, Group: "g", Topics: []string{"orders"},
+		Process: func(ctx context.Context, ev *inbox.Event) (inbox.Outcome, error) {
+			if ev.ID == ids[1] {
+				close(inFlight)
+				<-ctx.Done() // a long handler, cancelled by the stop
+				return 0, ctx.Err()
+			}
+			return inbox.Processed, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- first.Run(ctx) }()
+	select {
+	case <-inFlight:
+	case <-time.After(30 * time.Second):
+		t.Fatal("the second record never reached the handler")
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	offsets, err := kadm.NewClient(cl).FetchOffsets(t.Context(), "g")
+	if o, ok := offsets.Lookup("orders", 0); err != nil || !ok || o.At != 1 {
+		t.Fatalf("committed offset %+v (%v), want 1: past the first record, not the one in flight", o, err)
+	}
+
+	got := make(chan uuid.UUID, 3)
+	second, err := kafka.New(kafka.Config{Brokers: brokers, Group: "g", Topics: []string{"orders"},
+		Process: func(_ context.Context, ev *inbox.Event) (inbox.Outcome, error) {
+			got <- ev.ID
+			return inbox.Processed, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel = context.WithCancel(t.Context())
+	defer cancel()
+	go func() { _ = second.Run(ctx) }()
+	for _, want := range ids[1:] {
+		select {
+		case id := <-got:
+			if id != want {
+				t.Fatalf("the next consumer processed %v, want %v", id, want)
+			}
+		case <-time.After(30 * time.Second):
+			t.Fatalf("the next consumer never processed %v", want)
+		}
+	}
+}

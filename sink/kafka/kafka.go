@@ -1,0 +1,270 @@
+// Package kafka is the relay's Kafka sink, built on franz-go: every event
+// becomes one record, produced with acks=all by an idempotent producer.
+//
+// A record is laid out as Debezium's Outbox Event Router lays it out, so
+// that consumers written for one read the other unchanged: the topic comes
+// from a template (by default Debezium's "outbox.event.{aggregate_type}"),
+// the key is the aggregate id (so one aggregate stays in one partition, in
+// order), the value is the payload exactly as stored, and the header "id"
+// holds the event id. The broker wire headers of package sink
+// (Postbox-Event-Id, Postbox-Event-Type, ..., Content-Type) and the
+// event's own headers (traceparent) come with it.
+//
+// Publish returns nil only once the brokers have acknowledged the record.
+// Concurrent publishes share produce requests: the producer gathers the
+// records that arrive while a request is in flight, and those that arrive
+// within Config.Linger, into one batch per partition.
+package kafka
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kerr"
+	"github.com/twmb/franz-go/pkg/kgo"
+	"github.com/twmb/franz-go/pkg/sasl"
+	"github.com/twmb/franz-go/pkg/sasl/plain"
+	"github.com/twmb/franz-go/pkg/sasl/scram"
+
+	"github.com/postbox-go/postbox/internal/kafkalog"
+	"github.com/postbox-go/postbox/sink"
+)
+
+// HeaderDebeziumID is the header in which Debezium's Outbox Event Router
+// sends the event id; the sink sends it too.
+const HeaderDebeziumID = "id"
+
+const (
+	// startTimeout bounds the checks of New: the brokers answer, the
+	// topic exists.
+	startTimeout = 15 * time.Second
+	// pingTimeout bounds the check, after a failed publish, of whether
+	// any broker answers at all.
+	pingTimeout = 2 * time.Second
+	// pingReuse is how long the outcome of that check stands for other
+	// failed publishes.
+	pingReuse = time.Second
+	// unknownTopicRetries and metadataMinAge make a record for a topic
+	// that does not exist fail within a publish's time, rather than wait
+	// until its timeout.
+	unknownTopicRetries = 2
+	metadataMinAge      = 500 * time.Millisecond
+)
+
+// Sink publishes events as Kafka records. It is safe for concurrent use.
+type Sink struct {
+	client  *kgo.Client
+	topic   sink.Template
+	timeout time.Duration
+	desc    string
+
+	pingMu  sync.Mutex
+	pingAt  time.Time
+	pingErr error
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New connects to the brokers of cfg and checks that they answer; with a
+// fixed topic (a template without placeholders) it also checks that the
+// topic exists, unless AllowAutoTopicCreation. Close releases the client.
+func New(ctx context.Context, cfg Config) (*Sink, error) {
+	cfg = cfg.withDefaults()
+	if len(cfg.Brokers) == 0 {
+		return nil, errors.New("kafka: Config.Brokers is empty")
+	}
+	if err := cfg.SASL.validate(); err != nil {
+		return nil, err
+	}
+	topic, err := sink.ParseTemplate(cfg.Topic)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: topic: %w", err)
+	}
+	client, err := kgo.NewClient(clientOptions(cfg)...)
+	if err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
+	s := &Sink{client: client, topic: topic, timeout: cfg.Timeout, desc: describe(cfg)}
+	if err := s.check(ctx, cfg); err != nil {
+		client.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+func clientOptions(cfg Config) []kgo.Opt {
+	opts := []kgo.Opt{
+		kgo.SeedBrokers(cfg.Brokers...),
+		kgo.RequiredAcks(kgo.AllISRAcks()),
+		kgo.MaxBufferedRecords(cfg.MaxBufferedRecords),
+		kgo.RecordDeliveryTimeout(cfg.Timeout),
+		kgo.UnknownTopicRetries(unknownTopicRetries),
+		kgo.MetadataMinAge(metadataMinAge),
+		kgo.ProducerLinger(max(cfg.Linger, 0)),
+		kgo.ClientID("postbox-relay"),
+	}
+	if cfg.TLS != nil {
+		opts = append(opts, kgo.DialTLSConfig(cfg.TLS.Clone()))
+	}
+	if m := cfg.SASL.mechanism(); m != nil {
+		opts = append(opts, kgo.SASL(m))
+	}
+	if cfg.AllowAutoTopicCreation {
+		opts = append(opts, kgo.AllowAutoTopicCreation())
+	}
+	if cfg.Logger != nil {
+		opts = append(opts, kgo.WithLogger(kafkalog.New(cfg.Logger)))
+	}
+	return opts
+}
+
+func (s SASL) mechanism() sasl.Mechanism {
+	switch s.Mechanism {
+	case SASLPlain:
+		return plain.Auth{User: s.User, Pass: s.Password}.AsMechanism()
+	case SASLScramSHA256:
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha256Mechanism()
+	case SASLScramSHA512:
+		return scram.Auth{User: s.User, Pass: s.Password}.AsSha512Mechanism()
+	}
+	return nil
+}
+
+// describe names the destination for logs, without credentials.
+func describe(cfg Config) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "kafka brokers %s, topic %s, acks=all, idempotent", strings.Join(cfg.Brokers, ","), cfg.Topic)
+	if cfg.TLS != nil {
+		b.WriteString(", tls")
+	}
+	if cfg.SASL.Mechanism != "" {
+		b.WriteString(", sasl " + cfg.SASL.Mechanism)
+	}
+	if cfg.AllowAutoTopicCreation {
+		b.WriteString(", topics created on demand")
+	}
+	return b.String()
+}
+
+// check makes sure at start that the brokers answer and, for a fixed
+// topic, that it exists.
+func (s *Sink) check(ctx context.Context, cfg Config) error {
+	ctx, cancel := context.WithTimeout(ctx, startTimeout)
+	defer cancel()
+	if err := s.client.Ping(ctx); err != nil {
+		return fmt.Errorf("kafka: no broker of %s answers: %w", strings.Join(cfg.Brokers, ","), err)
+	}
+	if !s.topic.IsFixed() || cfg.AllowAutoTopicCreation {
+		return nil
+	}
+	name := s.topic.String()
+	topics, err := kadm.NewClient(s.client).ListTopics(ctx, name)
+	if err != nil {
+		return fmt.Errorf("kafka: reading the metadata of topic %q: %w", name, err)
+	}
+	if t, ok := topics[name]; !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+		return fmt.Errorf("kafka: topic %q does not exist: create it, or add allow_auto_topic_creation=true to the sink URL", name)
+	} else if t.Err != nil {
+		return fmt.Errorf("kafka: topic %q: %w", name, t.Err)
+	}
+	return nil
+}
+
+// Publish produces m's record and waits for the brokers' acknowledgement
+// (acks=all), at most Config.Timeout. A record too large for the brokers
+// fails as sink.Permanent; a topic that does not exist as sink.Rejected
+// (retried a few times, then dead-lettered); a failure while no broker
+// answers as sink.Unavailable; anything else is retryable.
+func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("kafka: event %s: %w", m.ID, err)
+	}
+	ctx, cancel := context.WithTimeout(ctx, s.timeout)
+	defer cancel()
+	rec := s.Record(m)
+	done := make(chan error, 1)
+	s.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
+	var err error
+	select {
+	case err = <-done:
+	case <-ctx.Done():
+		err = ctx.Err()
+	}
+	if err == nil {
+		return nil
+	}
+	return s.classify(rec.Topic, fmt.Errorf("kafka: event %s to topic %q: %w", m.ID, rec.Topic, err))
+}
+
+// Record returns the record Publish produces for m: topic from the
+// template, key = aggregate id, value = payload, headers = the broker wire
+// headers and Debezium's "id".
+func (s *Sink) Record(m *sink.Message) *kgo.Record {
+	rec := &kgo.Record{
+		Topic:   s.topic.Expand(&m.Event),
+		Key:     []byte(m.AggregateID),
+		Value:   m.Payload,
+		Headers: make([]kgo.RecordHeader, 0, len(m.Headers)+7),
+	}
+	sink.BrokerHeaders(m, func(name, value string) {
+		if name != HeaderDebeziumID {
+			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: name, Value: []byte(value)})
+		}
+	})
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderDebeziumID, Value: []byte(m.ID.String())})
+	return rec
+}
+
+// classify turns a failed produce into a sink.Error where the relay should
+// not just retry.
+func (s *Sink) classify(topic string, err error) error {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return err // the relay is stopping: the event is not at fault
+	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
+		return &sink.Error{Kind: sink.Permanent, Err: err}
+	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
+		return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("%w (topic %q does not exist)", err, topic)}
+	}
+	if s.reachable() != nil {
+		return &sink.Error{Kind: sink.Unavailable, Err: err}
+	}
+	return err
+}
+
+// reachable reports whether any broker answers, asking at most once every
+// pingReuse.
+func (s *Sink) reachable() error {
+	s.pingMu.Lock()
+	defer s.pingMu.Unlock()
+	if time.Since(s.pingAt) < pingReuse {
+		return s.pingErr
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	s.pingErr = s.client.Ping(ctx)
+	s.pingAt = time.Now()
+	return s.pingErr
+}
+
+// String names the destination for logs, without credentials.
+func (s *Sink) String() string { return s.desc }
+
+// Destination names the destination for traces: the topic template.
+func (s *Sink) Destination() sink.Destination {
+	return sink.Destination{System: "kafka", Name: s.topic.String()}
+}
+
+// Close waits for the records in the producer (at most Config.Timeout),
+// then closes the connections.
+func (s *Sink) Close() {
+	ctx, cancel := context.WithTimeout(context.Background(), s.timeout)
+	defer cancel()
+	_ = s.client.Flush(ctx)
+	s.client.Close()
+}
