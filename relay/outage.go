@@ -1,0 +1,207 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/postbox-go/postbox/sink"
+)
+
+// How the relay tells an outage of the sink from a failure of one event:
+//
+//   - A failure the sink classifies sink.Unavailable (the webhook sink: a
+//     connection refused, a DNS failure, an unreachable network, a TLS
+//     certificate the endpoint cannot be verified with; a broker sink: its
+//     connection is down) starts an outage at once.
+//   - A timeout (an error with Timeout() true: the request got no answer in
+//     time) is ambiguous, one slow event or a dead endpoint: outageTimeouts
+//     of them in a row, with no other outcome in between, start an outage.
+//     The timeouts before it count as attempts.
+//   - Any other outcome (a success, an answer about the event such as a 4xx
+//     or a 5xx, a broker's nack, a dropped connection) shows the sink
+//     reachable: it ends the run of timeouts, and an outage.
+//
+// During an outage the relay claims nothing but its probes: one event at a
+// time, sent alone, after a wait that grows from probeFirst to
+// Config.ProbeInterval. Events held when the outage began are released
+// unsent, and a publish that fails for the outage is released too: neither
+// counts an attempt, so no event reaches MaxAttempts while the sink is down.
+// The first probe (or late delivery) that reaches the sink ends the outage
+// and the relay claims at full speed again.
+const (
+	outageTimeouts = 3
+	probeFirst     = 100 * time.Millisecond
+)
+
+// sinkHealth follows whether the sink can be reached. The publishers report
+// every outcome to it; the claim loop asks it whether to probe.
+type sinkHealth struct {
+	mu sync.Mutex
+	// down, since and cause describe the outage under way, if any.
+	down  bool
+	since time.Time
+	cause string
+	// timeouts counts the timeouts in a row.
+	timeouts int
+	// probes counts the probes of the outage under way.
+	probes int
+	// probed receives a token when a probe's outcome is known.
+	probed chan struct{}
+}
+
+func newSinkHealth() *sinkHealth { return &sinkHealth{probed: make(chan struct{}, 1)} }
+
+// outage is what an outage under way looks like from outside.
+type outage struct {
+	down  bool
+	since time.Time
+	cause string
+}
+
+func (h *sinkHealth) state() outage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return outage{down: h.down, since: h.since, cause: h.cause}
+}
+
+func (h *sinkHealth) isDown() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.down
+}
+
+// change is what one outcome changed in the sink's health.
+type change int
+
+const (
+	unchanged change = iota
+	wentDown
+	cameBack
+)
+
+// record records the outcome of a publish: err nil when it was delivered,
+// else err and its kind. It reports whether the sink is unreachable (the
+// failure is then not the event's, and is released) and the change, with
+// how long the outage lasted when it came back.
+func (h *sinkHealth) record(err error, kind sink.Kind, now time.Time) (unreachable bool, c change, lasted time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+	case kind == sink.Unavailable:
+		return true, h.goDown(err, now), 0
+	case kind == sink.Retryable && isTimeout(err):
+		h.timeouts++
+		if h.down || h.timeouts >= outageTimeouts {
+			return true, h.goDown(err, now), 0
+		}
+		return false, unchanged, 0
+	}
+	h.timeouts = 0
+	if !h.down {
+		return false, unchanged, 0
+	}
+	h.down = false
+	return false, cameBack, now.Sub(h.since)
+}
+
+// goDown starts an outage caused by err, unless one is under way.
+func (h *sinkHealth) goDown(err error, now time.Time) change {
+	if h.down {
+		return unchanged
+	}
+	h.down, h.since, h.cause, h.probes = true, now, err.Error(), 0
+	return wentDown
+}
+
+// end ends the outage under way, if any, and reports whether there was one.
+func (h *sinkHealth) end() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.down
+	h.down, h.timeouts = false, 0
+	return was
+}
+
+// nextProbe counts a probe and returns how long to wait before it: full
+// jitter between probeFirst and a ceiling that doubles with each probe of
+// the outage, up to every.
+func (h *sinkHealth) nextProbe(every time.Duration) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.probes++
+	return backoff(h.probes, min(probeFirst, every), every)
+}
+
+// probeEnded tells the claim loop that the probe it sent has its outcome.
+func (h *sinkHealth) probeEnded() {
+	select {
+	case h.probed <- struct{}{}:
+	default:
+	}
+}
+
+// isTimeout reports whether err says an operation got no answer in time.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// sinkOutcome records the outcome of a publish with the sink's health (err
+// nil when it was delivered, else err and its kind), and reports whether
+// the sink is unreachable. It logs an outage once when it begins and once
+// when it ends, and tells the observer.
+func (r *Relay) sinkOutcome(err error, kind sink.Kind) (unreachable bool) {
+	unreachable, c, lasted := r.health.record(err, kind, time.Now())
+	switch c {
+	case wentDown:
+		r.log.Warn("sink unreachable: "+err.Error()+"; pausing claims, probing with one event at a time every "+
+			min(probeFirst, r.cfg.ProbeInterval).String()+" to "+r.cfg.ProbeInterval.String()+
+			"; failures while it is down count no attempt", "sink", r.cfg.Sink.String())
+	case cameBack:
+		r.log.Info("sink reachable again; claiming resumes", "sink", r.cfg.Sink.String(), "outage", lasted.Round(time.Millisecond))
+		r.notify()
+	default:
+		return unreachable
+	}
+	if obs := r.cfg.Observer; obs != nil {
+		obs.SinkState(c == cameBack)
+	}
+	return unreachable
+}
+
+// probe is the claim loop's step during an outage: after the probe's wait,
+// it claims one event, sends it alone and waits for its outcome. It
+// returns the claim's error.
+func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) error {
+	r.waitFor(ctx, poll, r.health.nextProbe(r.cfg.ProbeInterval), false)
+	if ctx.Err() != nil || !r.health.isDown() {
+		return nil
+	}
+	batch, err := r.claim(ctx, 1)
+	if err != nil || len(batch) == 0 {
+		return err
+	}
+	r.counts.probes.Add(1)
+	if obs := r.cfg.Observer; obs != nil {
+		obs.SinkProbed()
+	}
+	work <- job{delivery: batch[0], probe: true}
+	select {
+	case <-r.health.probed:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// endOutage forgets an outage under way when Run returns, so that an
+// observer shared by relays does not count this one as seeing it.
+func (r *Relay) endOutage() {
+	if r.health.end() {
+		if obs := r.cfg.Observer; obs != nil {
+			obs.SinkState(true)
+		}
+	}
+}
