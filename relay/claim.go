@@ -28,6 +28,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 	defer poll.Stop()
 	failures := 0
 	var dz doze
+	defer r.deliverKept(work)
 	for ctx.Err() == nil {
 		if r.health.isDown() {
 			// An outage: claim nothing but probes (see outageTimeouts).
@@ -37,6 +38,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 			}
 			continue
 		}
+		r.deliverKept(work)
 		free := r.capacity - r.inflight.count()
 		if free < minClaim {
 			select {

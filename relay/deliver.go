@@ -36,6 +36,9 @@ type outcome struct {
 	took       time.Duration
 	age        time.Duration
 	statusCode int
+	// timedOut: the publish timed out while the sink was unreachable (a
+	// probe that timed out is kept until the outage ends).
+	timedOut bool
 }
 
 // maxErrorLen bounds the error text kept in the outbox row.
@@ -57,10 +60,13 @@ type job struct {
 func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan job, results chan<- outcome) {
 	for j := range work {
 		o := r.publishOne(ctx, deliverCtx, j)
+		kept := j.probe && o.timedOut && r.health.keep(j.delivery, r.cfg.Concurrency)
 		if j.probe {
 			r.health.probeEnded()
 		}
-		results <- o
+		if !kept {
+			results <- o
+		}
 	}
 }
 
@@ -139,7 +145,7 @@ func (r *Relay) attempt(ctx context.Context, d store.Delivery, msg *sink.Message
 		// The sink is down, not the event at fault: the attempt does
 		// not count (the outage is logged once, not per event).
 		r.log.Debug("delivery failed: the sink is unreachable; released", attrs...)
-		sent.action = actionRelease
+		sent.action, sent.timedOut = actionRelease, kind != sink.Unavailable
 		return sent
 	}
 	sent.action = actionFail

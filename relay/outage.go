@@ -3,10 +3,12 @@ package relay
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/store"
 )
 
 // How the relay tells an outage of the sink from a failure of one event:
@@ -28,8 +30,12 @@ import (
 // Config.ProbeInterval. Events held when the outage began are released
 // unsent, and a publish that fails for the outage is released too: neither
 // counts an attempt, so no event reaches MaxAttempts while the sink is down.
-// The first probe (or late delivery) that reaches the sink ends the outage
-// and the relay claims at full speed again.
+// A probe that timed out is kept instead (leased, up to Concurrency of
+// them) until the outage ends: the next probe is another event, so one
+// event whose requests time out (a slow handler, not a dead endpoint)
+// cannot pass for an outage that never ends. The first probe (or late
+// delivery) that reaches the sink ends the outage, the events kept are
+// delivered, and the relay claims at full speed again.
 const (
 	outageTimeouts = 3
 	probeFirst     = 100 * time.Millisecond
@@ -49,6 +55,9 @@ type sinkHealth struct {
 	probes int
 	// probed receives a token when a probe's outcome is known.
 	probed chan struct{}
+	// kept are the probes that timed out during the outage, still leased:
+	// the claim loop delivers them once it is over.
+	kept []store.Delivery
 }
 
 func newSinkHealth() *sinkHealth { return &sinkHealth{probed: make(chan struct{}, 1)} }
@@ -63,7 +72,10 @@ type outage struct {
 func (h *sinkHealth) state() outage {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	return outage{down: h.down, since: h.since, cause: h.cause}
+	if !h.down {
+		return outage{}
+	}
+	return outage{down: true, since: h.since, cause: h.cause}
 }
 
 func (h *sinkHealth) isDown() bool {
@@ -116,6 +128,27 @@ func (h *sinkHealth) goDown(err error, now time.Time) change {
 	return wentDown
 }
 
+// keep keeps d, a probe that timed out, until the outage ends, unless it
+// ended meanwhile or limit are kept already; it reports whether it did.
+func (h *sinkHealth) keep(d store.Delivery, limit int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.down || len(h.kept) >= limit {
+		return false
+	}
+	h.kept = append(h.kept, d)
+	return true
+}
+
+// takeKept returns the probes kept, and forgets them.
+func (h *sinkHealth) takeKept() []store.Delivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kept := h.kept
+	h.kept = nil
+	return kept
+}
+
 // end ends the outage under way, if any, and reports whether there was one.
 func (h *sinkHealth) end() bool {
 	h.mu.Lock()
@@ -157,9 +190,13 @@ func (r *Relay) sinkOutcome(err error, kind sink.Kind) (unreachable bool) {
 	unreachable, c, lasted := r.health.record(err, kind, time.Now())
 	switch c {
 	case wentDown:
-		r.log.Warn("sink unreachable: "+err.Error()+"; pausing claims, probing with one event at a time every "+
-			min(probeFirst, r.cfg.ProbeInterval).String()+" to "+r.cfg.ProbeInterval.String()+
-			"; failures while it is down count no attempt", "sink", r.cfg.Sink.String())
+		why := "sink unreachable: "
+		if kind != sink.Unavailable {
+			why = fmt.Sprintf("sink unreachable (%d requests in a row timed out): ", outageTimeouts)
+		}
+		r.log.Warn(why+err.Error()+"; pausing claims, probing with one event at a time, at most "+
+			r.cfg.ProbeInterval.String()+" apart; failures while it is down count no attempt",
+			"sink", r.cfg.Sink.String())
 	case cameBack:
 		r.log.Info("sink reachable again; claiming resumes", "sink", r.cfg.Sink.String(), "outage", lasted.Round(time.Millisecond))
 		r.notify()
@@ -194,6 +231,14 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 	case <-ctx.Done():
 	}
 	return nil
+}
+
+// deliverKept hands the probes kept during the outage that ended to the
+// publishers (which release them if the relay is stopping).
+func (r *Relay) deliverKept(work chan<- job) {
+	for _, d := range r.health.takeKept() {
+		work <- job{delivery: d}
+	}
 }
 
 // endOutage forgets an outage under way when Run returns, so that an

@@ -98,10 +98,8 @@ func produce(t *testing.T, s store.Outbox) (stop func() int) {
 	go func() {
 		defer close(done)
 		for i := 0; ctx.Err() == nil; i++ {
-			if err := s.Enqueue(ctx, ev("agg", i)); err != nil {
-				if ctx.Err() == nil {
-					t.Errorf("enqueue: %v", err)
-				}
+			if err := s.Enqueue(context.Background(), ev("agg", i)); err != nil {
+				t.Errorf("enqueue: %v", err)
 				return
 			}
 			n.Add(1)
@@ -239,7 +237,11 @@ func TestEveryRequestTimingOutIsAnOutage(t *testing.T) {
 	runRelay(t, r)
 	stopProducing := produce(t, s)
 	waitFor(t, "the relay to see the sink down", 10*time.Second, func() bool { return !r.SinkAvailable() })
-	waitFor(t, "the events held to be released", 10*time.Second, func() bool { return r.Stats().InFlight <= 1 })
+	// Besides the probe under way, the probes that timed out are kept.
+	waitFor(t, "the events held to be released", 10*time.Second, func() bool {
+		st := r.Stats()
+		return st.InFlight <= 1+int(st.Probes)
+	})
 	counted.reset()
 	retriesBefore, probesBefore := retriesCounted(t, s), r.Stats().Probes
 	waitFor(t, "probes while down", 20*time.Second, func() bool { return r.Stats().Probes >= probesBefore+10 })
@@ -296,4 +298,47 @@ func (s *scriptedSink) Publish(ctx context.Context, m *sink.Message) error { ret
 func (s *scriptedSink) String() string                                     { return "scripted sink" }
 func (s *scriptedSink) Destination() sink.Destination {
 	return sink.Destination{System: "scripted", Name: "test"}
+}
+
+// One event whose every request times out, alone in the outbox, is taken
+// for an outage; it must not block the others: the next probe is another
+// event, its success ends the outage, and the slow event runs out of
+// attempts as before.
+func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
+	s := pgtest.Store(t)
+	slow := ev("slow", 1)
+	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, _ int) int {
+		if d.ID == slow.ID.String() {
+			<-r.Context().Done()
+			return receiver.Answered
+		}
+		return http.StatusOK
+	})
+	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 50*time.Millisecond), MaxAttempts: 3,
+		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
+	runRelay(t, r)
+	if err := s.Enqueue(context.Background(), slow); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the relay to take the timeouts for an outage", 10*time.Second, func() bool { return r.Stats().Probes >= 1 })
+	probesBefore := r.Stats().Probes
+	for i := range 5 {
+		if err := s.Enqueue(context.Background(), ev("fast", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the sink back", 20*time.Second, r.SinkAvailable)
+	// The probe under way, maybe one more of the slow event, then a
+	// fast one.
+	if probes := r.Stats().Probes - probesBefore; probes > 3 {
+		t.Fatalf("%d probes before one reached the sink: the slow event was probed again and again", probes)
+	}
+	waitFor(t, "the other events delivered, the slow one failed", 20*time.Second, func() bool {
+		st := stats(t, s)
+		return st.Done == 5 && st.Failed == 1
+	})
+	if got := record(t, s, slow.ID); got.Status != store.StatusFailed || got.Retries != 3 {
+		t.Fatalf("the slow event: status %s, retries %d; want failed after 3", got.Status, got.Retries)
+	}
 }
