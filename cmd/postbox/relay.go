@@ -88,7 +88,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
 			ProbeInterval: *probe,
-			Observer: observer, Tracer: tracer,
+			Observer:      observer, Tracer: tracer,
 		})
 		if err != nil {
 			if metrics != nil {
