@@ -87,8 +87,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
-			ProbeInterval: *probe,
-			Observer:      observer, Tracer: tracer,
+			ProbeInterval: *probe, Observer: observer, Tracer: tracer,
 		})
 		if err != nil {
 			if metrics != nil {
