@@ -124,8 +124,18 @@ func (h *sinkHealth) goDown(err error, now time.Time) change {
 	if h.down {
 		return unchanged
 	}
-	h.down, h.since, h.cause, h.probes = true, now, err.Error(), 0
+	h.down, h.since, h.cause, h.probes = true, now, causeOf(err), 0
 	return wentDown
+}
+
+// causeOf is the text of err without the kind a *sink.Error prefixes it
+// with (the outage says it already).
+func causeOf(err error) string {
+	var e *sink.Error
+	if errors.As(err, &e) && e.StatusCode == 0 && e.Err != nil {
+		return e.Err.Error()
+	}
+	return err.Error()
 }
 
 // keep keeps d, a probe that timed out, until the outage ends, unless it
@@ -194,7 +204,7 @@ func (r *Relay) sinkOutcome(err error, kind sink.Kind) (unreachable bool) {
 		if kind != sink.Unavailable {
 			why = fmt.Sprintf("sink unreachable (%d requests in a row timed out): ", outageTimeouts)
 		}
-		r.log.Warn(why+err.Error()+"; pausing claims, probing with one event at a time, at most "+
+		r.log.Warn(why+causeOf(err)+"; pausing claims, probing with one event at a time, at most "+
 			r.cfg.ProbeInterval.String()+" apart; failures while it is down count no attempt",
 			"sink", r.cfg.Sink.String())
 	case cameBack:
