@@ -28,7 +28,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 	defer poll.Stop()
 	failures := 0
 	var dz doze
-	defer r.deliverKept(work)
+	defer r.deliverKept(work, true)
 	for ctx.Err() == nil {
 		if r.health.isDown() {
 			// An outage: claim nothing but probes (see outageTimeouts).
@@ -38,7 +38,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 			}
 			continue
 		}
-		r.deliverKept(work)
+		r.deliverKept(work, false)
 		free := r.capacity - r.inflight.count()
 		if free < minClaim {
 			select {

@@ -56,11 +56,13 @@ type sinkHealth struct {
 	// probed receives a token when a probe's outcome is known.
 	probed chan struct{}
 	// kept are the probes that timed out during the outage, still leased:
-	// the claim loop delivers them once it is over.
-	kept []store.Delivery
+	// the claim loop delivers them once it is over, or hands them over for
+	// release when it stops (no probe is kept after that: keeping).
+	kept    []store.Delivery
+	keeping bool
 }
 
-func newSinkHealth() *sinkHealth { return &sinkHealth{probed: make(chan struct{}, 1)} }
+func newSinkHealth() *sinkHealth { return &sinkHealth{probed: make(chan struct{}, 1), keeping: true} }
 
 // outage is what an outage under way looks like from outside.
 type outage struct {
@@ -139,32 +141,38 @@ func causeOf(err error) string {
 }
 
 // keep keeps d, a probe that timed out, until the outage ends, unless it
-// ended meanwhile or limit are kept already; it reports whether it did.
+// ended meanwhile, limit are kept already or the claim loop stopped; it
+// reports whether it did.
 func (h *sinkHealth) keep(d store.Delivery, limit int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	if !h.down || len(h.kept) >= limit {
+	if !h.down || !h.keeping || len(h.kept) >= limit {
 		return false
 	}
 	h.kept = append(h.kept, d)
 	return true
 }
 
-// takeKept returns the probes kept, and forgets them.
-func (h *sinkHealth) takeKept() []store.Delivery {
+// takeKept returns the probes kept, and forgets them; with last (the claim
+// loop stops) no probe is kept from then on.
+func (h *sinkHealth) takeKept(last bool) []store.Delivery {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	kept := h.kept
 	h.kept = nil
+	if last {
+		h.keeping = false
+	}
 	return kept
 }
 
-// end ends the outage under way, if any, and reports whether there was one.
+// end ends the outage under way, if any, when Run returns, and reports
+// whether there was one.
 func (h *sinkHealth) end() bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	was := h.down
-	h.down, h.timeouts = false, 0
+	h.down, h.timeouts, h.keeping = false, 0, true
 	return was
 }
 
@@ -244,9 +252,9 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 }
 
 // deliverKept hands the probes kept during the outage that ended to the
-// publishers (which release them if the relay is stopping).
-func (r *Relay) deliverKept(work chan<- job) {
-	for _, d := range r.health.takeKept() {
+// publishers; last, when the claim loop stops, they release them.
+func (r *Relay) deliverKept(work chan<- job, last bool) {
+	for _, d := range r.health.takeKept(last) {
 		work <- job{delivery: d}
 	}
 }

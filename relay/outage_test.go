@@ -342,3 +342,33 @@ func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
 		t.Fatalf("the slow event: status %s, retries %d; want failed after 3", got.Status, got.Retries)
 	}
 }
+
+// A relay stopped during an outage gives back every event it holds, the
+// probes kept after a timeout included, without counting an attempt.
+func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
+	s := pgtest.Store(t)
+	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, _ receiver.Delivery, _ int) int {
+		<-r.Context().Done()
+		return receiver.Answered
+	})
+	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 50*time.Millisecond), MaxAttempts: 3,
+		ProbeInterval: 20 * time.Millisecond, Concurrency: 4, PollInterval: 20 * time.Millisecond})
+	stop := runRelay(t, r)
+	for i := range 20 {
+		if err := s.Enqueue(context.Background(), ev("agg", i)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "probes that timed out", 10*time.Second, func() bool { return r.Stats().Probes >= 3 })
+	retries := retriesCounted(t, s)
+	stop()
+	if st := r.Stats(); st.InFlight != 0 || st.Failed != 0 {
+		t.Fatalf("after the stop: %+v", st)
+	}
+	if st := stats(t, s); st.Processing != 0 || st.Pending != 20 {
+		t.Fatalf("outbox after the stop: %+v, want 20 pending, none leased", st)
+	}
+	if got := retriesCounted(t, s); got != retries {
+		t.Fatalf("failed attempts counted at the stop: %d, then %d", retries, got)
+	}
+}
