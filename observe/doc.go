@@ -29,6 +29,8 @@
 //	lease_renewal_errors_total                counter: lease renewal statements that failed
 //	leases_lost_total                         counter: events whose lease another relay took before they were sent
 //	reclaimed_events_total                    counter: events of expired leases returned to the queue
+//	relay_sink_up                             gauge: 0 while a relay finds the sink unreachable (an outage), else 1
+//	relay_sink_probes_total                   counter: events sent alone to test an unreachable sink
 //	inbox_events_total{event_type,outcome}    counter: Process calls by outcome (processed, duplicate, failed, rejected)
 //	inbox_handler_duration_seconds            histogram: the inbox handler, inside its transaction
 //	outbox_events{status}                     gauge (sampled): pending, processing, failed

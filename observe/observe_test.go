@@ -267,6 +267,51 @@ func TestLeaseRenewalCounts(t *testing.T) {
 	}
 }
 
+// A relay whose endpoint refuses connections sets postbox_relay_sink_up to
+// 0 and counts its probes; the gauge is 1 again once the relay stops.
+func TestSinkOutageMetrics(t *testing.T) {
+	s := pgtest.Store(t)
+	if err := s.Enqueue(context.Background(), event("order.created", "1")); err != nil {
+		t.Fatal(err)
+	}
+	closed := httptest.NewServer(http.NotFoundHandler())
+	closed.Close()
+	reg, m := newMetrics(t, observe.Options{})
+	if got := value(t, reg, "postbox_relay_sink_up", nil); got != 1 {
+		t.Fatalf("relay_sink_up = %v before any relay runs, want 1", got)
+	}
+	_, stop := runRelay(t, relay.Config{Store: s, Sink: newSink(t, closed.URL), Observer: m.Relay(),
+		ProbeInterval: 20 * time.Millisecond})
+	waitFor(t, "probes", 10*time.Second, func() bool { return value(t, reg, "postbox_relay_sink_probes_total", nil) >= 2 })
+	if got := value(t, reg, "postbox_relay_sink_up", nil); got != 0 {
+		t.Fatalf("relay_sink_up = %v during the outage, want 0", got)
+	}
+	if got := value(t, reg, "postbox_deliveries_total", map[string]string{"outcome": "failed"}); got != 0 {
+		t.Fatalf("deliveries_total{outcome=failed} = %v during the outage, want 0", got)
+	}
+	stop()
+	if got := value(t, reg, "postbox_relay_sink_up", nil); got != 1 {
+		t.Fatalf("relay_sink_up = %v after the relay stopped, want 1", got)
+	}
+}
+
+// Several relays share one observer: the sink is down while any of them
+// finds it so.
+func TestSinkUpWhileNoRelaySeesItDown(t *testing.T) {
+	reg, m := newMetrics(t, observe.Options{})
+	a, b := m.Relay(), m.Relay()
+	for i, step := range []struct {
+		o    relay.Observer
+		up   bool
+		want float64
+	}{{a, false, 0}, {b, false, 0}, {a, true, 0}, {b, true, 1}} {
+		step.o.SinkState(step.up)
+		if got := value(t, reg, "postbox_relay_sink_up", nil); got != step.want {
+			t.Fatalf("step %d: relay_sink_up = %v, want %v", i, got, step.want)
+		}
+	}
+}
+
 // The inbox's outcomes and its handler's duration are counted, against a
 // real store.
 func TestInboxMetricsMove(t *testing.T) {

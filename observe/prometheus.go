@@ -3,6 +3,7 @@ package observe
 import (
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +52,11 @@ type Prometheus struct {
 	renewalErrors prometheus.Counter
 	leasesLost    prometheus.Counter
 	reclaimed     prometheus.Counter
+	sinkUp        prometheus.GaugeFunc
+	sinkProbes    prometheus.Counter
+	// sinkDown counts the relays of this Prometheus that find the sink
+	// unreachable now (relay.Observer.SinkState).
+	sinkDown atomic.Int64
 
 	inboxEvents *prometheus.CounterVec
 	inboxTypes  *cappedTypes[*[len(inbox.Results)]prometheus.Counter]
@@ -92,11 +98,20 @@ func NewPrometheus(reg prometheus.Registerer, opts Options) (*Prometheus, error)
 		renewalErrors: counter("lease_renewal_errors_total", "Lease renewal statements that failed."),
 		leasesLost:    counter("leases_lost_total", "Events whose lease another relay took over before this relay sent them."),
 		reclaimed:     counter("reclaimed_events_total", "Events of relays whose lease expired that this relay returned to the queue (or failed)."),
+		sinkProbes:    counter("relay_sink_probes_total", "Events sent alone to test a sink found unreachable (one at a time, during an outage)."),
 		inboxEvents: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "postbox", Name: "inbox_events_total",
 			Help: "Events the inbox was given, by event type and outcome (processed, duplicate, failed, rejected)."},
 			[]string{"event_type", "outcome"}),
 		handlerTime: histogram("inbox_handler_duration_seconds", "Duration of the inbox handler, inside its transaction.", callBuckets),
 	}
+	p.sinkUp = prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "postbox", Name: "relay_sink_up",
+		Help: "0 while a relay finds the sink unreachable (connections refused, every request timing out, a broker connection down: it claims nothing but probes), 1 otherwise."},
+		func() float64 {
+			if p.sinkDown.Load() > 0 {
+				return 0
+			}
+			return 1
+		})
 	p.deliveryTypes = newCappedTypes(opts.MaxEventTypes, func(eventType string) *[len(relay.Outcomes)]prometheus.Counter {
 		var cs [len(relay.Outcomes)]prometheus.Counter
 		for i, o := range relay.Outcomes {
@@ -113,7 +128,7 @@ func NewPrometheus(reg prometheus.Registerer, opts Options) (*Prometheus, error)
 	})
 	for _, c := range []prometheus.Collector{
 		p.deliveries, p.deliveryTime, p.lag, p.claims, p.claimErrors, p.claimed, p.claimTime,
-		p.renewals, p.renewalErrors, p.leasesLost, p.reclaimed, p.inboxEvents, p.handlerTime,
+		p.renewals, p.renewalErrors, p.leasesLost, p.reclaimed, p.sinkUp, p.sinkProbes, p.inboxEvents, p.handlerTime,
 	} {
 		if err := reg.Register(c); err != nil {
 			return nil, fmt.Errorf("observe: register: %w", err)
@@ -123,7 +138,8 @@ func NewPrometheus(reg prometheus.Registerer, opts Options) (*Prometheus, error)
 }
 
 // Relay returns the observer to set in relay.Config.Observer. Several
-// relays may share it: their counts add up.
+// relays may share it: their counts add up, and postbox_relay_sink_up is 0
+// while any of them finds the sink unreachable.
 func (p *Prometheus) Relay() relay.Observer { return relayObserver{p} }
 
 // Inbox returns the observer to give inbox.New with inbox.WithObserver.
@@ -171,6 +187,19 @@ func (o relayObserver) LeasesRenewed(_, lost int, err error) {
 
 // Reclaimed counts reclaimed events.
 func (o relayObserver) Reclaimed(n int) { o.p.reclaimed.Add(float64(n)) }
+
+// SinkState counts the relays that find the sink unreachable: the sink_up
+// gauge is 0 while any does.
+func (o relayObserver) SinkState(up bool) {
+	if up {
+		o.p.sinkDown.Add(-1)
+	} else {
+		o.p.sinkDown.Add(1)
+	}
+}
+
+// SinkProbed counts a probe.
+func (o relayObserver) SinkProbed() { o.p.sinkProbes.Inc() }
 
 // inboxObserver is the inbox.Observer of a Prometheus.
 type inboxObserver struct{ p *Prometheus }

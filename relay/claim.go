@@ -22,13 +22,23 @@ const storeCallTimeout = 10 * time.Second
 // to the publishers, and otherwise waits for a freed slot, a notification, a
 // due retry or the poll. How long it waits after each claim is the doze
 // protocol's decision (see doze).
-func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
+func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 	minClaim := max(1, min(r.cfg.BatchSize, r.cfg.Concurrency)/4)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	failures := 0
 	var dz doze
+	defer r.deliverKept(work, true)
 	for ctx.Err() == nil {
+		if r.health.isDown() {
+			// An outage: claim nothing but probes (see outageTimeouts).
+			if err := r.probe(ctx, poll, work); err != nil && ctx.Err() == nil {
+				failures++
+				r.claimFailed(ctx, err, failures)
+			}
+			continue
+		}
+		r.deliverKept(work, false)
 		free := r.capacity - r.inflight.count()
 		if free < minClaim {
 			select {
@@ -43,17 +53,13 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- store.Delivery) {
 			if ctx.Err() != nil {
 				return
 			}
-			r.ready.Store(false)
-			r.counts.claimErrors.Add(1)
 			failures++
-			delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
-			r.log.Error("claim failed", "error", err, "retry_in", delay)
-			sleep(ctx, delay)
+			r.claimFailed(ctx, err, failures)
 			continue
 		}
 		failures = 0
 		for _, d := range batch {
-			work <- d
+			work <- job{delivery: d}
 		}
 		dz.follow(r.dozer.Load())
 		wait := r.untilNextClaim()
@@ -112,6 +118,16 @@ func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) 
 		r.ready.Store(true)
 	}
 	return batch, nil
+}
+
+// claimFailed records a claim that failed, the failures-th in a row, and
+// waits before the next.
+func (r *Relay) claimFailed(ctx context.Context, err error, failures int) {
+	r.ready.Store(false)
+	r.counts.claimErrors.Add(1)
+	delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
+	r.log.Error("claim failed", "error", err, "retry_in", delay)
+	sleep(ctx, delay)
 }
 
 // waitFor waits d, or until ctx ends, or less if woken is true and a

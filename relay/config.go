@@ -27,6 +27,7 @@ const (
 	RejectedAttemptsDefault = 5
 	PollIntervalDefault     = time.Second
 	ShutdownTimeoutDefault  = 10 * time.Second
+	ProbeIntervalDefault    = 5 * time.Second
 )
 
 // Config configures a Relay. Only Store and Sink are required.
@@ -57,7 +58,8 @@ type Config struct {
 	BackoffMin time.Duration
 	BackoffMax time.Duration
 	// MaxAttempts is the number of attempts after which an event is failed
-	// (the dead-letter state). Default MaxAttemptsDefault.
+	// (the dead-letter state). Failures while the sink is unreachable do
+	// not count (see ProbeInterval). Default MaxAttemptsDefault.
 	MaxAttempts int
 	// RejectedAttempts is the number of attempts allowed to an event the
 	// destination rejects (an HTTP 4xx other than 410 and 429). Default
@@ -80,6 +82,16 @@ type Config struct {
 	// context is cancelled; the rest are released to the queue (recording
 	// that may take up to five more seconds). Default ShutdownTimeoutDefault.
 	ShutdownTimeout time.Duration
+	// ProbeInterval is the longest wait between two probes of a sink found
+	// unreachable (connections refused, DNS failures, every request timing
+	// out, a broker connection down: sink.Unavailable, or three timeouts
+	// in a row). During such an outage the relay claims nothing but one
+	// event at a time, sent alone as a probe after a wait that grows from
+	// 100ms to ProbeInterval; failures count no attempt, so no event is
+	// dead-lettered however long the outage lasts; the first probe that
+	// reaches the sink resumes claiming at full speed. Default
+	// ProbeIntervalDefault.
+	ProbeInterval time.Duration
 	// Observer, when set, receives every claim, delivery attempt, lease
 	// renewal and reclaim, for metrics (see Observer; package observe has
 	// a Prometheus one). Default nil: nothing is observed, at no cost.
@@ -131,6 +143,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.RejectedAttempts, RejectedAttemptsDefault)
 	setDefault(&c.PollInterval, PollIntervalDefault)
 	setDefault(&c.ShutdownTimeout, ShutdownTimeoutDefault)
+	setDefault(&c.ProbeInterval, ProbeIntervalDefault)
 	c.RejectedAttempts = min(c.RejectedAttempts, c.MaxAttempts)
 
 	switch {
@@ -150,6 +163,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("relay: Config.PollInterval %v is negative", c.PollInterval)
 	case c.ShutdownTimeout < 0:
 		return c, fmt.Errorf("relay: Config.ShutdownTimeout %v is negative", c.ShutdownTimeout)
+	case c.ProbeInterval < 0:
+		return c, fmt.Errorf("relay: Config.ProbeInterval %v is negative", c.ProbeInterval)
 	}
 	return c, nil
 }

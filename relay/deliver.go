@@ -36,39 +36,64 @@ type outcome struct {
 	took       time.Duration
 	age        time.Duration
 	statusCode int
+	// timedOut: the publish timed out while the sink was unreachable (a
+	// probe that timed out is kept until the outage ends).
+	timedOut bool
 }
 
 // maxErrorLen bounds the error text kept in the outbox row.
 const maxErrorLen = 1024
 
+// job is one claimed event handed to the publishers.
+type job struct {
+	delivery store.Delivery
+	// probe: the claim loop sent it alone, during an outage of the sink,
+	// and waits for its outcome.
+	probe bool
+}
+
 // publish delivers the events of work until it is closed, and hands their
 // outcomes to the settler. Once ctx ends (the shutdown) it releases the
-// rest without sending them; deliveries run under deliverCtx, which the
+// rest without sending them, and so it does during an outage of the sink
+// for all but the probes; deliveries run under deliverCtx, which the
 // shutdown cancels after ShutdownTimeout.
-func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan store.Delivery, results chan<- outcome) {
-	for d := range work {
-		if ctx.Err() != nil {
-			results <- outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease}
-			continue
+func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan job, results chan<- outcome) {
+	for j := range work {
+		o := r.publishOne(ctx, deliverCtx, j)
+		kept := j.probe && o.timedOut && r.health.keep(j.delivery, r.cfg.Concurrency)
+		if j.probe {
+			r.health.probeEnded()
 		}
-		// The delivery is cut short if its lease is lost or expires
-		// meanwhile (see watchLeases).
-		leaseCtx, cancel := context.WithCancelCause(deliverCtx)
-		var o outcome
-		claimed, ok := r.inflight.start(d.ID, time.Now().Add(r.sendMargin()), cancel)
-		if !ok {
-			// Another relay may have taken it over: sending now could
-			// overtake its delivery (and, ordered, its successors).
-			r.log.Warn("lease expired before the delivery started; released without sending",
-				"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
-			o = outcome{delivery: d, action: actionRelease}
-		} else {
-			o = r.deliver(leaseCtx, d)
+		if !kept {
+			results <- o
 		}
-		cancel(nil)
-		o.claimed = claimed
-		results <- o
 	}
+}
+
+// publishOne delivers the event of j, or releases it unsent at shutdown,
+// during an outage (unless j is the probe) or when its lease ended.
+func (r *Relay) publishOne(ctx, deliverCtx context.Context, j job) outcome {
+	d := j.delivery
+	if ctx.Err() != nil || !j.probe && r.health.isDown() {
+		return outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease}
+	}
+	// The delivery is cut short if its lease is lost or expires meanwhile
+	// (see watchLeases).
+	leaseCtx, cancel := context.WithCancelCause(deliverCtx)
+	defer cancel(nil)
+	var o outcome
+	claimed, ok := r.inflight.start(d.ID, time.Now().Add(r.sendMargin()), cancel)
+	if !ok {
+		// Another relay may have taken it over: sending now could
+		// overtake its delivery (and, ordered, its successors).
+		r.log.Warn("lease expired before the delivery started; released without sending",
+			"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
+		o = outcome{delivery: d, action: actionRelease}
+	} else {
+		o = r.deliver(leaseCtx, d)
+	}
+	o.claimed = claimed
+	return o
 }
 
 // deliver publishes one event and decides what becomes of it, in a publish
@@ -97,6 +122,7 @@ func (r *Relay) attempt(ctx context.Context, d store.Delivery, msg *sink.Message
 		"attempt", d.Attempt, "duration", took,
 	}
 	if err == nil {
+		r.sinkOutcome(nil, 0)
 		r.log.Debug("delivered", attrs...)
 		sent.action = actionDone
 		return sent
@@ -115,6 +141,13 @@ func (r *Relay) attempt(ctx context.Context, d store.Delivery, msg *sink.Message
 	msgText := store.ErrorText(err.Error(), maxErrorLen)
 	attrs = append(attrs, "status_code", code, "error", msgText)
 	sent.statusCode, sent.lastError = code, msgText
+	if r.sinkOutcome(err, kind) {
+		// The sink is down, not the event at fault: the attempt does
+		// not count (the outage is logged once, not per event).
+		r.log.Debug("delivery failed: the sink is unreachable; released", attrs...)
+		sent.action, sent.timedOut = actionRelease, kind != sink.Unavailable
+		return sent
+	}
 	sent.action = actionFail
 	switch {
 	case kind == sink.Permanent:

@@ -30,6 +30,18 @@
 // return the events of relays whose lease expired to the queue, and delete
 // delivered events after the retention.
 //
+// # Sink outages
+//
+// A sink that cannot be reached at all (sink.Unavailable: connections
+// refused, a DNS failure, a broker connection down; or three timeouts in a
+// row) is an outage, not a failure of each event: the relay stops claiming,
+// gives back what it holds without counting an attempt, and probes the
+// sink with one event at a time, at most Config.ProbeInterval apart, until
+// one gets through; then it claims at full speed again. No event is
+// dead-lettered for an outage however long it lasts; answers about one
+// event (a 4xx, a 5xx) count as before. SinkAvailable and Stats say whether
+// the sink is down; the Observer hears of each outage and probe.
+//
 // # Files
 //
 //	doc.go        this overview
@@ -39,11 +51,12 @@
 //	doze.go       the doze protocol: the claim loop's side of store.Dozer
 //	listen.go     listening for notifications, and polling when that fails
 //	deliver.go    the publishers: one delivery, and what becomes of its event
+//	outage.go     telling an outage of the sink from a failed event, and probing
 //	backoff.go    exponential backoff with full jitter, and Retry-After
 //	settle.go     the settler: outcomes recorded in batched statements
 //	retries.go    when the retries this relay scheduled fall due
 //	lease.go      the events in flight with their local lease deadlines,
 //	              lease renewal, and reclaiming expired leases
 //	retention.go  deleting delivered events after the retention
-//	stats.go      Stats and Ready
+//	stats.go      Stats, Ready and SinkAvailable
 package relay

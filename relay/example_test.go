@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strings"
 	"time"
 
 	"github.com/jackc/pgx/v5"
@@ -110,4 +111,52 @@ func Example() {
 	// Output:
 	// received order.created {"order_id": 42}
 	// claimed 1 delivered 1 failed 0 in flight 0
+}
+
+// A relay whose endpoint cannot be reached (here a closed port: every
+// connection is refused) pauses: it probes with one event at a time and
+// counts no attempt, so however long the outage lasts nothing is
+// dead-lettered. SinkAvailable and Stats say so, for a dashboard or an
+// alert; the relay logs the outage once, and resumes on its own.
+func ExampleRelay_SinkAvailable() {
+	s, drop := exampleStore()
+	defer drop()
+
+	endpoint := httptest.NewServer(http.NotFoundHandler())
+	endpoint.Close() // down
+	hook, err := webhook.New(webhook.Config{URL: endpoint.URL, Secrets: []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}})
+	if err != nil {
+		log.Fatal(err)
+	}
+	rl, err := relay.New(relay.Config{
+		Store: s, Sink: hook, Logger: slog.New(slog.DiscardHandler),
+		MaxAttempts:   1,                     // one counted failure would dead-letter the event
+		ProbeInterval: 50 * time.Millisecond, // default 5s
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- rl.Run(ctx) }()
+	err = s.Enqueue(context.Background(), postbox.Event{
+		AggregateType: "order", AggregateID: "42", EventType: "order.created", Payload: []byte(`{"order_id": 42}`),
+	})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for rl.SinkAvailable() || rl.Stats().Probes < 3 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	st := rl.Stats()
+	fmt.Println("sink down:", st.SinkDown, "refused:", strings.Contains(st.SinkError, "connection refused"))
+	fmt.Println("failed", st.Failed, "retried", st.Retried)
+
+	stop()
+	if err := <-done; err != nil {
+		log.Fatal(err)
+	}
+	// Output:
+	// sink down: true refused: true
+	// failed 0 retried 0
 }

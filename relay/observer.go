@@ -7,7 +7,7 @@ import (
 
 // Observer receives what a relay does, for metrics: every claim, every
 // delivery attempt once its outcome is recorded, every lease renewal, every
-// lease lost and every reclaim. Set it in Config.Observer; package observe
+// lease lost, every reclaim, and the outages of the sink with their probes. Set it in Config.Observer; package observe
 // has a Prometheus implementation. The relay calls every method, from
 // several goroutines at once (implementations must be safe for concurrent
 // use), on its own hot path: a method must return quickly and never block
@@ -32,6 +32,13 @@ type Observer interface {
 	// Reclaimed is called when this relay returned to the queue (or
 	// failed, out of attempts) n events of relays whose lease expired.
 	Reclaimed(n int)
+	// SinkState is called when the relay finds the sink unreachable (up
+	// false: an outage begins, see Stats.SinkDown) and when it reaches it
+	// again (up true), and with up true when Run returns during an
+	// outage: every false is followed by one true.
+	SinkState(up bool)
+	// SinkProbed is called for each probe sent during an outage.
+	SinkProbed()
 }
 
 // Outcome is what became of one delivery attempt.
@@ -46,8 +53,9 @@ const (
 	// refused for good, or out of attempts.
 	OutcomeFailed
 	// OutcomeReleased: the event went back to the queue without counting
-	// an attempt: at shutdown, or because its lease expired or was lost.
-	// The sink may not have been called (Attempt.Sent).
+	// an attempt: at shutdown, because its lease expired or was lost, or
+	// because the sink was unreachable. The sink may not have been called
+	// (Attempt.Sent).
 	OutcomeReleased
 )
 

@@ -12,6 +12,8 @@ func (o *countingObserver) Claimed(int, time.Duration, error) {}
 func (o *countingObserver) Attempted(Attempt)                 { o.attempts++ }
 func (o *countingObserver) LeasesRenewed(int, int, error)     {}
 func (o *countingObserver) Reclaimed(int)                     {}
+func (o *countingObserver) SinkState(bool)                    {}
+func (o *countingObserver) SinkProbed()                       {}
 
 // Reporting an attempt to an observer allocates nothing: the Attempt goes
 // by value.

@@ -26,6 +26,8 @@ type recorder struct {
 	renewals    int
 	lost        int
 	reclaimed   int
+	sinkStates  []bool
+	probes      int
 }
 
 func (o *recorder) Claimed(n int, _ time.Duration, err error) {
@@ -60,6 +62,18 @@ func (o *recorder) Reclaimed(n int) {
 	o.reclaimed += n
 }
 
+func (o *recorder) SinkState(up bool) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sinkStates = append(o.sinkStates, up)
+}
+
+func (o *recorder) SinkProbed() {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.probes++
+}
+
 // count returns the recorded attempts with outcome oc.
 func (o *recorder) count(oc relay.Outcome) int {
 	o.mu.Lock()
@@ -77,7 +91,8 @@ func (o *recorder) snapshot() recorder {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	return recorder{attempts: append([]relay.Attempt(nil), o.attempts...), claims: o.claims, claimed: o.claimed,
-		claimErrors: o.claimErrors, renewals: o.renewals, lost: o.lost, reclaimed: o.reclaimed}
+		claimErrors: o.claimErrors, renewals: o.renewals, lost: o.lost, reclaimed: o.reclaimed,
+		sinkStates: append([]bool(nil), o.sinkStates...), probes: o.probes}
 }
 
 // The observer sees every attempt once its outcome is recorded, as Stats

@@ -37,6 +37,8 @@ type Relay struct {
 	counts  counters
 	ready   atomic.Bool
 	finding atomic.Pointer[finding]
+	// health follows whether the sink can be reached (see outageTimeouts).
+	health *sinkHealth
 }
 
 // New validates cfg, fills its defaults and returns a relay.
@@ -51,6 +53,7 @@ func New(cfg Config) (*Relay, error) {
 		capacity: cfg.BatchSize + cfg.Concurrency,
 		inflight: newInflight(),
 		wake:     make(chan struct{}, 1),
+		health:   newSinkHealth(),
 	}
 	if cfg.Tracer != nil {
 		r.destination = cfg.Sink.Destination()
@@ -102,7 +105,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		background.Go(func() { r.purgeDelivered(maintCtx) })
 	}
 
-	work := make(chan store.Delivery, r.capacity)
+	work := make(chan job, r.capacity)
 	results := make(chan outcome, r.capacity)
 	var publishers sync.WaitGroup
 	for range r.cfg.Concurrency {
@@ -116,7 +119,8 @@ func (r *Relay) Run(ctx context.Context) error {
 
 	r.log.Info("relay started", "store", r.cfg.Store.String(), "sink", r.cfg.Sink.String(),
 		"batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency,
-		"lease", r.cfg.Lease, "ordered", r.cfg.Ordered, "max_attempts", r.cfg.MaxAttempts)
+		"lease", r.cfg.Lease, "ordered", r.cfg.Ordered, "max_attempts", r.cfg.MaxAttempts,
+		"probe_interval", r.cfg.ProbeInterval)
 	r.claimLoop(ctx, work)
 	r.ready.Store(false)
 
@@ -137,6 +141,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}
 	stopMaintenance()
 	background.Wait()
+	r.endOutage()
 	r.finding.Store(notRunning)
 	r.log.Info("relay stopped", "unsettled", r.inflight.count())
 	return nil

@@ -1,6 +1,9 @@
 package relay
 
-import "sync/atomic"
+import (
+	"sync/atomic"
+	"time"
+)
 
 // Stats are a relay's counts since New, and how it finds events now: what a
 // health check or a metrics exporter reads (Relay.Stats). The counts only
@@ -22,8 +25,9 @@ type Stats struct {
 	// refused for good, or out of attempts.
 	Failed int64
 	// Released counts the events this relay gave back to the queue without
-	// counting an attempt: at shutdown, or when their lease expired or was
-	// lost before or during their delivery. An event another relay had
+	// counting an attempt: at shutdown, when their lease expired or was
+	// lost before or during their delivery, or while the sink was
+	// unreachable (sent and failed, or held and not sent). An event another relay had
 	// taken over meanwhile counts too, though the store leaves it alone.
 	Released int64
 	// Reclaimed counts the events of relays whose lease expired (crashed,
@@ -40,9 +44,20 @@ type Stats struct {
 	// SettleErrors counts the attempts to record outcomes that failed
 	// (each is tried again after a backoff).
 	SettleErrors int64
+	// Probes counts the events sent alone to test the sink while it was
+	// unreachable (see Config.ProbeInterval).
+	Probes int64
 	// InFlight is the number of events this relay holds now: claimed, and
 	// not yet settled or released.
 	InFlight int
+	// SinkDown reports whether the relay finds the sink unreachable now
+	// (connections refused, every request timing out, a broker connection
+	// down): it then claims nothing but a probe at a time, and its failures
+	// count no attempt. SinkDownSince is when the outage began, SinkError
+	// the error that began it. Relay.SinkAvailable is !SinkDown.
+	SinkDown      bool
+	SinkDownSince time.Time
+	SinkError     string
 	// Listening reports whether notifications wake the relay, on Channel
 	// (it polls every Config.PollInterval as well). When it does not,
 	// PollingReason says why it only polls: listening is disabled, the
@@ -58,7 +73,7 @@ type Stats struct {
 type counters struct {
 	claimed, delivered, retried, failed, released atomic.Int64
 	reclaimed, lostLeases                         atomic.Int64
-	claimErrors, settleErrors                     atomic.Int64
+	claimErrors, settleErrors, probes             atomic.Int64
 }
 
 // finding is how the relay finds events: listening on a channel, or only
@@ -77,6 +92,7 @@ var notRunning = &finding{pollingReason: "the relay is not running"}
 // It is cheap, and safe to call from any goroutine while Run runs.
 func (r *Relay) Stats() Stats {
 	f := r.finding.Load()
+	sink := r.health.state()
 	return Stats{
 		Claimed:       r.counts.claimed.Load(),
 		Delivered:     r.counts.delivered.Load(),
@@ -87,7 +103,11 @@ func (r *Relay) Stats() Stats {
 		LostLeases:    r.counts.lostLeases.Load(),
 		ClaimErrors:   r.counts.claimErrors.Load(),
 		SettleErrors:  r.counts.settleErrors.Load(),
+		Probes:        r.counts.probes.Load(),
 		InFlight:      r.inflight.count(),
+		SinkDown:      sink.down,
+		SinkDownSince: sink.since,
+		SinkError:     sink.cause,
 		Listening:     f.listening,
 		Channel:       f.channel,
 		PollingReason: f.pollingReason,
@@ -101,3 +121,8 @@ func (r *Relay) Stats() Stats {
 // that cannot listen and polls is ready. Safe to call from any goroutine,
 // for instance a health check.
 func (r *Relay) Ready() bool { return r.ready.Load() }
+
+// SinkAvailable reports whether the relay finds its sink reachable: false
+// during an outage (see Stats.SinkDown), true otherwise, before Run and
+// after it returns included. Safe to call from any goroutine.
+func (r *Relay) SinkAvailable() bool { return !r.health.isDown() }

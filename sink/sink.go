@@ -62,8 +62,13 @@ const (
 	// Unavailable failures say the destination itself cannot be reached
 	// (connection refused, a DNS failure, a broker connection that is
 	// down), not that it refused this message: the message is not at
-	// fault, and other messages would fail alike. Until the relay handles
-	// an outage on its own, it retries these as Retryable.
+	// fault, and other messages would fail alike. The relay takes one for
+	// an outage: it stops claiming, probes the destination with one
+	// message at a time until one gets through, and such failures count
+	// no attempt, so no message is dead-lettered for an outage. Return it
+	// only when nothing reached the destination; a timeout after the
+	// message was sent is Retryable (the relay takes a run of timeouts
+	// for an outage too).
 	Unavailable
 )
 

@@ -32,6 +32,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		noListen     = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
 		retention    = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever)")
 		shutdown     = fs.Duration("shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
+		probe        = fs.Duration("probe-interval", relay.ProbeIntervalDefault, "while the sink is unreachable (connections refused, every request timing out, a broker connection down), the longest wait between two probes: one event sent alone; such failures count no attempt")
 		metricsAddr  = fs.String("metrics-addr", "", "serve GET /metrics (Prometheus) and GET /healthz on HOST:PORT, such as 127.0.0.1:9090 (off when empty)")
 		metricsEvery = fs.Duration("metrics-sample", observe.SampleEveryDefault, "how often the outbox's counts are sampled for --metrics-addr (one query each time)")
 		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
@@ -86,7 +87,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
-			Observer: observer, Tracer: tracer,
+			ProbeInterval: *probe, Observer: observer, Tracer: tracer,
 		})
 		if err != nil {
 			if metrics != nil {

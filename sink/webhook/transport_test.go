@@ -3,6 +3,8 @@ package webhook_test
 import (
 	"context"
 	"errors"
+	"io"
+	"log"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -98,17 +100,61 @@ func TestDroppedConnectionIsRetryable(t *testing.T) {
 	}
 }
 
-func TestRefusedConnectionIsRetryableAndHidesTheURL(t *testing.T) {
+func TestRefusedConnectionIsUnavailableAndHidesTheURL(t *testing.T) {
 	srv := httptest.NewServer(http.NotFoundHandler())
 	url := srv.URL + "/hooks/T0KEN-IN-PATH?token=T0KEN-IN-QUERY"
 	srv.Close()
 	err := newSink(t, webhook.Config{URL: url}).Publish(t.Context(), newMessage())
-	if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Retryable {
-		t.Fatalf("got %v, want a retryable error", err)
+	if kind, _, code := sink.Classify(err); err == nil || kind != sink.Unavailable || code != 0 {
+		t.Fatalf("got %v, want an unavailable error", err)
 	}
 	var opErr *net.OpError
 	if !errors.As(err, &opErr) || strings.Contains(err.Error(), "T0KEN") {
 		t.Fatalf("error %q: want the dial error, without the URL", err)
+	}
+}
+
+// The endpoint cannot be reached at all: every message would fail alike,
+// and the relay pauses rather than count attempts (sink.Unavailable).
+func TestUnreachableEndpointIsUnavailable(t *testing.T) {
+	tlsEndpoint := httptest.NewUnstartedServer(http.NotFoundHandler())
+	tlsEndpoint.Config.ErrorLog = log.New(io.Discard, "", 0) // the refused handshake
+	tlsEndpoint.StartTLS()
+	t.Cleanup(tlsEndpoint.Close)
+	for name, url := range map[string]string{
+		"unknown host":            "http://postbox-test-no-such-host.invalid/hook",
+		"certificate not trusted": tlsEndpoint.URL,
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := newSink(t, webhook.Config{URL: url, Timeout: 5 * time.Second}).Publish(t.Context(), newMessage())
+			if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Unavailable {
+				t.Fatalf("got %v, want an unavailable error", err)
+			}
+		})
+	}
+}
+
+// A publish the caller abandons is no verdict on the endpoint: retryable,
+// even while connecting fails.
+func TestCancelledPublishIsNotUnavailable(t *testing.T) {
+	srv := httptest.NewServer(http.NotFoundHandler())
+	srv.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	err := newSink(t, webhook.Config{URL: srv.URL}).Publish(ctx, newMessage())
+	if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Retryable {
+		t.Fatalf("got %v, want a retryable error", err)
+	}
+}
+
+// A request the endpoint does not answer in time is ambiguous (one slow
+// event, or a dead endpoint): a plain timeout, which the relay counts.
+func TestUnansweredRequestIsATimeout(t *testing.T) {
+	e := newEndpoint(t, hang(t))
+	err := newSink(t, webhook.Config{URL: e.URL, Timeout: 100 * time.Millisecond}).Publish(t.Context(), newMessage())
+	var timeout interface{ Timeout() bool }
+	if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Retryable || !errors.As(err, &timeout) || !timeout.Timeout() {
+		t.Fatalf("got %v, want a retryable timeout", err)
 	}
 }
 

@@ -12,16 +12,22 @@
 // The answer decides what the relay does next (see sink.Classify): 2xx is
 // delivered; 410 Gone fails the event at once (sink.Permanent); 429 and 5xx
 // are sink.Retryable with the endpoint's Retry-After, capped; redirects are
-// not followed, and 3xx and other 4xx are sink.Rejected. Timeouts and
-// connection failures are plain, retryable errors. Errors carry a short,
+// not followed, and 3xx and other 4xx are sink.Rejected. An endpoint that
+// cannot be reached at all (a connection refused or timing out, a name that
+// does not resolve, a certificate that cannot be verified) is
+// sink.Unavailable: the relay pauses and probes rather than count attempts.
+// Other failures (no answer before Timeout, a dropped connection) are
+// plain, retryable errors; the relay takes a run of timeouts for an outage. Errors carry a short,
 // quoted start of the response body, but never a secret, nor the URL, whose
 // path or query may hold a token.
 package webhook
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
+	"net"
 	"net/url"
 	"time"
 
@@ -102,6 +108,7 @@ func (s *Sink) String() string {
 // for a free slot while MaxConcurrency requests are in flight, then gives the
 // request Timeout.
 func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
+	caller := ctx
 	select {
 	case s.slots <- struct{}{}:
 		defer func() { <-s.slots }()
@@ -120,7 +127,27 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		if errors.As(err, &urlErr) {
 			err = urlErr.Err // without the URL
 		}
-		return fmt.Errorf("webhook: post: %w", err)
+		err = fmt.Errorf("webhook: post: %w", err)
+		if caller.Err() == nil && unreachable(err) {
+			return &sink.Error{Kind: sink.Unavailable, Err: err}
+		}
+		return err
 	}
 	return s.readAnswer(resp)
+}
+
+// unreachable reports whether err, a request's failure, says the endpoint
+// cannot be reached at all, whatever the message: no connection could be
+// made (refused, no route, a dial timeout), its name does not resolve, or
+// its certificate cannot be verified. Failures after a connection was made
+// (a timeout waiting for the answer, a dropped connection) may concern one
+// message, and are not.
+func unreachable(err error) bool {
+	var (
+		opErr   *net.OpError
+		dnsErr  *net.DNSError
+		certErr *tls.CertificateVerificationError
+	)
+	return errors.As(err, &opErr) && (opErr.Op == "dial" || opErr.Op == "proxyconnect") ||
+		errors.As(err, &dnsErr) || errors.As(err, &certErr)
 }

@@ -1,0 +1,270 @@
+package relay
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/store"
+)
+
+// How the relay tells an outage of the sink from a failure of one event:
+//
+//   - A failure the sink classifies sink.Unavailable (the webhook sink: a
+//     connection refused, a DNS failure, an unreachable network, a TLS
+//     certificate the endpoint cannot be verified with; a broker sink: its
+//     connection is down) starts an outage at once.
+//   - A timeout (an error with Timeout() true: the request got no answer in
+//     time) is ambiguous, one slow event or a dead endpoint: outageTimeouts
+//     of them in a row, with no other outcome in between, start an outage.
+//     The timeouts before it count as attempts.
+//   - Any other outcome (a success, an answer about the event such as a 4xx
+//     or a 5xx, a broker's nack, a dropped connection) shows the sink
+//     reachable: it ends the run of timeouts, and an outage.
+//
+// During an outage the relay claims nothing but its probes: one event at a
+// time, sent alone, after a wait that grows from probeFirst to
+// Config.ProbeInterval. Events held when the outage began are released
+// unsent, and a publish that fails for the outage is released too: neither
+// counts an attempt, so no event reaches MaxAttempts while the sink is down.
+// A probe that timed out is kept instead (leased, up to Concurrency of
+// them) until the outage ends: the next probe is another event, so one
+// event whose requests time out (a slow handler, not a dead endpoint)
+// cannot pass for an outage that never ends. The first probe (or late
+// delivery) that reaches the sink ends the outage, the events kept are
+// delivered, and the relay claims at full speed again.
+const (
+	outageTimeouts = 3
+	probeFirst     = 100 * time.Millisecond
+)
+
+// sinkHealth follows whether the sink can be reached. The publishers report
+// every outcome to it; the claim loop asks it whether to probe.
+type sinkHealth struct {
+	mu sync.Mutex
+	// down, since and cause describe the outage under way, if any.
+	down  bool
+	since time.Time
+	cause string
+	// timeouts counts the timeouts in a row.
+	timeouts int
+	// probes counts the probes of the outage under way.
+	probes int
+	// probed receives a token when a probe's outcome is known.
+	probed chan struct{}
+	// kept are the probes that timed out during the outage, still leased:
+	// the claim loop delivers them once it is over, or hands them over for
+	// release when it stops (no probe is kept after that: keeping).
+	kept    []store.Delivery
+	keeping bool
+}
+
+func newSinkHealth() *sinkHealth { return &sinkHealth{probed: make(chan struct{}, 1), keeping: true} }
+
+// outage is what an outage under way looks like from outside.
+type outage struct {
+	down  bool
+	since time.Time
+	cause string
+}
+
+func (h *sinkHealth) state() outage {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.down {
+		return outage{}
+	}
+	return outage{down: true, since: h.since, cause: h.cause}
+}
+
+func (h *sinkHealth) isDown() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.down
+}
+
+// change is what one outcome changed in the sink's health.
+type change int
+
+const (
+	unchanged change = iota
+	wentDown
+	cameBack
+)
+
+// record records the outcome of a publish: err nil when it was delivered,
+// else err and its kind. It reports whether the sink is unreachable (the
+// failure is then not the event's, and is released) and the change, with
+// how long the outage lasted when it came back.
+func (h *sinkHealth) record(err error, kind sink.Kind, now time.Time) (unreachable bool, c change, lasted time.Duration) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	switch {
+	case err == nil:
+	case kind == sink.Unavailable:
+		return true, h.goDown(err, now), 0
+	case kind == sink.Retryable && isTimeout(err):
+		h.timeouts++
+		if h.down || h.timeouts >= outageTimeouts {
+			return true, h.goDown(err, now), 0
+		}
+		return false, unchanged, 0
+	}
+	h.timeouts = 0
+	if !h.down {
+		return false, unchanged, 0
+	}
+	h.down = false
+	return false, cameBack, now.Sub(h.since)
+}
+
+// goDown starts an outage caused by err, unless one is under way.
+func (h *sinkHealth) goDown(err error, now time.Time) change {
+	if h.down {
+		return unchanged
+	}
+	h.down, h.since, h.cause, h.probes = true, now, causeOf(err), 0
+	return wentDown
+}
+
+// causeOf is the text of err without the kind a *sink.Error prefixes it
+// with (the outage says it already).
+func causeOf(err error) string {
+	var e *sink.Error
+	if errors.As(err, &e) && e.StatusCode == 0 && e.Err != nil {
+		return e.Err.Error()
+	}
+	return err.Error()
+}
+
+// keep keeps d, a probe that timed out, until the outage ends, unless it
+// ended meanwhile, limit are kept already or the claim loop stopped; it
+// reports whether it did.
+func (h *sinkHealth) keep(d store.Delivery, limit int) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if !h.down || !h.keeping || len(h.kept) >= limit {
+		return false
+	}
+	h.kept = append(h.kept, d)
+	return true
+}
+
+// takeKept returns the probes kept, and forgets them; with last (the claim
+// loop stops) no probe is kept from then on.
+func (h *sinkHealth) takeKept(last bool) []store.Delivery {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	kept := h.kept
+	h.kept = nil
+	if last {
+		h.keeping = false
+	}
+	return kept
+}
+
+// end ends the outage under way, if any, when Run returns, and reports
+// whether there was one.
+func (h *sinkHealth) end() bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	was := h.down
+	h.down, h.timeouts, h.keeping = false, 0, true
+	return was
+}
+
+// nextProbe counts a probe and returns how long to wait before it: full
+// jitter between probeFirst and a ceiling that doubles with each probe of
+// the outage, up to every.
+func (h *sinkHealth) nextProbe(every time.Duration) time.Duration {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.probes++
+	return backoff(h.probes, min(probeFirst, every), every)
+}
+
+// probeEnded tells the claim loop that the probe it sent has its outcome.
+func (h *sinkHealth) probeEnded() {
+	select {
+	case h.probed <- struct{}{}:
+	default:
+	}
+}
+
+// isTimeout reports whether err says an operation got no answer in time.
+func isTimeout(err error) bool {
+	var t interface{ Timeout() bool }
+	return errors.As(err, &t) && t.Timeout()
+}
+
+// sinkOutcome records the outcome of a publish with the sink's health (err
+// nil when it was delivered, else err and its kind), and reports whether
+// the sink is unreachable. It logs an outage once when it begins and once
+// when it ends, and tells the observer.
+func (r *Relay) sinkOutcome(err error, kind sink.Kind) (unreachable bool) {
+	unreachable, c, lasted := r.health.record(err, kind, time.Now())
+	switch c {
+	case wentDown:
+		why := "sink unreachable: "
+		if kind != sink.Unavailable {
+			why = fmt.Sprintf("sink unreachable (%d requests in a row timed out): ", outageTimeouts)
+		}
+		r.log.Warn(why+causeOf(err)+"; pausing claims, probing with one event at a time, at most "+
+			r.cfg.ProbeInterval.String()+" apart; failures while it is down count no attempt",
+			"sink", r.cfg.Sink.String())
+	case cameBack:
+		r.log.Info("sink reachable again; claiming resumes", "sink", r.cfg.Sink.String(), "outage", lasted.Round(time.Millisecond))
+		r.notify()
+	default:
+		return unreachable
+	}
+	if obs := r.cfg.Observer; obs != nil {
+		obs.SinkState(c == cameBack)
+	}
+	return unreachable
+}
+
+// probe is the claim loop's step during an outage: after the probe's wait,
+// it claims one event, sends it alone and waits for its outcome. It
+// returns the claim's error.
+func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) error {
+	r.waitFor(ctx, poll, r.health.nextProbe(r.cfg.ProbeInterval), false)
+	if ctx.Err() != nil || !r.health.isDown() {
+		return nil
+	}
+	batch, err := r.claim(ctx, 1)
+	if err != nil || len(batch) == 0 {
+		return err
+	}
+	r.counts.probes.Add(1)
+	if obs := r.cfg.Observer; obs != nil {
+		obs.SinkProbed()
+	}
+	work <- job{delivery: batch[0], probe: true}
+	select {
+	case <-r.health.probed:
+	case <-ctx.Done():
+	}
+	return nil
+}
+
+// deliverKept hands the probes kept during the outage that ended to the
+// publishers; last, when the claim loop stops, they release them.
+func (r *Relay) deliverKept(work chan<- job, last bool) {
+	for _, d := range r.health.takeKept(last) {
+		work <- job{delivery: d}
+	}
+}
+
+// endOutage forgets an outage under way when Run returns, so that an
+// observer shared by relays does not count this one as seeing it.
+func (r *Relay) endOutage() {
+	if r.health.end() {
+		if obs := r.cfg.Observer; obs != nil {
+			obs.SinkState(true)
+		}
+	}
+}
