@@ -12,7 +12,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -132,42 +131,24 @@ func CloseConnections(t testing.TB, connectionName, reason string) int {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	out, err := exec.CommandContext(ctx, "rabbitmqctl", "list_connections", "-q", "pid", "client_properties", "--formatter", "json").Output()
+	out, err := exec.CommandContext(ctx, "rabbitmqctl", "list_connections", "-q", "--no-table-headers", "pid", "client_properties").Output()
 	if err != nil {
 		t.Fatalf("amqptest: rabbitmqctl list_connections: %v", err)
 	}
-	var conns []struct {
-		PID        string            `json:"pid"`
-		Properties []json.RawMessage `json:"client_properties"`
-	}
-	if err := json.Unmarshal(out, &conns); err != nil {
-		t.Fatalf("amqptest: rabbitmqctl list_connections printed %.200q: %v", out, err)
-	}
+	// A line is "<pid>\t[{\"connection_name\",\"NAME\"},...]".
+	property := `{"connection_name","` + connectionName + `"}`
 	closed := 0
-	for _, c := range conns {
-		if !hasName(c.Properties, connectionName) {
+	for line := range strings.Lines(string(out)) {
+		pid, props, ok := strings.Cut(strings.TrimSpace(line), "\t")
+		if !ok || !strings.Contains(props, property) {
 			continue
 		}
-		pid := strings.TrimPrefix(c.PID, "#PID")
 		if out, err := exec.CommandContext(ctx, "rabbitmqctl", "close_connection", pid, reason).CombinedOutput(); err != nil {
 			t.Fatalf("amqptest: rabbitmqctl close_connection %s: %v\n%s", pid, err, out)
 		}
 		closed++
 	}
 	return closed
-}
-
-// hasName reports whether client properties, as rabbitmqctl prints them
-// ([name, type, value] triples), hold connection_name = name.
-func hasName(props []json.RawMessage, name string) bool {
-	for _, raw := range props {
-		var triple []any
-		if json.Unmarshal(raw, &triple) == nil && len(triple) == 3 &&
-			triple[0] == "connection_name" && triple[2] == name {
-			return true
-		}
-	}
-	return false
 }
 
 func redacted(raw string) string {

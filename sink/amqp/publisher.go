@@ -93,15 +93,16 @@ func (p *publisher) publish(ctx context.Context, exchange, key string, msg amqp0
 }
 
 // send registers w under the channel's next delivery tag and sends msg.
-// The caller holds p.sending.
+// The caller holds p.sending. p.mu is never held while calling amqp091,
+// whose reader goroutine may be waiting for settle, which takes p.mu.
 func (p *publisher) send(ctx context.Context, w *waiter, exchange, key string, msg amqp091.Publishing) error {
+	tag := p.ch.GetNextPublishSeqNo()
 	p.mu.Lock()
 	if p.closed {
 		err := p.closeErr
 		p.mu.Unlock()
 		return unavailable(fmt.Errorf("amqp: the channel is closed: %w", err))
 	}
-	tag := p.ch.GetNextPublishSeqNo()
 	p.pending[tag] = w
 	p.mu.Unlock()
 	if err := p.ch.PublishWithContext(ctx, exchange, key, true, false, msg); err != nil {
