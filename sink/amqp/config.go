@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postbox-go/postbox/internal/amqpconn"
 	"github.com/postbox-go/postbox/sink"
 )
 
@@ -79,7 +80,7 @@ const (
 func ParseURL(raw string) (Config, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
-		return Config{}, fmt.Errorf("amqp: %q is not a URL", redact(raw))
+		return Config{}, fmt.Errorf("amqp: %q is not a URL", amqpconn.Redact(raw))
 	}
 	if _, err := serverOf(u); err != nil {
 		return Config{}, err
@@ -181,7 +182,7 @@ func (c Config) settle() (settings, error) {
 	}
 	u, err := url.Parse(c.URL)
 	if err != nil {
-		return settings{}, fmt.Errorf("amqp: Config.URL %q is not a URL", redact(c.URL))
+		return settings{}, fmt.Errorf("amqp: Config.URL %q is not a URL", amqpconn.Redact(c.URL))
 	}
 	if u.RawQuery != "" {
 		return settings{}, fmt.Errorf("amqp: Config.URL %s has a query: parse a sink URL with ParseURL", u.Redacted())
@@ -229,15 +230,4 @@ func setDefault[T int | time.Duration](field *T, def T) {
 	if *field == 0 {
 		*field = def
 	}
-}
-
-// redact hides the user information of a URL that does not parse.
-func redact(raw string) string {
-	if at := strings.LastIndexByte(raw, '@'); at >= 0 {
-		if i := strings.Index(raw, "://"); i >= 0 && i < at {
-			return raw[:i+3] + "…@" + raw[at+1:]
-		}
-		return "…@" + raw[at+1:]
-	}
-	return raw
 }

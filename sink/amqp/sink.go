@@ -20,18 +20,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/postbox-go/postbox/internal/amqpconn"
 	"github.com/postbox-go/postbox/sink"
 )
-
-// closeTimeout bounds the closing handshake of a connection.
-const closeTimeout = 5 * time.Second
 
 var errChannelClosed = errors.New("the channel closed")
 
@@ -176,28 +173,12 @@ func (k *Sink) connect(ctx context.Context) (*session, error) {
 
 // close closes the connection, which fails the publishes awaiting their
 // confirm.
-func (sess *session) close() { _ = sess.conn.CloseDeadline(time.Now().Add(closeTimeout)) }
+func (sess *session) close() { amqpconn.Close(sess.conn) }
 
 // dial opens a connection within DialTimeout and ctx.
 func (k *Sink) dial(ctx context.Context) (*amqp091.Connection, error) {
-	timeout := k.s.DialTimeout
-	if deadline, ok := ctx.Deadline(); ok {
-		timeout = min(timeout, time.Until(deadline))
-	}
-	conn, err := amqp091.DialConfig(k.s.server.dialURL, amqp091.Config{
-		Vhost:      k.s.server.vhost,
-		Heartbeat:  k.s.Heartbeat,
-		Properties: amqp091.Table{"connection_name": k.s.ConnectionName, "product": "postbox"},
-		Dial: func(network, addr string) (net.Conn, error) {
-			d := net.Dialer{Timeout: timeout}
-			c, err := d.DialContext(ctx, network, addr)
-			if err != nil {
-				return nil, err
-			}
-			// Bounds the TLS and AMQP handshakes; amqp091 clears it once
-			// the connection is open.
-			return c, c.SetDeadline(time.Now().Add(timeout))
-		},
+	conn, err := amqpconn.Dial(ctx, k.s.server.dialURL, amqpconn.Options{
+		Vhost: k.s.server.vhost, Timeout: k.s.DialTimeout, Heartbeat: k.s.Heartbeat, Name: k.s.ConnectionName,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("amqp: connect to %s vhost %q: %w", k.s.server.address, k.s.server.vhost, err)
