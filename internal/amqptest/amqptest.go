@@ -93,14 +93,19 @@ func (s *Server) Exchange() string {
 	return name
 }
 
-// Queue declares a new durable quorum queue bound to exchange with
+// Queue declares a new durable quorum queue with the arguments args (such
+// as x-dead-letter-exchange; nil for none), bound to exchange with
 // bindingKey ("#": every message of a topic exchange), deleted when the
 // test ends, and returns its name.
-func (s *Server) Queue(exchange, bindingKey string) string {
+func (s *Server) Queue(exchange, bindingKey string, args amqp091.Table) string {
 	s.t.Helper()
 	name := Name("pbtest_q")
+	all := amqp091.Table{"x-queue-type": "quorum"}
+	for k, v := range args {
+		all[k] = v
+	}
 	s.Do("declare queue "+name, func(ch *amqp091.Channel) error {
-		if _, err := ch.QueueDeclare(name, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"}); err != nil {
+		if _, err := ch.QueueDeclare(name, true, false, false, false, all); err != nil {
 			return err
 		}
 		return ch.QueueBind(name, bindingKey, exchange, false, nil)
@@ -116,7 +121,7 @@ func (s *Server) Count(queue string) int {
 	s.t.Helper()
 	var n int
 	s.Do("inspect queue "+queue, func(ch *amqp091.Channel) error {
-		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, amqp091.Table{"x-queue-type": "quorum"})
+		q, err := ch.QueueDeclarePassive(queue, true, false, false, false, nil)
 		n = q.Messages
 		return err
 	})

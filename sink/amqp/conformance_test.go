@@ -20,7 +20,7 @@ func TestConformance(t *testing.T) {
 		New: func(t *testing.T) sinktest.Destination {
 			srv := amqptest.Connect(t)
 			exchange := srv.Exchange()
-			r := consume(t, srv.Queue(exchange, "#"))
+			r := consume(t, srv.Queue(exchange, "#", nil))
 			return sinktest.Destination{Sink: newSink(t, exchange, ""), Received: r.received}
 		},
 		Features: sinktest.Features{Deduplicates: false, OrderedPerAggregate: true, CarriesHeaders: true},

@@ -46,7 +46,7 @@ func TestUnroutableFails(t *testing.T) {
 func TestUnroutableAmongConcurrentPublishes(t *testing.T) {
 	srv := amqptest.Connect(t)
 	exchange := srv.Exchange()
-	queue := srv.Queue(exchange, "routed")
+	queue := srv.Queue(exchange, "routed", nil)
 	k := newSink(t, exchange, "{event_type}")
 	const n = 400
 	var wg sync.WaitGroup
@@ -116,7 +116,7 @@ func TestDialTimeout(t *testing.T) {
 func TestReconnectsAfterConnectionCut(t *testing.T) {
 	srv := amqptest.Connect(t)
 	exchange := srv.Exchange()
-	queue := srv.Queue(exchange, "#")
+	queue := srv.Queue(exchange, "#", nil)
 	cfg := sinkConfig(t, exchange, "")
 	cfg.ConnectionName = amqptest.Name("pbtest_sink")
 	cfg.ReconnectMin = 500 * time.Millisecond // long enough to see the sink down
@@ -166,7 +166,7 @@ func TestReconnectsAfterConnectionCut(t *testing.T) {
 func TestPublishAfterClose(t *testing.T) {
 	srv := amqptest.Connect(t)
 	exchange := srv.Exchange()
-	srv.Queue(exchange, "#")
+	srv.Queue(exchange, "#", nil)
 	k := newSink(t, exchange, "")
 	if err := k.Close(); err != nil {
 		t.Fatal(err)
