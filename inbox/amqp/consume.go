@@ -38,13 +38,12 @@ import (
 
 // Defaults of the Config fields left zero.
 const (
-	ConcurrencyDefault    = 8
-	PrefetchDefault       = 64
-	DialTimeoutDefault    = 10 * time.Second
-	HeartbeatDefault      = 10 * time.Second
-	ReconnectMinDefault   = 100 * time.Millisecond
-	ReconnectMaxDefault   = 10 * time.Second
-	ConnectionNameDefault = "postbox inbox"
+	ConcurrencyDefault  = 8
+	PrefetchDefault     = 64
+	DialTimeoutDefault  = 10 * time.Second
+	HeartbeatDefault    = 10 * time.Second
+	ReconnectMinDefault = 100 * time.Millisecond
+	ReconnectMaxDefault = 10 * time.Second
 )
 
 // Config configures Consume. Process is required; a zero field takes its
@@ -76,7 +75,8 @@ type Config struct {
 	// ReconnectMinDefault, ReconnectMaxDefault.
 	ReconnectMin, ReconnectMax time.Duration
 	// ConnectionName is the connection's name on the server (the
-	// connection_name client property). Default ConnectionNameDefault.
+	// connection_name client property). Default "postbox inbox on HOST pid
+	// PID", this process.
 	ConnectionName string
 	// Logger receives a line per discarded message and per failure that
 	// requeues a message, with the event id and the reason, and the
@@ -113,7 +113,7 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("inbox/amqp: Config.Prefetch %d is under Concurrency %d", c.Prefetch, c.Concurrency)
 	}
 	if c.ConnectionName == "" {
-		c.ConnectionName = ConnectionNameDefault
+		c.ConnectionName = amqpconn.ProcessName("postbox inbox")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

@@ -4,8 +4,10 @@ package amqpconn
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"net/url"
+	"os"
 	"strings"
 	"time"
 
@@ -50,6 +52,13 @@ func Dial(ctx context.Context, rawURL string, o Options) (*amqp091.Connection, e
 			return conn, conn.SetDeadline(time.Now().Add(timeout))
 		},
 	})
+}
+
+// ProcessName names a connection of this process: what, the host and the
+// process id, which tell an operator where a connection comes from.
+func ProcessName(what string) string {
+	host, _ := os.Hostname()
+	return fmt.Sprintf("%s on %s pid %d", what, host, os.Getpid())
 }
 
 // Close closes conn within CloseTimeout.

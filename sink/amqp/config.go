@@ -22,9 +22,6 @@ const (
 	HeartbeatDefault    = 10 * time.Second
 	ReconnectMinDefault = 100 * time.Millisecond
 	ReconnectMaxDefault = 10 * time.Second
-	// ConnectionNameDefault is the connection_name client property, which
-	// the management UI and rabbitmqctl list_connections show.
-	ConnectionNameDefault = "postbox relay"
 )
 
 // Config configures a Sink. URL and Exchange are required; a zero field
@@ -54,8 +51,10 @@ type Config struct {
 	// the first to the second. Defaults ReconnectMinDefault,
 	// ReconnectMaxDefault.
 	ReconnectMin, ReconnectMax time.Duration
-	// ConnectionName is the connection's name on the server. Default
-	// ConnectionNameDefault.
+	// ConnectionName is the connection's name on the server (the
+	// connection_name client property, which the management UI and
+	// rabbitmqctl list_connections show). Default "postbox relay on HOST
+	// pid PID", this process.
 	ConnectionName string
 	// Logger receives the connection's state changes (lost, reconnected,
 	// blocked by the server), never credentials. Default slog.Default().
@@ -218,7 +217,7 @@ func (c Config) settle() (settings, error) {
 		return settings{}, fmt.Errorf("amqp: Config.ReconnectMax %v is under ReconnectMin %v", c.ReconnectMax, c.ReconnectMin)
 	}
 	if c.ConnectionName == "" {
-		c.ConnectionName = ConnectionNameDefault
+		c.ConnectionName = amqpconn.ProcessName("postbox relay")
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
