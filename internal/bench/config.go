@@ -218,7 +218,7 @@ func (c Config) withDefaults() (Config, error) {
 func (c Config) params() Params {
 	return Params{
 		Scenarios: c.Scenarios, DrainEvents: c.DrainEvents, WebhookEvents: c.WebhookEvents,
-		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents,
+		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents, AMQPEvents: c.AMQPEvents,
 		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients,
 		Instances: c.Instances, Concurrency: c.Concurrency,
 		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),
