@@ -144,6 +144,9 @@ func Consume(ctx context.Context, url, queue string, cfg Config) error {
 	c := &consumer{cfg: cfg, url: url, queue: queue}
 	conn, ch, deliveries, err := c.open(ctx)
 	if err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
 		return err
 	}
 	for {
