@@ -221,10 +221,17 @@ func (c *consumer) serve(ctx context.Context, ch *amqp091.Channel, deliveries <-
 			return ctx.Err()
 		case d, ok := <-deliveries:
 			if !ok {
-				if e := <-closed; e != nil {
-					return e
+				// The connection or channel closed (its reason is sent
+				// before the deliveries end), or the server cancelled the
+				// consumer, such as when the queue was deleted.
+				select {
+				case e := <-closed:
+					if e != nil {
+						return e
+					}
+				default:
 				}
-				return errors.New("the server cancelled the consumer or closed the channel")
+				return errors.New("the deliveries ended: the channel closed, or the server cancelled the consumer")
 			}
 			select {
 			case workers <- struct{}{}:

@@ -12,9 +12,14 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
+	"net"
+	"net/url"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -161,4 +166,93 @@ func redacted(raw string) string {
 		return "…@" + raw[at+1:]
 	}
 	return raw
+}
+
+// Proxy is a TCP proxy in front of the test server, which a test can
+// freeze: it then stops passing bytes either way, as a network that drops
+// packets would, without closing anything.
+type Proxy struct {
+	// URL is the test server's URL through the proxy.
+	URL    string
+	frozen atomic.Bool
+	closed chan struct{}
+}
+
+// NewProxy starts a proxy to the test server, closed when the test ends.
+func NewProxy(t testing.TB) *Proxy {
+	t.Helper()
+	u, err := url.Parse(URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	target := u.Host
+	if u.Port() == "" {
+		target = net.JoinHostPort(u.Hostname(), "5672")
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Host = ln.Addr().String()
+	p := &Proxy{URL: u.String(), closed: make(chan struct{})}
+	var conns sync.WaitGroup
+	t.Cleanup(func() {
+		_ = ln.Close()
+		close(p.closed)
+		conns.Wait()
+	})
+	go func() {
+		for {
+			client, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			server, err := net.DialTimeout("tcp", target, 10*time.Second)
+			if err != nil {
+				_ = client.Close()
+				continue
+			}
+			closeBoth := sync.OnceFunc(func() { _ = client.Close(); _ = server.Close() })
+			conns.Go(func() { p.pipe(server, client); closeBoth() })
+			conns.Go(func() { p.pipe(client, server); closeBoth() })
+		}
+	}()
+	return p
+}
+
+// Freeze stops passing bytes; Thaw passes them again, those held first.
+func (p *Proxy) Freeze() { p.frozen.Store(true) }
+
+// Thaw undoes Freeze.
+func (p *Proxy) Thaw() { p.frozen.Store(false) }
+
+// pipe copies from src to dst until either closes or the proxy does,
+// holding what it read while the proxy is frozen.
+func (p *Proxy) pipe(dst, src net.Conn) {
+	buf := make([]byte, 32<<10)
+	for {
+		_ = src.SetReadDeadline(time.Now().Add(100 * time.Millisecond))
+		n, err := src.Read(buf)
+		for p.frozen.Load() {
+			select {
+			case <-p.closed:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+		if n > 0 {
+			if _, err := dst.Write(buf[:n]); err != nil {
+				return
+			}
+		}
+		var ne net.Error
+		if err != nil && !(errors.As(err, &ne) && ne.Timeout()) {
+			return
+		}
+		select {
+		case <-p.closed:
+			return
+		default:
+		}
+	}
 }

@@ -2,6 +2,8 @@ package amqp_test
 
 import (
 	"bytes"
+	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"strings"
@@ -192,4 +194,32 @@ func (b *syncBuffer) String() string {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	return b.buf.String()
+}
+
+// A publish whose confirm never comes (the network stopped passing bytes)
+// ends at its context's deadline, as a retryable failure.
+func TestPublishEndsAtDeadlineWithoutConfirm(t *testing.T) {
+	srv := amqptest.Connect(t)
+	exchange := srv.Exchange()
+	srv.Queue(exchange, "#", nil)
+	proxy := amqptest.NewProxy(t)
+	k, err := amqp.New(t.Context(), amqp.Config{URL: proxy.URL, Exchange: exchange})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if err := k.Publish(t.Context(), message("before")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Freeze()
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	err = k.Publish(ctx, message("lost"))
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Publish without a confirm: %v, want the context's deadline", err)
+	}
+	if kind, _, _ := sink.Classify(err); kind != sink.Retryable {
+		t.Fatalf("a publish past its deadline is %v, want retryable", kind)
+	}
+	proxy.Thaw() // for a quick Close
 }
