@@ -1,11 +1,9 @@
 package amqp_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -21,58 +19,9 @@ import (
 	"github.com/postbox-go/postbox/inbox"
 	inboxamqp "github.com/postbox-go/postbox/inbox/amqp"
 	"github.com/postbox-go/postbox/internal/amqptest"
-	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/sink"
 	sinkamqp "github.com/postbox-go/postbox/sink/amqp"
-	"github.com/postbox-go/postbox/store/postgres"
 )
-
-// business is an inbox on a fresh PostgreSQL schema whose handler writes
-// one row per event into a table without a unique key, so that a
-// duplicate effect would show as a second row.
-type business struct {
-	store   *postgres.Store
-	ib      *inbox.Inbox[pgx.Tx]
-	applied string // quoted table
-}
-
-func newBusiness(t *testing.T) *business {
-	t.Helper()
-	s := pgtest.Store(t)
-	b := &business{store: s, ib: inbox.New(s), applied: s.Table("applied")}
-	if _, err := s.Pool().Exec(t.Context(), "create table "+b.applied+" (event_id uuid not null)"); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// apply is the handler: it records the event in the inbox's transaction.
-func (b *business) apply(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
-	_, err := tx.Exec(ctx, "insert into "+b.applied+" (event_id) values ($1)", ev.ID)
-	return err
-}
-
-// counts returns how many rows each event id has in the business table.
-func (b *business) counts(t *testing.T) map[uuid.UUID]int {
-	t.Helper()
-	rows, err := b.store.Pool().Query(context.Background(), "select event_id, count(*) from "+b.applied+" group by event_id")
-	if err != nil {
-		t.Fatal(err)
-	}
-	out := map[uuid.UUID]int{}
-	for rows.Next() {
-		var id uuid.UUID
-		var n int
-		if err := rows.Scan(&id, &n); err != nil {
-			t.Fatal(err)
-		}
-		out[id] = n
-	}
-	if err := rows.Err(); err != nil {
-		t.Fatal(err)
-	}
-	return out
-}
 
 // consuming runs Consume until the test ends and returns its result
 // channel.
@@ -132,7 +81,7 @@ func newSink(t *testing.T, exchange string) *sinkamqp.Sink {
 // that fails 30% of the time and the consumer's connection cut by the
 // server midway.
 func TestConsumeAppliesEachEventOnce(t *testing.T) {
-	b := newBusiness(t)
+	b := amqptest.NewApplied(t)
 	srv := amqptest.Connect(t)
 	exchange := srv.Exchange()
 	queue := srv.Queue(exchange, "#", nil)
@@ -140,12 +89,12 @@ func TestConsumeAppliesEachEventOnce(t *testing.T) {
 	const n = 300
 	ids := publishAll(t, k, n/2)
 
-	var logs syncBuffer
+	logger, logs := amqptest.NewLogs()
 	var calls, failures atomic.Int64
 	name := amqptest.Name("pbtest_consumer")
-	processor := b.ib.Processor(func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
+	processor := b.Inbox.Processor(func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 		calls.Add(1)
-		if err := b.apply(ctx, tx, ev); err != nil {
+		if err := b.Apply(ctx, tx, ev); err != nil {
 			return err
 		}
 		if rand.Float64() < 0.3 {
@@ -155,20 +104,20 @@ func TestConsumeAppliesEachEventOnce(t *testing.T) {
 		return nil
 	})
 	stop := consuming(t, queue, inboxamqp.Config{
-		Process: processor, ConnectionName: name, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		Process: processor, ConnectionName: name, Logger: logger,
 		RedeliveryMin: 5 * time.Millisecond, RedeliveryMax: 50 * time.Millisecond, ReconnectMin: 50 * time.Millisecond,
 	})
-	waitUntil(t, "a third of the events applied", func() bool { return len(b.counts(t)) >= n/6 })
+	waitUntil(t, "a third of the events applied", func() bool { return len(b.Counts(t)) >= n/6 })
 	if got := amqptest.CloseConnections(t, name, "test cut"); got != 1 {
 		t.Fatalf("closed %d connections named %s, want 1", got, name)
 	}
 	ids = append(ids, publishAll(t, k, n/2)...)
-	waitUntil(t, "every event applied", func() bool { return len(b.counts(t)) == n })
+	waitUntil(t, "every event applied", func() bool { return len(b.Counts(t)) == n })
 	waitUntil(t, "the queue empty", func() bool { return srv.Count(queue) == 0 })
 	if err := stop(); err != nil {
 		t.Fatalf("Consume: %v", err)
 	}
-	counts := b.counts(t)
+	counts := b.Counts(t)
 	for _, id := range ids {
 		if counts[id] != 1 {
 			t.Errorf("event %s applied %d times, want once", id, counts[id])
@@ -182,7 +131,7 @@ func TestConsumeAppliesEachEventOnce(t *testing.T) {
 // A message that is not a postbox event is rejected into the queue's
 // dead-letter exchange, with a logged reason, and the next one is applied.
 func TestConsumeDiscardsToDeadLetter(t *testing.T) {
-	b := newBusiness(t)
+	b := amqptest.NewApplied(t)
 	srv := amqptest.Connect(t)
 	exchange, deadLetters := srv.Exchange(), srv.Exchange()
 	dlq := srv.Queue(deadLetters, "#", nil)
@@ -191,9 +140,9 @@ func TestConsumeDiscardsToDeadLetter(t *testing.T) {
 		return ch.PublishWithContext(t.Context(), exchange, "foreign", false, false, amqp091.Publishing{Body: []byte(`{"hello": 1}`)})
 	})
 	ids := publishAll(t, newSink(t, exchange), 1)
-	var logs syncBuffer
-	consuming(t, queue, inboxamqp.Config{Process: b.ib.Processor(b.apply), Logger: slog.New(slog.NewTextHandler(&logs, nil))})
-	waitUntil(t, "the event applied", func() bool { return b.counts(t)[ids[0]] == 1 })
+	logger, logs := amqptest.NewLogs()
+	consuming(t, queue, inboxamqp.Config{Process: b.Inbox.Processor(b.Apply), Logger: logger})
+	waitUntil(t, "the event applied", func() bool { return b.Counts(t)[ids[0]] == 1 })
 	waitUntil(t, "the foreign message dead-lettered", func() bool { return srv.Count(dlq) == 1 })
 	if !strings.Contains(logs.String(), "discarding") || !strings.Contains(logs.String(), "no event id") {
 		t.Errorf("the discard is not logged with its reason:\n%s", logs.String())
@@ -203,23 +152,23 @@ func TestConsumeDiscardsToDeadLetter(t *testing.T) {
 // A failed message comes back with its delivery count (a quorum queue's
 // x-delivery-count), which paces its delay.
 func TestConsumeCountsDeliveries(t *testing.T) {
-	b := newBusiness(t)
+	b := amqptest.NewApplied(t)
 	srv := amqptest.Connect(t)
 	exchange := srv.Exchange()
 	queue := srv.Queue(exchange, "#", nil)
 	ids := publishAll(t, newSink(t, exchange), 1)
-	var logs syncBuffer
+	logger, logs := amqptest.NewLogs()
 	var calls atomic.Int32
 	consuming(t, queue, inboxamqp.Config{
-		Process: b.ib.Processor(func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
+		Process: b.Inbox.Processor(func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 			if calls.Add(1) <= 2 {
 				return errors.New("not yet")
 			}
-			return b.apply(ctx, tx, ev)
+			return b.Apply(ctx, tx, ev)
 		}),
-		RedeliveryMin: time.Millisecond, Logger: slog.New(slog.NewTextHandler(&logs, nil)),
+		RedeliveryMin: time.Millisecond, Logger: logger,
 	})
-	waitUntil(t, "the event applied", func() bool { return b.counts(t)[ids[0]] == 1 })
+	waitUntil(t, "the event applied", func() bool { return b.Counts(t)[ids[0]] == 1 })
 	for _, want := range []string{"delivery=1", "delivery=2"} {
 		if !strings.Contains(logs.String(), want) {
 			t.Errorf("the log lacks %s:\n%s", want, logs.String())
@@ -262,21 +211,4 @@ func waitUntil(t *testing.T, what string, cond func() bool) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -31,8 +31,10 @@ func (k *Sink) supervise(sess *session) {
 		k.s.Logger.Warn("rabbitmq connection lost; publishes fail until it is back", "sink", k.String(), "error", reason)
 		lostAt := time.Now()
 		for attempt := 1; ; attempt++ {
-			if !sleep(ctx, k.reconnectDelay(attempt)) {
+			select {
+			case <-ctx.Done():
 				return
+			case <-time.After(k.reconnectDelay(attempt)):
 			}
 			next, err := k.connect(ctx)
 			if err == nil {
@@ -105,16 +107,4 @@ func (k *Sink) reconnectDelay(n int) time.Duration {
 	}
 	d = min(d, k.s.ReconnectMax)
 	return d - time.Duration(rand.Int64N(int64(d)/5+1))
-}
-
-// sleep waits d or until ctx ends, and reports whether it waited d.
-func sleep(ctx context.Context, d time.Duration) bool {
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-		return true
-	case <-ctx.Done():
-		return false
-	}
 }

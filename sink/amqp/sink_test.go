@@ -1,10 +1,8 @@
 package amqp_test
 
 import (
-	"bytes"
 	"context"
 	"errors"
-	"log/slog"
 	"net"
 	"strings"
 	"sync"
@@ -122,8 +120,8 @@ func TestReconnectsAfterConnectionCut(t *testing.T) {
 	cfg := sinkConfig(t, exchange, "")
 	cfg.ConnectionName = amqptest.Name("pbtest_sink")
 	cfg.ReconnectMin = 500 * time.Millisecond // long enough to see the sink down
-	var logs syncBuffer
-	cfg.Logger = slog.New(slog.NewTextHandler(&logs, nil))
+	var logs *amqptest.Logs
+	cfg.Logger, logs = amqptest.NewLogs()
 	k, err := amqp.New(t.Context(), cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -177,23 +175,6 @@ func TestPublishAfterClose(t *testing.T) {
 	if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Unavailable {
 		t.Fatalf("Publish after Close: %v, want unavailable", err)
 	}
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 // A publish whose confirm never comes (the network stopped passing bytes)
