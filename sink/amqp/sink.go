@@ -32,6 +32,9 @@ import (
 
 var errChannelClosed = errors.New("the channel closed")
 
+// maxRoutingKey is the longest routing key AMQP carries (a short string).
+const maxRoutingKey = 255
+
 // Sink publishes messages to a RabbitMQ exchange. It is safe for concurrent
 // use.
 type Sink struct {
@@ -82,13 +85,17 @@ func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("amqp: message %s: %w", m.ID, err)
 	}
+	key := k.s.routingKey.Expand(&m.Event)
+	if len(key) > maxRoutingKey {
+		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("amqp: message %s: routing key %.64q… is %d bytes, over AMQP's %d", m.ID, key, len(key), maxRoutingKey)}
+	}
 	p, err := k.publisher()
 	if err != nil {
 		return err
 	}
 	headers := amqp091.Table{}
 	sink.BrokerHeaders(m, func(name, value string) { headers[name] = value })
-	return p.publish(ctx, k.s.Exchange, k.s.routingKey.Expand(&m.Event), amqp091.Publishing{
+	return p.publish(ctx, k.s.Exchange, key, amqp091.Publishing{
 		Headers:      headers,
 		ContentType:  sink.ContentTypeJSON,
 		DeliveryMode: amqp091.Persistent,
@@ -107,7 +114,10 @@ func (k *Sink) publisher() (*publisher, error) {
 	}
 	k.mu.RLock()
 	defer k.mu.RUnlock()
-	if k.pubs == nil {
+	switch {
+	case errors.Is(k.down, errSinkClosed):
+		return nil, unavailable(fmt.Errorf("amqp: %w", errSinkClosed))
+	case k.pubs == nil:
 		return nil, unavailable(fmt.Errorf("amqp: %s is unavailable, reconnecting: %w", k.s.server.address, k.down))
 	}
 	return k.pubs[k.next.Add(1)%uint64(len(k.pubs))], nil

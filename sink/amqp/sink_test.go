@@ -75,6 +75,19 @@ func waitQueue(t *testing.T, srv *amqptest.Server, queue string, n int) {
 	}
 }
 
+// A routing key too long for AMQP fails its event for good, before
+// anything is sent.
+func TestRoutingKeyTooLong(t *testing.T) {
+	srv := amqptest.Connect(t)
+	k := newSink(t, srv.Exchange(), "{aggregate_id}")
+	m := message("order.created")
+	m.AggregateID = strings.Repeat("a", 256)
+	err := k.Publish(t.Context(), m)
+	if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Permanent || !strings.Contains(err.Error(), "256 bytes") {
+		t.Fatalf("Publish with a 256-byte routing key: %v, want a permanent failure saying so", err)
+	}
+}
+
 // A missing exchange stops New with an error that names it and its vhost.
 func TestMissingExchange(t *testing.T) {
 	amqptest.Connect(t)
