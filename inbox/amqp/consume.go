@@ -44,6 +44,8 @@ const (
 	HeartbeatDefault    = 10 * time.Second
 	ReconnectMinDefault = 100 * time.Millisecond
 	ReconnectMaxDefault = 10 * time.Second
+	// ShutdownTimeoutDefault matches the relay's own.
+	ShutdownTimeoutDefault = 10 * time.Second
 )
 
 // Config configures Consume. Process is required; a zero field takes its
@@ -74,6 +76,11 @@ type Config struct {
 	// reconnect after the connection was lost. Defaults
 	// ReconnectMinDefault, ReconnectMaxDefault.
 	ReconnectMin, ReconnectMax time.Duration
+	// ShutdownTimeout is how long the messages in flight may still be
+	// processed once Consume's context has ended; then their Process
+	// context is cancelled too (and they are requeued). Default
+	// ShutdownTimeoutDefault.
+	ShutdownTimeout time.Duration
 	// ConnectionName is the connection's name on the server (the
 	// connection_name client property). Default "postbox inbox on HOST pid
 	// PID", this process.
@@ -96,6 +103,7 @@ func (c Config) withDefaults() (Config, error) {
 		"RedeliveryMin": int64(c.RedeliveryMin), "RedeliveryMax": int64(c.RedeliveryMax),
 		"DialTimeout": int64(c.DialTimeout), "Heartbeat": int64(c.Heartbeat),
 		"ReconnectMin": int64(c.ReconnectMin), "ReconnectMax": int64(c.ReconnectMax),
+		"ShutdownTimeout": int64(c.ShutdownTimeout),
 	} {
 		if v < 0 {
 			return c, fmt.Errorf("inbox/amqp: Config.%s is negative", name)
@@ -109,6 +117,7 @@ func (c Config) withDefaults() (Config, error) {
 	orDefault(&c.Heartbeat, HeartbeatDefault)
 	orDefault(&c.ReconnectMin, ReconnectMinDefault)
 	orDefault(&c.ReconnectMax, ReconnectMaxDefault)
+	orDefault(&c.ShutdownTimeout, ShutdownTimeoutDefault)
 	if c.Prefetch < c.Concurrency {
 		return c, fmt.Errorf("inbox/amqp: Config.Prefetch %d is under Concurrency %d", c.Prefetch, c.Concurrency)
 	}
@@ -130,7 +139,8 @@ func orDefault[T int | time.Duration](field *T, def T) {
 // Consume reads queue on the server at url (amqp://USER:PASS@HOST:PORT/VHOST
 // or amqps://...) and processes its messages, as the package says, until
 // ctx ends; it then stops taking messages, lets those in flight finish and
-// settles them, requeues those waiting for a redelivery, and returns nil.
+// settles them (for up to Config.ShutdownTimeout), requeues those waiting
+// for a redelivery, and returns nil.
 //
 // It returns an error at once when the first connection fails, or the
 // queue does not exist, so that a misconfiguration shows at start. Later,
@@ -141,7 +151,12 @@ func Consume(ctx context.Context, url, queue string, cfg Config) error {
 	if err != nil {
 		return err
 	}
-	c := &consumer{cfg: cfg, url: url, queue: queue}
+	// Messages are processed in work, which outlives ctx by
+	// ShutdownTimeout, so that those in flight at the end finish.
+	work, cancelWork := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelWork()
+	defer context.AfterFunc(ctx, func() { time.AfterFunc(cfg.ShutdownTimeout, cancelWork) })()
+	c := &consumer{cfg: cfg, url: url, queue: queue, work: work}
 	conn, ch, deliveries, err := c.open(ctx)
 	if err != nil {
 		if ctx.Err() != nil {
@@ -176,6 +191,8 @@ type consumer struct {
 	cfg   Config
 	url   string
 	queue string
+	// work is the context of Process (see Consume).
+	work context.Context
 }
 
 // open connects and starts consuming the queue.
@@ -241,7 +258,7 @@ func (c *consumer) serve(ctx context.Context, ch *amqp091.Channel, deliveries <-
 			}
 			inFlight.Go(func() {
 				defer func() { <-workers }()
-				c.handle(ctx, d, waiting)
+				c.handle(c.work, d, waiting)
 			})
 		}
 	}

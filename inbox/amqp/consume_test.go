@@ -176,6 +176,40 @@ func TestConsumeCountsDeliveries(t *testing.T) {
 	}
 }
 
+// Stopping the consumer lets the message in flight finish: it is applied
+// and acknowledged, not requeued.
+func TestConsumeFinishesInFlightOnStop(t *testing.T) {
+	b := amqptest.NewApplied(t)
+	srv := amqptest.Connect(t)
+	exchange := srv.Exchange()
+	queue := srv.Queue(exchange, "#", nil)
+	ids := publishAll(t, newSink(t, exchange), 1)
+	started, release := make(chan struct{}), make(chan struct{})
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		done <- inboxamqp.Consume(ctx, amqptest.URL(), queue, inboxamqp.Config{
+			Process: b.Inbox.Processor(func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
+				close(started)
+				<-release
+				return b.Apply(ctx, tx, ev)
+			}),
+		})
+	}()
+	<-started
+	cancel()
+	close(release)
+	if err := <-done; err != nil {
+		t.Fatalf("Consume: %v", err)
+	}
+	if n := b.Counts(t)[ids[0]]; n != 1 {
+		t.Fatalf("the event in flight at the stop was applied %d times, want once", n)
+	}
+	if n := srv.Count(queue); n != 0 {
+		t.Fatalf("the queue holds %d messages after the stop, want 0 (the message in flight acknowledged)", n)
+	}
+}
+
 func TestConsumeMissingQueue(t *testing.T) {
 	amqptest.Connect(t)
 	name := amqptest.Name("pbtest_missing")
