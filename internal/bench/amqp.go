@@ -42,14 +42,6 @@ func runAMQP(ctx context.Context, e *env, p *progress) error {
 	defer b.close()
 	p.printf("exchange %s and quorum queue %s on %s", b.exchange, b.queue, amqpconn.Redact(e.cfg.AMQPURL))
 
-	client, err := b.clientPublish(ctx, p, n)
-	if err != nil {
-		return err
-	}
-	if err := b.purge(); err != nil {
-		return err
-	}
-
 	sc, err := e.filled(ctx, p, "amqp_noop", n)
 	if err != nil {
 		return err
@@ -65,7 +57,16 @@ func runAMQP(ctx context.Context, e *env, p *progress) error {
 	noop := rate(n, d)
 	p.printf("the relay library drained %d events to a no-op sink in %s: %.0f events/s", n, d.Round(time.Millisecond), noop)
 
+	// The client runs right before the relay's drain, its backlog filled
+	// already, so that the two see the server in the same state.
 	if sc, err = e.filled(ctx, p, "amqp", n); err != nil {
+		return err
+	}
+	client, err := b.clientPublish(ctx, p, n)
+	if err != nil {
+		return err
+	}
+	if err := b.purge(); err != nil {
 		return err
 	}
 	drain, err := b.relayDrain(ctx, e, p, sc, n)
