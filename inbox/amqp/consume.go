@@ -18,7 +18,11 @@
 // the inbox absorbs those already applied.
 //
 // A quorum queue (x-queue-type quorum) is the queue to use: it is
-// replicated, and its x-delivery-count header paces redeliveries.
+// replicated, and its x-delivery-count header paces redeliveries. A message
+// whose processing keeps failing is redelivered for as long as it fails,
+// the delay capped at Config.RedeliveryMax; give the queue an
+// x-delivery-limit and a dead-letter exchange to set it aside after so
+// many deliveries instead.
 package amqp
 
 import (
