@@ -14,14 +14,15 @@ import (
 func setupBench(fs *flag.FlagSet) func(context.Context) error {
 	var (
 		db          = fs.String("db", "", "database: postgres://... (scratch schemas in it) or sqlite:PATH (scratch files beside PATH)")
-		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is every one but scaling")
-		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook and each scaling drain (default %d, %d and %d; --quick %d, %d and %d)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick))
+		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is every one but scaling and amqp")
+		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook, each scaling drain and amqp (default %d, %d, %d and %d; --quick %d, %d, %d and %d)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.AMQPEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick, bench.AMQPEventsQuick))
 		scaleEvents = fs.String("scale-events", "", fmt.Sprintf("the small and large backlogs of scale, SMALL,LARGE (default %d,%d; --quick %d,%d)", bench.ScaleSmallDefault, bench.ScaleLargeDefault, bench.ScaleSmallDefault, bench.ScaleLargeQuick))
 		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate and each write-overhead run lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
 		rates       = fs.String("rates", "", "commit rates of latency, events/s (default "+joinInts(bench.RatesDefault)+")")
 		clients     = fs.Int("clients", bench.ClientsDefault, "concurrent clients of write-overhead")
 		instances   = fs.String("instances", "", "postbox relay processes that scaling runs at once (default "+joinInts(bench.InstancesDefault)+")")
 		concurrency = fs.String("concurrency", "", "--concurrency values of postbox relay that scaling tries (default "+joinInts(bench.ConcurrencyDefault)+")")
+		amqpURL     = fs.String("amqp-url", bench.AMQPURLDefault, "RabbitMQ server of the amqp scenario (it declares, then deletes, an exchange and a quorum queue there)")
 		recvLatency = fs.Duration("receiver-latency", 0, "how long the webhook receiver of webhook and scaling takes to answer, to stand for a remote endpoint")
 		quick       = fs.Bool("quick", false, "small sizes: the default scenarios finish in under a minute")
 		asJSON      = fs.Bool("json", false, "print the report as JSON")
@@ -33,7 +34,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		}
 		cfg := bench.Config{
 			DB: *db, Scenarios: splitList(*scenarios), DrainEvents: *events, WebhookEvents: *events,
-			ScalingEvents: *events, Duration: *duration, Clients: *clients, ReceiverLatency: *recvLatency,
+			ScalingEvents: *events, AMQPEvents: *events, AMQPURL: *amqpURL, Duration: *duration, Clients: *clients, ReceiverLatency: *recvLatency,
 			Quick: *quick, Keep: *keep, Progress: os.Stderr,
 		}
 		var err error

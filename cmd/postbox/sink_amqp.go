@@ -2,12 +2,25 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/url"
+
+	"github.com/postbox-go/postbox/sink/amqp"
 )
 
-// openAMQPSink opens the amqp sink of u. Not built yet: the broker sinks
-// land with their packages.
-func openAMQPSink(_ context.Context, _ *url.URL, _ sinkOptions) (*openedSink, error) {
-	return nil, errors.New("--sink amqp://...: not supported yet")
+// openAMQPSink opens the RabbitMQ sink of u,
+// amqp://USER:PASS@HOST:PORT/VHOST?exchange=NAME&routing_key=TEMPLATE: it
+// connects and checks that the exchange exists before the relay starts
+// (which logs the sink's String, without credentials).
+func openAMQPSink(ctx context.Context, u *url.URL, opts sinkOptions) (*openedSink, error) {
+	cfg, err := amqp.ParseURL(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: --sink: %v", errUsage, err)
+	}
+	cfg.Logger = opts.logger
+	s, err := amqp.New(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("--sink: %w", err)
+	}
+	return &openedSink{Sink: s, close: s.Close}, nil
 }

@@ -29,6 +29,7 @@ var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
 	ScenarioScale:   runScale,
 	ScenarioScaling: runScaling,
 	ScenarioKafka:   runKafka,
+	ScenarioAMQP:    runAMQP,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

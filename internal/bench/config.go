@@ -38,6 +38,12 @@ const (
 	// producing the same records and the no-op drain. It is not part of
 	// the default run.
 	ScenarioKafka = "kafka"
+	// ScenarioAMQP drains a backlog through a `postbox relay --sink
+	// amqp://...` child process into a RabbitMQ quorum queue, beside
+	// amqp091-go publishing the same messages and the relay library's
+	// drain to a no-op sink. It is not part of the default run: it needs
+	// a RabbitMQ server (Config.AMQPURL).
+	ScenarioAMQP = "amqp"
 )
 
 // DefaultScenarios are the scenarios of the issue's goals, run when
@@ -45,7 +51,11 @@ const (
 var DefaultScenarios = []string{ScenarioDrain, ScenarioWebhook, ScenarioLatency, ScenarioWrite, ScenarioScale}
 
 // AllScenarios are every scenario, in the order they run.
-var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling, ScenarioKafka)
+var AllScenarios = append(append(slices.Clone(DefaultScenarios), ScenarioScaling), BrokerScenarios...)
+
+// BrokerScenarios are the scenarios that drain through a broker sink; each
+// needs its broker (a server, or kfake in process).
+var BrokerScenarios = []string{ScenarioKafka, ScenarioAMQP}
 
 // Defaults of Config, and their --quick counterparts.
 const (
@@ -58,6 +68,9 @@ const (
 	ScaleLargeQuick      = 100_000
 	ScalingEventsDefault = 200_000
 	ScalingEventsQuick   = 20_000
+	AMQPEventsDefault    = 100_000
+	AMQPEventsQuick      = 10_000
+	AMQPURLDefault       = "amqp://guest:guest@127.0.0.1:5672/"
 	DurationDefault      = 10 * time.Second
 	DurationQuick        = 3 * time.Second
 	ClientsDefault       = 8
@@ -89,6 +102,11 @@ type Config struct {
 	// ScalingEvents is the backlog of each drain of scaling
 	// (ScalingEventsDefault).
 	ScalingEvents int
+	// AMQPEvents is the backlog of amqp (AMQPEventsDefault).
+	AMQPEvents int
+	// AMQPURL is the RabbitMQ server of amqp, amqp://USER:PASS@HOST:PORT/
+	// (AMQPURLDefault).
+	AMQPURL string
 	// Duration is how long latency runs at each rate, and each run of
 	// write-overhead lasts (DurationDefault).
 	Duration time.Duration
@@ -136,6 +154,10 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ScaleLarge, quick(ScaleLargeDefault, ScaleLargeQuick))
 	setDefault(&c.ScalingEvents, quick(ScalingEventsDefault, ScalingEventsQuick))
 	setDefault(&c.Clients, ClientsDefault)
+	setDefault(&c.AMQPEvents, quick(AMQPEventsDefault, AMQPEventsQuick))
+	if c.AMQPURL == "" {
+		c.AMQPURL = AMQPURLDefault
+	}
 	if c.Duration == 0 {
 		c.Duration = DurationDefault
 		if c.Quick {
@@ -180,7 +202,7 @@ func (c Config) withDefaults() (Config, error) {
 
 	for name, v := range map[string]int{
 		"DrainEvents": c.DrainEvents, "WebhookEvents": c.WebhookEvents, "ScaleSmall": c.ScaleSmall,
-		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients,
+		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "AMQPEvents": c.AMQPEvents,
 	} {
 		if v < 1 {
 			return c, fmt.Errorf("bench: Config.%s %d: must be positive", name, v)
@@ -205,7 +227,7 @@ func (c Config) withDefaults() (Config, error) {
 func (c Config) params() Params {
 	return Params{
 		Scenarios: c.Scenarios, DrainEvents: c.DrainEvents, WebhookEvents: c.WebhookEvents,
-		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents,
+		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents, AMQPEvents: c.AMQPEvents,
 		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients,
 		Instances: c.Instances, Concurrency: c.Concurrency,
 		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),

@@ -70,6 +70,7 @@ type Params struct {
 	WebhookEvents   int      `json:"webhook_events"`
 	ScaleEvents     []int    `json:"scale_events"`
 	ScalingEvents   int      `json:"scaling_events"`
+	AMQPEvents      int      `json:"amqp_events,omitempty"`
 	DurationSeconds float64  `json:"duration_seconds"`
 	Rates           []int    `json:"rates"`
 	Clients         int      `json:"clients"`
@@ -265,6 +266,8 @@ func (p Params) describe() string {
 			parts = append(parts, fmt.Sprintf("scaling %d events per drain", p.ScalingEvents))
 		case ScenarioKafka:
 			parts = append(parts, fmt.Sprintf("kafka %d events per drain", p.WebhookEvents))
+		case ScenarioAMQP:
+			parts = append(parts, fmt.Sprintf("amqp %d events", p.AMQPEvents))
 		}
 	}
 	if p.ReceiverLatencyMs > 0 && (slices.Contains(p.Scenarios, ScenarioWebhook) || slices.Contains(p.Scenarios, ScenarioScaling)) {
