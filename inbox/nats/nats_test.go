@@ -40,7 +40,7 @@ type fixture struct {
 	ib     *inbox.Inbox[pgx.Tx]
 	pool   *pgxpool.Pool
 	table  string
-	calls atomic.Int64 // Process calls
+	calls  atomic.Int64 // Process calls
 }
 
 func newFixture(t *testing.T, ackWait time.Duration) *fixture {
