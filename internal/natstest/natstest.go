@@ -93,6 +93,40 @@ func Stream(t testing.TB, js jetstream.JetStream, edit func(*jetstream.StreamCon
 	return st, prefix
 }
 
+// MessageIDs reads every message st holds and counts them by Nats-Msg-Id:
+// a stream without duplicates has a count of 1 for each id.
+func MessageIDs(t testing.TB, st jetstream.Stream) map[string]int {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	info, err := st.Info(ctx)
+	if err != nil {
+		t.Fatalf("natstest: stream info: %v", err)
+	}
+	ids := map[string]int{}
+	if info.State.Msgs == 0 {
+		return ids
+	}
+	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
+	if err != nil {
+		t.Fatalf("natstest: ordered consumer: %v", err)
+	}
+	for read := uint64(0); read < info.State.Msgs; {
+		batch, err := cons.Fetch(int(min(info.State.Msgs-read, 10_000)), jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatalf("natstest: fetch: %v", err)
+		}
+		for m := range batch.Messages() {
+			ids[m.Headers().Get(jetstream.MsgIDHeader)]++
+			read++
+		}
+		if err := batch.Error(); err != nil {
+			t.Fatalf("natstest: fetch: %v", err)
+		}
+	}
+	return ids
+}
+
 // Server is a nats-server process of a test's own, with JetStream, on a
 // port and store directory that stay the same across Stop and Start.
 type Server struct {
@@ -107,10 +141,11 @@ type Server struct {
 }
 
 // StartServer starts a nats-server with JetStream on a free port and a
-// temporary store, stopped when the test ends.
-func StartServer(t testing.TB) *Server {
+// temporary store, stopped when the test ends; extra are more of its
+// flags, such as --user and --pass.
+func StartServer(t testing.TB, extra ...string) *Server {
 	t.Helper()
-	s := newServer(t, "n1", nil)
+	s := newServer(t, "n1", extra)
 	s.Start()
 	return s
 }

@@ -1,12 +1,10 @@
 package nats_test
 
 import (
-	"context"
 	"maps"
 	"slices"
 	"sync"
 	"testing"
-	"time"
 
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
@@ -83,36 +81,4 @@ func readStream(t *testing.T, st jetstream.Stream) func() []sinktest.Delivery {
 		defer mu.Unlock()
 		return slices.Clone(got)
 	}
-}
-
-// streamMessages returns every message st holds.
-func streamMessages(t *testing.T, st jetstream.Stream) []jetstream.Msg {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
-	defer cancel()
-	info, err := st.Info(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var msgs []jetstream.Msg
-	if info.State.Msgs == 0 {
-		return nil
-	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for uint64(len(msgs)) < info.State.Msgs {
-		batch, err := cons.Fetch(int(info.State.Msgs)-len(msgs), jetstream.FetchMaxWait(5*time.Second))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for m := range batch.Messages() {
-			msgs = append(msgs, m)
-		}
-		if err := batch.Error(); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return msgs
 }
