@@ -107,10 +107,23 @@ func MessageIDs(t testing.TB, st jetstream.Stream) map[string]int {
 	if info.State.Msgs == 0 {
 		return ids
 	}
-	cons, err := st.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{})
-	if err != nil {
-		t.Fatalf("natstest: ordered consumer: %v", err)
+	// A consumer of its own, created again while the stream has just
+	// changed leaders and cannot yet.
+	var cons jetstream.Consumer
+	for {
+		attempt, cancelAttempt := context.WithTimeout(ctx, 5*time.Second)
+		cons, err = st.CreateConsumer(attempt, jetstream.ConsumerConfig{
+			AckPolicy: jetstream.AckNonePolicy, MemoryStorage: true, Replicas: 1, InactiveThreshold: time.Minute,
+		})
+		cancelAttempt()
+		if err == nil {
+			break
+		}
+		if ctx.Err() != nil {
+			t.Fatalf("natstest: create a consumer to read the stream: %v", err)
+		}
 	}
+	defer func() { _ = st.DeleteConsumer(context.Background(), cons.CachedInfo().Name) }()
 	for read := uint64(0); read < info.State.Msgs; {
 		batch, err := cons.Fetch(int(min(info.State.Msgs-read, 10_000)), jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
