@@ -28,6 +28,7 @@ var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
 	ScenarioWrite:   runWrite,
 	ScenarioScale:   runScale,
 	ScenarioScaling: runScaling,
+	ScenarioNATS:    runNATS,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

@@ -33,14 +33,25 @@ const (
 	// processes and their --concurrency. It is not part of the default
 	// run.
 	ScenarioScaling = "scaling"
+	// ScenarioNATS drains a backlog through `postbox relay --sink
+	// nats://...` child process into a JetStream stream, beside its two
+	// limits: nats.go publishing the same messages, and the relay
+	// library's drain to a no-op sink. It needs a NATS server
+	// (Config.NATSURL) and runs only when named.
+	ScenarioNATS = "nats"
 )
 
 // DefaultScenarios are the scenarios of the issue's goals, run when
 // Config.Scenarios is empty; "all" in Config.Scenarios stands for them.
 var DefaultScenarios = []string{ScenarioDrain, ScenarioWebhook, ScenarioLatency, ScenarioWrite, ScenarioScale}
 
-// AllScenarios are every scenario, in the order they run.
+// AllScenarios are every scenario that needs only the database, in the
+// order they run.
 var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling)
+
+// BrokerScenarios need a broker server besides the database; they run only
+// when named, after AllScenarios.
+var BrokerScenarios = []string{ScenarioNATS}
 
 // Defaults of Config, and their --quick counterparts.
 const (
@@ -56,6 +67,9 @@ const (
 	DurationDefault      = 10 * time.Second
 	DurationQuick        = 3 * time.Second
 	ClientsDefault       = 8
+	BrokerEventsDefault  = 100_000
+	BrokerEventsQuick    = 10_000
+	NATSURLDefault       = "nats://127.0.0.1:4222"
 )
 
 // Defaults of the list fields of Config.
@@ -102,6 +116,12 @@ type Config struct {
 	// (default 0: at once). The receivers of latency and scale always
 	// answer at once.
 	ReceiverLatency time.Duration
+	// BrokerEvents is the backlog of each broker scenario, such as nats
+	// (BrokerEventsDefault).
+	BrokerEvents int
+	// NATSURL is the NATS server of the nats scenario, nats://HOST:PORT
+	// with JetStream, without a query (NATSURLDefault).
+	NATSURL string
 	// Quick makes the defaults small enough for a run of under a minute.
 	Quick bool
 	// Keep leaves the scratch outboxes in place.
@@ -131,6 +151,10 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ScaleLarge, quick(ScaleLargeDefault, ScaleLargeQuick))
 	setDefault(&c.ScalingEvents, quick(ScalingEventsDefault, ScalingEventsQuick))
 	setDefault(&c.Clients, ClientsDefault)
+	setDefault(&c.BrokerEvents, quick(BrokerEventsDefault, BrokerEventsQuick))
+	if c.NATSURL == "" {
+		c.NATSURL = NATSURLDefault
+	}
 	if c.Duration == 0 {
 		c.Duration = DurationDefault
 		if c.Quick {
@@ -161,21 +185,22 @@ func (c Config) withDefaults() (Config, error) {
 	if len(scenarios) == 0 {
 		scenarios = DefaultScenarios
 	}
+	known := append(slices.Clone(AllScenarios), BrokerScenarios...)
 	c.Scenarios = nil
-	for _, s := range AllScenarios { // in the order they run
+	for _, s := range known { // in the order they run
 		if slices.Contains(scenarios, s) {
 			c.Scenarios = append(c.Scenarios, s)
 		}
 	}
 	for _, s := range scenarios {
-		if !slices.Contains(AllScenarios, s) {
-			return c, fmt.Errorf("bench: unknown scenario %q (want %v or all)", s, AllScenarios)
+		if !slices.Contains(known, s) {
+			return c, fmt.Errorf("bench: unknown scenario %q (want %v or all)", s, known)
 		}
 	}
 
 	for name, v := range map[string]int{
 		"DrainEvents": c.DrainEvents, "WebhookEvents": c.WebhookEvents, "ScaleSmall": c.ScaleSmall,
-		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients,
+		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "BrokerEvents": c.BrokerEvents,
 	} {
 		if v < 1 {
 			return c, fmt.Errorf("bench: Config.%s %d: must be positive", name, v)
