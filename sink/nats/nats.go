@@ -5,8 +5,9 @@
 // event ("orders.{event_type}"); its body is the payload, byte for byte; its
 // headers are the broker wire format of package sink (Postbox-Event-Id,
 // Postbox-Event-Type, Postbox-Aggregate-Type, Postbox-Aggregate-Id,
-// Postbox-Attempt, Content-Type, and the event's own, such as traceparent)
-// plus Nats-Msg-Id, the event id, so that the stream's duplicate window
+// Postbox-Attempt, Content-Type, and the event's own, such as traceparent,
+// except those named Nats-*, which the server would act upon) plus
+// Nats-Msg-Id, the event id, so that the stream's duplicate window
 // absorbs the relay's retries: a message published twice within it is
 // stored once.
 //
@@ -220,7 +221,11 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	}
 	msg := natsgo.NewMsg(subject)
 	msg.Data = m.Payload
-	sink.BrokerHeaders(m, msg.Header.Set)
+	sink.BrokerHeaders(m, func(name, value string) {
+		if !isServerHeader(name) {
+			msg.Header.Set(name, value)
+		}
+	})
 	msg.Header.Set(jetstream.MsgIDHeader, m.ID.String())
 
 	select {
@@ -256,6 +261,14 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		}()
 		return fmt.Errorf("nats: waiting for the PubAck: %w", context.Cause(ctx))
 	}
+}
+
+// isServerHeader reports whether name is a header the server acts upon
+// (Nats-Msg-Id, Nats-Rollup, Nats-Expected-*...): an event's own header of
+// that kind is not sent, so that it can neither change the message id nor
+// purge or guard the stream.
+func isServerHeader(name string) bool {
+	return len(name) >= 5 && strings.EqualFold(name[:5], "nats-")
 }
 
 // failure classifies the error of publishing m to subject.

@@ -174,3 +174,24 @@ func TestCancelledPublishesFreeTheirSlots(t *testing.T) {
 		}
 	}
 }
+
+// An event's own Nats-* headers are not sent: they could change the
+// message id, or purge the stream (Nats-Rollup).
+func TestEventNATSHeadersAreNotSent(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.URL())
+	st, prefix := natstest.Stream(t, js, func(c *jetstream.StreamConfig) { c.AllowRollup = true })
+	s := newSink(t, natstest.URL(), prefix+".{event_type}")
+	first := message("1", []byte(`{"n": 1}`))
+	if err := s.Publish(t.Context(), first); err != nil {
+		t.Fatal(err)
+	}
+	m := message("1", []byte(`{"n": 2}`))
+	m.Headers = map[string]string{"Nats-Rollup": "all", "nats-msg-id": first.ID.String(), "traceparent": "00-1-2-01"}
+	if err := s.Publish(t.Context(), m); err != nil {
+		t.Fatal(err)
+	}
+	ids := natstest.MessageIDs(t, st)
+	if len(ids) != 2 || ids[first.ID.String()] != 1 || ids[m.ID.String()] != 1 {
+		t.Fatalf("the stream holds %v, want both messages, each under its own event id", ids)
+	}
+}
