@@ -11,7 +11,6 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
-	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbox-go/postbox/examples/nats/orderstream"
@@ -62,18 +61,11 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if cfg.FailRate < 0 || cfg.FailRate > 1 {
 		return fmt.Errorf("--fail-rate %v: want 0 to 1", cfg.FailRate)
 	}
-	nc, err := natsgo.Connect(cfg.NATS, natsgo.Timeout(10*time.Second), natsgo.MaxReconnects(-1), natsgo.Name("shipping"))
+	nc, js, err := orderstream.Open(ctx, cfg.NATS, "shipping")
 	if err != nil {
-		return fmt.Errorf("connect to NATS: %w", err)
+		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if _, err := orderstream.Ensure(ctx, js); err != nil {
-		return err
-	}
 	cons, err := js.CreateOrUpdateConsumer(ctx, orderstream.Stream, jetstream.ConsumerConfig{
 		Durable:       Durable,
 		FilterSubject: "orders." + order.EventType,

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"time"
 
+	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -24,6 +25,25 @@ const (
 	// event id): a relay's retry within it is stored once.
 	DuplicateWindow = 2 * time.Minute
 )
+
+// Open connects to the NATS server at url as name, reconnecting forever,
+// and makes sure the stream exists (Ensure). Close the connection when
+// done.
+func Open(ctx context.Context, url, name string) (*natsgo.Conn, jetstream.JetStream, error) {
+	nc, err := natsgo.Connect(url, natsgo.Name(name), natsgo.Timeout(10*time.Second), natsgo.MaxReconnects(-1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("connect to NATS: %w", err)
+	}
+	js, err := jetstream.New(nc)
+	if err == nil {
+		_, err = Ensure(ctx, js)
+	}
+	if err != nil {
+		nc.Close()
+		return nil, nil, err
+	}
+	return nc, js, nil
+}
 
 // Ensure creates the stream, or updates it to this configuration: the
 // equivalent of

@@ -19,11 +19,8 @@ import (
 	"os"
 	"os/signal"
 	"syscall"
-	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
-	natsgo "github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbox-go/postbox/examples/nats/orderstream"
 	"github.com/postbox-go/postbox/examples/orders/order"
@@ -57,18 +54,11 @@ func run(ctx context.Context, db, natsURL string, rate float64, count int) error
 	if db == "" {
 		return errors.New("--db (or $DB_DSN) is required")
 	}
-	nc, err := natsgo.Connect(natsURL, natsgo.Timeout(10*time.Second))
+	nc, _, err := orderstream.Open(ctx, natsURL, "shop")
 	if err != nil {
-		return fmt.Errorf("connect to NATS: %w", err)
+		return err
 	}
 	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return err
-	}
-	if _, err := orderstream.Ensure(ctx, js); err != nil {
-		return err
-	}
 	pool, err := pgxpool.New(ctx, db)
 	if err != nil {
 		return err
