@@ -22,7 +22,10 @@
 //
 // Failures are classified for the relay (sink.Classify): a connection that
 // is down, a PubAck that did not come in time, or no stream answering (no
-// responders) are sink.Unavailable; a subject the template made invalid, a
+// responders) are sink.Unavailable; a templated subject that no stream
+// captures is sink.Rejected (retried a few times, then failed, so that one
+// unexpected event type does not hold up the others); a subject the
+// template made invalid, a
 // message over the server's max_payload or the stream's maximum message
 // size are sink.Permanent (retrying cannot help; the subject is never
 // published); other errors are retryable.
@@ -34,6 +37,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -240,7 +244,7 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	paf, err := s.js.PublishMsgAsync(msg)
 	if err != nil {
 		<-s.slots
-		return s.failure(m, subject, err)
+		return s.failure(ctx, m, subject, err)
 	}
 	select {
 	case <-paf.Ok():
@@ -248,7 +252,7 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		return nil
 	case err := <-paf.Err():
 		<-s.slots
-		return s.failure(m, subject, err)
+		return s.failure(ctx, m, subject, err)
 	case <-ctx.Done():
 		// The PubAck, a failure or the timeout will come: the slot is
 		// taken until then.
@@ -263,6 +267,16 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	}
 }
 
+// uncaptured reports whether the server says that no stream captures
+// subject: then a templated subject, not the broker, is at fault. When the
+// server cannot tell (a cluster electing leaders), it reports false.
+func (s *Sink) uncaptured(ctx context.Context, subject string) bool {
+	ctx, cancel := context.WithTimeout(ctx, min(s.cfg.Timeout, 2*time.Second))
+	defer cancel()
+	_, err := s.js.StreamNameBySubject(ctx, subject)
+	return errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
 // isServerHeader reports whether name is a header the server acts upon
 // (Nats-Msg-Id, Nats-Rollup, Nats-Expected-*...): an event's own header of
 // that kind is not sent, so that it can neither change the message id nor
@@ -272,7 +286,7 @@ func isServerHeader(name string) bool {
 }
 
 // failure classifies the error of publishing m to subject.
-func (s *Sink) failure(m *sink.Message, subject string, err error) error {
+func (s *Sink) failure(ctx context.Context, m *sink.Message, subject string, err error) error {
 	var apiErr *jetstream.APIError
 	switch {
 	case errors.Is(err, natsgo.ErrMaxPayload):
@@ -284,7 +298,10 @@ func (s *Sink) failure(m *sink.Message, subject string, err error) error {
 	case errors.Is(err, natsgo.ErrBadSubject), errors.Is(err, natsgo.ErrBadHeaderMsg):
 		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s to subject %.64q: %w", m.ID, subject, err)}
 	case errors.Is(err, natsgo.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
-		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: no stream answered on subject %.64q (none captures it, or it has no leader): %w", subject, err)}
+		if !s.cfg.Subject.IsFixed() && s.uncaptured(ctx, subject) {
+			return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("nats: event %s: no JetStream stream captures subject %.64q, which template %s gave it", m.ID, subject, s.cfg.Subject)}
+		}
+		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: no stream answered on subject %.64q (it has no leader, or none captures it): %w", subject, err)}
 	case errors.Is(err, jetstream.ErrAsyncPublishTimeout):
 		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: no PubAck within %s: %w", s.cfg.Timeout, err)}
 	case errors.Is(err, natsgo.ErrDisconnected), errors.Is(err, natsgo.ErrConnectionClosed),

@@ -195,3 +195,20 @@ func TestEventNATSHeadersAreNotSent(t *testing.T) {
 		t.Fatalf("the stream holds %v, want both messages, each under its own event id", ids)
 	}
 }
+
+// A templated subject that no stream captures fails its event as
+// Rejected, naming the subject, while the others are published.
+func TestUncapturedSubjectIsRejected(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.URL())
+	_, prefix := natstest.Stream(t, js, func(c *jetstream.StreamConfig) { c.Subjects = []string{strings.ToLower(c.Name) + ".order.>"} })
+	s := newSink(t, natstest.URL(), prefix+".{event_type}")
+	if err := s.Publish(t.Context(), message("1", []byte(`{}`))); err != nil { // order.paid
+		t.Fatal(err)
+	}
+	m := message("1", []byte(`{}`))
+	m.EventType = "invoice.paid"
+	err := s.Publish(t.Context(), m)
+	if kind, _, _ := sink.Classify(err); kind != sink.Rejected || !strings.Contains(err.Error(), "no JetStream stream captures subject") {
+		t.Fatalf("Publish of an uncaptured subject: %v (%v), want rejected, saying so", err, kind)
+	}
+}
