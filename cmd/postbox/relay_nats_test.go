@@ -151,7 +151,7 @@ func TestNATSRelayExactlyOnceThroughFaults(t *testing.T) {
 	st, cons, sinkURL := natsStream(t, srv.URL)
 	consumer := startNATSConsumer(t, cons, 0.3)
 	s, db := schemaStore(t)
-	relay := append(db, "--sink", sinkURL, "--retention", "1h", "--lease", "1s",
+	relay := append(db, "--sink", sinkURL, "--retention", "1h", "--lease", "2s",
 		"--batch", "20", "--concurrency", "16", "--backoff-min", "20ms", "--backoff-max", "200ms")
 
 	produce(t.Context(), t, s, 0, backlog, true)
@@ -161,14 +161,23 @@ func TestNATSRelayExactlyOnceThroughFaults(t *testing.T) {
 
 	logs, pid := startRelayLogged(t, relay...)
 	waitFor(t, "some events done", 60*time.Second, func() bool { return outbox(t, s).Done >= 200 })
+	// Freeze the relay until it is caught holding claimed events, then
+	// kill it: a crash in the middle of a batch.
+	var inFlight int64
+	waitFor(t, "the relay frozen with events in processing", 20*time.Second, func() bool {
+		if err := syscall.Kill(pid, syscall.SIGSTOP); err != nil {
+			t.Fatal(err)
+		}
+		if inFlight = outbox(t, s).Processing; inFlight > 0 {
+			return true
+		}
+		_ = syscall.Kill(pid, syscall.SIGCONT)
+		return false
+	})
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	inFlight := outbox(t, s).Processing
 	t.Logf("relay killed with %d events in processing", inFlight)
-	if inFlight == 0 {
-		t.Fatal("the killed relay left nothing in processing: the test did not kill it mid-batch")
-	}
 	if log := logs.String(); !strings.Contains(log, "nats JetStream 127.0.0.1:") || !strings.Contains(log, "subject ") {
 		t.Fatalf("the relay does not say at start where it publishes:\n%s", log)
 	}
