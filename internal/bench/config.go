@@ -229,6 +229,7 @@ func (c Config) params() Params {
 		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients,
 		Instances: c.Instances, Concurrency: c.Concurrency,
 		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),
+		BrokerEvents:      c.BrokerEvents,
 	}
 }
 

@@ -77,6 +77,8 @@ type Params struct {
 	Concurrency     []int    `json:"concurrency"`
 	// ReceiverLatencyMs is how long the webhook receiver took to answer.
 	ReceiverLatencyMs float64 `json:"receiver_latency_ms"`
+	// BrokerEvents is the backlog of each broker scenario.
+	BrokerEvents int `json:"broker_events"`
 }
 
 // Measure is one figure.
@@ -263,6 +265,8 @@ func (p Params) describe() string {
 			parts = append(parts, fmt.Sprintf("scale %s events", joinInts(p.ScaleEvents, " and ")))
 		case ScenarioScaling:
 			parts = append(parts, fmt.Sprintf("scaling %d events per drain", p.ScalingEvents))
+		case ScenarioNATS:
+			parts = append(parts, fmt.Sprintf("nats %d events per drain", p.BrokerEvents))
 		}
 	}
 	if p.ReceiverLatencyMs > 0 && (slices.Contains(p.Scenarios, ScenarioWebhook) || slices.Contains(p.Scenarios, ScenarioScaling)) {
