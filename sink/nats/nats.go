@@ -87,7 +87,7 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 			if err == nil {
 				return // closed by Close
 			}
-			c.Logger.Warn("nats: connection lost; reconnecting", "sink", s.String(), "error", err)
+			c.Logger.Warn("nats: connection lost; reconnecting", "servers", s.servers(), "error", err)
 		}),
 		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
 			c.Logger.Info("nats: reconnected", "server", nc.ConnectedUrlRedacted())
