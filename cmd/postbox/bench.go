@@ -14,8 +14,8 @@ import (
 func setupBench(fs *flag.FlagSet) func(context.Context) error {
 	var (
 		db          = fs.String("db", "", "database: postgres://... (scratch schemas in it) or sqlite:PATH (scratch files beside PATH)")
-		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is every one but scaling and amqp")
-		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook, each scaling drain and amqp (default %d, %d, %d and %d; --quick %d, %d, %d and %d)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.AMQPEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick, bench.AMQPEventsQuick))
+		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is every one but scaling; brokers, run only when named: "+strings.Join(bench.BrokerScenarios, ", "))
+		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook, each scaling drain and each broker scenario (default %d, %d, %d and %d; --quick %d, %d, %d and %d)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.BrokerEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick, bench.BrokerEventsQuick))
 		scaleEvents = fs.String("scale-events", "", fmt.Sprintf("the small and large backlogs of scale, SMALL,LARGE (default %d,%d; --quick %d,%d)", bench.ScaleSmallDefault, bench.ScaleLargeDefault, bench.ScaleSmallDefault, bench.ScaleLargeQuick))
 		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate and each write-overhead run lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
 		rates       = fs.String("rates", "", "commit rates of latency, events/s (default "+joinInts(bench.RatesDefault)+")")
@@ -27,6 +27,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		quick       = fs.Bool("quick", false, "small sizes: the default scenarios finish in under a minute")
 		asJSON      = fs.Bool("json", false, "print the report as JSON")
 		keep        = fs.Bool("keep", false, "keep the scratch schemas or files")
+		natsURL     = fs.String("nats-url", bench.NATSURLDefault, "NATS server with JetStream of the nats scenario")
 	)
 	return func(ctx context.Context) error {
 		if err := required("db", *db); err != nil {
@@ -34,8 +35,8 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		}
 		cfg := bench.Config{
 			DB: *db, Scenarios: splitList(*scenarios), DrainEvents: *events, WebhookEvents: *events,
-			ScalingEvents: *events, AMQPEvents: *events, AMQPURL: *amqpURL, Duration: *duration, Clients: *clients, ReceiverLatency: *recvLatency,
-			Quick: *quick, Keep: *keep, Progress: os.Stderr,
+			ScalingEvents: *events, Duration: *duration, Clients: *clients, ReceiverLatency: *recvLatency,
+			BrokerEvents: *events, NATSURL: *natsURL, AMQPURL: *amqpURL, Quick: *quick, Keep: *keep, Progress: os.Stderr,
 		}
 		var err error
 		if cfg.Rates, err = parseInts("rates", *rates); err != nil {

@@ -2,12 +2,30 @@ package main
 
 import (
 	"context"
-	"errors"
+	"fmt"
 	"net/url"
+
+	"github.com/postbox-go/postbox/sink/nats"
 )
 
-// openNATSSink opens the nats sink of u. Not built yet: the broker sinks
-// land with their packages.
-func openNATSSink(_ context.Context, _ *url.URL, _ sinkOptions) (*openedSink, error) {
-	return nil, errors.New("--sink nats://...: not supported yet")
+// openNATSSink opens the NATS JetStream sink of u: it connects and checks
+// that a stream captures the subjects. The URL's own timeout and
+// max_pending win over --timeout and the window --concurrency needs.
+func openNATSSink(ctx context.Context, u *url.URL, opts sinkOptions) (*openedSink, error) {
+	cfg, err := nats.ParseURL(u.String())
+	if err != nil {
+		return nil, fmt.Errorf("%w: --sink: %v", errUsage, err)
+	}
+	if cfg.Timeout == 0 {
+		cfg.Timeout = opts.timeout
+	}
+	if cfg.MaxPending == 0 {
+		cfg.MaxPending = max(nats.MaxPendingDefault, opts.concurrency)
+	}
+	cfg.Logger = opts.logger
+	s, err := nats.New(ctx, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return &openedSink{Sink: s, close: s.Close}, nil
 }

@@ -34,7 +34,7 @@ const amqpClientWindow = 1024
 // It reports the three rates and sink / min(client, no-op). The queue is
 // purged between the runs, and it and the exchange are deleted at the end.
 func runAMQP(ctx context.Context, e *env, p *progress) error {
-	n := e.cfg.AMQPEvents
+	n := e.cfg.BrokerEvents
 	b, err := openAMQPBench(ctx, e.cfg.AMQPURL, e.rep.Run)
 	if err != nil {
 		return err

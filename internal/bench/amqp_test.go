@@ -21,7 +21,7 @@ func TestRunAMQP(t *testing.T) {
 		relays   relayCalls
 	)
 	rep, err := bench.Run(context.Background(), bench.Config{
-		DB: pgtest.URL(), Scenarios: []string{bench.ScenarioAMQP}, AMQPEvents: 1000, AMQPURL: amqptest.URL(),
+		DB: pgtest.URL(), Scenarios: []string{bench.ScenarioAMQP}, BrokerEvents: 1000, AMQPURL: amqptest.URL(),
 		Progress: &progress, RelayCommand: relays.command,
 	})
 	if err != nil {

@@ -30,6 +30,7 @@ var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
 	ScenarioScaling: runScaling,
 	ScenarioKafka:   runKafka,
 	ScenarioAMQP:    runAMQP,
+	ScenarioNATS:    runNATS,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

@@ -57,11 +57,11 @@ func (c *relayCalls) command(ctx context.Context, args ...string) *exec.Cmd {
 	return exec.CommandContext(ctx, postboxBin, append([]string{"relay"}, args...)...)
 }
 
-// tiny is a run of every scenario but the brokers' (see kafka_test.go,
-// amqp_test.go), small enough for a test.
+// tiny is a run of every scenario but the brokers' (see nats_test.go,
+// amqp_test.go, kafka_test.go), small enough for a test.
 func tiny(db string, progress *syncBuffer, relays *relayCalls) bench.Config {
 	return bench.Config{
-		DB: db, Scenarios: slices.DeleteFunc(slices.Clone(bench.AllScenarios), func(s string) bool { return slices.Contains(bench.BrokerScenarios, s) }),
+		DB: db, Scenarios: bench.AllScenarios,
 		DrainEvents: 2000, WebhookEvents: 2000, ScaleSmall: 1000, ScaleLarge: 2000, ScalingEvents: 1000,
 		Duration: time.Second, Rates: []int{200, 2000}, Clients: 8,
 		Instances: []int{1, 2}, Concurrency: []int{16, 64},

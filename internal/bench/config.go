@@ -44,18 +44,26 @@ const (
 	// drain to a no-op sink. It is not part of the default run: it needs
 	// a RabbitMQ server (Config.AMQPURL).
 	ScenarioAMQP = "amqp"
+	// ScenarioNATS drains a backlog through `postbox relay --sink
+	// nats://...` child process into a JetStream stream, beside its two
+	// limits: nats.go publishing the same messages, and the relay
+	// library's drain to a no-op sink. It needs a NATS server
+	// (Config.NATSURL) and runs only when named.
+	ScenarioNATS = "nats"
 )
 
 // DefaultScenarios are the scenarios of the issue's goals, run when
 // Config.Scenarios is empty; "all" in Config.Scenarios stands for them.
 var DefaultScenarios = []string{ScenarioDrain, ScenarioWebhook, ScenarioLatency, ScenarioWrite, ScenarioScale}
 
-// AllScenarios are every scenario, in the order they run.
-var AllScenarios = append(append(slices.Clone(DefaultScenarios), ScenarioScaling), BrokerScenarios...)
+// AllScenarios are every scenario that needs only the database, in the
+// order they run.
+var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling)
 
-// BrokerScenarios are the scenarios that drain through a broker sink; each
-// needs its broker (a server, or kfake in process).
-var BrokerScenarios = []string{ScenarioKafka, ScenarioAMQP}
+// BrokerScenarios drain through a broker sink and need their broker besides
+// the database (a server, or kfake in process for kafka); they run only when
+// named, after AllScenarios.
+var BrokerScenarios = []string{ScenarioNATS, ScenarioAMQP, ScenarioKafka}
 
 // Defaults of Config, and their --quick counterparts.
 const (
@@ -68,12 +76,13 @@ const (
 	ScaleLargeQuick      = 100_000
 	ScalingEventsDefault = 200_000
 	ScalingEventsQuick   = 20_000
-	AMQPEventsDefault    = 100_000
-	AMQPEventsQuick      = 10_000
-	AMQPURLDefault       = "amqp://guest:guest@127.0.0.1:5672/"
 	DurationDefault      = 10 * time.Second
 	DurationQuick        = 3 * time.Second
 	ClientsDefault       = 8
+	BrokerEventsDefault  = 100_000
+	BrokerEventsQuick    = 10_000
+	NATSURLDefault       = "nats://127.0.0.1:4222"
+	AMQPURLDefault       = "amqp://guest:guest@127.0.0.1:5672/"
 )
 
 // Defaults of the list fields of Config.
@@ -102,8 +111,6 @@ type Config struct {
 	// ScalingEvents is the backlog of each drain of scaling
 	// (ScalingEventsDefault).
 	ScalingEvents int
-	// AMQPEvents is the backlog of amqp (AMQPEventsDefault).
-	AMQPEvents int
 	// AMQPURL is the RabbitMQ server of amqp, amqp://USER:PASS@HOST:PORT/
 	// (AMQPURLDefault).
 	AMQPURL string
@@ -125,6 +132,12 @@ type Config struct {
 	// (default 0: at once). The receivers of latency and scale always
 	// answer at once.
 	ReceiverLatency time.Duration
+	// BrokerEvents is the backlog of each broker scenario: nats, amqp,
+	// kafka (BrokerEventsDefault).
+	BrokerEvents int
+	// NATSURL is the NATS server of the nats scenario, nats://HOST:PORT
+	// with JetStream, without a query (NATSURLDefault).
+	NATSURL string
 	// Quick makes the defaults small enough for a run of under a minute.
 	Quick bool
 	// Keep leaves the scratch outboxes in place.
@@ -154,9 +167,12 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ScaleLarge, quick(ScaleLargeDefault, ScaleLargeQuick))
 	setDefault(&c.ScalingEvents, quick(ScalingEventsDefault, ScalingEventsQuick))
 	setDefault(&c.Clients, ClientsDefault)
-	setDefault(&c.AMQPEvents, quick(AMQPEventsDefault, AMQPEventsQuick))
 	if c.AMQPURL == "" {
 		c.AMQPURL = AMQPURLDefault
+	}
+	setDefault(&c.BrokerEvents, quick(BrokerEventsDefault, BrokerEventsQuick))
+	if c.NATSURL == "" {
+		c.NATSURL = NATSURLDefault
 	}
 	if c.Duration == 0 {
 		c.Duration = DurationDefault
@@ -188,21 +204,22 @@ func (c Config) withDefaults() (Config, error) {
 	if len(scenarios) == 0 {
 		scenarios = DefaultScenarios
 	}
+	known := append(slices.Clone(AllScenarios), BrokerScenarios...)
 	c.Scenarios = nil
-	for _, s := range AllScenarios { // in the order they run
+	for _, s := range known { // in the order they run
 		if slices.Contains(scenarios, s) {
 			c.Scenarios = append(c.Scenarios, s)
 		}
 	}
 	for _, s := range scenarios {
-		if !slices.Contains(AllScenarios, s) {
-			return c, fmt.Errorf("bench: unknown scenario %q (want %v or all)", s, AllScenarios)
+		if !slices.Contains(known, s) {
+			return c, fmt.Errorf("bench: unknown scenario %q (want %v or all)", s, known)
 		}
 	}
 
 	for name, v := range map[string]int{
 		"DrainEvents": c.DrainEvents, "WebhookEvents": c.WebhookEvents, "ScaleSmall": c.ScaleSmall,
-		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "AMQPEvents": c.AMQPEvents,
+		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "BrokerEvents": c.BrokerEvents,
 	} {
 		if v < 1 {
 			return c, fmt.Errorf("bench: Config.%s %d: must be positive", name, v)
@@ -227,10 +244,11 @@ func (c Config) withDefaults() (Config, error) {
 func (c Config) params() Params {
 	return Params{
 		Scenarios: c.Scenarios, DrainEvents: c.DrainEvents, WebhookEvents: c.WebhookEvents,
-		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents, AMQPEvents: c.AMQPEvents,
+		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents,
 		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients,
 		Instances: c.Instances, Concurrency: c.Concurrency,
 		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),
+		BrokerEvents:      c.BrokerEvents,
 	}
 }
 

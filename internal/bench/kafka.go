@@ -32,7 +32,7 @@ const (
 	kafkaConcurrency = 256
 )
 
-// runKafka drains a backlog (Config.WebhookEvents) through `postbox relay
+// runKafka drains a backlog (Config.BrokerEvents) through `postbox relay
 // --sink kafka://...` as a child process, with its defaults (then again
 // with --concurrency kafkaConcurrency), to a kfake
 // cluster in the bench's process (three brokers, topics of six partitions,
@@ -45,7 +45,7 @@ const (
 // topic of its own; its published count is the sum of the topic's end
 // offsets.
 func runKafka(ctx context.Context, e *env, p *progress) error {
-	n := e.cfg.WebhookEvents
+	n := e.cfg.BrokerEvents
 	cluster, err := kfake.NewCluster(kfake.NumBrokers(kafkaBrokers), kfake.BlackholeProduce(),
 		kfake.SeedTopics(kafkaPartitions, "bench.direct", kafkaRelayTopic(0), kafkaRelayTopic(kafkaConcurrency)))
 	if err != nil {

@@ -18,7 +18,7 @@ func TestKafkaScenario(t *testing.T) {
 		progress syncBuffer
 		relays   relayCalls
 	)
-	cfg := bench.Config{DB: pgtest.URL(), Scenarios: []string{bench.ScenarioKafka}, WebhookEvents: 2000,
+	cfg := bench.Config{DB: pgtest.URL(), Scenarios: []string{bench.ScenarioKafka}, BrokerEvents: 2000,
 		Progress: &progress, RelayCommand: relays.command}
 	rep, err := bench.Run(context.Background(), cfg)
 	if err != nil {

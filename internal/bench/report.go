@@ -70,7 +70,6 @@ type Params struct {
 	WebhookEvents   int      `json:"webhook_events"`
 	ScaleEvents     []int    `json:"scale_events"`
 	ScalingEvents   int      `json:"scaling_events"`
-	AMQPEvents      int      `json:"amqp_events,omitempty"`
 	DurationSeconds float64  `json:"duration_seconds"`
 	Rates           []int    `json:"rates"`
 	Clients         int      `json:"clients"`
@@ -78,6 +77,8 @@ type Params struct {
 	Concurrency     []int    `json:"concurrency"`
 	// ReceiverLatencyMs is how long the webhook receiver took to answer.
 	ReceiverLatencyMs float64 `json:"receiver_latency_ms"`
+	// BrokerEvents is the backlog of each broker scenario.
+	BrokerEvents int `json:"broker_events"`
 }
 
 // Measure is one figure.
@@ -264,10 +265,8 @@ func (p Params) describe() string {
 			parts = append(parts, fmt.Sprintf("scale %s events", joinInts(p.ScaleEvents, " and ")))
 		case ScenarioScaling:
 			parts = append(parts, fmt.Sprintf("scaling %d events per drain", p.ScalingEvents))
-		case ScenarioKafka:
-			parts = append(parts, fmt.Sprintf("kafka %d events per drain", p.WebhookEvents))
-		case ScenarioAMQP:
-			parts = append(parts, fmt.Sprintf("amqp %d events", p.AMQPEvents))
+		case ScenarioNATS, ScenarioAMQP, ScenarioKafka:
+			parts = append(parts, fmt.Sprintf("%s %d events per drain", s, p.BrokerEvents))
 		}
 	}
 	if p.ReceiverLatencyMs > 0 && (slices.Contains(p.Scenarios, ScenarioWebhook) || slices.Contains(p.Scenarios, ScenarioScaling)) {

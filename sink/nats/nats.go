@@ -1,0 +1,313 @@
+// Package nats is the sink that publishes each message to a NATS JetStream
+// stream, with the nats.go client.
+//
+// A message goes to the subject its Config.Subject template names for the
+// event ("orders.{event_type}"); its body is the payload, byte for byte; its
+// headers are the broker wire format of package sink (Postbox-Event-Id,
+// Postbox-Event-Type, Postbox-Aggregate-Type, Postbox-Aggregate-Id,
+// Postbox-Attempt, Content-Type, and the event's own, such as traceparent,
+// except those named Nats-*, which the server would act upon) plus
+// Nats-Msg-Id, the event id, so that the stream's duplicate window
+// absorbs the relay's retries: a message published twice within it is
+// stored once.
+//
+// Publish returns nil only once the stream's PubAck arrived. Publishes are
+// asynchronous underneath: concurrent Publish calls (the relay's
+// deliveries) share one connection and are pipelined, up to
+// Config.MaxPending awaiting their PubAck at once.
+//
+// New connects, then checks that a stream captures the subjects, so that a
+// missing stream stops a relay at start with an error saying how to create
+// it. The connection reconnects forever in the background.
+//
+// Failures are classified for the relay (sink.Classify): a connection that
+// is down, a PubAck that did not come in time, or no stream answering (no
+// responders) are sink.Unavailable; a templated subject that no stream
+// captures is sink.Rejected (retried a few times, then failed, so that one
+// unexpected event type does not hold up the others); a subject the
+// template made invalid, a
+// message over the server's max_payload or the stream's maximum message
+// size are sink.Permanent (retrying cannot help; the subject is never
+// published); other errors are retryable.
+package nats
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	natsgo "github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/postbox-go/postbox/sink"
+)
+
+// Sink publishes messages to NATS JetStream. It is safe for concurrent use.
+type Sink struct {
+	cfg Config // with defaults
+	nc  *natsgo.Conn
+	js  jetstream.JetStream
+	// slots holds one token per publish awaiting its PubAck.
+	slots chan struct{}
+	// dynamicStart is set when a placeholder fills the subject's first
+	// token.
+	dynamicStart bool
+	// stream describes the stream found at start, for String.
+	stream string
+}
+
+var _ sink.Sink = (*Sink)(nil)
+
+// New connects to c.Servers and checks that a stream captures c.Subject
+// (see Config.Stream), each step within c.Timeout. It refuses an invalid
+// Config with an error that names the field. Close releases the
+// connection.
+func New(ctx context.Context, c Config) (*Sink, error) {
+	if err := c.validate(); err != nil {
+		return nil, err
+	}
+	c = c.withDefaults()
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	s := &Sink{
+		cfg:          c,
+		slots:        make(chan struct{}, c.MaxPending),
+		dynamicStart: strings.HasPrefix(c.Subject.String(), "{"),
+	}
+	opts := []natsgo.Option{
+		natsgo.Name(c.Name),
+		natsgo.Timeout(c.Timeout),
+		natsgo.MaxReconnects(-1),
+		natsgo.ReconnectWait(c.ReconnectWait),
+		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
+			if err == nil {
+				return // closed by Close
+			}
+			c.Logger.Warn("nats: connection lost; reconnecting", "servers", s.servers(), "error", err)
+		}),
+		natsgo.ReconnectHandler(func(nc *natsgo.Conn) {
+			c.Logger.Info("nats: reconnected", "server", nc.ConnectedUrlRedacted())
+		}),
+	}
+	switch {
+	case c.Token != "":
+		opts = append(opts, natsgo.Token(c.Token))
+	case c.User != "":
+		opts = append(opts, natsgo.UserInfo(c.User, c.Password))
+	}
+	nc, err := natsgo.Connect(strings.Join(c.Servers, ","), opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nats: connect to %s: %w", s.servers(), err)
+	}
+	js, err := jetstream.New(nc, jetstream.WithPublishAsyncMaxPending(c.MaxPending), jetstream.WithPublishAsyncTimeout(c.Timeout))
+	if err != nil {
+		nc.Close()
+		return nil, fmt.Errorf("nats: %w", err)
+	}
+	s.nc, s.js = nc, js
+	checkCtx, cancel := context.WithTimeout(ctx, c.Timeout)
+	defer cancel()
+	if s.stream, err = s.checkStream(checkCtx); err != nil {
+		nc.Close()
+		return nil, err
+	}
+	return s, nil
+}
+
+// checkStream checks that a stream captures the subjects, and returns how
+// String describes it.
+func (s *Sink) checkStream(ctx context.Context) (string, error) {
+	subject := s.cfg.Subject.String()
+	filter := subject
+	if !s.cfg.Subject.IsFixed() {
+		filter = fixedPrefix(subject)
+	}
+	name := s.cfg.Stream
+	if filter != "" {
+		found, err := s.js.StreamNameBySubject(ctx, filter)
+		switch {
+		case errors.Is(err, jetstream.ErrStreamNotFound):
+			return "", fmt.Errorf("nats: no JetStream stream captures subject %s: create one first, for instance: nats stream add %s --subjects %q --storage file --dupe-window 2m --defaults",
+				filter, suggestedStream(s.cfg.Stream), filter)
+		case err != nil:
+			return "", fmt.Errorf("nats: looking for the stream of subject %s: %w", filter, err)
+		case name != "" && found != name && s.cfg.Subject.IsFixed():
+			return "", fmt.Errorf("nats: subject %s is captured by stream %s, not by stream %s (the URL parameter stream=)", filter, found, name)
+		case name == "":
+			name = found
+		}
+	}
+	if name == "" {
+		return "any stream (the template's subjects cannot be checked at start)", nil
+	}
+	st, err := s.js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return "", fmt.Errorf("nats: stream %s not found: create it first, for instance: nats stream add %s --subjects %q --storage file --dupe-window 2m --defaults",
+			name, name, exampleSubjects(s.cfg.Subject))
+	}
+	if err != nil {
+		return "", fmt.Errorf("nats: reading stream %s: %w", name, err)
+	}
+	return fmt.Sprintf("stream %s (duplicate window %s)", name, st.CachedInfo().Config.Duplicates), nil
+}
+
+// suggestedStream is the stream name an error's example uses.
+func suggestedStream(name string) string {
+	if name != "" {
+		return name
+	}
+	return "EVENTS"
+}
+
+// exampleSubjects is the subject filter an error's example uses: the
+// fixed subject, the template's fixed prefix, or every subject.
+func exampleSubjects(t sink.Template) string {
+	if t.IsFixed() {
+		return t.String()
+	}
+	return cmp.Or(fixedPrefix(t.String()), ">")
+}
+
+// Close closes the connection. Publishes still awaiting a PubAck fail.
+func (s *Sink) Close() error {
+	s.nc.Close()
+	return nil
+}
+
+// servers lists the servers' addresses, without credentials.
+func (s *Sink) servers() string {
+	hosts := make([]string, len(s.cfg.Servers))
+	for i, srv := range s.cfg.Servers {
+		hosts[i] = strings.TrimPrefix(srv, "nats://")
+	}
+	return strings.Join(hosts, ",")
+}
+
+// String names the destination for logs: the servers, the subject
+// template, the stream, the window and the timeout; never a password or
+// token.
+func (s *Sink) String() string {
+	auth := ""
+	switch {
+	case s.cfg.Token != "":
+		auth = " with a token"
+	case s.cfg.User != "":
+		auth = " with a user and password"
+	}
+	stream := s.stream
+	if stream == "" {
+		stream = "stream not checked yet"
+	}
+	return fmt.Sprintf("nats JetStream %s%s, subject %s, %s, at most %d publishes awaiting their PubAck, timeout %s",
+		s.servers(), auth, s.cfg.Subject, stream, s.cfg.MaxPending, s.cfg.Timeout)
+}
+
+// Destination names the destination for traces: System "nats", Name the
+// subject template (of low cardinality, unlike the subjects it expands to).
+func (s *Sink) Destination() sink.Destination {
+	return sink.Destination{System: "nats", Name: s.cfg.Subject.String()}
+}
+
+// Publish publishes m and returns nil once the stream acknowledged it. It
+// waits for a free slot while MaxPending publishes await their PubAck, then
+// at most Timeout for the PubAck.
+func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
+	subject := s.cfg.Subject.Expand(&m.Event)
+	if err := checkSubject(subject, s.dynamicStart); err != nil {
+		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s: template %s: %w", m.ID, s.cfg.Subject, err)}
+	}
+	if err := ctx.Err(); err != nil {
+		return fmt.Errorf("nats: %w", context.Cause(ctx))
+	}
+	msg := natsgo.NewMsg(subject)
+	msg.Data = m.Payload
+	sink.BrokerHeaders(m, func(name, value string) {
+		if !isServerHeader(name) {
+			msg.Header.Set(name, value)
+		}
+	})
+	msg.Header.Set(jetstream.MsgIDHeader, m.ID.String())
+
+	select {
+	case s.slots <- struct{}{}:
+	case <-ctx.Done():
+		return fmt.Errorf("nats: waiting for a free publish slot: %w", context.Cause(ctx))
+	}
+	if status := s.nc.Status(); status != natsgo.CONNECTED {
+		<-s.slots
+		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: not connected to %s (%s)", s.servers(), status)}
+	}
+	paf, err := s.js.PublishMsgAsync(msg)
+	if err != nil {
+		<-s.slots
+		return s.failure(ctx, m, subject, err)
+	}
+	select {
+	case <-paf.Ok():
+		<-s.slots
+		return nil
+	case err := <-paf.Err():
+		<-s.slots
+		return s.failure(ctx, m, subject, err)
+	case <-ctx.Done():
+		// The PubAck, a failure or the timeout will come: the slot is
+		// taken until then.
+		go func() {
+			select {
+			case <-paf.Ok():
+			case <-paf.Err():
+			}
+			<-s.slots
+		}()
+		return fmt.Errorf("nats: waiting for the PubAck: %w", context.Cause(ctx))
+	}
+}
+
+// uncaptured reports whether the server says that no stream captures
+// subject: then a templated subject, not the broker, is at fault. When the
+// server cannot tell (a cluster electing leaders), it reports false.
+func (s *Sink) uncaptured(ctx context.Context, subject string) bool {
+	ctx, cancel := context.WithTimeout(ctx, min(s.cfg.Timeout, 2*time.Second))
+	defer cancel()
+	_, err := s.js.StreamNameBySubject(ctx, subject)
+	return errors.Is(err, jetstream.ErrStreamNotFound)
+}
+
+// isServerHeader reports whether name is a header the server acts upon
+// (Nats-Msg-Id, Nats-Rollup, Nats-Expected-*...): an event's own header of
+// that kind is not sent, so that it can neither change the message id nor
+// purge or guard the stream.
+func isServerHeader(name string) bool {
+	return len(name) >= 5 && strings.EqualFold(name[:5], "nats-")
+}
+
+// failure classifies the error of publishing m to subject.
+func (s *Sink) failure(ctx context.Context, m *sink.Message, subject string, err error) error {
+	var apiErr *jetstream.APIError
+	switch {
+	case errors.Is(err, natsgo.ErrMaxPayload):
+		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s: the payload (%d bytes) and headers exceed the server's max_payload of %d bytes: %w",
+			m.ID, len(m.Payload), s.nc.MaxPayload(), err)}
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
+		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s: the payload (%d bytes) exceeds the stream's maximum message size: %w",
+			m.ID, len(m.Payload), err)}
+	case errors.Is(err, natsgo.ErrBadSubject), errors.Is(err, natsgo.ErrBadHeaderMsg):
+		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s to subject %.64q: %w", m.ID, subject, err)}
+	case errors.Is(err, natsgo.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):
+		if !s.cfg.Subject.IsFixed() && s.uncaptured(ctx, subject) {
+			return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("nats: event %s: no JetStream stream captures subject %.64q, which template %s gave it", m.ID, subject, s.cfg.Subject)}
+		}
+		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: no stream answered on subject %.64q (it has no leader, or none captures it): %w", subject, err)}
+	case errors.Is(err, jetstream.ErrAsyncPublishTimeout):
+		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: no PubAck within %s: %w", s.cfg.Timeout, err)}
+	case errors.Is(err, natsgo.ErrDisconnected), errors.Is(err, natsgo.ErrConnectionClosed),
+		errors.Is(err, natsgo.ErrConnectionReconnecting), errors.Is(err, natsgo.ErrReconnectBufExceeded),
+		errors.Is(err, natsgo.ErrConnectionDraining), errors.Is(err, natsgo.ErrTimeout):
+		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: %s: %w", s.servers(), err)}
+	}
+	return fmt.Errorf("nats: publish to %.64q: %w", subject, err)
+}
