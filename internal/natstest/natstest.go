@@ -30,9 +30,9 @@ const ServerBinary = "/usr/sbin/nats-server"
 // startTimeout bounds the wait for a server to accept connections.
 const startTimeout = 20 * time.Second
 
-// URL is the shared server's URL: $NATS_URL or nats://127.0.0.1:4222.
+// URL is the shared server's URL: $TEST_NATS_URL or nats://127.0.0.1:4222.
 func URL() string {
-	if u := os.Getenv("NATS_URL"); u != "" {
+	if u := os.Getenv("TEST_NATS_URL"); u != "" {
 		return u
 	}
 	return "nats://127.0.0.1:4222"
