@@ -24,7 +24,7 @@ func Example() {
 	if err != nil {
 		panic(err)
 	}
-	_, err = g.Client(10*time.Second).Get("http://169.254.169.254/latest/meta-data/iam/security-credentials/")
+	_, err = g.Client(10 * time.Second).Get("http://169.254.169.254/latest/meta-data/iam/security-credentials/")
 	var refused *guard.BlockedError
 	if errors.As(err, &refused) {
 		fmt.Println(refused)
