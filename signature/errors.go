@@ -13,16 +13,24 @@ var (
 	// ErrSecretTooShort is returned for a secret (for "whsec_" secrets, a
 	// decoded key) shorter than SecretMinLen bytes.
 	ErrSecretTooShort = errors.New("signature: secret too short")
-	// ErrMalformedSecret is returned for a "whsec_" secret whose key is not
-	// valid standard base64.
+	// ErrMalformedSecret is returned for a "whsec_", "whsk_" or "whpk_"
+	// secret that is not valid standard base64, or an ed25519 key of the
+	// wrong length or whose two halves do not belong together.
 	ErrMalformedSecret = errors.New("signature: malformed secret")
+	// ErrWrongKeyKind is returned for a Standard Webhooks ed25519 key given
+	// where it cannot serve: a "whsk_" private key to a Verifier (give it
+	// the "whpk_" public key), a "whpk_" public key to a Signer, or either
+	// to the XSignature scheme.
+	ErrWrongKeyKind = errors.New("signature: wrong kind of key")
 	// ErrInvalidID is returned for an empty event id or one containing ".".
 	ErrInvalidID = errors.New("signature: invalid event id")
 	// ErrMissingHeaders is returned when a request lacks the id, timestamp or
 	// signature header.
 	ErrMissingHeaders = errors.New("signature: missing headers")
-	// ErrMalformedHeader is returned for a timestamp that is not unix seconds
-	// or a signature header without one signature of the scheme's form.
+	// ErrMalformedHeader is returned for a timestamp that is not unix seconds,
+	// a signature header without one signature of the scheme's form, or one
+	// with more v1a signatures than MaxAsymmetricSignatures when the
+	// verifier holds public keys.
 	ErrMalformedHeader = errors.New("signature: malformed header")
 	// ErrTimestampOutOfTolerance is returned when the timestamp is further
 	// than the tolerance from the verifier's clock.

@@ -62,3 +62,64 @@ func ExampleScheme_SignsID() {
 	// Output:
 	// x-signature does not sign the id: check it against the body
 }
+
+// A sender signs v1a with its whsk_ private key; the receivers verify with
+// the whpk_ public key, which need not be kept secret.
+func ExampleSigner_Sign_v1a() {
+	s, err := signature.NewSigner(signature.Standard,
+		"whsk_6Xb/dCcHpPea21PS1N9VY/NZW723CEc77N4rJCubMbfVKIDij2HKpMKkioLlX0dRqSKJp4AJ6p9lMicMFs6Kvg==")
+	if err != nil {
+		panic(err)
+	}
+	h := http.Header{}
+	if err := s.Sign(h, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`)); err != nil {
+		panic(err)
+	}
+	fmt.Println(h.Get("webhook-signature"))
+	// Output:
+	// v1a,hnO3f9T8Ytu9HwrXslvumlUpqtNVqkhqw/enGzPCXe5BdqzCInXqYXFymVJaA7AZdpXwVLPo3mNl8EM+m7TBAg==
+}
+
+// The receiver of v1a deliveries holds the public key only. During a move
+// from v1 to v1a it holds both the whsec_ and the whpk_.
+func ExampleVerifier_Verify_v1a() {
+	v, err := signature.NewVerifier(signature.Standard, 5*time.Minute,
+		"whpk_1SiA4o9hyqTCpIqC5V9HUakiiaeACeqfZTInDBbOir4=")
+	if err != nil {
+		panic(err)
+	}
+	v.Now = func() time.Time { return time.Unix(1614265330, 0) } // the request's own time, for the example
+
+	h := http.Header{}
+	h.Set("webhook-id", "msg_p5jXN8AQM9LWM0D4loKWxJek")
+	h.Set("webhook-timestamp", "1614265330")
+	h.Set("webhook-signature", "v1a,hnO3f9T8Ytu9HwrXslvumlUpqtNVqkhqw/enGzPCXe5BdqzCInXqYXFymVJaA7AZdpXwVLPo3mNl8EM+m7TBAg==")
+
+	id, _, err := v.Verify(h, []byte(`{"test": 2432232314}`))
+	fmt.Println(id, err)
+
+	_, _, err = v.Verify(h, []byte(`{"test": 1}`))
+	fmt.Println(errors.Is(err, signature.ErrNoMatchingSignature))
+
+	// The private key has no place on the receiving side.
+	_, err = signature.NewVerifier(signature.Standard, 0,
+		"whsk_6Xb/dCcHpPea21PS1N9VY/NZW723CEc77N4rJCubMbfVKIDij2HKpMKkioLlX0dRqSKJp4AJ6p9lMicMFs6Kvg==")
+	fmt.Println(errors.Is(err, signature.ErrWrongKeyKind))
+	// Output:
+	// msg_p5jXN8AQM9LWM0D4loKWxJek <nil>
+	// true
+	// true
+}
+
+func ExampleGenerateKeyPair() {
+	secretKey, publicKey, err := signature.GenerateKeyPair()
+	if err != nil {
+		panic(err)
+	}
+	// The secret key goes to the sender (postbox), the public key to the
+	// receivers.
+	derived, err := signature.PublicKey(secretKey)
+	fmt.Println(secretKey[:5], publicKey[:5], derived == publicKey, err)
+	// Output:
+	// whsk_ whpk_ true <nil>
+}

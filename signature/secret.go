@@ -1,45 +1,105 @@
 package signature
 
 import (
+	"crypto/ed25519"
 	"encoding/base64"
 	"fmt"
 	"strings"
 )
 
-// SecretMinLen is the length in bytes of the shortest secret accepted; for a
-// "whsec_" secret it is the length of the decoded key.
+// SecretMinLen is the length in bytes of the shortest HMAC secret accepted;
+// for a "whsec_" secret it is the length of the decoded key.
 const SecretMinLen = 24
 
-// secretPrefix marks a Standard Webhooks secret: the base64 of the key.
-const secretPrefix = "whsec_"
+// Prefixes of the Standard Webhooks secret forms.
+const (
+	// secretPrefix marks an HMAC secret (v1): the base64 of the key.
+	secretPrefix = "whsec_"
+	// signingKeyPrefix marks an ed25519 private key (v1a): the base64 of
+	// its 64 bytes, seed then public key, or of its 32-byte seed.
+	signingKeyPrefix = "whsk_"
+	// publicKeyPrefix marks an ed25519 public key (v1a): the base64 of its
+	// 32 bytes.
+	publicKeyPrefix = "whpk_"
+)
 
-// keys turns secrets into HMAC keys. In the Standard scheme a "whsec_" secret
-// is the base64 of its key and any other secret is its own bytes; XSignature
-// always uses a secret's bytes, as the article's receivers do. Error messages
-// name a secret by its position, never by its value.
-func (s Scheme) keys(secrets []string) ([][]byte, error) {
+// key is one secret of a Signer or a Verifier, decoded: exactly one field
+// is set.
+type key struct {
+	hmac    []byte             // v1: an HMAC-SHA256 key
+	private ed25519.PrivateKey // v1a, in a Signer
+	public  ed25519.PublicKey  // v1a, in a Verifier
+}
+
+// role says which side a secret is given to: ed25519 keys belong to one
+// side only.
+type role int
+
+const (
+	signing role = iota
+	verifying
+)
+
+// keys decodes the secrets of a Signer or a Verifier. In the Standard
+// scheme a "whsec_" secret is the base64 of an HMAC key, "whsk_" an ed25519
+// private key (signers only), "whpk_" an ed25519 public key (verifiers only)
+// and any other secret an HMAC key of its own bytes; XSignature uses a
+// secret's bytes as an HMAC key, as the article's receivers do, and refuses
+// ed25519 keys. Error messages name a secret by its position, never by its
+// value.
+func (s Scheme) keys(secrets []string, r role) ([]key, error) {
 	if err := s.check(); err != nil {
 		return nil, err
 	}
 	if len(secrets) == 0 {
 		return nil, fmt.Errorf("%w: no secret given", ErrEmptySecret)
 	}
-	keys := make([][]byte, len(secrets))
+	keys := make([]key, len(secrets))
 	for i, secret := range secrets {
-		key := []byte(secret)
-		if encoded, ok := strings.CutPrefix(secret, secretPrefix); ok && s == Standard {
-			var err error
-			if key, err = base64.StdEncoding.DecodeString(encoded); err != nil {
-				return nil, fmt.Errorf("%w: secret %d: %s key is not standard base64", ErrMalformedSecret, i+1, secretPrefix)
-			}
+		var err error
+		if keys[i], err = s.key(secret, r, i+1); err != nil {
+			return nil, err
 		}
-		switch {
-		case len(key) == 0:
-			return nil, fmt.Errorf("%w: secret %d", ErrEmptySecret, i+1)
-		case len(key) < SecretMinLen:
-			return nil, fmt.Errorf("%w: secret %d has %d bytes, want at least %d", ErrSecretTooShort, i+1, len(key), SecretMinLen)
-		}
-		keys[i] = key
 	}
 	return keys, nil
+}
+
+// key decodes secret number n, given to side r.
+func (s Scheme) key(secret string, r role, n int) (key, error) {
+	signingKey, isSigning := strings.CutPrefix(secret, signingKeyPrefix)
+	publicKey, isPublic := strings.CutPrefix(secret, publicKeyPrefix)
+	switch {
+	case (isSigning || isPublic) && s == XSignature:
+		return key{}, fmt.Errorf("%w: secret %d is a Standard Webhooks ed25519 key (whsk_/whpk_); x-signature signs with HMAC secrets only", ErrWrongKeyKind, n)
+	case isSigning && r == verifying:
+		return key{}, fmt.Errorf("%w: secret %d is a whsk_ private key, which signs: give the verifier its whpk_ public key (signature.PublicKey derives it, and it need not be kept secret)", ErrWrongKeyKind, n)
+	case isPublic && r == signing:
+		return key{}, fmt.Errorf("%w: secret %d is a whpk_ public key, which only verifies: sign with its whsk_ private key", ErrWrongKeyKind, n)
+	case isSigning:
+		private, err := decodeSigningKey(signingKey)
+		if err != nil {
+			return key{}, fmt.Errorf("%w: secret %d: %s", ErrMalformedSecret, n, err)
+		}
+		return key{private: private}, nil
+	case isPublic:
+		public, err := decodePublicKey(publicKey)
+		if err != nil {
+			return key{}, fmt.Errorf("%w: secret %d: %s", ErrMalformedSecret, n, err)
+		}
+		return key{public: public}, nil
+	}
+	hmacKey := []byte(secret)
+	if encoded, ok := strings.CutPrefix(secret, secretPrefix); ok && s == Standard {
+		var err error
+		if hmacKey, err = base64.StdEncoding.DecodeString(encoded); err != nil {
+			return key{}, fmt.Errorf("%w: secret %d: %s key is not standard base64", ErrMalformedSecret, n, secretPrefix)
+		}
+	}
+	switch {
+	case len(hmacKey) == 0:
+		return key{}, fmt.Errorf("%w: secret %d", ErrEmptySecret, n)
+	case len(hmacKey) < SecretMinLen:
+		return key{}, fmt.Errorf("%w: secret %d has %d bytes, want at least %d", ErrSecretTooShort, n, len(hmacKey), SecretMinLen)
+	}
+	return key{hmac: hmacKey}, nil
 }

@@ -1,7 +1,6 @@
 package signature
 
 import (
-	"crypto/hmac"
 	"fmt"
 	"net/http"
 	"strings"
@@ -20,13 +19,22 @@ type Verifier struct {
 
 	scheme    Scheme
 	tolerance time.Duration
-	keys      [][]byte
+	keys      []key
+	// asymmetric is whether keys hold a public key.
+	asymmetric bool
 }
 
 // NewVerifier returns a Verifier that accepts requests signed with any one
-// of secrets (written as for NewSigner) whose timestamp is within tolerance
-// of its clock, in the past or the future. A zero tolerance means
-// ToleranceDefault; a negative one is refused.
+// of secrets whose timestamp is within tolerance of its clock, in the past
+// or the future. A zero tolerance means ToleranceDefault; a negative one is
+// refused.
+//
+// Secrets are written as for NewSigner, except that ed25519 keys are
+// public: in the Standard scheme a "whpk_<base64 key>" secret verifies
+// "v1a" signatures, beside "whsec_" and raw secrets verifying "v1". A
+// "whsk_" private key is refused with ErrWrongKeyKind: the receiver needs
+// only the public key (PublicKey derives it), and should not hold the
+// key that signs.
 func NewVerifier(scheme Scheme, tolerance time.Duration, secrets ...string) (*Verifier, error) {
 	if tolerance < 0 {
 		return nil, fmt.Errorf("signature: negative tolerance %v", tolerance)
@@ -34,16 +42,22 @@ func NewVerifier(scheme Scheme, tolerance time.Duration, secrets ...string) (*Ve
 	if tolerance == 0 {
 		tolerance = ToleranceDefault
 	}
-	keys, err := scheme.keys(secrets)
+	keys, err := scheme.keys(secrets, verifying)
 	if err != nil {
 		return nil, err
 	}
-	return &Verifier{scheme: scheme, tolerance: tolerance, keys: keys}, nil
+	v := &Verifier{scheme: scheme, tolerance: tolerance, keys: keys}
+	for _, k := range keys {
+		v.asymmetric = v.asymmetric || k.public != nil
+	}
+	return v, nil
 }
 
 // Verify checks the signature headers of a request against its body and
 // returns the event id and the timestamp they carry. The body is only
-// hashed, never parsed. Signatures are compared in constant time. Errors
+// hashed, never parsed. HMAC signatures (v1, sha256=) are compared in
+// constant time; v1a signatures are checked with ed25519.Verify against
+// each public key. Entries of other versions are skipped. Errors
 // match ErrMissingHeaders, ErrInvalidID, ErrMalformedHeader,
 // ErrTimestampOutOfTolerance or ErrNoMatchingSignature, checked in that
 // order.
@@ -82,15 +96,16 @@ func (v *Verifier) Verify(h http.Header, body []byte) (id string, ts time.Time, 
 		return "", time.Time{}, fmt.Errorf("%w: %s is %v away, tolerance %v", ErrTimestampOutOfTolerance, timestampName, ts.Sub(t).Abs(), v.tolerance)
 	}
 	got := v.scheme.parseEntries(sig)
-	if len(got) == 0 {
+	if len(got.macs) == 0 && len(got.signatures) == 0 {
 		return "", time.Time{}, fmt.Errorf("%w: %s holds no %s signature", ErrMalformedHeader, sigName, v.scheme)
 	}
-	for _, key := range v.keys {
-		want := v.scheme.mac(key, id, timestamp, body)
-		for _, mac := range got {
-			if hmac.Equal(mac, want) {
-				return id, ts, nil
-			}
+	if v.asymmetric && len(got.signatures) > MaxAsymmetricSignatures {
+		return "", time.Time{}, fmt.Errorf("%w: %s holds %d v1a signatures, at most %d are checked", ErrMalformedHeader, sigName, len(got.signatures), MaxAsymmetricSignatures)
+	}
+	m := &message{scheme: v.scheme, id: id, timestamp: timestamp, body: body}
+	for _, k := range v.keys {
+		if got.matches(m, k) {
+			return id, ts, nil
 		}
 	}
 	return "", time.Time{}, ErrNoMatchingSignature

@@ -29,6 +29,7 @@ var commands = map[string]command{
 	"console": {summary: "serve the web console: the outbox and the inbox, failed events to retry or purge (--addr, --token, --read-only)", setup: setupConsole},
 	"demo":    {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
 	"failed":  {summary: "the dead letters: list, show, retry or purge failed events", sub: failedCommands},
+	"keys":    {summary: "generate signing keys: an ed25519 pair (whsk_/whpk_, v1a) or a whsec_ secret", sub: keysCommands},
 	"migrate": {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
 	"relay":   {summary: "deliver outbox events to a webhook endpoint or a broker (NATS JetStream, RabbitMQ, Kafka)", setup: setupRelay},
 	"status":  {summary: "count events by status and by type, and show the age of the oldest pending one (--watch: again and again)", setup: setupStatus, args: "[WATCH-INTERVAL]"},

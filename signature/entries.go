@@ -1,0 +1,153 @@
+package signature
+
+import (
+	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// MaxAsymmetricSignatures is the most v1a entries a signature header may
+// hold for a Verifier with public keys: each entry costs an ed25519
+// verification per key, and a sender has one per signing key, two or three
+// during a rotation.
+const MaxAsymmetricSignatures = 8
+
+// strictBase64 accepts only the canonical encoding, the one Sign writes.
+var strictBase64 = base64.StdEncoding.Strict()
+
+// checkID refuses ids the signed content could not keep apart from the
+// timestamp.
+func checkID(id string) error {
+	switch {
+	case id == "":
+		return fmt.Errorf("%w: empty", ErrInvalidID)
+	case strings.Contains(id, "."):
+		return fmt.Errorf("%w: contains \".\"", ErrInvalidID)
+	}
+	return nil
+}
+
+// formatTimestamp writes ts as the timestamp header does: unix seconds.
+func formatTimestamp(ts time.Time) string { return strconv.FormatInt(ts.Unix(), 10) }
+
+// parseTimestamp reads a timestamp header: decimal digits only.
+func parseTimestamp(s string) (time.Time, bool) {
+	if s == "" || strings.TrimLeft(s, "0123456789") != "" {
+		return time.Time{}, false
+	}
+	sec, err := strconv.ParseInt(s, 10, 64)
+	return time.Unix(sec, 0), err == nil
+}
+
+// message is what the signatures of one request cover, in a scheme.
+type message struct {
+	scheme    Scheme
+	id        string
+	timestamp string // the header's text
+	body      []byte
+	content   []byte // id.timestamp.body in one piece, made by signed
+}
+
+// prefix is what the scheme signs before the body: "id.timestamp." in
+// Standard, "timestamp" in XSignature.
+func (m *message) prefix() []byte {
+	p := make([]byte, 0, len(m.id)+len(m.timestamp)+2)
+	if m.scheme == XSignature {
+		return append(p, m.timestamp...)
+	}
+	return append(append(append(append(p, m.id...), '.'), m.timestamp...), '.')
+}
+
+// signed returns the whole signed content, which ed25519 needs in one
+// piece; it is made once, on first use, as only v1a keys need it.
+func (m *message) signed() []byte {
+	if m.content == nil {
+		m.content = append(m.prefix(), m.body...)
+	}
+	return m.content
+}
+
+// mac computes the HMAC-SHA256 of m under key without copying the body.
+func (m *message) mac(key []byte) []byte {
+	h := hmac.New(sha256.New, key)
+	h.Write(m.prefix())
+	h.Write(m.body)
+	return h.Sum(nil)
+}
+
+// appendEntry appends the signature header entry of m under k to dst:
+// "v1,<base64 HMAC>" or "v1a,<base64 ed25519 signature>" in Standard,
+// "sha256=<hex HMAC>" in XSignature.
+func (m *message) appendEntry(dst []byte, k key) []byte {
+	switch {
+	case k.private != nil:
+		return base64.StdEncoding.AppendEncode(append(dst, "v1a,"...), ed25519.Sign(k.private, m.signed()))
+	case m.scheme == XSignature:
+		return hex.AppendEncode(append(dst, "sha256="...), m.mac(k.hmac))
+	}
+	return base64.StdEncoding.AppendEncode(append(dst, "v1,"...), m.mac(k.hmac))
+}
+
+// entries are the well-formed signatures of a header.
+type entries struct {
+	macs       [][]byte // v1 or sha256=: 32 bytes each
+	signatures [][]byte // v1a: 64 bytes each
+}
+
+// parseEntries returns the well-formed entries of a signature header:
+// space-separated "v1,<base64>" and "v1a,<base64>" for Standard (other
+// versions are skipped), comma- or space-separated "sha256=<hex>" for
+// XSignature.
+func (s Scheme) parseEntries(header string) entries {
+	var e entries
+	for _, entry := range strings.FieldsFunc(header, s.isSeparator) {
+		if s == XSignature {
+			encoded, ok := strings.CutPrefix(entry, "sha256=")
+			if mac, err := hex.DecodeString(encoded); ok && err == nil && len(mac) == sha256.Size {
+				e.macs = append(e.macs, mac)
+			}
+			continue
+		}
+		version, encoded, _ := strings.Cut(entry, ",")
+		b, err := strictBase64.DecodeString(encoded)
+		switch {
+		case err != nil:
+		case version == "v1" && len(b) == sha256.Size:
+			e.macs = append(e.macs, b)
+		case version == "v1a" && len(b) == ed25519.SignatureSize:
+			e.signatures = append(e.signatures, b)
+		}
+	}
+	return e
+}
+
+func (s Scheme) isSeparator(r rune) bool {
+	return r == ' ' || (s == XSignature && r == ',')
+}
+
+// matches reports whether one of e is m's signature under k: HMACs are
+// compared in constant time, ed25519 signatures verified with the public
+// key.
+func (e entries) matches(m *message, k key) bool {
+	if k.public != nil {
+		for _, sig := range e.signatures {
+			if ed25519.Verify(k.public, m.signed(), sig) {
+				return true
+			}
+		}
+		return false
+	}
+	want := m.mac(k.hmac)
+	for _, mac := range e.macs {
+		if hmac.Equal(mac, want) {
+			return true
+		}
+	}
+	return false
+}
