@@ -18,7 +18,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 	var (
 		sinkURL      = fs.String("sink", "", "where events go, chosen by scheme: https://... (a webhook endpoint), nats://HOST:PORT?subject=TEMPLATE, amqp://USER:PASS@HOST:PORT/VHOST?exchange=NAME&routing_key=TEMPLATE, kafka://BROKER,...?topic=TEMPLATE; a broker's credentials may come from $POSTBOX_SINK_USER and $POSTBOX_SINK_PASSWORD")
 		url          = fs.String("webhook-url", "", "endpoint that receives the events (http or https); the same as --sink with a webhook URL")
-		secrets      = fs.String("webhook-secret", "", "signing secret, whsec_<base64> or raw; several separated by spaces or commas during a rotation")
+		secrets      = fs.String("webhook-secret", "", "signing key: whsec_<base64> (HMAC, v1) or raw, or whsk_<base64> (ed25519, v1a; see postbox keys generate); several separated by spaces or commas during a rotation")
 		scheme       = fs.String("signature", "standard", "signature scheme: standard (Standard Webhooks) or x-signature")
 		timeout      = fs.Duration("timeout", webhook.TimeoutDefault, "timeout of one publish: a webhook request, a broker's acknowledgement")
 		lease        = fs.Duration("lease", relay.LeaseDefault, "how long a claimed event stays reserved to this relay")

@@ -26,9 +26,11 @@ type Config struct {
 	// https URL. Required.
 	URL string
 	// Secrets sign every request, each one (several during a rotation). In
-	// the Standard scheme a secret is "whsec_<base64 key>" or raw bytes;
-	// in XSignature raw bytes. Each is at least signature.SecretMinLen
-	// bytes. Required.
+	// the Standard scheme a secret is "whsec_<base64 key>" or raw bytes
+	// (an HMAC v1 signature, each at least signature.SecretMinLen bytes),
+	// or an ed25519 secret key "whsk_<base64>" (an asymmetric v1a
+	// signature, which receivers verify with its "whpk_" public key); in
+	// XSignature raw bytes. Required.
 	Secrets []string
 	// Scheme is the signature scheme. Default signature.Standard (the zero
 	// value).

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox-go/postbox/endpoint/guard"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
 )
@@ -264,5 +265,28 @@ func TestResponseBodyIsBounded(t *testing.T) {
 		if err != nil && len(err.Error()) > 400 {
 			t.Fatalf("error of %d bytes", len(err.Error()))
 		}
+	}
+}
+
+// An endpoint whose address the SSRF guard refuses is a configuration
+// fault, not an outage: the attempt fails for good (no retry can help
+// until the address is allowed), and the endpoint never sees a request.
+func TestBlockedAddressIsPermanent(t *testing.T) {
+	var requests atomic.Int64
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { requests.Add(1) }))
+	t.Cleanup(srv.Close)
+	g, err := guard.New(guard.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = newSink(t, webhook.Config{URL: srv.URL, Client: g.Client(5 * time.Second)}).Publish(t.Context(), newMessage())
+	if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Permanent || !errors.Is(err, guard.ErrBlocked) {
+		t.Fatalf("got %v (%v), want a permanent error matching guard.ErrBlocked", err, kind)
+	}
+	if !strings.Contains(err.Error(), "127.0.0.1 is loopback") {
+		t.Errorf("error %q does not say which address and rule", err)
+	}
+	if n := requests.Load(); n != 0 {
+		t.Fatalf("the endpoint got %d requests", n)
 	}
 }

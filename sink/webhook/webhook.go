@@ -31,6 +31,7 @@ import (
 	"net/url"
 	"time"
 
+	"github.com/postbox-go/postbox/endpoint/guard"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
 )
@@ -128,6 +129,11 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 			err = urlErr.Err // without the URL
 		}
 		err = fmt.Errorf("webhook: post: %w", err)
+		if errors.Is(err, guard.ErrBlocked) {
+			// The endpoint's address is not allowed: no retry can
+			// help until someone allows it.
+			return &sink.Error{Kind: sink.Permanent, Err: err}
+		}
 		if caller.Err() == nil && unreachable(err) {
 			return &sink.Error{Kind: sink.Unavailable, Err: err}
 		}
