@@ -320,7 +320,9 @@ func TestNATSClusterLeaderKilledMidDrain(t *testing.T) {
 	if info.State.Msgs != n {
 		t.Fatalf("the stream holds %d messages, want %d", info.State.Msgs, n)
 	}
-	if !strings.Contains(logs.String(), "unavailable: nats:") {
+	// The relay either retried the publishes that failed, or (when they
+	// all failed alike) paused on a sink outage and probed.
+	if log := logs.String(); !strings.Contains(log, "unavailable: nats:") && !strings.Contains(log, "sink unreachable: nats:") {
 		t.Fatalf("the relay's log shows no publish failing while the leader was down: the kill did not matter\n%s", logs)
 	}
 }
