@@ -1,0 +1,196 @@
+package endpoint
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// Dispatcher delivers the deliveries FanOut writes, every enabled endpoint
+// in a loop of its own (see the package documentation).
+type Dispatcher struct {
+	cfg      Config
+	client   *http.Client
+	attempts *attemptLog
+
+	mu      sync.Mutex
+	workers map[uuid.UUID]*worker
+	all     sync.WaitGroup // every worker and its deliveries
+
+	stats struct {
+		delivered, retried, failed, dropped, breakerOpened, autoDisabled atomic.Int64
+	}
+}
+
+// Stats are a Dispatcher's counts since it started.
+type Stats struct {
+	Delivered, Retried, Failed, Dropped int64
+	// BreakerOpened counts the times a breaker opened; AutoDisabled the
+	// endpoints disabled for failing too long.
+	BreakerOpened, AutoDisabled int64
+	// Endpoints is the number of endpoints being delivered to.
+	Endpoints int
+}
+
+// NewDispatcher returns a Dispatcher for cfg, refusing an invalid Config
+// with an error that names the field.
+func NewDispatcher(cfg Config) (*Dispatcher, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	d := &Dispatcher{cfg: cfg, client: withCapture(cfg.Client), workers: map[uuid.UUID]*worker{}}
+	d.attempts = &attemptLog{store: cfg.Store, batch: cfg.AttemptsBatch, every: cfg.AttemptsFlush,
+		in: make(chan store.Attempt, cfg.AttemptsBatch),
+		log: func(err error, n int) {
+			cfg.Logger.Warn("writing the attempts log failed; these attempts are not logged", "attempts", n, "error", err)
+		}}
+	return d, nil
+}
+
+// Run delivers until ctx is done; then the deliveries in flight finish
+// (each within Timeout), the attempts log is written, and it returns nil.
+func (d *Dispatcher) Run(ctx context.Context) error {
+	logDone := make(chan struct{})
+	go func() { d.attempts.run(); close(logDone) }()
+	d.cfg.Logger.Info("endpoint dispatcher started", "owner", d.cfg.Owner,
+		"breaker_failures", d.cfg.BreakerFailures, "disable_after", d.cfg.DisableAfter, "retention", d.cfg.Retention)
+	refresh := time.NewTicker(d.cfg.RefreshEvery)
+	defer refresh.Stop()
+	lastPurge := time.Time{}
+	for {
+		d.refresh(ctx)
+		if time.Since(lastPurge) >= d.cfg.PurgeEvery {
+			d.purge(ctx)
+			lastPurge = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			d.mu.Lock()
+			for id, w := range d.workers {
+				w.stop()
+				delete(d.workers, id)
+			}
+			d.mu.Unlock()
+			d.all.Wait()
+			close(d.attempts.in)
+			<-logDone
+			return nil
+		case <-refresh.C:
+		}
+	}
+}
+
+// refresh reads the endpoints, starts a loop for each enabled one, stops
+// the loops of the others, and restarts one whose settings changed (its
+// URL, its secrets, limits; a rotation's grace period that ended). It also
+// reclaims expired leases.
+func (d *Dispatcher) refresh(ctx context.Context) {
+	if n, err := d.cfg.Store.DeliveryReclaim(ctx, d.cfg.MaxAttempts); err != nil && ctx.Err() == nil {
+		d.cfg.Logger.Warn("reclaiming expired deliveries failed", "error", err)
+	} else if n > 0 {
+		d.cfg.Logger.Warn("deliveries of a stopped dispatcher reclaimed", "deliveries", n)
+	}
+	all, err := d.cfg.Store.EndpointList(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.cfg.Logger.Warn("reading the endpoints failed", "error", err)
+		}
+		return
+	}
+	now := time.Now()
+	want := map[uuid.UUID]store.Endpoint{}
+	for _, e := range all {
+		if e.State == store.EndpointEnabled {
+			want[e.ID] = e
+		}
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if ctx.Err() != nil {
+		return
+	}
+	for id, w := range d.workers {
+		if e, ok := want[id]; !ok || settingsKey(e, now) != w.key {
+			w.stop()
+			delete(d.workers, id)
+		}
+	}
+	for id, e := range want {
+		if _, ok := d.workers[id]; ok {
+			continue
+		}
+		w, err := d.newWorker(e, now)
+		if err != nil {
+			d.cfg.Logger.Error("endpoint not delivered to: its settings are refused", "endpoint", e.ID, "name", e.Name, "error", err)
+			continue
+		}
+		d.workers[id] = w
+		d.all.Add(1)
+		go func() {
+			defer d.all.Done()
+			w.run(ctx)
+		}()
+	}
+}
+
+// settingsKey is what a worker is built from: when it changes, the worker
+// is built again.
+func settingsKey(e store.Endpoint, now time.Time) string {
+	return fmt.Sprint(e.URL, "|", strings.Join(e.Secrets(now), " "), "|", e.RatePerSecond, "|", e.Concurrency, "|", e.Shadow)
+}
+
+// purge deletes the attempts and finished deliveries older than the
+// retention, in bounded batches.
+func (d *Dispatcher) purge(ctx context.Context) {
+	before := time.Now().Add(-d.cfg.Retention)
+	total := 0
+	for ctx.Err() == nil {
+		n, err := d.cfg.Store.EndpointsPurge(ctx, before, d.cfg.PurgeBatch)
+		if err != nil {
+			if ctx.Err() == nil {
+				d.cfg.Logger.Warn("purging old attempts and deliveries failed", "error", err)
+			}
+			return
+		}
+		if total += n; n < d.cfg.PurgeBatch {
+			break
+		}
+	}
+	if total > 0 {
+		d.cfg.Logger.Info("old attempts and deliveries purged", "rows", total, "retention", d.cfg.Retention)
+	}
+}
+
+// Wake makes every endpoint look for deliveries at once (FanOut calls it
+// when it wrote some).
+func (d *Dispatcher) Wake() {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	for _, w := range d.workers {
+		select {
+		case w.wake <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// Stats returns the counts since the Dispatcher started.
+func (d *Dispatcher) Stats() Stats {
+	d.mu.Lock()
+	n := len(d.workers)
+	d.mu.Unlock()
+	return Stats{
+		Delivered: d.stats.delivered.Load(), Retried: d.stats.retried.Load(), Failed: d.stats.failed.Load(),
+		Dropped: d.stats.dropped.Load(), BreakerOpened: d.stats.breakerOpened.Load(),
+		AutoDisabled: d.stats.autoDisabled.Load(), Endpoints: n,
+	}
+}
