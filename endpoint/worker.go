@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"math/rand/v2"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/sink"
@@ -30,6 +31,8 @@ type worker struct {
 
 	mu           sync.Mutex
 	failingSince time.Time
+	// disabling is set by the first attempt that disables the endpoint.
+	disabling atomic.Bool
 }
 
 func (d *Dispatcher) newWorker(e store.Endpoint, now time.Time) (*worker, error) {
@@ -216,7 +219,7 @@ func (w *worker) health(ctx context.Context, ok bool, now time.Time, log *slog.L
 		}
 		w.setFailingSince(since)
 	}
-	if now.Sub(since) < w.d.cfg.DisableAfter {
+	if now.Sub(since) < w.d.cfg.DisableAfter || !w.disabling.CompareAndSwap(false, true) {
 		return
 	}
 	err := w.d.cfg.Store.EndpointSetState(ctx, w.ep.ID, store.EndpointAutoDisabled)
