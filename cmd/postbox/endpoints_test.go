@@ -1,0 +1,191 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"regexp"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+var endpointIDLine = regexp.MustCompile(`endpoint ([0-9a-f-]{36}) added`)
+
+// addEndpointCmd runs postbox endpoints add and returns the new id.
+func addEndpointCmd(t *testing.T, db []string, args ...string) uuid.UUID {
+	t.Helper()
+	out := runOK(t, append(append([]string{"endpoints", "add"}, db...), args...)...)
+	m := endpointIDLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("endpoints add printed %q, want the id", out)
+	}
+	return uuid.MustParse(m[1])
+}
+
+func TestEndpointsCommandsAddListShowRotateRemove(t *testing.T) {
+	_, db := schemaStore(t)
+	out := runOK(t, append([]string{"endpoints", "add", "--url", "https://partner.example/hooks", "--name", "partner",
+		"--types", "order.*,payment.succeeded", "--rate", "20/s", "--concurrency", "3"}, db...)...)
+	secretLine := regexp.MustCompile(`secret (whsec_\S+)`).FindStringSubmatch(out)
+	if secretLine == nil {
+		t.Fatalf("add printed %q, want the generated secret", out)
+	}
+	id := uuid.MustParse(endpointIDLine.FindStringSubmatch(out)[1])
+	given := addEndpointCmd(t, db, "--url", "https://b.example/", "--secret", secret, "--shadow")
+
+	list := runOK(t, append([]string{"endpoints", "list"}, db...)...)
+	for _, want := range []string{id.String(), "partner", "order.*,payment.succeeded", "20/s", given.String(), "enabled,shadow"} {
+		if !strings.Contains(list, want) {
+			t.Errorf("list lacks %q:\n%s", want, list)
+		}
+	}
+	for _, s := range []string{secretLine[1], secret} {
+		if strings.Contains(list, s) {
+			t.Errorf("list prints a secret:\n%s", list)
+		}
+	}
+	var shown struct {
+		Name          string                `json:"name"`
+		Types         []string              `json:"types"`
+		Concurrency   int                   `json:"concurrency"`
+		RatePerSecond float64               `json:"rate_per_second"`
+		Secret        string                `json:"secret_fingerprint"`
+		Deliveries    *store.DeliveryCounts `json:"deliveries"`
+	}
+	if err := json.Unmarshal([]byte(runOK(t, append([]string{"endpoints", "show", "--json", id.String()}, db...)...)), &shown); err != nil {
+		t.Fatal(err)
+	}
+	if shown.Name != "partner" || shown.Concurrency != 3 || shown.RatePerSecond != 20 || shown.Deliveries == nil ||
+		!slices.Equal(shown.Types, []string{"order.*", "payment.succeeded"}) || !strings.HasPrefix(shown.Secret, "sha256:") {
+		t.Errorf("show --json = %+v", shown)
+	}
+
+	rotated := runOK(t, append([]string{"endpoints", "rotate-secret", "--grace", "1h", id.String()}, db...)...)
+	if !strings.Contains(rotated, "secret whsec_") {
+		t.Errorf("rotate-secret printed %q, want the new secret", rotated)
+	}
+	if show := runOK(t, append([]string{"endpoints", "show", id.String()}, db...)...); !strings.Contains(show, "old secret") {
+		t.Errorf("show after a rotation lacks the old secret's grace:\n%s", show)
+	}
+	runOK(t, append([]string{"endpoints", "disable", id.String()}, db...)...)
+	if show := runOK(t, append([]string{"endpoints", "show", id.String()}, db...)...); !strings.Contains(show, "state        disabled") {
+		t.Errorf("show after disable:\n%s", show)
+	}
+	runOK(t, append([]string{"endpoints", "remove", id.String()}, db...)...)
+	errText := runFails(t, command(append([]string{"endpoints", "show", id.String()}, db...)...))
+	if !strings.Contains(errText, "no endpoint "+id.String()) {
+		t.Errorf("show of a removed endpoint said %q", errText)
+	}
+	if list := runOK(t, append([]string{"endpoints", "list"}, db...)...); strings.Contains(list, id.String()) || !strings.Contains(list, given.String()) {
+		t.Errorf("list after remove:\n%s", list)
+	}
+	for _, bad := range [][]string{{"--url", "ftp://x"}, {"--url", "https://x", "--types", "[a"}, {"--url", "https://x", "--secret", "short"}} {
+		out, err := command(append(append([]string{"endpoints", "add"}, db...), bad...)...).CombinedOutput()
+		if err == nil || strings.Count(strings.TrimSpace(string(out)), "\n") != 0 || !strings.Contains(string(out), "--") {
+			t.Errorf("endpoints add %q: %v, %q; want one line naming the flag, and a failure", bad, err, out)
+		}
+	}
+	if list := runOK(t, append([]string{"endpoints", "list"}, db...)...); strings.Count(list, "\n") != 2 {
+		t.Errorf("refused adds added endpoints:\n%s", list)
+	}
+}
+
+// The shipped relay in endpoints mode delivers events written by plain SQL
+// to two endpoints with different filters: each receives exactly its own,
+// and the attempts are listed.
+func TestEndpointsRelayDeliversByFilter(t *testing.T) {
+	s, db := schemaStore(t)
+	orders := receiver.New(t, secret, nil)
+	all := receiver.New(t, secret, nil)
+	ordersID := addEndpointCmd(t, db, "--url", orders.URL, "--types", "order.*", "--secret", secret)
+	addEndpointCmd(t, db, "--url", all.URL, "--secret", secret)
+	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "100ms")...)
+	want := map[string][]string{}
+	for i := range 20 {
+		typ := []string{"order.created", "payment.succeeded"}[i%2]
+		id := insertTyped(t, s, fmt.Sprint(i), typ)
+		want["all"] = append(want["all"], id)
+		if typ == "order.created" {
+			want["orders"] = append(want["orders"], id)
+		}
+	}
+	for name, rc := range map[string]*receiver.Receiver{"orders": orders, "all": all} {
+		rc.WaitAccepted(t, len(want[name]), 30*time.Second)
+		var got []string
+		for _, d := range rc.Accepted() {
+			got = append(got, d.ID)
+		}
+		slices.Sort(got)
+		slices.Sort(want[name])
+		if !slices.Equal(got, want[name]) {
+			t.Errorf("%s received %d events, want exactly its %d", name, len(got), len(want[name]))
+		}
+	}
+	if !strings.Contains(logs.String(), "endpoints mode") || !strings.Contains(logs.String(), "endpoints=2") {
+		t.Errorf("the relay did not say at start that it fans out to 2 endpoints:\n%s", logs)
+	}
+	waitFor(t, "the attempts logged", 10*time.Second, func() bool {
+		var attempts []store.Attempt
+		out := runOK(t, append([]string{"endpoints", "attempts", "--json", ordersID.String()}, db...)...)
+		return json.Unmarshal([]byte(out), &attempts) == nil && len(attempts) == 10 && attempts[0].StatusCode == 200
+	})
+}
+
+// A relay killed (SIGKILL) in the middle of the fan-out, then started
+// again, leaves exactly one delivery per event and endpoint.
+func TestEndpointsRelayKilledMidFanOutWritesNoDuplicates(t *testing.T) {
+	s, db := schemaStore(t)
+	rc := receiver.New(t, secret, nil)
+	id := addEndpointCmd(t, db, "--url", rc.URL, "--secret", secret)
+	const n = 3000
+	for i := range n {
+		insertTyped(t, s, fmt.Sprint(i), "order.created")
+	}
+	_, pid := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--batch", "100")...)
+	waitFor(t, "the fan-out started", 30*time.Second, func() bool { return deliveryRows(t, s, id) > 0 })
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--lease", "1s")...)
+	rc.WaitAccepted(t, n, 60*time.Second)
+	if rows := deliveryRows(t, s, id); rows != n {
+		t.Errorf("%d delivery rows for %d events", rows, n)
+	}
+	seen := map[string]int{}
+	for _, d := range rc.Accepted() {
+		seen[d.ID]++
+	}
+	if len(seen) != n {
+		t.Errorf("%d distinct events received, want %d", len(seen), n)
+	}
+}
+
+func insertTyped(t *testing.T, s *postgres.Store, aggregateID, eventType string) string {
+	t.Helper()
+	var id string
+	err := s.Pool().QueryRow(context.Background(),
+		"insert into "+s.Table("outbox_events")+"(aggregate_type, aggregate_id, event_type, payload) values ('order', $1, $2, '{}') returning id::text",
+		aggregateID, eventType).Scan(&id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+func deliveryRows(t *testing.T, s *postgres.Store, endpointID uuid.UUID) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(context.Background(), "select count(*) from "+s.Table("endpoint_deliveries")+" where endpoint_id = $1", endpointID).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
