@@ -147,15 +147,17 @@ func TestEndpointsRelayKilledMidFanOutWritesNoDuplicates(t *testing.T) {
 	rc := receiver.New(t, secret, nil)
 	id := addEndpointCmd(t, db, "--url", rc.URL, "--secret", secret)
 	const n = 3000
-	for i := range n {
-		insertTyped(t, s, fmt.Sprint(i), "order.created")
+	_, err := s.Pool().Exec(context.Background(), "insert into "+s.Table("outbox_events")+
+		"(aggregate_type, aggregate_id, event_type, payload) select 'order', i::text, 'order.created', '{}' from generate_series(1, $1) i", n)
+	if err != nil {
+		t.Fatal(err)
 	}
-	_, pid := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--batch", "100")...)
+	_, pid := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--batch", "100", "--lease", "2s", "--timeout", "1s")...)
 	waitFor(t, "the fan-out started", 30*time.Second, func() bool { return deliveryRows(t, s, id) > 0 })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--lease", "1s")...)
+	startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--lease", "2s", "--timeout", "1s")...)
 	rc.WaitAccepted(t, n, 60*time.Second)
 	if rows := deliveryRows(t, s, id); rows != n {
 		t.Errorf("%d delivery rows for %d events", rows, n)

@@ -84,7 +84,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{Ordered: *ordered}); err != nil {
 				return err
 			}
-			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, opts, *maxAttempts, *backoffMin, *backoffMax); err != nil {
+			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, opts, *lease, *maxAttempts, *backoffMin, *backoffMax); err != nil {
 				return err
 			}
 			sink = &openedSink{Sink: fanOut.fanOut}

@@ -114,7 +114,8 @@ type endpointsRelay struct {
 
 // newEndpointsRelay builds the fan-out and the dispatcher on s, and logs
 // what the relay will do.
-func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags, opts sinkOptions, maxAttempts int, backoffMin, backoffMax time.Duration) (*endpointsRelay, error) {
+// A delivery's lease is the relay's --lease, but at least twice --timeout.
+func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags, opts sinkOptions, lease time.Duration, maxAttempts int, backoffMin, backoffMax time.Duration) (*endpointsRelay, error) {
 	client, guardText, err := f.guard.client()
 	if err != nil {
 		return nil, err
@@ -130,7 +131,7 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 		}
 	}
 	d, err := endpoint.NewDispatcher(endpoint.Config{
-		Store: s, Client: client, Logger: opts.logger, Timeout: opts.timeout,
+		Store: s, Client: client, Logger: opts.logger, Timeout: opts.timeout, Lease: max(lease, 2*opts.timeout),
 		MaxAttempts: maxAttempts, BackoffMin: backoffMin, BackoffMax: backoffMax,
 		BreakerFailures: f.breaker, DisableAfter: f.disableAfter, Retention: f.retention,
 	})
