@@ -72,29 +72,36 @@ func withCapture(client *http.Client) *http.Client {
 	}
 	base := c.Transport
 	if base == nil {
-		base = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		t.MaxIdleConnsPerHost = 64 // keep a connection per delivery in flight alive
+		base = t
 	}
 	c.Transport = capturingTransport{base}
 	return c
 }
 
-// attemptLog writes attempts in batches: every flush interval, or once
-// batch attempts wait.
-type attemptLog struct {
-	store store.Endpoints
+// batcher writes items in batches, in a goroutine of its own (run): every
+// flush interval, or once batch items wait. The attempts log and the
+// settling of deliveries go through one each.
+type batcher[T any] struct {
 	batch int
 	every time.Duration
-	in    chan store.Attempt
-	log   func(err error, n int)
+	in    chan T
+	// write writes one batch; its error is logged by the caller's write.
+	write func(ctx context.Context, items []T)
 }
 
-func (l *attemptLog) add(a store.Attempt) { l.in <- a }
+func newBatcher[T any](batch int, every time.Duration, write func(context.Context, []T)) *batcher[T] {
+	return &batcher[T]{batch: batch, every: every, in: make(chan T, batch), write: write}
+}
 
-// run writes the attempts it is given until in is closed, then writes the
+func (b *batcher[T]) add(item T) { b.in <- item }
+
+// run writes the items it is given until in is closed, then writes the
 // last ones.
-func (l *attemptLog) run() {
-	var pending []store.Attempt
-	tick := time.NewTicker(l.every)
+func (b *batcher[T]) run() {
+	var pending []T
+	tick := time.NewTicker(b.every)
 	defer tick.Stop()
 	flush := func() {
 		if len(pending) == 0 {
@@ -102,19 +109,17 @@ func (l *attemptLog) run() {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		if err := l.store.AttemptInsert(ctx, pending); err != nil {
-			l.log(err, len(pending))
-		}
+		b.write(ctx, pending)
 		pending = pending[:0]
 	}
 	for {
 		select {
-		case a, ok := <-l.in:
+		case item, ok := <-b.in:
 			if !ok {
 				flush()
 				return
 			}
-			if pending = append(pending, a); len(pending) >= l.batch {
+			if pending = append(pending, item); len(pending) >= b.batch {
 				flush()
 			}
 		case <-tick.C:

@@ -14,12 +14,20 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
+// Outcomes of deliveries are settled together: every settleEvery, or once
+// settleBatch wait, in one round trip.
+const (
+	settleBatch = 256
+	settleEvery = 10 * time.Millisecond
+)
+
 // Dispatcher delivers the deliveries FanOut writes, every enabled endpoint
 // in a loop of its own (see the package documentation).
 type Dispatcher struct {
 	cfg      Config
 	client   *http.Client
-	attempts *attemptLog
+	attempts *batcher[store.Attempt]
+	settles  *batcher[store.DeliveryOutcome]
 
 	mu      sync.Mutex
 	workers map[uuid.UUID]*worker
@@ -48,19 +56,25 @@ func NewDispatcher(cfg Config) (*Dispatcher, error) {
 		return nil, err
 	}
 	d := &Dispatcher{cfg: cfg, client: withCapture(cfg.Client), workers: map[uuid.UUID]*worker{}}
-	d.attempts = &attemptLog{store: cfg.Store, batch: cfg.AttemptsBatch, every: cfg.AttemptsFlush,
-		in: make(chan store.Attempt, cfg.AttemptsBatch),
-		log: func(err error, n int) {
-			cfg.Logger.Warn("writing the attempts log failed; these attempts are not logged", "attempts", n, "error", err)
-		}}
+	d.attempts = newBatcher(cfg.AttemptsBatch, cfg.AttemptsFlush, func(ctx context.Context, a []store.Attempt) {
+		if err := cfg.Store.AttemptInsert(ctx, a); err != nil {
+			cfg.Logger.Warn("writing the attempts log failed; these attempts are not logged", "attempts", len(a), "error", err)
+		}
+	})
+	d.settles = newBatcher(settleBatch, settleEvery, func(ctx context.Context, o []store.DeliveryOutcome) {
+		if err := cfg.Store.DeliverySettle(ctx, cfg.Owner, o); err != nil {
+			cfg.Logger.Warn("settling deliveries failed; they are attempted again once their lease expires", "deliveries", len(o), "error", err)
+		}
+	})
 	return d, nil
 }
 
 // Run delivers until ctx is done; then the deliveries in flight finish
 // (each within Timeout), the attempts log is written, and it returns nil.
 func (d *Dispatcher) Run(ctx context.Context) error {
-	logDone := make(chan struct{})
-	go func() { d.attempts.run(); close(logDone) }()
+	var writers sync.WaitGroup
+	writers.Go(d.attempts.run)
+	writers.Go(d.settles.run)
 	d.cfg.Logger.Info("endpoint dispatcher started", "owner", d.cfg.Owner,
 		"breaker_failures", d.cfg.BreakerFailures, "disable_after", d.cfg.DisableAfter, "retention", d.cfg.Retention)
 	refresh := time.NewTicker(d.cfg.RefreshEvery)
@@ -82,7 +96,8 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			d.mu.Unlock()
 			d.all.Wait()
 			close(d.attempts.in)
-			<-logDone
+			close(d.settles.in)
+			writers.Wait()
 			return nil
 		case <-refresh.C:
 		}

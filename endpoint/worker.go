@@ -99,15 +99,20 @@ func (w *worker) run(ctx context.Context) {
 
 func (w *worker) freeSlots() int { return cap(w.slots) - len(w.slots) }
 
-// takeSlots waits for one free slot, then takes up to limit; 0 when the
-// worker stopped.
+// takeSlots waits for free slots, half the endpoint's concurrency (so
+// that claims take several deliveries at once) or limit if less, then
+// takes up to limit; 0 when the worker stopped.
 func (w *worker) takeSlots(limit int) int {
-	select {
-	case w.slots <- struct{}{}:
-	case <-w.ctx.Done():
-		return 0
+	n := 0
+	for n < max(1, min(limit, cap(w.slots)/2)) {
+		select {
+		case w.slots <- struct{}{}:
+			n++
+		case <-w.ctx.Done():
+			w.releaseSlots(n)
+			return 0
+		}
 	}
-	n := 1
 	for n < limit {
 		select {
 		case w.slots <- struct{}{}:
@@ -163,12 +168,10 @@ func (w *worker) deliver(dl store.EndpointDelivery, log *slog.Logger) {
 		}
 	}
 	w.d.attempts.add(attempt)
+	w.d.settles.add(out)
+	w.count(out.Status)
 	ctx, cancel := context.WithTimeout(context.Background(), cfg.Timeout)
 	defer cancel()
-	if err := cfg.Store.DeliverySettle(ctx, cfg.Owner, []store.DeliveryOutcome{out}); err != nil {
-		log.Warn("settling a delivery failed; it is retried after its lease", "event", dl.ID, "error", err)
-	}
-	w.count(out.Status)
 	w.health(ctx, err == nil, now, log)
 }
 

@@ -38,6 +38,11 @@ const (
 	// producing the same records and the no-op drain. It is not part of
 	// the default run.
 	ScenarioKafka = "kafka"
+	// ScenarioEndpoints compares the delivery rate of 8 healthy webhook
+	// endpoints beside 2 healthy ones, then beside one refusing
+	// connections and one answering after 2 s (postbox relay --endpoints'
+	// dispatcher, in process).
+	ScenarioEndpoints = "endpoints"
 )
 
 // DefaultScenarios are the scenarios of the goals, run when
@@ -45,7 +50,7 @@ const (
 var DefaultScenarios = []string{ScenarioDrain, ScenarioWebhook, ScenarioLatency, ScenarioWrite, ScenarioScale}
 
 // AllScenarios are every scenario, in the order they run.
-var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling, ScenarioKafka)
+var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling, ScenarioKafka, ScenarioEndpoints)
 
 // Defaults of Config, and their --quick counterparts.
 const (
