@@ -72,12 +72,44 @@ func endpointArg(fs *flag.FlagSet) (uuid.UUID, error) {
 	return id, nil
 }
 
-// notFound turns store.ErrEndpointNotFound into one clear line.
+// notFound turns store.ErrEndpointNotFound into one clear line; other
+// errors, and nil, are returned as they are.
 func notFound(id uuid.UUID, err error) error {
 	if errors.Is(err, store.ErrEndpointNotFound) {
 		return fmt.Errorf("no endpoint %s (postbox endpoints list shows them)", id)
 	}
 	return err
+}
+
+// secretOrNew returns the --secret given, checked, or a new one; generated
+// says which, so the command prints a new secret once.
+func secretOrNew(given string) (secret string, generated bool, err error) {
+	if given == "" {
+		return endpoint.GenerateSecret(), true, nil
+	}
+	if _, err := signature.NewSigner(signature.Standard, given); err != nil {
+		return "", false, fmt.Errorf("%w: --secret: %v", errUsage, err)
+	}
+	return given, false, nil
+}
+
+// endpointCommand is a subcommand that acts on one endpoint, given by id:
+// run gets the store, opened read-only or not, and the id.
+func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, run func(ctx context.Context, s store.Endpoints, id uuid.UUID) error) func(context.Context) error {
+	var db dbFlags
+	db.register(fs)
+	return func(ctx context.Context) error {
+		id, err := endpointArg(fs)
+		if err != nil {
+			return err
+		}
+		s, closeDB, err := endpointsStore(ctx, &db, command, readOnly)
+		if err != nil {
+			return err
+		}
+		defer closeDB()
+		return notFound(id, run(ctx, s, id))
+	}
 }
 
 // rateFlag is --rate: deliveries per second, written R or R/s.
@@ -121,26 +153,23 @@ func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 		if *concurrency < 1 {
 			return fmt.Errorf("%w: --concurrency %d: at least 1", errUsage, *concurrency)
 		}
-		generated := *secret == ""
-		if generated {
-			*secret = endpoint.GenerateSecret()
-		}
-		if _, err := signature.NewSigner(signature.Standard, *secret); err != nil {
-			return fmt.Errorf("%w: --secret: %v", errUsage, err)
+		key, generated, err := secretOrNew(*secret)
+		if err != nil {
+			return err
 		}
 		s, closeDB, err := endpointsStore(ctx, &db, "add", false)
 		if err != nil {
 			return err
 		}
 		defer closeDB()
-		e, err := s.EndpointCreate(ctx, store.Endpoint{Name: *name, URL: *rawURL, Types: filter, Secret: *secret,
+		e, err := s.EndpointCreate(ctx, store.Endpoint{Name: *name, URL: *rawURL, Types: filter, Secret: key,
 			RatePerSecond: float64(rate), Concurrency: *concurrency, Shadow: *shadow})
 		if err != nil {
 			return err
 		}
 		fmt.Printf("endpoint %s added\n", e.ID)
 		if generated {
-			fmt.Printf("secret %s\n(shown once: give it to the receiver, it verifies the signatures with it)\n", *secret)
+			fmt.Printf("secret %s\n(shown once: give it to the receiver, it verifies the signatures with it)\n", key)
 		}
 		return nil
 	}
@@ -243,22 +272,11 @@ func rateText(r float64) string {
 }
 
 func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
-	var db dbFlags
-	db.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
-	return func(ctx context.Context) error {
-		id, err := endpointArg(fs)
-		if err != nil {
-			return err
-		}
-		s, closeDB, err := endpointsStore(ctx, &db, "show", true)
-		if err != nil {
-			return err
-		}
-		defer closeDB()
+	return endpointCommand("show", true, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		e, err := s.EndpointGet(ctx, id)
 		if err != nil {
-			return notFound(id, err)
+			return err
 		}
 		counts, err := s.DeliveryCounts(ctx, id)
 		if err != nil {
@@ -271,7 +289,7 @@ func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 		}
 		printEndpoint(os.Stdout, j)
 		return nil
-	}
+	})
 }
 
 func printEndpoint(w io.Writer, e endpointJSON) {
@@ -295,104 +313,57 @@ func printEndpoint(w io.Writer, e endpointJSON) {
 // endpointStateCommand is enable or disable.
 func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Context) error {
 	return func(fs *flag.FlagSet) func(context.Context) error {
-		var db dbFlags
-		db.register(fs)
-		return func(ctx context.Context) error {
-			id, err := endpointArg(fs)
-			if err != nil {
-				return err
-			}
-			s, closeDB, err := endpointsStore(ctx, &db, state, false)
-			if err != nil {
-				return err
-			}
-			defer closeDB()
+		return endpointCommand(state, false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 			if err := s.EndpointSetState(ctx, id, state); err != nil {
-				return notFound(id, err)
+				return err
 			}
 			fmt.Printf("endpoint %s %s\n", id, state)
 			return nil
-		}
+		})
 	}
 }
 
 func setupEndpointsRemove(fs *flag.FlagSet) func(context.Context) error {
-	var db dbFlags
-	db.register(fs)
-	return func(ctx context.Context) error {
-		id, err := endpointArg(fs)
-		if err != nil {
-			return err
-		}
-		s, closeDB, err := endpointsStore(ctx, &db, "remove", false)
-		if err != nil {
-			return err
-		}
-		defer closeDB()
+	return endpointCommand("remove", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		if err := s.EndpointDelete(ctx, id); err != nil {
-			return notFound(id, err)
+			return err
 		}
 		fmt.Printf("endpoint %s removed, with its deliveries and attempts\n", id)
 		return nil
-	}
+	})
 }
 
 func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
-	var db dbFlags
-	db.register(fs)
 	secret := fs.String("secret", "", "the new secret, whsec_<base64> (default: a new one, printed once)")
 	grace := fs.Duration("grace", 24*time.Hour, "how long the old secret keeps signing beside the new one")
-	return func(ctx context.Context) error {
-		id, err := endpointArg(fs)
-		if err != nil {
-			return err
-		}
+	return endpointCommand("rotate-secret", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		if *grace < 0 {
 			return fmt.Errorf("%w: --grace %v must not be negative", errUsage, *grace)
 		}
-		generated := *secret == ""
-		if generated {
-			*secret = endpoint.GenerateSecret()
-		}
-		if _, err := signature.NewSigner(signature.Standard, *secret); err != nil {
-			return fmt.Errorf("%w: --secret: %v", errUsage, err)
-		}
-		s, closeDB, err := endpointsStore(ctx, &db, "rotate-secret", false)
+		key, generated, err := secretOrNew(*secret)
 		if err != nil {
 			return err
 		}
-		defer closeDB()
 		until := time.Now().Add(*grace)
-		if err := s.EndpointRotateSecret(ctx, id, *secret, until); err != nil {
-			return notFound(id, err)
+		if err := s.EndpointRotateSecret(ctx, id, key, until); err != nil {
+			return err
 		}
-		fmt.Printf("endpoint %s: new secret %s; the old one signs too until %s\n", id, endpoint.Fingerprint(*secret), until.Format(time.RFC3339))
+		fmt.Printf("endpoint %s: new secret %s; the old one signs too until %s\n", id, endpoint.Fingerprint(key), until.Format(time.RFC3339))
 		if generated {
-			fmt.Printf("secret %s\n(shown once)\n", *secret)
+			fmt.Printf("secret %s\n(shown once)\n", key)
 		}
 		return nil
-	}
+	})
 }
 
 func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
-	var db dbFlags
-	db.register(fs)
 	var g guardFlags
 	g.register(fs)
 	timeout := fs.Duration("timeout", webhook.TimeoutDefault, "timeout of the request")
-	return func(ctx context.Context) error {
-		id, err := endpointArg(fs)
-		if err != nil {
-			return err
-		}
-		s, closeDB, err := endpointsStore(ctx, &db, "test", true)
-		if err != nil {
-			return err
-		}
-		defer closeDB()
+	return endpointCommand("test", true, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		e, err := s.EndpointGet(ctx, id)
 		if err != nil {
-			return notFound(id, err)
+			return err
 		}
 		client, _, err := g.client()
 		if err != nil {
@@ -402,7 +373,7 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil {
 			return err
 		}
-		ev := postbox.Event{ID: uuid.Must(uuid.NewV7()), EventType: "postbox.test", AggregateType: "endpoint",
+		ev := postbox.Event{ID: postbox.NewID(), EventType: "postbox.test", AggregateType: "endpoint",
 			AggregateID: e.ID.String(), Payload: []byte(`{"test":true}`)}
 		start := time.Now()
 		if err := wh.Publish(ctx, &sink.Message{Event: ev, Attempt: 1}); err != nil {
@@ -410,26 +381,15 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 		}
 		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, redactSinkURL(e.URL), time.Since(start).Round(time.Millisecond))
 		return nil
-	}
+	})
 }
 
 func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
-	var db dbFlags
-	db.register(fs)
 	asJSON := fs.Bool("json", false, "print JSON")
 	limit := fs.Int("limit", 50, "most attempts listed, the most recent first")
-	return func(ctx context.Context) error {
-		id, err := endpointArg(fs)
-		if err != nil {
-			return err
-		}
-		s, closeDB, err := endpointsStore(ctx, &db, "attempts", true)
-		if err != nil {
-			return err
-		}
-		defer closeDB()
+	return endpointCommand("attempts", true, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		if _, err := s.EndpointGet(ctx, id); err != nil {
-			return notFound(id, err)
+			return err
 		}
 		attempts, err := s.AttemptList(ctx, id, *limit)
 		if err != nil {
@@ -452,5 +412,5 @@ func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 				a.StatusCode, a.Duration.Round(time.Millisecond), oneLine(a.Error, 100))
 		}
 		return w.Flush()
-	}
+	})
 }

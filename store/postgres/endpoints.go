@@ -13,6 +13,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 //go:embed endpoints.sql
@@ -22,12 +23,7 @@ var _ store.Endpoints = (*Store)(nil)
 
 // EndpointCreate writes a new endpoint (see store.Endpoints).
 func (s *Store) EndpointCreate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
-	if e.ID == uuid.Nil {
-		e.ID = uuid.Must(uuid.NewV7())
-	}
-	if e.State == "" {
-		e.State = store.EndpointEnabled
-	}
+	e = sqlstore.NewEndpoint(e)
 	err := s.pool.QueryRow(ctx, s.sql.Get("endpoint_create"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
 		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State).Scan(&e.CreatedAt, &e.UpdatedAt)
 	if err != nil {
@@ -192,7 +188,7 @@ func (s *Store) DeliverySettle(ctx context.Context, owner string, outcomes []sto
 	var b pgx.Batch
 	for _, o := range outcomes {
 		b.Queue(s.sql.Get("delivery_settle"), o.EventID, o.EndpointID, owner, o.Status,
-			nullTime(o.AvailableAt), store.ErrorText(o.LastError, 2000))
+			nullTime(o.AvailableAt), store.ErrorText(o.LastError, sqlstore.ErrorTextMax))
 	}
 	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
 		return fmt.Errorf("postgres: settle deliveries: %w", err)
@@ -243,8 +239,7 @@ func (s *Store) AttemptInsert(ctx context.Context, attempts []store.Attempt) err
 	for i, a := range attempts {
 		endpoints[i], events[i], types[i] = a.EndpointID, a.EventID, a.EventType
 		nums[i], codes[i], durations[i], at[i] = int32(a.Attempt), int32(a.StatusCode), a.Duration.Microseconds(), a.At
-		responses[i] = store.ErrorText(a.Response, store.AttemptResponseMax)
-		errs[i] = store.ErrorText(a.Error, 2000)
+		responses[i], errs[i] = sqlstore.AttemptText(a)
 	}
 	_, err := s.pool.Exec(ctx, s.sql.Get("attempt_insert"), rawIDs(endpoints), rawIDs(events), types, nums, codes, durations, responses, errs, at)
 	if err != nil {

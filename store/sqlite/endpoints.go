@@ -14,6 +14,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 //go:embed endpoints.sql
@@ -23,12 +24,7 @@ var _ store.Endpoints = (*Store)(nil)
 
 // EndpointCreate writes a new endpoint (see store.Endpoints).
 func (s *Store) EndpointCreate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
-	if e.ID == uuid.Nil {
-		e.ID = uuid.Must(uuid.NewV7())
-	}
-	if e.State == "" {
-		e.State = store.EndpointEnabled
-	}
+	e = sqlstore.NewEndpoint(e)
 	now := time.Now().Truncate(time.Microsecond)
 	_, err := s.exec(ctx, "endpoint_create", e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
 		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State, now.UnixMicro())
@@ -234,7 +230,7 @@ func (s *Store) DeliverySettle(ctx context.Context, owner string, outcomes []sto
 				available = o.AvailableAt.UnixMicro()
 			}
 			if _, err := tx.ExecContext(ctx, s.sql.Get("delivery_settle"), o.EventID, o.EndpointID, owner, o.Status,
-				available, store.ErrorText(o.LastError, 2000), now); err != nil {
+				available, store.ErrorText(o.LastError, sqlstore.ErrorTextMax), now); err != nil {
 				return err
 			}
 		}
@@ -292,8 +288,9 @@ type attemptRow struct {
 func (s *Store) AttemptInsert(ctx context.Context, attempts []store.Attempt) error {
 	rows := make([]attemptRow, len(attempts))
 	for i, a := range attempts {
+		response, errText := sqlstore.AttemptText(a)
 		rows[i] = attemptRow{a.EndpointID, a.EventID, a.EventType, a.Attempt, a.StatusCode, a.Duration.Microseconds(),
-			store.ErrorText(a.Response, store.AttemptResponseMax), store.ErrorText(a.Error, 2000), a.At.UnixMicro()}
+			response, errText, a.At.UnixMicro()}
 	}
 	b, err := json.Marshal(rows)
 	if err == nil {
