@@ -192,11 +192,16 @@ func (w *worker) count(status string) {
 // health feeds the breaker and the failing period with an attempt's
 // result, and disables the endpoint once it failed for DisableAfter.
 func (w *worker) health(ctx context.Context, ok bool, now time.Time, log *slog.Logger) {
+	// A shadow endpoint never alerts: its news are logged at info level.
+	warn := log.Warn
+	if w.ep.Shadow {
+		warn = log.Info
+	}
 	opened, closed, pause := w.breaker.record(ok, now)
 	switch {
 	case opened:
 		w.d.stats.breakerOpened.Add(1)
-		log.Warn("endpoint failing: breaker open, deliveries paused", "pause", pause)
+		warn("endpoint failing: breaker open, deliveries paused", "pause", pause)
 	case closed:
 		log.Info("endpoint answers again: breaker closed")
 	}
@@ -231,7 +236,7 @@ func (w *worker) health(ctx context.Context, ok bool, now time.Time, log *slog.L
 		return
 	}
 	w.d.stats.autoDisabled.Add(1)
-	log.Warn(fmt.Sprintf("endpoint disabled: every attempt failed for %v; its deliveries wait, postbox endpoints enable %s delivers them", now.Sub(since).Round(time.Second), w.ep.ID),
+	warn(fmt.Sprintf("endpoint disabled: every attempt failed for %v; its deliveries wait, postbox endpoints enable %s delivers them", now.Sub(since).Round(time.Second), w.ep.ID),
 		"failing_since", since)
 	w.stop()
 }
