@@ -19,7 +19,10 @@ import (
 // still has deliveries waiting, and the dead one's failures dead-letter
 // only its own deliveries.
 func TestSlowAndDeadEndpointsDoNotDelayTheOthers(t *testing.T) {
-	s := pgStore(t)
+	eachStore(t, func(t *testing.T, s testStore, _ func(string, string) string) { testSlowAndDead(t, s) })
+}
+
+func testSlowAndDead(t *testing.T, s store.Endpoints) {
 	const n = 40
 	a := receiver.New(t, secret, nil)
 	b := receiver.New(t, secret, nil)

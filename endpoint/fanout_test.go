@@ -18,7 +18,10 @@ import (
 // Events written by plain SQL go, through the relay and the fan-out, to
 // exactly the endpoints whose filter matches them.
 func TestFanOutRoutesByTypeFilter(t *testing.T) {
-	s := pgStore(t)
+	eachStore(t, testFanOutRoutesByTypeFilter)
+}
+
+func testFanOutRoutesByTypeFilter(t *testing.T, s testStore, insert func(aggregateID, eventType string) string) {
 	orders := receiver.New(t, secret, nil)
 	everything := receiver.New(t, secret, nil)
 	payments := receiver.New(t, secret, nil)
@@ -33,13 +36,7 @@ func TestFanOutRoutesByTypeFilter(t *testing.T) {
 	ctx := context.Background()
 	for i := range 60 {
 		typ := types[i%len(types)]
-		var id string
-		err := s.Pool().QueryRow(ctx, fmt.Sprintf(
-			"insert into %s (aggregate_type, aggregate_id, event_type, payload) values ('order', $1, $2, '{\"n\": 1}') returning id::text",
-			s.Table("outbox_events")), fmt.Sprint(i), typ).Scan(&id)
-		if err != nil {
-			t.Fatal(err)
-		}
+		id := insert(fmt.Sprint(i), typ)
 		want["everything"] = append(want["everything"], id)
 		for name, types := range map[string][]string{"orders": {"order.*"}, "payments": {"payment.succeeded", "refund.?"}} {
 			if endpoint.Matches(types, typ) {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -18,6 +19,7 @@ import (
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
+	"github.com/postbox-go/postbox/store/sqlite"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -133,6 +135,50 @@ func counts(t *testing.T, s store.Endpoints, id uuid.UUID) store.DeliveryCounts 
 }
 
 func pgStore(t *testing.T) *postgres.Store { return pgtest.Store(t) }
+
+// testStore is a store of both kinds, and how a plain-SQL producer
+// writes an event into it.
+type testStore interface {
+	store.Outbox
+	store.Endpoints
+}
+
+// eachStore runs test on a fresh PostgreSQL store and a fresh SQLite one;
+// insert writes an event with the article's plain SQL and returns its id.
+func eachStore(t *testing.T, test func(t *testing.T, s testStore, insert func(aggregateID, eventType string) string)) {
+	t.Run("postgres", func(t *testing.T) {
+		s := pgStore(t)
+		test(t, s, func(aggregateID, eventType string) string {
+			var id string
+			err := s.Pool().QueryRow(context.Background(), "insert into "+s.Table("outbox_events")+
+				" (aggregate_type, aggregate_id, event_type, payload) values ('order', $1, $2, '{\"n\": 1}') returning id::text",
+				aggregateID, eventType).Scan(&id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		})
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "postbox.db"), sqlite.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if _, err := s.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		test(t, s, func(aggregateID, eventType string) string {
+			var id string
+			err := s.DB().QueryRow("insert into outbox_events (aggregate_type, aggregate_id, event_type, payload) values ('order', ?, ?, '{\"n\": 1}') returning id",
+				aggregateID, eventType).Scan(&id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			return id
+		})
+	})
+}
 
 // messageOf is the message a relay would publish again for the event id,
 // rebuilt from its delivery row.
