@@ -78,7 +78,7 @@ func TestBreakerOpensProbesAndCloses(t *testing.T) {
 		}
 		return http.StatusServiceUnavailable
 	})
-	e := addEndpoint(t, s, "flaky", rc.URL, func(e *store.Endpoint) { e.Concurrency = 1 })
+	e := addEndpoint(t, s, "flaky", rc.URL, func(e *store.Endpoint) { e.Concurrency = 4 })
 	d = startDispatcher(t, s, func(c *endpoint.Config) {
 		c.BreakerFailures, c.BreakerPauseMin, c.BreakerPauseMax = 3, 100*time.Millisecond, 400*time.Millisecond
 	})
