@@ -149,12 +149,8 @@ func (s *Store) DeliveryInsert(ctx context.Context, ev postbox.Event, endpoints 
 	if headers == nil {
 		headers = map[string]string{}
 	}
-	available := ev.AvailableAt
-	if available.IsZero() {
-		available = time.Now()
-	}
 	tag, err := s.pool.Exec(ctx, s.sql.Get("delivery_insert"), ev.ID, ev.AggregateType, ev.AggregateID,
-		ev.EventType, string(ev.Payload), headers, available, rawIDs(endpoints))
+		ev.EventType, string(ev.Payload), headers, nullTime(ev.AvailableAt), rawIDs(endpoints))
 	if err != nil {
 		return 0, fmt.Errorf("postgres: insert deliveries: %w", err)
 	}

@@ -40,10 +40,11 @@ update {schema}.endpoints set failing_since = null where id = $1 and failing_sin
 
 -- name: delivery_insert
 -- One pending delivery of the event per endpoint among $8 still in the
--- table; a delivery already written for (event, endpoint) is kept.
+-- table, due at $7 (null: now); a delivery already written for (event,
+-- endpoint) is kept.
 insert into {schema}.endpoint_deliveries
   (event_id, endpoint_id, aggregate_type, aggregate_id, event_type, payload, headers, available_at)
-select $1, e.id, $2, $3, $4, $5, $6, $7
+select $1, e.id, $2, $3, $4, $5, $6, coalesce($7::timestamptz, now())
 from {schema}.endpoints e
 where e.id = any($8::uuid[])
 on conflict (event_id, endpoint_id) do nothing;
