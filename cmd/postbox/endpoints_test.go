@@ -108,7 +108,7 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 	all := receiver.New(t, secret, nil)
 	ordersID := addEndpointCmd(t, db, "--url", orders.URL, "--types", "order.*", "--secret", secret)
 	addEndpointCmd(t, db, "--url", all.URL, "--secret", secret)
-	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "100ms")...)
+	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "100ms", "--metrics-addr", "127.0.0.1:0")...)
 	want := map[string][]string{}
 	for i := range 20 {
 		typ := []string{"order.created", "payment.succeeded"}[i%2]
@@ -133,6 +133,17 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 	if !strings.Contains(logs.String(), "endpoints mode") || !strings.Contains(logs.String(), "endpoints=2") {
 		t.Errorf("the relay did not say at start that it fans out to 2 endpoints:\n%s", logs)
 	}
+	var url string
+	waitFor(t, "the metrics address in the log", 10*time.Second, func() bool {
+		m := metricsLine.FindStringSubmatch(logs.String())
+		if m != nil {
+			url = m[1]
+		}
+		return m != nil
+	})
+	waitFor(t, "the deliveries counted", 10*time.Second, func() bool {
+		return sum(scrape(t, url), "postbox_endpoint_deliveries_total", map[string]string{"outcome": "delivered"}) == 30
+	})
 	waitFor(t, "the attempts logged", 10*time.Second, func() bool {
 		var attempts []store.Attempt
 		out := runOK(t, append([]string{"endpoints", "attempts", "--json", ordersID.String()}, db...)...)

@@ -101,6 +101,9 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 				return err
 			}
 			observer = metrics.prom.Relay()
+			if fanOut != nil {
+				fanOut.register(metrics.reg)
+			}
 		}
 		r, err := relay.New(relay.Config{
 			Store: s.Outbox, Sink: sink, Logger: logger,

@@ -11,6 +11,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/store"
 )
@@ -178,6 +180,31 @@ func (e *endpointsRelay) run(ctx context.Context, runRelay func(context.Context)
 	wg.Wait()
 	e.log("endpoints mode stopped", e.dispatcher.Stats())
 	return err
+}
+
+// register adds endpoints mode's counts to the --metrics-addr registry:
+// postbox_endpoint_unrouted_events_total, postbox_endpoint_deliveries_total
+// by outcome (delivered, retry, failed, dropped),
+// postbox_endpoint_breaker_opened_total and
+// postbox_endpoint_auto_disabled_total.
+func (e *endpointsRelay) register(reg prometheus.Registerer) {
+	counter := func(name, help string, labels prometheus.Labels, value func(endpoint.Stats) int64) prometheus.Collector {
+		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "postbox", Name: name, Help: help, ConstLabels: labels},
+			func() float64 { return float64(value(e.dispatcher.Stats())) })
+	}
+	const deliveries = "endpoint_deliveries_total"
+	const deliveriesHelp = "Endpoint delivery attempts by outcome: delivered, retry, failed (dead letter), dropped (a shadow endpoint's)."
+	reg.MustRegister(
+		prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "postbox", Name: "endpoint_unrouted_events_total",
+			Help: "Events that matched no endpoint's filter: marked done undelivered."},
+			func() float64 { return float64(e.fanOut.Unrouted()) }),
+		counter(deliveries, deliveriesHelp, prometheus.Labels{"outcome": "delivered"}, func(s endpoint.Stats) int64 { return s.Delivered }),
+		counter(deliveries, deliveriesHelp, prometheus.Labels{"outcome": "retry"}, func(s endpoint.Stats) int64 { return s.Retried }),
+		counter(deliveries, deliveriesHelp, prometheus.Labels{"outcome": "failed"}, func(s endpoint.Stats) int64 { return s.Failed }),
+		counter(deliveries, deliveriesHelp, prometheus.Labels{"outcome": "dropped"}, func(s endpoint.Stats) int64 { return s.Dropped }),
+		counter("endpoint_breaker_opened_total", "Times an endpoint's circuit breaker opened.", nil, func(s endpoint.Stats) int64 { return s.BreakerOpened }),
+		counter("endpoint_auto_disabled_total", "Endpoints disabled for failing too long.", nil, func(s endpoint.Stats) int64 { return s.AutoDisabled }),
+	)
 }
 
 func (e *endpointsRelay) log(msg string, st endpoint.Stats) {
