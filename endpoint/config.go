@@ -49,8 +49,9 @@ type Config struct {
 	Timeout time.Duration
 	// Lease is how long a claimed delivery stays reserved (LeaseDefault).
 	Lease time.Duration
-	// PollInterval is how often an idle endpoint looks for deliveries
-	// (PollIntervalDefault); Wake makes them look at once.
+	// PollInterval is how often the dispatcher looks for deliveries due
+	// to its idle endpoints, in one query for all (PollIntervalDefault);
+	// Wake makes them look at once.
 	PollInterval time.Duration
 	// RefreshEvery is how often the endpoints are read again
 	// (RefreshEveryDefault).

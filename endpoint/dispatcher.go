@@ -79,14 +79,20 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 		"breaker_failures", d.cfg.BreakerFailures, "disable_after", d.cfg.DisableAfter, "retention", d.cfg.Retention)
 	refresh := time.NewTicker(d.cfg.RefreshEvery)
 	defer refresh.Stop()
-	lastPurge := time.Time{}
+	poll := time.NewTicker(d.cfg.PollInterval)
+	defer poll.Stop()
+	d.refresh(ctx)
+	nextPurge := time.Now()
 	for {
-		d.refresh(ctx)
-		if time.Since(lastPurge) >= d.cfg.PurgeEvery {
+		if !time.Now().Before(nextPurge) {
 			d.purge(ctx)
-			lastPurge = time.Now()
+			nextPurge = time.Now().Add(d.cfg.PurgeEvery)
 		}
 		select {
+		case <-poll.C:
+			d.poll(ctx)
+		case <-refresh.C:
+			d.refresh(ctx)
 		case <-ctx.Done():
 			d.mu.Lock()
 			for id, w := range d.workers {
@@ -99,7 +105,6 @@ func (d *Dispatcher) Run(ctx context.Context) error {
 			close(d.settles.in)
 			writers.Wait()
 			return nil
-		case <-refresh.C:
 		}
 	}
 }
@@ -185,15 +190,50 @@ func (d *Dispatcher) purge(ctx context.Context) {
 	}
 }
 
-// Wake makes every endpoint look for deliveries at once (FanOut calls it
-// when it wrote some).
-func (d *Dispatcher) Wake() {
+// poll wakes the idle endpoints that have deliveries due: the ones
+// written by other processes, and retries whose backoff ended. It asks
+// for all endpoints in one query, so idle endpoints cost no claims.
+func (d *Dispatcher) poll(ctx context.Context) {
+	d.mu.Lock()
+	ids := make([]uuid.UUID, 0, len(d.workers))
+	for id := range d.workers {
+		ids = append(ids, id)
+	}
+	d.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	due, err := d.cfg.Store.DeliveryDue(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			d.cfg.Logger.Warn("looking for due deliveries failed", "error", err)
+		}
+		return
+	}
+	if len(due) > 0 {
+		d.Wake(due...)
+	}
+}
+
+// Wake makes the endpoints look for deliveries at once, all of them when
+// none is given (FanOut calls it with those it wrote deliveries for).
+func (d *Dispatcher) Wake(endpoints ...uuid.UUID) {
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	for _, w := range d.workers {
+	wake := func(w *worker) {
 		select {
 		case w.wake <- struct{}{}:
 		default:
+		}
+	}
+	if len(endpoints) == 0 {
+		for _, w := range d.workers {
+			wake(w)
+		}
+	}
+	for _, id := range endpoints {
+		if w, ok := d.workers[id]; ok {
+			wake(w)
 		}
 	}
 }

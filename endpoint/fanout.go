@@ -25,9 +25,9 @@ type FanOutConfig struct {
 	// read again (default RefreshEveryDefault): an endpoint added, removed
 	// or changed is routed to within that time.
 	RefreshEvery time.Duration
-	// Written, when set, is called after deliveries were written (a
-	// Dispatcher's Wake, to deliver them at once).
-	Written func()
+	// Written, when set, is called with the endpoints it wrote
+	// deliveries for (a Dispatcher's Wake, to deliver them at once).
+	Written func(endpoints ...uuid.UUID)
 }
 
 // FanOut is the relay's sink in endpoints mode: it routes each event to
@@ -89,7 +89,7 @@ func (f *FanOut) Publish(ctx context.Context, m *sink.Message) error {
 	}
 	f.delivered.Add(int64(n))
 	if f.cfg.Written != nil {
-		f.cfg.Written()
+		f.cfg.Written(ids...)
 	}
 	return nil
 }

@@ -15,6 +15,11 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
+// idleWait is how long a worker that found nothing to deliver waits when
+// nothing wakes it; Dispatcher.poll wakes it within PollInterval once it
+// has deliveries due.
+const idleWait = time.Minute
+
 // worker delivers one endpoint's deliveries: its own claims, slots, rate
 // limit and breaker.
 type worker struct {
@@ -82,7 +87,7 @@ func (w *worker) run(ctx context.Context) {
 		w.releaseSlots(got - len(claimed))
 		if len(claimed) == 0 {
 			w.breaker.abandon() // a probe that found nothing to deliver
-			w.sleep(w.d.cfg.PollInterval)
+			w.sleep(idleWait)   // until the fan-out or the dispatcher's poll wakes it
 			continue
 		}
 		for _, dl := range claimed {

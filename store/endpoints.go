@@ -171,6 +171,10 @@ type Endpoints interface {
 	// DeliveryReclaim returns deliveries whose lease expired to pending,
 	// or fails those that made maxAttempts attempts, and reports how many.
 	DeliveryReclaim(ctx context.Context, maxAttempts int) (int, error)
+	// DeliveryDue returns the endpoints, among those given, that have
+	// deliveries due now (pending, available): one index probe per
+	// endpoint, what an idle dispatcher polls instead of claiming for each.
+	DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error)
 	// DeliveryCounts counts one endpoint's deliveries by status.
 	DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (DeliveryCounts, error)
 	// DeliveryList returns up to limit deliveries of one endpoint with

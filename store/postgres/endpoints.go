@@ -202,6 +202,19 @@ func (s *Store) DeliveryReclaim(ctx context.Context, maxAttempts int) (int, erro
 	return int(tag.RowsAffected()), nil
 }
 
+// DeliveryDue returns the endpoints among those given with due deliveries.
+func (s *Store) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := s.pool.Query(ctx, s.sql.Get("delivery_due"), rawIDs(endpoints))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: due deliveries: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: due deliveries: %w", err)
+	}
+	return out, nil
+}
+
 // DeliveryCounts counts one endpoint's deliveries by status.
 func (s *Store) DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (store.DeliveryCounts, error) {
 	var c store.DeliveryCounts

@@ -80,6 +80,11 @@ set status = case when attempts >= $1 then 'failed' else 'pending' end,
     lease_owner = null, lease_expires_at = null
 where status = 'processing' and lease_expires_at < now();
 
+-- name: delivery_due
+select e.id from unnest($1::uuid[]) e(id)
+where exists (select 1 from {schema}.endpoint_deliveries d
+              where d.endpoint_id = e.id and d.status = 'pending' and d.available_at <= now());
+
 -- name: delivery_counts
 select count(*) filter (where status = 'pending'), count(*) filter (where status = 'processing'),
        count(*) filter (where status = 'done'), count(*) filter (where status = 'failed'),

@@ -252,6 +252,16 @@ func (s *Store) DeliveryReclaim(ctx context.Context, maxAttempts int) (int, erro
 	return n, nil
 }
 
+// DeliveryDue returns the endpoints among those given with due deliveries.
+func (s *Store) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
+	ids, _ := json.Marshal(endpoints) // uuid.UUID marshals as a string: cannot fail
+	out, err := sqlstore.CollectRows[uuid.UUID](s.db.QueryContext(ctx, s.sql.Get("delivery_due"), string(ids), time.Now().UnixMicro()))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: due deliveries: %w", err)
+	}
+	return out, nil
+}
+
 // DeliveryCounts counts one endpoint's deliveries by status.
 func (s *Store) DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (store.DeliveryCounts, error) {
 	var c store.DeliveryCounts

@@ -72,6 +72,12 @@ set status = case when attempts >= ?1 then 'failed' else 'pending' end,
     lease_owner = null, lease_expires_at = null
 where status = 'processing' and lease_expires_at < ?2;
 
+-- name: delivery_due
+-- ?1 is a JSON array of endpoint ids, ?2 now.
+select e.value from json_each(?1) e
+where exists (select 1 from {prefix}endpoint_deliveries d
+              where d.endpoint_id = e.value and d.status = 'pending' and d.available_at <= ?2);
+
 -- name: delivery_counts
 select count(*) filter (where status = 'pending'), count(*) filter (where status = 'processing'),
        count(*) filter (where status = 'done'), count(*) filter (where status = 'failed'),

@@ -176,6 +176,11 @@ func testDeliveryClaimSettle(t *testing.T, s store.Endpoints) {
 	if c, _ := s.DeliveryCounts(ctx, b.ID); c != (store.DeliveryCounts{Pending: 3}) {
 		t.Errorf("the other endpoint's counts = %+v, want 3 pending", c)
 	}
+	idle := newEndpoint(t, s, "idle")
+	due, err := s.DeliveryDue(ctx, []uuid.UUID{a.ID, b.ID, idle.ID})
+	if err != nil || len(due) != 1 || due[0] != b.ID {
+		t.Errorf("due = %v, %v; want only %s (a's deliveries are leased or done, idle has none)", due, err, b.ID)
+	}
 }
 
 func testDeliveryReclaim(t *testing.T, s store.Endpoints) {
