@@ -81,10 +81,15 @@ func (w *worker) run(ctx context.Context) {
 		claimed, err := w.d.cfg.Store.DeliveryClaim(w.ctx, store.DeliveryClaimParams{
 			EndpointID: w.ep.ID, Owner: w.d.cfg.Owner, Limit: got, Lease: w.d.cfg.Lease,
 		})
-		if err != nil && w.ctx.Err() == nil {
-			log.Warn("claiming deliveries failed", "error", err)
-		}
 		w.releaseSlots(got - len(claimed))
+		if err != nil {
+			if w.ctx.Err() == nil {
+				log.Warn("claiming deliveries failed", "error", err)
+			}
+			w.breaker.abandon()
+			w.sleep(w.d.cfg.PollInterval)
+			continue
+		}
 		if len(claimed) == 0 {
 			w.breaker.abandon() // a probe that found nothing to deliver
 			w.sleep(idleWait)   // until the fan-out or the dispatcher's poll wakes it
@@ -237,7 +242,8 @@ func (w *worker) health(ctx context.Context, ok bool, now time.Time, log *slog.L
 	}
 	err := w.d.cfg.Store.EndpointSetState(ctx, w.ep.ID, store.EndpointAutoDisabled)
 	if err != nil {
-		log.Warn("disabling the failing endpoint failed", "error", err)
+		log.Warn("disabling the failing endpoint failed; the next failure tries again", "error", err)
+		w.disabling.Store(false)
 		return
 	}
 	w.d.stats.autoDisabled.Add(1)
