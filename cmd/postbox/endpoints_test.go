@@ -101,14 +101,19 @@ func TestEndpointsCommandsAddListShowRotateRemove(t *testing.T) {
 
 // The shipped relay in endpoints mode delivers events written by plain SQL
 // to two endpoints with different filters: each receives exactly its own,
-// and the attempts are listed.
+// and the attempts are listed; a third, dead, endpoint's failures
+// dead-letter only its own deliveries.
 func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 	s, db := schemaStore(t)
 	orders := receiver.New(t, secret, nil)
 	all := receiver.New(t, secret, nil)
 	ordersID := addEndpointCmd(t, db, "--url", orders.URL, "--types", "order.*", "--secret", secret)
-	addEndpointCmd(t, db, "--url", all.URL, "--secret", secret)
-	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "100ms", "--metrics-addr", "127.0.0.1:0")...)
+	allID := addEndpointCmd(t, db, "--url", all.URL, "--secret", secret)
+	dead := receiver.New(t, secret, nil)
+	dead.Server.Close() // refuses connections from now on
+	deadID := addEndpointCmd(t, db, "--url", dead.URL, "--secret", secret)
+	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "100ms", "--metrics-addr", "127.0.0.1:0",
+		"--max-attempts", "2", "--backoff-min", "10ms", "--backoff-max", "20ms", "--breaker-failures", "1000")...)
 	want := map[string][]string{}
 	for i := range 20 {
 		typ := []string{"order.created", "payment.succeeded"}[i%2]
@@ -130,8 +135,23 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 			t.Errorf("%s received %d events, want exactly its %d", name, len(got), len(want[name]))
 		}
 	}
-	if !strings.Contains(logs.String(), "endpoints mode") || !strings.Contains(logs.String(), "endpoints=2") {
-		t.Errorf("the relay did not say at start that it fans out to 2 endpoints:\n%s", logs)
+	if !strings.Contains(logs.String(), "endpoints mode") || !strings.Contains(logs.String(), "endpoints=3") {
+		t.Errorf("the relay did not say at start that it fans out to 3 endpoints:\n%s", logs)
+	}
+	deliveries := func(id uuid.UUID) store.DeliveryCounts {
+		var shown struct {
+			Deliveries store.DeliveryCounts `json:"deliveries"`
+		}
+		if err := json.Unmarshal([]byte(runOK(t, append([]string{"endpoints", "show", "--json", id.String()}, db...)...)), &shown); err != nil {
+			t.Fatal(err)
+		}
+		return shown.Deliveries
+	}
+	waitFor(t, "the dead endpoint's deliveries dead-lettered", 20*time.Second, func() bool { return deliveries(deadID).Failed == 20 })
+	for id, n := range map[uuid.UUID]int64{ordersID: 10, allID: 20} {
+		if c := deliveries(id); c != (store.DeliveryCounts{Done: n}) {
+			t.Errorf("a live endpoint's deliveries: %+v, want %d done and nothing failed", c, n)
+		}
 	}
 	var url string
 	waitFor(t, "the metrics address in the log", 10*time.Second, func() bool {
@@ -202,4 +222,20 @@ func deliveryRows(t *testing.T, s *postgres.Store, endpointID uuid.UUID) int {
 		t.Fatal(err)
 	}
 	return n
+}
+
+// endpoints test sends a signed postbox.test event now and says how it went.
+func TestEndpointsTestCommand(t *testing.T) {
+	_, db := schemaStore(t)
+	rc := receiver.New(t, secret, nil)
+	id := addEndpointCmd(t, db, "--url", rc.URL, "--secret", secret)
+	out := runOK(t, append([]string{"endpoints", "test", "--allow-private-endpoints", id.String()}, db...)...)
+	if !strings.Contains(out, "delivered") || len(rc.Accepted()) != 1 || rc.Accepted()[0].EventType != "postbox.test" {
+		t.Errorf("endpoints test printed %q; the receiver accepted %d requests, want one postbox.test", out, len(rc.Accepted()))
+	}
+	rc.Server.Close()
+	errText := runFails(t, command(append([]string{"endpoints", "test", "--allow-private-endpoints", "--timeout", "2s", id.String()}, db...)...))
+	if !strings.Contains(errText, "failed") {
+		t.Errorf("endpoints test to a closed endpoint said %q", errText)
+	}
 }
