@@ -171,6 +171,10 @@ type Endpoints interface {
 	// DeliveryReclaim returns deliveries whose lease expired to pending,
 	// or fails those that made maxAttempts attempts, and reports how many.
 	DeliveryReclaim(ctx context.Context, maxAttempts int) (int, error)
+	// DeliveryRetryFailed sends up to limit failed deliveries of one
+	// endpoint back to the queue, due now, as never attempted, and reports
+	// how many; called again, it carries on with the rest.
+	DeliveryRetryFailed(ctx context.Context, endpointID uuid.UUID, limit int) (int, error)
 	// DeliveryDue returns the endpoints, among those given, that have
 	// deliveries due now (pending, available): one index probe per
 	// endpoint, what an idle dispatcher polls instead of claiming for each.

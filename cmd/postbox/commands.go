@@ -28,7 +28,7 @@ var commands = map[string]command{
 	"bench":     {summary: "measure drain rate, webhooks, latency, write overhead and memory against the goals", setup: setupBench},
 	"console":   {summary: "serve the web console: the outbox and the inbox, failed events to retry or purge (--addr, --token, --read-only)", setup: setupConsole},
 	"demo":      {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
-	"endpoints": {summary: "the webhook endpoints of postbox relay --endpoints: add, list, show, enable, disable, remove, rotate-secret, test, attempts", sub: endpointsCommands},
+	"endpoints": {summary: "the webhook endpoints of postbox relay --endpoints: add, list, show, enable, disable, remove, retry, rotate-secret, test, attempts", sub: endpointsCommands},
 	"failed":    {summary: "the dead letters: list, show, retry or purge failed events", sub: failedCommands},
 	"migrate":   {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
 	"relay":     {summary: "deliver outbox events to a webhook endpoint or a broker (NATS JetStream, RabbitMQ, Kafka)", setup: setupRelay},

@@ -34,6 +34,7 @@ var endpointsCommands = map[string]command{
 	"disable":       {summary: "disable an endpoint: no deliveries are made nor written for it", setup: endpointStateCommand(store.EndpointDisabled), args: "ID"},
 	"remove":        {summary: "remove an endpoint with its deliveries and attempts", setup: setupEndpointsRemove, args: "ID"},
 	"rotate-secret": {summary: "give an endpoint a new secret; the old one keeps signing for --grace", setup: setupEndpointsRotate, args: "ID"},
+	"retry":         {summary: "send an endpoint's failed deliveries (its dead letters) back to the queue, as never attempted", setup: setupEndpointsRetry, args: "ID"},
 	"test":          {summary: "send a test event (postbox.test) to an endpoint now, and print its answer", setup: setupEndpointsTest, args: "ID"},
 	"attempts":      {summary: "list an endpoint's latest delivery attempts", setup: setupEndpointsAttempts, args: "ID"},
 }
@@ -329,6 +330,27 @@ func setupEndpointsRemove(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		fmt.Printf("endpoint %s removed, with its deliveries and attempts\n", id)
+		return nil
+	})
+}
+
+func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
+	return endpointCommand("retry", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+		if _, err := s.EndpointGet(ctx, id); err != nil {
+			return err
+		}
+		total := 0
+		for {
+			n, err := s.DeliveryRetryFailed(ctx, id, store.FailedBatchMax)
+			total += n
+			if err != nil {
+				return fmt.Errorf("%d failed deliveries sent back, then: %w", total, err)
+			}
+			if n < store.FailedBatchMax {
+				break
+			}
+		}
+		fmt.Printf("endpoint %s: %d failed deliveries sent back to the queue\n", id, total)
 		return nil
 	})
 }

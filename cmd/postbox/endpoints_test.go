@@ -153,6 +153,9 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 			t.Errorf("a live endpoint's deliveries: %+v, want %d done and nothing failed", c, n)
 		}
 	}
+	if out := runOK(t, append([]string{"endpoints", "retry", deadID.String()}, db...)...); !strings.Contains(out, "20 failed deliveries sent back") {
+		t.Errorf("endpoints retry printed %q", out)
+	}
 	var url string
 	waitFor(t, "the metrics address in the log", 10*time.Second, func() bool {
 		m := metricsLine.FindStringSubmatch(logs.String())

@@ -202,6 +202,15 @@ func (s *Store) DeliveryReclaim(ctx context.Context, maxAttempts int) (int, erro
 	return int(tag.RowsAffected()), nil
 }
 
+// DeliveryRetryFailed sends failed deliveries back to the queue.
+func (s *Store) DeliveryRetryFailed(ctx context.Context, endpointID uuid.UUID, limit int) (int, error) {
+	tag, err := s.pool.Exec(ctx, s.sql.Get("delivery_retry_failed"), endpointID, limit)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: retry failed deliveries: %w", err)
+	}
+	return int(tag.RowsAffected()), nil
+}
+
 // DeliveryDue returns the endpoints among those given with due deliveries.
 func (s *Store) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
 	rows, err := s.pool.Query(ctx, s.sql.Get("delivery_due"), rawIDs(endpoints))

@@ -80,6 +80,13 @@ set status = case when attempts >= $1 then 'failed' else 'pending' end,
     lease_owner = null, lease_expires_at = null
 where status = 'processing' and lease_expires_at < now();
 
+-- name: delivery_retry_failed
+update {schema}.endpoint_deliveries d
+set status = 'pending', attempts = 0, available_at = now(), processed_at = null
+from (select event_id from {schema}.endpoint_deliveries
+      where endpoint_id = $1 and status = 'failed' limit $2 for update skip locked) f
+where d.endpoint_id = $1 and d.event_id = f.event_id;
+
 -- name: delivery_due
 select e.id from unnest($1::uuid[]) e(id)
 where exists (select 1 from {schema}.endpoint_deliveries d

@@ -252,6 +252,15 @@ func (s *Store) DeliveryReclaim(ctx context.Context, maxAttempts int) (int, erro
 	return n, nil
 }
 
+// DeliveryRetryFailed sends failed deliveries back to the queue.
+func (s *Store) DeliveryRetryFailed(ctx context.Context, endpointID uuid.UUID, limit int) (int, error) {
+	n, err := s.exec(ctx, "delivery_retry_failed", endpointID, limit, time.Now().UnixMicro())
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: retry failed deliveries: %w", err)
+	}
+	return n, nil
+}
+
 // DeliveryDue returns the endpoints among those given with due deliveries.
 func (s *Store) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
 	ids, _ := json.Marshal(endpoints) // uuid.UUID marshals as a string: cannot fail

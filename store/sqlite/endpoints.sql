@@ -72,6 +72,12 @@ set status = case when attempts >= ?1 then 'failed' else 'pending' end,
     lease_owner = null, lease_expires_at = null
 where status = 'processing' and lease_expires_at < ?2;
 
+-- name: delivery_retry_failed
+update {prefix}endpoint_deliveries
+set status = 'pending', attempts = 0, available_at = ?3, processed_at = null
+where seq in (select seq from {prefix}endpoint_deliveries
+              where endpoint_id = ?1 and status = 'failed' limit ?2);
+
 -- name: delivery_due
 -- ?1 is a JSON array of endpoint ids, ?2 now.
 select e.value from json_each(?1) e

@@ -206,6 +206,15 @@ func testDeliveryReclaim(t *testing.T, s store.Endpoints) {
 	if c, _ := s.DeliveryCounts(ctx, a.ID); c != (store.DeliveryCounts{Processing: 1, Failed: 1}) {
 		t.Errorf("counts = %+v, want the reclaimed one failed after its one attempt", c)
 	}
+	for i, want := range []int{1, 0} {
+		if n, err := s.DeliveryRetryFailed(ctx, a.ID, 10); err != nil || n != want {
+			t.Fatalf("retry %d: %d, %v; want %d", i+1, n, err, want)
+		}
+	}
+	again, err := s.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: a.ID, Owner: "r2", Limit: 5, Lease: time.Minute})
+	if err != nil || len(again) != 1 || again[0].Attempt != 1 {
+		t.Errorf("claim after the retry = %+v, %v; want the failed delivery as attempt 1", again, err)
+	}
 }
 
 func testEndpointEnable(t *testing.T, s store.Endpoints) {
