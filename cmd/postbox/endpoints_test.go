@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/postbox-go/postbox/internal/receiver"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
+	"github.com/postbox-go/postbox/store/sqlite"
 )
 
 var endpointIDLine = regexp.MustCompile(`endpoint ([0-9a-f-]{36}) added`)
@@ -241,4 +243,35 @@ func TestEndpointsTestCommand(t *testing.T) {
 	if !strings.Contains(errText, "failed") {
 		t.Errorf("endpoints test to a closed endpoint said %q", errText)
 	}
+}
+
+// Endpoints mode on SQLite: events inserted by plain SQL reach the
+// endpoint whose filter matches them.
+func TestEndpointsRelayOnSQLite(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	db := []string{"--db", "sqlite:" + path}
+	runOK(t, append([]string{"migrate"}, db...)...)
+	rc := receiver.New(t, secret, nil)
+	id := addEndpointCmd(t, db, "--url", rc.URL, "--types", "order.*", "--secret", secret)
+	s, err := sqlite.Open(context.Background(), path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range 20 {
+		typ := []string{"order.created", "audit.logged"}[i%2]
+		if _, err := s.DB().Exec("insert into outbox_events (aggregate_type, aggregate_id, event_type, payload) values ('order', ?, ?, '{}')", fmt.Sprint(i), typ); err != nil {
+			t.Fatal(err)
+		}
+	}
+	startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "50ms")...)
+	rc.WaitAccepted(t, 10, 20*time.Second)
+	for _, d := range rc.Accepted() {
+		if d.EventType != "order.created" {
+			t.Errorf("the order.* endpoint received a %s", d.EventType)
+		}
+	}
+	waitFor(t, "the deliveries done", 10*time.Second, func() bool {
+		return strings.Contains(runOK(t, append([]string{"endpoints", "show", id.String()}, db...)...), "10 done")
+	})
 }
