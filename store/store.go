@@ -14,6 +14,9 @@
 //   - Inbox, generic over the store's transaction type, what package inbox
 //     needs (package inbox calls it Store); its types are the Inbox*
 //     ones (InboxEvent, InboxResult, InboxRecord, ...).
+//   - Endpoints, the webhook endpoints of package endpoint: the endpoints,
+//     their deliveries (one per event and endpoint) and the attempts log;
+//     its types are Endpoint, EndpointDelivery, DeliveryOutcome, Attempt.
 //   - Migration, ReadMigrations and CheckApplied: the numbered, embedded
 //     migrations every store ships, and the verdict of CheckSchema.
 //   - The status words, the errors stores wrap (ErrNotFound,
@@ -21,7 +24,8 @@
 //     CleanErrorText, through which stores write every error text.
 //
 // Every implementation passes the shared conformance suites,
-// store/storetest for the outbox and inbox/inboxtest for the inbox.
+// store/storetest for the outbox (Run) and the endpoints (RunEndpoints),
+// inbox/inboxtest for the inbox.
 // Implementations never import the relay, package inbox or each other.
 package store
 

@@ -14,7 +14,7 @@ import (
 func setupBench(fs *flag.FlagSet) func(context.Context) error {
 	var (
 		db          = fs.String("db", "", "database: postgres://... (scratch schemas in it) or sqlite:PATH (scratch files beside PATH)")
-		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is every one but scaling; brokers, run only when named: "+strings.Join(bench.BrokerScenarios, ", "))
+		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is the default set ("+strings.Join(bench.DefaultScenarios, ", ")+"); scaling and endpoints run when named, and so do the brokers: "+strings.Join(bench.BrokerScenarios, ", "))
 		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook, each scaling drain and each broker scenario (default %d, %d, %d and %d; --quick %d, %d, %d and %d)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.BrokerEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick, bench.BrokerEventsQuick))
 		scaleEvents = fs.String("scale-events", "", fmt.Sprintf("the small and large backlogs of scale, SMALL,LARGE (default %d,%d; --quick %d,%d)", bench.ScaleSmallDefault, bench.ScaleLargeDefault, bench.ScaleSmallDefault, bench.ScaleLargeQuick))
 		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate and each write-overhead run lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))

@@ -25,14 +25,15 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"bench":   {summary: "measure drain rate, webhooks, latency, write overhead and memory against the goals", setup: setupBench},
-	"console": {summary: "serve the web console: the outbox and the inbox, failed events to retry or purge (--addr, --token, --read-only)", setup: setupConsole},
-	"demo":    {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
-	"failed":  {summary: "the dead letters: list, show, retry or purge failed events", sub: failedCommands},
-	"keys":    {summary: "generate signing keys: an ed25519 pair (whsk_/whpk_, v1a) or a whsec_ secret", sub: keysCommands},
-	"migrate": {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
-	"relay":   {summary: "deliver outbox events to a webhook endpoint or a broker (NATS JetStream, RabbitMQ, Kafka)", setup: setupRelay},
-	"status":  {summary: "count events by status and by type, and show the age of the oldest pending one (--watch: again and again)", setup: setupStatus, args: "[WATCH-INTERVAL]"},
+	"bench":     {summary: "measure drain rate, webhooks, latency, write overhead and memory against the goals", setup: setupBench},
+	"console":   {summary: "serve the web console: the outbox and the inbox, failed events to retry or purge (--addr, --token, --read-only)", setup: setupConsole},
+	"demo":      {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
+	"endpoints": {summary: "the webhook endpoints of postbox relay --endpoints: add, list, show, enable, disable, remove, retry, rotate-secret, test, attempts", sub: endpointsCommands},
+	"failed":    {summary: "the dead letters: list, show, retry or purge failed events", sub: failedCommands},
+	"keys":      {summary: "generate signing keys: an ed25519 pair (whsk_/whpk_, v1a) or a whsec_ secret", sub: keysCommands},
+	"migrate":   {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
+	"relay":     {summary: "deliver outbox events to a webhook endpoint or a broker (NATS JetStream, RabbitMQ, Kafka)", setup: setupRelay},
+	"status":    {summary: "count events by status and by type, and show the age of the oldest pending one (--watch: again and again)", setup: setupStatus, args: "[WATCH-INTERVAL]"},
 }
 
 // errUsage marks errors whose usage text was already printed.
@@ -125,12 +126,14 @@ func runCommand(ctx context.Context, name string, cmd command, args []string) er
 func usage(w *os.File, prefix string, commands map[string]command) {
 	fmt.Fprintf(w, "usage: %s <command> [flags]\n\ncommands:\n", prefix)
 	names := make([]string, 0, len(commands))
+	width := 8
 	for name := range commands {
 		names = append(names, name)
+		width = max(width, len(name))
 	}
 	sort.Strings(names)
 	for _, name := range names {
-		fmt.Fprintf(w, "  %-8s %s\n", name, commands[name].summary)
+		fmt.Fprintf(w, "  %-*s %s\n", width, name, commands[name].summary)
 	}
 	fmt.Fprintf(w, "\nRun \"%s <command> --help\" for its flags.\n", prefix)
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
+	"github.com/postbox-go/postbox/store"
 )
 
 func setupRelay(fs *flag.FlagSet) func(context.Context) error {
@@ -38,6 +39,8 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat    = fs.String("log-format", "text", "text or json")
 	)
+	var endpoints endpointsFlags
+	endpoints.register(fs)
 	return func(ctx context.Context) error {
 		if *sinkURL != "" && *url != "" {
 			return fmt.Errorf("%w: give --sink or --webhook-url, not both", errUsage)
@@ -45,30 +48,48 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if *sinkURL == "" {
 			*sinkURL = *url
 		}
-		if err := required("sink", *sinkURL); err != nil {
-			return err
+		if endpoints.on && *sinkURL != "" {
+			return fmt.Errorf("%w: give --endpoints or --sink (--webhook-url), not both", errUsage)
+		}
+		if !endpoints.on {
+			if err := required("sink", *sinkURL); err != nil {
+				return err
+			}
 		}
 		logger, err := newLogger(*logLevel, *logFormat)
 		if err != nil {
 			return err
 		}
-		sink, err := openSink(ctx, *sinkURL, sinkOptions{
+		opts := sinkOptions{
 			timeout: *timeout, concurrency: *concurrency,
 			webhookSecrets: *secrets, webhookScheme: *scheme, logger: logger,
-		})
-		if err != nil {
-			return err
 		}
-		defer func() {
-			if err := sink.close(); err != nil {
-				logger.Warn("closing the sink", "sink", sink.String(), "error", err)
+		var sink *openedSink
+		if !endpoints.on {
+			if sink, err = openSink(ctx, *sinkURL, opts); err != nil {
+				return err
 			}
-		}()
+			defer func() {
+				if err := sink.close(); err != nil {
+					logger.Warn("closing the sink", "sink", sink.String(), "error", err)
+				}
+			}()
+		}
 		s, err := db.open(ctx, "relay", false)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
+		var fanOut *endpointsRelay
+		if endpoints.on {
+			if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{Ordered: *ordered}); err != nil {
+				return err
+			}
+			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, opts, *lease, *maxAttempts, *backoffMin, *backoffMax); err != nil {
+				return err
+			}
+			sink = &openedSink{Sink: fanOut.fanOut}
+		}
 		tracer, stopTracing, err := setupTracing(ctx, os.Getenv, logger)
 		if err != nil {
 			return err
@@ -81,6 +102,9 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 				return err
 			}
 			observer = metrics.prom.Relay()
+			if fanOut != nil {
+				fanOut.register(metrics.reg)
+			}
 		}
 		r, err := relay.New(relay.Config{
 			Store: s.Outbox, Sink: sink, Logger: logger,
@@ -98,6 +122,9 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if metrics != nil {
 			stop := metrics.serve(r.Ready)
 			defer stop() // after Run: /healthz says 503 while the relay stops
+		}
+		if fanOut != nil {
+			return fanOut.run(ctx, r.Run)
 		}
 		return r.Run(ctx)
 	}

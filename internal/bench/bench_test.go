@@ -102,6 +102,7 @@ func checkRun(t *testing.T, db string) {
 		"write.tx_without", "write.tx_with_enqueue_tx", "write.ratio_enqueue_tx", "write.tx_with", "write.ratio",
 		"write.tx_with_relay", "write.ratio_relay",
 		"scale.small", "scale.large", "scale.ratio", "scale.rss_small", "scale.rss_large",
+		"endpoints.healthy", "endpoints.faulty", "endpoints.isolation",
 	}
 	for _, r := range cfg.Rates {
 		for _, m := range []string{"p50", "p99", "max", "rate"} {

@@ -50,6 +50,11 @@ const (
 	// library's drain to a no-op sink. It needs a NATS server
 	// (Config.NATSURL) and runs only when named.
 	ScenarioNATS = "nats"
+	// ScenarioEndpoints compares the delivery rate of 8 healthy webhook
+	// endpoints beside 2 healthy ones, then beside one refusing
+	// connections and one answering after 2 s (postbox relay --endpoints'
+	// dispatcher, in process).
+	ScenarioEndpoints = "endpoints"
 )
 
 // DefaultScenarios are the scenarios of the goals, run when
@@ -58,7 +63,7 @@ var DefaultScenarios = []string{ScenarioDrain, ScenarioWebhook, ScenarioLatency,
 
 // AllScenarios are every scenario that needs only the database, in the
 // order they run.
-var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling)
+var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling, ScenarioEndpoints)
 
 // BrokerScenarios drain through a broker sink and need their broker besides
 // the database (a server, or kfake in process for kafka); they run only when

@@ -35,12 +35,13 @@ const (
 
 // scenarioRelay is how each scenario runs its relay.
 var scenarioRelay = map[string]string{
-	ScenarioDrain:   RelayInProcess,
-	ScenarioWebhook: RelayInProcess,
-	ScenarioWrite:   RelayInProcess,
-	ScenarioLatency: RelayProcess,
-	ScenarioScale:   RelayProcess,
-	ScenarioScaling: RelayProcess,
+	ScenarioDrain:     RelayInProcess,
+	ScenarioWebhook:   RelayInProcess,
+	ScenarioWrite:     RelayInProcess,
+	ScenarioLatency:   RelayProcess,
+	ScenarioScale:     RelayProcess,
+	ScenarioScaling:   RelayProcess,
+	ScenarioEndpoints: RelayInProcess,
 }
 
 // Report is the outcome of a run: what ran where, and every measure.

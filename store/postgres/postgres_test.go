@@ -38,3 +38,7 @@ func TestCheckSchemaBeforeMigrate(t *testing.T) {
 		t.Fatalf("CheckSchema ordered without MigrateOrdered: %v, want ErrOrderedNotReady", err)
 	}
 }
+
+func TestEndpointsConformance(t *testing.T) {
+	storetest.RunEndpoints(t, func(t *testing.T) store.Endpoints { return pgtest.Store(t) })
+}

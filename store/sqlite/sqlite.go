@@ -172,7 +172,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 		listeners:   map[chan struct{}]struct{}{},
 		closed:      make(chan struct{}),
 	}
-	s.sql = sqlstore.ParseQueries("sqlite", s.expand, queriesSQL, inboxSQL, deadLettersSQL)
+	s.sql = sqlstore.ParseQueries("sqlite", s.expand, queriesSQL, inboxSQL, deadLettersSQL, endpointsSQL)
 	s.db = sql.OpenDB(&connector{base: base, store: s})
 	s.tx = sqlTransactor{s.db}
 	s.inbox = sqlstore.NewInbox("sqlite", inboxDialect{s})
