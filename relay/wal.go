@@ -23,9 +23,9 @@ type Stream interface {
 	// refuses to start.
 	Check(ctx context.Context) error
 	// Follow calls deliver with the ids of new events, in commit order,
-	// until ctx ends (it returns nil) or the stream breaks; it must not
-	// consider the events of a batch handled before deliver returned nil
-	// for it. A stream that only one consumer may follow at a time
+	// once their transactions are visible to claims, until ctx ends (it
+	// returns nil) or the stream breaks; it must not consider the events
+	// of a batch handled before deliver returned nil for it. A stream that only one consumer may follow at a time
 	// returns an error while another one does.
 	Follow(ctx context.Context, deliver func(ctx context.Context, ids []uuid.UUID) error) error
 	// ClaimIDs leases, as Outbox.Claim does, those of ids that are due and
@@ -88,59 +88,15 @@ func (r *Relay) deliverStreamed(ctx context.Context, work chan<- job, ids []uuid
 	return nil
 }
 
-// streamClaimTries bounds the claims of the events of one batch: a commit
-// reaches the log a moment before its rows are visible to other
-// transactions, so an event the claim did not find is looked for again,
-// 1, 2, 4 and 8 ms later. An event still not found was delivered already,
-// is held by another claim, or is not visible yet: the polling claim takes
-// it then.
-const streamClaimTries = 5
-
-// claimStreamed leases the events of ids that are due and not leased, and
-// records them in flight.
+// claimStreamed leases the events of ids that are due and not leased (the
+// others were delivered already, are held by another claim, or are
+// scheduled later), and records them in flight.
 func (r *Relay) claimStreamed(ctx context.Context, ids []uuid.UUID) ([]store.Delivery, error) {
-	var batch []store.Delivery
-	missing := ids
-	for try := range streamClaimTries {
-		if try > 0 && !sleep(ctx, time.Millisecond<<(try-1)) {
-			break
-		}
-		claimCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
-		claimed := time.Now()
-		got, err := r.cfg.Stream.ClaimIDs(claimCtx, store.ClaimParams{Owner: r.cfg.Owner, Limit: len(missing), Lease: r.cfg.Lease}, missing)
-		cancel()
-		if obs := r.cfg.Observer; obs != nil {
-			obs.Claimed(len(got), time.Since(claimed), err)
-		}
-		if err != nil {
-			return batch, err
-		}
-		r.inflight.add(got, claimed, r.cfg.Lease)
-		r.counts.claimed.Add(int64(len(got)))
-		batch = append(batch, got...)
-		if missing = without(missing, got); len(missing) == 0 {
-			break
-		}
-	}
-	return batch, nil
-}
-
-// without returns the ids not among the claimed events.
-func without(ids []uuid.UUID, claimed []store.Delivery) []uuid.UUID {
-	if len(claimed) == 0 {
-		return ids
-	}
-	found := make(map[uuid.UUID]bool, len(claimed))
-	for _, d := range claimed {
-		found[d.ID] = true
-	}
-	var rest []uuid.UUID
-	for _, id := range ids {
-		if !found[id] {
-			rest = append(rest, id)
-		}
-	}
-	return rest
+	claimCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	defer cancel()
+	start := time.Now()
+	batch, err := r.cfg.Stream.ClaimIDs(claimCtx, store.ClaimParams{Owner: r.cfg.Owner, Limit: len(ids), Lease: r.cfg.Lease}, ids)
+	return batch, r.claimed(batch, start, err)
 }
 
 // commitWaves splits the claimed events into waves that may each be sent

@@ -24,30 +24,7 @@ func walStore(t *testing.T) (*postgres.Store, *postgres.WAL) {
 	if err := s.SetProducerNotify(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	w, err := s.WAL(postgres.WALConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Check(context.Background()); err != nil {
-		t.Fatalf("the WAL tests need a server with wal_level = logical (TEST_DATABASE_URL): %v", err)
-	}
-	t.Cleanup(func() {
-		// The relays stopped; their replication connections may take a
-		// moment to end on the server.
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := w.Drop(context.Background())
-			if err == nil {
-				return
-			}
-			if time.Now().After(deadline) {
-				t.Errorf("drop the slot: %v", err)
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	return s, w
+	return s, pgtest.WAL(t, s)
 }
 
 // waitStreaming waits until a relay streams the slot.

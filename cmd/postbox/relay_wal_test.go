@@ -32,27 +32,7 @@ func walSchemaStore(t *testing.T) (*postgres.Store, *postgres.WAL, []string) {
 	if out := runOK(t, append([]string{"migrate", "--wal"}, db...)...); !strings.Contains(out, "skip the notify trigger") {
 		t.Fatalf("migrate --wal said %q", out)
 	}
-	w, err := s.WAL(postgres.WALConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Check(context.Background()); err != nil {
-		t.Fatalf("the WAL tests need a server with wal_level = logical (TEST_DATABASE_URL): %v", err)
-	}
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := w.Drop(context.Background())
-			if err == nil || time.Now().After(deadline) {
-				if err != nil {
-					t.Errorf("drop the slot: %v", err)
-				}
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	return s, w, db
+	return s, pgtest.WAL(t, s), db
 }
 
 func slotActive(t *testing.T, w *postgres.WAL) bool {

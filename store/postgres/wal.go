@@ -168,6 +168,7 @@ const walBatchMax = 2000
 // outbox events it inserted, and the position just past its commit. A
 // position read from a keepalive comes with no ids.
 type committed struct {
+	xid uint32
 	ids []uuid.UUID
 	end pglogrepl.LSN
 }
@@ -232,23 +233,30 @@ func (w *WAL) Follow(ctx context.Context, deliver func(ctx context.Context, ids 
 // and records the position each delivered batch ends at.
 func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *lsnBox, deliver func(context.Context, []uuid.UUID) error) error {
 	var ids []uuid.UUID
+	var xids []int64
 	for first := range txns {
-		ids = append(ids[:0], first.ids...)
+		ids, xids = ids[:0], xids[:0]
 		end := first.end
-	more:
-		for len(ids) < walBatchMax {
-			select {
-			case t, ok := <-txns:
-				if !ok {
-					break more
-				}
+		t, ok := first, true
+		for ok {
+			if len(t.ids) > 0 {
 				ids = append(ids, t.ids...)
-				end = t.end
+				xids = append(xids, int64(t.xid))
+			}
+			end = t.end
+			if len(ids) >= walBatchMax {
+				break
+			}
+			select {
+			case t, ok = <-txns:
 			default:
-				break more
+				ok = false
 			}
 		}
 		if len(ids) > 0 {
+			if err := w.waitVisible(ctx, xids); err != nil {
+				return err
+			}
 			if err := deliver(ctx, ids); err != nil {
 				return err
 			}
@@ -256,6 +264,27 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 		confirmed.advance(end)
 	}
 	return nil
+}
+
+// waitVisible waits until the transactions xids are visible to other
+// transactions: until then a claim would not see their events.
+func (w *WAL) waitVisible(ctx context.Context, xids []int64) error {
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		var visible bool
+		if err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_visible"), xids).Scan(&visible); err != nil {
+			return fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
+		}
+		if visible {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
 }
 
 // read decodes the stream into committed transactions, answers the
@@ -347,7 +376,7 @@ func (w *WAL) decode(ctx context.Context, data []byte, idColumn map[uint32]int, 
 		}
 		return fmt.Errorf("postgres: stream slot %s: the outbox table has no id column", w.slot)
 	case *pglogrepl.BeginMessage:
-		*txn = &committed{}
+		*txn = &committed{xid: m.Xid}
 	case *pglogrepl.InsertMessage:
 		i, ok := idColumn[m.RelationID]
 		if !ok || *txn == nil || m.Tuple == nil || i >= len(m.Tuple.Columns) {

@@ -30,6 +30,20 @@ from pg_replication_slots where slot_name = $1;
 -- name: wal_drop_slot
 select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1;
 
+-- name: wal_visible
+-- Whether the transactions $1 (32-bit ids, as the stream gives them) are
+-- all visible to a new snapshot. A commit reaches the log a moment before
+-- its rows become visible to other transactions: the stream waits for this
+-- before claiming them. Each id is taken in the epoch of the snapshot's
+-- xmax, or the one before when it is above xmax's low 32 bits (the
+-- transactions are recent).
+with snap as (
+  select pg_current_snapshot() as s, pg_snapshot_xmax(pg_current_snapshot())::text::bigint as xmax
+)
+select coalesce(bool_and(pg_visible_in_snapshot(
+  ((((xmax >> 32) - (xid > (xmax & 4294967295))::int) << 32) | xid)::text::xid8, s)), true)
+from snap, unnest($1::bigint[]) as xid;
+
 -- name: claim_ids
 -- Like claim, but only the events among $4 that are due and not leased: the
 -- events the stream brought, claimed under the same leases as the polling

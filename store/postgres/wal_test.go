@@ -18,34 +18,6 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// walOf returns the store's WAL stream; its slot and publication are
-// dropped when the test ends. It fails the test when the server cannot
-// stream (TEST_DATABASE_URL must have wal_level = logical).
-func walOf(t *testing.T, s *postgres.Store) *postgres.WAL {
-	t.Helper()
-	w, err := s.WAL(postgres.WALConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := w.Check(context.Background()); err != nil {
-		t.Fatalf("the WAL tests need a server with wal_level = logical (TEST_DATABASE_URL): %v", err)
-	}
-	t.Cleanup(func() {
-		deadline := time.Now().Add(10 * time.Second)
-		for {
-			err := w.Drop(context.Background())
-			if err == nil || time.Now().After(deadline) {
-				if err != nil {
-					t.Errorf("drop the slot: %v", err)
-				}
-				return
-			}
-			time.Sleep(100 * time.Millisecond)
-		}
-	})
-	return w
-}
-
 // follow runs w.Follow with deliver until stop is called or the test ends,
 // once the slot is streamed, and returns Follow's error on done.
 func follow(t *testing.T, w *postgres.WAL, deliver func(context.Context, []uuid.UUID) error) (stop func(), done <-chan error) {
@@ -90,7 +62,7 @@ func newEvent() postbox.Event {
 // failed, the next Follow starts again with the transaction it failed on.
 func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
 	s := pgtest.Store(t)
-	w := walOf(t, s)
+	w := pgtest.WAL(t, s)
 	ctx := context.Background()
 	var mu sync.Mutex
 	var got []uuid.UUID
@@ -162,7 +134,7 @@ func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
 // by); State says the slot is active and how much WAL it retains.
 func TestWALOneFollowerAtATime(t *testing.T) {
 	s := pgtest.Store(t)
-	w := walOf(t, s)
+	w := pgtest.WAL(t, s)
 	follow(t, w, func(context.Context, []uuid.UUID) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
