@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
@@ -40,4 +39,3 @@ func WAL(t testing.TB, s *postgres.Store) *postgres.WAL {
 	})
 	return w
 }
-
