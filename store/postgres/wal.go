@@ -95,7 +95,8 @@ func (w *WAL) Check(ctx context.Context) error {
 type SlotState struct {
 	// Exists is false until the first relay in WAL mode has streamed.
 	Exists bool
-	// Active: a relay streams the slot now.
+	// Active: a relay streams the slot now (it has started streaming: a
+	// slot being created is not active yet).
 	Active bool
 	// RetainedBytes is the WAL the slot keeps from being recycled: from
 	// the position it last confirmed to the server's current one. It grows

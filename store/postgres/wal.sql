@@ -22,10 +22,15 @@ drop publication if exists {publication};
 -- name: wal_slot_state
 -- The slot, if it exists: whether a relay streams it, and the WAL it keeps
 -- the server from recycling (from what it last confirmed to the server's
--- current position), in bytes.
-select active,
-       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), coalesce(confirmed_flush_lsn, restart_lsn)), 0)::bigint
-from pg_replication_slots where slot_name = $1;
+-- current position), in bytes. A slot being created is active too, but
+-- its walsender is still starting up (and streams nothing committed before
+-- the creation ends); a user who may not read other users' walsender
+-- states sees the slot's active flag alone.
+select s.active and coalesce(r.state, 'streaming') <> 'startup',
+       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), coalesce(s.confirmed_flush_lsn, s.restart_lsn)), 0)::bigint
+from pg_replication_slots s
+left join pg_stat_replication r on r.pid = s.active_pid
+where s.slot_name = $1;
 
 -- name: wal_drop_slot
 select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1;

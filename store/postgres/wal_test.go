@@ -135,10 +135,15 @@ func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
 func TestWALOneFollowerAtATime(t *testing.T) {
 	s := pgtest.Store(t)
 	w := pgtest.WAL(t, s)
-	follow(t, w, func(context.Context, []uuid.UUID) error { return nil })
+	_, firstDone := follow(t, w, func(context.Context, []uuid.UUID) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	if err := w.Follow(ctx, func(context.Context, []uuid.UUID) error { return nil }); err == nil || !strings.Contains(err.Error(), "is active") {
+		select {
+		case err := <-firstDone:
+			t.Errorf("the first Follow returned %v", err)
+		default:
+		}
 		t.Fatalf("a second Follow returned %v, want the slot is active", err)
 	}
 	st, err := w.State(ctx)
