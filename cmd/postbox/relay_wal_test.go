@@ -229,3 +229,40 @@ func TestWALRelayRefusals(t *testing.T) {
 		t.Fatalf("relay --wal on a %s server said %q, want %q", level, last, want)
 	}
 }
+
+// Two relays in WAL mode: the second stands by while the first streams,
+// and takes over when the first is killed with SIGKILL; no event is lost.
+func TestWALStandbyTakesOverFromKilledRelay(t *testing.T) {
+	s, w, db := walSchemaStore(t)
+	rcv := receiver.New(t, secret, nil)
+	args := append(db, "--wal", "--lease", "1s", "--webhook-url", rcv.URL, "--webhook-secret", secret)
+	_, first := startRelayLogged(t, args...)
+	waitFor(t, "the first relay to stream the slot", 10*time.Second, func() bool { return slotActive(t, w) })
+	standby, _ := startRelayLogged(t, args...)
+	waitFor(t, "the second relay to stand by", 10*time.Second, func() bool { return strings.Contains(standby.String(), "standing by") })
+
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, insertArticleEvent(t, s, fmt.Sprint("before-", i)))
+	}
+	rcv.WaitAccepted(t, 20, 10*time.Second)
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		ids = append(ids, insertArticleEvent(t, s, fmt.Sprint("after-", i)))
+	}
+	waitFor(t, "the standby to stream", 20*time.Second, func() bool { return strings.Contains(standby.String(), "streaming again") })
+	waitFor(t, "every event delivered", 20*time.Second, func() bool {
+		got := map[string]bool{}
+		for _, d := range rcv.Accepted() {
+			got[d.ID] = true
+		}
+		for _, id := range ids {
+			if !got[id] {
+				return false
+			}
+		}
+		return true
+	})
+}
