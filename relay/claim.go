@@ -106,18 +106,27 @@ func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) 
 	batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{
 		Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered,
 	})
-	if obs := r.cfg.Observer; obs != nil {
-		obs.Claimed(len(batch), time.Since(claimed), err)
-	}
-	if err != nil {
+	if err := r.claimed(batch, claimed, err); err != nil {
 		return nil, err
 	}
-	r.inflight.add(batch, claimed, r.cfg.Lease)
-	r.counts.claimed.Add(int64(len(batch)))
 	if !r.ready.Load() {
 		r.ready.Store(true)
 	}
 	return batch, nil
+}
+
+// claimed records a claim begun at start that returned batch and err: for
+// the Observer, and, when it succeeded, its events in flight.
+func (r *Relay) claimed(batch []store.Delivery, start time.Time, err error) error {
+	if obs := r.cfg.Observer; obs != nil {
+		obs.Claimed(len(batch), time.Since(start), err)
+	}
+	if err != nil {
+		return err
+	}
+	r.inflight.add(batch, start, r.cfg.Lease)
+	r.counts.claimed.Add(int64(len(batch)))
+	return nil
 }
 
 // claimFailed records a claim that failed, the failures-th in a row, and

@@ -113,6 +113,16 @@ type Config struct {
 	// otel.Tracer("github.com/postbox-go/postbox/relay") once the SDK is
 	// set up.
 	Tracer trace.Tracer
+	// Stream, when set, brings new events as they commit (WAL mode: the
+	// PostgreSQL store's WAL, a logical replication slot): the relay
+	// delivers them at once, and confirms them to the stream only once
+	// their outcomes are recorded; it polls the table every PollInterval
+	// for retries and for what the stream did not bring, and does not
+	// listen for notifications (producers need none). Run refuses to start
+	// when the stream's Check fails. Not with Ordered: events of one
+	// aggregate streamed together go in commit order, but a retry does not
+	// hold back its successors. Default nil: notifications and polling.
+	Stream Stream
 	// Retention is how long delivered events are kept, marked done, before
 	// they are deleted in batches. Zero (the default, and the fast setting)
 	// deletes each delivered event when its delivery is recorded; negative
@@ -147,6 +157,8 @@ func (c Config) withDefaults() (Config, error) {
 	c.RejectedAttempts = min(c.RejectedAttempts, c.MaxAttempts)
 
 	switch {
+	case c.Stream != nil && c.Ordered:
+		return c, errors.New("relay: Config.Stream (WAL mode) does not deliver in order (Config.Ordered) yet")
 	case c.BatchSize < 0:
 		return c, fmt.Errorf("relay: Config.BatchSize %d is negative", c.BatchSize)
 	case c.Concurrency < 0:

@@ -39,6 +39,9 @@ type outcome struct {
 	// timedOut: the publish timed out while the sink was unreachable (a
 	// probe that timed out is kept until the outage ends).
 	timedOut bool
+	// settled, when not nil, is told once the outcome is recorded (see
+	// job.settled).
+	settled chan<- struct{}
 }
 
 // maxErrorLen bounds the error text kept in the outbox row.
@@ -50,6 +53,9 @@ type job struct {
 	// probe: the claim loop sent it alone, during an outage of the sink,
 	// and waits for its outcome.
 	probe bool
+	// settled, when not nil, receives one value once the outcome is
+	// recorded: the stream waits for it before confirming the event.
+	settled chan<- struct{}
 }
 
 // publish delivers the events of work until it is closed, and hands their
@@ -60,6 +66,7 @@ type job struct {
 func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan job, results chan<- outcome) {
 	for j := range work {
 		o := r.publishOne(ctx, deliverCtx, j)
+		o.settled = j.settled
 		kept := j.probe && o.timedOut && r.health.keep(j.delivery, r.cfg.Concurrency)
 		if j.probe {
 			r.health.probeEnded()

@@ -80,6 +80,14 @@ func (r *Relay) Run(ctx context.Context) error {
 		// The database may be down for now: claims retry.
 		r.log.Warn("could not check that the tables are migrated", "error", err)
 	}
+	if r.cfg.Stream != nil {
+		checkCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		err := r.cfg.Stream.Check(checkCtx)
+		cancel()
+		if err != nil {
+			return err
+		}
+	}
 	// Deliveries and settling outlive ctx: they end on their own terms
 	// during the shutdown.
 	deliverCtx, cancelDeliveries := context.WithCancel(context.WithoutCancel(ctx))
@@ -90,11 +98,16 @@ func (r *Relay) Run(ctx context.Context) error {
 	defer stopMaintenance()
 
 	var background sync.WaitGroup
-	if r.cfg.DisableListen {
+	switch {
+	case r.cfg.Stream != nil:
+		why := "streaming the outbox's inserts from " + r.cfg.Stream.String()
+		r.finding.Store(&finding{pollingReason: why})
+		r.log.Info(fmt.Sprintf("%s; polling every %s for retries and what the stream misses", why, r.cfg.PollInterval))
+	case r.cfg.DisableListen:
 		const why = "listening is disabled (Config.DisableListen, --no-listen)"
 		r.finding.Store(&finding{pollingReason: why})
 		r.log.Info(fmt.Sprintf("polling every %s: %s", r.cfg.PollInterval, why))
-	} else {
+	default:
 		r.finding.Store(&finding{pollingReason: "not listening yet"})
 		background.Go(func() { r.listen(maintCtx) })
 	}
@@ -121,7 +134,12 @@ func (r *Relay) Run(ctx context.Context) error {
 		"batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency,
 		"lease", r.cfg.Lease, "ordered", r.cfg.Ordered, "max_attempts", r.cfg.MaxAttempts,
 		"probe_interval", r.cfg.ProbeInterval)
+	var streaming sync.WaitGroup
+	if r.cfg.Stream != nil {
+		streaming.Go(func() { r.follow(ctx, work) })
+	}
 	r.claimLoop(ctx, work)
+	streaming.Wait()
 	r.ready.Store(false)
 
 	// Shutdown: no more claims; deliveries in flight get ShutdownTimeout.

@@ -137,6 +137,11 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 		}
 	}
 	r.inflight.remove(held)
+	for i := range batch {
+		if batch[i].settled != nil {
+			batch[i].settled <- struct{}{}
+		}
+	}
 	if r.cfg.Ordered && len(p.Done)+len(p.Failed) > 0 {
 		r.notify() // the successors of finished events are now due
 	}

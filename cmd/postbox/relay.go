@@ -7,10 +7,12 @@ import (
 	"log/slog"
 	"os"
 
+	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
 )
 
 func setupRelay(fs *flag.FlagSet) func(context.Context) error {
@@ -38,10 +40,16 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		metricsEvery = fs.Duration("metrics-sample", observe.SampleEveryDefault, "how often the outbox's counts are sampled for --metrics-addr (one query each time)")
 		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat    = fs.String("log-format", "text", "text or json")
+		wal          = fs.Bool("wal", false, "WAL mode (PostgreSQL, wal_level = logical, a user with REPLICATION): deliver the outbox's inserts as they commit, streamed from a logical replication slot; poll for retries (see docs/wal.md; \"postbox migrate --wal\" lets producers skip the notify trigger)")
+		walSlot      = fs.String("wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_ and the schema)")
+		walDropSlot  = fs.Bool("wal-drop-slot", false, "drop the replication slot and the publication of --wal, and exit (stop the relays streaming it first)")
 	)
 	var endpoints endpointsFlags
 	endpoints.register(fs)
 	return func(ctx context.Context) error {
+		if *walDropSlot {
+			return dropWALSlot(ctx, &db, *walSlot)
+		}
 		if *sinkURL != "" && *url != "" {
 			return fmt.Errorf("%w: give --sink or --webhook-url, not both", errUsage)
 		}
@@ -90,6 +98,14 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			}
 			sink = &openedSink{Sink: fanOut.fanOut}
 		}
+		var stream relay.Stream
+		var walStream *postgres.WAL
+		if *wal {
+			if walStream, err = openWAL(s, *walSlot); err != nil {
+				return err
+			}
+			stream = walStream
+		}
 		tracer, stopTracing, err := setupTracing(ctx, os.Getenv, logger)
 		if err != nil {
 			return err
@@ -105,13 +121,16 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			if fanOut != nil {
 				fanOut.register(metrics.reg)
 			}
+			if walStream != nil {
+				metrics.reg.MustRegister(observe.NewWALSlotCollector(walStream.Slot(), walSlotState(walStream)))
+			}
 		}
 		r, err := relay.New(relay.Config{
 			Store: s.Outbox, Sink: sink, Logger: logger,
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
-			ProbeInterval: *probe, Observer: observer, Tracer: tracer,
+			ProbeInterval: *probe, Observer: observer, Tracer: tracer, Stream: stream,
 		})
 		if err != nil {
 			if metrics != nil {
@@ -128,6 +147,44 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		}
 		return r.Run(ctx)
 	}
+}
+
+// openWAL is the WAL stream of --wal on s, named by --wal-slot.
+func openWAL(s *dburl.Store, slot string) (*postgres.WAL, error) {
+	if s.Postgres == nil {
+		return nil, fmt.Errorf("%w: --wal needs PostgreSQL (logical replication)", errUsage)
+	}
+	w, err := s.Postgres.WAL(postgres.WALConfig{Slot: slot})
+	if err != nil {
+		return nil, fmt.Errorf("%w: --wal-slot: %v", errUsage, err)
+	}
+	return w, nil
+}
+
+// walSlotState reads w's slot for the metrics.
+func walSlotState(w *postgres.WAL) observe.WALSlotState {
+	return func(ctx context.Context) (int64, bool, bool, error) {
+		st, err := w.State(ctx)
+		return st.RetainedBytes, st.Active, st.Exists, err
+	}
+}
+
+// dropWALSlot is --wal-drop-slot.
+func dropWALSlot(ctx context.Context, db *dbFlags, slot string) error {
+	s, err := db.open(ctx, "relay", false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	w, err := openWAL(s, slot)
+	if err != nil {
+		return err
+	}
+	if err := w.Drop(ctx); err != nil {
+		return err
+	}
+	fmt.Printf("dropped %s\n", w)
+	return nil
 }
 
 func newLogger(level, format string) (*slog.Logger, error) {

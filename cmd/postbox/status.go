@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
 )
 
 // statusJSON is the output of "postbox status --json".
@@ -25,6 +26,19 @@ type statusJSON struct {
 	// types; OtherTypes sums up the rest.
 	Types      []store.TypeStats `json:"types"`
 	OtherTypes *otherTypesJSON   `json:"other_types,omitempty"`
+	// WALSlot is the replication slot of WAL mode (relay --wal), when it
+	// exists.
+	WALSlot *walSlotJSON `json:"wal_slot,omitempty"`
+}
+
+// walSlotJSON is the state of WAL mode's replication slot.
+type walSlotJSON struct {
+	Name string `json:"name"`
+	// Active: a relay streams it.
+	Active bool `json:"active"`
+	// RetainedBytes is the WAL it keeps the server from recycling; it
+	// grows while no relay streams the slot.
+	RetainedBytes int64 `json:"retained_bytes"`
 }
 
 // otherTypesJSON sums up the event types left out of statusJSON.Types.
@@ -73,6 +87,7 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 	asJSON := fs.Bool("json", false, "print JSON (with --watch: one object per line)")
 	top := fs.Int("types", 10, "event types shown, the most numerous first; the rest are summed up as \"other\"")
 	var watch watchFlag
+	walSlot := fs.String("wal-slot", "", "the replication slot of relay --wal whose retained WAL is shown (default postbox_ and the schema)")
 	fs.Var(&watch, "watch", fmt.Sprintf("print again every interval (--watch, %v, or --watch 5s) until Ctrl-C", watchDefault))
 	return func(ctx context.Context) error {
 		if fs.NArg() > 1 || fs.NArg() == 1 && !watch.on {
@@ -93,6 +108,12 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 		defer s.Close()
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
+		}
+		var wal *postgres.WAL
+		if s.Postgres != nil {
+			if wal, err = openWAL(s, *walSlot); err != nil {
+				return err
+			}
 		}
 		show := func(ctx context.Context) (statusJSON, error) {
 			st, err := s.Outbox.Stats(ctx)
@@ -120,6 +141,15 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 				o.Pending += t.Pending
 				o.Processing += t.Processing
 				o.Failed += t.Failed
+			}
+			if wal != nil {
+				slot, err := wal.State(ctx)
+				if err != nil {
+					return statusJSON{}, err
+				}
+				if slot.Exists {
+					out.WALSlot = &walSlotJSON{Name: wal.Slot(), Active: slot.Active, RetainedBytes: slot.RetainedBytes}
+				}
 			}
 			return out, nil
 		}
@@ -178,6 +208,13 @@ func printStatus(w io.Writer, st statusJSON, asJSON bool) error {
 	fmt.Fprintf(w, "pending     %d\nprocessing  %d\ndone        %d\nfailed      %d\noldest pending  %s\n",
 		st.Pending, st.Processing, st.Done, st.Failed,
 		time.Duration(st.OldestPendingAgeSeconds*float64(time.Second)).Round(time.Millisecond))
+	if sl := st.WALSlot; sl != nil {
+		streamed := "streamed by a relay"
+		if !sl.Active {
+			streamed = "NOT streamed: no relay runs with --wal; the server keeps its WAL until one does or the slot is dropped (postbox relay --wal-drop-slot)"
+		}
+		fmt.Fprintf(w, "wal slot    %s: %d bytes of WAL retained, %s\n", sl.Name, sl.RetainedBytes, streamed)
+	}
 	if len(st.Types) == 0 && st.OtherTypes == nil {
 		return nil
 	}

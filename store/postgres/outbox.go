@@ -34,10 +34,16 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 		}()
 		query = s.sql.Get("claim_ordered")
 	}
+	return s.claim(ctx, query, p.Owner, p.Limit, p.Lease.Milliseconds())
+}
+
+// claim runs one of the claim queries with args, in the claims' turn
+// (claim_lock), and returns the events it leased in sequence order.
+func (s *Store) claim(ctx context.Context, query string, args ...any) (out []store.Delivery, err error) {
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("relay_async_commit"))
 	batch.Queue(s.sql.Get("claim_lock"), s.lockKey("claim"))
-	batch.Queue(query, p.Owner, p.Limit, p.Lease.Milliseconds())
+	batch.Queue(query, args...)
 	results := s.pool.SendBatch(ctx, batch)
 	defer results.Close()
 	for range 2 {

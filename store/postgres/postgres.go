@@ -65,7 +65,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: Config.Schema %q: use letters, digits and underscores (at most 48)", cfg.Schema)
 	}
 	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema, tx: pgxTransactor{pool}}
-	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL, deadLettersSQL, endpointsSQL)
+	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL, deadLettersSQL, endpointsSQL, walSQL)
 	s.inbox = sqlstore.NewInbox("postgres", inboxDialect{s.tx, s})
 	s.dead = sqlstore.NewDeadLetters("postgres", deadLetterSQL{s})
 	return s, nil

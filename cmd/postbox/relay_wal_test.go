@@ -1,0 +1,268 @@
+package main_test
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+// walSchemaStore is schemaStore in WAL mode ("postbox migrate --wal"); the
+// slot and the publication the relays create are dropped when the test
+// ends. It fails the test when the server cannot stream.
+func walSchemaStore(t *testing.T) (*postgres.Store, *postgres.WAL, []string) {
+	t.Helper()
+	s, db := schemaStore(t)
+	if out := runOK(t, append([]string{"migrate", "--wal"}, db...)...); !strings.Contains(out, "skip the notify trigger") {
+		t.Fatalf("migrate --wal said %q", out)
+	}
+	return s, pgtest.WAL(t, s), db
+}
+
+func slotActive(t *testing.T, w *postgres.WAL) bool {
+	t.Helper()
+	st, err := w.State(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st.Active
+}
+
+func walLSN(t *testing.T, s *postgres.Store, query string, args ...any) pglogrepl.LSN {
+	t.Helper()
+	var lsn pglogrepl.LSN
+	if err := s.Pool().QueryRow(context.Background(), query, args...).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// statusWALSlot is the wal_slot object of "postbox status --json" (nil
+// without one).
+func statusWALSlot(t *testing.T, db []string) map[string]any {
+	t.Helper()
+	out := runOK(t, append([]string{"status", "--json"}, db...)...)
+	var st struct {
+		WALSlot map[string]any `json:"wal_slot"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json printed %q: %v", out, err)
+	}
+	return st.WALSlot
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// postbox relay --wal: the plain-SQL inserts of a producer with no trigger
+// reach the sink from the slot (the poll is an hour away); the relay says
+// so at start, status and the metrics show the slot, and
+// --wal-drop-slot drops it.
+func TestShippedRelayWAL(t *testing.T) {
+	s, w, db := walSchemaStore(t)
+	var enabled string
+	if err := s.Pool().QueryRow(context.Background(),
+		"select tgenabled::text from pg_trigger where tgname = 'outbox_events_notify' and tgrelid = $1::regclass",
+		s.Table("outbox_events")).Scan(&enabled); err != nil || enabled != "D" {
+		t.Fatalf("after migrate --wal the notify trigger is %q (%v), want disabled", enabled, err)
+	}
+	rcv := receiver.New(t, secret, nil)
+	metrics := freeAddr(t)
+	logs, pid := startRelayLogged(t, append(db, "--wal", "--poll", "1h", "--metrics-addr", metrics,
+		"--webhook-url", rcv.URL, "--webhook-secret", secret)...)
+	want := fmt.Sprintf("streaming the outbox's inserts from slot postbox_%[1]s (publication postbox_%[1]s)", s.Schema())
+	waitFor(t, "the relay's start", 10*time.Second, func() bool { return strings.Contains(logs.String(), want) })
+	waitFor(t, "the relay to stream the slot", 10*time.Second, func() bool { return slotActive(t, w) })
+
+	for i := range 3 {
+		id := insertArticleEvent(t, s, fmt.Sprint(i))
+		rcv.WaitAccepted(t, i+1, 10*time.Second)
+		if got := rcv.Accepted()[i].ID; got != id {
+			t.Fatalf("delivered %s, want %s", got, id)
+		}
+	}
+	if sl := statusWALSlot(t, db); sl == nil || sl["name"] != w.Slot() || sl["active"] != true {
+		t.Fatalf("status --json wal_slot %v, want %s active", sl, w.Slot())
+	}
+	resp, err := http.Get("http://" + metrics + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := `postbox_wal_slot_retained_bytes{slot="` + w.Slot() + `"}`; !strings.Contains(string(body), want) {
+		t.Fatalf("metrics lack %s", want)
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the slot to be idle", 10*time.Second, func() bool { return !slotActive(t, w) })
+	insertArticleEvent(t, s, "while down")
+	out := runOK(t, append([]string{"status"}, db...)...)
+	if !strings.Contains(out, "wal slot    "+w.Slot()) || !strings.Contains(out, "NOT streamed") {
+		t.Fatalf("status with no relay streaming:\n%s", out)
+	}
+	if out := runOK(t, append([]string{"relay", "--wal-drop-slot"}, db...)...); !strings.Contains(out, "dropped slot "+w.Slot()) {
+		t.Fatalf("relay --wal-drop-slot said %q", out)
+	}
+	if sl := statusWALSlot(t, db); sl != nil {
+		t.Fatalf("status shows a dropped slot: %v", sl)
+	}
+}
+
+// A WAL relay killed with SIGKILL in the middle of a drain: the slot was
+// not confirmed past what it had not recorded, and after a restart every
+// event is delivered.
+func TestWALRelayKilledMidDrainLosesNothing(t *testing.T) {
+	s, w, db := walSchemaStore(t)
+	slow := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		time.Sleep(50 * time.Millisecond)
+		return 0
+	})
+	args := []string{"--wal", "--retention", "1h", "--lease", "1s", "--concurrency", "8", "--webhook-url", slow.URL, "--webhook-secret", secret}
+	_, pid := startRelayLogged(t, append(db, args...)...)
+	waitFor(t, "the relay to stream the slot", 10*time.Second, func() bool { return slotActive(t, w) })
+
+	var ids []string
+	for range 20 {
+		err := pgx.BeginFunc(context.Background(), s.Pool(), func(tx pgx.Tx) error {
+			for range 10 {
+				var id string
+				if err := tx.QueryRow(context.Background(), "insert into "+s.Table("outbox_events")+
+					"(aggregate_type, aggregate_id, event_type, payload) values ('order', gen_random_uuid()::text, 'order.created', '{}') returning id::text").Scan(&id); err != nil {
+					return err
+				}
+				ids = append(ids, id)
+			}
+			return nil
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := walLSN(t, s, "select pg_current_wal_lsn()")
+	waitFor(t, "some deliveries", 20*time.Second, func() bool { return len(slow.Accepted()) >= 30 })
+	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the slot to be idle", 10*time.Second, func() bool { return !slotActive(t, w) })
+	if st := status(t, db); st["done"] >= float64(len(ids)) {
+		t.Fatalf("the relay finished before it was killed (%v): the test did not kill it mid-drain", st)
+	}
+	if confirmed := walLSN(t, s, "select confirmed_flush_lsn from pg_replication_slots where slot_name = $1", w.Slot()); confirmed >= end {
+		t.Fatalf("the slot was confirmed at %s, past the end of the inserts %s, before their outcomes were recorded", confirmed, end)
+	}
+
+	startRelayLogged(t, append(db, args...)...)
+	waitFor(t, "every event done", 60*time.Second, func() bool { return status(t, db)["done"] == float64(len(ids)) })
+	if st := status(t, db); st["processing"] != 0 || st["pending"] != 0 || st["failed"] != 0 {
+		t.Fatalf("after restart: %v", st)
+	}
+	got := map[string]bool{}
+	for _, d := range slow.Accepted() {
+		got[d.ID] = true
+	}
+	for _, id := range ids {
+		if !got[id] {
+			t.Fatalf("event %s never delivered", id)
+		}
+	}
+}
+
+// relay --wal refuses to start, saying what to do, when the server's
+// wal_level is not logical; on a server where it is, when the user lacks
+// the REPLICATION attribute.
+func TestWALRelayRefusals(t *testing.T) {
+	pool := pgtest.Pool(t)
+	var level string
+	if err := pool.QueryRow(context.Background(), "show wal_level").Scan(&level); err != nil {
+		t.Fatal(err)
+	}
+	s, db := schemaStore(t)
+	want := "wal_level = logical, and the server has " + level + `: run "alter system set wal_level = logical"`
+	if level == "logical" {
+		b := make([]byte, 4)
+		_, _ = rand.Read(b)
+		role := "pbtest_norepl_" + hex.EncodeToString(b)
+		if _, err := pool.Exec(context.Background(), "create role "+role+" login nosuperuser noreplication"); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "drop role "+role) })
+		u, err := url.Parse(pgtest.URL())
+		if err != nil {
+			t.Fatal(err)
+		}
+		u.User = url.User(role)
+		db = []string{"--db", u.String(), "--schema", s.Schema()}
+		want = `a user with the REPLICATION attribute: run "alter role <user> replication"`
+	}
+	cmd := command(append([]string{"relay", "--wal"}, db...)...)
+	cmd.Env = append(cmd.Env, "WEBHOOK_URL=http://127.0.0.1:1", "WEBHOOK_SECRET="+secret)
+	if last := runFails(t, cmd); !strings.Contains(last, want) {
+		t.Fatalf("relay --wal on a %s server said %q, want %q", level, last, want)
+	}
+}
+
+// Two relays in WAL mode: the second stands by while the first streams,
+// and takes over when the first is killed with SIGKILL; no event is lost.
+func TestWALStandbyTakesOverFromKilledRelay(t *testing.T) {
+	s, w, db := walSchemaStore(t)
+	rcv := receiver.New(t, secret, nil)
+	args := append(db, "--wal", "--lease", "1s", "--webhook-url", rcv.URL, "--webhook-secret", secret)
+	_, first := startRelayLogged(t, args...)
+	waitFor(t, "the first relay to stream the slot", 10*time.Second, func() bool { return slotActive(t, w) })
+	standby, _ := startRelayLogged(t, args...)
+	waitFor(t, "the second relay to stand by", 10*time.Second, func() bool { return strings.Contains(standby.String(), "standing by") })
+
+	var ids []string
+	for i := range 20 {
+		ids = append(ids, insertArticleEvent(t, s, fmt.Sprint("before-", i)))
+	}
+	rcv.WaitAccepted(t, 20, 10*time.Second)
+	if err := syscall.Kill(first, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 20 {
+		ids = append(ids, insertArticleEvent(t, s, fmt.Sprint("after-", i)))
+	}
+	waitFor(t, "the standby to stream", 20*time.Second, func() bool { return strings.Contains(standby.String(), "streaming again") })
+	waitFor(t, "every event delivered", 20*time.Second, func() bool {
+		got := map[string]bool{}
+		for _, d := range rcv.Accepted() {
+			got[d.ID] = true
+		}
+		for _, id := range ids {
+			if !got[id] {
+				return false
+			}
+		}
+		return true
+	})
+}

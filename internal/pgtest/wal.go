@@ -1,0 +1,41 @@
+package pgtest
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+// WAL returns the WAL stream of s (postgres.WAL, its default slot and
+// publication), dropped when t ends: a slot left behind would keep the
+// server's WAL forever. The WAL tests need a server with wal_level =
+// logical (.ci/run sets it): on another, WAL fails the test, saying so.
+func WAL(t testing.TB, s *postgres.Store) *postgres.WAL {
+	t.Helper()
+	w, err := s.WAL(postgres.WALConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := w.Check(context.Background()); err != nil {
+		t.Fatalf("pgtest: the WAL tests need a server with wal_level = logical at %s: %v", URL(), err)
+	}
+	t.Cleanup(func() {
+		// The relays stopped; their replication connections may take a
+		// moment to end on the server.
+		deadline := time.Now().Add(10 * time.Second)
+		for {
+			err := w.Drop(context.Background())
+			if err == nil {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("pgtest: drop the slot %s: %v", w.Slot(), err)
+				return
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+	})
+	return w
+}

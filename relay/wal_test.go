@@ -1,0 +1,178 @@
+package relay_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/jackc/pglogrepl"
+
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+// walStore is a migrated store in WAL mode (no notify trigger) and its
+// stream; the slot and the publication are dropped when the test ends.
+func walStore(t *testing.T) (*postgres.Store, *postgres.WAL) {
+	t.Helper()
+	s := pgtest.Store(t)
+	if err := s.SetProducerNotify(context.Background(), false); err != nil {
+		t.Fatal(err)
+	}
+	return s, pgtest.WAL(t, s)
+}
+
+// waitStreaming waits until a relay streams the slot.
+func waitStreaming(t *testing.T, w *postgres.WAL) {
+	t.Helper()
+	waitFor(t, "a relay to stream "+w.String(), 10*time.Second, func() bool {
+		st, err := w.State(context.Background())
+		return err == nil && st.Active
+	})
+}
+
+// insertSQL writes one event per transaction with the article's plain SQL
+// insert, n events for each aggregate, the aggregates interleaved; it
+// returns the server's WAL position once they are all committed.
+func insertSQL(t *testing.T, s *postgres.Store, aggregates []string, n int) pglogrepl.LSN {
+	t.Helper()
+	ctx := context.Background()
+	insert := `insert into ` + s.Table("outbox_events") + `(aggregate_type, aggregate_id, event_type, payload) values ('order', $1, 'order.updated', $2)`
+	for i := range n {
+		for _, agg := range aggregates {
+			b, _ := json.Marshal(payload{Agg: agg, N: i})
+			if _, err := s.Pool().Exec(ctx, insert, agg, b); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	var end pglogrepl.LSN
+	if err := s.Pool().QueryRow(ctx, "select pg_current_wal_lsn()").Scan(&end); err != nil {
+		t.Fatal(err)
+	}
+	return end
+}
+
+func confirmedFlush(t *testing.T, s *postgres.Store, w *postgres.WAL) pglogrepl.LSN {
+	t.Helper()
+	var lsn pglogrepl.LSN
+	err := s.Pool().QueryRow(context.Background(),
+		"select confirmed_flush_lsn from pg_replication_slots where slot_name = $1", w.Slot()).Scan(&lsn)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+// Plain-SQL inserts reach the sink through the slot alone (the poll is an
+// hour away and no trigger notifies), in commit order per aggregate, and
+// the slot is confirmed past them once they are recorded.
+func TestWALDeliversPlainSQLInsertsInCommitOrder(t *testing.T) {
+	s, w := walStore(t)
+	rcv := receiver.New(t, secret, nil)
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour})
+	waitStreaming(t, w)
+
+	aggregates := []string{"a", "b", "c", "d"}
+	end := insertSQL(t, s, aggregates, 25)
+	rcv.WaitAccepted(t, 100, 20*time.Second)
+	waitFor(t, "the slot to be confirmed past the inserts", 10*time.Second, func() bool {
+		return confirmedFlush(t, s, w) >= end
+	})
+	checkOrder(t, rcv.Accepted(), map[string]int{"a": 25, "b": 25, "c": 25, "d": 25})
+	if st := stats(t, s); st.Done != 100 || st.Pending != 0 {
+		t.Fatalf("stats %+v, want 100 done", st)
+	}
+}
+
+// A first attempt that fails is settled as a retry in the table, and the
+// polling claim delivers it.
+func TestWALRetriesGoThroughTheTable(t *testing.T) {
+	s, w := walStore(t)
+	rcv := receiver.New(t, secret, func(_ http.ResponseWriter, _ *http.Request, _ receiver.Delivery, n int) int {
+		if n == 1 {
+			return http.StatusServiceUnavailable
+		}
+		return http.StatusOK
+	})
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w,
+		PollInterval: 50 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond})
+	waitStreaming(t, w)
+	insertSQL(t, s, []string{"a"}, 1)
+	rcv.WaitAccepted(t, 1, 10*time.Second)
+	id := rcv.Accepted()[0].ID
+	if n := rcv.Attempts(id); n != 2 {
+		t.Fatalf("%d attempts, want 2", n)
+	}
+	waitFor(t, "the event to be done", 5*time.Second, func() bool { return stats(t, s).Done == 1 })
+}
+
+// Only one relay streams the slot; a second one stands by and takes over
+// when the first stops.
+func TestWALStandbyTakesOver(t *testing.T) {
+	s, w := walStore(t)
+	rcv := receiver.New(t, secret, nil)
+	cfg := relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour}
+	first := cfg
+	first.Owner = "first"
+	stopFirst := start(t, first)
+	waitStreaming(t, w)
+	second := cfg
+	second.Owner = "second"
+	second.Logger = nil
+	r, err := relay.New(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	standing := make(chan error, 1)
+	go func() { standing <- r.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-standing; err != nil {
+			t.Errorf("second relay: %v", err)
+		}
+	})
+
+	// Its first claim (at start) done, the standby polls no more: what
+	// it delivers comes from the slot.
+	waitFor(t, "the standby's first claim", 10*time.Second, r.Ready)
+	insertSQL(t, s, []string{"a", "b"}, 5)
+	rcv.WaitAccepted(t, 10, 10*time.Second)
+	stopFirst()
+	end := insertSQL(t, s, []string{"a", "b"}, 5)
+	rcv.WaitAccepted(t, 20, 20*time.Second)
+	waitFor(t, "the standby to confirm the slot", 10*time.Second, func() bool {
+		return confirmedFlush(t, s, w) >= end
+	})
+	checkOrder(t, rcv.Accepted()[:10], map[string]int{"a": 5, "b": 5})
+	checkOrder(t, rcv.Accepted()[10:], map[string]int{"a": 5, "b": 5})
+	if got := r.Stats().Claimed; got != 10 {
+		t.Fatalf("the standby claimed %d events, want the 10 written after the first relay stopped", got)
+	}
+}
+
+// An event written before the relay streamed (no slot yet) is delivered
+// by the polling claim.
+func TestWALPollingTakesWhatTheStreamMissed(t *testing.T) {
+	s, w := walStore(t)
+	rcv := receiver.New(t, secret, nil)
+	insertSQL(t, s, []string{"early"}, 3)
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: 50 * time.Millisecond})
+	rcv.WaitAccepted(t, 3, 10*time.Second)
+	waitFor(t, "the events to be done", 5*time.Second, func() bool { return stats(t, s).Done == 3 })
+}
+
+func TestWALRefusesOrdered(t *testing.T) {
+	s, w := walStore(t)
+	_, err := relay.New(relay.Config{Store: s, Sink: newSink(t, "http://127.0.0.1:1", time.Second), Stream: w, Ordered: true})
+	if err == nil || !strings.Contains(err.Error(), "Ordered") {
+		t.Fatalf("relay.New with Stream and Ordered: %v, want a refusal naming Ordered", err)
+	}
+}

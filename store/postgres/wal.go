@@ -1,0 +1,481 @@
+package postgres
+
+import (
+	"context"
+	_ "embed"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+	"github.com/jackc/pgx/v5/pgconn/ctxwatch"
+	"github.com/jackc/pgx/v5/pgproto3"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+//go:embed wal.sql
+var walSQL string
+
+// WALConfig names the replication slot and the publication of WAL mode.
+type WALConfig struct {
+	// Slot is the logical replication slot (default "postbox_" and the
+	// schema, in lower case). Lower-case letters, digits and underscores.
+	Slot string
+	// Publication publishes the outbox table's inserts (default: the
+	// slot's name).
+	Publication string
+}
+
+// WAL is the outbox's inserts read from the write-ahead log: a logical
+// replication slot (pgoutput) on a publication of the outbox table only. The
+// relay uses it as its stream (relay.Config.Stream); postbox status reads
+// its State. It needs wal_level = logical and a user with the REPLICATION
+// attribute (Check).
+type WAL struct {
+	s           *Store
+	slot        string
+	publication string
+}
+
+var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
+
+// WAL returns the store's WAL stream. It does not touch the database: the
+// publication and the slot are created by the first Follow.
+func (s *Store) WAL(cfg WALConfig) (*WAL, error) {
+	if cfg.Slot == "" {
+		cfg.Slot = "postbox_" + strings.ToLower(s.schema)
+	}
+	if cfg.Publication == "" {
+		cfg.Publication = cfg.Slot
+	}
+	for _, name := range []string{cfg.Slot, cfg.Publication} {
+		if !slotName.MatchString(name) {
+			return nil, fmt.Errorf("postgres: WAL slot or publication %q: use lower-case letters, digits and underscores (at most 63)", name)
+		}
+	}
+	return &WAL{s: s, slot: cfg.Slot, publication: cfg.Publication}, nil
+}
+
+// Slot is the replication slot's name.
+func (w *WAL) Slot() string { return w.slot }
+
+// Publication is the publication's name.
+func (w *WAL) Publication() string { return w.publication }
+
+// String names the stream for logs: "slot S (publication P)".
+func (w *WAL) String() string {
+	return fmt.Sprintf("slot %s (publication %s)", w.slot, w.publication)
+}
+
+// Check returns an error saying what to do when the server or the user
+// cannot stream: wal_level is not logical, or the user lacks REPLICATION.
+func (w *WAL) Check(ctx context.Context) error {
+	var level string
+	var replication bool
+	if err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_preconditions")).Scan(&level, &replication); err != nil {
+		return fmt.Errorf("postgres: WAL mode: %w", err)
+	}
+	if level != "logical" {
+		return fmt.Errorf("postgres: WAL mode needs wal_level = logical, and the server has %s: run \"alter system set wal_level = logical\" as a superuser and restart PostgreSQL (or run the relay without --wal)", level)
+	}
+	if !replication {
+		return errors.New("postgres: WAL mode needs a user with the REPLICATION attribute: run \"alter role <user> replication\" as a superuser (or run the relay without --wal)")
+	}
+	return nil
+}
+
+// SlotState is what the server knows of the slot.
+type SlotState struct {
+	// Exists is false until the first relay in WAL mode has streamed.
+	Exists bool
+	// Active: a relay streams the slot now (it has started streaming: a
+	// slot being created is not active yet).
+	Active bool
+	// RetainedBytes is the WAL the slot keeps from being recycled: from
+	// the position it last confirmed to the server's current one. It grows
+	// while no relay streams the slot.
+	RetainedBytes int64
+}
+
+// State reads the slot's state.
+func (w *WAL) State(ctx context.Context) (SlotState, error) {
+	st := SlotState{Exists: true}
+	err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_slot_state"), w.slot).Scan(&st.Active, &st.RetainedBytes)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return SlotState{}, nil
+	}
+	if err != nil {
+		return SlotState{}, fmt.Errorf("postgres: slot %s: %w", w.slot, err)
+	}
+	return st, nil
+}
+
+// Drop drops the slot and the publication (the slot must not be active:
+// stop the relays streaming it first). Events written since are delivered
+// by the relays' polling claims, or by the stream of a new slot.
+func (w *WAL) Drop(ctx context.Context) error {
+	if _, err := w.s.pool.Exec(ctx, w.s.sql.Get("wal_drop_slot"), w.slot); err != nil {
+		return fmt.Errorf("postgres: drop slot %s: %w", w.slot, err)
+	}
+	if _, err := w.s.pool.Exec(ctx, w.publicationSQL("wal_drop_publication")); err != nil {
+		return fmt.Errorf("postgres: drop publication %s: %w", w.publication, err)
+	}
+	return nil
+}
+
+// SetProducerNotify turns the producers' notify trigger on (the default
+// mode, where relays wait for notifications) or off (WAL mode, where the
+// stream brings the events and producers' commits skip the trigger).
+func (s *Store) SetProducerNotify(ctx context.Context, on bool) error {
+	query := "producer_notify_off"
+	if on {
+		query = "producer_notify_on"
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.Get(query)); err != nil {
+		return fmt.Errorf("postgres: %s: %w", strings.ReplaceAll(query, "_", " "), err)
+	}
+	return nil
+}
+
+// ClaimIDs leases to p.Owner, for p.Lease, those of ids that are due and
+// that no relay holds (at most p.Limit), as Claim does, and returns them in
+// sequence order.
+func (w *WAL) ClaimIDs(ctx context.Context, p store.ClaimParams, ids []uuid.UUID) ([]store.Delivery, error) {
+	return w.s.claim(ctx, w.s.sql.Get("claim_ids"), p.Owner, p.Limit, p.Lease.Milliseconds(), ids)
+}
+
+func (w *WAL) publicationSQL(name string) string {
+	return strings.ReplaceAll(w.s.sql.Get(name), "{publication}", pgx.Identifier{w.publication}.Sanitize())
+}
+
+// walStatusInterval is how often the stream confirms its position to the
+// server (and how long a receive waits at most).
+const walStatusInterval = time.Second
+
+// walTxnQueue bounds the committed transactions read ahead of deliveries.
+const walTxnQueue = 4096
+
+// walBatchMax bounds the events handed to one call of Follow's deliver.
+const walBatchMax = 2000
+
+// committed is what the stream read of one transaction: the ids of the
+// outbox events it inserted, and the position just past its commit. A
+// position read from a keepalive comes with no ids.
+type committed struct {
+	xid uint32
+	ids []uuid.UUID
+	end pglogrepl.LSN
+}
+
+// Follow creates the publication and the slot if missing, streams the slot,
+// and calls deliver with the ids of the outbox's inserts, in commit order,
+// a batch of whole transactions at a time. It confirms a position to the
+// server only once deliver has returned nil for everything committed
+// before it, so that after a crash the stream starts again from the
+// first batch not confirmed: events may come twice, never not at all.
+// deliver must have recorded the outcome of each event (delivered, retry
+// scheduled, failed, or back in the table) when it returns nil.
+//
+// Follow returns when ctx ends (nil), deliver fails, or the stream cannot
+// run: the slot is streamed by another relay (a second one then waits,
+// calling Follow again), the connection broke.
+func (w *WAL) Follow(ctx context.Context, deliver func(ctx context.Context, ids []uuid.UUID) error) error {
+	if err := w.createPublication(ctx); err != nil {
+		return err
+	}
+	conn, err := w.connect(ctx)
+	if err != nil {
+		return err
+	}
+	defer func() {
+		closeCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = conn.Close(closeCtx)
+	}()
+	if err := w.createSlot(ctx, conn); err != nil {
+		return err
+	}
+	err = pglogrepl.StartReplication(ctx, conn, w.slot, 0, pglogrepl.StartReplicationOptions{
+		PluginArgs: []string{"proto_version '1'", fmt.Sprintf("publication_names '%s'", w.publication)},
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
+	}
+
+	streamCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	txns := make(chan committed, walTxnQueue)
+	var confirmed lsnBox
+	readErr := make(chan error, 1)
+	go func() {
+		readErr <- w.read(streamCtx, conn, txns, &confirmed)
+		close(txns)
+	}()
+	deliverErr := w.deliverAll(streamCtx, txns, &confirmed, deliver)
+	stop()
+	err = <-readErr
+	switch {
+	case ctx.Err() != nil:
+		return nil
+	case deliverErr != nil:
+		return deliverErr
+	}
+	return err
+}
+
+// deliverAll hands the transactions read to deliver, a batch at a time,
+// and records the position each delivered batch ends at.
+func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *lsnBox, deliver func(context.Context, []uuid.UUID) error) error {
+	var ids []uuid.UUID
+	var xids []int64
+	for first := range txns {
+		ids, xids = ids[:0], xids[:0]
+		end := first.end
+		t, ok := first, true
+		for ok {
+			if len(t.ids) > 0 {
+				ids = append(ids, t.ids...)
+				xids = append(xids, int64(t.xid))
+			}
+			end = t.end
+			if len(ids) >= walBatchMax {
+				break
+			}
+			select {
+			case t, ok = <-txns:
+			default:
+				ok = false
+			}
+		}
+		if len(ids) > 0 {
+			if err := w.waitVisible(ctx, xids); err != nil {
+				return err
+			}
+			if err := deliver(ctx, ids); err != nil {
+				return err
+			}
+		}
+		confirmed.advance(end)
+	}
+	return nil
+}
+
+// waitVisible waits until the transactions xids are visible to other
+// transactions: until then a claim would not see their events.
+func (w *WAL) waitVisible(ctx context.Context, xids []int64) error {
+	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		var visible bool
+		if err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_visible"), xids).Scan(&visible); err != nil {
+			return fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
+		}
+		if visible {
+			return nil
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		}
+	}
+}
+
+// read decodes the stream into committed transactions, answers the
+// server's keepalives, and confirms the delivered position every
+// walStatusInterval. It is the only user of conn.
+func (w *WAL) read(ctx context.Context, conn *pgconn.PgConn, txns chan<- committed, confirmed *lsnBox) error {
+	idColumn := map[uint32]int{} // outbox relation id -> position of its id column
+	var txn *committed
+	var sent pglogrepl.LSN
+	nextStatus := time.Now().Add(walStatusInterval)
+	for {
+		if pos := confirmed.get(); pos > sent || time.Now().After(nextStatus) {
+			if err := w.confirm(ctx, conn, pos); err != nil {
+				return err
+			}
+			sent, nextStatus = pos, time.Now().Add(walStatusInterval)
+		}
+		recvCtx, cancel := context.WithDeadline(ctx, nextStatus)
+		msg, err := conn.ReceiveMessage(recvCtx)
+		cancel()
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil
+			}
+			if pgconn.Timeout(err) {
+				continue
+			}
+			return fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
+		}
+		var data []byte
+		switch m := msg.(type) {
+		case *pgproto3.CopyData:
+			data = m.Data
+		case *pgproto3.ErrorResponse:
+			return fmt.Errorf("postgres: stream slot %s: %w", w.slot, pgconn.ErrorResponseToPgError(m))
+		default:
+			continue
+		}
+		if len(data) == 0 {
+			continue
+		}
+		switch data[0] {
+		case pglogrepl.PrimaryKeepaliveMessageByteID:
+			ka, err := pglogrepl.ParsePrimaryKeepaliveMessage(data[1:])
+			if err != nil {
+				return fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
+			}
+			if txn == nil {
+				// Everything before ka.ServerWALEnd was sent: once the
+				// transactions read are delivered, it may be confirmed.
+				select {
+				case txns <- committed{end: ka.ServerWALEnd}:
+				default:
+				}
+			}
+			if ka.ReplyRequested {
+				nextStatus = time.Time{}
+			}
+		case pglogrepl.XLogDataByteID:
+			x, err := pglogrepl.ParseXLogData(data[1:])
+			if err != nil {
+				return fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
+			}
+			if err := w.decode(ctx, x.WALData, idColumn, &txn, txns); err != nil {
+				return err
+			}
+		}
+	}
+}
+
+// decode reads one pgoutput message: it remembers the outbox relation's id
+// column, collects the ids a transaction inserts and queues the
+// transaction at its commit.
+func (w *WAL) decode(ctx context.Context, data []byte, idColumn map[uint32]int, txn **committed, txns chan<- committed) error {
+	msg, err := pglogrepl.Parse(data)
+	if err != nil {
+		return fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
+	}
+	switch m := msg.(type) {
+	case *pglogrepl.RelationMessage:
+		if m.Namespace != w.s.schema || m.RelationName != "outbox_events" {
+			return nil
+		}
+		for i, c := range m.Columns {
+			if c.Name == "id" {
+				idColumn[m.RelationID] = i
+				return nil
+			}
+		}
+		return fmt.Errorf("postgres: stream slot %s: the outbox table has no id column", w.slot)
+	case *pglogrepl.BeginMessage:
+		*txn = &committed{xid: m.Xid}
+	case *pglogrepl.InsertMessage:
+		i, ok := idColumn[m.RelationID]
+		if !ok || *txn == nil || m.Tuple == nil || i >= len(m.Tuple.Columns) {
+			return nil
+		}
+		id, err := uuid.ParseBytes(m.Tuple.Columns[i].Data)
+		if err != nil {
+			return fmt.Errorf("postgres: stream slot %s: an outbox id: %w", w.slot, err)
+		}
+		(*txn).ids = append((*txn).ids, id)
+	case *pglogrepl.CommitMessage:
+		if *txn == nil {
+			return nil
+		}
+		(*txn).end = m.TransactionEndLSN
+		select {
+		case txns <- **txn:
+		case <-ctx.Done():
+		}
+		*txn = nil
+	}
+	return nil
+}
+
+// confirm tells the server that everything before pos is delivered: the
+// slot may let that WAL go. It also keeps the connection alive; the server
+// ignores a zero position (nothing delivered yet).
+func (w *WAL) confirm(ctx context.Context, conn *pgconn.PgConn, pos pglogrepl.LSN) error {
+	err := pglogrepl.SendStandbyStatusUpdate(ctx, conn, pglogrepl.StandbyStatusUpdate{WALWritePosition: pos})
+	if err != nil {
+		return fmt.Errorf("postgres: confirm slot %s at %s: %w", w.slot, pos, err)
+	}
+	return nil
+}
+
+// connect opens a replication connection like the pool's connections. A
+// receive that waits past its deadline gives up without cancelling on the
+// server, so the connection lives on.
+func (w *WAL) connect(ctx context.Context) (*pgconn.PgConn, error) {
+	cfg := w.s.pool.Config().ConnConfig.Config.Copy()
+	cfg.RuntimeParams["replication"] = "database"
+	cfg.BuildContextWatcherHandler = func(c *pgconn.PgConn) ctxwatch.Handler {
+		return &pgconn.DeadlineContextWatcherHandler{Conn: c.Conn()}
+	}
+	connectCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	conn, err := pgconn.ConnectConfig(connectCtx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: replication connection: %w", err)
+	}
+	return conn, nil
+}
+
+func (w *WAL) createPublication(ctx context.Context) error {
+	var exists bool
+	if err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_publication_exists"), w.publication).Scan(&exists); err != nil {
+		return fmt.Errorf("postgres: publication %s: %w", w.publication, err)
+	}
+	if exists {
+		return nil
+	}
+	_, err := w.s.pool.Exec(ctx, w.publicationSQL("wal_create_publication"))
+	if err != nil && !isDuplicate(err) {
+		return fmt.Errorf("postgres: create publication %s: %w", w.publication, err)
+	}
+	return nil
+}
+
+func (w *WAL) createSlot(ctx context.Context, conn *pgconn.PgConn) error {
+	st, err := w.State(ctx)
+	if err != nil || st.Exists {
+		return err
+	}
+	_, err = pglogrepl.CreateReplicationSlot(ctx, conn, w.slot, "pgoutput",
+		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+	if err != nil && !isDuplicate(err) {
+		return fmt.Errorf("postgres: create slot %s: %w", w.slot, err)
+	}
+	return nil
+}
+
+// isDuplicate reports a duplicate_object error: another relay created it.
+func isDuplicate(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42710"
+}
+
+// lsnBox is a position shared by the delivering and the reading goroutine.
+type lsnBox struct{ v atomic.Uint64 }
+
+// advance moves the position forward to pos (never back).
+func (b *lsnBox) advance(pos pglogrepl.LSN) {
+	for {
+		cur := b.v.Load()
+		if uint64(pos) <= cur || b.v.CompareAndSwap(cur, uint64(pos)) {
+			return
+		}
+	}
+}
+
+func (b *lsnBox) get() pglogrepl.LSN { return pglogrepl.LSN(b.v.Load()) }

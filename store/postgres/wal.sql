@@ -1,0 +1,77 @@
+-- Named queries of the WAL mode (see wal.go): the outbox's inserts read from
+-- a logical replication slot, through a publication of the outbox table.
+-- "{publication}" is replaced by the quoted publication name.
+
+-- name: wal_preconditions
+-- What WAL mode needs of the server and the user: wal_level = logical, and
+-- the REPLICATION attribute (or a superuser).
+select current_setting('wal_level'),
+       coalesce((select rolreplication or rolsuper from pg_roles where rolname = current_user), false);
+
+-- name: wal_publication_exists
+select exists (select 1 from pg_publication where pubname = $1);
+
+-- name: wal_create_publication
+-- Inserts into the outbox table only: updates and deletes (the relay's own
+-- settling) are not streamed.
+create publication {publication} for table {schema}.outbox_events with (publish = 'insert');
+
+-- name: wal_drop_publication
+drop publication if exists {publication};
+
+-- name: wal_slot_state
+-- The slot, if it exists: whether a relay streams it, and the WAL it keeps
+-- the server from recycling (from what it last confirmed to the server's
+-- current position), in bytes. A slot being created is active too, but
+-- its walsender is still starting up (and streams nothing committed before
+-- the creation ends); a user who may not read other users' walsender
+-- states sees the slot's active flag alone.
+select s.active and coalesce(r.state, 'streaming') <> 'startup',
+       coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), coalesce(s.confirmed_flush_lsn, s.restart_lsn)), 0)::bigint
+from pg_replication_slots s
+left join pg_stat_replication r on r.pid = s.active_pid
+where s.slot_name = $1;
+
+-- name: wal_drop_slot
+select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1;
+
+-- name: wal_visible
+-- Whether the transactions $1 (32-bit ids, as the stream gives them) are
+-- all visible to a new snapshot. A commit reaches the log a moment before
+-- its rows become visible to other transactions: the stream waits for this
+-- before claiming them. Each id is taken in the epoch of the snapshot's
+-- xmax, or the one before when it is above xmax's low 32 bits (the
+-- transactions are recent).
+with snap as (
+  select pg_current_snapshot() as s, pg_snapshot_xmax(pg_current_snapshot())::text::bigint as xmax
+)
+select coalesce(bool_and(pg_visible_in_snapshot(
+  ((((xmax >> 32) - (xid > (xmax & 4294967295))::int) << 32) | xid)::text::xid8, s)), true)
+from snap, unnest($1::bigint[]) as xid;
+
+-- name: claim_ids
+-- Like claim, but only the events among $4 that are due and not leased: the
+-- events the stream brought, claimed under the same leases as the polling
+-- claim, so that no event is delivered by both at once.
+with leased as (
+  select unnest(ids) as id from {schema}.outbox_leases
+), due as (
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at
+  from {schema}.outbox_events e
+  where e.id = any($4::uuid[])
+    and e.status = 'pending' and e.available_at <= now()
+    and e.id not in (select id from leased)
+  limit $2
+), lease as (
+  insert into {schema}.outbox_leases (owner, ids, expires_at)
+  select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
+  having count(*) > 0
+)
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at from due;
+
+-- name: producer_notify_off
+-- WAL mode: producers need no notification; their commits skip the trigger.
+alter table {schema}.outbox_events disable trigger outbox_events_notify;
+
+-- name: producer_notify_on
+alter table {schema}.outbox_events enable trigger outbox_events_notify;

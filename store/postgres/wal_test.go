@@ -1,0 +1,214 @@
+package postgres_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pglogrepl"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+// follow runs w.Follow with deliver until stop is called or the test ends,
+// once the slot is streamed, and returns Follow's error on done.
+func follow(t *testing.T, w *postgres.WAL, deliver func(context.Context, []uuid.UUID) error) (stop func(), done <-chan error) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // before the slot is dropped
+	out := make(chan error, 1)
+	go func() { out <- w.Follow(ctx, deliver) }()
+	waitUntil(t, "the slot to be streamed", func() bool {
+		st, err := w.State(context.Background())
+		return err == nil && st.Active
+	})
+	return cancel, out
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func walPosition(t *testing.T, s *postgres.Store, query string, args ...any) pglogrepl.LSN {
+	t.Helper()
+	var lsn pglogrepl.LSN
+	if err := s.Pool().QueryRow(context.Background(), query, args...).Scan(&lsn); err != nil {
+		t.Fatal(err)
+	}
+	return lsn
+}
+
+func newEvent() postbox.Event {
+	return postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: "1", EventType: "order.created", Payload: []byte(`{}`)}
+}
+
+// Follow hands over the ids of committed inserts in commit order, and
+// confirms the slot only past what deliver accepted: after a deliver that
+// failed, the next Follow starts again with the transaction it failed on.
+func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
+	s := pgtest.Store(t)
+	w := pgtest.WAL(t, s)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var got []uuid.UUID
+	failOn := uuid.Nil
+	deliver := func(_ context.Context, ids []uuid.UUID) error {
+		mu.Lock()
+		defer mu.Unlock()
+		if slices.Contains(ids, failOn) {
+			return errors.New("the sink is down")
+		}
+		got = append(got, ids...)
+		return nil
+	}
+	delivered := func() []uuid.UUID {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Clone(got)
+	}
+
+	_, done := follow(t, w, deliver)
+	first, second := newEvent(), newEvent()
+	mu.Lock()
+	failOn = second.ID
+	mu.Unlock()
+	if err := s.Enqueue(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the first event", func() bool { return len(delivered()) == 1 })
+	if err := s.Enqueue(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "the sink is down") {
+			t.Fatalf("Follow returned %v, want deliver's error", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("Follow did not return deliver's error")
+	}
+	end := walPosition(t, s, "select pg_current_wal_lsn()")
+	waitUntil(t, "the slot to be idle", func() bool { st, _ := w.State(ctx); return !st.Active })
+	if c := walPosition(t, s, "select confirmed_flush_lsn from pg_replication_slots where slot_name = $1", w.Slot()); c >= end {
+		t.Fatalf("slot confirmed at %s, past the failed delivery (WAL at %s)", c, end)
+	}
+
+	mu.Lock()
+	failOn = uuid.Nil
+	mu.Unlock()
+	stop, done := follow(t, w, deliver)
+	third := newEvent()
+	if err := s.Enqueue(ctx, third); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the second and third events", func() bool { return len(delivered()) >= 3 })
+	if ids := delivered(); !slices.Equal(ids, []uuid.UUID{first.ID, second.ID, third.ID}) {
+		t.Fatalf("delivered %v, want %v", ids, []uuid.UUID{first.ID, second.ID, third.ID})
+	}
+	end = walPosition(t, s, "select pg_current_wal_lsn()")
+	waitUntil(t, "the slot to be confirmed", func() bool {
+		return walPosition(t, s, "select confirmed_flush_lsn from pg_replication_slots where slot_name = $1", w.Slot()) >= end
+	})
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Follow after its context ended: %v", err)
+	}
+}
+
+// A second Follow of a slot another one streams fails (its caller stands
+// by); State says the slot is active and how much WAL it retains.
+func TestWALOneFollowerAtATime(t *testing.T) {
+	s := pgtest.Store(t)
+	w := pgtest.WAL(t, s)
+	_, firstDone := follow(t, w, func(context.Context, []uuid.UUID) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := w.Follow(ctx, func(context.Context, []uuid.UUID) error { return nil }); err == nil || !strings.Contains(err.Error(), "is active") {
+		select {
+		case err := <-firstDone:
+			t.Errorf("the first Follow returned %v", err)
+		default:
+		}
+		t.Fatalf("a second Follow returned %v, want the slot is active", err)
+	}
+	st, err := w.State(ctx)
+	if err != nil || !st.Exists || !st.Active || st.RetainedBytes < 0 {
+		t.Fatalf("State %+v, %v", st, err)
+	}
+}
+
+// ClaimIDs leases only the given events that no one holds, under the same
+// leases as Claim.
+func TestWALClaimIDs(t *testing.T) {
+	s := pgtest.Store(t)
+	w, err := s.WAL(postgres.WALConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	a, b, c := newEvent(), newEvent(), newEvent()
+	if err := s.Enqueue(ctx, a, b, c); err != nil {
+		t.Fatal(err)
+	}
+	p := store.ClaimParams{Owner: "stream", Limit: 10, Lease: time.Minute}
+	got, err := w.ClaimIDs(ctx, p, []uuid.UUID{a.ID, c.ID, postbox.NewID()})
+	if err != nil || len(got) != 2 || got[0].ID != a.ID || got[1].ID != c.ID || got[0].Attempt != 1 {
+		t.Fatalf("ClaimIDs: %v, %v; want a and c, first attempts", got, err)
+	}
+	if again, err := w.ClaimIDs(ctx, p, []uuid.UUID{a.ID}); err != nil || len(again) != 0 {
+		t.Fatalf("ClaimIDs of a leased event: %v, %v", again, err)
+	}
+	polled, err := s.Claim(ctx, store.ClaimParams{Owner: "poll", Limit: 10, Lease: time.Minute})
+	if err != nil || len(polled) != 1 || polled[0].ID != b.ID {
+		t.Fatalf("Claim after ClaimIDs: %v, %v; want b alone", polled, err)
+	}
+}
+
+// WAL mode turns the producers' notify trigger off, and back on.
+func TestSetProducerNotify(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	state := func() string {
+		var enabled string
+		if err := s.Pool().QueryRow(ctx, "select tgenabled::text from pg_trigger where tgname = 'outbox_events_notify' and tgrelid = $1::regclass",
+			s.Table("outbox_events")).Scan(&enabled); err != nil {
+			t.Fatal(err)
+		}
+		return enabled
+	}
+	for _, on := range []bool{false, true} {
+		if err := s.SetProducerNotify(ctx, on); err != nil {
+			t.Fatal(err)
+		}
+		if want := map[bool]string{true: "O", false: "D"}[on]; state() != want {
+			t.Fatalf("SetProducerNotify(%v): trigger %q, want %q", on, state(), want)
+		}
+	}
+}
+
+// Slot and publication names are checked.
+func TestWALConfigNames(t *testing.T) {
+	s := pgtest.Store(t)
+	if _, err := s.WAL(postgres.WALConfig{Slot: "Bad-Name"}); err == nil {
+		t.Fatal("WAL accepted the slot name Bad-Name")
+	}
+	w, err := s.WAL(postgres.WALConfig{})
+	if err != nil || w.Slot() != "postbox_"+strings.ToLower(s.Schema()) || w.Publication() != w.Slot() {
+		t.Fatalf("default names %v, %v", w, err)
+	}
+}
