@@ -26,6 +26,7 @@ type command struct {
 
 var commands = map[string]command{
 	"bench":   {summary: "measure drain rate, webhooks, latency, write overhead and memory against the goals", setup: setupBench},
+	"chaos":   {summary: "run producers, relay processes and an inbox consumer under injected faults on PostgreSQL, and reconcile", setup: setupChaos},
 	"demo":    {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
 	"failed":  {summary: "the dead letters: list, show, retry or purge failed events", sub: failedCommands},
 	"migrate": {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
