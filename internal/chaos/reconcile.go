@@ -12,6 +12,9 @@ import (
 	"github.com/google/uuid"
 )
 
+// printedLogLines is the most relay log messages Print shows.
+const printedLogLines = 10
+
 // NoFault is the row of the events produced outside every fault's slot.
 const NoFault = "(none)"
 
@@ -247,7 +250,11 @@ func (rep *Report) Print(out io.Writer) {
 	fmt.Fprintf(out, "relays at the end: %s\n", samplesText(rep.MemoryAtEnd))
 	if len(rep.RelayLog) > 0 {
 		fmt.Fprintln(out, "relays' warnings and errors:")
-		for _, l := range rep.RelayLog {
+		for i, l := range rep.RelayLog {
+			if i == printedLogLines {
+				fmt.Fprintf(out, "  and %d other messages (all in --json)\n", len(rep.RelayLog)-i)
+				break
+			}
 			fmt.Fprintf(out, "  %6d  %-5s %s\n", l.Count, l.Level, l.Message)
 		}
 	}
