@@ -216,14 +216,17 @@ func (r *run) recoveries(rep *Report, row map[string]*KindReport, windows []wind
 		k := row[w.kind]
 		for _, kr := range []*KindReport{k, &rep.Total} {
 			if !firstAfter[j].IsZero() {
-				kr.RecoverySeconds = max(kr.RecoverySeconds, firstAfter[j].Sub(w.end).Seconds())
+				kr.RecoverySeconds = max(kr.RecoverySeconds, seconds(firstAfter[j].Sub(w.end)))
 			}
 			if !lastBefore[j].IsZero() {
-				kr.BacklogSeconds = max(kr.BacklogSeconds, lastBefore[j].Sub(w.end).Seconds())
+				kr.BacklogSeconds = max(kr.BacklogSeconds, seconds(lastBefore[j].Sub(w.end)))
 			}
 		}
 	}
 }
+
+// seconds is d in seconds, to the millisecond.
+func seconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds() }
 
 // Print writes the report as a table.
 func (rep *Report) Print(out io.Writer) {
