@@ -23,6 +23,7 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 		faults       = fs.String("faults", "all", "fault kinds injected in turn, separated by commas, or all (all but db-restart unless --allow-restart): "+strings.Join(chaos.FaultNames(), ", "))
 		allowRestart = fs.String("allow-restart", "", "shell command that crashes and restarts the database server, such as 'pg_ctlcluster 15 main restart -m immediate' (enables db-restart)")
 		relays       = fs.Int("relays", chaos.RelaysDefault, "number of `postbox relay` processes")
+		keep         = fs.Bool("keep", false, "keep the run's schema and the relays' logs even when it succeeds (they are always kept when it fails)")
 		asJSON       = fs.Bool("json", false, "print the report as JSON (progress lines go to stderr)")
 	)
 	return func(ctx context.Context) error {
@@ -45,7 +46,7 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 			*relays, *rate, *duration, strings.Join(kinds, ","), dburl.Redact(*db))
 		rep, err := chaos.Run(ctx, chaos.Config{
 			DB: *db, Executable: exe, Duration: *duration, EventsPerSecond: *rate, Ordered: *ordered,
-			Faults: kinds, AllowRestart: *allowRestart, Relays: *relays, Out: progress,
+			Faults: kinds, AllowRestart: *allowRestart, Relays: *relays, Keep: *keep, Out: progress,
 		})
 		if err != nil {
 			return err

@@ -81,6 +81,9 @@ type Config struct {
 	// DrainTimeout bounds the wait for the outbox to drain at the end
 	// (default DrainTimeoutDefault).
 	DrainTimeout time.Duration
+	// Keep keeps the schema and the relays' logs even when the run
+	// succeeds (they are always kept when it fails).
+	Keep bool
 	// Out receives the progress lines (nil: none).
 	Out io.Writer
 }
@@ -192,7 +195,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if !rep.OK {
+	if !rep.OK || cfg.Keep {
 		keep = true
 		rep.KeptSchema, rep.RelayLogs = schema, r.logDir
 	}
@@ -298,10 +301,13 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	drainErr := r.drain(ctx)
 	end := r.sampleMemory()
 	var stopErrs []string
+	var slowestStop time.Duration
 	for _, p := range r.relays {
+		began := time.Now()
 		if err := p.stop(); err != nil {
 			stopErrs = append(stopErrs, err.Error())
 		}
+		slowestStop = max(slowestStop, time.Since(began))
 	}
 	stopRun()
 	bg.Wait()
@@ -316,6 +322,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	rep.MemoryAt2Min = r.memory
 	r.mu.Unlock()
 	rep.MemoryAtEnd = end
+	rep.SlowestStopSeconds = seconds(slowestStop)
 	logs := make([]string, len(r.relays))
 	for i, p := range r.relays {
 		logs[i] = p.log.Name()

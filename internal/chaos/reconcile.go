@@ -41,6 +41,9 @@ type Report struct {
 	// and at the end.
 	MemoryAt2Min []ProcessSample `json:"memory_at_2min"`
 	MemoryAtEnd  []ProcessSample `json:"memory_at_end"`
+	// SlowestStopSeconds is the longest a relay took to exit after
+	// SIGTERM at the end.
+	SlowestStopSeconds float64 `json:"slowest_stop_seconds"`
 	// RelayLog counts the warnings and errors the relays logged, by
 	// message, most frequent first.
 	RelayLog []LogCount `json:"relay_log"`
@@ -48,8 +51,8 @@ type Report struct {
 	// not be injected, a relay that exited by itself or did not stop
 	// cleanly, an outbox that did not drain.
 	Problems []string `json:"problems,omitempty"`
-	// KeptSchema and RelayLogs are kept when the run failed, for
-	// inspection.
+	// KeptSchema and RelayLogs are kept when the run failed (or with
+	// Config.Keep), for inspection.
 	KeptSchema string `json:"kept_schema,omitempty"`
 	RelayLogs  string `json:"relay_logs,omitempty"`
 	// OK: nothing lost, nothing applied twice, nothing out of order (when
@@ -250,7 +253,7 @@ func (rep *Report) Print(out io.Writer) {
 	if len(rep.MemoryAt2Min) > 0 {
 		fmt.Fprintf(out, "relays at 2 min:  %s\n", samplesText(rep.MemoryAt2Min))
 	}
-	fmt.Fprintf(out, "relays at the end: %s\n", samplesText(rep.MemoryAtEnd))
+	fmt.Fprintf(out, "relays at the end: %s; the slowest stopped %.1fs after SIGTERM\n", samplesText(rep.MemoryAtEnd), rep.SlowestStopSeconds)
 	if len(rep.RelayLog) > 0 {
 		fmt.Fprintln(out, "relays' warnings and errors:")
 		for i, l := range rep.RelayLog {
@@ -264,11 +267,14 @@ func (rep *Report) Print(out io.Writer) {
 	for _, p := range rep.Problems {
 		fmt.Fprintf(out, "problem: %s\n", p)
 	}
-	if rep.OK {
-		fmt.Fprintln(out, "OK: every event applied exactly once"+map[bool]string{true: ", in order per aggregate", false: ""}[rep.Ordered])
-		return
+	switch {
+	case rep.OK && rep.Ordered:
+		fmt.Fprintln(out, "OK: every event applied exactly once, in order per aggregate")
+	case rep.OK:
+		fmt.Fprintln(out, "OK: every event applied exactly once")
+	default:
+		fmt.Fprintln(out, "FAILED: "+rep.verdict())
 	}
-	fmt.Fprintln(out, "FAILED: "+rep.verdict())
 	if rep.KeptSchema != "" {
 		fmt.Fprintf(out, "kept for inspection: schema %s, relay logs in %s\n", rep.KeptSchema, rep.RelayLogs)
 	}

@@ -14,8 +14,10 @@ import (
 )
 
 // relayStopTimeout is how long a relay may take to stop after SIGTERM
-// before it is killed (its deliveries in flight get --shutdown-timeout).
-const relayStopTimeout = 15 * time.Second
+// before it is killed: its deliveries in flight get --shutdown-timeout,
+// and closing a database connection whose statement was cancelled may take
+// pgx 15 s more (it drains the connection before closing it).
+const relayStopTimeout = 30 * time.Second
 
 // relayProcess is one `postbox relay` child process, restarted in place
 // after a kill. Its log (warnings and errors, JSON) goes to its own file.
@@ -92,7 +94,8 @@ func (p *relayProcess) kill() {
 }
 
 // stop stops the process as a service manager would: SIGCONT (in case it is
-// paused), SIGTERM, and SIGKILL if it has not exited relayStopTimeout later.
+// paused), SIGTERM, and SIGQUIT (then SIGKILL) if it has not exited
+// relayStopTimeout later.
 // It returns an error unless the process stopped cleanly.
 func (p *relayProcess) stop() error {
 	p.mu.Lock()
@@ -106,9 +109,17 @@ func (p *relayProcess) stop() error {
 	select {
 	case <-exited:
 	case <-time.After(relayStopTimeout):
-		_ = cmd.Process.Kill()
-		<-exited
-		return fmt.Errorf("relay %d (pid %d) still running %s after SIGTERM: killed", p.index, cmd.Process.Pid, relayStopTimeout)
+		// SIGQUIT makes a Go program write every goroutine's stack to
+		// its log, showing where it hangs.
+		_ = cmd.Process.Signal(syscall.SIGQUIT)
+		select {
+		case <-exited:
+		case <-time.After(5 * time.Second):
+			_ = cmd.Process.Kill()
+			<-exited
+		}
+		return fmt.Errorf("relay %d (pid %d) still running %s after SIGTERM: stopped with SIGQUIT (its goroutines are in its log: %s)",
+			p.index, cmd.Process.Pid, relayStopTimeout, p.log.Name())
 	}
 	if !cmd.ProcessState.Success() {
 		return fmt.Errorf("relay %d (pid %d) stopped with %s; its log: %s", p.index, cmd.Process.Pid, cmd.ProcessState, p.log.Name())
