@@ -27,7 +27,10 @@ const (
 	DurationDefault        = 60 * time.Second
 	EventsPerSecondDefault = 500
 	RelaysDefault          = 3
-	DrainTimeoutDefault    = 90 * time.Second
+	// maxEventsPerSecond bounds EventsPerSecond: the producers' ticker
+	// needs a period of at least 10µs.
+	maxEventsPerSecond  = 100_000
+	DrainTimeoutDefault = 90 * time.Second
 )
 
 // The relays' settings: short, so that every fault resolves within its
@@ -143,6 +146,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("chaos: the postbox executable is required")
 	case c.Duration < 0 || c.EventsPerSecond < 0 || c.Relays < 0 || c.DrainTimeout < 0:
 		return c, errors.New("chaos: --duration, --events-per-second and --relays must be positive")
+	case c.EventsPerSecond > maxEventsPerSecond:
+		return c, fmt.Errorf("chaos: --events-per-second %d: at most %d", c.EventsPerSecond, maxEventsPerSecond)
 	case len(c.Faults) > 0 && c.Duration/time.Duration(len(c.Faults)) < minSlot:
 		return c, fmt.Errorf("chaos: --duration %v is too short for %d fault kinds: give at least %v", c.Duration, len(c.Faults), minSlot*time.Duration(len(c.Faults)))
 	}

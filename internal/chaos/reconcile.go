@@ -233,8 +233,8 @@ func seconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds
 
 // Print writes the report as a table.
 func (rep *Report) Print(out io.Writer) {
-	fmt.Fprintf(out, "\nreconciliation (from the database): %.0fs at %d events/s, %d relays, lease %.1fs%s\n\n",
-		rep.DurationSeconds, rep.EventsPerSecond, rep.Relays, rep.LeaseSeconds, orderedText(rep.Ordered))
+	fmt.Fprintf(out, "\nreconciliation (from the database): %.0fs at %d events/s asked (%.0f/s committed), %d relays, lease %.1fs%s\n\n",
+		rep.DurationSeconds, rep.EventsPerSecond, float64(rep.Total.Produced)/rep.DurationSeconds, rep.Relays, rep.LeaseSeconds, orderedText(rep.Ordered))
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "fault\tinjected\tproduced\tapplied once\tlost\tapplied twice\tout of order\tmost deliveries\tflowing again\tbacklog cleared\t")
 	for _, k := range append(rep.Faults, rep.Total) {
@@ -249,6 +249,9 @@ func (rep *Report) Print(out io.Writer) {
 			k.Lost, k.AppliedTwice, disorder, k.MaxDeliveries, k.RecoverySeconds, k.BacklogSeconds)
 	}
 	_ = tw.Flush()
+	if slow := rep.SlowRecoveries(); len(slow) > 0 {
+		fmt.Fprintf(out, "\ndeliveries flowed again later than lease + 2 s (%.1fs) after: %s\n", rep.LeaseSeconds+2, strings.Join(slow, ", "))
+	}
 	fmt.Fprintf(out, "\ndead-lettered %d; producer transactions that failed %d (not produced: they did not commit)\n", rep.DeadLettered, rep.ProduceErrors)
 	if len(rep.MemoryAt2Min) > 0 {
 		fmt.Fprintf(out, "relays at 2 min:  %s\n", samplesText(rep.MemoryAt2Min))
@@ -278,6 +281,18 @@ func (rep *Report) Print(out io.Writer) {
 	if rep.KeptSchema != "" {
 		fmt.Fprintf(out, "kept for inspection: schema %s, relay logs in %s\n", rep.KeptSchema, rep.RelayLogs)
 	}
+}
+
+// SlowRecoveries are the fault kinds after which deliveries took longer
+// than the lease and 2 s to flow again.
+func (rep *Report) SlowRecoveries() []string {
+	var out []string
+	for _, k := range rep.Faults {
+		if k.RecoverySeconds > rep.LeaseSeconds+2 {
+			out = append(out, fmt.Sprintf("%s (%.1fs)", k.Kind, k.RecoverySeconds))
+		}
+	}
+	return out
 }
 
 // verdict says what failed.
