@@ -27,10 +27,7 @@ const (
 	DurationDefault        = 60 * time.Second
 	EventsPerSecondDefault = 500
 	RelaysDefault          = 3
-	// maxEventsPerSecond bounds EventsPerSecond: the producers' ticker
-	// needs a period of at least 10µs.
-	maxEventsPerSecond  = 100_000
-	DrainTimeoutDefault = 90 * time.Second
+	DrainTimeoutDefault    = 90 * time.Second
 )
 
 // The relays' settings: short, so that every fault resolves within its
@@ -46,6 +43,9 @@ const (
 	slowAnswer = relayTimeout + relayTimeout/2
 	// minSlot is the shortest slot of the schedule.
 	minSlot = 1500 * time.Millisecond
+	// maxEventsPerSecond bounds EventsPerSecond: the producers' ticker
+	// needs a period of at least 10µs.
+	maxEventsPerSecond = 100_000
 	// targetSlot is the slot length the schedule aims for: longer runs
 	// go round the fault kinds several times.
 	targetSlot = 8 * time.Second

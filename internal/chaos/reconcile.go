@@ -30,9 +30,11 @@ type Report struct {
 	// Faults has a row per fault kind injected, and NoFault.
 	Faults []KindReport `json:"faults"`
 	Total  KindReport   `json:"total"`
-	// DeadLettered is the number of events that ended failed (they count
-	// as lost, too: they were never applied).
+	// DeadLettered is the number of events that ended failed, and
+	// StillPending those still pending or in flight after the drain: both
+	// count as lost too, since they were never applied.
 	DeadLettered int64 `json:"dead_lettered"`
+	StillPending int64 `json:"still_pending"`
 	// ProduceErrors counts the producers' transactions that failed (the
 	// database restarting); what did not commit was not produced.
 	ProduceErrors int64 `json:"produce_errors"`
@@ -76,10 +78,11 @@ type KindReport struct {
 	// one event.
 	MaxDeliveries int `json:"max_deliveries"`
 	// RecoverySeconds is the longest time from a fault's end to the first
-	// application of an event produced after it: deliveries flowing again.
+	// application of an event produced after it: deliveries flowing again;
+	// -1 when none of them was ever applied.
 	RecoverySeconds float64 `json:"recovery_seconds"`
 	// BacklogSeconds is the longest time from a fault's end until every
-	// event produced before it had been applied.
+	// event produced before it had been applied; -1 when one never was.
 	BacklogSeconds float64 `json:"backlog_cleared_seconds"`
 }
 
@@ -134,7 +137,7 @@ func (r *run) reconcile(ctx context.Context) (*Report, error) {
 
 	rep := &Report{
 		DurationSeconds: r.cfg.Duration.Seconds(), EventsPerSecond: r.cfg.EventsPerSecond, Relays: r.cfg.Relays,
-		Ordered: r.cfg.Ordered, LeaseSeconds: relayLease.Seconds(), DeadLettered: st.Failed,
+		Ordered: r.cfg.Ordered, LeaseSeconds: relayLease.Seconds(), DeadLettered: st.Failed, StillPending: st.Pending + st.Processing,
 		ProduceErrors: r.producing.errors.Load(), Total: KindReport{Kind: "total"},
 	}
 	r.mu.Lock()
@@ -192,13 +195,16 @@ func kindAt(windows []window, t time.Time) string {
 
 // recoveries measures, for every fault's end, how long until deliveries
 // flowed again and until the backlog before it was cleared, from the
-// events in production order.
+// events in production order. Never is recorded as -1, and stays.
 func (r *run) recoveries(rep *Report, row map[string]*KindReport, windows []window, ids []uuid.UUID, produced []time.Time, applied map[uuid.UUID]applications) {
 	n := len(ids)
-	// firstAfter[i]: the earliest application among events i..n-1;
-	// lastBefore[i]: the latest first application among events 0..i-1.
+	// firstAfter[i]: the earliest application among events i..n-1 (zero
+	// when none of them was applied); lastBefore[i]: the latest first
+	// application among events 0..i-1, and unappliedBefore[i] how many of
+	// them were never applied.
 	firstAfter := make([]time.Time, n+1)
 	lastBefore := make([]time.Time, n+1)
+	unappliedBefore := make([]int, n+1)
 	for i := n - 1; i >= 0; i-- {
 		firstAfter[i] = firstAfter[i+1]
 		if a := applied[ids[i]]; a.count > 0 && (firstAfter[i].IsZero() || a.first.Before(firstAfter[i])) {
@@ -206,8 +212,11 @@ func (r *run) recoveries(rep *Report, row map[string]*KindReport, windows []wind
 		}
 	}
 	for i := range n {
-		lastBefore[i+1] = lastBefore[i]
-		if a := applied[ids[i]]; a.count > 0 && a.first.After(lastBefore[i+1]) {
+		lastBefore[i+1], unappliedBefore[i+1] = lastBefore[i], unappliedBefore[i]
+		switch a := applied[ids[i]]; {
+		case a.count == 0:
+			unappliedBefore[i+1]++
+		case a.first.After(lastBefore[i+1]):
 			lastBefore[i+1] = a.first
 		}
 	}
@@ -216,16 +225,41 @@ func (r *run) recoveries(rep *Report, row map[string]*KindReport, windows []wind
 			continue
 		}
 		j := sort.Search(n, func(i int) bool { return !produced[i].Before(w.end) })
-		k := row[w.kind]
-		for _, kr := range []*KindReport{k, &rep.Total} {
-			if !firstAfter[j].IsZero() {
-				kr.RecoverySeconds = max(kr.RecoverySeconds, seconds(firstAfter[j].Sub(w.end)))
+		for _, kr := range []*KindReport{row[w.kind], &rep.Total} {
+			switch {
+			case j == n: // nothing produced after the fault's end
+			case firstAfter[j].IsZero():
+				kr.RecoverySeconds = never
+			default:
+				kr.RecoverySeconds = worst(kr.RecoverySeconds, seconds(firstAfter[j].Sub(w.end)))
 			}
-			if !lastBefore[j].IsZero() {
-				kr.BacklogSeconds = max(kr.BacklogSeconds, seconds(lastBefore[j].Sub(w.end)))
+			switch {
+			case unappliedBefore[j] > 0:
+				kr.BacklogSeconds = never
+			case !lastBefore[j].IsZero():
+				kr.BacklogSeconds = worst(kr.BacklogSeconds, seconds(lastBefore[j].Sub(w.end)))
 			}
 		}
 	}
+}
+
+// never is a recovery that did not happen.
+const never = -1
+
+// worst is the longer of two recovery times, never being the longest.
+func worst(a, b float64) float64 {
+	if a == never || b == never {
+		return never
+	}
+	return max(a, b)
+}
+
+// recoveryText prints a recovery time.
+func recoveryText(sec float64) string {
+	if sec == never {
+		return "never"
+	}
+	return fmt.Sprintf("%.1fs", sec)
 }
 
 // seconds is d in seconds, to the millisecond.
@@ -245,14 +279,14 @@ func (rep *Report) Print(out io.Writer) {
 		if rep.Ordered {
 			disorder = fmt.Sprint(k.OutOfOrder)
 		}
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%.1fs\t%.1fs\t\n", k.Kind, k.Injected, k.Produced, k.AppliedOnce,
-			k.Lost, k.AppliedTwice, disorder, k.MaxDeliveries, k.RecoverySeconds, k.BacklogSeconds)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t\n", k.Kind, k.Injected, k.Produced, k.AppliedOnce,
+			k.Lost, k.AppliedTwice, disorder, k.MaxDeliveries, recoveryText(k.RecoverySeconds), recoveryText(k.BacklogSeconds))
 	}
 	_ = tw.Flush()
 	if slow := rep.SlowRecoveries(); len(slow) > 0 {
 		fmt.Fprintf(out, "\ndeliveries flowed again later than lease + 2 s (%.1fs) after: %s\n", rep.LeaseSeconds+2, strings.Join(slow, ", "))
 	}
-	fmt.Fprintf(out, "\ndead-lettered %d; producer transactions that failed %d (not produced: they did not commit)\n", rep.DeadLettered, rep.ProduceErrors)
+	fmt.Fprintf(out, "\nof the lost: dead-lettered %d, still pending after the drain %d; producer transactions that failed %d (not produced: they did not commit)\n", rep.DeadLettered, rep.StillPending, rep.ProduceErrors)
 	if len(rep.MemoryAt2Min) > 0 {
 		fmt.Fprintf(out, "relays at 2 min:  %s\n", samplesText(rep.MemoryAt2Min))
 	}
@@ -288,8 +322,8 @@ func (rep *Report) Print(out io.Writer) {
 func (rep *Report) SlowRecoveries() []string {
 	var out []string
 	for _, k := range rep.Faults {
-		if k.RecoverySeconds > rep.LeaseSeconds+2 {
-			out = append(out, fmt.Sprintf("%s (%.1fs)", k.Kind, k.RecoverySeconds))
+		if k.RecoverySeconds == never || k.RecoverySeconds > rep.LeaseSeconds+2 {
+			out = append(out, fmt.Sprintf("%s (%s)", k.Kind, recoveryText(k.RecoverySeconds)))
 		}
 	}
 	return out

@@ -44,11 +44,9 @@ func TestReconcileCountsLossesDoublesAndDisorder(t *testing.T) {
 	}
 	before := produce(1, 1) // no fault: applied once
 	apply(before, 1, 0, 1.1)
-	lost := produce(11, 2) // in the kill's slot: never applied
-	_ = lost
-	twice := produce(12, 3) // applied twice
-	apply(twice, 3, 1, 12.5)
-	apply(twice, 3, 3, 18) // a second application: not its first
+	twice := produce(12, 2) // applied twice
+	apply(twice, 2, 1, 12.5)
+	apply(twice, 2, 2, 18) // a second application: not its first
 	late := produce(13, 4) // applied after 5: out of order
 	early := produce(14, 5)
 	apply(early, 5, 3, 14.5)
@@ -57,6 +55,7 @@ func TestReconcileCountsLossesDoublesAndDisorder(t *testing.T) {
 	// it; the last one before it (late), 2 s after.
 	after := produce(16, 6)
 	apply(after, 6, 5, 16.5)
+	produce(16.5, 7) // in the kill's slot too: never applied
 
 	rep, err := r.reconcile(ctx)
 	if err != nil {
