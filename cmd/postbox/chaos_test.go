@@ -2,15 +2,18 @@ package main_test
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"os"
 	"os/exec"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/postbox-go/postbox/internal/chaos"
 	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/internal/receiver"
 )
 
 // runChaos runs `postbox chaos --json` with args and decodes its report;
@@ -117,4 +120,43 @@ func TestChaosDatabaseRestart(t *testing.T) {
 	faults := []string{chaos.FaultKill, chaos.FaultDBRestart, chaos.FaultPause, chaos.FaultSinkReset, chaos.FaultHandlerFailure}
 	rep := runChaos(t, "--duration", "40s", "--allow-restart", restart, "--faults", strings.Join(faults, ","))
 	checkExactlyOnce(t, rep, faults)
+}
+
+// Found by `postbox chaos --ordered`: an ordered claim reads the whole
+// backlog when the heads of the aggregates sit behind their successors in
+// claim order (a reclaim or a retry moves a head's available_at to now),
+// so with a backlog a claim outlasts a short lease, every event it took is
+// released unsent, and the backlog never drains. Here 100 aggregates have
+// their heads due now and 100,000 successors due an hour ago; an ordered
+// relay with a one-second lease must deliver the heads and their
+// successors without releasing events unsent.
+//
+// It fails until claim_ordered (store/postgres/queries.sql) stops reading
+// the backlog; see docs/guarantees.md, "Known limits".
+func TestOrderedRelayClaimsWithinItsLease(t *testing.T) {
+	s, db := schemaStore(t)
+	runOK(t, append([]string{"migrate", "--ordered"}, db...)...)
+	outbox := s.Table("outbox_events")
+	for _, q := range []string{
+		`insert into ` + outbox + ` (aggregate_type, aggregate_id, event_type, payload)
+		 select 'order', 'a' || g, 'order.step', '{}' from generate_series(1, 100) g`,
+		`insert into ` + outbox + ` (aggregate_type, aggregate_id, event_type, payload, available_at)
+		 select 'order', 'a' || (g % 100 + 1), 'order.step', '{}', now() - interval '1 hour' from generate_series(1, 100000) g`,
+	} {
+		if _, err := s.Pool().Exec(context.Background(), q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rec := receiver.New(t, secret, nil)
+	logs, _ := startRelayLogged(t, append(db, "--webhook-url", rec.URL, "--webhook-secret", secret,
+		"--ordered", "--lease", "1s", "--log-level", "warn")...)
+	const want = 300 // the heads, and two successors of each
+	deadline := time.Now().Add(30 * time.Second)
+	for len(rec.Accepted()) < want && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	released := strings.Count(logs.String(), "lease expired before the delivery started")
+	if got := len(rec.Accepted()); got < want || released > 0 {
+		t.Fatalf("%d events delivered in 30 s (want %d), %d released unsent because the claim outlasted the lease", got, want, released)
+	}
 }
