@@ -8,6 +8,7 @@ package httpfault
 import (
 	"context"
 	"errors"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"time"
@@ -77,6 +78,9 @@ func Middleware(pick func() Fault, hold time.Duration, next http.Handler) http.H
 			w.WriteHeader(rec.Code)
 			_, _ = w.Write(rec.Body.Bytes())
 		case Unresponsive:
+			// Reading the body lets the server notice the sender
+			// leaving, which ends the request's context.
+			_, _ = io.Copy(io.Discard, r.Body)
 			<-r.Context().Done()
 		default:
 			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, f)))
