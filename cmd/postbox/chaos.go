@@ -22,6 +22,7 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 		ordered      = fs.Bool("ordered", false, "run the relays with --ordered and check the order of each aggregate's events")
 		faults       = fs.String("faults", "all", "fault kinds injected in turn, separated by commas, or all (all but db-restart unless --allow-restart): "+strings.Join(chaos.FaultNames(), ", "))
 		allowRestart = fs.String("allow-restart", "", "shell command that crashes and restarts the database server, such as 'pg_ctlcluster 15 main restart -m immediate' (enables db-restart)")
+		lease        = fs.Duration("lease", chaos.LeaseDefault, "the relays' --lease: short, so that a dead relay's events come back within a fault's slot; give your production lease to see its recovery times")
 		relays       = fs.Int("relays", chaos.RelaysDefault, "number of `postbox relay` processes")
 		keep         = fs.Bool("keep", false, "keep the run's schema and the relays' logs even when it succeeds (they are always kept when it fails)")
 		asJSON       = fs.Bool("json", false, "print the report as JSON (progress lines go to stderr)")
@@ -46,7 +47,7 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 			*relays, *rate, *duration, strings.Join(kinds, ","), dburl.Redact(*db))
 		rep, err := chaos.Run(ctx, chaos.Config{
 			DB: *db, Executable: exe, Duration: *duration, EventsPerSecond: *rate, Ordered: *ordered,
-			Faults: kinds, AllowRestart: *allowRestart, Relays: *relays, Keep: *keep, Out: progress,
+			Faults: kinds, AllowRestart: *allowRestart, Relays: *relays, Lease: *lease, Keep: *keep, Out: progress,
 		})
 		if err != nil {
 			return err

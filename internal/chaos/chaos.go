@@ -28,13 +28,12 @@ const (
 	EventsPerSecondDefault = 500
 	RelaysDefault          = 3
 	DrainTimeoutDefault    = 90 * time.Second
+	LeaseDefault           = 2 * time.Second
 )
 
-// The relays' settings: short, so that every fault resolves within its
-// slot of the schedule. The lease is the one the recovery times are
-// measured against.
+// The relays' settings besides the lease: short, so that every fault
+// resolves within its slot of the schedule.
 const (
-	relayLease      = time.Second
 	relayTimeout    = time.Second
 	relayBackoffMin = 100 * time.Millisecond
 	relayBackoffMax = 2 * time.Second
@@ -83,6 +82,11 @@ type Config struct {
 	// AllowRestart is the shell command that crashes and restarts the
 	// database server (db-restart); empty: never.
 	AllowRestart string
+	// Lease is the relays' --lease (default LeaseDefault): short, so that
+	// the events of a killed or paused relay come back within the fault's
+	// slot. Give the lease you run in production to see its recovery
+	// times.
+	Lease time.Duration
 	// Relays is the number of relay processes (default RelaysDefault).
 	Relays int
 	// DrainTimeout bounds the wait for the outbox to drain at the end
@@ -105,9 +109,12 @@ type run struct {
 	consumer        *consumer
 	relays          []*relayProcess
 	applicationName string
-	logDir          string
-	producing       producing
-	begin           time.Time
+	// server is the database server's version and autovacuum setting
+	// (without autovacuum the outbox's tables bloat over a long run).
+	server    string
+	logDir    string
+	producing producing
+	begin     time.Time
 
 	mu      sync.Mutex
 	windows []window
@@ -134,6 +141,9 @@ func (c Config) withDefaults() (Config, error) {
 	if c.Relays == 0 {
 		c.Relays = RelaysDefault
 	}
+	if c.Lease == 0 {
+		c.Lease = LeaseDefault
+	}
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DrainTimeoutDefault
 	}
@@ -150,6 +160,8 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("chaos: the postbox executable is required")
 	case c.Duration < 0 || c.EventsPerSecond < 0 || c.Relays < 0 || c.DrainTimeout < 0:
 		return c, errors.New("chaos: --duration, --events-per-second and --relays must be positive")
+	case c.Lease < 100*time.Millisecond:
+		return c, fmt.Errorf("chaos: --lease %v: at least 100ms", c.Lease)
 	case c.EventsPerSecond > maxEventsPerSecond:
 		return c, fmt.Errorf("chaos: --events-per-second %d: at most %d", c.EventsPerSecond, maxEventsPerSecond)
 	case len(c.Faults) > 0 && c.Duration/time.Duration(len(c.Faults)) < minSlot:
@@ -265,7 +277,12 @@ func (r *run) dbTarget() string {
 }
 
 func (r *run) run(ctx context.Context) (*Report, error) {
-	var err error
+	var version, autovacuum string
+	err := r.store.Pool().QueryRow(ctx, `select current_setting('server_version'), current_setting('autovacuum')`).Scan(&version, &autovacuum)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: %w", err)
+	}
+	r.server = "PostgreSQL " + version + ", autovacuum " + autovacuum
 	if r.dbProxy, err = NewProxy(r.dbTarget()); err != nil {
 		return nil, err
 	}
@@ -291,7 +308,8 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 		}
 	}()
 	r.say("%d relays (pids %v), lease %v, timeout %v, backoff %v..%v%s; logs in %s",
-		len(r.relays), r.pids(), relayLease, relayTimeout, relayBackoffMin, relayBackoffMax, orderedText(r.cfg.Ordered), r.logDir)
+		len(r.relays), r.pids(), r.cfg.Lease, relayTimeout, relayBackoffMin, relayBackoffMax, orderedText(r.cfg.Ordered), r.logDir)
+	r.say("server: %s", r.server)
 	r.say("producing %d events/s for %v; faults in turn: %v", r.cfg.EventsPerSecond, r.cfg.Duration, r.cfg.Faults)
 
 	r.begin = time.Now()
@@ -331,6 +349,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	rep.MemoryAt2Min = r.memory
 	r.mu.Unlock()
 	rep.MemoryAtEnd = end
+	rep.Server = r.server
 	rep.SlowestStopSeconds = seconds(slowestStop)
 	logs := make([]string, len(r.relays))
 	for i, p := range r.relays {
@@ -363,7 +382,7 @@ func (r *run) startRelays(secret string) error {
 	}
 	args := []string{"relay", "--db", db, "--schema", r.store.Schema(),
 		"--webhook-url", "http://" + r.sinkProxy.Addr() + "/webhook",
-		"--lease", relayLease.String(), "--timeout", relayTimeout.String(),
+		"--lease", r.cfg.Lease.String(), "--timeout", relayTimeout.String(),
 		"--backoff-min", relayBackoffMin.String(), "--backoff-max", relayBackoffMax.String(),
 		"--shutdown-timeout", "2s", "--log-level", "warn", "--log-format", "json"}
 	if r.cfg.Ordered {

@@ -22,6 +22,8 @@ const NoFault = "(none)"
 // the rows the producers committed with their events and the rows the
 // consumer committed with each application.
 type Report struct {
+	// Server is the database server's version and autovacuum setting.
+	Server          string  `json:"server"`
 	DurationSeconds float64 `json:"duration_seconds"`
 	EventsPerSecond int     `json:"events_per_second"`
 	Relays          int     `json:"relays"`
@@ -137,7 +139,7 @@ func (r *run) reconcile(ctx context.Context) (*Report, error) {
 
 	rep := &Report{
 		DurationSeconds: r.cfg.Duration.Seconds(), EventsPerSecond: r.cfg.EventsPerSecond, Relays: r.cfg.Relays,
-		Ordered: r.cfg.Ordered, LeaseSeconds: relayLease.Seconds(), DeadLettered: st.Failed, StillPending: st.Pending + st.Processing,
+		Ordered: r.cfg.Ordered, LeaseSeconds: r.cfg.Lease.Seconds(), DeadLettered: st.Failed, StillPending: st.Pending + st.Processing,
 		ProduceErrors: r.producing.errors.Load(), Total: KindReport{Kind: "total"},
 	}
 	r.mu.Lock()
@@ -267,8 +269,8 @@ func seconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds
 
 // Print writes the report as a table.
 func (rep *Report) Print(out io.Writer) {
-	fmt.Fprintf(out, "\nreconciliation (from the database): %.0fs at %d events/s asked (%.0f/s committed), %d relays, lease %.1fs%s\n\n",
-		rep.DurationSeconds, rep.EventsPerSecond, float64(rep.Total.Produced)/rep.DurationSeconds, rep.Relays, rep.LeaseSeconds, orderedText(rep.Ordered))
+	fmt.Fprintf(out, "\nreconciliation (from the database): %.0fs at %d events/s asked (%.0f/s committed), %d relays, lease %.1fs%s; %s\n\n",
+		rep.DurationSeconds, rep.EventsPerSecond, float64(rep.Total.Produced)/rep.DurationSeconds, rep.Relays, rep.LeaseSeconds, orderedText(rep.Ordered), rep.Server)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "fault\tinjected\tproduced\tapplied once\tlost\tapplied twice\tout of order\tmost deliveries\tflowing again\tbacklog cleared\t")
 	for _, k := range append(rep.Faults, rep.Total) {

@@ -17,7 +17,7 @@ import (
 func TestReconcileCountsLossesDoublesAndDisorder(t *testing.T) {
 	ctx := context.Background()
 	s := pgtest.Store(t)
-	r := &run{cfg: Config{Ordered: true, Faults: []string{FaultKill}, Duration: time.Minute}, store: s, tables: newTables(s),
+	r := &run{cfg: Config{Ordered: true, Faults: []string{FaultKill}, Duration: time.Minute, Lease: time.Second}, store: s, tables: newTables(s),
 		consumer: &consumer{deliveries: map[uuid.UUID]int{}}}
 	for _, q := range r.tables.create {
 		if _, err := s.Pool().Exec(ctx, q); err != nil {

@@ -23,7 +23,7 @@ func (r *run) schedule(ctx context.Context) {
 		w := window{kind: kind.name, slotStart: time.Now()}
 		active := slot / 2
 		if kind.name == FaultPause {
-			active = max(active, relayLease+relayLease/2)
+			active = max(active, r.cfg.Lease+r.cfg.Lease/2)
 		}
 		w.start = time.Now()
 		end, err := kind.inject(context.WithoutCancel(ctx), r, i/n)
