@@ -30,10 +30,10 @@ type consumer struct {
 	srv  *http.Server
 	addr string
 
-	// fault is the httpfault.Fault in force; faultShare the share of
-	// requests it hits.
+	// fault is the httpfault.Fault in force; perMillion the share of
+	// requests it hits, in millionths.
 	fault      atomic.Int64
-	faultShare atomic.Uint64 // math.Float64bits
+	perMillion atomic.Int64
 
 	mu         sync.Mutex
 	deliveries map[uuid.UUID]int
@@ -102,13 +102,13 @@ func startConsumer(s *postgres.Store, tables tables, secret string, hold time.Du
 // inject puts fault in force on share (0 to 1) of the requests; None ends
 // it.
 func (c *consumer) inject(fault httpfault.Fault, share float64) {
-	c.faultShare.Store(uint64(share * 1e6))
+	c.perMillion.Store(int64(share * 1e6))
 	c.fault.Store(int64(fault))
 }
 
 func (c *consumer) pick() httpfault.Fault {
 	f := httpfault.Fault(c.fault.Load())
-	if f == httpfault.None || rand.Float64()*1e6 >= float64(c.faultShare.Load()) {
+	if f == httpfault.None || rand.Int64N(1e6) >= c.perMillion.Load() {
 		return httpfault.None
 	}
 	return f
