@@ -42,6 +42,7 @@ func (p *relayProcess) start() error {
 	cmd := exec.Command(p.exe, p.args...)
 	cmd.Env = p.env
 	cmd.Stdout, cmd.Stderr = p.log, p.log
+	dieWithParent(cmd)
 	if err := cmd.Start(); err != nil {
 		return fmt.Errorf("start relay %d: %w", p.index, err)
 	}
