@@ -119,6 +119,9 @@ func TestChaosDatabaseRestart(t *testing.T) {
 	}
 	faults := []string{chaos.FaultKill, chaos.FaultDBRestart, chaos.FaultPause, chaos.FaultSinkReset, chaos.FaultHandlerFailure}
 	rep := runChaos(t, "--duration", "40s", "--allow-restart", restart, "--faults", strings.Join(faults, ","))
+	for _, k := range append(rep.Faults, rep.Total) {
+		t.Logf("%-13s %+v", k.Kind, k)
+	}
 	checkExactlyOnce(t, rep, faults)
 }
 
