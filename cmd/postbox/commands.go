@@ -26,6 +26,7 @@ type command struct {
 
 var commands = map[string]command{
 	"bench":     {summary: "measure drain rate, webhooks, latency, write overhead and memory against the goals", setup: setupBench},
+	"chaos":     {summary: "run producers, relay processes and an inbox consumer under injected faults on PostgreSQL, and reconcile", setup: setupChaos},
 	"console":   {summary: "serve the web console: the outbox and the inbox, failed events to retry or purge (--addr, --token, --read-only)", setup: setupConsole},
 	"demo":      {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
 	"endpoints": {summary: "the webhook endpoints of postbox relay --endpoints: add, list, show, enable, disable, remove, retry, rotate-secret, test, attempts", sub: endpointsCommands},

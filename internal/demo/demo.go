@@ -23,6 +23,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/internal/httpfault"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
 )
@@ -229,8 +230,8 @@ func (b *backend) reserve(ctx context.Context, exec execer, ev *inbox.Event) err
 	if err := exec(ctx, fmt.Sprintf(insertReservationSQL, b.reservations), ev.ID.String(), p.OrderID, p.Amount); err != nil {
 		return err
 	}
-	if handlerFault(ctx) {
-		return errInjected
+	if httpfault.HandlerFails(ctx) {
+		return httpfault.ErrInjected
 	}
 	return nil
 }

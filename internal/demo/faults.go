@@ -2,27 +2,12 @@ package demo
 
 import (
 	"context"
-	"errors"
 	"math/rand/v2"
 	"net/http"
-	"net/http/httptest"
 	"sync"
 
+	"github.com/postbox-go/postbox/internal/httpfault"
 	"github.com/postbox-go/postbox/sink"
-)
-
-// errInjected is the handler failure the demo injects.
-var errInjected = errors.New("injected handler failure")
-
-// fault is one kind of injected failure of a delivery.
-type fault int
-
-const (
-	noFault          fault = iota
-	faultServerError       // the receiver answers 503 before processing
-	faultHandler           // the handler fails after the inbox insert
-	faultDropBefore        // the connection drops before processing
-	faultDropAfter         // the connection drops after the event was applied
 )
 
 // faults injects failures at a rate.
@@ -42,49 +27,23 @@ func (f *faults) hit() bool {
 	return f.rnd.Float64() < f.rate
 }
 
+// receiverFaults are the receiver's faults, picked with equal chance.
+var receiverFaults = [...]httpfault.Fault{httpfault.ServerError, httpfault.HandlerFailure, httpfault.DropBefore, httpfault.DropAfter}
+
 // pick chooses the fault of one delivery: none with probability 1-rate,
-// otherwise one of the four kinds.
-func (f *faults) pick() fault {
+// otherwise one of receiverFaults.
+func (f *faults) pick() httpfault.Fault {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.rnd.Float64() >= f.rate {
-		return noFault
+		return httpfault.None
 	}
-	return fault(1 + f.rnd.IntN(4))
-}
-
-type faultKey struct{}
-
-// handlerFault reports whether the handler of this request must fail.
-func handlerFault(ctx context.Context) bool {
-	v, _ := ctx.Value(faultKey{}).(fault)
-	return v == faultHandler
+	return receiverFaults[f.rnd.IntN(len(receiverFaults))]
 }
 
 // middleware injects the receiver's faults in front of the inbox handler.
 func (f *faults) middleware(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		switch kind := f.pick(); kind {
-		case faultServerError:
-			http.Error(w, "injected failure", http.StatusServiceUnavailable)
-		case faultDropBefore:
-			dropConnection(w)
-		case faultDropAfter:
-			// Apply the event, then lose the answer: the sender retries
-			// and the inbox must absorb the duplicate.
-			next.ServeHTTP(httptest.NewRecorder(), r)
-			dropConnection(w)
-		default:
-			next.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), faultKey{}, kind)))
-		}
-	})
-}
-
-func dropConnection(w http.ResponseWriter) {
-	conn, _, err := http.NewResponseController(w).Hijack()
-	if err == nil {
-		_ = conn.Close()
-	}
+	return httpfault.Middleware(f.pick, 0, next)
 }
 
 // duplicating sends a message a second time at the fault rate, as a network

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/postbox-go/postbox/internal/chaos"
+	"github.com/postbox-go/postbox/internal/dburl"
+)
+
+func setupChaos(fs *flag.FlagSet) func(context.Context) error {
+	var (
+		db           = fs.String("db", "", "PostgreSQL server, postgres://USER@HOST:PORT/DB: the run makes its own schema there and drops it afterwards (kept when the run fails)")
+		duration     = fs.Duration("duration", chaos.DurationDefault, "how long events are produced and faults injected (draining comes after)")
+		rate         = fs.Int("events-per-second", chaos.EventsPerSecondDefault, "events produced per second, one per transaction")
+		ordered      = fs.Bool("ordered", false, "run the relays with --ordered and check the order of each aggregate's events")
+		faults       = fs.String("faults", "all", "fault kinds injected in turn, separated by commas, or all (all but db-restart unless --allow-restart): "+strings.Join(chaos.FaultNames(), ", "))
+		allowRestart = fs.String("allow-restart", "", "shell command that crashes and restarts the database server, such as 'pg_ctlcluster 15 main restart -m immediate' (enables db-restart)")
+		lease        = fs.Duration("lease", chaos.LeaseDefault, "the relays' --lease: short, so that a dead relay's events come back within a fault's slot; give your production lease to see its recovery times")
+		relays       = fs.Int("relays", chaos.RelaysDefault, "number of `postbox relay` processes")
+		keep         = fs.Bool("keep", false, "keep the run's schema and the relays' logs even when it succeeds (they are always kept when it fails)")
+		asJSON       = fs.Bool("json", false, "print the report as JSON (progress lines go to stderr)")
+	)
+	return func(ctx context.Context) error {
+		if err := required("db", *db); err != nil {
+			return err
+		}
+		kinds, err := chaos.ParseFaults(*faults, *allowRestart != "")
+		if err != nil {
+			return fmt.Errorf("%w: %v", errUsage, err)
+		}
+		exe, err := os.Executable()
+		if err != nil {
+			return fmt.Errorf("chaos: cannot find the postbox executable for the relays: %w", err)
+		}
+		var progress io.Writer = os.Stdout
+		if *asJSON {
+			progress = os.Stderr
+		}
+		fmt.Fprintf(progress, "postbox chaos: %d relay processes, %d events/s for %v, faults %s, on %s\n",
+			*relays, *rate, *duration, strings.Join(kinds, ","), dburl.Redact(*db))
+		rep, err := chaos.Run(ctx, chaos.Config{
+			DB: *db, Executable: exe, Duration: *duration, EventsPerSecond: *rate, Ordered: *ordered,
+			Faults: kinds, AllowRestart: *allowRestart, Relays: *relays, Lease: *lease, Keep: *keep, Out: progress,
+		})
+		if err != nil {
+			return err
+		}
+		if *asJSON {
+			enc := json.NewEncoder(os.Stdout)
+			enc.SetIndent("", "  ")
+			if err := enc.Encode(rep); err != nil {
+				return err
+			}
+		} else {
+			rep.Print(os.Stdout)
+		}
+		if !rep.OK {
+			return errors.New("chaos: reconciliation failed")
+		}
+		return nil
+	}
+}

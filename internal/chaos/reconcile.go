@@ -1,0 +1,354 @@
+package chaos
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sort"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// printedLogLines is the most relay log messages Print shows.
+const printedLogLines = 10
+
+// NoFault is the row of the events produced outside every fault's slot.
+const NoFault = "(none)"
+
+// Report is the reconciliation of a run, computed from the database: from
+// the rows the producers committed with their events and the rows the
+// consumer committed with each application.
+type Report struct {
+	// Server is the database server's version and autovacuum setting.
+	Server          string  `json:"server"`
+	DurationSeconds float64 `json:"duration_seconds"`
+	EventsPerSecond int     `json:"events_per_second"`
+	Relays          int     `json:"relays"`
+	Ordered         bool    `json:"ordered"`
+	LeaseSeconds    float64 `json:"lease_seconds"`
+	// Faults has a row per fault kind injected, and NoFault.
+	Faults []KindReport `json:"faults"`
+	Total  KindReport   `json:"total"`
+	// DeadLettered is the number of events that ended failed, and
+	// StillPending those still pending or in flight after the drain: both
+	// count as lost too, since they were never applied.
+	DeadLettered int64 `json:"dead_lettered"`
+	StillPending int64 `json:"still_pending"`
+	// ProduceErrors counts the producers' transactions that failed (the
+	// database restarting); what did not commit was not produced.
+	ProduceErrors int64 `json:"produce_errors"`
+	// MemoryAt2Min and MemoryAtEnd are the relay processes' resident
+	// memory and open descriptors two minutes in (empty in shorter runs)
+	// and at the end.
+	MemoryAt2Min []ProcessSample `json:"memory_at_2min"`
+	MemoryAtEnd  []ProcessSample `json:"memory_at_end"`
+	// SlowestStopSeconds is the longest a relay took to exit after
+	// SIGTERM at the end.
+	SlowestStopSeconds float64 `json:"slowest_stop_seconds"`
+	// RelayLog counts the warnings and errors the relays logged, by
+	// message, most frequent first.
+	RelayLog []LogCount `json:"relay_log"`
+	// Problems are what went wrong besides the counts: a fault that could
+	// not be injected, a relay that exited by itself or did not stop
+	// cleanly, an outbox that did not drain.
+	Problems []string `json:"problems,omitempty"`
+	// KeptSchema and RelayLogs are kept when the run failed (or with
+	// Config.Keep), for inspection.
+	KeptSchema string `json:"kept_schema,omitempty"`
+	RelayLogs  string `json:"relay_logs,omitempty"`
+	// OK: nothing lost, nothing applied twice, nothing out of order (when
+	// ordered), and no problem.
+	OK bool `json:"ok"`
+}
+
+// KindReport is the reconciliation of the events produced in the slots of
+// one fault kind.
+type KindReport struct {
+	Kind         string `json:"kind"`
+	Injected     int    `json:"injected"`
+	Produced     int64  `json:"produced"`
+	AppliedOnce  int64  `json:"applied_once"`
+	Lost         int64  `json:"lost"`
+	AppliedTwice int64  `json:"applied_twice"`
+	// OutOfOrder counts the events applied after a later event of their
+	// aggregate (checked when ordered).
+	OutOfOrder int64 `json:"out_of_order"`
+	// MaxDeliveries is the most requests that reached the consumer for
+	// one event.
+	MaxDeliveries int `json:"max_deliveries"`
+	// RecoverySeconds is the longest time from a fault's end to the first
+	// application of an event produced after it: deliveries flowing again;
+	// -1 when none of them was ever applied.
+	RecoverySeconds float64 `json:"recovery_seconds"`
+	// BacklogSeconds is the longest time from a fault's end until every
+	// event produced before it had been applied; -1 when one never was.
+	BacklogSeconds float64 `json:"backlog_cleared_seconds"`
+}
+
+// applications of one event.
+type applications struct {
+	count      int64
+	first      time.Time
+	outOfOrder bool
+}
+
+func (r *run) reconcile(ctx context.Context) (*Report, error) {
+	pool := r.store.Pool()
+	var ids []uuid.UUID
+	var produced []time.Time
+	rows, err := pool.Query(ctx, r.tables.selectProduced)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: reconcile: %w", err)
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var at time.Time
+		if err := rows.Scan(&id, &at); err != nil {
+			return nil, err
+		}
+		ids, produced = append(ids, id), append(produced, at)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("chaos: reconcile: %w", err)
+	}
+	applied := map[uuid.UUID]applications{}
+	rows, err = pool.Query(ctx, r.tables.selectApplied)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: reconcile: %w", err)
+	}
+	for rows.Next() {
+		var id uuid.UUID
+		var a applications
+		var disorder int64
+		if err := rows.Scan(&id, &a.count, &a.first, &disorder); err != nil {
+			return nil, err
+		}
+		a.outOfOrder = disorder > 0
+		applied[id] = a
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("chaos: reconcile: %w", err)
+	}
+	st, err := r.store.Stats(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: reconcile: %w", err)
+	}
+
+	rep := &Report{
+		DurationSeconds: r.cfg.Duration.Seconds(), EventsPerSecond: r.cfg.EventsPerSecond, Relays: r.cfg.Relays,
+		Ordered: r.cfg.Ordered, LeaseSeconds: r.cfg.Lease.Seconds(), DeadLettered: st.Failed, StillPending: st.Pending + st.Processing,
+		ProduceErrors: r.producing.errors.Load(), Total: KindReport{Kind: "total"},
+	}
+	r.mu.Lock()
+	windows := append([]window(nil), r.windows...)
+	r.mu.Unlock()
+	row := map[string]*KindReport{}
+	rep.Faults = append(rep.Faults, KindReport{Kind: NoFault})
+	for _, name := range r.cfg.Faults {
+		rep.Faults = append(rep.Faults, KindReport{Kind: name})
+	}
+	for i := range rep.Faults {
+		row[rep.Faults[i].Kind] = &rep.Faults[i]
+	}
+	for _, w := range windows {
+		row[w.kind].Injected++
+		if w.err != "" {
+			rep.Problems = append(rep.Problems, fmt.Sprintf("fault %s at %.1fs: %s", w.kind, w.start.Sub(r.begin).Seconds(), w.err))
+		}
+	}
+	deliveries := r.consumer.deliveriesOf()
+	for i, id := range ids {
+		k := row[kindAt(windows, produced[i])]
+		a := applied[id]
+		for _, kr := range []*KindReport{k, &rep.Total} {
+			kr.Produced++
+			switch {
+			case a.count == 0:
+				kr.Lost++
+			case a.count == 1:
+				kr.AppliedOnce++
+			default:
+				kr.AppliedTwice++
+			}
+			if a.outOfOrder && r.cfg.Ordered {
+				kr.OutOfOrder++
+			}
+			kr.MaxDeliveries = max(kr.MaxDeliveries, deliveries[id])
+		}
+	}
+	r.recoveries(rep, row, windows, ids, produced, applied)
+	rep.Total.Injected = len(windows)
+	rep.OK = rep.Total.Produced > 0 && rep.Total.Lost == 0 && rep.Total.AppliedTwice == 0 &&
+		rep.Total.OutOfOrder == 0 && len(rep.Problems) == 0
+	return rep, nil
+}
+
+// kindAt is the kind of the slot in force at t, NoFault outside them.
+func kindAt(windows []window, t time.Time) string {
+	i := sort.Search(len(windows), func(i int) bool { return windows[i].slotStart.After(t) }) - 1
+	if i < 0 || (!windows[i].slotEnd.IsZero() && !t.Before(windows[i].slotEnd)) {
+		return NoFault
+	}
+	return windows[i].kind
+}
+
+// recoveries measures, for every fault's end, how long until deliveries
+// flowed again and until the backlog before it was cleared, from the
+// events in production order. Never is recorded as -1, and stays.
+func (r *run) recoveries(rep *Report, row map[string]*KindReport, windows []window, ids []uuid.UUID, produced []time.Time, applied map[uuid.UUID]applications) {
+	n := len(ids)
+	// firstAfter[i]: the earliest application among events i..n-1 (zero
+	// when none of them was applied); lastBefore[i]: the latest first
+	// application among events 0..i-1, and unappliedBefore[i] how many of
+	// them were never applied.
+	firstAfter := make([]time.Time, n+1)
+	lastBefore := make([]time.Time, n+1)
+	unappliedBefore := make([]int, n+1)
+	for i := n - 1; i >= 0; i-- {
+		firstAfter[i] = firstAfter[i+1]
+		if a := applied[ids[i]]; a.count > 0 && (firstAfter[i].IsZero() || a.first.Before(firstAfter[i])) {
+			firstAfter[i] = a.first
+		}
+	}
+	for i := range n {
+		lastBefore[i+1], unappliedBefore[i+1] = lastBefore[i], unappliedBefore[i]
+		switch a := applied[ids[i]]; {
+		case a.count == 0:
+			unappliedBefore[i+1]++
+		case a.first.After(lastBefore[i+1]):
+			lastBefore[i+1] = a.first
+		}
+	}
+	for _, w := range windows {
+		if w.err != "" {
+			continue
+		}
+		j := sort.Search(n, func(i int) bool { return !produced[i].Before(w.end) })
+		for _, kr := range []*KindReport{row[w.kind], &rep.Total} {
+			switch {
+			case j == n: // nothing produced after the fault's end
+			case firstAfter[j].IsZero():
+				kr.RecoverySeconds = never
+			default:
+				kr.RecoverySeconds = worst(kr.RecoverySeconds, seconds(firstAfter[j].Sub(w.end)))
+			}
+			switch {
+			case unappliedBefore[j] > 0:
+				kr.BacklogSeconds = never
+			case !lastBefore[j].IsZero():
+				kr.BacklogSeconds = worst(kr.BacklogSeconds, seconds(lastBefore[j].Sub(w.end)))
+			}
+		}
+	}
+}
+
+// never is a recovery that did not happen.
+const never = -1
+
+// worst is the longer of two recovery times, never being the longest.
+func worst(a, b float64) float64 {
+	if a == never || b == never {
+		return never
+	}
+	return max(a, b)
+}
+
+// recoveryText prints a recovery time.
+func recoveryText(sec float64) string {
+	if sec == never {
+		return "never"
+	}
+	return fmt.Sprintf("%.1fs", sec)
+}
+
+// seconds is d in seconds, to the millisecond.
+func seconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds() }
+
+// Print writes the report as a table.
+func (rep *Report) Print(out io.Writer) {
+	fmt.Fprintf(out, "\nreconciliation (from the database): %.0fs at %d events/s asked (%.0f/s committed), %d relays, lease %.1fs%s; %s\n\n",
+		rep.DurationSeconds, rep.EventsPerSecond, float64(rep.Total.Produced)/rep.DurationSeconds, rep.Relays, rep.LeaseSeconds, orderedText(rep.Ordered), rep.Server)
+	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "fault\tinjected\tproduced\tapplied once\tlost\tapplied twice\tout of order\tmost deliveries\tflowing again\tbacklog cleared\t")
+	for _, k := range append(rep.Faults, rep.Total) {
+		if k.Kind != "total" && k.Injected == 0 && k.Produced == 0 {
+			continue
+		}
+		disorder := "-"
+		if rep.Ordered {
+			disorder = fmt.Sprint(k.OutOfOrder)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%d\t%d\t%s\t%d\t%s\t%s\t\n", k.Kind, k.Injected, k.Produced, k.AppliedOnce,
+			k.Lost, k.AppliedTwice, disorder, k.MaxDeliveries, recoveryText(k.RecoverySeconds), recoveryText(k.BacklogSeconds))
+	}
+	_ = tw.Flush()
+	if slow := rep.SlowRecoveries(); len(slow) > 0 {
+		fmt.Fprintf(out, "\ndeliveries flowed again later than lease + 2 s (%.1fs) after: %s\n", rep.LeaseSeconds+2, strings.Join(slow, ", "))
+	}
+	fmt.Fprintf(out, "\nof the lost: dead-lettered %d, still pending after the drain %d; producer transactions that failed %d (not produced: they did not commit)\n", rep.DeadLettered, rep.StillPending, rep.ProduceErrors)
+	if len(rep.MemoryAt2Min) > 0 {
+		fmt.Fprintf(out, "relays at 2 min:  %s\n", samplesText(rep.MemoryAt2Min))
+	}
+	fmt.Fprintf(out, "relays at the end: %s; the slowest stopped %.1fs after SIGTERM\n", samplesText(rep.MemoryAtEnd), rep.SlowestStopSeconds)
+	if len(rep.RelayLog) > 0 {
+		fmt.Fprintln(out, "relays' warnings and errors:")
+		for i, l := range rep.RelayLog {
+			if i == printedLogLines {
+				fmt.Fprintf(out, "  and %d other messages (all in --json)\n", len(rep.RelayLog)-i)
+				break
+			}
+			fmt.Fprintf(out, "  %6d  %-5s %s\n", l.Count, l.Level, l.Message)
+		}
+	}
+	for _, p := range rep.Problems {
+		fmt.Fprintf(out, "problem: %s\n", p)
+	}
+	switch {
+	case rep.OK && rep.Ordered:
+		fmt.Fprintln(out, "OK: every event applied exactly once, in order per aggregate")
+	case rep.OK:
+		fmt.Fprintln(out, "OK: every event applied exactly once")
+	default:
+		fmt.Fprintln(out, "FAILED: "+rep.verdict())
+	}
+	if rep.KeptSchema != "" {
+		fmt.Fprintf(out, "kept for inspection: schema %s, relay logs in %s\n", rep.KeptSchema, rep.RelayLogs)
+	}
+}
+
+// SlowRecoveries are the fault kinds after which deliveries took longer
+// than the lease and 2 s to flow again.
+func (rep *Report) SlowRecoveries() []string {
+	var out []string
+	for _, k := range rep.Faults {
+		if k.RecoverySeconds == never || k.RecoverySeconds > rep.LeaseSeconds+2 {
+			out = append(out, fmt.Sprintf("%s (%s)", k.Kind, recoveryText(k.RecoverySeconds)))
+		}
+	}
+	return out
+}
+
+// verdict says what failed.
+func (rep *Report) verdict() string {
+	var what []string
+	t := rep.Total
+	if t.Produced == 0 {
+		what = append(what, "no event produced")
+	}
+	if t.Lost > 0 {
+		what = append(what, fmt.Sprintf("%d lost", t.Lost))
+	}
+	if t.AppliedTwice > 0 {
+		what = append(what, fmt.Sprintf("%d applied twice", t.AppliedTwice))
+	}
+	if t.OutOfOrder > 0 {
+		what = append(what, fmt.Sprintf("%d out of order", t.OutOfOrder))
+	}
+	if len(rep.Problems) > 0 {
+		what = append(what, fmt.Sprintf("%d problems", len(rep.Problems)))
+	}
+	return strings.Join(what, ", ")
+}
