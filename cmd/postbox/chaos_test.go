@@ -134,8 +134,9 @@ func TestChaosDatabaseRestart(t *testing.T) {
 // relay with a one-second lease must deliver the heads and their
 // successors without releasing events unsent.
 //
-// It fails until claim_ordered (store/postgres/queries.sql) stops reading
-// the backlog; see docs/guarantees.md, "Known limits".
+// claim_ordered (store/postgres/queries.sql) now walks the aggregates when
+// its window of the oldest due events holds too few heads; see
+// docs/guarantees.md, "Known limits".
 func TestOrderedRelayClaimsWithinItsLease(t *testing.T) {
 	s, db := schemaStore(t)
 	runOK(t, append([]string{"migrate", "--ordered"}, db...)...)

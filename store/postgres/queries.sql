@@ -45,24 +45,65 @@ with leased as (
 select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at from due;
 
 -- name: claim_ordered
--- Like claim, but only the oldest unfinished event of each aggregate: an
--- event being delivered or waiting for a retry is still pending, so it holds
--- its successors back. A row lower in sequence that is not yet committed is
--- invisible here; it is taken after the ones committed before it.
-with leased as (
+-- Like claim, but only the oldest unfinished event of each aggregate (its
+-- head): an event being delivered or waiting for a retry is still pending,
+-- so it holds its successors back. A row lower in sequence that is not yet
+-- committed is invisible here; it is taken after the ones committed before
+-- it.
+--
+-- Two ways find heads, so that no claim reads the whole backlog:
+-- - window: the oldest due events (4 × $2 of them, in claim order), those
+--   of them that are heads: the common case, oldest first;
+-- - skip_scan: when the window holds fewer than $2 heads (the heads sit
+--   behind their successors in claim order: a head waiting for a retry, or
+--   reclaimed, while its successors are long due), one index probe per
+--   aggregate that has pending events, in aggregate order, until $2 heads
+--   are found. Its cost grows with the aggregates, never with the events
+--   queued behind their heads.
+with recursive leased as (
   select unnest(ids) as id from {schema}.outbox_leases
-), due as (
-  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at
+), window_rows as (
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
   from {schema}.outbox_events e
   where e.status = 'pending' and e.available_at <= now()
-    and e.id not in (select id from leased)
-    and not exists (
-      select 1 from {schema}.outbox_events p
-      where p.aggregate_type = e.aggregate_type
-        and p.aggregate_id = e.aggregate_id
-        and p.status = 'pending'
-        and p.seq < e.seq)
   order by e.available_at, e.seq
+  limit 4 * $2::int
+), window_heads as (
+  -- A scalar subquery per row: one probe of the aggregate index each,
+  -- never a join that reads every pending event.
+  select w.* from window_rows w
+  where w.id not in (select id from leased)
+    and w.seq = (
+      select min(p.seq) from {schema}.outbox_events p
+      where p.aggregate_type = w.aggregate_type
+        and p.aggregate_id = w.aggregate_id
+        and p.status = 'pending')
+  limit $2
+), heads as (
+  (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
+   from {schema}.outbox_events e
+   where e.status = 'pending'
+   order by e.aggregate_type, e.aggregate_id, e.seq
+   limit 1)
+  union all
+  select n.*
+  from heads h, lateral (
+    select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
+    from {schema}.outbox_events e
+    where e.status = 'pending'
+      and (e.aggregate_type, e.aggregate_id) > (h.aggregate_type, h.aggregate_id)
+    order by e.aggregate_type, e.aggregate_id, e.seq
+    limit 1) n
+), skip_scan as (
+  select h.* from heads h
+  where (select count(*) from window_heads) < $2
+    and h.available_at <= now()
+    and h.id not in (select id from leased)
+    and h.id not in (select id from window_heads)
+  limit $2
+), due as (
+  select * from (select * from window_heads union all select * from skip_scan) c
+  order by c.available_at, c.seq
   limit $2
 ), lease as (
   insert into {schema}.outbox_leases (owner, ids, expires_at)
