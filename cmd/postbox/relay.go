@@ -29,7 +29,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		backoffMax   = fs.Duration("backoff-max", relay.BackoffMaxDefault, "longest delay before a retry")
 		maxAttempts  = fs.Int("max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
 		batch        = fs.Int("batch", relay.BatchSizeDefault, "most events claimed at once")
-		concurrency  = fs.Int("concurrency", relay.ConcurrencyDefault, "most deliveries in progress at once")
+		concurrency  = fs.Int("concurrency", 0, fmt.Sprintf("most deliveries in progress at once (default %d for webhooks, %d for a broker, whose publishes are pipelined on one connection)", relay.ConcurrencyDefault, brokerConcurrencyDefault))
 		ordered      = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order (PostgreSQL: run \"postbox migrate --ordered\" once first)")
 		poll         = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval")
 		noListen     = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
@@ -67,6 +67,9 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		logger, err := newLogger(*logLevel, *logFormat)
 		if err != nil {
 			return err
+		}
+		if *concurrency == 0 {
+			*concurrency = concurrencyDefault(*sinkURL)
 		}
 		opts := sinkOptions{
 			timeout: *timeout, concurrency: *concurrency,

@@ -70,7 +70,7 @@ func TestKafkaRelayKilledMidBatch(t *testing.T) {
 	first := ledger.StartConsumer(t, brokers, "shipping", kafkaTopic, 0.3)
 	ids := insertKafkaEvents(t, s, 3000)
 
-	relayArgs := append(db, "--sink", kafkatest.URL(brokers, ""), "--batch", "100", "--lease", "2s", "--retention", "1h")
+	relayArgs := append(db, "--sink", kafkatest.URL(brokers, ""), "--batch", "100", "--concurrency", "64", "--lease", "2s", "--retention", "1h")
 	logs, pid := startRelayLogged(t, relayArgs...)
 	waitFor(t, "some events applied", 30*time.Second, func() bool { return len(ledger.Applied(t)) >= 300 })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {

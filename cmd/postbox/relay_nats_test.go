@@ -313,12 +313,21 @@ func TestNATSClusterLeaderKilledMidDrain(t *testing.T) {
 	if len(ids) != n || twice != 0 {
 		t.Fatalf("the stream holds %d distinct events, %d of them more than once; want %d, none twice", len(ids), twice, n)
 	}
-	info, err = st.Info(t.Context())
-	if err != nil {
-		t.Fatal(err)
-	}
-	if info.State.Msgs != n {
-		t.Fatalf("the stream holds %d messages, want %d", info.State.Msgs, n)
+	// The node killed and started again catches up: its answer may lag
+	// for a moment.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		info, err = st.Info(t.Context())
+		if err == nil && info.State.Msgs == uint64(n) {
+			break
+		}
+		if time.Now().After(deadline) {
+			if err != nil {
+				t.Fatalf("stream info: %v", err)
+			}
+			t.Fatalf("the stream holds %d messages, want %d", info.State.Msgs, n)
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 	// The relay either retried the publishes that failed, or (when they
 	// all failed alike) paused on a sink outage and probed.

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -31,6 +32,25 @@ type sinkOptions struct {
 	webhookSecrets string
 	webhookScheme  string
 	logger         *slog.Logger
+}
+
+// brokerConcurrencyDefault is the relay's --concurrency for a broker sink:
+// a publish waits for its acknowledgement (a few milliseconds) while
+// hundreds more go out on the same connection, so 64 at once (the webhook
+// default, one HTTP request each) would leave the broker idle.
+const brokerConcurrencyDefault = 1024
+
+// concurrencyDefault is the relay's --concurrency when it is not given:
+// brokerConcurrencyDefault for a broker sink, relay.ConcurrencyDefault for
+// webhooks (and endpoints, whose dispatcher has its own per endpoint).
+func concurrencyDefault(rawURL string) int {
+	if u, err := url.Parse(rawURL); err == nil {
+		switch strings.ToLower(u.Scheme) {
+		case "nats", "amqp", "amqps", "kafka":
+			return brokerConcurrencyDefault
+		}
+	}
+	return relay.ConcurrencyDefault
 }
 
 // openedSink is a sink and what releases its connections once the relay
