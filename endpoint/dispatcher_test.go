@@ -144,7 +144,7 @@ func TestRotationSignsWithBothSecretsDuringTheGrace(t *testing.T) {
 	}))
 	defer srv.Close()
 	e := addEndpoint(t, s, "rotating", srv.URL, nil)
-	second, third := endpoint.GenerateSecret(), endpoint.GenerateSecret()
+	second, third := newSecret(t), newSecret(t)
 	if err := s.EndpointRotateSecret(context.Background(), e.ID, second, time.Now().Add(time.Hour)); err != nil {
 		t.Fatal(err)
 	}
@@ -234,4 +234,13 @@ func TestShadowEndpointNeverDeadLetters(t *testing.T) {
 	if st := d.Stats(); st.Dropped != 3 || st.Failed != 0 {
 		t.Errorf("stats = %+v, want 3 dropped, none failed", st)
 	}
+}
+
+func newSecret(t *testing.T) string {
+	t.Helper()
+	secret, err := signature.GenerateSecret()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return secret
 }

@@ -86,7 +86,8 @@ func notFound(id uuid.UUID, err error) error {
 // says which, so the command prints a new secret once.
 func secretOrNew(given string) (secret string, generated bool, err error) {
 	if given == "" {
-		return endpoint.GenerateSecret(), true, nil
+		secret, err := signature.GenerateSecret()
+		return secret, err == nil, err
 	}
 	if _, err := signature.NewSigner(signature.Standard, given); err != nil {
 		return "", false, fmt.Errorf("%w: --secret: %v", errUsage, err)
@@ -136,7 +137,7 @@ func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 		rawURL      = fs.String("url", "", "the endpoint's URL (http or https)")
 		name        = fs.String("name", "", "a name for people")
 		types       = fs.String("types", "", "comma-separated globs on the event type, such as 'order.*,payment.succeeded' (empty: every event)")
-		secret      = fs.String("secret", "", "signing secret whsec_<base64> (default: a new one, printed once)")
+		secret      = fs.String("secret", "", "signing secret whsec_<base64> (HMAC, v1), or an ed25519 secret key whsk_<base64> (v1a, see postbox keys generate; the endpoint verifies with its whpk_) (default: a new whsec_, printed once)")
 		concurrency = fs.Int("concurrency", 8, "most deliveries in flight to the endpoint at once")
 		shadow      = fs.Bool("shadow", false, "a shadow endpoint: receives a copy; its failures are dropped, never dead letters")
 	)
@@ -356,7 +357,7 @@ func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
 }
 
 func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
-	secret := fs.String("secret", "", "the new secret, whsec_<base64> (default: a new one, printed once)")
+	secret := fs.String("secret", "", "the new secret, whsec_<base64> or whsk_<base64> (default: a new whsec_, printed once)")
 	grace := fs.Duration("grace", 24*time.Hour, "how long the old secret keeps signing beside the new one")
 	return endpointCommand("rotate-secret", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		if *grace < 0 {
