@@ -181,7 +181,7 @@ func checkRun(t *testing.T, db string) {
 func wantRelay(key string) string {
 	scenario, _, _ := strings.Cut(key, ".")
 	switch {
-	case scenario == "latency" || scenario == "scale" || scenario == "scaling":
+	case scenario == "latency" || scenario == "scale" || scenario == "scaling" || scenario == "endpoints":
 		return bench.RelayProcess
 	case strings.HasPrefix(key, "drain.raw_"), strings.HasPrefix(key, "write.") && !strings.HasSuffix(key, "_relay"):
 		return ""
@@ -190,12 +190,13 @@ func wantRelay(key string) string {
 }
 
 // checkRelayCalls checks that the run started `postbox relay` once for
-// latency, twice for scale and once per process for scaling, each with the
-// flags of its outbox, the webhook endpoint, a whsec_ secret and the
-// concurrency scaling sets, and nothing else.
+// latency, twice for scale, twice for endpoints (in endpoints mode) and
+// once per process for scaling, each with the flags of its outbox, the
+// webhook endpoint, a whsec_ secret and the concurrency scaling sets, and
+// nothing else.
 func checkRelayCalls(t *testing.T, db string, cfg bench.Config, relays *relayCalls) {
 	t.Helper()
-	want := 1 + 2
+	want := 1 + 2 + 2 // latency, scale, the two phases of endpoints
 	for _, i := range cfg.Instances {
 		want += i * len(cfg.Concurrency)
 	}
@@ -203,7 +204,16 @@ func checkRelayCalls(t *testing.T, db string, cfg bench.Config, relays *relayCal
 		t.Errorf("started `postbox relay` %d times, want %d", len(relays.args), want)
 	}
 	concurrency := map[string]int{}
+	endpointsRelays := 0
 	for _, args := range relays.args {
+		if rest, ok := strings.CutSuffix(strings.Join(args, " "), " --endpoints --allow-private-endpoints --log-level warn"); ok {
+			// The endpoints scenario: the outbox's flags, then endpoints mode.
+			endpointsRelays++
+			if !strings.HasPrefix(rest, "--db ") {
+				t.Errorf("relay args %q: want --db first", args)
+			}
+			continue
+		}
 		flags := map[string]string{}
 		for i := 0; i+1 < len(args); i += 2 {
 			name, ok := strings.CutPrefix(args[i], "--")
@@ -234,6 +244,9 @@ func checkRelayCalls(t *testing.T, db string, cfg bench.Config, relays *relayCal
 			t.Errorf("relay args %q: want --db, a local --webhook-url, a whsec_ --webhook-secret and --log-level warn", args)
 		}
 		concurrency[flags["concurrency"]]++
+	}
+	if endpointsRelays != 2 {
+		t.Errorf("%d relays ran in endpoints mode, want 2 (the endpoints scenario's two phases)", endpointsRelays)
 	}
 	if concurrency[""] != 3 {
 		t.Errorf("%d relays ran with the default concurrency, want 3 (latency and scale)", concurrency[""])

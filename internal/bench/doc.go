@@ -16,12 +16,15 @@
 // The relay runs in one of two ways, and every measure says which
 // (Measure.Relay):
 //
-//   - RelayProcess: the latency, scale and scaling scenarios run the
+//   - RelayProcess: the latency, scale, scaling and endpoints scenarios
+//     (and the broker scenarios' sink drain) run the
 //     command users run, `postbox relay`, as a child process
 //     (Config.RelayCommand; by default this executable with "relay"),
 //     with --db and --schema of the scratch outbox, --webhook-url of a
 //     local receiver, a new whsec_ --webhook-secret, --log-level warn, and
-//     --concurrency in scaling, which varies it. Every other flag is at its
+//     --concurrency in scaling, which varies it (endpoints: --endpoints
+//     --allow-private-endpoints instead of the webhook flags, the
+//     endpoints in the outbox's tables; brokers: --sink). Every other flag is at its
 //     default: the environment variables postbox reads flags from are left
 //     out of the child's environment. Its log goes to the progress
 //     writer. The events published are the distinct event ids that

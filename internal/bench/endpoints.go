@@ -6,12 +6,8 @@ import (
 	"fmt"
 	"net"
 	"strconv"
-	"sync"
 	"time"
 
-	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/endpoint"
-	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -24,11 +20,12 @@ const endpointsGoal = 0.9
 // healthy in both phases.
 const endpointsHealthy = 8
 
-// runEndpoints measures per-endpoint isolation: 10 webhook endpoints on
-// loopback, each sent the same WebhookEvents/20 events by an endpoint
-// dispatcher with default settings. The rate of the 8 healthy ones is
-// measured twice in the run: with the other 2 healthy too, then with one
-// of them refusing connections and the other answering after 2 s.
+// runEndpoints measures per-endpoint isolation through `postbox relay
+// --endpoints` as a child process: 10 webhook endpoints on loopback, a
+// backlog of WebhookEvents/20 events, which the relay fans out to each
+// endpoint and delivers. The rate of the 8 endpoints that stay healthy is
+// measured twice in the run: with the other 2 healthy too, then with one of
+// them refusing connections and the other answering after 2 s.
 func runEndpoints(ctx context.Context, e *env, p *progress) error {
 	n := max(e.cfg.WebhookEvents/20, 100)
 	healthy, err := endpointsPhase(ctx, e, p, "endpoints_healthy", n, false)
@@ -39,18 +36,19 @@ func runEndpoints(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
-	e.rep.add(ScenarioEndpoints, "endpoints.healthy", "8 endpoints' deliveries, beside 2 more healthy ones", healthy, UnitEventsPerSec, nil)
-	e.rep.add(ScenarioEndpoints, "endpoints.faulty", "8 endpoints' deliveries, beside one refusing and one answering after 2 s", faulty, UnitEventsPerSec, nil)
+	e.rep.add(ScenarioEndpoints, "endpoints.healthy", "`postbox relay --endpoints`: 8 endpoints' deliveries, beside 2 more healthy ones", healthy, UnitEventsPerSec, nil)
+	e.rep.add(ScenarioEndpoints, "endpoints.faulty", "`postbox relay --endpoints`: 8 endpoints' deliveries, beside one refusing and one answering after 2 s", faulty, UnitEventsPerSec, nil)
 	e.rep.add(ScenarioEndpoints, "endpoints.isolation", "isolation: the 8 healthy endpoints' rate beside faulty ones / beside healthy ones",
 		faulty/healthy, UnitRatio, atLeast(endpointsGoal))
 	return nil
 }
 
-// endpointsPhase writes n deliveries to each of 10 endpoints, then
-// delivers them and returns the rate of the 8 always healthy endpoints:
-// their deliveries over the time until they all arrived.
-func endpointsPhase(ctx context.Context, e *env, p *progress, label string, n int, faulty bool) (float64, error) {
-	sc, err := e.b.newScratch(ctx, label)
+// endpointsPhase fills a backlog of n events, adds 10 endpoints, starts
+// `postbox relay --endpoints` and returns the rate of the 8 always healthy
+// endpoints: their deliveries over the time from the relay's start until
+// they all arrived (the fan-out included).
+func endpointsPhase(ctx context.Context, e *env, p *progress, label string, n int, faulty bool) (v float64, err error) {
+	sc, err := e.filled(ctx, p, label, n)
 	if err != nil {
 		return 0, err
 	}
@@ -85,27 +83,17 @@ func endpointsPhase(ctx context.Context, e *env, p *progress, label string, n in
 			return 0, err
 		}
 	}
-	fan, err := endpoint.NewFanOut(endpoint.FanOutConfig{Store: s})
-	if err != nil {
-		return 0, err
-	}
-	for i := range n {
-		ev := postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: strconv.Itoa(i), EventType: "order.created",
-			Payload: []byte(`{"n":` + strconv.Itoa(i) + `}`)}
-		if err := fan.Publish(ctx, &sink.Message{Event: ev, Attempt: 1}); err != nil {
-			return 0, err
-		}
-	}
-	p.printf("%s: %d deliveries to each of 10 endpoints written", label, n)
-	d, err := endpoint.NewDispatcher(endpoint.Config{Store: s})
-	if err != nil {
-		return 0, err
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
+	parent := ctx
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	defer func() { err = relayExit(parent, ctx, err) }()
 	start := time.Now()
-	wg.Go(func() { _ = d.Run(runCtx) })
-	defer func() { stop(); wg.Wait() }()
+	args := append(sc.relayFlags(), "--endpoints", "--allow-private-endpoints", "--log-level", "warn")
+	rp, err := e.startRelayProcess(ctx, p, args, cancel)
+	if err != nil {
+		return 0, err
+	}
+	defer func() { _, _ = rp.stop() }()
 	want := int64(endpointsHealthy * n)
 	for {
 		var got int64
@@ -117,12 +105,15 @@ func endpointsPhase(ctx context.Context, e *env, p *progress, label string, n in
 		}
 		select {
 		case <-ctx.Done():
-			return 0, ctx.Err()
+			return 0, context.Cause(ctx)
 		case <-time.After(5 * time.Millisecond):
 		}
 	}
 	took := time.Since(start)
-	v := rate(int(want), took)
+	if _, err := rp.stop(); err != nil {
+		return 0, err
+	}
+	v = rate(int(want), took)
 	p.printf("%s: the 8 healthy endpoints received %d events in %s: %.0f events/s", label, want, took.Round(time.Millisecond), v)
 	return v, nil
 }

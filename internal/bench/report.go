@@ -41,7 +41,7 @@ var scenarioRelay = map[string]string{
 	ScenarioLatency:   RelayProcess,
 	ScenarioScale:     RelayProcess,
 	ScenarioScaling:   RelayProcess,
-	ScenarioEndpoints: RelayInProcess,
+	ScenarioEndpoints: RelayProcess,
 }
 
 // Report is the outcome of a run: what ran where, and every measure.
