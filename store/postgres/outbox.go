@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -56,8 +57,15 @@ func (s *Store) claim(ctx context.Context, query string, args ...any) (out []sto
 		return nil, fmt.Errorf("postgres: claim: %w", err)
 	}
 	out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Delivery, error) {
-		var d store.Delivery
-		err := row.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &d.Headers, &d.Attempt, &d.CreatedAt)
+		var (
+			d       store.Delivery
+			headers []byte
+		)
+		if err := row.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt); err != nil {
+			return d, err
+		}
+		var err error
+		d.Headers, err = eventHeaders(headers)
 		return d, err
 	})
 	if err != nil {
@@ -313,4 +321,19 @@ func rawIDs(ids []uuid.UUID) [][16]byte {
 		out[i] = id
 	}
 	return out
+}
+
+// eventHeaders decodes the headers column of a claimed event. Most events
+// have none ("{}"): they cost no decoding, which took a tenth of the
+// relay's CPU in a drain when every row went through json.Unmarshal.
+func eventHeaders(raw []byte) (map[string]string, error) {
+	switch string(raw) {
+	case "", "{}", "null":
+		return nil, nil
+	}
+	var h map[string]string
+	if err := json.Unmarshal(raw, &h); err != nil {
+		return nil, fmt.Errorf("headers: %w", err)
+	}
+	return h, nil
 }
