@@ -35,7 +35,8 @@ import (
 // event whose requests time out (a slow handler, not a dead endpoint)
 // cannot pass for an outage that never ends. The first probe (or late
 // delivery) that reaches the sink ends the outage, the events kept are
-// delivered, and the relay claims at full speed again.
+// delivered, and the relay claims at full speed again. When no other
+// event is left to probe with, a kept one is probed again.
 const (
 	outageTimeouts = 3
 	probeFirst     = 100 * time.Millisecond
@@ -153,6 +154,19 @@ func (h *sinkHealth) keep(d store.Delivery, limit int) bool {
 	return true
 }
 
+// takeOneKept returns the probe kept first, and forgets it; ok is false
+// when none is kept.
+func (h *sinkHealth) takeOneKept() (d store.Delivery, ok bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if len(h.kept) == 0 {
+		return d, false
+	}
+	d = h.kept[0]
+	h.kept = h.kept[1:]
+	return d, true
+}
+
 // takeKept returns the probes kept, and forgets them; with last (the claim
 // loop stops) no probe is kept from then on.
 func (h *sinkHealth) takeKept(last bool) []store.Delivery {
@@ -236,8 +250,17 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 		return nil
 	}
 	batch, err := r.claim(ctx, 1)
-	if err != nil || len(batch) == 0 {
+	if err != nil {
 		return err
+	}
+	if len(batch) == 0 {
+		// Nothing new to probe with: probe with an event kept, or the
+		// outage would never end while only kept events remain.
+		d, ok := r.health.takeOneKept()
+		if !ok {
+			return nil
+		}
+		batch = append(batch, d)
 	}
 	r.counts.probes.Add(1)
 	if obs := r.cfg.Observer; obs != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -371,4 +372,42 @@ func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
 	if got := retriesCounted(t, s); got != retries {
 		t.Fatalf("failed attempts counted at the stop: %d, then %d", retries, got)
 	}
+}
+
+// Found by postbox chaos: the only events left were probes that timed out
+// and were kept for after the outage. A probe claims a new event, and
+// there was none, so the outage never ended and the kept events were
+// never sent. With nothing else to probe with, the relay probes with an
+// event it kept.
+func TestOutageEndsWhenOnlyKeptProbesRemain(t *testing.T) {
+	s := pgtest.Store(t)
+	var hanging atomic.Bool
+	hanging.Store(true)
+	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, _ receiver.Delivery, _ int) int {
+		if hanging.Load() {
+			<-r.Context().Done()
+			return receiver.Answered
+		}
+		return http.StatusOK
+	})
+	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 50*time.Millisecond), MaxAttempts: 100,
+		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		ProbeInterval: 40 * time.Millisecond, BatchSize: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
+	runRelay(t, r)
+	for i := range 4 {
+		if err := s.Enqueue(context.Background(), ev(strconv.Itoa(i), 1)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the relay to see the sink down", 10*time.Second, func() bool { return !r.SinkAvailable() })
+	// Every event has been a probe that timed out, and is kept: there is
+	// nothing new to probe with.
+	waitFor(t, "every event kept as a probe that timed out", 10*time.Second, func() bool {
+		st := r.Stats()
+		return st.Probes >= 4 && st.InFlight == 4
+	})
+	hanging.Store(false)
+	waitFor(t, "every event delivered once the sink answers", 10*time.Second, func() bool {
+		return stats(t, s).Done == 4
+	})
 }
