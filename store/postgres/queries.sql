@@ -54,12 +54,12 @@ select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retr
 -- Two ways find heads, so that no claim reads the whole backlog:
 -- - window: the oldest due events (4 × $2 of them, in claim order), those
 --   of them that are heads: the common case, oldest first;
--- - skip_scan: when the window holds fewer than $2 heads (the heads sit
---   behind their successors in claim order: a head waiting for a retry, or
---   reclaimed, while its successors are long due), one index probe per
---   aggregate that has pending events, in aggregate order, until $2 heads
---   are found. Its cost grows with the aggregates, never with the events
---   queued behind their heads.
+-- - skip_scan: when the window was full yet holds fewer than $2 heads (the
+--   heads sit behind their successors in claim order: a head waiting for a
+--   retry, or reclaimed, while its successors are long due), one index
+--   probe per aggregate that has pending events, in aggregate order (not by
+--   age), until $2 heads are found. Its cost grows with the aggregates,
+--   never with the events queued behind their heads.
 with recursive leased as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), window_rows as (
@@ -95,8 +95,16 @@ with recursive leased as (
     order by e.aggregate_type, e.aggregate_id, e.seq
     limit 1) n
 ), skip_scan as (
+  -- Only when the window was full: a window that is not full saw every
+  -- due event, so every due head.
   select h.* from heads h
   where (select count(*) from window_heads) < $2
+    and exists (
+      select 1 from {schema}.outbox_events e
+      where e.status = 'pending' and e.available_at <= now()
+      order by e.available_at, e.seq
+      offset 4 * $2::int - 1
+      limit 1)
     and h.available_at <= now()
     and h.id not in (select id from leased)
     and h.id not in (select id from window_heads)
