@@ -17,7 +17,7 @@ func openAMQPSink(ctx context.Context, u *url.URL, opts sinkOptions) (*openedSin
 	if err != nil {
 		return nil, fmt.Errorf("%w: --sink: %v", errUsage, err)
 	}
-	cfg.Logger = opts.logger
+	cfg.Logger, cfg.Timeout = opts.logger, opts.timeout
 	s, err := amqp.New(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("--sink: %w", err)

@@ -19,6 +19,7 @@ const (
 	RoutingKeyDefault   = sink.PlaceholderEventType
 	ChannelsDefault     = 4
 	DialTimeoutDefault  = 10 * time.Second
+	TimeoutDefault      = 10 * time.Second
 	HeartbeatDefault    = 10 * time.Second
 	ReconnectMinDefault = 100 * time.Millisecond
 	ReconnectMaxDefault = 10 * time.Second
@@ -43,6 +44,11 @@ type Config struct {
 	// DialTimeout bounds connecting, TLS and the AMQP handshake. Default
 	// DialTimeoutDefault.
 	DialTimeout time.Duration
+	// Timeout bounds one publish: sending the message and the server's
+	// confirm. A publish past it fails with an error whose Timeout() is
+	// true (a relay takes several in a row for an outage). Default
+	// TimeoutDefault.
+	Timeout time.Duration
 	// Heartbeat is the AMQP heartbeat interval, which detects a dead
 	// connection. Default HeartbeatDefault.
 	Heartbeat time.Duration
@@ -201,7 +207,7 @@ func (c Config) settle() (settings, error) {
 		return settings{}, fmt.Errorf("amqp: Config.RoutingKey: %w", err)
 	}
 	for name, v := range map[string]int64{
-		"Channels": int64(c.Channels), "DialTimeout": int64(c.DialTimeout), "Heartbeat": int64(c.Heartbeat),
+		"Channels": int64(c.Channels), "DialTimeout": int64(c.DialTimeout), "Timeout": int64(c.Timeout), "Heartbeat": int64(c.Heartbeat),
 		"ReconnectMin": int64(c.ReconnectMin), "ReconnectMax": int64(c.ReconnectMax),
 	} {
 		if v < 0 {
@@ -210,6 +216,7 @@ func (c Config) settle() (settings, error) {
 	}
 	setDefault(&c.Channels, ChannelsDefault)
 	setDefault(&c.DialTimeout, DialTimeoutDefault)
+	setDefault(&c.Timeout, TimeoutDefault)
 	setDefault(&c.Heartbeat, HeartbeatDefault)
 	setDefault(&c.ReconnectMin, ReconnectMinDefault)
 	setDefault(&c.ReconnectMax, ReconnectMaxDefault)

@@ -77,7 +77,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 }
 
 // Publish sends m to the exchange, with the routing key of its template,
-// and waits for the server's confirm. It fails at once with a
+// and waits for the server's confirm, for at most Config.Timeout. It fails at once with a
 // sink.Unavailable error while the connection is down, and with a
 // retryable error when the server returns the message as unroutable or
 // refuses it.
@@ -93,6 +93,8 @@ func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err != nil {
 		return err
 	}
+	ctx, cancel := context.WithTimeout(ctx, k.s.Timeout)
+	defer cancel()
 	headers := amqp091.Table{}
 	sink.BrokerHeaders(m, func(name, value string) { headers[name] = value })
 	return p.publish(ctx, k.s.Exchange, key, amqp091.Publishing{

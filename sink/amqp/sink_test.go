@@ -217,3 +217,27 @@ func TestPublishEndsAtDeadlineWithoutConfirm(t *testing.T) {
 	}
 	proxy.Thaw() // for a quick Close
 }
+
+// Config.Timeout bounds a publish whose confirm never comes, whatever the
+// caller's context: a timeout, as the relay's outage rule reads one.
+func TestPublishEndsAtItsTimeoutWithoutConfirm(t *testing.T) {
+	srv := amqptest.Connect(t)
+	exchange := srv.Exchange()
+	srv.Queue(exchange, "#", nil)
+	proxy := amqptest.NewProxy(t)
+	k, err := amqp.New(t.Context(), amqp.Config{URL: proxy.URL, Exchange: exchange, Timeout: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer k.Close()
+	if err := k.Publish(t.Context(), message("before")); err != nil {
+		t.Fatal(err)
+	}
+	proxy.Freeze()
+	err = k.Publish(t.Context(), message("lost"))
+	var timeout interface{ Timeout() bool }
+	if !errors.As(err, &timeout) || !timeout.Timeout() {
+		t.Fatalf("Publish without a confirm: %v, want a timeout", err)
+	}
+	proxy.Thaw() // for a quick Close
+}
