@@ -2,7 +2,6 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"sort"
@@ -12,6 +11,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // Claim leases due events to p.Owner and returns them in sequence order.
@@ -64,7 +64,7 @@ func (s *Store) claim(ctx context.Context, query string, args ...any) (out []sto
 		if err := row.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt); err != nil {
 			return d, err
 		}
-		d.Headers = eventHeaders(headers)
+		d.Headers = sqlstore.DecodeHeaders(headers)
 		return d, nil
 	})
 	if err != nil {
@@ -320,36 +320,4 @@ func rawIDs(ids []uuid.UUID) [][16]byte {
 		out[i] = id
 	}
 	return out
-}
-
-// eventHeaders decodes the headers column of a claimed event. Most events
-// have none ("{}"): they cost no decoding, which took a tenth of the
-// relay's CPU in a drain when every row went through json.Unmarshal. It
-// never fails: the claim has leased the event by then, and a row whose
-// headers a plain-SQL producer wrote as something else than an object of
-// strings ({"retries": 1}) must still be delivered, not fail every claim
-// it is in. Values that are not strings are sent as their JSON text;
-// headers that are not an object are dropped.
-func eventHeaders(raw []byte) map[string]string {
-	switch string(raw) {
-	case "", "{}", "null":
-		return nil
-	}
-	var h map[string]string
-	if json.Unmarshal(raw, &h) == nil {
-		return h
-	}
-	var loose map[string]json.RawMessage
-	if json.Unmarshal(raw, &loose) != nil {
-		return nil
-	}
-	h = make(map[string]string, len(loose))
-	for name, value := range loose {
-		var text string
-		if json.Unmarshal(value, &text) != nil {
-			text = string(value)
-		}
-		h[name] = text
-	}
-	return h
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // Claim leases due events to p.Owner in one write transaction and returns
@@ -46,9 +47,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 			if err := rows.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &created); err != nil {
 				return err
 			}
-			if d.Headers, err = decodeHeaders(headers); err != nil {
-				return fmt.Errorf("headers of event %s: %w", d.ID, err)
-			}
+			d.Headers = sqlstore.DecodeHeaders([]byte(headers))
 			d.CreatedAt = time.UnixMicro(created)
 			out = append(out, d)
 		}
@@ -364,17 +363,6 @@ func checkLimit(op string, limit int) error {
 	return nil
 }
 
-func decodeHeaders(s string) (map[string]string, error) {
-	if s == "" || s == "{}" {
-		return nil, nil
-	}
-	var h map[string]string
-	if err := json.Unmarshal([]byte(s), &h); err != nil {
-		return nil, err
-	}
-	return h, nil
-}
-
 func scanRecords(rows *sql.Rows) ([]store.Record, error) {
 	defer rows.Close()
 	var out []store.Record
@@ -389,9 +377,7 @@ func scanRecords(rows *sql.Rows) ([]store.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		if r.Headers, err = decodeHeaders(headers); err != nil {
-			return nil, fmt.Errorf("headers of event %s: %w", r.ID, err)
-		}
+		r.Headers = sqlstore.DecodeHeaders([]byte(headers))
 		r.AvailableAt = time.UnixMicro(availableAt)
 		r.CreatedAt = time.UnixMicro(created)
 		r.LeaseExpiresAt, r.ProcessedAt = microTime(leaseExpires), microTime(processed)
