@@ -6,5 +6,5 @@
 create index {prefix}outbox_events_failed_seq_idx
   on {prefix}outbox_events (processed_at, seq) where status = 'failed';
 create index {prefix}outbox_events_failed_aggregate_idx
-  on {prefix}outbox_events (aggregate_type, aggregate_id, processed_at, seq) where status = 'failed';
+  on {prefix}outbox_events (aggregate_id, aggregate_type, processed_at, seq) where status = 'failed';
 drop index {prefix}outbox_events_failed_idx;
