@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"time"
 
 	"github.com/postbox-go/postbox/sink"
@@ -64,6 +65,10 @@ type job struct {
 // for all but the probes; deliveries run under deliverCtx, which the
 // shutdown cancels after ShutdownTimeout.
 func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan job, results chan<- outcome) {
+	// Each delivery's context is a child of this publisher's own: the
+	// deliveries of all publishers do not contend for deliverCtx's lock.
+	deliverCtx, stop := context.WithCancel(deliverCtx)
+	defer stop()
 	for j := range work {
 		o := r.publishOne(ctx, deliverCtx, j)
 		o.settled = j.settled
@@ -116,6 +121,17 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 	return o
 }
 
+// deliveryAttrs are the log attributes of an attempt to deliver d that
+// took took. They are built only when logged: a delivery that succeeds
+// logs at debug level, usually off.
+func deliveryAttrs(d store.Delivery, took time.Duration) []any {
+	return []any{
+		"event_id", d.ID, "event_type", d.EventType,
+		"aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID,
+		"attempt", d.Attempt, "duration", took,
+	}
+}
+
 // attempt publishes msg, the message of d, and decides what becomes of it.
 func (r *Relay) attempt(ctx context.Context, d store.Delivery, msg *sink.Message) outcome {
 	start := time.Now()
@@ -123,17 +139,15 @@ func (r *Relay) attempt(ctx context.Context, d store.Delivery, msg *sink.Message
 	end := time.Now()
 	took := end.Sub(start)
 	sent := outcome{delivery: d, sent: true, took: took, age: end.Sub(d.CreatedAt)}
-	attrs := []any{
-		"event_id", d.ID, "event_type", d.EventType,
-		"aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID,
-		"attempt", d.Attempt, "duration", took,
-	}
 	if err == nil {
 		r.sinkOutcome(nil, 0)
-		r.log.Debug("delivered", attrs...)
+		if r.log.Enabled(ctx, slog.LevelDebug) {
+			r.log.Debug("delivered", deliveryAttrs(d, took)...)
+		}
 		sent.action = actionDone
 		return sent
 	}
+	attrs := deliveryAttrs(d, took)
 	if ctx.Err() != nil {
 		// Cut short: it did not count.
 		if cause := context.Cause(ctx); errors.Is(cause, errLeaseLost) || errors.Is(cause, errLeaseExpired) {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/sink"
@@ -45,7 +46,11 @@ const (
 // sinkHealth follows whether the sink can be reached. The publishers report
 // every outcome to it; the claim loop asks it whether to probe.
 type sinkHealth struct {
-	mu sync.Mutex
+	// healthy is true while the sink is up and no timeout is being
+	// counted: the publishers' outcomes and questions then need no lock
+	// (see settled).
+	healthy atomic.Bool
+	mu      sync.Mutex
 	// down, since and cause describe the outage under way, if any.
 	down  bool
 	since time.Time
@@ -63,7 +68,16 @@ type sinkHealth struct {
 	keeping bool
 }
 
-func newSinkHealth() *sinkHealth { return &sinkHealth{probed: make(chan struct{}, 1), keeping: true} }
+func newSinkHealth() *sinkHealth {
+	h := &sinkHealth{probed: make(chan struct{}, 1), keeping: true}
+	h.healthy.Store(true)
+	return h
+}
+
+// settled updates healthy after a change of down or timeouts; h.mu is held.
+func (h *sinkHealth) settled() {
+	h.healthy.Store(!h.down && h.timeouts == 0)
+}
 
 // outage is what an outage under way looks like from outside.
 type outage struct {
@@ -82,6 +96,9 @@ func (h *sinkHealth) state() outage {
 }
 
 func (h *sinkHealth) isDown() bool {
+	if h.healthy.Load() {
+		return false
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	return h.down
@@ -101,8 +118,12 @@ const (
 // failure is then not the event's, and is released) and the change, with
 // how long the outage lasted when it came back.
 func (h *sinkHealth) record(err error, kind sink.Kind, now time.Time) (unreachable bool, c change, lasted time.Duration) {
+	if err == nil && h.healthy.Load() {
+		return false, unchanged, 0
+	}
 	h.mu.Lock()
 	defer h.mu.Unlock()
+	defer h.settled()
 	switch {
 	case err == nil:
 	case kind == sink.Unavailable:
@@ -187,6 +208,7 @@ func (h *sinkHealth) end() bool {
 	defer h.mu.Unlock()
 	was := h.down
 	h.down, h.timeouts, h.keeping = false, 0, true
+	h.settled()
 	return was
 }
 

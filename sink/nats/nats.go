@@ -223,14 +223,7 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("nats: %w", context.Cause(ctx))
 	}
-	msg := natsgo.NewMsg(subject)
-	msg.Data = m.Payload
-	sink.BrokerHeaders(m, func(name, value string) {
-		if !isServerHeader(name) {
-			msg.Header.Set(name, value)
-		}
-	})
-	msg.Header.Set(jetstream.MsgIDHeader, m.ID.String())
+	msg := newMsg(subject, m)
 
 	select {
 	case s.slots <- struct{}{}:
@@ -265,6 +258,29 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		}()
 		return fmt.Errorf("nats: waiting for the PubAck: %w", context.Cause(ctx))
 	}
+}
+
+// wireHeaders is the number of headers newMsg sets besides the event's
+// own: those of sink.BrokerHeaders and Nats-Msg-Id.
+const wireHeaders = 7
+
+// newMsg is the message of m for subject. Its headers share one backing
+// array of values: a message is built per event, at the rate of the drain.
+func newMsg(subject string, m *sink.Message) *natsgo.Msg {
+	n := len(m.Headers) + wireHeaders
+	header := make(natsgo.Header, n)
+	values := make([]string, 0, n)
+	set := func(name, value string) {
+		values = append(values, value)
+		header[name] = values[len(values)-1 : len(values) : len(values)]
+	}
+	sink.BrokerHeaders(m, func(name, value string) {
+		if !isServerHeader(name) {
+			set(name, value)
+		}
+	})
+	set(jetstream.MsgIDHeader, header[sink.HeaderEventID][0])
+	return &natsgo.Msg{Subject: subject, Header: header, Data: m.Payload}
 }
 
 // uncaptured reports whether the server says that no stream captures

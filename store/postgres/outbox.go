@@ -61,7 +61,9 @@ func (s *Store) claim(ctx context.Context, query string, args ...any) (out []sto
 			d       store.Delivery
 			headers []byte
 		)
-		if err := row.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt); err != nil {
+		// The id scans as 16 bytes: scanned as a uuid.UUID (an
+		// sql.Scanner) it would go through its text form.
+		if err := row.Scan((*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt); err != nil {
 			return d, err
 		}
 		d.Headers = sqlstore.DecodeHeaders(headers)
@@ -81,24 +83,22 @@ func (s *Store) claim(ctx context.Context, query string, args ...any) (out []sto
 // asynchronously like a claim: a server crash may forget it, and the events
 // are then delivered again. Error texts are cleaned (store.CleanErrorText).
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
-	retryIDs := make([][16]byte, len(p.Retry))
+	retryIDs := make([]uuid.UUID, len(p.Retry))
 	retryAt := make([]time.Time, len(p.Retry))
 	retryErr := make([]string, len(p.Retry))
 	for i, r := range p.Retry {
 		retryIDs[i], retryAt[i], retryErr[i] = r.ID, r.AvailableAt, store.CleanErrorText(r.LastError)
 	}
-	failIDs := make([][16]byte, len(p.Failed))
+	failIDs := make([]uuid.UUID, len(p.Failed))
 	failErr := make([]string, len(p.Failed))
 	for i, f := range p.Failed {
 		failIDs[i], failErr[i] = f.ID, store.CleanErrorText(f.LastError)
 	}
-	done := rawIDs(p.Done)
-	settled := make([][16]byte, 0, len(p.Done)+len(p.Retry)+len(p.Failed))
-	settled = append(append(append(settled, done...), retryIDs...), failIDs...)
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("relay_async_commit"))
 	batch.Queue(s.sql.Get("lease_lock"), p.Owner)
-	batch.Queue(s.sql.Get("settle"), p.Owner, done, retryIDs, retryAt, retryErr, failIDs, failErr, settled, p.KeepDone)
+	batch.Queue(s.sql.Get("settle"), p.Owner, uuidArray(p.Done), uuidArray(retryIDs), retryAt, retryErr,
+		uuidArray(failIDs), failErr, uuidArray(p.Done, retryIDs, failIDs), p.KeepDone)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: settle: %w", err)
 	}
@@ -155,7 +155,7 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 	}
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("lease_lock"), owner)
-	batch.Queue(s.sql.Get("release"), owner, rawIDs(ids))
+	batch.Queue(s.sql.Get("release"), owner, uuidArray(ids))
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}
