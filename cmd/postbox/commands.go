@@ -41,8 +41,11 @@ var commands = map[string]command{
 var errUsage = errors.New("usage")
 
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) {
+	switch {
+	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errSinkDown):
+		return exitSinkDown
 	}
 	return 1
 }

@@ -58,9 +58,6 @@ const pruneEvery = time.Hour
 type Config struct {
 	// Store holds the presence table. Required.
 	Store store.Presence
-	// Relay names the relay: the owner name of its leases
-	// (relay.Relay.Owner). Required.
-	Relay string
 	// Sink describes the relay's sink without credentials (a scheme and a
 	// host); it is written as given.
 	Sink string
@@ -85,12 +82,22 @@ type Config struct {
 	Logger *slog.Logger
 }
 
+// Relay is what a Heartbeat reads of its relay; *relay.Relay is one.
+type Relay interface {
+	// Owner names the relay: the owner name of its leases, the row's id.
+	Owner() string
+	// Stats are the relay's state, read at every beat.
+	Stats() relay.Stats
+}
+
 // Heartbeat keeps one relay's row current. It is the relay's Observer for
 // the changes of its sink's state; Run writes the row.
 type Heartbeat struct {
 	cfg  Config
 	host string
 	pid  int
+	// id is the relay's name, set by Run.
+	id string
 	// wake asks Run to write the row at once (the sink's state changed).
 	wake chan struct{}
 
@@ -108,8 +115,6 @@ func New(cfg Config) (*Heartbeat, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, errors.New("presence: Config.Store is required")
-	case cfg.Relay == "":
-		return nil, errors.New("presence: Config.Relay is required")
 	case cfg.Every < 0 || cfg.Timeout < 0 || cfg.PruneAfter < 0:
 		return nil, errors.New("presence: Config.Every, Timeout and PruneAfter must not be negative")
 	}
@@ -130,13 +135,14 @@ func New(cfg Config) (*Heartbeat, error) {
 	return &Heartbeat{cfg: cfg, host: host, pid: os.Getpid(), wake: make(chan struct{}, 1)}, nil
 }
 
-// Run writes the row at once, renews it every Config.Every (and whenever
-// the sink's state changes) with what stats returns (give it
-// relay.Relay.Stats), prunes the rows of relays gone for
-// Config.PruneAfter, and deletes the row when ctx is done, then returns.
-// Stop it after the relay's Run has returned, so that the last row written
-// says so.
-func (h *Heartbeat) Run(ctx context.Context, stats func() relay.Stats) {
+// Run writes r's row at once, renews it every Config.Every (and whenever
+// the sink's state changes) with r's Stats, prunes the rows of relays gone
+// for Config.PruneAfter, and deletes r's row when ctx is done, then
+// returns. Start it before the relay's Run and stop it after Run returned.
+// Run it once.
+func (h *Heartbeat) Run(ctx context.Context, r Relay) {
+	h.id = r.Owner()
+	stats := r.Stats
 	h.beat(ctx, stats())
 	h.prune(ctx)
 	// The relay starts listening shortly after it starts: say so soon.
@@ -169,7 +175,7 @@ func (h *Heartbeat) row(stats relay.Stats) store.RelayPresence {
 	}
 	sinkError := h.sinkError
 	h.mu.Unlock()
-	p := store.RelayPresence{ID: h.cfg.Relay, Host: h.host, PID: h.pid, Mode: h.cfg.Mode, Sink: h.cfg.Sink,
+	p := store.RelayPresence{ID: h.id, Host: h.host, PID: h.pid, Mode: h.cfg.Mode, Sink: h.cfg.Sink,
 		Version: h.cfg.Version, HeartbeatEvery: h.cfg.Every, SinkError: sinkError}
 	if stats.SinkDown {
 		p.SinkDownSince = stats.SinkDownSince
@@ -215,7 +221,7 @@ func (h *Heartbeat) prune(ctx context.Context) {
 func (h *Heartbeat) leave(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
-	h.result("delete the relay's presence", h.cfg.Store.PresenceLeave(ctx, h.cfg.Relay))
+	h.result("delete the relay's presence", h.cfg.Store.PresenceLeave(ctx, h.id))
 }
 
 // result logs a failed write, at most once per failureLogEvery while they

@@ -32,11 +32,13 @@ func openStore(t *testing.T, migrate bool) *sqlite.Store {
 	return s
 }
 
-// state is the relay's Stats as the test sets them.
+// state is a relay, relay-1, whose Stats the test sets.
 type state struct {
 	mu sync.Mutex
 	st relay.Stats
 }
+
+func (s *state) Owner() string { return "relay-1" }
 
 func (s *state) set(st relay.Stats) {
 	s.mu.Lock()
@@ -44,7 +46,7 @@ func (s *state) set(st relay.Stats) {
 	s.st = st
 }
 
-func (s *state) get() relay.Stats {
+func (s *state) Stats() relay.Stats {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.st
@@ -57,7 +59,7 @@ func run(t *testing.T, h *presence.Heartbeat, st *state) (stop func()) {
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		h.Run(ctx, st.get)
+		h.Run(ctx, st)
 	}()
 	var once sync.Once
 	stop = func() { once.Do(func() { cancel(); <-done }) }
@@ -92,7 +94,7 @@ func TestRowFollowsTheRelay(t *testing.T) {
 	s := openStore(t, true)
 	st := &state{}
 	st.set(relay.Stats{Listening: true})
-	h, err := presence.New(presence.Config{Store: s, Relay: "relay-1", Sink: "webhook https://example.com",
+	h, err := presence.New(presence.Config{Store: s, Sink: "webhook https://example.com",
 		Version: "v9", Secrets: []string{"hunter2"}, Every: time.Hour, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +141,7 @@ func TestStartPrunesRelaysLongGone(t *testing.T) {
 	if _, err := s.DB().Exec("update relay_presence set heartbeat_at = ?", time.Now().Add(-25*time.Hour).UnixMicro()); err != nil {
 		t.Fatal(err)
 	}
-	h, err := presence.New(presence.Config{Store: s, Relay: "relay-1", Logger: slog.New(slog.DiscardHandler)})
+	h, err := presence.New(presence.Config{Store: s, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -173,7 +175,7 @@ func (b *logBuffer) String() string {
 func TestFailedWritesAreLoggedOnce(t *testing.T) {
 	s := openStore(t, false)
 	logs := &logBuffer{}
-	h, err := presence.New(presence.Config{Store: s, Relay: "relay-1", Every: 5 * time.Millisecond,
+	h, err := presence.New(presence.Config{Store: s, Every: 5 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
 		t.Fatal(err)
@@ -193,9 +195,8 @@ func TestFailedWritesAreLoggedOnce(t *testing.T) {
 func TestConfigIsValidated(t *testing.T) {
 	s := openStore(t, false)
 	for name, cfg := range map[string]presence.Config{
-		"no store":       {Relay: "r"},
-		"no relay":       {Store: s},
-		"negative every": {Store: s, Relay: "r", Every: -time.Second},
+		"no store":       {},
+		"negative every": {Store: s, Every: -time.Second},
 	} {
 		if _, err := presence.New(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
