@@ -4,7 +4,8 @@
 //
 // Pages: the overview (counts by status and by event type, the age of the
 // oldest pending event, deliveries and failures per minute over the last
-// hour, the relays holding leases; it refreshes itself), the failed events
+// hour, the running relays from their presence rows with the leases they
+// hold, and whether they find the sink down; it refreshes itself), the failed events
 // (filters, keyset pages, retry or purge of some or all of them after a
 // confirmation), one event, the inbox's recent and failed rows, and a
 // search by event id or dedup key.
@@ -38,14 +39,15 @@ import (
 )
 
 // Store is what the console reads and changes: a store's Inspector, its
-// dead-letter operations and its inbox reader. *postgres.Store and
-// *sqlite.Store are Stores.
+// dead-letter operations, its inbox reader and the relays' presence table.
+// *postgres.Store and *sqlite.Store are Stores.
 type Store interface {
 	// String names the store without credentials, for the page header.
 	String() string
 	store.Inspector
 	store.DeadLetters
 	store.InboxReader
+	store.PresenceReader
 }
 
 // Defaults of Config.

@@ -200,12 +200,20 @@ func TestOverviewShowsCountsTypesAndRelays(t *testing.T) {
 		if _, err := o.Claim(ctxFor(t), store.ClaimParams{Owner: "relay-on-host-7", Limit: 1, Lease: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
+		ps := s.(store.Presence)
+		down := store.RelayPresence{ID: "relay-on-host-8", Mode: "listening", Sink: "webhook https://partner.example",
+			HeartbeatEvery: time.Minute, SinkDownSince: time.Now().Add(-time.Minute), SinkError: "connection refused"}
+		if err := ps.PresenceBeat(ctxFor(t), down); err != nil {
+			t.Fatal(err)
+		}
 		c := serve(t, console.Config{Store: s})
 		res, body := c.get("/")
 		wantStatus(t, res, body, http.StatusOK)
 		for _, want := range []string{
 			`id="count-failed">2<`, `id="count-pending">1<`, `id="count-processing">1<`,
 			`<td>order.paid</td>`, `<td>order.shipped</td>`, `relay-on-host-7`, `<svg class="chart"`, `data-refresh="5"`,
+			`id="sink-down">Sink down: relay relay-on-host-8 finds webhook https://partner.example unreachable`,
+			`connection refused`, `<td>listening</td>`, `sink down since`, `no presence row`,
 		} {
 			if !strings.Contains(body, want) {
 				t.Errorf("overview lacks %q", want)

@@ -119,15 +119,20 @@ type overviewPage struct {
 	Stats store.Stats
 	Types []store.TypeStats
 	// At is when the counts were read.
-	At          time.Time
-	Relays      []relayRow
+	At     time.Time
+	Relays []relayRow
+	// SinkDown are the live relays that find their sink down.
+	SinkDown    []relayRow
 	Chart       chart
 	SampleEvery time.Duration
 }
 
+// relayRow is one relay: its presence row (Presence, when it wrote one),
+// and the leases it holds (Events zero when none).
 type relayRow struct {
 	store.RelayLeases
-	Expired bool
+	Expired  bool
+	Presence *store.RelayPresence
 }
 
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
@@ -148,10 +153,13 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		c.fail(w, "reading the relays", err)
 		return
 	}
-	now := time.Now()
-	for _, rl := range relays {
-		p.Relays = append(p.Relays, relayRow{RelayLeases: rl, Expired: rl.LastExpiry.Before(now)})
+	present, err := c.cfg.Store.RelayPresences(ctx)
+	if err != nil {
+		c.fail(w, "reading the relays' presence", err)
+		return
 	}
+	p.Relays, p.SinkDown = relayRows(present, relays, time.Now())
+	now := time.Now()
 	p.Chart = newChart(c.samples.perMinute(now))
 	p.SampleEvery = c.cfg.SampleEvery
 	c.render(w, r, http.StatusOK, "overview", p)
@@ -501,4 +509,33 @@ func sortedHeaders(h map[string]string) []header {
 	}
 	slices.SortFunc(out, func(a, b header) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// relayRows joins the relays' presence rows (those running, first) and the
+// leases relays hold (those without a row after: a relay older than the
+// presence table, or one whose row was pruned), and returns the live
+// relays that find their sink down as well.
+func relayRows(present []store.RelayPresence, leases []store.RelayLeases, now time.Time) (rows, sinkDown []relayRow) {
+	byOwner := map[string]store.RelayLeases{}
+	for _, rl := range leases {
+		byOwner[rl.Owner] = rl
+	}
+	for i := range present {
+		pr := &present[i]
+		row := relayRow{RelayLeases: store.RelayLeases{Owner: pr.ID}, Presence: pr}
+		if rl, ok := byOwner[pr.ID]; ok {
+			row.RelayLeases, row.Expired = rl, rl.LastExpiry.Before(now)
+			delete(byOwner, pr.ID)
+		}
+		rows = append(rows, row)
+		if pr.SinkDown() && !pr.Stale() {
+			sinkDown = append(sinkDown, row)
+		}
+	}
+	for _, rl := range leases {
+		if _, ok := byOwner[rl.Owner]; ok {
+			rows = append(rows, relayRow{RelayLeases: rl, Expired: rl.LastExpiry.Before(now)})
+		}
+	}
+	return rows, sinkDown
 }

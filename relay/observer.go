@@ -100,3 +100,62 @@ type Attempt struct {
 	// reported one (sink.Classify), else 0; 0 too for a delivered event.
 	StatusCode int
 }
+
+// Observers returns an Observer that tells each of obs, in turn, what the
+// relay does: how a relay reports to several observers at once (metrics,
+// the presence table). Nil observers are left out; with none left it
+// returns nil (nothing observed, at no cost), with one, that one.
+func Observers(obs ...Observer) Observer {
+	var all observers
+	for _, o := range obs {
+		if o != nil {
+			all = append(all, o)
+		}
+	}
+	switch len(all) {
+	case 0:
+		return nil
+	case 1:
+		return all[0]
+	}
+	return all
+}
+
+// observers is the Observer of Observers.
+type observers []Observer
+
+func (all observers) Claimed(n int, took time.Duration, err error) {
+	for _, o := range all {
+		o.Claimed(n, took, err)
+	}
+}
+
+func (all observers) Attempted(a Attempt) {
+	for _, o := range all {
+		o.Attempted(a)
+	}
+}
+
+func (all observers) LeasesRenewed(asked, lost int, err error) {
+	for _, o := range all {
+		o.LeasesRenewed(asked, lost, err)
+	}
+}
+
+func (all observers) Reclaimed(n int) {
+	for _, o := range all {
+		o.Reclaimed(n)
+	}
+}
+
+func (all observers) SinkState(up bool) {
+	for _, o := range all {
+		o.SinkState(up)
+	}
+}
+
+func (all observers) SinkProbed() {
+	for _, o := range all {
+		o.SinkProbed()
+	}
+}

@@ -8,6 +8,8 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
@@ -19,9 +21,12 @@ import (
 //     certificate the endpoint cannot be verified with; a broker sink: its
 //     connection is down) starts an outage at once.
 //   - A timeout (an error with Timeout() true: the request got no answer in
-//     time) is ambiguous, one slow event or a dead endpoint: outageTimeouts
-//     of them in a row, with no other outcome in between, start an outage.
-//     The timeouts before it count as attempts.
+//     time) is ambiguous, one slow event or a dead endpoint, and so is a
+//     gateway's answer (sink.Unavailable with a status code: the webhook
+//     sink's 502 and 504, a load balancer that cannot reach the endpoint,
+//     or that endpoint failing on this one event): outageTimeouts of them
+//     in a row, with no other outcome in between, start an outage. The
+//     ones before it count as attempts.
 //   - Any other outcome (a success, an answer about the event such as a 4xx
 //     or a 5xx, a broker's nack, a dropped connection) shows the sink
 //     reachable: it ends the run of timeouts, and an outage.
@@ -34,10 +39,16 @@ import (
 // A probe that timed out is kept instead (leased, up to Concurrency of
 // them) until the outage ends: the next probe is another event, so one
 // event whose requests time out (a slow handler, not a dead endpoint)
-// cannot pass for an outage that never ends. The first probe (or late
-// delivery) that reaches the sink ends the outage, the events kept are
-// delivered, and the relay claims at full speed again. When no other
-// event is left to probe with, a kept one is probed again.
+// cannot pass for an outage that never ends. Likewise a probe a gateway
+// answered makes its event suspect: the next probe skips it (releases it
+// unsent) when another event can be claimed, so that one event a gateway
+// always fails cannot hold the outage, and the outbox behind it, forever;
+// probed again alone, with no other event to take, its answer counts an
+// attempt, so it ends failed like any event the endpoint keeps failing.
+// The first probe (or late delivery) that reaches the sink ends the
+// outage, the events kept are delivered, and the relay claims at full
+// speed again. When no other event is left to probe with, a kept one is
+// probed again.
 const (
 	outageTimeouts = 3
 	probeFirst     = 100 * time.Millisecond
@@ -55,8 +66,15 @@ type sinkHealth struct {
 	down  bool
 	since time.Time
 	cause string
-	// timeouts counts the timeouts in a row.
+	// timeouts counts the timeouts and gateway answers in a row.
 	timeouts int
+	// answered: a gateway answered during the outage, since the last
+	// probe began (the probe was answered, unless a late delivery was).
+	answered bool
+	// suspect is the event of the last probe a gateway answered; repeat:
+	// the probe under way is the suspect again, there being no other.
+	suspect uuid.UUID
+	repeat  bool
 	// probes counts the probes of the outage under way.
 	probes int
 	// probed receives a token when a probe's outcome is known.
@@ -126,9 +144,16 @@ func (h *sinkHealth) record(err error, kind sink.Kind, now time.Time) (unreachab
 	defer h.settled()
 	switch {
 	case err == nil:
-	case kind == sink.Unavailable:
+	case kind == sink.Unavailable && !gatewayAnswer(err):
 		return true, h.goDown(err, now), 0
-	case kind == sink.Retryable && isTimeout(err):
+	case kind == sink.Unavailable && h.down:
+		if h.repeat {
+			// The suspect probed again alone: its answer counts.
+			return false, unchanged, 0
+		}
+		h.answered = true
+		return true, unchanged, 0
+	case kind == sink.Unavailable, kind == sink.Retryable && isTimeout(err):
 		h.timeouts++
 		if h.down || h.timeouts >= outageTimeouts {
 			return true, h.goDown(err, now), 0
@@ -149,7 +174,46 @@ func (h *sinkHealth) goDown(err error, now time.Time) change {
 		return unchanged
 	}
 	h.down, h.since, h.cause, h.probes = true, now, causeOf(err), 0
+	h.answered, h.suspect, h.repeat = false, uuid.Nil, false
 	return wentDown
+}
+
+// gatewayAnswer reports whether err, a sink.Unavailable failure, is an
+// answer from a gateway in front of the sink (it has a status code), not a
+// failure to reach anything.
+func gatewayAnswer(err error) bool {
+	_, _, code := sink.Classify(err)
+	return code != 0
+}
+
+// beginProbe tells the health that a probe of d begins, and reports
+// whether d is the suspect: the event of the last probe a gateway
+// answered (see outageTimeouts).
+func (h *sinkHealth) beginProbe(d store.Delivery) (suspect bool) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.answered, h.repeat = false, false
+	return h.suspect != uuid.Nil && d.ID == h.suspect
+}
+
+// probeAlone tells the health that the probe under way is the suspect
+// again, there being no other event to probe with: a gateway's answer to
+// it counts an attempt.
+func (h *sinkHealth) probeAlone() {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	h.repeat = true
+}
+
+// endProbe tells the health that the probe of d has its outcome: d
+// becomes the suspect when a gateway answered it.
+func (h *sinkHealth) endProbe(d store.Delivery) {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.answered {
+		h.suspect = d.ID
+	}
+	h.answered, h.repeat = false, false
 }
 
 // causeOf is the text of err without the kind a *sink.Error prefixes it
@@ -245,8 +309,11 @@ func (r *Relay) sinkOutcome(err error, kind sink.Kind) (unreachable bool) {
 	switch c {
 	case wentDown:
 		why := "sink unreachable: "
-		if kind != sink.Unavailable {
+		switch {
+		case kind != sink.Unavailable:
 			why = fmt.Sprintf("sink unreachable (%d requests in a row timed out): ", outageTimeouts)
+		case gatewayAnswer(err):
+			why = fmt.Sprintf("sink unreachable (%d gateway answers in a row): ", outageTimeouts)
 		}
 		r.log.Warn(why+causeOf(err)+"; pausing claims, probing with one event at a time, at most "+
 			r.cfg.ProbeInterval.String()+" apart; failures while it is down count no attempt",
@@ -284,6 +351,19 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 		}
 		batch = append(batch, d)
 	}
+	if r.health.beginProbe(batch[0]) {
+		// A gateway answered this event at the last probe: probe with
+		// another, and release it unsent (the publishers do, the sink
+		// being down).
+		other, err := r.claim(ctx, 1)
+		switch {
+		case err == nil && len(other) == 1:
+			work <- job{delivery: batch[0]}
+			batch = other
+		case err == nil:
+			r.health.probeAlone()
+		}
+	}
 	r.counts.probes.Add(1)
 	if obs := r.cfg.Observer; obs != nil {
 		obs.SinkProbed()
@@ -291,6 +371,7 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 	work <- job{delivery: batch[0], probe: true}
 	select {
 	case <-r.health.probed:
+		r.health.endProbe(batch[0])
 	case <-ctx.Done():
 	}
 	return nil

@@ -68,7 +68,11 @@ const (
 	// no attempt, so no message is dead-lettered for an outage. Return it
 	// only when nothing reached the destination; a timeout after the
 	// message was sent is Retryable (the relay takes a run of timeouts
-	// for an outage too).
+	// for an outage too). An Unavailable Error with a StatusCode is a
+	// gateway's answer that the destination behind it cannot be reached
+	// (the webhook sink's 502 and 504): the relay takes a run of them,
+	// not one, for an outage, since the destination may fail on this
+	// one message.
 	Unavailable
 )
 

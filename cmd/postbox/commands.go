@@ -34,15 +34,18 @@ var commands = map[string]command{
 	"keys":      {summary: "generate signing keys: an ed25519 pair (whsk_/whpk_, v1a) or a whsec_ secret", sub: keysCommands},
 	"migrate":   {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
 	"relay":     {summary: "deliver outbox events to a webhook endpoint or a broker (NATS JetStream, RabbitMQ, Kafka)", setup: setupRelay},
-	"status":    {summary: "count events by status and by type, and show the age of the oldest pending one (--watch: again and again)", setup: setupStatus, args: "[WATCH-INTERVAL]"},
+	"status":    {summary: "count events by status and by type, show the age of the oldest pending one and the relays running, and whether they find the sink down (--watch: again and again; --check: exit 3 when the sink is down)", setup: setupStatus, args: "[WATCH-INTERVAL]"},
 }
 
 // errUsage marks errors whose usage text was already printed.
 var errUsage = errors.New("usage")
 
 func exitCode(err error) int {
-	if errors.Is(err, errUsage) {
+	switch {
+	case errors.Is(err, errUsage):
 		return 2
+	case errors.Is(err, errSinkDown):
+		return exitSinkDown
 	}
 	return 1
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/relay/presence"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -43,6 +44,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		wal          = fs.Bool("wal", false, "WAL mode (PostgreSQL, wal_level = logical, a user with REPLICATION): deliver the outbox's inserts as they commit, streamed from a logical replication slot; poll for retries (see docs/wal.md; \"postbox migrate --wal\" lets producers skip the notify trigger)")
 		walSlot      = fs.String("wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_ and the schema)")
 		walDropSlot  = fs.Bool("wal-drop-slot", false, "drop the replication slot and the publication of --wal, and exit (stop the relays streaming it first)")
+		heartbeat    = fs.Duration("heartbeat", presence.EveryDefault, fmt.Sprintf("how often the relay renews its row in the presence table, which postbox status reads (its mode, whether it finds the sink down); a row %d beats old is shown stale", store.PresenceStaleBeats))
 	)
 	var endpoints endpointsFlags
 	endpoints.register(fs)
@@ -128,12 +130,27 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 				metrics.reg.MustRegister(observe.NewWALSlotCollector(walStream.Slot(), walSlotState(walStream)))
 			}
 		}
+		mode, sinkDesc, sinkSecrets := "", "endpoints from the database", []string(nil)
+		switch {
+		case fanOut != nil:
+			mode = presence.ModeEndpoints
+		case *wal:
+			mode = presence.ModeWAL
+		}
+		if fanOut == nil {
+			sinkDesc, sinkSecrets = describeSink(*sinkURL, *secrets)
+		}
+		hb, err := presence.New(presence.Config{Store: presenceOf(s), Sink: sinkDesc, Mode: mode, Version: buildVersion(),
+			Secrets: sinkSecrets, Every: *heartbeat, Logger: logger})
+		if err != nil {
+			return fmt.Errorf("%w: --heartbeat: %v", errUsage, err)
+		}
 		r, err := relay.New(relay.Config{
 			Store: s.Outbox, Sink: sink, Logger: logger,
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
-			ProbeInterval: *probe, Observer: observer, Tracer: tracer, Stream: stream,
+			ProbeInterval: *probe, Observer: relay.Observers(observer, hb), Tracer: tracer, Stream: stream,
 		})
 		if err != nil {
 			if metrics != nil {
@@ -145,10 +162,11 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			stop := metrics.serve(r.Ready)
 			defer stop() // after Run: /healthz says 503 while the relay stops
 		}
+		run := func(ctx context.Context) error { return runWithPresence(ctx, hb, r, r.Run) }
 		if fanOut != nil {
-			return fanOut.run(ctx, r.Run)
+			return fanOut.run(ctx, run)
 		}
-		return r.Run(ctx)
+		return run(ctx)
 	}
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -29,6 +30,61 @@ type statusJSON struct {
 	// WALSlot is the replication slot of WAL mode (relay --wal), when it
 	// exists.
 	WALSlot *walSlotJSON `json:"wal_slot,omitempty"`
+	// SinkDown: a live relay (its row not stale) finds its sink down.
+	SinkDown bool `json:"sink_down"`
+	// Relays are the relays' rows in the presence table, the one started
+	// first first.
+	Relays []relayJSON `json:"relays"`
+}
+
+// relayJSON is one relay's row in the presence table.
+type relayJSON struct {
+	ID      string `json:"id"`
+	Host    string `json:"host"`
+	PID     int    `json:"pid"`
+	Mode    string `json:"mode"`
+	Sink    string `json:"sink"`
+	Version string `json:"version"`
+	// StartedAt and HeartbeatAt are the database's times.
+	StartedAt           time.Time `json:"started_at"`
+	HeartbeatAt         time.Time `json:"heartbeat_at"`
+	HeartbeatAgeSeconds float64   `json:"heartbeat_age_seconds"`
+	// Stale: the relay missed store.PresenceStaleBeats heartbeats (it
+	// crashed, hangs or cannot reach the database): what its row says may
+	// no longer hold.
+	Stale bool `json:"stale"`
+	// SinkDown: the relay found its sink unreachable, since SinkDownSince,
+	// for SinkError.
+	SinkDown      bool       `json:"sink_down"`
+	SinkDownSince *time.Time `json:"sink_down_since,omitempty"`
+	// SinkError is the error that began the relay's last outage of the
+	// sink, kept after it ended.
+	SinkError string `json:"sink_error,omitempty"`
+}
+
+// errSinkDown is status --check's error when a live relay finds its sink
+// down: exit code exitSinkDown.
+var errSinkDown = errors.New("the sink is down: a live relay finds it unreachable (see the relays above)")
+
+// exitSinkDown is the exit code of status --check when the sink is down.
+const exitSinkDown = 3
+
+// relaysOf turns the presence table's rows into status' relays, and
+// reports whether a live one finds its sink down.
+func relaysOf(rows []store.RelayPresence) (relays []relayJSON, sinkDown bool) {
+	relays = []relayJSON{}
+	for _, p := range rows {
+		r := relayJSON{ID: p.ID, Host: p.Host, PID: p.PID, Mode: p.Mode, Sink: p.Sink, Version: p.Version,
+			StartedAt: p.StartedAt, HeartbeatAt: p.HeartbeatAt, HeartbeatAgeSeconds: p.HeartbeatAge.Seconds(),
+			Stale: p.Stale(), SinkDown: p.SinkDown(), SinkError: p.SinkError}
+		if r.SinkDown {
+			since := p.SinkDownSince
+			r.SinkDownSince = &since
+		}
+		sinkDown = sinkDown || r.SinkDown && !r.Stale
+		relays = append(relays, r)
+	}
+	return relays, sinkDown
 }
 
 // walSlotJSON is the state of WAL mode's replication slot.
@@ -89,6 +145,7 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 	var watch watchFlag
 	walSlot := fs.String("wal-slot", "", "the replication slot of relay --wal whose retained WAL is shown (default postbox_ and the schema)")
 	fs.Var(&watch, "watch", fmt.Sprintf("print again every interval (--watch, %v, or --watch 5s) until Ctrl-C", watchDefault))
+	check := fs.Bool("check", false, fmt.Sprintf("exit with code %d (after printing) when a live relay finds the sink down; without it, status exits 0 whatever the state", exitSinkDown))
 	return func(ctx context.Context) error {
 		if fs.NArg() > 1 || fs.NArg() == 1 && !watch.on {
 			return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
@@ -97,6 +154,9 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 			if err := watch.Set(fs.Arg(0)); err != nil {
 				return fmt.Errorf("%w: --watch %v", errUsage, err)
 			}
+		}
+		if *check && watch.on {
+			return fmt.Errorf("%w: --check exits on the state it prints once: not with --watch", errUsage)
 		}
 		if *top < 0 {
 			return fmt.Errorf("%w: --types %d is negative", errUsage, *top)
@@ -142,6 +202,11 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 				o.Processing += t.Processing
 				o.Failed += t.Failed
 			}
+			rows, err := presenceOf(s).RelayPresences(ctx)
+			if err != nil {
+				return statusJSON{}, err
+			}
+			out.Relays, out.SinkDown = relaysOf(rows)
 			if wal != nil {
 				slot, err := wal.State(ctx)
 				if err != nil {
@@ -158,7 +223,13 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 			if err != nil {
 				return err
 			}
-			return printStatus(os.Stdout, st, *asJSON)
+			if err := printStatus(os.Stdout, st, *asJSON); err != nil {
+				return err
+			}
+			if *check && st.SinkDown {
+				return errSinkDown
+			}
+			return nil
 		}
 		return watchStatus(ctx, os.Stdout, watch.every, *asJSON, show)
 	}
@@ -205,6 +276,15 @@ func printStatus(w io.Writer, st statusJSON, asJSON bool) error {
 	if asJSON {
 		return json.NewEncoder(w).Encode(st)
 	}
+	for _, r := range st.Relays {
+		if r.SinkDown && !r.Stale {
+			fmt.Fprintf(w, "SINK DOWN: relay %s finds %s unreachable since %s (%s ago): %s\n", r.ID, r.Sink,
+				r.SinkDownSince.UTC().Format(time.RFC3339), since(*r.SinkDownSince), r.SinkError)
+		}
+	}
+	if st.SinkDown {
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "pending     %d\nprocessing  %d\ndone        %d\nfailed      %d\noldest pending  %s\n",
 		st.Pending, st.Processing, st.Done, st.Failed,
 		time.Duration(st.OldestPendingAgeSeconds*float64(time.Second)).Round(time.Millisecond))
@@ -215,6 +295,7 @@ func printStatus(w io.Writer, st statusJSON, asJSON bool) error {
 		}
 		fmt.Fprintf(w, "wal slot    %s: %d bytes of WAL retained, %s\n", sl.Name, sl.RetainedBytes, streamed)
 	}
+	printRelays(w, st.Relays)
 	if len(st.Types) == 0 && st.OtherTypes == nil {
 		return nil
 	}
@@ -228,4 +309,39 @@ func printStatus(w io.Writer, st statusJSON, asJSON bool) error {
 		fmt.Fprintf(tw, "other (%d types)\t%d\t%d\t%d\t\n", o.Types, o.Pending, o.Processing, o.Failed)
 	}
 	return tw.Flush()
+}
+
+// printRelays prints the relays section of status' text.
+func printRelays(w io.Writer, relays []relayJSON) {
+	if len(relays) == 0 {
+		fmt.Fprintln(w, "relays      none running (no relay has written its presence)")
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "relay\tmode\tsink\theartbeat\tstate")
+	for _, r := range relays {
+		age := time.Duration(r.HeartbeatAgeSeconds * float64(time.Second))
+		state := "sink up"
+		switch {
+		case r.Stale:
+			state = "STALE: no heartbeat for " + roundAge(age) + " (crashed, hung, or cut off from the database)"
+		case r.SinkDown:
+			state = fmt.Sprintf("sink down since %s (%s)", r.SinkDownSince.UTC().Format(time.RFC3339), r.SinkError)
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", r.ID, r.Mode, r.Sink, roundAge(age), state)
+	}
+	_ = tw.Flush()
+}
+
+// since is how long ago t was, rounded for people.
+func since(t time.Time) string { return roundAge(time.Since(t)) }
+
+// roundAge rounds d for people: tenths of seconds under a minute, seconds
+// above.
+func roundAge(d time.Duration) string {
+	if d < time.Minute {
+		return d.Round(100 * time.Millisecond).String()
+	}
+	return d.Round(time.Second).String()
 }

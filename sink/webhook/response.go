@@ -39,6 +39,13 @@ func classify(resp *http.Response, snippet []byte, now time.Time, retryAfterMax 
 	switch {
 	case code == http.StatusGone:
 		e.Kind = sink.Permanent
+	case code == http.StatusBadGateway || code == http.StatusGatewayTimeout:
+		// A gateway in front of the endpoint (a load balancer, a
+		// reverse proxy) could not get an answer from it: every message
+		// would fail alike. The relay still takes a run of them, not
+		// one, for an outage (see relay's outage rules).
+		e.Kind = sink.Unavailable
+		e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now, retryAfterMax)
 	case code == http.StatusTooManyRequests || code >= 500:
 		e.Kind = sink.Retryable
 		e.RetryAfter = parseRetryAfter(resp.Header.Get("Retry-After"), now, retryAfterMax)

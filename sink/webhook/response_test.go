@@ -24,9 +24,9 @@ func TestResponseStatus(t *testing.T) {
 		{410, false, sink.Permanent},
 		{429, false, sink.Retryable},
 		{500, false, sink.Retryable},
-		{502, false, sink.Retryable},
+		{502, false, sink.Unavailable}, // a gateway: the endpoint behind it is unreachable
 		{503, false, sink.Retryable},
-		{504, false, sink.Retryable},
+		{504, false, sink.Unavailable},
 		{400, false, sink.Rejected},
 		{401, false, sink.Rejected},
 		{403, false, sink.Rejected},
@@ -54,6 +54,34 @@ func TestResponseStatus(t *testing.T) {
 			}
 			if tc.code != 304 && !strings.Contains(err.Error(), fmt.Sprintf("answer-%d", tc.code)) {
 				t.Errorf("error %q does not quote the response", err)
+			}
+		})
+	}
+}
+
+// 500 and 503 come from the endpoint itself, about this message: they
+// count an attempt. 502 and 504 come from a gateway (a load balancer, a
+// reverse proxy) that could not get an answer from the endpoint behind it:
+// every message would fail alike, so they say the sink is unavailable, and
+// keep their status and the start of their body for the relay's log.
+func TestGatewayAnswersAreUnavailable(t *testing.T) {
+	for code, want := range map[int]sink.Kind{
+		http.StatusInternalServerError: sink.Retryable,
+		http.StatusServiceUnavailable:  sink.Retryable,
+		http.StatusBadGateway:          sink.Unavailable,
+		http.StatusGatewayTimeout:      sink.Unavailable,
+	} {
+		t.Run(fmt.Sprint(code), func(t *testing.T) {
+			e := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+				w.Header().Set("Retry-After", "7")
+				w.WriteHeader(code)
+				fmt.Fprint(w, "<html>upstream</html>")
+			})
+			err := newSink(t, webhook.Config{URL: e.URL}).Publish(t.Context(), newMessage())
+			kind, after, status := sink.Classify(err)
+			if kind != want || status != code || after != 7*time.Second || !strings.Contains(err.Error(), "upstream") {
+				t.Fatalf("got %v (kind %v, status %d, retry after %v), want kind %v with the status, Retry-After and body",
+					err, kind, status, after, want)
 			}
 		})
 	}

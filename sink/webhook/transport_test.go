@@ -8,6 +8,8 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,6 +134,29 @@ func TestUnreachableEndpointIsUnavailable(t *testing.T) {
 				t.Fatalf("got %v, want an unavailable error", err)
 			}
 		})
+	}
+}
+
+// The endpoint sits behind a reverse proxy and is down: the proxy answers
+// 502 Bad Gateway, which says the sink is unavailable, as a refused
+// connection would, with the status for the relay's log.
+func TestEndpointDownBehindAGatewayIsUnavailable(t *testing.T) {
+	down := httptest.NewServer(http.NotFoundHandler())
+	backend, err := url.Parse(down.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	down.Close()
+	proxy := httputil.NewSingleHostReverseProxy(backend)
+	proxy.ErrorLog = log.New(io.Discard, "", 0)
+	gateway := httptest.NewServer(proxy)
+	t.Cleanup(gateway.Close)
+	err = newSink(t, webhook.Config{URL: gateway.URL + "/hooks?token=T0KEN"}).Publish(t.Context(), newMessage())
+	if kind, _, code := sink.Classify(err); err == nil || kind != sink.Unavailable || code != http.StatusBadGateway {
+		t.Fatalf("got %v, want an unavailable error with status 502", err)
+	}
+	if strings.Contains(err.Error(), "T0KEN") {
+		t.Fatalf("error %q holds the URL", err)
 	}
 }
 

@@ -10,12 +10,15 @@
 // replace a header the sink sets itself.
 //
 // The answer decides what the relay does next (see sink.Classify): 2xx is
-// delivered; 410 Gone fails the event at once (sink.Permanent); 429 and 5xx
-// are sink.Retryable with the endpoint's Retry-After, capped; redirects are
-// not followed, and 3xx and other 4xx are sink.Rejected. An endpoint that
-// cannot be reached at all (a connection refused or timing out, a name that
-// does not resolve, a certificate that cannot be verified) is
-// sink.Unavailable: the relay pauses and probes rather than count attempts.
+// delivered; 410 Gone fails the event at once (sink.Permanent); 429 and
+// 5xx are sink.Retryable with the endpoint's Retry-After, capped, but for
+// 502 Bad Gateway and 504 Gateway Timeout, a gateway's word that the
+// endpoint behind it cannot be reached: sink.Unavailable (with the status);
+// redirects are not followed, and 3xx and other 4xx are sink.Rejected. An
+// endpoint that cannot be reached at all (a connection refused or timing
+// out, a name that does not resolve, a certificate that cannot be
+// verified) is sink.Unavailable: the relay pauses and probes rather than
+// count attempts (a gateway's answers only once several come in a row).
 // Other failures (no answer before Timeout, a dropped connection) are
 // plain, retryable errors; the relay takes a run of timeouts for an outage. Errors carry a short,
 // quoted start of the response body, but never a secret, nor the URL, whose

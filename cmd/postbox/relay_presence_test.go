@@ -1,0 +1,150 @@
+package main_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net"
+	"net/http"
+	"os/exec"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/internal/receiver"
+)
+
+// statusRelays is what status --json says of the relays.
+type statusRelays struct {
+	SinkDown bool `json:"sink_down"`
+	Relays   []struct {
+		ID        string     `json:"id"`
+		Mode      string     `json:"mode"`
+		Sink      string     `json:"sink"`
+		Stale     bool       `json:"stale"`
+		SinkDown  bool       `json:"sink_down"`
+		DownSince *time.Time `json:"sink_down_since"`
+		SinkError string     `json:"sink_error"`
+	} `json:"relays"`
+}
+
+func relaysStatus(t *testing.T, db []string) (statusRelays, string) {
+	t.Helper()
+	out := runOK(t, append([]string{"status", "--json"}, db...)...)
+	var st statusRelays
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatalf("status --json printed %q: %v", out, err)
+	}
+	return st, out
+}
+
+// checkExit runs status --check and returns its exit code and output.
+func checkExit(t *testing.T, db []string) (int, string) {
+	t.Helper()
+	cmd := command(append([]string{"status", "--check"}, db...)...)
+	out, err := cmd.CombinedOutput()
+	var exit *exec.ExitError
+	switch {
+	case err == nil:
+		return 0, string(out)
+	case errors.As(err, &exit):
+		return exit.ExitCode(), string(out)
+	}
+	t.Fatalf("status --check: %v", err)
+	return 0, ""
+}
+
+// A relay process whose webhook endpoint refuses connections: another
+// process, postbox status, says the sink is down, with the relay's id and
+// the error, first in its text and with exit code 3 under --check; then up
+// once the endpoint listens; the row goes when the relay stops. The
+// secrets of the sink's URL (its path and query) and the signing secret
+// never reach the presence table or status' output.
+func TestStatusSaysTheSinkIsDown(t *testing.T) {
+	s, db := schemaStore(t)
+	rcv := receiver.New(t, secret, nil)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // down: connections are refused
+
+	const pathSecret, querySecret = "P4THSECRET", "QU3RYSECRET"
+	logs, pid := startRelayLogged(t, append(db, "--retention", "1h",
+		"--webhook-url", "http://"+addr+"/hooks/"+pathSecret+"?token="+querySecret,
+		"--webhook-secret", secret, "--heartbeat", "200ms", "--probe-interval", "100ms", "--poll", "50ms")...)
+	waitFor(t, "the relay's start", 10*time.Second, func() bool { return strings.Contains(logs.String(), "relay started") })
+	id := regexp.MustCompile(`relay=(\S+)`).FindStringSubmatch(logs.String())
+	if id == nil {
+		t.Fatalf("no relay id in the log:\n%s", logs)
+	}
+	relayID := id[1]
+	if st, out := relaysStatus(t, db); st.SinkDown || len(st.Relays) != 1 || st.Relays[0].ID != relayID || st.Relays[0].SinkDown {
+		t.Fatalf("before any event: %s, want relay %s, sink up", out, relayID)
+	}
+	insertArticleEvent(t, s, "1")
+
+	var outputs []string
+	waitFor(t, "status to say the sink is down", 10*time.Second, func() bool {
+		st, out := relaysStatus(t, db)
+		outputs = append(outputs, out)
+		return st.SinkDown
+	})
+	st, _ := relaysStatus(t, db)
+	r := st.Relays[0]
+	if len(st.Relays) != 1 || r.ID != relayID || !r.SinkDown || r.Stale || r.DownSince == nil ||
+		!strings.Contains(r.SinkError, "connection refused") || r.Mode != "listening" || r.Sink != "webhook http://"+addr+"/…" {
+		t.Fatalf("status while the endpoint is down: %+v", st)
+	}
+	text := runOK(t, append([]string{"status"}, db...)...)
+	outputs = append(outputs, text)
+	if first, _, _ := strings.Cut(text, "\n"); !strings.HasPrefix(first, "SINK DOWN: relay "+relayID) {
+		t.Fatalf("status' first line is %q, want the sink down", first)
+	}
+	code, out := checkExit(t, db)
+	outputs = append(outputs, out)
+	if code != 3 || !strings.Contains(out, "the sink is down") {
+		t.Fatalf("status --check exited %d, want 3:\n%s", code, out)
+	}
+
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatalf("listening on %s again: %v", addr, err)
+	}
+	srv := &http.Server{Handler: rcv.Server.Config.Handler, ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = srv.Serve(ln) }()
+	t.Cleanup(func() { _ = srv.Close() })
+	waitFor(t, "status to say the sink is up", 10*time.Second, func() bool {
+		st, out := relaysStatus(t, db)
+		outputs = append(outputs, out)
+		return !st.SinkDown && len(st.Relays) == 1 && !st.Relays[0].SinkDown
+	})
+	if code, out := checkExit(t, db); code != 0 {
+		t.Fatalf("status --check exited %d once the sink is up:\n%s", code, out)
+	}
+
+	var table string
+	err = s.Pool().QueryRow(context.Background(), "select string_agg(r::text, ' ') from "+s.Table("relay_presence")+" r").Scan(&table)
+	if err != nil {
+		t.Fatal(err)
+	}
+	outputs = append(outputs, table)
+	for _, out := range outputs {
+		for _, secretText := range []string{pathSecret, querySecret, secret} {
+			if strings.Contains(out, secretText) {
+				t.Fatalf("%q reached the presence table or status: %s", secretText, out)
+			}
+		}
+	}
+
+	if err := syscall.Kill(pid, syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the relay's row to go at its stop", 10*time.Second, func() bool {
+		st, _ := relaysStatus(t, db)
+		return len(st.Relays) == 0
+	})
+}

@@ -1,0 +1,205 @@
+package presence_test
+
+import (
+	"bytes"
+	"context"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/relay/presence"
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/sqlite"
+)
+
+func openStore(t *testing.T, migrate bool) *sqlite.Store {
+	t.Helper()
+	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "postbox.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if migrate {
+		if _, err := s.Migrate(t.Context()); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return s
+}
+
+// state is a relay, relay-1, whose Stats the test sets.
+type state struct {
+	mu sync.Mutex
+	st relay.Stats
+}
+
+func (s *state) Owner() string { return "relay-1" }
+
+func (s *state) set(st relay.Stats) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.st = st
+}
+
+func (s *state) Stats() relay.Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.st
+}
+
+// run runs h until the returned function is called, which waits for Run
+// to return.
+func run(t *testing.T, h *presence.Heartbeat, st *state) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		h.Run(ctx, st)
+	}()
+	var once sync.Once
+	stop = func() { once.Do(func() { cancel(); <-done }) }
+	t.Cleanup(stop)
+	return stop
+}
+
+func rows(t *testing.T, s store.PresenceReader) []store.RelayPresence {
+	t.Helper()
+	all, err := s.RelayPresences(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return all
+}
+
+func waitFor(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// The row is written at start, says at once (not at the next beat, an
+// hour away) that the sink went down with its error, secrets replaced, and
+// that it came back (keeping the error), and is deleted at the stop.
+func TestRowFollowsTheRelay(t *testing.T) {
+	s := openStore(t, true)
+	st := &state{}
+	st.set(relay.Stats{Listening: true})
+	h, err := presence.New(presence.Config{Store: s, Sink: "webhook https://example.com",
+		Version: "v9", Secrets: []string{"hunter2"}, Every: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	stop := run(t, h, st)
+	waitFor(t, "the row", func() bool { return len(rows(t, s)) == 1 })
+	got := rows(t, s)[0]
+	host, _ := os.Hostname()
+	if got.ID != "relay-1" || got.Host != host || got.PID != os.Getpid() || got.Mode != presence.ModeListening ||
+		got.Sink != "webhook https://example.com" || got.Version != "v9" || got.HeartbeatEvery != time.Hour || got.SinkDown() {
+		t.Fatalf("row at start: %+v", got)
+	}
+
+	since := time.Now().Add(-time.Second).Truncate(time.Microsecond)
+	st.set(relay.Stats{SinkDown: true, SinkDownSince: since, SinkError: "dial tcp: connection refused (password hunter2)"})
+	h.SinkState(false)
+	waitFor(t, "the row to say the sink is down", func() bool { return rows(t, s)[0].SinkDown() })
+	got = rows(t, s)[0]
+	if !got.SinkDownSince.Equal(since) || got.SinkError != "dial tcp: connection refused (password …)" || got.Mode != presence.ModePolling {
+		t.Fatalf("row while down: %+v", got)
+	}
+
+	st.set(relay.Stats{Listening: true})
+	h.SinkState(true)
+	waitFor(t, "the row to say the sink is back", func() bool { return !rows(t, s)[0].SinkDown() })
+	if got := rows(t, s)[0]; got.SinkError != "dial tcp: connection refused (password …)" {
+		t.Fatalf("row once back: %+v, want the last error kept", got)
+	}
+
+	stop()
+	if got := rows(t, s); len(got) != 0 {
+		t.Fatalf("rows after the stop: %+v", got)
+	}
+}
+
+// A crashed relay's row, silent for longer than PruneAfter, is pruned by
+// the next heartbeat that starts.
+func TestStartPrunesRelaysLongGone(t *testing.T) {
+	s := openStore(t, true)
+	old := store.RelayPresence{ID: "crashed", HeartbeatEvery: time.Second}
+	if err := s.PresenceBeat(context.Background(), old); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.DB().Exec("update relay_presence set heartbeat_at = ?", time.Now().Add(-25*time.Hour).UnixMicro()); err != nil {
+		t.Fatal(err)
+	}
+	h, err := presence.New(presence.Config{Store: s, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, h, &state{})
+	waitFor(t, "the crashed relay's row pruned", func() bool {
+		all := rows(t, s)
+		return len(all) == 1 && all[0].ID == "relay-1"
+	})
+}
+
+// logBuffer is a logger's output, read while it writes.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *logBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *logBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// Writes that fail (here: the table is missing) are logged once, not at
+// every beat, and Run goes on until it is stopped.
+func TestFailedWritesAreLoggedOnce(t *testing.T) {
+	s := openStore(t, false)
+	logs := &logBuffer{}
+	h, err := presence.New(presence.Config{Store: s, Every: 5 * time.Millisecond,
+		Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := &state{}
+	stop := run(t, h, st)
+	for range 20 {
+		h.SinkState(false) // a write at once, every time
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if n := strings.Count(logs.String(), "cannot "); n != 1 {
+		t.Fatalf("%d failures logged, want 1:\n%s", n, logs)
+	}
+}
+
+func TestConfigIsValidated(t *testing.T) {
+	s := openStore(t, false)
+	for name, cfg := range map[string]presence.Config{
+		"no store":       {},
+		"negative every": {Store: s, Every: -time.Second},
+	} {
+		if _, err := presence.New(cfg); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+}

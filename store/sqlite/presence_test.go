@@ -1,0 +1,13 @@
+package sqlite_test
+
+import (
+	"testing"
+
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/sqlite"
+	"github.com/postbox-go/postbox/store/storetest"
+)
+
+func TestPresenceConformance(t *testing.T) {
+	storetest.RunPresence(t, func(t *testing.T) store.Presence { return newStore(t, sqlite.Config{TablePrefix: "pb_"}) })
+}
