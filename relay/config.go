@@ -48,6 +48,17 @@ type Config struct {
 	// Concurrency is the most deliveries in progress at once. Default
 	// ConcurrencyDefault.
 	Concurrency int
+	// PublishBatch, when above 1, publishes the claimed events in batches
+	// of up to PublishBatch through the sink's PublishBatch, which Sink
+	// must then implement (sink.BatchSink; New refuses it otherwise):
+	// Concurrency/PublishBatch publishers (at least one) each take the
+	// events waiting, up to a batch (of at most Concurrency), and publish
+	// them together. A lease
+	// lost or expired during a batch cuts the whole batch short (its events
+	// not yet acknowledged are released and delivered again), and each
+	// attempt's reported duration is its batch's. Probes during an outage
+	// are still sent alone. 0 or 1 publishes one event at a time.
+	PublishBatch int
 	// Lease is how long a claimed event stays reserved to this relay; the
 	// relay renews it while the delivery runs, and another relay takes the
 	// event over when a crashed relay's lease expires. Default LeaseDefault.
@@ -155,6 +166,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ShutdownTimeout, ShutdownTimeoutDefault)
 	setDefault(&c.ProbeInterval, ProbeIntervalDefault)
 	c.RejectedAttempts = min(c.RejectedAttempts, c.MaxAttempts)
+	c.PublishBatch = min(c.PublishBatch, c.Concurrency)
 
 	switch {
 	case c.Stream != nil && c.Ordered:
@@ -163,6 +175,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("relay: Config.BatchSize %d is negative", c.BatchSize)
 	case c.Concurrency < 0:
 		return c, fmt.Errorf("relay: Config.Concurrency %d is negative", c.Concurrency)
+	case c.PublishBatch < 0:
+		return c, fmt.Errorf("relay: Config.PublishBatch %d is negative", c.PublishBatch)
+	case c.PublishBatch > 1 && !isBatchSink(c.Sink):
+		return c, fmt.Errorf("relay: Config.PublishBatch %d: the sink does not publish batches (it is no sink.BatchSink): %s", c.PublishBatch, c.Sink)
 	case c.Lease < 100*time.Millisecond:
 		return c, fmt.Errorf("relay: Config.Lease %v is shorter than 100ms", c.Lease)
 	case c.BackoffMin < 0:

@@ -70,15 +70,22 @@ func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan job, result
 	deliverCtx, stop := context.WithCancel(deliverCtx)
 	defer stop()
 	for j := range work {
-		o := r.publishOne(ctx, deliverCtx, j)
-		o.settled = j.settled
-		kept := j.probe && o.timedOut && r.health.keep(j.delivery, r.cfg.Concurrency)
-		if j.probe {
-			r.health.probeEnded()
-		}
-		if !kept {
-			results <- o
-		}
+		r.publishJob(ctx, deliverCtx, j, results)
+	}
+}
+
+// publishJob delivers the event of j alone and hands its outcome to the
+// settler, unless j is a probe that timed out and is kept (see
+// outageTimeouts).
+func (r *Relay) publishJob(ctx, deliverCtx context.Context, j job, results chan<- outcome) {
+	o := r.publishOne(ctx, deliverCtx, j)
+	o.settled = j.settled
+	kept := j.probe && o.timedOut && r.health.keep(j.delivery, r.cfg.Concurrency)
+	if j.probe {
+		r.health.probeEnded()
+	}
+	if !kept {
+		results <- o
 	}
 }
 
@@ -137,7 +144,12 @@ func (r *Relay) attempt(ctx context.Context, d store.Delivery, msg *sink.Message
 	start := time.Now()
 	err := r.cfg.Sink.Publish(ctx, msg)
 	end := time.Now()
-	took := end.Sub(start)
+	return r.decide(ctx, d, err, end.Sub(start), end)
+}
+
+// decide decides what becomes of d after an attempt, under ctx, that
+// returned err at end and took took.
+func (r *Relay) decide(ctx context.Context, d store.Delivery, err error, took time.Duration, end time.Time) outcome {
 	sent := outcome{delivery: d, sent: true, took: took, age: end.Sub(d.CreatedAt)}
 	if err == nil {
 		r.sinkOutcome(nil, 0)

@@ -37,6 +37,10 @@ func TestGatewayOutageDeadLettersNothing(t *testing.T) {
 
 	down.Store(true)
 	waitFor(t, "the relay to see the sink down", 10*time.Second, func() bool { return !r.SinkAvailable() })
+	// The answers to the requests sent before the outage began (the 502s
+	// that started it count their attempts) are recorded once nothing but
+	// a probe is in flight.
+	waitFor(t, "the requests sent before the outage to be settled", 10*time.Second, func() bool { return r.Stats().InFlight <= 1 })
 	retriesBefore, probesBefore := retriesCounted(t, s), r.Stats().Probes
 	waitFor(t, "probes while down", 20*time.Second, func() bool { return r.Stats().Probes >= probesBefore+15 })
 	if st := r.Stats(); !st.SinkDown || st.SinkError == "" {

@@ -177,6 +177,8 @@ func (f *inflight) renewed(asked, kept []uuid.UUID, started time.Time, lease tim
 		switch {
 		case !ok, !l.claimed.Before(started):
 			continue // settled, or claimed again, meanwhile
+		case l.deadline.IsZero():
+			continue // lost at an earlier renewal, and counted then
 		case keep[id]:
 			l.deadline = started.Add(lease)
 		case l.cancel != nil:

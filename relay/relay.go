@@ -121,8 +121,12 @@ func (r *Relay) Run(ctx context.Context) error {
 	work := make(chan job, r.capacity)
 	results := make(chan outcome, r.capacity)
 	var publishers sync.WaitGroup
-	for range r.cfg.Concurrency {
-		publishers.Go(func() { r.publish(ctx, deliverCtx, work, results) })
+	for range r.publishers() {
+		if r.cfg.PublishBatch > 1 {
+			publishers.Go(func() { r.publishBatches(ctx, deliverCtx, work, results) })
+		} else {
+			publishers.Go(func() { r.publish(ctx, deliverCtx, work, results) })
+		}
 	}
 	settled := make(chan struct{})
 	go func() {
@@ -131,7 +135,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	}()
 
 	r.log.Info("relay started", "store", r.cfg.Store.String(), "sink", r.cfg.Sink.String(),
-		"batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency,
+		"batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "publish", r.publishing(),
 		"lease", r.cfg.Lease, "ordered", r.cfg.Ordered, "max_attempts", r.cfg.MaxAttempts,
 		"probe_interval", r.cfg.ProbeInterval)
 	var streaming sync.WaitGroup

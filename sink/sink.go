@@ -37,6 +37,22 @@ type Sink interface {
 	Destination() Destination
 }
 
+// BatchSink is a Sink that publishes a batch of messages at once for less
+// than publishing them one by one concurrently costs: a broker client that
+// sends them in a row and then collects their acknowledgements, without a
+// goroutine waiting for each. A relay publishes in batches only when told
+// to (relay.Config.PublishBatch), so that a wrapper that is not itself a
+// BatchSink cannot turn batches off without a word: the relay refuses to
+// start instead.
+type BatchSink interface {
+	Sink
+	// PublishBatch publishes msgs and sets errs[i] (len(errs) ==
+	// len(msgs)) to what Publish would have returned for msgs[i]. It
+	// returns once every message has its outcome, or ctx ended (the
+	// messages not acknowledged by then fail with ctx's cause).
+	PublishBatch(ctx context.Context, msgs []*Message, errs []error)
+}
+
 // Destination is where a sink publishes, as traces name it.
 type Destination struct {
 	// System is the kind of destination, a span's messaging.system:

@@ -31,6 +31,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		maxAttempts  = fs.Int("max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
 		batch        = fs.Int("batch", relay.BatchSizeDefault, "most events claimed at once")
 		concurrency  = fs.Int("concurrency", 0, fmt.Sprintf("most deliveries in progress at once (default %d for webhooks, %d for a broker, whose publishes are pipelined on one connection)", relay.ConcurrencyDefault, brokerConcurrencyDefault))
+		pubBatch     = fs.Int("publish-batch", 0, fmt.Sprintf("publish up to this many events at once, through a sink that publishes batches (nats; default %d there, 1 elsewhere: one event per publish)", natsPublishBatchDefault))
 		ordered      = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order (PostgreSQL: run \"postbox migrate --ordered\" once first)")
 		poll         = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval")
 		noListen     = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
@@ -73,6 +74,9 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if *concurrency == 0 {
 			*concurrency = concurrencyDefault(*sinkURL)
 		}
+		if *pubBatch == 0 {
+			*pubBatch = publishBatchDefault(*sinkURL)
+		}
 		opts := sinkOptions{
 			timeout: *timeout, concurrency: *concurrency,
 			webhookSecrets: *secrets, webhookScheme: *scheme, logger: logger,
@@ -87,6 +91,9 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 					logger.Warn("closing the sink", "sink", sink.String(), "error", err)
 				}
 			}()
+		}
+		if err := checkPublishBatch(sink, *pubBatch); err != nil {
+			return err
 		}
 		s, err := db.open(ctx, "relay", false)
 		if err != nil {
@@ -146,7 +153,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			return fmt.Errorf("%w: --heartbeat: %v", errUsage, err)
 		}
 		r, err := relay.New(relay.Config{
-			Store: s.Outbox, Sink: sink, Logger: logger,
+			Store: s.Outbox, Sink: sink.Sink, PublishBatch: *pubBatch, Logger: logger,
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,

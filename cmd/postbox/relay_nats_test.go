@@ -7,6 +7,7 @@ import (
 	"io"
 	"log/slog"
 	"math/rand/v2"
+	"os/exec"
 	"strings"
 	"sync"
 	"syscall"
@@ -178,8 +179,9 @@ func TestNATSRelayExactlyOnceThroughFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("relay killed with %d events in processing", inFlight)
-	if log := logs.String(); !strings.Contains(log, "nats JetStream 127.0.0.1:") || !strings.Contains(log, "subject ") {
-		t.Fatalf("the relay does not say at start where it publishes:\n%s", log)
+	if log := logs.String(); !strings.Contains(log, "nats JetStream 127.0.0.1:") || !strings.Contains(log, "subject ") ||
+		!strings.Contains(log, `publish="in batches of up to 16 (1 publishers)"`) {
+		t.Fatalf("the relay does not say at start where and how it publishes (in batches, at most --concurrency):\n%s", log)
 	}
 
 	logs, _ = startRelayLogged(t, relay...)
@@ -210,6 +212,17 @@ func TestNATSRelayExactlyOnceThroughFaults(t *testing.T) {
 	}
 	if len(ids) != n {
 		t.Fatalf("the stream holds %d events, want %d", len(ids), n)
+	}
+}
+
+// --publish-batch is refused for a sink that publishes one event at a
+// time, rather than ignored.
+func TestPublishBatchRefusedForWebhooks(t *testing.T) {
+	_, db := schemaStore(t)
+	out, err := command(append([]string{"relay", "--webhook-url", "http://127.0.0.1:9/hook", "--webhook-secret", secret, "--publish-batch", "8"}, db...)...).CombinedOutput()
+	var exit *exec.ExitError
+	if !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(string(out), "--publish-batch 8: this sink publishes one event at a time") {
+		t.Fatalf("relay --publish-batch 8 with a webhook: %v, %q; want the usage exit status 2, saying why", err, out)
 	}
 }
 

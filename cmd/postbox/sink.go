@@ -53,6 +53,36 @@ func concurrencyDefault(rawURL string) int {
 	return relay.ConcurrencyDefault
 }
 
+// natsPublishBatchDefault is the relay's --publish-batch for a NATS sink:
+// its publishes go out in batches and their PubAcks are collected together
+// (about a third less CPU per event than a goroutine waiting for each).
+const natsPublishBatchDefault = 256
+
+// publishBatchDefault is the relay's --publish-batch when it is not given:
+// natsPublishBatchDefault for a NATS sink, the only one that publishes
+// batches (sink.BatchSink), else 1.
+func publishBatchDefault(rawURL string) int {
+	if u, err := url.Parse(rawURL); err == nil && strings.EqualFold(u.Scheme, "nats") {
+		return natsPublishBatchDefault
+	}
+	return 1
+}
+
+// checkPublishBatch refuses --publish-batch n above 1 for an opened sink
+// that publishes one event at a time (nil: the endpoints' fan-out, which
+// takes no batches either).
+func checkPublishBatch(s *openedSink, n int) error {
+	if n <= 1 {
+		return nil
+	}
+	if s != nil {
+		if _, ok := s.Sink.(sink.BatchSink); ok {
+			return nil
+		}
+	}
+	return fmt.Errorf("%w: --publish-batch %d: this sink publishes one event at a time (only nats publishes batches)", errUsage, n)
+}
+
 // openedSink is a sink and what releases its connections once the relay
 // has stopped.
 type openedSink struct {

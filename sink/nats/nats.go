@@ -59,7 +59,7 @@ type Sink struct {
 	stream string
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var _ sink.BatchSink = (*Sink)(nil)
 
 // New connects to c.Servers and checks that a stream captures c.Subject
 // (see Config.Stream), each step within c.Timeout. It refuses an invalid
@@ -216,43 +216,105 @@ func (s *Sink) Destination() sink.Destination {
 // waits for a free slot while MaxPending publishes await their PubAck, then
 // at most Timeout for the PubAck.
 func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
+	p := s.send(ctx, m, true)
+	if p.err != nil {
+		return p.err
+	}
+	return s.await(ctx, m, p)
+}
+
+// PublishBatch publishes msgs in a row and then waits for their PubAcks,
+// setting errs[i] to what Publish would have returned for msgs[i]: the
+// relay's batches (relay.Config.PublishBatch) cost no goroutine per message
+// waiting for its PubAck. When every slot is taken (MaxPending), it waits
+// for the PubAcks of what it sent before it takes more.
+func (s *Sink) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []error) {
+	sent := make([]pending, len(msgs))
+	awaited := 0 // msgs[:awaited] have their outcome
+	for i, m := range msgs {
+		p := s.send(ctx, m, false)
+		if p.full {
+			for ; awaited < i; awaited++ {
+				errs[awaited] = s.outcome(ctx, msgs[awaited], sent[awaited])
+			}
+			p = s.send(ctx, m, true)
+		}
+		sent[i] = p
+	}
+	for ; awaited < len(msgs); awaited++ {
+		errs[awaited] = s.outcome(ctx, msgs[awaited], sent[awaited])
+	}
+}
+
+// pending is a message sent, awaiting its PubAck, or the error that kept
+// it from being sent; full: it was not sent, no slot being free.
+type pending struct {
+	paf     jetstream.PubAckFuture
+	subject string
+	err     error
+	full    bool
+}
+
+// outcome is the error of the message m sent as p: p's own, or what its
+// PubAck brings.
+func (s *Sink) outcome(ctx context.Context, m *sink.Message, p pending) error {
+	if p.err != nil {
+		return p.err
+	}
+	return s.await(ctx, m, p)
+}
+
+// send publishes m without waiting for its PubAck, once it has a slot:
+// waiting for one when wait is set, else returning a full pending when
+// there is none.
+func (s *Sink) send(ctx context.Context, m *sink.Message, wait bool) pending {
 	subject := s.cfg.Subject.Expand(&m.Event)
 	if err := checkSubject(subject, s.dynamicStart); err != nil {
-		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s: template %s: %w", m.ID, s.cfg.Subject, err)}
+		return pending{err: &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s: template %s: %w", m.ID, s.cfg.Subject, err)}}
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("nats: %w", context.Cause(ctx))
+		return pending{err: fmt.Errorf("nats: %w", context.Cause(ctx))}
 	}
-	msg := newMsg(subject, m)
-
 	select {
 	case s.slots <- struct{}{}:
-	case <-ctx.Done():
-		return fmt.Errorf("nats: waiting for a free publish slot: %w", context.Cause(ctx))
+	default:
+		if !wait {
+			return pending{full: true}
+		}
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return pending{err: fmt.Errorf("nats: waiting for a free publish slot: %w", context.Cause(ctx))}
+		}
 	}
 	if status := s.nc.Status(); status != natsgo.CONNECTED {
 		<-s.slots
-		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: not connected to %s (%s)", s.servers(), status)}
+		return pending{err: &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: not connected to %s (%s)", s.servers(), status)}}
 	}
-	paf, err := s.js.PublishMsgAsync(msg)
+	paf, err := s.js.PublishMsgAsync(newMsg(subject, m))
 	if err != nil {
 		<-s.slots
-		return s.failure(ctx, m, subject, err)
+		return pending{err: s.failure(ctx, m, subject, err)}
 	}
+	return pending{paf: paf, subject: subject}
+}
+
+// await waits for the PubAck of m, sent as p, and frees its slot.
+func (s *Sink) await(ctx context.Context, m *sink.Message, p pending) error {
 	select {
-	case <-paf.Ok():
+	case <-p.paf.Ok():
 		<-s.slots
 		return nil
-	case err := <-paf.Err():
+	case err := <-p.paf.Err():
 		<-s.slots
-		return s.failure(ctx, m, subject, err)
+		return s.failure(ctx, m, p.subject, err)
 	case <-ctx.Done():
 		// The PubAck, a failure or the timeout will come: the slot is
 		// taken until then.
 		go func() {
 			select {
-			case <-paf.Ok():
-			case <-paf.Err():
+			case <-p.paf.Ok():
+			case <-p.paf.Err():
 			}
 			<-s.slots
 		}()

@@ -212,3 +212,49 @@ func TestUncapturedSubjectIsRejected(t *testing.T) {
 		t.Fatalf("Publish of an uncaptured subject: %v (%v), want rejected, saying so", err, kind)
 	}
 }
+
+// PublishBatch publishes a batch larger than the publishes allowed to await
+// their PubAck at once (MaxPending) without waiting forever for a slot it
+// holds itself, gives each message its own outcome (an invalid subject
+// fails its message alone), and stores every valid one once.
+func TestPublishBatchOutcomesPerMessage(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.URL())
+	st, prefix := natstest.Stream(t, js, nil)
+	cfg, err := nats.ParseURL(natstest.URL() + "?subject=" + prefix + ".{aggregate_id}")
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.MaxPending = 4
+	s, err := nats.New(t.Context(), cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	msgs := make([]*sink.Message, 50)
+	for i := range msgs {
+		msgs[i] = message(fmt.Sprint(i), fmt.Appendf(nil, `{"n": %d}`, i))
+	}
+	msgs[17].AggregateID = "a..b" // an invalid subject
+	errs := make([]error, len(msgs))
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	s.PublishBatch(ctx, msgs, errs)
+	for i, err := range errs {
+		kind, _, _ := sink.Classify(err)
+		switch {
+		case i == 17 && kind != sink.Permanent:
+			t.Errorf("message with an invalid subject: %v (%v), want permanent", err, kind)
+		case i != 17 && err != nil:
+			t.Errorf("message %d: %v", i, err)
+		}
+	}
+	ids := natstest.MessageIDs(t, st)
+	if len(ids) != len(msgs)-1 {
+		t.Fatalf("the stream holds %d messages, want %d", len(ids), len(msgs)-1)
+	}
+	for i, m := range msgs {
+		if want := map[bool]int{true: 0, false: 1}[i == 17]; ids[m.ID.String()] != want {
+			t.Errorf("message %d stored %d times, want %d", i, ids[m.ID.String()], want)
+		}
+	}
+}
