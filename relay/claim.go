@@ -39,7 +39,8 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 			continue
 		}
 		r.deliverKept(work, false)
-		free := r.capacity - r.inflight.count()
+		room := r.cfg.Concurrency + r.pace.ahead(r.cfg.BatchSize, r.cfg.Concurrency, r.cfg.Lease)
+		free := room - r.inflight.count()
 		if free < minClaim {
 			select {
 			case <-r.inflight.freed:

@@ -39,6 +39,9 @@ type Relay struct {
 	finding atomic.Pointer[finding]
 	// health follows whether the sink can be reached (see outageTimeouts).
 	health *sinkHealth
+	// pace follows how long deliveries take, which bounds the events
+	// claimed ahead of the publishers.
+	pace pace
 }
 
 // New validates cfg, fills its defaults and returns a relay.

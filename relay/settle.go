@@ -94,6 +94,9 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 	for _, o := range batch {
 		id := o.delivery.ID
 		held = append(held, heldLease{id: id, claimed: o.claimed})
+		if o.sent {
+			r.pace.record(o.took)
+		}
 		switch o.action {
 		case actionDone:
 			p.Done = append(p.Done, id)
