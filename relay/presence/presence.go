@@ -203,9 +203,13 @@ func (h *Heartbeat) redact(text string) string {
 }
 
 func (h *Heartbeat) beat(ctx context.Context, stats relay.Stats) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	callCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
-	h.result("write the relay's presence", h.cfg.Store.PresenceBeat(ctx, h.row(stats)))
+	err := h.cfg.Store.PresenceBeat(callCtx, h.row(stats))
+	if ctx.Err() != nil {
+		return // the relay stops (or could not start): leave says the rest
+	}
+	h.result("write the relay's presence", err)
 }
 
 func (h *Heartbeat) prune(ctx context.Context) {
