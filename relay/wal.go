@@ -3,6 +3,7 @@ package relay
 import (
 	"context"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -22,12 +23,16 @@ type Stream interface {
 	// run at all (a server setting, a missing privilege): the relay then
 	// refuses to start.
 	Check(ctx context.Context) error
-	// Follow calls deliver with the ids of new events, in commit order,
+	// Follow calls start with the ids of new events, in commit order,
 	// once their transactions are visible to claims, until ctx ends (it
-	// returns nil) or the stream breaks; it must not consider the events
-	// of a batch handled before deliver returned nil for it. A stream that only one consumer may follow at a time
-	// returns an error while another one does.
-	Follow(ctx context.Context, deliver func(ctx context.Context, ids []uuid.UUID) error) error
+	// returns nil) or the stream breaks. start begins their delivery and
+	// returns a function that waits until the outcome of each is
+	// recorded; Follow may start the next batches before waiting for the
+	// earlier ones, and must not consider a batch handled before its wait
+	// and the waits of the batches before it returned nil. A stream that
+	// only one consumer may follow at a time returns an error while
+	// another one does.
+	Follow(ctx context.Context, start func(ctx context.Context, ids []uuid.UUID) (wait func() error)) error
 	// ClaimIDs leases, as Outbox.Claim does, those of ids that are due and
 	// not leased, so that the stream and the polling claims never hold
 	// one event at once.
@@ -42,13 +47,14 @@ const streamRetry = 2 * time.Second
 // streamRetry after each stop.
 func (r *Relay) follow(ctx context.Context, work chan<- job) {
 	standingBy := false
+	var order streamOrder
 	for ctx.Err() == nil {
-		err := r.cfg.Stream.Follow(ctx, func(ctx context.Context, ids []uuid.UUID) error {
+		err := r.cfg.Stream.Follow(ctx, func(ctx context.Context, ids []uuid.UUID) func() error {
 			if standingBy {
 				standingBy = false
 				r.log.Info("streaming again from " + r.cfg.Stream.String())
 			}
-			return r.deliverStreamed(ctx, work, ids)
+			return r.startStreamed(ctx, work, &order, ids)
 		})
 		if ctx.Err() != nil {
 			return
@@ -62,30 +68,118 @@ func (r *Relay) follow(ctx context.Context, work chan<- job) {
 	}
 }
 
-// deliverStreamed claims the events of ids that no one holds and delivers
-// them, in commit order within each aggregate: the first event of every
-// aggregate at once, then the second ones, and so on. It returns once every
-// outcome is recorded in the table, the condition for the stream to
-// confirm them.
-func (r *Relay) deliverStreamed(ctx context.Context, work chan<- job, ids []uuid.UUID) error {
+// startStreamed claims the events of ids that no one holds, and returns a
+// function that delivers them, in commit order within each aggregate (the
+// first event of every aggregate at once, then the second ones, and so
+// on, the first ones after the events of their aggregate that earlier
+// batches still deliver), and returns once every outcome is recorded in
+// the table, the condition for the stream to confirm them.
+func (r *Relay) startStreamed(ctx context.Context, work chan<- job, order *streamOrder, ids []uuid.UUID) func() error {
 	batch, err := r.claimStreamed(ctx, ids)
 	if err != nil {
-		return err
+		return func() error { return err }
 	}
-	for _, wave := range commitWaves(batch, ids) {
-		settled := make(chan struct{}, len(wave))
-		for _, d := range wave {
-			work <- job{delivery: d, settled: settled}
-		}
-		for range wave {
+	waves := commitWaves(batch, ids)
+	t := order.enter(waves)
+	return func() error {
+		defer t.end()
+		for _, prev := range t.after {
 			select {
-			case <-settled:
+			case <-prev:
 			case <-ctx.Done():
 				return ctx.Err()
 			}
 		}
+		for k, wave := range waves {
+			settled := make(chan struct{}, len(wave))
+			for _, d := range wave {
+				work <- job{delivery: d, settled: settled}
+			}
+			for range wave {
+				select {
+				case <-settled:
+				case <-ctx.Done():
+					return ctx.Err()
+				}
+			}
+			t.settled(k)
+		}
+		return nil
 	}
-	return nil
+}
+
+// streamOrder keeps the events of one aggregate that the stream brought in
+// commit order across the batches delivered at once: per aggregate, it
+// knows the last event started, with a channel closed once its outcome is
+// recorded.
+type streamOrder struct {
+	mu   sync.Mutex
+	last map[aggregateKey]chan struct{}
+}
+
+// aggregateKey names an aggregate.
+type aggregateKey struct{ typ, id string }
+
+func keyOf(d store.Delivery) aggregateKey { return aggregateKey{d.AggregateType, d.AggregateID} }
+
+// streamedBatch is a batch entered in a streamOrder.
+type streamedBatch struct {
+	o     *streamOrder
+	waves [][]store.Delivery
+	// after are the events of earlier batches that must be settled
+	// before the first wave is sent.
+	after []<-chan struct{}
+	// done are the channels of the events of each wave; closed counts
+	// the waves whose channels are closed.
+	done   [][]chan struct{}
+	closed int
+}
+
+// enter records the events of waves, a batch about to be delivered, as the
+// last of their aggregates, and returns the batch, with the events of
+// earlier batches it waits for.
+func (o *streamOrder) enter(waves [][]store.Delivery) *streamedBatch {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.last == nil {
+		o.last = map[aggregateKey]chan struct{}{}
+	}
+	t := &streamedBatch{o: o, waves: waves, done: make([][]chan struct{}, len(waves))}
+	for k, wave := range waves {
+		t.done[k] = make([]chan struct{}, len(wave))
+		for i, d := range wave {
+			key := keyOf(d)
+			if prev, ok := o.last[key]; ok && k == 0 {
+				t.after = append(t.after, prev)
+			}
+			t.done[k][i] = make(chan struct{})
+			o.last[key] = t.done[k][i]
+		}
+	}
+	return t
+}
+
+// settled tells the successors of the events of wave k that their
+// outcomes are recorded.
+func (t *streamedBatch) settled(k int) {
+	t.o.mu.Lock()
+	defer t.o.mu.Unlock()
+	for i, d := range t.waves[k] {
+		ch := t.done[k][i]
+		close(ch)
+		if t.o.last[keyOf(d)] == ch {
+			delete(t.o.last, keyOf(d))
+		}
+	}
+	t.closed = k + 1
+}
+
+// end releases the successors of the events of the waves not settled
+// (the batch stopped short): they wait no longer.
+func (t *streamedBatch) end() {
+	for k := t.closed; k < len(t.waves); k++ {
+		t.settled(k)
+	}
 }
 
 // claimStreamed leases the events of ids that are due and not leased (the

@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"math/rand/v2"
 	"net/http"
 	"strings"
 	"testing"
@@ -88,6 +89,27 @@ func TestWALDeliversPlainSQLInsertsInCommitOrder(t *testing.T) {
 	if st := stats(t, s); st.Done != 100 || st.Pending != 0 {
 		t.Fatalf("stats %+v, want 100 done", st)
 	}
+}
+
+// Batches streamed while earlier ones are still delivered (the stream
+// pipelines them) keep each aggregate's commit order: with an endpoint
+// that takes a few milliseconds, each at random, an event is sent only
+// once the events of its aggregate in earlier batches are recorded.
+func TestWALPipelinedBatchesKeepCommitOrder(t *testing.T) {
+	s, w := walStore(t)
+	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		time.Sleep(time.Duration(rand.IntN(6000)) * time.Microsecond)
+		return http.StatusOK
+	})
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour})
+	waitStreaming(t, w)
+
+	end := insertSQL(t, s, []string{"a", "b", "c"}, 60)
+	rcv.WaitAccepted(t, 180, 30*time.Second)
+	waitFor(t, "the slot to be confirmed past the inserts", 10*time.Second, func() bool {
+		return confirmedFlush(t, s, w) >= end
+	})
+	checkOrder(t, rcv.Accepted(), map[string]int{"a": 60, "b": 60, "c": 60})
 }
 
 // A first attempt that fails is settled as a retry in the table, and the

@@ -175,18 +175,20 @@ type committed struct {
 }
 
 // Follow creates the publication and the slot if missing, streams the slot,
-// and calls deliver with the ids of the outbox's inserts, in commit order,
-// a batch of whole transactions at a time. It confirms a position to the
-// server only once deliver has returned nil for everything committed
-// before it, so that after a crash the stream starts again from the
-// first batch not confirmed: events may come twice, never not at all.
-// deliver must have recorded the outcome of each event (delivered, retry
-// scheduled, failed, or back in the table) when it returns nil.
+// and calls start with the ids of the outbox's inserts, in commit order,
+// a batch of whole transactions at a time, once they are visible to
+// claims. start begins their delivery and returns a function that waits
+// until the outcome of each is recorded (delivered, retry scheduled,
+// failed, or back in the table); Follow starts up to walPipeline (4)
+// batches before waiting for the oldest. It confirms a position to the
+// server only once the waits of everything committed before it returned
+// nil, so that after a crash the stream starts again from the first batch
+// not confirmed: events may come twice, never not at all.
 //
-// Follow returns when ctx ends (nil), deliver fails, or the stream cannot
+// Follow returns when ctx ends (nil), a wait fails, or the stream cannot
 // run: the slot is streamed by another relay (a second one then waits,
 // calling Follow again), the connection broke.
-func (w *WAL) Follow(ctx context.Context, deliver func(ctx context.Context, ids []uuid.UUID) error) error {
+func (w *WAL) Follow(ctx context.Context, start func(ctx context.Context, ids []uuid.UUID) (wait func() error)) error {
 	if err := w.createPublication(ctx); err != nil {
 		return err
 	}
@@ -218,7 +220,7 @@ func (w *WAL) Follow(ctx context.Context, deliver func(ctx context.Context, ids 
 		readErr <- w.read(streamCtx, conn, txns, &confirmed)
 		close(txns)
 	}()
-	deliverErr := w.deliverAll(streamCtx, txns, &confirmed, deliver)
+	deliverErr := w.deliverAll(streamCtx, txns, &confirmed, start)
 	stop()
 	err = <-readErr
 	switch {
@@ -230,41 +232,106 @@ func (w *WAL) Follow(ctx context.Context, deliver func(ctx context.Context, ids 
 	return err
 }
 
-// deliverAll hands the transactions read to deliver, a batch at a time,
-// and records the position each delivered batch ends at.
-func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *lsnBox, deliver func(context.Context, []uuid.UUID) error) error {
+// walPipeline bounds the batches whose delivery has started and whose
+// outcomes are not all recorded yet: the next batch is claimed and sent
+// while the previous ones wait for their acknowledgements and settles.
+const walPipeline = 4
+
+// startedBatch is a batch handed to Follow's start: the position just past
+// its last transaction, and the outcome of its wait, once known.
+type startedBatch struct {
+	end  pglogrepl.LSN
+	done chan error
+}
+
+// deliverAll hands the transactions read to start, a batch at a time, up
+// to walPipeline batches at once, and records the position of each batch
+// once its wait, and the wait of every batch before it, returned nil. It
+// returns when txns is closed, ctx ends or a batch failed, once every batch
+// started has ended.
+func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *lsnBox, start func(context.Context, []uuid.UUID) func() error) error {
+	var started []startedBatch
+	defer func() {
+		for _, b := range started {
+			<-b.done
+		}
+	}()
+	// finish records err, the outcome of the oldest batch started.
+	finish := func(err error) error {
+		b := started[0]
+		started = started[1:]
+		if err != nil {
+			return err
+		}
+		confirmed.advance(b.end)
+		return nil
+	}
+	for {
+		var oldest <-chan error
+		if len(started) > 0 {
+			oldest = started[0].done
+		}
+		read := txns
+		if len(started) >= walPipeline {
+			read = nil
+		}
+		select {
+		case err := <-oldest:
+			if err := finish(err); err != nil {
+				return err
+			}
+		case first, ok := <-read:
+			if !ok {
+				for len(started) > 0 {
+					if err := finish(<-started[0].done); err != nil {
+						return err
+					}
+				}
+				return nil
+			}
+			b, err := w.startBatch(ctx, first, txns, start)
+			if err != nil {
+				return err
+			}
+			started = append(started, b)
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+}
+
+// startBatch takes first and the transactions read after it that are
+// waiting, up to walBatchMax events, waits until they are visible to
+// claims, and starts their delivery.
+func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan committed, start func(context.Context, []uuid.UUID) func() error) (startedBatch, error) {
 	var ids []uuid.UUID
 	var xids []int64
-	for first := range txns {
-		ids, xids = ids[:0], xids[:0]
-		end := first.end
-		t, ok := first, true
-		for ok {
-			if len(t.ids) > 0 {
-				ids = append(ids, t.ids...)
-				xids = append(xids, int64(t.xid))
-			}
-			end = t.end
-			if len(ids) >= walBatchMax {
-				break
-			}
-			select {
-			case t, ok = <-txns:
-			default:
-				ok = false
-			}
+	b := startedBatch{end: first.end, done: make(chan error, 1)}
+	for t, ok := first, true; ok; {
+		if len(t.ids) > 0 {
+			ids = append(ids, t.ids...)
+			xids = append(xids, int64(t.xid))
 		}
-		if len(ids) > 0 {
-			if err := w.waitVisible(ctx, xids); err != nil {
-				return err
-			}
-			if err := deliver(ctx, ids); err != nil {
-				return err
-			}
+		b.end = t.end
+		if len(ids) >= walBatchMax {
+			break
 		}
-		confirmed.advance(end)
+		select {
+		case t, ok = <-txns:
+		default:
+			ok = false
+		}
 	}
-	return nil
+	if len(ids) == 0 {
+		b.done <- nil
+		return b, nil
+	}
+	if err := w.waitVisible(ctx, xids); err != nil {
+		return b, err
+	}
+	wait := start(ctx, ids)
+	go func() { b.done <- wait() }()
+	return b, nil
 }
 
 // waitVisible waits until the transactions xids are visible to other

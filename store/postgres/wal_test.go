@@ -25,12 +25,21 @@ func follow(t *testing.T, w *postgres.WAL, deliver func(context.Context, []uuid.
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel) // before the slot is dropped
 	out := make(chan error, 1)
-	go func() { out <- w.Follow(ctx, deliver) }()
+	go func() { out <- w.Follow(ctx, at(deliver)) }()
 	waitUntil(t, "the slot to be streamed", func() bool {
 		st, err := w.State(context.Background())
 		return err == nil && st.Active
 	})
 	return cancel, out
+}
+
+// at is Follow's start for deliver, which delivers a batch at once: its
+// wait returns deliver's error.
+func at(deliver func(context.Context, []uuid.UUID) error) func(context.Context, []uuid.UUID) func() error {
+	return func(ctx context.Context, ids []uuid.UUID) func() error {
+		err := deliver(ctx, ids)
+		return func() error { return err }
+	}
 }
 
 func waitUntil(t *testing.T, what string, cond func() bool) {
@@ -138,7 +147,7 @@ func TestWALOneFollowerAtATime(t *testing.T) {
 	_, firstDone := follow(t, w, func(context.Context, []uuid.UUID) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	if err := w.Follow(ctx, func(context.Context, []uuid.UUID) error { return nil }); err == nil || !strings.Contains(err.Error(), "is active") {
+	if err := w.Follow(ctx, at(func(context.Context, []uuid.UUID) error { return nil })); err == nil || !strings.Contains(err.Error(), "is active") {
 		select {
 		case err := <-firstDone:
 			t.Errorf("the first Follow returned %v", err)
