@@ -322,6 +322,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	bg.Go(func() { r.showProgress(runCtx) })
 	bg.Go(func() { r.sampleMemoryAt(runCtx, memoryAt) })
 
+	r.awaitRelays(produceCtx)
 	r.schedule(produceCtx)
 	stopProducing()
 	r.say("production stopped (%d events committed); draining the outbox", r.producing.produced.Load())
