@@ -55,12 +55,15 @@ var errSocketsClosed = errors.New("postgres: the pool's connections are closed")
 //
 //   - a cancelled or expired context ends a statement at once: the
 //     connection's deadline is set, the statement returns, and the
-//     connection is dropped (pgconn.DeadlineContextWatcherHandler; no
-//     cancel request is awaited first, which on a half-open link would
-//     wait on a new connection to a server that may not answer). pgx
-//     drains a dropped connection's link for up to 15 s, and the pool
-//     counts it against its size meanwhile: the drain is cut to 1 s, so
-//     that dead links do not starve the pool;
+//     connection is dropped (pgconn.DeadlineContextWatcherHandler, set
+//     whatever cfg held: pgconn.CancelRequestContextWatcherHandler would
+//     first wait for a cancel request sent on a new connection, which on
+//     a dead link waits on a server that does not answer). pgx then sends
+//     the cancel request and drains the dropped connection's link in the
+//     background, for up to 15 s, and the pool counts the connection
+//     against its size meanwhile: the drain is cut to 1 s, and the cancel
+//     request's connect to the dial timeout, so that dead links do not
+//     starve the pool;
 //   - its connections are opened with TCP keepalives and, on Linux,
 //     TCP_USER_TIMEOUT, so that connections to a vanished peer are found
 //     and dropped (it replaces cfg.ConnConfig.DialFunc, keeping its
@@ -110,8 +113,6 @@ func ClosePool(pool *pgxpool.Pool, sockets *Sockets, grace time.Duration) {
 	defer t.Stop()
 	select {
 	case <-closed:
-		sockets.Close()
-		return
 	case <-t.C:
 	}
 	sockets.Close()
