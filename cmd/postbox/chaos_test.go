@@ -165,7 +165,7 @@ func TestOrderedRelayClaimsWithinItsLease(t *testing.T) {
 	}
 }
 
-// The faults start once the relays deliver and hold their connections: a
+// The run starts once the relays hold their connections: a
 // half-open fault first in the schedule strikes their live connections
 // (their statements time out), instead of striking before they connect and
 // showing nothing.
