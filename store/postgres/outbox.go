@@ -112,7 +112,7 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 	// transaction.
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("lease_lock"), owner)
-	batch.Queue(s.sql.Get("extend_lease"), owner, lease.Milliseconds())
+	batch.Queue(s.sql.Get("extend_lease"), owner, lease.Milliseconds(), ids)
 	results := s.pool.SendBatch(ctx, batch)
 	defer results.Close()
 	held := map[uuid.UUID]bool{}

@@ -237,10 +237,14 @@ where owner = $1 and ids && $8::uuid[] and not ids <@ $8::uuid[];
 select pg_advisory_xact_lock(hashtextextended('postbox lease {schema} ' || $1, 0));
 
 -- name: extend_lease
--- Returns the ids of every lease relay $1 still holds.
+-- Renews the leases of relay $1 that hold any of the events it asks for
+-- ($3), and returns their ids. A lease row is one claim; a row with none of
+-- them is a claim the relay never learned of (its answer was lost: a
+-- deadline, a dead connection, after the server committed it): it is left
+-- to expire, so that its events go back to the queue.
 update {schema}.outbox_leases
 set expires_at = now() + $2::bigint * interval '1 millisecond'
-where owner = $1
+where owner = $1 and ids && $3::uuid[]
 returning ids;
 
 -- name: release
