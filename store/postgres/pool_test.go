@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbox-go/postbox/internal/chaos"
 	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
@@ -110,5 +111,48 @@ func TestClosePoolDoesNotWaitOnDeadLinks(t *testing.T) {
 	}
 	if n := sockets.Open(); n != 0 {
 		t.Fatalf("%d sockets still open after ClosePool", n)
+	}
+}
+
+// A relay that dozes on a listening connection gone half-open learns it
+// when it wakes: the wake statement gives up within its short deadline
+// (the relay then polls and listens again), instead of holding the relay's
+// claims for seconds after the fault.
+func TestWakeOnHalfOpenListenerFailsWithinItsDeadline(t *testing.T) {
+	pool, _, proxy := proxiedPool(t, 2)
+	s, err := postgres.New(pool, postgres.Config{Schema: pgtest.Schema(t, pgtest.Pool(t))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	ready := make(chan store.Dozer, 1)
+	done := make(chan error, 1)
+	go func() { done <- s.Listen(ctx, func(l store.Listening) { ready <- l.Dozer }, func() {}) }()
+	var dozer store.Dozer
+	select {
+	case dozer = <-ready:
+	case err := <-done:
+		t.Fatalf("Listen: %v", err)
+	}
+	if _, err := dozer.Doze(ctx); err != nil {
+		t.Fatalf("doze: %v", err)
+	}
+	proxy.HalfOpen()
+	start := time.Now()
+	err = dozer.Wake(ctx)
+	if took := time.Since(start); err == nil || took > 3*time.Second {
+		t.Fatalf("wake on a half-open listener: %v after %v, want an error within its 2 s deadline", err, took)
+	}
+	select {
+	case err := <-done:
+		if err == nil {
+			t.Fatal("Listen returned no error once its connection died")
+		}
+	case <-time.After(5 * time.Second):
+		t.Fatal("Listen still serves a dead connection")
 	}
 }
