@@ -13,11 +13,6 @@ import (
 // instead of one claim per notifying commit.
 const lingerDelay = 2 * time.Millisecond
 
-// storeCallTimeout bounds each store call of the relay (a claim, a settle,
-// a renewal, a reclaim, a purge), so that a connection that hangs does not
-// hold the relay up.
-const storeCallTimeout = 10 * time.Second
-
 // claimLoop claims due events whenever there is room in flight, hands them
 // to the publishers, and otherwise waits for a freed slot, a notification, a
 // due retry or the poll. How long it waits after each claim is the doze
@@ -101,7 +96,7 @@ func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) 
 	// A claim cut short by the shutdown may have committed all the same:
 	// it runs to its end, and what it took is released by the
 	// publishers, which see the shutdown.
-	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), storeCallTimeout)
+	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leasedCallTimeout(r.cfg.Lease))
 	defer cancel()
 	claimed := time.Now()
 	batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{

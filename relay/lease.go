@@ -85,7 +85,7 @@ func (r *Relay) watchLeases(ctx context.Context) {
 func (r *Relay) reclaimExpired(ctx context.Context) {
 	every := min(max(r.cfg.Lease/2, 100*time.Millisecond), 30*time.Second)
 	for {
-		callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		callCtx, cancel := context.WithTimeout(ctx, leasedCallTimeout(r.cfg.Lease))
 		reclaimed, err := r.cfg.Store.ReclaimExpired(callCtx, store.ReclaimParams{MaxAttempts: r.cfg.MaxAttempts})
 		cancel()
 		if err != nil && ctx.Err() == nil {

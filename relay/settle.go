@@ -109,7 +109,7 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 		}
 	}
 	for failures := 0; ; failures++ {
-		callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		callCtx, cancel := context.WithTimeout(ctx, leasedCallTimeout(r.cfg.Lease))
 		err := r.apply(callCtx, p, release)
 		cancel()
 		if err == nil {

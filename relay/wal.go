@@ -186,7 +186,7 @@ func (t *streamedBatch) end() {
 // others were delivered already, are held by another claim, or are
 // scheduled later), and records them in flight.
 func (r *Relay) claimStreamed(ctx context.Context, ids []uuid.UUID) ([]store.Delivery, error) {
-	claimCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+	claimCtx, cancel := context.WithTimeout(ctx, leasedCallTimeout(r.cfg.Lease))
 	defer cancel()
 	start := time.Now()
 	batch, err := r.cfg.Stream.ClaimIDs(claimCtx, store.ClaimParams{Owner: r.cfg.Owner, Limit: len(ids), Lease: r.cfg.Lease}, ids)

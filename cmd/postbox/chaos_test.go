@@ -164,3 +164,21 @@ func TestOrderedRelayClaimsWithinItsLease(t *testing.T) {
 		t.Fatalf("%d events delivered in 30 s (want %d), %d released unsent because the claim outlasted the lease", got, want, released)
 	}
 }
+
+// The run starts once the relays hold their connections: a
+// half-open fault first in the schedule strikes their live connections
+// (their statements time out), instead of striking before they connect and
+// showing nothing.
+func TestChaosFirstFaultStrikesConnectedRelays(t *testing.T) {
+	rep := runChaos(t, "--duration", "8s", "--events-per-second", "100", "--faults", chaos.FaultDBHalfOpen)
+	checkExactlyOnce(t, rep, []string{chaos.FaultDBHalfOpen})
+	errs := 0
+	for _, l := range rep.RelayLog {
+		if l.Level == "ERROR" {
+			errs += l.Count
+		}
+	}
+	if errs == 0 {
+		t.Fatalf("no relay logged an error under db-halfopen, first in the schedule: it hit no live connection (%+v)", rep.RelayLog)
+	}
+}

@@ -312,6 +312,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	r.say("server: %s", r.server)
 	r.say("producing %d events/s for %v; faults in turn: %v", r.cfg.EventsPerSecond, r.cfg.Duration, r.cfg.Faults)
 
+	r.awaitRelays(ctx)
 	r.begin = time.Now()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()

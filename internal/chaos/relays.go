@@ -1,6 +1,7 @@
 package chaos
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -220,4 +221,29 @@ func countLogs(files []string) []LogCount {
 		return strings.Compare(a.Message, b.Message)
 	})
 	return out
+}
+
+// relaysReadyWithin bounds how long the faults wait for the relays.
+const relaysReadyWithin = 15 * time.Second
+
+// awaitRelays waits, before production and the first fault, until the
+// relays hold their connections to PostgreSQL (two per relay: its pool's
+// and its LISTEN connection), for relaysReadyWithin at most: a fault of
+// the database links injected while they still start would hit no
+// connection and show nothing.
+func (r *run) awaitRelays(ctx context.Context) {
+	began := time.Now()
+	for time.Since(began) < relaysReadyWithin && ctx.Err() == nil {
+		var conns int
+		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		err := r.store.Pool().QueryRow(callCtx,
+			`select count(*) from pg_stat_activity where application_name = $1`, r.applicationName).Scan(&conns)
+		cancel()
+		if err == nil && conns >= 2*len(r.relays) {
+			r.say("relays connected after %v", time.Since(began).Round(100*time.Millisecond))
+			return
+		}
+		sleepCtx(ctx, 100*time.Millisecond)
+	}
+	r.say("relays not all connected after %v; starting anyway", time.Since(began).Round(100*time.Millisecond))
 }

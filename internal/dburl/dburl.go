@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"net/url"
 	"strings"
+	"time"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -36,6 +37,10 @@ type Options struct {
 	MustExist bool
 }
 
+// closeGrace is how long Close lets the PostgreSQL connections close
+// cleanly before it closes their sockets (see postgres.ClosePool).
+const closeGrace = time.Second
+
 // Store is an opened store: Outbox is the store itself, and exactly one of
 // Postgres and SQLite is set.
 type Store struct {
@@ -57,6 +62,8 @@ func (s *Store) Migrate(ctx context.Context) ([]int, error) {
 func (s *Store) Close() { s.close() }
 
 // Open connects to the store url names, and checks that the server answers.
+// A PostgreSQL pool is set up by postgres.ConfigurePool, and closed by
+// postgres.ClosePool.
 func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if path, ok := SQLitePath(url); ok {
 		if path == "" {
@@ -78,20 +85,22 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && opt.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opt.ApplicationName
 	}
+	sockets := postgres.ConfigurePool(cfg)
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return nil, err
 	}
+	closePool := func() { postgres.ClosePool(pool, sockets, closeGrace) }
 	if err := pool.Ping(ctx); err != nil {
-		pool.Close()
+		closePool()
 		return nil, fmt.Errorf("cannot reach the database: %w", err)
 	}
 	s, err := postgres.New(pool, postgres.Config{Schema: opt.Schema})
 	if err != nil {
-		pool.Close()
+		closePool()
 		return nil, err
 	}
-	return &Store{Outbox: s, Postgres: s, close: pool.Close}, nil
+	return &Store{Outbox: s, Postgres: s, close: closePool}, nil
 }
 
 // IsPostgres reports whether url names a PostgreSQL database.

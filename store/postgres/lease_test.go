@@ -131,3 +131,45 @@ func TestLeaseStatementsNeverDeadlock(t *testing.T) {
 		}
 	}
 }
+
+// A claim whose answer the relay never received (its deadline passed, or
+// its connection died, after the server committed it) leaves a lease row
+// the relay does not know. Renewing the relay's own events must not renew
+// that row: it expires, and its events go back to the queue, instead of
+// staying leased for as long as the relay lives.
+func TestExtendLeaseLeavesUnknownClaimsToExpire(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	events := make([]postbox.Event, 6)
+	for i := range events {
+		events[i] = postbox.Event{ID: postbox.NewID(), EventType: "x", Payload: []byte(`{}`)}
+	}
+	if err := s.Enqueue(ctx, events...); err != nil {
+		t.Fatal(err)
+	}
+	known, err := s.Claim(ctx, store.ClaimParams{Owner: "a", Limit: 3, Lease: time.Minute})
+	if err != nil || len(known) != 3 {
+		t.Fatalf("claim: %d, %v", len(known), err)
+	}
+	lost, err := s.Claim(ctx, store.ClaimParams{Owner: "a", Limit: 3, Lease: 300 * time.Millisecond})
+	if err != nil || len(lost) != 3 {
+		t.Fatalf("claim: %d, %v", len(lost), err)
+	}
+	ids := []uuid.UUID{known[0].ID, known[1].ID, known[2].ID}
+	kept, err := s.ExtendLease(ctx, "a", ids, time.Minute)
+	if err != nil || len(kept) != 3 {
+		t.Fatalf("extend lease: kept %d, %v; want 3", len(kept), err)
+	}
+	time.Sleep(400 * time.Millisecond)
+	reclaimed, err := s.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(reclaimed) != 1 || reclaimed[0].Owner != "a" || reclaimed[0].Events != 3 {
+		t.Fatalf("reclaimed %+v; want the 3 events of the claim relay a never knew of", reclaimed)
+	}
+	st, err := s.Stats(ctx)
+	if err != nil || st.Pending != 3 || st.Processing != 3 {
+		t.Fatalf("stats %+v, %v; want 3 pending (reclaimed), 3 processing (renewed)", st, err)
+	}
+}

@@ -43,8 +43,11 @@ const (
 var errListenerGone = errors.New("postgres: the listening connection is closed")
 
 // dozeTimeout bounds one doze or wake statement. They run to their end even
-// when the relay stops meanwhile, so that the connection stays usable.
-const dozeTimeout = 5 * time.Second
+// when the relay stops meanwhile, so that the connection stays usable. They
+// are single non-blocking advisory-lock calls, and the relay's claims wait
+// for a wake: on a dead connection (a half-open link), a longer deadline
+// held the relay's deliveries that much longer after the fault ended.
+const dozeTimeout = 2 * time.Second
 
 // probeTimeout bounds the wait for the notification Listen sends itself.
 const probeTimeout = 3 * time.Second

@@ -112,6 +112,41 @@ func (s *Store) OrderedReady(ctx context.Context) error {
 	return nil
 }
 
+// aggregateKey names one aggregate.
+type aggregateKey struct{ typ, id string }
+
+// claimOrdered is Claim in ordered mode (claim_ordered). When the claim
+// walks the aggregates for their heads, the walk starts after the
+// aggregate where the store's previous walk ended, and goes round: under a
+// backlog that keeps the walk running, every aggregate gets its turn.
+func (s *Store) claimOrdered(ctx context.Context, p store.ClaimParams) (out []store.Delivery, err error) {
+	if err := s.checkOrdered(ctx); err != nil {
+		return nil, err
+	}
+	defer func() {
+		if err != nil {
+			s.orderedReady.Store(false)
+		}
+	}()
+	from := s.walkedTo.Load()
+	if from == nil {
+		from = &aggregateKey{} // before every aggregate but ("", "")
+	}
+	var (
+		walkEnd bool
+		to      *aggregateKey
+	)
+	out, err = s.claim(ctx, s.sql.Get("claim_ordered"), []any{&walkEnd}, func(d store.Delivery) {
+		if walkEnd {
+			to = &aggregateKey{d.AggregateType, d.AggregateID}
+		}
+	}, p.Owner, p.Limit, p.Lease.Milliseconds(), from.typ, from.id)
+	if err == nil && to != nil {
+		s.walkedTo.Store(to)
+	}
+	return out, err
+}
+
 // checkOrdered is Claim's check: a positive result is remembered, a failed
 // one is not (the index may be built in the meantime).
 func (s *Store) checkOrdered(ctx context.Context) error {

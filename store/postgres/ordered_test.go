@@ -3,11 +3,15 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
@@ -218,4 +222,91 @@ func TestOrderedClaimRechecksAfterFailure(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkOrderedClaim(t, s)
+}
+
+// When the oldest due events are all successors of one aggregate held back
+// (its head waits out a long retry), the ordered claim walks the
+// aggregates for their heads: every aggregate gets its turn, whatever its
+// key, instead of the early-sorting ones being served again and again while
+// they have events. 199 aggregates with 6 events each and claims of 10
+// heads, each settled as delivered before the next: every aggregate's first
+// event is claimed within 25 claims (20 to go round once), and each
+// aggregate's events come in order.
+func TestOrderedClaimServesEveryAggregateInTurn(t *testing.T) {
+	s := pgtest.OrderedStore(t)
+	ctx := context.Background()
+	const (
+		aggregates = 200
+		perAgg     = 6
+		limit      = 10
+		within     = 25
+	)
+	ev := func(agg int) postbox.Event {
+		return postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: fmt.Sprintf("a%03d", agg),
+			EventType: "order.updated", Payload: []byte(`{}`)}
+	}
+	// a000's head, retried in an hour, and 100 successors: the oldest due
+	// events, more than the claim's window.
+	if err := s.Enqueue(ctx, ev(0)); err != nil {
+		t.Fatal(err)
+	}
+	held, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 1, Lease: time.Minute, Ordered: true})
+	if err != nil || len(held) != 1 {
+		t.Fatalf("claim a000's head: %d events, %v", len(held), err)
+	}
+	err = s.Settle(ctx, store.SettleParams{Owner: "r", Retry: []store.Retry{{ID: held[0].ID, AvailableAt: time.Now().Add(time.Hour), LastError: "503"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var batch []postbox.Event
+	for range 100 {
+		batch = append(batch, ev(0))
+	}
+	for range perAgg {
+		for agg := 1; agg < aggregates; agg++ {
+			batch = append(batch, ev(agg))
+		}
+	}
+	if err := s.Enqueue(ctx, batch...); err != nil {
+		t.Fatal(err)
+	}
+	firstClaim := map[string]int{}
+	lastSeq := map[string]int64{}
+	for n := 1; n <= within; n++ {
+		got, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: limit, Lease: time.Minute, Ordered: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) != limit {
+			t.Fatalf("claim %d took %d events, want %d", n, len(got), limit)
+		}
+		done := make([]uuid.UUID, 0, len(got))
+		for _, d := range got {
+			if d.AggregateID == "a000" {
+				t.Fatalf("claim %d took a successor of a000, whose head waits for its retry", n)
+			}
+			if d.OutboxSeq <= lastSeq[d.AggregateID] {
+				t.Fatalf("claim %d took %s seq %d after seq %d", n, d.AggregateID, d.OutboxSeq, lastSeq[d.AggregateID])
+			}
+			lastSeq[d.AggregateID] = d.OutboxSeq
+			if _, seen := firstClaim[d.AggregateID]; !seen {
+				firstClaim[d.AggregateID] = n
+			}
+			done = append(done, d.ID)
+		}
+		if err := s.Settle(ctx, store.SettleParams{Owner: "r", Done: done}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var waiting []string
+	for agg := 1; agg < aggregates; agg++ {
+		if id := fmt.Sprintf("a%03d", agg); firstClaim[id] == 0 {
+			waiting = append(waiting, id)
+		}
+	}
+	if len(waiting) > 0 {
+		t.Fatalf("after %d claims of %d, %d aggregates never had an event claimed (from %s to %s): the walk for heads does not go round",
+			within, limit, len(waiting), waiting[0], waiting[len(waiting)-1])
+	}
+	t.Logf("every aggregate had an event claimed within %d claims", slices.Max(slices.Collect(maps.Values(firstClaim))))
 }

@@ -23,24 +23,17 @@ import (
 // returns ErrOrderedIndexMissing. The check runs before the store's first
 // ordered claim, and again after an ordered claim that failed.
 func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Delivery, err error) {
-	query := s.sql.Get("claim")
 	if p.Ordered {
-		if err := s.checkOrdered(ctx); err != nil {
-			return nil, err
-		}
-		defer func() {
-			if err != nil {
-				s.orderedReady.Store(false)
-			}
-		}()
-		query = s.sql.Get("claim_ordered")
+		return s.claimOrdered(ctx, p)
 	}
-	return s.claim(ctx, query, p.Owner, p.Limit, p.Lease.Milliseconds())
+	return s.claim(ctx, s.sql.Get("claim"), nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds())
 }
 
 // claim runs one of the claim queries with args, in the claims' turn
-// (claim_lock), and returns the events it leased in sequence order.
-func (s *Store) claim(ctx context.Context, query string, args ...any) (out []store.Delivery, err error) {
+// (claim_lock), and returns the events it leased in sequence order. The
+// query's columns after the event's are scanned into extra, and each row is
+// passed to seen (when not nil) once scanned.
+func (s *Store) claim(ctx context.Context, query string, extra []any, seen func(store.Delivery), args ...any) (out []store.Delivery, err error) {
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("relay_async_commit"))
 	batch.Queue(s.sql.Get("claim_lock"), s.lockKey("claim"))
@@ -63,10 +56,14 @@ func (s *Store) claim(ctx context.Context, query string, args ...any) (out []sto
 		)
 		// The id scans as 16 bytes: scanned as a uuid.UUID (an
 		// sql.Scanner) it would go through its text form.
-		if err := row.Scan((*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt); err != nil {
+		dest := append([]any{(*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt}, extra...)
+		if err := row.Scan(dest...); err != nil {
 			return d, err
 		}
 		d.Headers = sqlstore.DecodeHeaders(headers)
+		if seen != nil {
+			seen(d)
+		}
 		return d, nil
 	})
 	if err != nil {
@@ -115,7 +112,7 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 	// transaction.
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("lease_lock"), owner)
-	batch.Queue(s.sql.Get("extend_lease"), owner, lease.Milliseconds())
+	batch.Queue(s.sql.Get("extend_lease"), owner, lease.Milliseconds(), ids)
 	results := s.pool.SendBatch(ctx, batch)
 	defer results.Close()
 	held := map[uuid.UUID]bool{}

@@ -42,6 +42,9 @@ type Store struct {
 	// orderedReady remembers that the index of ordered claims was found
 	// valid (see checkOrdered).
 	orderedReady atomic.Bool
+	// walkedTo is the last aggregate an ordered claim's walk for heads
+	// took: the next walk starts after it (nil: at the first aggregate).
+	walkedTo atomic.Pointer[aggregateKey]
 }
 
 var (

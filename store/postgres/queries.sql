@@ -49,7 +49,9 @@ select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retr
 -- head): an event being delivered or waiting for a retry is still pending,
 -- so it holds its successors back. A row lower in sequence that is not yet
 -- committed is invisible here; it is taken after the ones committed before
--- it.
+-- it. $4, $5: the aggregate (type, id) after which the walk for heads
+-- starts (see skip_scan). The last column, walk_end, marks the row of the
+-- last aggregate the walk took: the next claim's walk starts after it.
 --
 -- Two ways find heads, so that no claim reads the whole backlog:
 -- - window: the oldest due events (4 × $2 of them, in claim order), those
@@ -57,9 +59,12 @@ select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retr
 -- - skip_scan: when the window was full yet holds fewer than $2 heads (the
 --   heads sit behind their successors in claim order: a head waiting for a
 --   retry, or reclaimed, while its successors are long due), one index
---   probe per aggregate that has pending events, in aggregate order (not by
---   age), until $2 heads are found. Its cost grows with the aggregates,
---   never with the events queued behind their heads.
+--   probe per aggregate that has pending events, until $2 heads are found.
+--   Its cost grows with the aggregates, never with the events queued
+--   behind their heads. The walk goes round the aggregates in key order
+--   from the one after ($4, $5), wrapping past the last key to the first
+--   and ending at ($4, $5) itself: since each claim starts where the last
+--   one ended, every aggregate gets its turn, whatever its key.
 with recursive leased as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), window_rows as (
@@ -71,7 +76,7 @@ with recursive leased as (
 ), window_heads as (
   -- A scalar subquery per row: one probe of the aggregate index each,
   -- never a join that reads every pending event.
-  select w.* from window_rows w
+  select w.*, null::int as step from window_rows w
   where w.id not in (select id from leased)
     and w.seq = (
       select min(p.seq) from {schema}.outbox_events p
@@ -80,24 +85,59 @@ with recursive leased as (
         and p.status = 'pending')
   limit $2
 ), heads as (
-  (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
-   from {schema}.outbox_events e
-   where e.status = 'pending'
-   order by e.aggregate_type, e.aggregate_id, e.seq
-   limit 1)
+  -- The walk: the head of the first aggregate after ($4, $5), or, when
+  -- there is none, of the first aggregate (wrapped); then of the next
+  -- aggregate each time. Each branch is one probe of the aggregate index;
+  -- a UNION ALL under LIMIT 1 runs a branch only when those before it found
+  -- nothing, and a branch whose condition on h is false runs no probe.
+  select s.*, 1 as step from (
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, false as wrapped
+     from {schema}.outbox_events e
+     where e.status = 'pending'
+       and (e.aggregate_type, e.aggregate_id) > ($4::text, $5::text)
+     order by e.aggregate_type, e.aggregate_id, e.seq
+     limit 1)
+    union all
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, true
+     from {schema}.outbox_events e
+     where e.status = 'pending'
+       and (e.aggregate_type, e.aggregate_id) <= ($4::text, $5::text)
+     order by e.aggregate_type, e.aggregate_id, e.seq
+     limit 1)
+    limit 1) s
   union all
-  select n.*
+  select n.*, h.step + 1
   from heads h, lateral (
-    select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
-    from {schema}.outbox_events e
-    where e.status = 'pending'
-      and (e.aggregate_type, e.aggregate_id) > (h.aggregate_type, h.aggregate_id)
-    order by e.aggregate_type, e.aggregate_id, e.seq
+    -- the next aggregate, before wrapping
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, false
+     from {schema}.outbox_events e
+     where not h.wrapped and e.status = 'pending'
+       and (e.aggregate_type, e.aggregate_id) > (h.aggregate_type, h.aggregate_id)
+     order by e.aggregate_type, e.aggregate_id, e.seq
+     limit 1)
+    union all
+    -- the next aggregate after wrapping, up to ($4, $5)
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, true
+     from {schema}.outbox_events e
+     where h.wrapped and e.status = 'pending'
+       and (e.aggregate_type, e.aggregate_id) > (h.aggregate_type, h.aggregate_id)
+       and (e.aggregate_type, e.aggregate_id) <= ($4::text, $5::text)
+     order by e.aggregate_type, e.aggregate_id, e.seq
+     limit 1)
+    union all
+    -- past the last aggregate: wrap to the first
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, true
+     from {schema}.outbox_events e
+     where not h.wrapped and e.status = 'pending'
+       and (e.aggregate_type, e.aggregate_id) <= ($4::text, $5::text)
+     order by e.aggregate_type, e.aggregate_id, e.seq
+     limit 1)
     limit 1) n
 ), skip_scan as (
   -- Only when the window was full: a window that is not full saw every
   -- due event, so every due head.
-  select h.* from heads h
+  select h.id, h.seq, h.aggregate_type, h.aggregate_id, h.event_type, h.payload, h.headers, h.retries, h.created_at, h.available_at, h.step
+  from heads h
   where (select count(*) from window_heads) < $2
     and exists (
       select 1 from {schema}.outbox_events e
@@ -118,7 +158,9 @@ with recursive leased as (
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
   having count(*) > 0
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at from due;
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at,
+  coalesce(step = (select max(step) from due), false) as walk_end
+from due;
 
 -- name: ordered_index_state
 -- The index claim_ordered needs (migration 0003 dropped it; MigrateOrdered
@@ -195,10 +237,14 @@ where owner = $1 and ids && $8::uuid[] and not ids <@ $8::uuid[];
 select pg_advisory_xact_lock(hashtextextended('postbox lease {schema} ' || $1, 0));
 
 -- name: extend_lease
--- Returns the ids of every lease relay $1 still holds.
+-- Renews the leases of relay $1 that hold any of the events it asks for
+-- ($3), and returns their ids. A lease row is one claim; a row with none of
+-- them is a claim the relay never learned of (its answer was lost: a
+-- deadline, a dead connection, after the server committed it): it is left
+-- to expire, so that its events go back to the queue.
 update {schema}.outbox_leases
 set expires_at = now() + $2::bigint * interval '1 millisecond'
-where owner = $1
+where owner = $1 and ids && $3::uuid[]
 returning ids;
 
 -- name: release

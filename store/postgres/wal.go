@@ -148,7 +148,7 @@ func (s *Store) SetProducerNotify(ctx context.Context, on bool) error {
 // that no relay holds (at most p.Limit), as Claim does, and returns them in
 // sequence order.
 func (w *WAL) ClaimIDs(ctx context.Context, p store.ClaimParams, ids []uuid.UUID) ([]store.Delivery, error) {
-	return w.s.claim(ctx, w.s.sql.Get("claim_ids"), p.Owner, p.Limit, p.Lease.Milliseconds(), ids)
+	return w.s.claim(ctx, w.s.sql.Get("claim_ids"), nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), ids)
 }
 
 func (w *WAL) publicationSQL(name string) string {
