@@ -52,7 +52,8 @@ const (
 	// targetSlot is the slot length the schedule aims for: longer runs
 	// go round the fault kinds several times.
 	targetSlot = 8 * time.Second
-	// memoryAt is when the relays' memory and descriptors are first read.
+	// memoryAt is the middle of the first window of the relays' memory and
+	// descriptors (see sampleMemoryWindows).
 	memoryAt = 2 * time.Minute
 	// progressEvery is the interval of the progress lines.
 	progressEvery = 5 * time.Second
@@ -119,6 +120,8 @@ type run struct {
 	mu      sync.Mutex
 	windows []window
 	memory  []ProcessSample
+	// memoryLate is what memory is for the last minute of production.
+	memoryLate []ProcessSample
 }
 
 // window is one fault injected: its slot of the schedule (events produced
@@ -321,7 +324,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	defer stopProducing()
 	bg.Go(func() { r.produce(produceCtx, r.cfg.EventsPerSecond) })
 	bg.Go(func() { r.showProgress(runCtx) })
-	bg.Go(func() { r.sampleMemoryAt(runCtx, memoryAt) })
+	bg.Go(func() { r.sampleMemoryWindows(produceCtx, r.cfg.Duration) })
 
 	r.schedule(produceCtx)
 	stopProducing()
@@ -347,9 +350,12 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	r.mu.Lock()
-	rep.MemoryAt2Min = r.memory
+	rep.MemoryAt2Min, rep.MemoryAtEnd = r.memory, r.memoryLate
 	r.mu.Unlock()
-	rep.MemoryAtEnd = end
+	if rep.MemoryAtEnd == nil {
+		rep.MemoryAtEnd = end
+	}
+	rep.MemoryFlat = memoryFlat(rep.MemoryAt2Min, rep.MemoryAtEnd)
 	rep.Server = r.server
 	rep.SlowestStopSeconds = seconds(slowestStop)
 	logs := make([]string, len(r.relays))

@@ -3,6 +3,7 @@ package chaos
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -57,18 +58,64 @@ func (r *run) say(format string, args ...any) {
 	fmt.Fprintf(r.cfg.Out, "%6.1fs  %s\n", at, fmt.Sprintf(format, args...))
 }
 
-// sampleMemoryAt reads the relays' memory and descriptors at after from
-// the start, if the run lasts that long.
-func (r *run) sampleMemoryAt(ctx context.Context, after time.Duration) {
-	sleepCtx(ctx, time.Until(r.begin.Add(after)))
-	if ctx.Err() != nil {
-		return
+// memoryWindow is how long each window of sampleMemory's comparison lasts:
+// the window around minute 2 and the last window of production. Sampled
+// every memorySampleEvery, a window keeps the most each relay used, so
+// that a moment with many deliveries (and their connections) in flight is
+// not compared with a quiet one.
+const (
+	memoryWindow      = time.Minute
+	memorySampleEvery = 5 * time.Second
+)
+
+// sampleMemoryWindows samples the relays' memory and descriptors every
+// memorySampleEvery while production lasts (ctx), and keeps for each relay
+// the most it used within the minute around memoryAt and within the last
+// minute of production (runs shorter than memoryAt + memoryWindow keep only
+// the latter).
+func (r *run) sampleMemoryWindows(ctx context.Context, production time.Duration) {
+	early := [2]time.Duration{memoryAt - memoryWindow/2, memoryAt + memoryWindow/2}
+	late := [2]time.Duration{production - memoryWindow, production}
+	tick := time.NewTicker(memorySampleEvery)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		at := time.Since(r.begin)
+		samples := r.sampleMemory()
+		r.mu.Lock()
+		if at >= early[0] && at <= early[1] && late[0] > early[1] {
+			r.memory = mostOf(r.memory, samples)
+		}
+		if at >= late[0] {
+			r.memoryLate = mostOf(r.memoryLate, samples)
+		}
+		r.mu.Unlock()
 	}
-	s := r.sampleMemory()
-	r.mu.Lock()
-	r.memory = s
-	r.mu.Unlock()
-	r.say("relays' memory and descriptors at %v: %s", after, samplesText(s))
+}
+
+// mostOf is the most each relay used in kept and in samples; a relay
+// restarted in between (another pid) is marked so.
+func mostOf(kept, samples []ProcessSample) []ProcessSample {
+	if kept == nil {
+		return samples
+	}
+	out := slices.Clone(kept)
+	for _, s := range samples {
+		i := slices.IndexFunc(out, func(k ProcessSample) bool { return k.Relay == s.Relay })
+		if i < 0 {
+			out = append(out, s)
+			continue
+		}
+		if out[i].PID != s.PID {
+			out[i].Restarted = true
+		}
+		out[i].RSSKiB, out[i].FDs = max(out[i].RSSKiB, s.RSSKiB), max(out[i].FDs, s.FDs)
+	}
+	return out
 }
 
 func (r *run) sampleMemory() []ProcessSample {
@@ -88,6 +135,9 @@ func samplesText(ss []ProcessSample) string {
 			b = append(b, ", "...)
 		}
 		b = fmt.Appendf(b, "relay %d: %d KiB, %d fds", s.Relay, s.RSSKiB, s.FDs)
+		if s.Restarted {
+			b = append(b, " (restarted in the window)"...)
+		}
 	}
 	return string(b)
 }

@@ -40,11 +40,17 @@ type Report struct {
 	// ProduceErrors counts the producers' transactions that failed (the
 	// database restarting); what did not commit was not produced.
 	ProduceErrors int64 `json:"produce_errors"`
-	// MemoryAt2Min and MemoryAtEnd are the relay processes' resident
-	// memory and open descriptors two minutes in (empty in shorter runs)
-	// and at the end.
+	// MemoryAt2Min and MemoryAtEnd are the most resident memory and open
+	// descriptors of each relay process, sampled every 5 s, within the
+	// minute around minute 2 (empty in runs shorter than 3 minutes) and
+	// within the last minute of production (after the drain in runs
+	// shorter than a minute).
 	MemoryAt2Min []ProcessSample `json:"memory_at_2min"`
 	MemoryAtEnd  []ProcessSample `json:"memory_at_end"`
+	// MemoryFlat, in runs of 3 minutes or more, says whether every relay
+	// used at most 10 % more memory and descriptors in the last minute
+	// than around minute 2.
+	MemoryFlat *bool `json:"memory_flat,omitempty"`
 	// SlowestStopSeconds is the longest a relay took to exit after
 	// SIGTERM at the end.
 	SlowestStopSeconds float64 `json:"slowest_stop_seconds"`
@@ -290,9 +296,19 @@ func (rep *Report) Print(out io.Writer) {
 	}
 	fmt.Fprintf(out, "\nof the lost: dead-lettered %d, still pending after the drain %d; producer transactions that failed %d (not produced: they did not commit)\n", rep.DeadLettered, rep.StillPending, rep.ProduceErrors)
 	if len(rep.MemoryAt2Min) > 0 {
-		fmt.Fprintf(out, "relays at 2 min:  %s\n", samplesText(rep.MemoryAt2Min))
+		fmt.Fprintf(out, "relays around minute 2 (the most, sampled every 5 s): %s\n", samplesText(rep.MemoryAt2Min))
+		fmt.Fprintf(out, "relays in the last minute:                          %s\n", samplesText(rep.MemoryAtEnd))
+	} else {
+		fmt.Fprintf(out, "relays at the end: %s\n", samplesText(rep.MemoryAtEnd))
 	}
-	fmt.Fprintf(out, "relays at the end: %s; the slowest stopped %.1fs after SIGTERM\n", samplesText(rep.MemoryAtEnd), rep.SlowestStopSeconds)
+	if rep.MemoryFlat != nil {
+		verdict := "yes"
+		if !*rep.MemoryFlat {
+			verdict = "NO"
+		}
+		fmt.Fprintf(out, "memory and descriptors flat (last minute within 10 %% of minute 2): %s\n", verdict)
+	}
+	fmt.Fprintf(out, "the slowest relay stopped %.1fs after SIGTERM\n", rep.SlowestStopSeconds)
 	if len(rep.RelayLog) > 0 {
 		fmt.Fprintln(out, "relays' warnings and errors:")
 		for i, l := range rep.RelayLog {
@@ -351,4 +367,22 @@ func (rep *Report) verdict() string {
 		what = append(what, fmt.Sprintf("%d problems", len(rep.Problems)))
 	}
 	return strings.Join(what, ", ")
+}
+
+// memoryFlat reports whether each relay of late used at most 10 % more
+// memory and descriptors than in early; nil when early is empty (a run too
+// short to compare).
+func memoryFlat(early, late []ProcessSample) *bool {
+	if len(early) == 0 {
+		return nil
+	}
+	flat := true
+	for _, l := range late {
+		for _, e := range early {
+			if e.Relay == l.Relay && (float64(l.RSSKiB) > 1.1*float64(e.RSSKiB) || float64(l.FDs) > 1.1*float64(e.FDs)) {
+				flat = false
+			}
+		}
+	}
+	return &flat
 }

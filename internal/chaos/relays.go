@@ -158,6 +158,10 @@ type ProcessSample struct {
 	PID    int   `json:"pid"`
 	RSSKiB int64 `json:"rss_kib"`
 	FDs    int   `json:"open_fds"`
+	// Restarted: the relay was restarted (killed by a fault) within the
+	// window the sample sums up; the figures are the most of either
+	// process.
+	Restarted bool `json:"restarted,omitempty"`
 }
 
 // sampleProcess reads the resident memory (VmRSS) and the open file
