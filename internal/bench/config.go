@@ -26,6 +26,24 @@ const (
 	// ScenarioWrite measures business transactions/s without and with an
 	// event, and with the relay library draining beside them in process.
 	ScenarioWrite = "write-overhead"
+	// ScenarioDrainWAL drains a backlog to a no-op sink with the relay
+	// library in process in WAL mode (the WAL stream of a replication
+	// slot), then a copy with the raw-SQL DELETE. It needs PostgreSQL
+	// with wal_level = logical and runs only when named.
+	ScenarioDrainWAL = "drain-noop-wal"
+	// ScenarioLatencyWAL is latency through a `postbox relay --wal` child
+	// process, on an outbox in WAL mode (no notify trigger). It runs only
+	// when named.
+	ScenarioLatencyWAL = "latency-wal"
+	// ScenarioWriteWAL is write-overhead on an outbox in WAL mode (no
+	// notify trigger), the relay library draining beside the last run in
+	// WAL mode. It runs only when named.
+	ScenarioWriteWAL = "write-overhead-wal"
+	// ScenarioInbox sends signed webhook requests into inbox.NewHandler
+	// with a one-insert handler, beside a pgx client committing the same
+	// two inserts per transaction at the same concurrency, without HTTP.
+	// It runs only when named.
+	ScenarioInbox = "inbox"
 	// ScenarioScale compares the drain rate and the resident memory of a
 	// `postbox relay` child process with a small and a large backlog.
 	ScenarioScale = "scale"
@@ -64,6 +82,30 @@ var DefaultScenarios = []string{ScenarioDrain, ScenarioWebhook, ScenarioLatency,
 // AllScenarios are every scenario that needs only the database, in the
 // order they run.
 var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling, ScenarioEndpoints)
+
+// WALScenarios are drain-noop, latency and write-overhead in WAL mode
+// (`postbox relay --wal`); they need PostgreSQL with wal_level = logical
+// and run only when named. "wal" in Config.Scenarios stands for them and
+// their default-mode counterparts.
+var WALScenarios = []string{ScenarioDrainWAL, ScenarioLatencyWAL, ScenarioWriteWAL}
+
+// knownScenarios are every scenario, in the order they run: each WAL-mode
+// one just after its default-mode counterpart, then the inbox, then the
+// brokers'.
+func knownScenarios() []string {
+	var known []string
+	for _, s := range AllScenarios {
+		known = append(known, s)
+		if i := slices.Index(walPairs, s); i >= 0 {
+			known = append(known, walPairs[i+1])
+		}
+	}
+	return slices.Concat(known, []string{ScenarioInbox}, BrokerScenarios)
+}
+
+// walPairs are the scenarios "wal" stands for, in pairs of default mode and
+// WAL mode.
+var walPairs = []string{ScenarioDrain, ScenarioDrainWAL, ScenarioLatency, ScenarioLatencyWAL, ScenarioWrite, ScenarioWriteWAL}
 
 // BrokerScenarios drain through a broker sink and need their broker besides
 // the database (a server, or kfake in process for kafka); they run only when
@@ -200,16 +242,19 @@ func (c Config) withDefaults() (Config, error) {
 
 	var scenarios []string
 	for _, s := range c.Scenarios {
-		if s == "all" {
+		switch s {
+		case "all":
 			scenarios = append(scenarios, DefaultScenarios...)
-		} else {
+		case "wal":
+			scenarios = append(scenarios, walPairs...)
+		default:
 			scenarios = append(scenarios, s)
 		}
 	}
 	if len(scenarios) == 0 {
 		scenarios = DefaultScenarios
 	}
-	known := append(slices.Clone(AllScenarios), BrokerScenarios...)
+	known := knownScenarios()
 	c.Scenarios = nil
 	for _, s := range known { // in the order they run
 		if slices.Contains(scenarios, s) {
@@ -218,7 +263,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, s := range scenarios {
 		if !slices.Contains(known, s) {
-			return c, fmt.Errorf("bench: unknown scenario %q (want %v or all)", s, known)
+			return c, fmt.Errorf("bench: unknown scenario %q (want %v, all or wal)", s, known)
 		}
 	}
 

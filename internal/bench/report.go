@@ -35,13 +35,16 @@ const (
 
 // scenarioRelay is how each scenario runs its relay.
 var scenarioRelay = map[string]string{
-	ScenarioDrain:     RelayInProcess,
-	ScenarioWebhook:   RelayInProcess,
-	ScenarioWrite:     RelayInProcess,
-	ScenarioLatency:   RelayProcess,
-	ScenarioScale:     RelayProcess,
-	ScenarioScaling:   RelayProcess,
-	ScenarioEndpoints: RelayProcess,
+	ScenarioDrain:      RelayInProcess,
+	ScenarioWebhook:    RelayInProcess,
+	ScenarioWrite:      RelayInProcess,
+	ScenarioLatency:    RelayProcess,
+	ScenarioScale:      RelayProcess,
+	ScenarioScaling:    RelayProcess,
+	ScenarioEndpoints:  RelayProcess,
+	ScenarioDrainWAL:   RelayInProcess,
+	ScenarioWriteWAL:   RelayInProcess,
+	ScenarioLatencyWAL: RelayProcess,
 }
 
 // Report is the outcome of a run: what ran where, and every measure.
@@ -254,14 +257,14 @@ func (p Params) describe() string {
 	var parts []string
 	for _, s := range p.Scenarios {
 		switch s {
-		case ScenarioDrain:
-			parts = append(parts, fmt.Sprintf("drain-noop %d events", p.DrainEvents))
+		case ScenarioDrain, ScenarioDrainWAL:
+			parts = append(parts, fmt.Sprintf("%s %d events", s, p.DrainEvents))
 		case ScenarioWebhook:
 			parts = append(parts, fmt.Sprintf("webhook %d events", p.WebhookEvents))
-		case ScenarioLatency:
-			parts = append(parts, fmt.Sprintf("latency %s at each of %s/s", d, joinInts(p.Rates, ", ")))
-		case ScenarioWrite:
-			parts = append(parts, fmt.Sprintf("write-overhead %d clients for %s per run", p.Clients, d))
+		case ScenarioLatency, ScenarioLatencyWAL:
+			parts = append(parts, fmt.Sprintf("%s %s at each of %s/s", s, d, joinInts(p.Rates, ", ")))
+		case ScenarioWrite, ScenarioWriteWAL, ScenarioInbox:
+			parts = append(parts, fmt.Sprintf("%s %d clients for %s per run", s, p.Clients, d))
 		case ScenarioScale:
 			parts = append(parts, fmt.Sprintf("scale %s events", joinInts(p.ScaleEvents, " and ")))
 		case ScenarioScaling:

@@ -4,15 +4,26 @@ import (
 	"context"
 	"fmt"
 	"time"
+
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/sink/webhook"
 )
 
-// webhookGoal is the goal of the webhook scenario, events/s.
-const webhookGoal = 10_000
+// Goals of the webhook scenario.
+const (
+	webhookGoal = 10_000 // events/s
+	// webhookRatioGoal is the relay's drain as a share of the raw
+	// signed-HTTP limit.
+	webhookRatioGoal = 0.7
+)
 
 // runWebhook drains a backlog with a relay of the relay package in this
 // process, with default settings, as signed webhooks (the webhook sink with
 // its defaults, Standard Webhooks, a whsec_ secret) to a local receiver
-// that answers 200 with no body (after Config.ReceiverLatency).
+// that answers 200 with no body (after Config.ReceiverLatency). Then its
+// limit: a bare net/http client posting as many requests, signed with the
+// same secret, with the same headers and bodies, to the same receiver at
+// the sink's default concurrency, with no database (see signedHTTP).
 func runWebhook(ctx context.Context, e *env, p *progress) error {
 	n := e.cfg.WebhookEvents
 	rec, err := startReceiver(e.cfg.ReceiverLatency)
@@ -20,7 +31,8 @@ func runWebhook(ctx context.Context, e *env, p *progress) error {
 		return err
 	}
 	defer rec.close()
-	sk, err := newWebhookSink(rec.url)
+	secret := newSecret()
+	sk, err := webhook.New(webhook.Config{URL: rec.url, Secrets: []string{secret}})
 	if err != nil {
 		return err
 	}
@@ -28,7 +40,7 @@ func runWebhook(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
-	d, err := libraryDrain(ctx, p, "webhooks", sc.outbox(), sk, nil, rec.distinct, n)
+	d, err := libraryDrain(ctx, p, "webhooks", relay.Config{Store: sc.outbox(), Sink: sk}, rec.distinct, n)
 	if err != nil {
 		return err
 	}
@@ -43,5 +55,14 @@ func runWebhook(ctx context.Context, e *env, p *progress) error {
 		name, goal = fmt.Sprintf("signed webhooks, receiver answering after %s, defaults", d), nil
 	}
 	e.rep.add(ScenarioWebhook, "webhook.events", name, v, UnitEventsPerSec, goal)
+
+	p.printf("the signed-HTTP limit: %d signed requests from a bare net/http client, %d at once, no database", n, webhook.MaxConcurrencyDefault)
+	limit, err := signedHTTP(ctx, rec.url, secret, n, webhook.MaxConcurrencyDefault)
+	if err != nil {
+		return err
+	}
+	p.printf("  %.0f requests/s", limit)
+	e.rep.addNoRelay(ScenarioWebhook, "webhook.signed_http", fmt.Sprintf("signed-HTTP limit: bare net/http client, same requests, %d at once, no database", webhook.MaxConcurrencyDefault), limit, UnitEventsPerSec, nil)
+	e.rep.add(ScenarioWebhook, "webhook.ratio_signed_http", "relay / signed-HTTP limit", v/limit, UnitRatio, atLeast(webhookRatioGoal))
 	return nil
 }
