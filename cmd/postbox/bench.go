@@ -19,7 +19,8 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		scaleEvents = fs.String("scale-events", "", fmt.Sprintf("the small and large backlogs of scale, SMALL,LARGE (default %d,%d; --quick %d,%d)", bench.ScaleSmallDefault, bench.ScaleLargeDefault, bench.ScaleSmallDefault, bench.ScaleLargeQuick))
 		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate, and each write-overhead run and each side of inbox lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
 		rates       = fs.String("rates", "", "commit rates of latency, events/s (default "+joinInts(bench.RatesDefault)+")")
-		clients     = fs.Int("clients", bench.ClientsDefault, "concurrent clients of write-overhead and inbox")
+		clients     = fs.Int("clients", bench.ClientsDefault, "concurrent clients of write-overhead")
+		inboxClient = fs.Int("inbox-clients", bench.InboxClientsDefault, "concurrent senders of inbox (signed requests, and pgx transactions), and the connections of its pool")
 		instances   = fs.String("instances", "", "postbox relay processes that scaling runs at once (default "+joinInts(bench.InstancesDefault)+")")
 		concurrency = fs.String("concurrency", "", "--concurrency values of postbox relay that scaling tries (default "+joinInts(bench.ConcurrencyDefault)+")")
 		amqpURL     = fs.String("amqp-url", bench.AMQPURLDefault, "RabbitMQ server of the amqp scenario (it declares, then deletes, an exchange and a quorum queue there)")
@@ -35,7 +36,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		}
 		cfg := bench.Config{
 			DB: *db, Scenarios: splitList(*scenarios), DrainEvents: *events, WebhookEvents: *events,
-			ScalingEvents: *events, Duration: *duration, Clients: *clients, ReceiverLatency: *recvLatency,
+			ScalingEvents: *events, Duration: *duration, Clients: *clients, InboxClients: *inboxClient, ReceiverLatency: *recvLatency,
 			BrokerEvents: *events, NATSURL: *natsURL, AMQPURL: *amqpURL, Quick: *quick, Keep: *keep, Progress: os.Stderr,
 		}
 		var err error

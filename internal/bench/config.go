@@ -126,10 +126,13 @@ const (
 	DurationDefault      = 10 * time.Second
 	DurationQuick        = 3 * time.Second
 	ClientsDefault       = 8
-	BrokerEventsDefault  = 100_000
-	BrokerEventsQuick    = 10_000
-	NATSURLDefault       = "nats://127.0.0.1:4222"
-	AMQPURLDefault       = "amqp://guest:guest@127.0.0.1:5672/"
+	// InboxClientsDefault is the webhook sink's default concurrency: a
+	// relay sends that many requests at once.
+	InboxClientsDefault = 64
+	BrokerEventsDefault = 100_000
+	BrokerEventsQuick   = 10_000
+	NATSURLDefault      = "nats://127.0.0.1:4222"
+	AMQPURLDefault      = "amqp://guest:guest@127.0.0.1:5672/"
 )
 
 // Defaults of the list fields of Config.
@@ -169,6 +172,9 @@ type Config struct {
 	// Clients are the concurrent writers of write-overhead
 	// (ClientsDefault).
 	Clients int
+	// InboxClients are the concurrent senders of inbox, and the
+	// connections of its pool (InboxClientsDefault).
+	InboxClients int
 	// Instances and Concurrency are the `postbox relay` processes and the
 	// --concurrency of each that scaling combines (InstancesDefault,
 	// ConcurrencyDefault).
@@ -214,6 +220,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ScaleLarge, quick(ScaleLargeDefault, ScaleLargeQuick))
 	setDefault(&c.ScalingEvents, quick(ScalingEventsDefault, ScalingEventsQuick))
 	setDefault(&c.Clients, ClientsDefault)
+	setDefault(&c.InboxClients, InboxClientsDefault)
 	if c.AMQPURL == "" {
 		c.AMQPURL = AMQPURLDefault
 	}
@@ -269,7 +276,7 @@ func (c Config) withDefaults() (Config, error) {
 
 	for name, v := range map[string]int{
 		"DrainEvents": c.DrainEvents, "WebhookEvents": c.WebhookEvents, "ScaleSmall": c.ScaleSmall,
-		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "BrokerEvents": c.BrokerEvents,
+		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "InboxClients": c.InboxClients, "BrokerEvents": c.BrokerEvents,
 	} {
 		if v < 1 {
 			return c, fmt.Errorf("bench: Config.%s %d: must be positive", name, v)
@@ -295,7 +302,7 @@ func (c Config) params() Params {
 	return Params{
 		Scenarios: c.Scenarios, DrainEvents: c.DrainEvents, WebhookEvents: c.WebhookEvents,
 		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents,
-		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients,
+		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients, InboxClients: c.InboxClients,
 		Instances: c.Instances, Concurrency: c.Concurrency,
 		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),
 		BrokerEvents:      c.BrokerEvents,

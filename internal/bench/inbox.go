@@ -44,7 +44,8 @@ type inboxOrder struct {
 }
 
 // runInbox measures the consumer's side, as the warehouse example runs it:
-// Config.Clients senders post signed webhook requests (Standard Webhooks,
+// Config.InboxClients senders (default: as many as the relay's webhook sink
+// sends at once) post signed webhook requests (Standard Webhooks,
 // a whsec_ secret, one new event each) over loopback HTTP into
 // inbox.NewHandler, whose Process is an Inbox.Processor of a Router with
 // one typed route that inserts one reservation row: the inbox row and the
@@ -52,7 +53,7 @@ type inboxOrder struct {
 // pgx clients, no HTTP, each committing transactions of the same two
 // inserts (the inbox row with the article's insert ... on conflict do
 // nothing, and the reservation) with the same payloads. Both run on one
-// pool of Config.Clients connections opened from the URL, for
+// pool of Config.InboxClients connections opened from the URL, for
 // Config.Duration each, in turns of a second.
 func runInbox(ctx context.Context, e *env, p *progress) error {
 	pg, ok := e.b.(*pgBackend)
@@ -64,12 +65,14 @@ func runInbox(ctx context.Context, e *env, p *progress) error {
 		return err
 	}
 	schema := sc.name()
-	clients := e.cfg.Clients
+	clients := e.cfg.InboxClients
 	cfg, err := pgxpool.ParseConfig(pg.url)
 	if err != nil {
 		return err
 	}
 	cfg.MaxConns = int32(clients)
+	appName := e.rep.Run + "_inbox"
+	cfg.ConnConfig.RuntimeParams["application_name"] = appName
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
 	if err != nil {
 		return err
@@ -136,12 +139,20 @@ func runInbox(ctx context.Context, e *env, p *progress) error {
 		}
 	}
 	p.printf("%d clients for %s each, in turns: signed requests into inbox.NewHandler (one-insert handler), and pgx transactions of the same two inserts", clients, e.cfg.Duration)
-	rates, err := loadRounds(ctx, &seq, clients, e.cfg.Duration, []func(context.Context, int64) error{sendHTTP, sendSQL})
+	cpu := func(ctx context.Context) (self, server time.Duration) {
+		self, _ = cpuTime("self")
+		pids, _ := pg.backendPIDs(ctx, appName)
+		server, _ = serverCPU(pids)
+		return self, server
+	}
+	costs, err := loadRounds(ctx, &seq, clients, e.cfg.Duration, cpu, []func(context.Context, int64) error{sendHTTP, sendSQL})
 	if err != nil {
 		return err
 	}
-	handler, bare := rates[0], rates[1]
-	p.printf("  %.0f requests/s, %.0f transactions/s", handler, bare)
+	web, bare := costs[0], costs[1]
+	handler := web.rate()
+	p.printf("  %.0f requests/s, %.0f transactions/s; CPU per operation: this process %.0f and %.0f µs, the server %.0f and %.0f µs",
+		handler, bare.rate(), web.perOp(web.self), bare.perOp(bare.self), web.perOp(web.server), bare.perOp(bare.server))
 	var rows int64
 	if err := pool.QueryRow(ctx, "select count(*) from "+reservations).Scan(&rows); err != nil {
 		return err
@@ -155,8 +166,19 @@ func runInbox(ctx context.Context, e *env, p *progress) error {
 	c := fmt.Sprint(clients)
 	r := e.rep
 	r.addNoRelay(ScenarioInbox, "inbox.handler", "signed webhooks into inbox.NewHandler, one-insert handler ("+c+" clients)", handler, UnitEventsPerSec, nil)
-	r.addNoRelay(ScenarioInbox, "inbox.pgx", "pgx transactions of the same two inserts, no HTTP ("+c+" clients)", bare, UnitTxPerSec, nil)
-	r.addNoRelay(ScenarioInbox, "inbox.ratio", "inbox handler / pgx", handler/bare, UnitRatio, atLeast(inboxRatioGoal))
+	r.addNoRelay(ScenarioInbox, "inbox.pgx", "pgx transactions of the same two inserts, no HTTP ("+c+" clients)", bare.rate(), UnitTxPerSec, nil)
+	r.addNoRelay(ScenarioInbox, "inbox.ratio", "inbox handler / pgx", handler/bare.rate(), UnitRatio, atLeast(inboxRatioGoal))
+	if web.self > 0 && bare.self > 0 {
+		// The bench's process holds the senders, the server and the pgx
+		// clients: CPU per operation is the cost that a noisy machine
+		// blurs least.
+		r.addNoRelay(ScenarioInbox, "inbox.cpu_handler", "CPU per request, bench process (senders + handler)", web.perOp(web.self), UnitMicros, nil)
+		r.addNoRelay(ScenarioInbox, "inbox.cpu_pgx", "CPU per transaction, bench process (pgx clients)", bare.perOp(bare.self), UnitMicros, nil)
+	}
+	if web.server > 0 && bare.server > 0 {
+		r.addNoRelay(ScenarioInbox, "inbox.server_cpu_handler", "CPU per request, the pool's server processes", web.perOp(web.server), UnitMicros, nil)
+		r.addNoRelay(ScenarioInbox, "inbox.server_cpu_pgx", "CPU per transaction, the pool's server processes", bare.perOp(bare.server), UnitMicros, nil)
+	}
 	return nil
 }
 
@@ -232,28 +254,44 @@ func postInbox(ctx context.Context, client *http.Client, signer *signature.Signe
 	return nil
 }
 
+// loadCost is what one side of the inbox scenario did: operations, the
+// time they took, and the CPU that this process and the pool's server
+// processes used meanwhile.
+type loadCost struct {
+	n                  int64
+	took, self, server time.Duration
+}
+
+func (c loadCost) rate() float64 { return float64(c.n) / c.took.Seconds() }
+
+// perOp is d per operation, in microseconds.
+func (c loadCost) perOp(d time.Duration) float64 {
+	return float64(d) / float64(time.Microsecond) / float64(c.n)
+}
+
 // loadRounds runs each of sends for d in all, in turns of at most
-// writeRoundMax, and returns each one's operations/s.
-func loadRounds(ctx context.Context, seq *atomic.Int64, clients int, d time.Duration, sends []func(context.Context, int64) error) ([]float64, error) {
+// writeRoundMax, and returns what each one did. cpu reads the CPU time used
+// so far by this process and by the server processes of the pool.
+func loadRounds(ctx context.Context, seq *atomic.Int64, clients int, d time.Duration, cpu func(context.Context) (self, server time.Duration), sends []func(context.Context, int64) error) ([]loadCost, error) {
 	rounds := max(1, int((d+writeRoundMax-1)/writeRoundMax))
 	turn := d / time.Duration(rounds)
-	counts := make([]int64, len(sends))
-	spent := make([]time.Duration, len(sends))
+	costs := make([]loadCost, len(sends))
 	for range rounds {
 		for i, send := range sends {
+			self0, server0 := cpu(ctx)
 			n, took, err := loadRun(ctx, seq, clients, turn, send)
 			if err != nil {
 				return nil, err
 			}
-			counts[i] += n
-			spent[i] += took
+			self1, server1 := cpu(ctx)
+			c := &costs[i]
+			c.n += n
+			c.took += took
+			c.self += self1 - self0
+			c.server += server1 - server0
 		}
 	}
-	rates := make([]float64, len(sends))
-	for i := range sends {
-		rates[i] = float64(counts[i]) / spent[i].Seconds()
-	}
-	return rates, nil
+	return costs, nil
 }
 
 // loadRun runs clients goroutines that call send, each with a new number

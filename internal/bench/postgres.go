@@ -308,7 +308,13 @@ func (s *pgScratch) drop(ctx context.Context) error { return s.b.dropSchema(ctx,
 // processBackendPIDs are the server processes of the connections of the
 // run's `postbox relay` processes.
 func (b *pgBackend) processBackendPIDs(ctx context.Context) ([]int, error) {
-	rows, err := b.workPool.Query(ctx, pgBackendPIDs, processAppName(b.run))
+	return b.backendPIDs(ctx, processAppName(b.run))
+}
+
+// backendPIDs are the server processes of the connections opened under the
+// application_name name.
+func (b *pgBackend) backendPIDs(ctx context.Context, name string) ([]int, error) {
+	rows, err := b.workPool.Query(ctx, pgBackendPIDs, name)
 	if err != nil {
 		return nil, err
 	}
