@@ -20,7 +20,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate, and each write-overhead run and each side of inbox lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
 		rates       = fs.String("rates", "", "commit rates of latency, events/s (default "+joinInts(bench.RatesDefault)+")")
 		clients     = fs.Int("clients", bench.ClientsDefault, "concurrent clients of write-overhead")
-		inboxClient = fs.Int("inbox-clients", bench.InboxClientsDefault, "concurrent senders of inbox (signed requests, and pgx transactions), and the connections of its pool")
+		inboxClient = fs.Int("inbox-clients", bench.InboxClientsDefault, "concurrent senders of inbox's signed requests, and its concurrent pgx clients (both share one pool of the size the URL gives, pool_max_conns)")
 		instances   = fs.String("instances", "", "postbox relay processes that scaling runs at once (default "+joinInts(bench.InstancesDefault)+")")
 		concurrency = fs.String("concurrency", "", "--concurrency values of postbox relay that scaling tries (default "+joinInts(bench.ConcurrencyDefault)+")")
 		amqpURL     = fs.String("amqp-url", bench.AMQPURLDefault, "RabbitMQ server of the amqp scenario (it declares, then deletes, an exchange and a quorum queue there)")

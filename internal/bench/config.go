@@ -172,8 +172,8 @@ type Config struct {
 	// Clients are the concurrent writers of write-overhead
 	// (ClientsDefault).
 	Clients int
-	// InboxClients are the concurrent senders of inbox, and the
-	// connections of its pool (InboxClientsDefault).
+	// InboxClients are the concurrent senders of inbox, and its
+	// concurrent pgx clients (InboxClientsDefault).
 	InboxClients int
 	// Instances and Concurrency are the `postbox relay` processes and the
 	// --concurrency of each that scaling combines (InstancesDefault,

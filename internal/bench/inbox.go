@@ -53,8 +53,10 @@ type inboxOrder struct {
 // pgx clients, no HTTP, each committing transactions of the same two
 // inserts (the inbox row with the article's insert ... on conflict do
 // nothing, and the reservation) with the same payloads. Both run on one
-// pool of Config.InboxClients connections opened from the URL, for
-// Config.Duration each, in turns of a second.
+// pool opened from the URL as the warehouse example opens its own (pgx's
+// default size, the greater of 4 and the number of CPUs, unless the URL
+// sets pool_max_conns), for Config.Duration each, in turns of a second.
+// The handler logs its warnings and errors among the progress lines.
 func runInbox(ctx context.Context, e *env, p *progress) error {
 	pg, ok := e.b.(*pgBackend)
 	if !ok {
@@ -70,7 +72,6 @@ func runInbox(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
-	cfg.MaxConns = int32(clients)
 	appName := e.rep.Run + "_inbox"
 	cfg.ConnConfig.RuntimeParams["application_name"] = appName
 	pool, err := pgxpool.NewWithConfig(ctx, cfg)
@@ -88,7 +89,7 @@ func runInbox(ctx context.Context, e *env, p *progress) error {
 	}
 
 	secret := newSecret()
-	srv, url, err := startInboxServer(st, reservations, secret)
+	srv, url, err := startInboxServer(st, reservations, secret, relayLogger(p))
 	if err != nil {
 		return err
 	}
@@ -199,7 +200,7 @@ func newInboxOrder(i int64) inboxEvent {
 // startInboxServer serves the warehouse example's webhook endpoint on
 // 127.0.0.1: inbox.NewHandler, an Inbox.Processor of a Router whose
 // order.created route inserts a reservation.
-func startInboxServer(st *postgres.Store, reservations, secret string) (*http.Server, string, error) {
+func startInboxServer(st *postgres.Store, reservations, secret string, logger *slog.Logger) (*http.Server, string, error) {
 	ib := inbox.New(st)
 	routes := inbox.NewRouter[pgx.Tx]()
 	insert := strings.ReplaceAll(pgInsertReservation, "{reservations}", reservations)
@@ -208,7 +209,7 @@ func startInboxServer(st *postgres.Store, reservations, secret string) (*http.Se
 		return err
 	})
 	h, err := inbox.NewHandler(inbox.HandlerConfig{
-		Process: ib.Processor(routes.Apply), Secrets: []string{secret}, Logger: slog.New(slog.DiscardHandler),
+		Process: ib.Processor(routes.Apply), Secrets: []string{secret}, Logger: logger,
 	})
 	if err != nil {
 		return nil, "", err
