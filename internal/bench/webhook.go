@@ -57,7 +57,11 @@ func runWebhook(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
-	d, err := libraryDrain(ctx, p, "webhooks", relay.Config{Store: sc.outbox(), Sink: sk}, rec.distinct, n)
+	// The receiver counts the limit's requests too: the drain's are those
+	// beyond.
+	sent := rec.distinct()
+	published := func() int64 { return rec.distinct() - sent }
+	d, err := libraryDrain(ctx, p, "webhooks", relay.Config{Store: sc.outbox(), Sink: sk}, published, n)
 	if err != nil {
 		return err
 	}
