@@ -227,7 +227,13 @@ func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int6
 				break
 			}
 			if time.Now().After(deadline) {
-				return latencyResult{}, fmt.Errorf("%d of %d events not delivered after %s", len(commits)-len(lat), len(commits), deliveryTimeout)
+				missing := 0
+				for id := range commits {
+					if _, ok := rec.arrival(id); !ok {
+						missing++
+					}
+				}
+				return latencyResult{}, fmt.Errorf("%d of %d events not delivered %s after the last commit", missing, len(commits), deliveryTimeout)
 			}
 			if !sleep(ctx, time.Millisecond) {
 				return latencyResult{}, ctx.Err()
