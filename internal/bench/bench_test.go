@@ -98,7 +98,7 @@ func checkRun(t *testing.T, db string) {
 
 	want := []string{
 		"drain.postbox", "drain.postbox_metrics", "drain.metrics_ratio", "drain.raw_delete", "drain.raw_update", "drain.ratio_delete", "drain.ratio_update",
-		"webhook.events", "webhook.signed_http", "webhook.ratio_signed_http",
+		"webhook.events", "webhook.signed_http", "webhook.ratio_signed_http", "webhook.cpu_drain", "webhook.cpu_signed_http",
 		"write.tx_without", "write.tx_with_enqueue_tx", "write.ratio_enqueue_tx", "write.tx_with", "write.ratio",
 		"write.tx_with_relay", "write.ratio_relay",
 		"scale.small", "scale.large", "scale.ratio", "scale.rss_small", "scale.rss_large",
@@ -244,7 +244,7 @@ func wantRelay(key string) string {
 		return bench.RelayProcess
 	case strings.HasPrefix(key, "drain.raw_"), strings.HasPrefix(key, "drain_wal.raw_"),
 		(scenario == "write" || scenario == "write_wal") && !strings.HasSuffix(key, "_relay"),
-		scenario == "inbox", key == "webhook.signed_http":
+		scenario == "inbox", key == "webhook.signed_http", key == "webhook.cpu_signed_http":
 		return ""
 	}
 	return bench.RelayInProcess

@@ -141,7 +141,7 @@ func runInbox(ctx context.Context, e *env, p *progress) error {
 	}
 	p.printf("%d clients for %s each, in turns: signed requests into inbox.NewHandler (one-insert handler), and pgx transactions of the same two inserts", clients, e.cfg.Duration)
 	cpu := func(ctx context.Context) (self, server time.Duration) {
-		self, _ = cpuTime("self")
+		self = selfCPU()
 		pids, _ := pg.backendPIDs(ctx, appName)
 		server, _ = serverCPU(pids)
 		return self, server

@@ -319,6 +319,35 @@ func idleCPU(ctx context.Context, e *env, p *progress, scenario, key string, pid
 	return nil
 }
 
+// relayServerCPU returns a function that reports the CPU time the server
+// processes of the relays in this process (relayAppName) used since
+// relayServerCPU was called, connections opened meanwhile included; 0 when
+// the server is not on this machine or not PostgreSQL.
+func (e *env) relayServerCPU(ctx context.Context) func() time.Duration {
+	pg, ok := e.b.(*pgBackend)
+	if !ok {
+		return func() time.Duration { return 0 }
+	}
+	at := func() map[int]time.Duration {
+		pids, _ := pg.backendPIDs(ctx, relayAppName)
+		cpu := make(map[int]time.Duration, len(pids))
+		for _, pid := range pids {
+			if t, err := cpuTime(strconv.Itoa(pid)); err == nil {
+				cpu[pid] = t
+			}
+		}
+		return cpu
+	}
+	start := at()
+	return func() time.Duration {
+		var sum time.Duration
+		for pid, t := range at() {
+			sum += t - start[pid]
+		}
+		return sum
+	}
+}
+
 // serverCPU sums the CPU time of the PostgreSQL server processes pids; it
 // reports false when they are not on this machine.
 func serverCPU(pids []int) (time.Duration, bool) {

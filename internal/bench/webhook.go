@@ -53,10 +53,13 @@ func runWebhook(ctx context.Context, e *env, p *progress) error {
 		p.printf("  %.0f requests/s", limit)
 		return limit, nil
 	}
+	self0 := selfCPU()
 	before, err := limitRun("before")
 	if err != nil {
 		return err
 	}
+	self1 := selfCPU()
+	server := e.relayServerCPU(ctx)
 	// The receiver counts the limit's requests too: the drain's are those
 	// beyond.
 	sent := rec.distinct()
@@ -65,6 +68,8 @@ func runWebhook(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
+	self2 := selfCPU()
+	drainServer := server()
 	if err := e.release(ctx, sc); err != nil {
 		return err
 	}
@@ -81,8 +86,22 @@ func runWebhook(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
+	self3 := selfCPU()
 	limit := (before + after) / 2
 	e.rep.addNoRelay(ScenarioWebhook, "webhook.signed_http", fmt.Sprintf("signed-HTTP limit: bare net/http client, same requests, %d at once, no database (mean of a run before and after the drain)", webhook.MaxConcurrencyDefault), limit, UnitEventsPerSec, nil)
 	e.rep.add(ScenarioWebhook, "webhook.ratio_signed_http", "relay / signed-HTTP limit", v/limit, UnitRatio, atLeast(webhookRatioGoal))
+	// What each costs, which a noisy machine blurs less than rates: the
+	// bench process holds the relay and the receiver in the drain, the
+	// client and the receiver in the limit.
+	perEvent := func(d time.Duration, count int) float64 {
+		return float64(d) / float64(time.Microsecond) / float64(count)
+	}
+	if self1 > self0 && self3 > self2 {
+		e.rep.add(ScenarioWebhook, "webhook.cpu_drain", "CPU per event, bench process (relay, sink, receiver)", perEvent(self2-self1, n), UnitMicros, nil)
+		if drainServer > 0 {
+			e.rep.add(ScenarioWebhook, "webhook.server_cpu_drain", "CPU per event, the relay's server processes", perEvent(drainServer, n), UnitMicros, nil)
+		}
+		e.rep.addNoRelay(ScenarioWebhook, "webhook.cpu_signed_http", "CPU per request, bench process (client, receiver), signed-HTTP limit", perEvent(self1-self0+self3-self2, 2*n), UnitMicros, nil)
+	}
 	return nil
 }
