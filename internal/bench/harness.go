@@ -30,14 +30,20 @@ const (
 	pollInterval = 2 * time.Millisecond
 )
 
-// fillBacklog writes n events into sc, then vacuums, analyzes and
-// checkpoints.
+// fillBacklog writes n events into sc, fillChunk per statement, then
+// vacuums, analyzes and checkpoints.
 func fillBacklog(ctx context.Context, p *progress, sc scratch, n int) error {
+	return fillBacklogBy(ctx, p, sc, n, fillChunk)
+}
+
+// fillBacklogBy is fillBacklog with chunk events per statement (each its
+// own transaction).
+func fillBacklogBy(ctx context.Context, p *progress, sc scratch, n, chunk int) error {
 	start := time.Now()
-	p.printf("filling %d events into %s", n, sc.name())
+	p.printf("filling %d events into %s, %d per transaction", n, sc.name(), chunk)
 	var th throttle
-	for from := 1; from <= n; from += fillChunk {
-		to := min(from+fillChunk-1, n)
+	for from := 1; from <= n; from += chunk {
+		to := min(from+chunk-1, n)
 		if err := sc.fill(ctx, from, to); err != nil {
 			return fmt.Errorf("fill %s: %w", sc.name(), err)
 		}

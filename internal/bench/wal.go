@@ -45,10 +45,16 @@ func waitStreaming(ctx context.Context, p *progress, w *postgres.WAL) error {
 	}
 }
 
+// walFillChunk is how many events each transaction of drain-noop-wal's
+// backlog writes: the stream hands the relay whole transactions, and a
+// backlog of a few large ones (fillChunk) is not what producers write.
+const walFillChunk = 100
+
 // runDrainWAL is drain-noop in WAL mode: the relay library, in process,
 // with the PostgreSQL store's WAL stream (as `postbox relay --wal` runs
 // it) drains a backlog written after its slot was created, to a no-op
-// sink; then an identical fresh backlog with the raw-SQL DELETE. The slot
+// sink (the backlog written in transactions of walFillChunk events); then
+// a fresh backlog (written as drain-noop's) with the raw-SQL DELETE. The slot
 // is created by a first run of the relay on the empty outbox, stopped
 // before the backlog is written: the stream then brings every event of
 // the backlog, as it does to a relay restarted behind its producers.
@@ -76,7 +82,7 @@ func runDrainWAL(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
-	if err := fillBacklog(ctx, p, sc, n); err != nil {
+	if err := fillBacklogBy(ctx, p, sc, n, walFillChunk); err != nil {
 		return err
 	}
 	d, err := libraryDrain(ctx, p, "the relay library, WAL mode", cfg, sk.n.Load, n)
