@@ -14,12 +14,13 @@ import (
 func setupBench(fs *flag.FlagSet) func(context.Context) error {
 	var (
 		db          = fs.String("db", "", "database: postgres://... (scratch schemas in it) or sqlite:PATH (scratch files beside PATH)")
-		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is the default set ("+strings.Join(bench.DefaultScenarios, ", ")+"); scaling and endpoints run when named, and so do the brokers: "+strings.Join(bench.BrokerScenarios, ", "))
+		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is the default set ("+strings.Join(bench.DefaultScenarios, ", ")+"); scaling and endpoints run when named, and so do "+bench.ScenarioInbox+" (signed webhooks into the inbox's handler against bare pgx transactions), WAL mode, "+strings.Join(bench.WALScenarios, ", ")+" (wal: these and their default-mode counterparts), and the brokers: "+strings.Join(bench.BrokerScenarios, ", "))
 		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook, each scaling drain and each broker scenario (default %d, %d, %d and %d; --quick %d, %d, %d and %d)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.BrokerEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick, bench.BrokerEventsQuick))
 		scaleEvents = fs.String("scale-events", "", fmt.Sprintf("the small and large backlogs of scale, SMALL,LARGE (default %d,%d; --quick %d,%d)", bench.ScaleSmallDefault, bench.ScaleLargeDefault, bench.ScaleSmallDefault, bench.ScaleLargeQuick))
-		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate and each write-overhead run lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
+		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate, and each write-overhead run and each side of inbox lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
 		rates       = fs.String("rates", "", "commit rates of latency, events/s (default "+joinInts(bench.RatesDefault)+")")
 		clients     = fs.Int("clients", bench.ClientsDefault, "concurrent clients of write-overhead")
+		inboxClient = fs.Int("inbox-clients", bench.InboxClientsDefault, "concurrent senders of inbox's signed requests, and its concurrent pgx clients (both share one pool of the size the URL gives, pool_max_conns)")
 		instances   = fs.String("instances", "", "postbox relay processes that scaling runs at once (default "+joinInts(bench.InstancesDefault)+")")
 		concurrency = fs.String("concurrency", "", "--concurrency values of postbox relay that scaling tries (default "+joinInts(bench.ConcurrencyDefault)+")")
 		amqpURL     = fs.String("amqp-url", bench.AMQPURLDefault, "RabbitMQ server of the amqp scenario (it declares, then deletes, an exchange and a quorum queue there)")
@@ -35,7 +36,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		}
 		cfg := bench.Config{
 			DB: *db, Scenarios: splitList(*scenarios), DrainEvents: *events, WebhookEvents: *events,
-			ScalingEvents: *events, Duration: *duration, Clients: *clients, ReceiverLatency: *recvLatency,
+			ScalingEvents: *events, Duration: *duration, Clients: *clients, InboxClients: *inboxClient, ReceiverLatency: *recvLatency,
 			BrokerEvents: *events, NATSURL: *natsURL, AMQPURL: *amqpURL, Quick: *quick, Keep: *keep, Progress: os.Stderr,
 		}
 		var err error

@@ -10,6 +10,7 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbox-go/postbox/internal/amqpconn"
+	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 )
 
@@ -47,7 +48,7 @@ func runAMQP(ctx context.Context, e *env, p *progress) error {
 		return err
 	}
 	sk := &noopSink{}
-	d, err := libraryDrain(ctx, p, "the relay library to a no-op sink", sc.outbox(), sk, nil, sk.n.Load, n)
+	d, err := libraryDrain(ctx, p, "the relay library to a no-op sink", relay.Config{Store: sc.outbox(), Sink: sk}, sk.n.Load, n)
 	if err != nil {
 		return err
 	}

@@ -22,16 +22,20 @@ type env struct {
 // scenarios run the scenario of each name, adding their measures to the
 // report.
 var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
-	ScenarioDrain:     runDrain,
-	ScenarioWebhook:   runWebhook,
-	ScenarioLatency:   runLatency,
-	ScenarioWrite:     runWrite,
-	ScenarioScale:     runScale,
-	ScenarioScaling:   runScaling,
-	ScenarioEndpoints: runEndpoints,
-	ScenarioNATS:      runNATS,
-	ScenarioAMQP:      runAMQP,
-	ScenarioKafka:     runKafka,
+	ScenarioDrain:      runDrain,
+	ScenarioWebhook:    runWebhook,
+	ScenarioLatency:    runLatency,
+	ScenarioWrite:      runWrite,
+	ScenarioScale:      runScale,
+	ScenarioDrainWAL:   runDrainWAL,
+	ScenarioLatencyWAL: runLatencyWAL,
+	ScenarioWriteWAL:   runWriteWAL,
+	ScenarioInbox:      runInbox,
+	ScenarioScaling:    runScaling,
+	ScenarioEndpoints:  runEndpoints,
+	ScenarioNATS:       runNATS,
+	ScenarioAMQP:       runAMQP,
+	ScenarioKafka:      runKafka,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

@@ -98,7 +98,7 @@ func checkRun(t *testing.T, db string) {
 
 	want := []string{
 		"drain.postbox", "drain.postbox_metrics", "drain.metrics_ratio", "drain.raw_delete", "drain.raw_update", "drain.ratio_delete", "drain.ratio_update",
-		"webhook.events",
+		"webhook.events", "webhook.signed_http", "webhook.ratio_signed_http", "webhook.cpu_drain", "webhook.cpu_signed_http",
 		"write.tx_without", "write.tx_with_enqueue_tx", "write.ratio_enqueue_tx", "write.tx_with", "write.ratio",
 		"write.tx_with_relay", "write.ratio_relay",
 		"scale.small", "scale.large", "scale.ratio", "scale.rss_small", "scale.rss_large",
@@ -174,6 +174,65 @@ func checkRun(t *testing.T, db string) {
 	}
 }
 
+// TestWALAndInboxScenarios runs the WAL-mode scenarios and inbox in a tiny
+// size ("wal" stands for the three WAL-mode ones and their default-mode
+// counterparts), and checks every measure, that latency-wal ran `postbox
+// relay --wal`, and that no scratch schema, replication slot or
+// publication is left.
+func TestWALAndInboxScenarios(t *testing.T) {
+	ctx := context.Background()
+	var (
+		progress syncBuffer
+		relays   relayCalls
+	)
+	cfg := bench.Config{
+		DB: pgtest.URL(), Scenarios: []string{"wal", bench.ScenarioInbox},
+		DrainEvents: 2000, Duration: time.Second, Rates: []int{200}, Clients: 4, InboxClients: 4,
+		Progress: &progress, RelayCommand: relays.command,
+	}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
+	}
+	want := []string{bench.ScenarioDrain, bench.ScenarioDrainWAL, bench.ScenarioLatency, bench.ScenarioLatencyWAL,
+		bench.ScenarioWrite, bench.ScenarioWriteWAL, bench.ScenarioInbox}
+	if !slices.Equal(rep.Params.Scenarios, want) {
+		t.Errorf("ran %v, want %v", rep.Params.Scenarios, want)
+	}
+	for _, key := range []string{
+		"drain_wal.postbox", "drain_wal.raw_delete", "drain_wal.ratio_delete",
+		"latency_wal.p50_200", "latency_wal.p99_200", "latency_wal.max_200", "latency_wal.rate_200",
+		"write_wal.tx_without", "write_wal.tx_with", "write_wal.ratio", "write_wal.tx_with_relay",
+		"inbox.handler", "inbox.pgx", "inbox.ratio",
+	} {
+		m, ok := rep.Measure(key)
+		switch {
+		case !ok:
+			t.Errorf("no measure %s", key)
+		case !(m.Value > 0):
+			t.Errorf("measure %s = %v %s, want a positive number", key, m.Value, m.Unit)
+		case m.Relay != wantRelay(key):
+			t.Errorf("measure %s: relay %q, want %q", key, m.Relay, wantRelay(key))
+		}
+	}
+	var wal int
+	for _, args := range relays.args {
+		if slices.Contains(args, "--wal") {
+			wal++
+		}
+	}
+	if len(relays.args) != 2 || wal != 1 {
+		t.Errorf("relays started %q, want two (latency and latency-wal), one of them with --wal", relays.args)
+	}
+	left, err := bench.Leftovers(ctx, cfg.DB, rep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("left after the run: %v", left)
+	}
+}
+
 // wantRelay is how the relay of the measure key runs: the latency, scale
 // and scaling scenarios run `postbox relay`, the others the relay library,
 // and the raw-SQL drains and the business transactions without a relay
@@ -181,9 +240,11 @@ func checkRun(t *testing.T, db string) {
 func wantRelay(key string) string {
 	scenario, _, _ := strings.Cut(key, ".")
 	switch {
-	case scenario == "latency" || scenario == "scale" || scenario == "scaling" || scenario == "endpoints":
+	case scenario == "latency" || scenario == "latency_wal" || scenario == "scale" || scenario == "scaling" || scenario == "endpoints":
 		return bench.RelayProcess
-	case strings.HasPrefix(key, "drain.raw_"), strings.HasPrefix(key, "write.") && !strings.HasSuffix(key, "_relay"):
+	case strings.HasPrefix(key, "drain.raw_"), strings.HasPrefix(key, "drain_wal.raw_"),
+		(scenario == "write" || scenario == "write_wal") && !strings.HasSuffix(key, "_relay"),
+		scenario == "inbox", key == "webhook.signed_http", key == "webhook.cpu_signed_http":
 		return ""
 	}
 	return bench.RelayInProcess

@@ -26,6 +26,24 @@ const (
 	// ScenarioWrite measures business transactions/s without and with an
 	// event, and with the relay library draining beside them in process.
 	ScenarioWrite = "write-overhead"
+	// ScenarioDrainWAL drains a backlog to a no-op sink with the relay
+	// library in process in WAL mode (the WAL stream of a replication
+	// slot), then a copy with the raw-SQL DELETE. It needs PostgreSQL
+	// with wal_level = logical and runs only when named.
+	ScenarioDrainWAL = "drain-noop-wal"
+	// ScenarioLatencyWAL is latency through a `postbox relay --wal` child
+	// process, on an outbox in WAL mode (no notify trigger). It runs only
+	// when named.
+	ScenarioLatencyWAL = "latency-wal"
+	// ScenarioWriteWAL is write-overhead on an outbox in WAL mode (no
+	// notify trigger), the relay library draining beside the last run in
+	// WAL mode. It runs only when named.
+	ScenarioWriteWAL = "write-overhead-wal"
+	// ScenarioInbox sends signed webhook requests into inbox.NewHandler
+	// with a one-insert handler, beside a pgx client committing the same
+	// two inserts per transaction at the same concurrency, without HTTP.
+	// It runs only when named.
+	ScenarioInbox = "inbox"
 	// ScenarioScale compares the drain rate and the resident memory of a
 	// `postbox relay` child process with a small and a large backlog.
 	ScenarioScale = "scale"
@@ -65,6 +83,30 @@ var DefaultScenarios = []string{ScenarioDrain, ScenarioWebhook, ScenarioLatency,
 // order they run.
 var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling, ScenarioEndpoints)
 
+// WALScenarios are drain-noop, latency and write-overhead in WAL mode
+// (`postbox relay --wal`); they need PostgreSQL with wal_level = logical
+// and run only when named. "wal" in Config.Scenarios stands for them and
+// their default-mode counterparts.
+var WALScenarios = []string{ScenarioDrainWAL, ScenarioLatencyWAL, ScenarioWriteWAL}
+
+// knownScenarios are every scenario, in the order they run: each WAL-mode
+// one just after its default-mode counterpart, then the inbox, then the
+// brokers'.
+func knownScenarios() []string {
+	var known []string
+	for _, s := range AllScenarios {
+		known = append(known, s)
+		if i := slices.Index(walPairs, s); i >= 0 {
+			known = append(known, walPairs[i+1])
+		}
+	}
+	return slices.Concat(known, []string{ScenarioInbox}, BrokerScenarios)
+}
+
+// walPairs are the scenarios "wal" stands for, in pairs of default mode and
+// WAL mode.
+var walPairs = []string{ScenarioDrain, ScenarioDrainWAL, ScenarioLatency, ScenarioLatencyWAL, ScenarioWrite, ScenarioWriteWAL}
+
 // BrokerScenarios drain through a broker sink and need their broker besides
 // the database (a server, or kfake in process for kafka); they run only when
 // named, after AllScenarios.
@@ -84,10 +126,13 @@ const (
 	DurationDefault      = 10 * time.Second
 	DurationQuick        = 3 * time.Second
 	ClientsDefault       = 8
-	BrokerEventsDefault  = 100_000
-	BrokerEventsQuick    = 10_000
-	NATSURLDefault       = "nats://127.0.0.1:4222"
-	AMQPURLDefault       = "amqp://guest:guest@127.0.0.1:5672/"
+	// InboxClientsDefault is the webhook sink's default concurrency: a
+	// relay sends that many requests at once.
+	InboxClientsDefault = 64
+	BrokerEventsDefault = 100_000
+	BrokerEventsQuick   = 10_000
+	NATSURLDefault      = "nats://127.0.0.1:4222"
+	AMQPURLDefault      = "amqp://guest:guest@127.0.0.1:5672/"
 )
 
 // Defaults of the list fields of Config.
@@ -127,6 +172,9 @@ type Config struct {
 	// Clients are the concurrent writers of write-overhead
 	// (ClientsDefault).
 	Clients int
+	// InboxClients are the concurrent senders of inbox, and its
+	// concurrent pgx clients (InboxClientsDefault).
+	InboxClients int
 	// Instances and Concurrency are the `postbox relay` processes and the
 	// --concurrency of each that scaling combines (InstancesDefault,
 	// ConcurrencyDefault).
@@ -172,6 +220,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ScaleLarge, quick(ScaleLargeDefault, ScaleLargeQuick))
 	setDefault(&c.ScalingEvents, quick(ScalingEventsDefault, ScalingEventsQuick))
 	setDefault(&c.Clients, ClientsDefault)
+	setDefault(&c.InboxClients, InboxClientsDefault)
 	if c.AMQPURL == "" {
 		c.AMQPURL = AMQPURLDefault
 	}
@@ -200,16 +249,19 @@ func (c Config) withDefaults() (Config, error) {
 
 	var scenarios []string
 	for _, s := range c.Scenarios {
-		if s == "all" {
+		switch s {
+		case "all":
 			scenarios = append(scenarios, DefaultScenarios...)
-		} else {
+		case "wal":
+			scenarios = append(scenarios, walPairs...)
+		default:
 			scenarios = append(scenarios, s)
 		}
 	}
 	if len(scenarios) == 0 {
 		scenarios = DefaultScenarios
 	}
-	known := append(slices.Clone(AllScenarios), BrokerScenarios...)
+	known := knownScenarios()
 	c.Scenarios = nil
 	for _, s := range known { // in the order they run
 		if slices.Contains(scenarios, s) {
@@ -218,13 +270,13 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, s := range scenarios {
 		if !slices.Contains(known, s) {
-			return c, fmt.Errorf("bench: unknown scenario %q (want %v or all)", s, known)
+			return c, fmt.Errorf("bench: unknown scenario %q (want %v, all or wal)", s, known)
 		}
 	}
 
 	for name, v := range map[string]int{
 		"DrainEvents": c.DrainEvents, "WebhookEvents": c.WebhookEvents, "ScaleSmall": c.ScaleSmall,
-		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "BrokerEvents": c.BrokerEvents,
+		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "InboxClients": c.InboxClients, "BrokerEvents": c.BrokerEvents,
 	} {
 		if v < 1 {
 			return c, fmt.Errorf("bench: Config.%s %d: must be positive", name, v)
@@ -250,7 +302,7 @@ func (c Config) params() Params {
 	return Params{
 		Scenarios: c.Scenarios, DrainEvents: c.DrainEvents, WebhookEvents: c.WebhookEvents,
 		ScaleEvents: []int{c.ScaleSmall, c.ScaleLarge}, ScalingEvents: c.ScalingEvents,
-		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients,
+		DurationSeconds: c.Duration.Seconds(), Rates: c.Rates, Clients: c.Clients, InboxClients: c.InboxClients,
 		Instances: c.Instances, Concurrency: c.Concurrency,
 		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),
 		BrokerEvents:      c.BrokerEvents,

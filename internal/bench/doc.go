@@ -1,9 +1,12 @@
 // Package bench measures postbox against its performance goals: the drain
 // rate of a backlog to a no-op sink, with metrics off and on, beside
-// raw-SQL drains of the same backlog, signed webhooks to a local receiver, commit-to-delivery latency
-// at steady rates, the write overhead of an event in a business
-// transaction, and the drain rate and resident memory of a relay as the
-// backlog grows. It backs "postbox bench".
+// raw-SQL drains of the same backlog, signed webhooks to a local receiver
+// beside the raw signed-HTTP limit, commit-to-delivery latency at steady
+// rates, the write overhead of an event in a business transaction, the
+// drain rate and resident memory of a relay as the backlog grows; the
+// drain, latency and write overhead in WAL mode too (relay --wal); and the
+// inbox's webhook handler beside bare pgx transactions of the same inserts.
+// It backs "postbox bench".
 //
 // Every scenario works in scratch outboxes of its own: PostgreSQL schemas
 // named postbox_bench_<run>_<label>, or SQLite files beside the path given,
@@ -16,7 +19,8 @@
 // The relay runs in one of two ways, and every measure says which
 // (Measure.Relay):
 //
-//   - RelayProcess: the latency, scale, scaling and endpoints scenarios
+//   - RelayProcess: the latency, latency-wal (with --wal), scale, scaling
+//     and endpoints scenarios
 //     (and the broker scenarios' sink drain) run the
 //     command users run, `postbox relay`, as a child process
 //     (Config.RelayCommand; by default this executable with "relay"),
@@ -35,9 +39,14 @@
 //     <run>_relay, which finds its server processes for the idle CPU
 //     measure.
 //   - RelayInProcess: the drain-noop, webhook and write-overhead scenarios
-//     run the relay package in the bench's own process, with only Store,
-//     Sink and Logger set: the library path, which has the no-op sink
+//     and their WAL-mode counterparts run the relay package in the bench's
+//     own process, with only Store, Sink and Logger set (and Stream, the
+//     store's WAL, in WAL mode): the library path, which has the no-op sink
 //     that `postbox relay` lacks. They do not tell what the command does.
+//
+// WAL-mode scratch outboxes have a replication slot and a publication named
+// postbox_<schema>; they are dropped with the schema, and Leftovers lists
+// them.
 //
 // The SQL the scenarios run is in sql.go, in named constants.
 package bench

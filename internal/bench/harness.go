@@ -18,7 +18,6 @@ import (
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
-	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -31,14 +30,20 @@ const (
 	pollInterval = 2 * time.Millisecond
 )
 
-// fillBacklog writes n events into sc, then vacuums, analyzes and
-// checkpoints.
+// fillBacklog writes n events into sc, fillChunk per statement, then
+// vacuums, analyzes and checkpoints.
 func fillBacklog(ctx context.Context, p *progress, sc scratch, n int) error {
+	return fillBacklogBy(ctx, p, sc, n, fillChunk)
+}
+
+// fillBacklogBy is fillBacklog with chunk events per statement (each its
+// own transaction).
+func fillBacklogBy(ctx context.Context, p *progress, sc scratch, n, chunk int) error {
 	start := time.Now()
-	p.printf("filling %d events into %s", n, sc.name())
+	p.printf("filling %d events into %s, %d per transaction", n, sc.name(), chunk)
 	var th throttle
-	for from := 1; from <= n; from += fillChunk {
-		to := min(from+fillChunk-1, n)
+	for from := 1; from <= n; from += chunk {
+		to := min(from+chunk-1, n)
 		if err := sc.fill(ctx, from, to); err != nil {
 			return fmt.Errorf("fill %s: %w", sc.name(), err)
 		}
@@ -151,11 +156,11 @@ type libraryRelay struct {
 	err  error
 }
 
-// startLibraryRelay runs a relay of the relay package in this process, on
-// st and sk with the default settings: only Store, Sink, Logger and (when
-// not nil) Observer are set.
-func startLibraryRelay(ctx context.Context, p *progress, st store.Outbox, sk sink.Sink, obs relay.Observer) (*libraryRelay, error) {
-	r, err := relay.New(relay.Config{Store: st, Sink: sk, Logger: relayLogger(p), Observer: obs})
+// startLibraryRelay runs a relay of the relay package in this process with
+// cfg, which sets Store and Sink and may set Observer and Stream (WAL
+// mode); every other setting is at its default. The relay logs to p.
+func startLibraryRelay(ctx context.Context, p *progress, cfg relay.Config) (*libraryRelay, error) {
+	r, err := relay.New(relay.Config{Store: cfg.Store, Sink: cfg.Sink, Logger: relayLogger(p), Observer: cfg.Observer, Stream: cfg.Stream})
 	if err != nil {
 		return nil, err
 	}
@@ -174,17 +179,16 @@ func (r *libraryRelay) close() error {
 	return r.err
 }
 
-// libraryDrain runs a relay of the relay package in this process, with
-// default settings and obs as its observer (none when nil), on st and sk
-// until the n events of its backlog are published and settled, and returns
-// the time that took.
-func libraryDrain(ctx context.Context, p *progress, what string, st store.Outbox, sk sink.Sink, obs relay.Observer, published func() int64, n int) (time.Duration, error) {
+// libraryDrain runs a relay of the relay package in this process with cfg
+// (see startLibraryRelay) until the n events of its backlog are published
+// and settled, and returns the time that took.
+func libraryDrain(ctx context.Context, p *progress, what string, cfg relay.Config, published func() int64, n int) (time.Duration, error) {
 	start := time.Now()
-	r, err := startLibraryRelay(ctx, p, st, sk, obs)
+	r, err := startLibraryRelay(ctx, p, cfg)
 	if err != nil {
 		return 0, err
 	}
-	d, err := waitDrained(ctx, p, what, st, published, n, start)
+	d, err := waitDrained(ctx, p, what, cfg.Store, published, n, start)
 	if cerr := r.close(); err == nil {
 		err = cerr
 	}
@@ -308,12 +312,6 @@ func newSecret() string {
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	return "whsec_" + base64.StdEncoding.EncodeToString(key)
-}
-
-// newWebhookSink is the webhook sink with its default settings, posting to
-// url and signing with a new secret.
-func newWebhookSink(url string) (*webhook.Sink, error) {
-	return webhook.New(webhook.Config{URL: url, Secrets: []string{newSecret()}})
 }
 
 // sleep waits for d or ctx; it reports whether the whole time passed.

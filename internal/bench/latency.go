@@ -7,18 +7,37 @@ import (
 	"math"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// Goals of latency, in milliseconds.
+// Goals of latency, in milliseconds, in both modes: at up to
+// latencyLowRate events/s, and above.
 const (
-	latencyP50Goal = 3
-	latencyP99Goal = 10
+	latencyLowRate    = 200
+	latencyP50GoalLow = 2
+	latencyP99GoalLow = 5
+	latencyP50Goal    = 3
+	latencyP99Goal    = 10
 )
+
+// latencyGoals are the p50 and p99 goals at rate events/s.
+func latencyGoals(rate int) (p50, p99 *Goal) {
+	if rate <= latencyLowRate {
+		return atMost(latencyP50GoalLow), atMost(latencyP99GoalLow)
+	}
+	return atMost(latencyP50Goal), atMost(latencyP99Goal)
+}
+
+// slotTimeout bounds the wait for a `postbox relay --wal` to stream its
+// slot.
+const slotTimeout = 30 * time.Second
 
 const (
 	// deliveryTimeout bounds the wait for the last events of a rate.
@@ -39,10 +58,33 @@ const (
 // the event's arrival. How soon the relay hears of new events is the
 // command's own doing (LISTEN/NOTIFY, or its poll). Then it measures the
 // CPU the idle relay process and its server processes use.
-func runLatency(ctx context.Context, e *env, p *progress) (err error) {
-	sc, err := e.b.newScratch(ctx, "latency")
+func runLatency(ctx context.Context, e *env, p *progress) error {
+	return latency(ctx, e, p, false)
+}
+
+// runLatencyWAL is runLatency in WAL mode: the outbox as `postbox migrate
+// --wal` leaves it (producers' commits skip the notify trigger) and
+// `postbox relay --wal`, streaming the outbox's inserts from a replication
+// slot; the clock starts once the relay streams.
+func runLatencyWAL(ctx context.Context, e *env, p *progress) error {
+	return latency(ctx, e, p, true)
+}
+
+// latency is runLatency, in WAL mode when wal is set.
+func latency(ctx context.Context, e *env, p *progress, wal bool) (err error) {
+	scenario, key, label := ScenarioLatency, "latency.", "latency"
+	if wal {
+		scenario, key, label = ScenarioLatencyWAL, "latency_wal.", "latency_wal"
+	}
+	sc, err := e.b.newScratch(ctx, label)
 	if err != nil {
 		return err
+	}
+	var stream *postgres.WAL
+	if wal {
+		if stream, err = walMode(ctx, sc); err != nil {
+			return err
+		}
 	}
 	rec, err := startReceiver(0)
 	if err != nil {
@@ -53,8 +95,12 @@ func runLatency(ctx context.Context, e *env, p *progress) (err error) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	defer func() { err = relayExit(parent, ctx, err) }()
-	p.printf("starting `postbox relay`")
-	rp, err := e.startRelayProcess(ctx, p, relayArgs(sc, rec.url, 0), cancel)
+	args := relayArgs(sc, rec.url, 0)
+	if wal {
+		args = append(args, "--wal")
+	}
+	p.printf("starting `postbox relay %s`", strings.Join(args[len(args)-3:], " "))
+	rp, err := e.startRelayProcess(ctx, p, args, cancel)
 	if err != nil {
 		return err
 	}
@@ -63,6 +109,11 @@ func runLatency(ctx context.Context, e *env, p *progress) (err error) {
 			err = serr
 		}
 	}()
+	if wal {
+		if err := waitStreaming(ctx, p, stream); err != nil {
+			return err
+		}
+	}
 
 	var seq atomic.Int64
 	p.printf("warming up: one event through the relay")
@@ -89,12 +140,13 @@ func runLatency(ctx context.Context, e *env, p *progress) (err error) {
 		p.printf("  %d events at %.0f/s: p50 %s, p99 %s, max %s", res.events, res.rate,
 			res.p50.Round(time.Microsecond), res.p99.Round(time.Microsecond), res.max.Round(time.Microsecond))
 		rs := strconv.Itoa(r)
-		e.rep.add(ScenarioLatency, "latency.p50_"+rs, "commit → delivery p50 at "+rs+"/s", ms(res.p50), UnitMillis, atMost(latencyP50Goal))
-		e.rep.add(ScenarioLatency, "latency.p99_"+rs, "commit → delivery p99 at "+rs+"/s", ms(res.p99), UnitMillis, atMost(latencyP99Goal))
-		e.rep.add(ScenarioLatency, "latency.max_"+rs, "commit → delivery max at "+rs+"/s", ms(res.max), UnitMillis, nil)
-		e.rep.add(ScenarioLatency, "latency.rate_"+rs, "commit rate reached, "+rs+"/s asked", res.rate, UnitEventsPerSec, nil)
+		p50Goal, p99Goal := latencyGoals(r)
+		e.rep.add(scenario, key+"p50_"+rs, "commit → delivery p50 at "+rs+"/s", ms(res.p50), UnitMillis, p50Goal)
+		e.rep.add(scenario, key+"p99_"+rs, "commit → delivery p99 at "+rs+"/s", ms(res.p99), UnitMillis, p99Goal)
+		e.rep.add(scenario, key+"max_"+rs, "commit → delivery max at "+rs+"/s", ms(res.max), UnitMillis, nil)
+		e.rep.add(scenario, key+"rate_"+rs, "commit rate reached, "+rs+"/s asked", res.rate, UnitEventsPerSec, nil)
 	}
-	if err := idleCPU(ctx, e, p, rp.pid); err != nil {
+	if err := idleCPU(ctx, e, p, scenario, key, rp.pid); err != nil {
 		return err
 	}
 	if _, err := rp.stop(); err != nil {
@@ -175,7 +227,13 @@ func latencyRun(ctx context.Context, sc scratch, rec *receiver, seq *atomic.Int6
 				break
 			}
 			if time.Now().After(deadline) {
-				return latencyResult{}, fmt.Errorf("%d of %d events not delivered after %s", len(commits)-len(lat), len(commits), deliveryTimeout)
+				missing := 0
+				for id := range commits {
+					if _, ok := rec.arrival(id); !ok {
+						missing++
+					}
+				}
+				return latencyResult{}, fmt.Errorf("%d of %d events not delivered %s after the last commit", missing, len(commits), deliveryTimeout)
 			}
 			if !sleep(ctx, time.Millisecond) {
 				return latencyResult{}, ctx.Err()
@@ -226,7 +284,7 @@ func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond)
 // idleCPU measures the CPU the idle `postbox relay` process pid and its
 // PostgreSQL server processes use while nothing is written, as a
 // percentage of one core.
-func idleCPU(ctx context.Context, e *env, p *progress, pid int) error {
+func idleCPU(ctx context.Context, e *env, p *progress, scenario, key string, pid int) error {
 	window := min(e.cfg.Duration, idleWindowMax)
 	p.printf("measuring the idle relay's CPU for %s", window)
 	if !sleep(ctx, 200*time.Millisecond) {
@@ -254,11 +312,40 @@ func idleCPU(ctx context.Context, e *env, p *progress, pid int) error {
 	pg1, _ := serverCPU(pids)
 	elapsed := time.Since(start)
 	pct := func(d time.Duration) float64 { return 100 * d.Seconds() / elapsed.Seconds() }
-	e.rep.add(ScenarioLatency, "latency.idle_cpu_relay", "idle CPU: `postbox relay` process", pct(relay1-relay0), UnitCPUPercent, nil)
+	e.rep.add(scenario, key+"idle_cpu_relay", "idle CPU: `postbox relay` process", pct(relay1-relay0), UnitCPUPercent, nil)
 	if pgOK {
-		e.rep.add(ScenarioLatency, "latency.idle_cpu_server", fmt.Sprintf("idle CPU: the relay's %d server processes", len(pids)), pct(pg1-pg0), UnitCPUPercent, nil)
+		e.rep.add(scenario, key+"idle_cpu_server", fmt.Sprintf("idle CPU: the relay's %d server processes", len(pids)), pct(pg1-pg0), UnitCPUPercent, nil)
 	}
 	return nil
+}
+
+// relayServerCPU returns a function that reports the CPU time the server
+// processes of the relays in this process (relayAppName) used since
+// relayServerCPU was called, connections opened meanwhile included; 0 when
+// the server is not on this machine or not PostgreSQL.
+func (e *env) relayServerCPU(ctx context.Context) func() time.Duration {
+	pg, ok := e.b.(*pgBackend)
+	if !ok {
+		return func() time.Duration { return 0 }
+	}
+	at := func() map[int]time.Duration {
+		pids, _ := pg.backendPIDs(ctx, relayAppName)
+		cpu := make(map[int]time.Duration, len(pids))
+		for _, pid := range pids {
+			if t, err := cpuTime(strconv.Itoa(pid)); err == nil {
+				cpu[pid] = t
+			}
+		}
+		return cpu
+	}
+	start := at()
+	return func() time.Duration {
+		var sum time.Duration
+		for pid, t := range at() {
+			sum += t - start[pid]
+		}
+		return sum
+	}
 }
 
 // serverCPU sums the CPU time of the PostgreSQL server processes pids; it

@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 )
 
@@ -95,4 +96,14 @@ func cpuTime(pid string) (time.Duration, error) {
 		return 0, fmt.Errorf("/proc/%s/stat: unexpected format", pid)
 	}
 	return time.Duration(user+sys) * time.Second / clockTicks, nil
+}
+
+// selfCPU is the CPU time (user and system) this process used so far, to
+// the microsecond (getrusage), or 0 where that is not available.
+func selfCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

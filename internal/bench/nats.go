@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	sinknats "github.com/postbox-go/postbox/sink/nats"
 )
@@ -54,7 +55,7 @@ func runNATS(ctx context.Context, e *env, p *progress) error {
 		return err
 	}
 	sk := &noopSink{}
-	d, err := libraryDrain(ctx, p, "the relay library to a no-op sink", sc.outbox(), sk, nil, sk.n.Load, n)
+	d, err := libraryDrain(ctx, p, "the relay library to a no-op sink", relay.Config{Store: sc.outbox(), Sink: sk}, sk.n.Load, n)
 	if err != nil {
 		return err
 	}

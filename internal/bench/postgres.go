@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
@@ -31,6 +32,8 @@ var pgSettingNames = []string{"autovacuum", "fsync", "max_connections", "shared_
 // pgBackend runs the scenarios on a PostgreSQL server.
 type pgBackend struct {
 	run string
+	// url is the database URL the bench was given.
+	url string
 	// processURL is the URL given to `postbox relay` processes: the
 	// bench's, with the application_name processAppName, which finds
 	// their server processes for the idle CPU measure.
@@ -59,7 +62,7 @@ func openPostgres(ctx context.Context, dbURL, run string) (*pgBackend, error) {
 	if err != nil {
 		return nil, fmt.Errorf("bench: database URL: %w", err)
 	}
-	b := &pgBackend{run: run, processURL: processURL}
+	b := &pgBackend{run: run, url: dbURL, processURL: processURL}
 	if b.relayPool, err = pgxpool.NewWithConfig(ctx, relayCfg); err != nil {
 		return nil, fmt.Errorf("bench: connect: %w", err)
 	}
@@ -149,6 +152,20 @@ func (b *pgBackend) dropAll(ctx context.Context) error {
 }
 
 func (b *pgBackend) dropSchema(ctx context.Context, schema string) error {
+	// The slot and the publication of WAL mode, if a scenario made them:
+	// they outlive the schema, and a slot left behind keeps the server's
+	// WAL from being recycled.
+	st, err := postgres.New(b.workPool, postgres.Config{Schema: schema})
+	if err != nil {
+		return err
+	}
+	w, err := st.WAL(postgres.WALConfig{})
+	if err != nil {
+		return err
+	}
+	if err := dropSlot(ctx, w); err != nil {
+		return fmt.Errorf("bench: %w", err)
+	}
 	if _, err := b.workPool.Exec(ctx, strings.ReplaceAll(pgDropSchema, "{schema}", pgx.Identifier{schema}.Sanitize())); err != nil {
 		return fmt.Errorf("bench: drop schema %s: %w", schema, err)
 	}
@@ -158,8 +175,28 @@ func (b *pgBackend) dropSchema(ctx context.Context, schema string) error {
 	return nil
 }
 
+// slotReleaseTimeout bounds the wait for a stopped relay's walsender to
+// let its slot go.
+const slotReleaseTimeout = 10 * time.Second
+
+// dropSlot drops w's slot and publication once no walsender holds the slot
+// (that of a relay just stopped ends a moment after the relay).
+func dropSlot(ctx context.Context, w *postgres.WAL) error {
+	deadline := time.Now().Add(slotReleaseTimeout)
+	for {
+		err := w.Drop(ctx)
+		var pgErr *pgconn.PgError
+		if err == nil || !errors.As(err, &pgErr) || pgErr.Code != "55006" || time.Now().After(deadline) { // object_in_use
+			return err
+		}
+		if !sleep(ctx, 20*time.Millisecond) {
+			return err
+		}
+	}
+}
+
 func (b *pgBackend) leftovers(ctx context.Context) ([]string, error) {
-	rows, err := b.workPool.Query(ctx, pgSchemasLike, strings.ReplaceAll(b.run, "_", `\_`)+`\_%`)
+	rows, err := b.workPool.Query(ctx, pgLeftovers, strings.ReplaceAll(b.run, "_", `\_`)+`\_%`)
 	if err != nil {
 		return nil, err
 	}
@@ -250,6 +287,18 @@ func (s *pgScratch) order(ctx context.Context, amount int64, mode orderMode) err
 	})
 }
 
+// walMode makes the outbox ready for WAL mode as `postbox migrate --wal`
+// does (SetProducerNotify: producers' commits skip the notify trigger), and
+// returns the stream of a relay in this process (its slot and publication
+// are named after the schema, as `postbox relay --wal` names them; they are
+// dropped with the schema).
+func (s *pgScratch) walMode(ctx context.Context) (*postgres.WAL, error) {
+	if err := s.workStore.SetProducerNotify(ctx, false); err != nil {
+		return nil, err
+	}
+	return s.relayStore.WAL(postgres.WALConfig{})
+}
+
 func (s *pgScratch) relayFlags() []string {
 	return []string{"--db", s.b.processURL, "--schema", s.schema}
 }
@@ -259,7 +308,13 @@ func (s *pgScratch) drop(ctx context.Context) error { return s.b.dropSchema(ctx,
 // processBackendPIDs are the server processes of the connections of the
 // run's `postbox relay` processes.
 func (b *pgBackend) processBackendPIDs(ctx context.Context) ([]int, error) {
-	rows, err := b.workPool.Query(ctx, pgBackendPIDs, processAppName(b.run))
+	return b.backendPIDs(ctx, processAppName(b.run))
+}
+
+// backendPIDs are the server processes of the connections opened under the
+// application_name name.
+func (b *pgBackend) backendPIDs(ctx context.Context, name string) ([]int, error) {
+	rows, err := b.workPool.Query(ctx, pgBackendPIDs, name)
 	if err != nil {
 		return nil, err
 	}

@@ -20,6 +20,7 @@ const (
 	UnitMillis       = "ms"
 	UnitMiB          = "MiB"
 	UnitCPUPercent   = "% of a core"
+	UnitMicros       = "µs"
 )
 
 // How the relay of a measure ran (Measure.Relay).
@@ -35,13 +36,16 @@ const (
 
 // scenarioRelay is how each scenario runs its relay.
 var scenarioRelay = map[string]string{
-	ScenarioDrain:     RelayInProcess,
-	ScenarioWebhook:   RelayInProcess,
-	ScenarioWrite:     RelayInProcess,
-	ScenarioLatency:   RelayProcess,
-	ScenarioScale:     RelayProcess,
-	ScenarioScaling:   RelayProcess,
-	ScenarioEndpoints: RelayProcess,
+	ScenarioDrain:      RelayInProcess,
+	ScenarioWebhook:    RelayInProcess,
+	ScenarioWrite:      RelayInProcess,
+	ScenarioLatency:    RelayProcess,
+	ScenarioScale:      RelayProcess,
+	ScenarioScaling:    RelayProcess,
+	ScenarioEndpoints:  RelayProcess,
+	ScenarioDrainWAL:   RelayInProcess,
+	ScenarioWriteWAL:   RelayInProcess,
+	ScenarioLatencyWAL: RelayProcess,
 }
 
 // Report is the outcome of a run: what ran where, and every measure.
@@ -74,6 +78,7 @@ type Params struct {
 	DurationSeconds float64  `json:"duration_seconds"`
 	Rates           []int    `json:"rates"`
 	Clients         int      `json:"clients"`
+	InboxClients    int      `json:"inbox_clients,omitempty"`
 	Instances       []int    `json:"instances"`
 	Concurrency     []int    `json:"concurrency"`
 	// ReceiverLatencyMs is how long the webhook receiver took to answer.
@@ -254,14 +259,16 @@ func (p Params) describe() string {
 	var parts []string
 	for _, s := range p.Scenarios {
 		switch s {
-		case ScenarioDrain:
-			parts = append(parts, fmt.Sprintf("drain-noop %d events", p.DrainEvents))
+		case ScenarioDrain, ScenarioDrainWAL:
+			parts = append(parts, fmt.Sprintf("%s %d events", s, p.DrainEvents))
 		case ScenarioWebhook:
 			parts = append(parts, fmt.Sprintf("webhook %d events", p.WebhookEvents))
-		case ScenarioLatency:
-			parts = append(parts, fmt.Sprintf("latency %s at each of %s/s", d, joinInts(p.Rates, ", ")))
-		case ScenarioWrite:
-			parts = append(parts, fmt.Sprintf("write-overhead %d clients for %s per run", p.Clients, d))
+		case ScenarioLatency, ScenarioLatencyWAL:
+			parts = append(parts, fmt.Sprintf("%s %s at each of %s/s", s, d, joinInts(p.Rates, ", ")))
+		case ScenarioInbox:
+			parts = append(parts, fmt.Sprintf("%s %d clients for %s each side", s, p.InboxClients, d))
+		case ScenarioWrite, ScenarioWriteWAL:
+			parts = append(parts, fmt.Sprintf("%s %d clients for %s per run", s, p.Clients, d))
 		case ScenarioScale:
 			parts = append(parts, fmt.Sprintf("scale %s events", joinInts(p.ScaleEvents, " and ")))
 		case ScenarioScaling:
@@ -301,6 +308,8 @@ func formatValue(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', 2, 64) + " ms"
 	case UnitMiB:
 		return strconv.FormatFloat(v, 'f', 1, 64) + " MiB"
+	case UnitMicros:
+		return strconv.FormatFloat(v, 'f', 0, 64) + " µs"
 	case UnitCPUPercent:
 		return strconv.FormatFloat(v, 'f', 1, 64) + " " + unit
 	}

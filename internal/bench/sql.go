@@ -46,6 +46,23 @@ where id in (
 	// pgInsertOrder is one business change.
 	pgInsertOrder = `insert into {orders} (amount) values ($1) returning id`
 
+	// pgCreateReservations is the business table of the inbox scenario:
+	// the warehouse example's.
+	pgCreateReservations = `create table {reservations} (
+  event_id   uuid not null,
+  order_id   uuid not null,
+  amount     bigint not null,
+  created_at timestamptz not null default now())`
+
+	// pgInsertReservation is the inbox scenario's handler: one row.
+	pgInsertReservation = `insert into {reservations} (event_id, order_id, amount) values ($1, $2, $3)`
+
+	// pgInsertInbox is the inbox row of the inbox scenario's pgx client:
+	// the article's insert, the columns the inbox's handler writes.
+	pgInsertInbox = `insert into {inbox} (id, handler_status, processed_at, payload, signature, event_type, aggregate_type, aggregate_id, attempts)
+values ($1, 'done', now(), $2::jsonb, $3, $4, $5, $6, 1)
+on conflict (id) do nothing`
+
 	// pgSchemaTables lists the tables of a scratch schema, to vacuum them
 	// all whatever the store keeps in it.
 	pgSchemaTables = `select tablename from pg_tables where schemaname = $1 order by tablename`
@@ -60,8 +77,15 @@ where id in (
 	// pgDropSchema drops a scratch schema with everything in it.
 	pgDropSchema = `drop schema if exists {schema} cascade`
 
-	// pgSchemasLike lists the scratch schemas of a run.
-	pgSchemasLike = `select nspname from pg_namespace where nspname like $1 order by nspname`
+	// pgLeftovers lists the scratch schemas of a run, and the replication
+	// slots and publications of its WAL-mode scratch outboxes (named
+	// postbox_ and the schema).
+	pgLeftovers = `select nspname from pg_namespace where nspname like $1
+union all
+select 'replication slot ' || slot_name from pg_replication_slots where slot_name like 'postbox\_' || $1
+union all
+select 'publication ' || pubname from pg_publication where pubname like 'postbox\_' || $1
+order by 1`
 
 	// pgBackendPIDs are the server processes of the connections opened
 	// under one application_name (those of a `postbox relay` process, for

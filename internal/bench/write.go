@@ -7,6 +7,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/store/postgres"
 )
 
 // writeRatioGoal is the goal of write-overhead: business transactions/s
@@ -23,9 +26,34 @@ const writeRatioGoal = 0.85
 // default settings, drains the outbox to a no-op sink. On SQLite, which has no round trips to save, both event runs
 // use EnqueueTx.
 func runWrite(ctx context.Context, e *env, p *progress) error {
-	sc, err := e.b.newScratch(ctx, "write")
+	return write(ctx, e, p, false)
+}
+
+// runWriteWAL is runWrite in WAL mode: the outbox as `postbox migrate
+// --wal` leaves it (producers' commits skip the notify trigger), and the
+// relay that drains beside the last run streams the outbox's inserts (the
+// relay library with the WAL stream, in process).
+func runWriteWAL(ctx context.Context, e *env, p *progress) error {
+	return write(ctx, e, p, true)
+}
+
+// write is runWrite, in WAL mode when wal is set.
+func write(ctx context.Context, e *env, p *progress, wal bool) error {
+	scenario, key, label := ScenarioWrite, "write.", "write"
+	if wal {
+		scenario, key, label = ScenarioWriteWAL, "write_wal.", "write_wal"
+	}
+	sc, err := e.b.newScratch(ctx, label)
 	if err != nil {
 		return err
+	}
+	var stream relay.Stream
+	if wal {
+		w, err := walMode(ctx, sc)
+		if err != nil {
+			return err
+		}
+		stream = w
 	}
 	if err := sc.createOrders(ctx); err != nil {
 		return fmt.Errorf("create the business table: %w", err)
@@ -52,11 +80,16 @@ func runWrite(ctx context.Context, e *env, p *progress) error {
 
 	p.printf("starting the relay library (no-op sink) and letting it drain the events written so far")
 	sk := &noopSink{}
-	rl, err := startLibraryRelay(ctx, p, sc.outbox(), sk, nil)
+	rl, err := startLibraryRelay(ctx, p, relay.Config{Store: sc.outbox(), Sink: sk, Stream: stream})
 	if err != nil {
 		return err
 	}
 	defer rl.close()
+	if w, ok := stream.(*postgres.WAL); ok {
+		if err := waitStreaming(ctx, p, w); err != nil {
+			return err
+		}
+	}
 	if _, err := waitDrained(ctx, p, "relay", sc.outbox(), sk.n.Load, 0, time.Now()); err != nil {
 		return err
 	}
@@ -77,13 +110,13 @@ func runWrite(ctx context.Context, e *env, p *progress) error {
 
 	c := strconv.Itoa(clients)
 	r := e.rep
-	r.addNoRelay(ScenarioWrite, "write.tx_without", "business tx/s, no event ("+c+" clients)", without, UnitTxPerSec, nil)
-	r.addNoRelay(ScenarioWrite, "write.tx_with_enqueue_tx", "business tx/s, one event each (EnqueueTx, own round trip)", withEnqueueTx, UnitTxPerSec, nil)
-	r.addNoRelay(ScenarioWrite, "write.ratio_enqueue_tx", "with one event (EnqueueTx, own round trip) / without", withEnqueueTx/without, UnitRatio, nil)
-	r.addNoRelay(ScenarioWrite, "write.tx_with", "business tx/s, one event each ("+transact+")", with, UnitTxPerSec, nil)
-	r.addNoRelay(ScenarioWrite, "write.ratio", "with one event ("+transact+") / without", with/without, UnitRatio, atLeast(writeRatioGoal))
-	r.add(ScenarioWrite, "write.tx_with_relay", "business tx/s, one event each ("+transact+"), relay draining", withRelay, UnitTxPerSec, nil)
-	r.add(ScenarioWrite, "write.ratio_relay", "with one event ("+transact+"), relay draining / without", withRelay/without, UnitRatio, nil)
+	r.addNoRelay(scenario, key+"tx_without", "business tx/s, no event ("+c+" clients)", without, UnitTxPerSec, nil)
+	r.addNoRelay(scenario, key+"tx_with_enqueue_tx", "business tx/s, one event each (EnqueueTx, own round trip)", withEnqueueTx, UnitTxPerSec, nil)
+	r.addNoRelay(scenario, key+"ratio_enqueue_tx", "with one event (EnqueueTx, own round trip) / without", withEnqueueTx/without, UnitRatio, nil)
+	r.addNoRelay(scenario, key+"tx_with", "business tx/s, one event each ("+transact+")", with, UnitTxPerSec, nil)
+	r.addNoRelay(scenario, key+"ratio", "with one event ("+transact+") / without", with/without, UnitRatio, atLeast(writeRatioGoal))
+	r.add(scenario, key+"tx_with_relay", "business tx/s, one event each ("+transact+"), relay draining", withRelay, UnitTxPerSec, nil)
+	r.add(scenario, key+"ratio_relay", "with one event ("+transact+"), relay draining / without", withRelay/without, UnitRatio, nil)
 	return nil
 }
 
