@@ -222,12 +222,24 @@ with owned as (
   set status = 'failed', processed_at = now(), retries = e.retries + 1, last_error = f.last_error
   from unnest($6::uuid[], $7::text[]) as f(id, last_error)
   where e.id = f.id and e.status = 'pending' and e.id in (select id from owned)
+), remaining as (
+  -- What each lease row of relay $1 keeps (null: nothing), in one hash
+  -- join of all its ids with $8: the array operators (&&, <@) compare every
+  -- pair, 2,000 × 700 uuids for a settle of 700 against a claim of 2,000.
+  select l.batch, count(*) as held, array_agg(x.id) filter (where s.id is null) as rest
+  from {schema}.outbox_leases l
+  cross join lateral unnest(l.ids) as x(id)
+  left join unnest($8::uuid[]) as s(id) on s.id = x.id
+  where l.owner = $1
+  group by l.batch
 ), emptied as (
-  delete from {schema}.outbox_leases where owner = $1 and ids <@ $8::uuid[]
+  delete from {schema}.outbox_leases l using remaining r
+  where l.batch = r.batch and r.rest is null
 )
-update {schema}.outbox_leases
-set ids = array(select unnest(ids) except all select unnest($8::uuid[]))
-where owner = $1 and ids && $8::uuid[] and not ids <@ $8::uuid[];
+update {schema}.outbox_leases l
+set ids = r.rest
+from remaining r
+where l.batch = r.batch and cardinality(r.rest) < r.held;
 
 -- name: lease_lock
 -- Every statement that changes the leases of relay $1 (extend_lease,
@@ -250,12 +262,22 @@ returning ids;
 -- name: release
 -- Graceful shutdown: the events leave relay $1's leases; the attempt did not
 -- happen, so it is not counted.
-with emptied as (
-  delete from {schema}.outbox_leases where owner = $1 and ids <@ $2::uuid[]
+with remaining as (
+  -- As in settle: one hash join of relay $1's leased ids with $2.
+  select l.batch, count(*) as held, array_agg(x.id) filter (where s.id is null) as rest
+  from {schema}.outbox_leases l
+  cross join lateral unnest(l.ids) as x(id)
+  left join unnest($2::uuid[]) as s(id) on s.id = x.id
+  where l.owner = $1
+  group by l.batch
+), emptied as (
+  delete from {schema}.outbox_leases l using remaining r
+  where l.batch = r.batch and r.rest is null
 )
-update {schema}.outbox_leases
-set ids = array(select unnest(ids) except all select unnest($2::uuid[]))
-where owner = $1 and ids && $2::uuid[] and not ids <@ $2::uuid[];
+update {schema}.outbox_leases l
+set ids = r.rest
+from remaining r
+where l.batch = r.batch and cardinality(r.rest) < r.held;
 
 -- name: reclaim_lock
 -- Takes the lease_lock of every relay whose lease expired, in one order (of
