@@ -18,7 +18,6 @@ const lingerDelay = 2 * time.Millisecond
 // due retry or the poll. How long it waits after each claim is the doze
 // protocol's decision (see doze).
 func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
-	minClaim := max(1, min(r.cfg.BatchSize, r.cfg.Concurrency)/4)
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	failures := 0
@@ -36,7 +35,11 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 		r.deliverKept(work, false)
 		room := r.cfg.Concurrency + r.pace.ahead(r.cfg.BatchSize, r.cfg.Concurrency, r.cfg.Lease)
 		free := room - r.inflight.count()
-		if free < minClaim {
+		// A claim waits for a quarter of the room: each claim reads past
+		// the events held, so many small ones cost the database more than
+		// a few large ones, and the publishers still have three quarters
+		// queued meanwhile.
+		if free < max(1, min(r.cfg.BatchSize, room)/4) {
 			select {
 			case <-r.inflight.freed:
 			case <-ctx.Done():
