@@ -122,3 +122,47 @@ func TestPublishBatchRefusesASinkWithoutBatches(t *testing.T) {
 		t.Fatalf("PublishBatch 1 (one event per publish) with any sink: %v", err)
 	}
 }
+
+// blockingBatchSink holds every batch until its context ends, and reports
+// each message failed with the context's cause.
+type blockingBatchSink struct {
+	*batchSink
+	started chan struct{}
+}
+
+func (s *blockingBatchSink) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []error) {
+	select {
+	case s.started <- struct{}{}:
+	default:
+	}
+	<-ctx.Done()
+	for i := range errs {
+		errs[i] = context.Cause(ctx)
+	}
+}
+
+// A batch under way is cut short when a renewal finds one of its leases
+// taken over: none of its events counts as delivered, and they are
+// released, not retried (the attempt did not count).
+func TestBatchCutShortWhenALeaseIsLost(t *testing.T) {
+	s := &faultyStore{Store: pgtest.Store(t)}
+	bs := &blockingBatchSink{batchSink: newBatchSink(), started: make(chan struct{}, 1)}
+	for i := range 3 {
+		if err := s.Enqueue(context.Background(), ev(fmt.Sprint(i), 0)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	r := newRelay(t, relay.Config{Store: s, Sink: bs, PublishBatch: 4, Concurrency: 4,
+		Lease: 300 * time.Millisecond, PollInterval: time.Hour, ShutdownTimeout: 100 * time.Millisecond})
+	runRelay(t, r)
+	select {
+	case <-bs.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("no batch started")
+	}
+	s.takeOver.Store(true)
+	waitFor(t, "the batch to be cut short and released", 10*time.Second, func() bool { return r.Stats().Released > 0 })
+	if st := r.Stats(); st.Delivered != 0 || st.Retried != 0 || st.Failed != 0 {
+		t.Fatalf("stats: %+v; want nothing delivered, retried or failed", st)
+	}
+}

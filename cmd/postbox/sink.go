@@ -44,13 +44,20 @@ const brokerConcurrencyDefault = 1024
 // brokerConcurrencyDefault for a broker sink, relay.ConcurrencyDefault for
 // webhooks (and endpoints, whose dispatcher has its own per endpoint).
 func concurrencyDefault(rawURL string) int {
-	if u, err := url.Parse(rawURL); err == nil {
-		switch strings.ToLower(u.Scheme) {
-		case "nats", "amqp", "amqps", "kafka":
-			return brokerConcurrencyDefault
-		}
+	switch sinkScheme(rawURL) {
+	case "nats", "amqp", "amqps", "kafka":
+		return brokerConcurrencyDefault
 	}
 	return relay.ConcurrencyDefault
+}
+
+// sinkScheme is the lower-case scheme of a --sink URL, "" when it is none.
+func sinkScheme(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return ""
+	}
+	return strings.ToLower(u.Scheme)
 }
 
 // natsPublishBatchDefault is the relay's --publish-batch for a NATS sink:
@@ -62,7 +69,7 @@ const natsPublishBatchDefault = 256
 // natsPublishBatchDefault for a NATS sink, the only one that publishes
 // batches (sink.BatchSink), else 1.
 func publishBatchDefault(rawURL string) int {
-	if u, err := url.Parse(rawURL); err == nil && strings.EqualFold(u.Scheme, "nats") {
+	if sinkScheme(rawURL) == "nats" {
 		return natsPublishBatchDefault
 	}
 	return 1

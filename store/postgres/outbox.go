@@ -150,9 +150,13 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 	if len(ids) == 0 {
 		return nil
 	}
+	// The settle statement with no outcome: the events only leave owner's
+	// leases (its delete and updates match nothing). Committed
+	// synchronously, unlike a settle: a release forgotten by a crash would
+	// count an attempt when the lease expires.
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("lease_lock"), owner)
-	batch.Queue(s.sql.Get("release"), owner, uuidArray(ids))
+	batch.Queue(s.sql.Get("settle"), owner, "{}", "{}", []time.Time{}, []string{}, "{}", []string{}, uuidArray(ids), false)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}

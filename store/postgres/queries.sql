@@ -202,7 +202,7 @@ create index concurrently if not exists outbox_events_aggregate_open_idx
 -- holds them) are deleted, or marked done when $9 keeps them; retries ($3
 -- ids, $4 times, $5 errors) and failures ($6 ids, $7 errors) apply only to
 -- events relay $1 still leases; $8 is every settled id, removed from relay
--- $1's leases.
+-- $1's leases (Release runs it with $8 alone).
 with owned as (
   select unnest(ids) as id from {schema}.outbox_leases where owner = $1
 ), deleted as (
@@ -258,26 +258,6 @@ update {schema}.outbox_leases
 set expires_at = now() + $2::bigint * interval '1 millisecond'
 where owner = $1 and ids && $3::uuid[]
 returning ids;
-
--- name: release
--- Graceful shutdown: the events leave relay $1's leases; the attempt did not
--- happen, so it is not counted.
-with remaining as (
-  -- As in settle: one hash join of relay $1's leased ids with $2.
-  select l.batch, count(*) as held, array_agg(x.id) filter (where s.id is null) as rest
-  from {schema}.outbox_leases l
-  cross join lateral unnest(l.ids) as x(id)
-  left join unnest($2::uuid[]) as s(id) on s.id = x.id
-  where l.owner = $1
-  group by l.batch
-), emptied as (
-  delete from {schema}.outbox_leases l using remaining r
-  where l.batch = r.batch and r.rest is null
-)
-update {schema}.outbox_leases l
-set ids = r.rest
-from remaining r
-where l.batch = r.batch and cardinality(r.rest) < r.held;
 
 -- name: reclaim_lock
 -- Takes the lease_lock of every relay whose lease expired, in one order (of

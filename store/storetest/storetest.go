@@ -38,6 +38,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"DeliveredEventsAreDeletedUnlessKept", testSettleDeletes},
 		{"ExtendLease", testExtendLease},
 		{"ReleaseDoesNotCountAttempt", testRelease},
+		{"ReleaseAndSettlePartOfAClaim", testReleaseAndSettlePartOfAClaim},
 		{"ReclaimExpiredLease", testReclaimExpired},
 		{"OrderedClaimOneAtATimePerAggregate", testOrderedClaim},
 		{"OrderedRetryHoldsBackOnlyItsAggregate", testOrderedRetry},
@@ -345,6 +346,37 @@ func testRelease(t *testing.T, s store.Outbox) {
 	got := claim(t, s, store.ClaimParams{Owner: "relay-b"})
 	if len(got) != 1 || got[0].Attempt != 1 {
 		t.Fatalf("released event claimed as %+v, want attempt 1", got)
+	}
+}
+
+// A claim's events leave the relay's leases one by one: a released event
+// can be claimed by another relay while the rest of its claim stays leased,
+// and once every event is released or settled nothing is left leased.
+func testReleaseAndSettlePartOfAClaim(t *testing.T, s store.Outbox) {
+	a, b, c := event("a", 1), event("b", 1), event("c", 1)
+	enqueue(t, s, a, b, c)
+	if got := claim(t, s, store.ClaimParams{Limit: 3}); len(got) != 3 {
+		t.Fatalf("claimed %d events, want 3", len(got))
+	}
+	if err := s.Release(ctxFor(t), "relay-a", []uuid.UUID{a.ID}); err != nil {
+		t.Fatal(err)
+	}
+	got := claim(t, s, store.ClaimParams{Owner: "relay-b", Limit: 3})
+	if len(got) != 1 || got[0].ID != a.ID {
+		t.Fatalf("relay-b claimed %+v, want the released event alone", got)
+	}
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{b.ID}})
+	if r := get(t, s, c.ID); r.LeaseOwner != "relay-a" {
+		t.Fatalf("the event neither released nor settled: %+v, want still leased to relay-a", r)
+	}
+	if err := s.Release(ctxFor(t), "relay-a", []uuid.UUID{c.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if r := get(t, s, c.ID); r.LeaseOwner != "" || r.Status != store.StatusPending {
+		t.Fatalf("the last event of the claim released: %+v, want pending, unleased", r)
+	}
+	if got := claim(t, s, store.ClaimParams{Owner: "relay-c", Limit: 3}); len(got) != 1 || got[0].ID != c.ID {
+		t.Fatalf("relay-c claimed %+v, want the last released event", got)
 	}
 }
 
