@@ -21,7 +21,10 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
 	failures := 0
-	var dz doze
+	var (
+		dz     doze
+		cursor claimCursor
+	)
 	defer r.deliverKept(work, true)
 	for ctx.Err() == nil {
 		if r.health.isDown() {
@@ -47,16 +50,22 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 			continue
 		}
 		limit := min(free, r.cfg.BatchSize)
-		batch, err := r.claim(ctx, limit)
+		var after store.ClaimPosition
+		if !r.cfg.Ordered {
+			after = cursor.next(time.Now())
+		}
+		batch, err := r.claim(ctx, limit, after)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
+			cursor.reset()
 			failures++
 			r.claimFailed(ctx, err, failures)
 			continue
 		}
 		failures = 0
+		cursor.claimed(batch, limit)
 		for _, d := range batch {
 			work <- job{delivery: d}
 		}
@@ -87,9 +96,9 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 	}
 }
 
-// claim leases up to limit due events to this relay and records them in
-// flight.
-func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) {
+// claim leases up to limit due events after the position after (zero: from
+// the head) to this relay and records them in flight.
+func (r *Relay) claim(ctx context.Context, limit int, after store.ClaimPosition) ([]store.Delivery, error) {
 	// The claim sees every event committed before it: a wake-up already
 	// received asks for nothing more.
 	select {
@@ -103,7 +112,7 @@ func (r *Relay) claim(ctx context.Context, limit int) ([]store.Delivery, error) 
 	defer cancel()
 	claimed := time.Now()
 	batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{
-		Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered,
+		Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered, After: after,
 	})
 	if err := r.claimed(batch, claimed, err); err != nil {
 		return nil, err

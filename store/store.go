@@ -55,8 +55,9 @@ var ErrNotFound = errors.New("store: event not found")
 // Delivery is an event claimed by a relay: the relay holds its lease until it
 // settles, extends or releases it.
 type Delivery struct {
-	// Event is the event as the producer wrote it (DedupKey and
-	// AvailableAt are not read back).
+	// Event is the event as the producer wrote it (DedupKey is not read
+	// back); AvailableAt is when this attempt fell due: the first
+	// delivery's time or the retry's.
 	postbox.Event
 	// OutboxSeq is the event's place in the outbox (its seq column): the
 	// order events committed in, across aggregates.
@@ -78,6 +79,37 @@ type ClaimParams struct {
 	// aggregate, and only when no other event of that aggregate is being
 	// delivered: one aggregate's events go one at a time, in sequence order.
 	Ordered bool
+	// After, when not zero, restricts the claim to events after it in
+	// claim order. A relay draining a backlog passes the position of the
+	// last event it claimed, so that each claim starts where the last one
+	// ended instead of reading again past the events it still holds (and,
+	// on PostgreSQL, past the index entries of the events it deleted).
+	// Events behind it (released, expired leases, committed late) are left
+	// to the next claim without After. Ordered claims ignore it.
+	After ClaimPosition
+}
+
+// ClaimPosition is a place in claim order: events are claimed by when they
+// fall due (AvailableAt), then by their place in the outbox (Seq).
+type ClaimPosition struct {
+	AvailableAt time.Time
+	Seq         int64
+}
+
+// IsZero reports whether p is the zero position: before every event.
+func (p ClaimPosition) IsZero() bool { return p.AvailableAt.IsZero() && p.Seq == 0 }
+
+// PositionOf is d's place in claim order.
+func PositionOf(d Delivery) ClaimPosition {
+	return ClaimPosition{AvailableAt: d.AvailableAt, Seq: d.OutboxSeq}
+}
+
+// Less reports whether p comes before q in claim order.
+func (p ClaimPosition) Less(q ClaimPosition) bool {
+	if !p.AvailableAt.Equal(q.AvailableAt) {
+		return p.AvailableAt.Before(q.AvailableAt)
+	}
+	return p.Seq < q.Seq
 }
 
 // Retry schedules another attempt of a claimed event.

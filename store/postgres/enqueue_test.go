@@ -6,6 +6,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
@@ -216,8 +217,29 @@ func TestClaimUsesThePendingIndex(t *testing.T) {
 	if _, err := s.Pool().Exec(ctx, "analyze "+tbl); err != nil {
 		t.Fatal(err)
 	}
-	for q, args := range map[string][]any{"claim": {"x", 100, 1000}, "claim_ordered": {"x", 100, 1000, "", ""}} {
-		rows, err := s.Pool().Query(ctx, "explain "+s.Query(q), args...)
+	cases := []struct {
+		query string
+		args  []any
+		// start is what the index scan must start at, when it is not the head.
+		start string
+	}{
+		{"claim", []any{"x", 100, 1000, "-infinity", 0}, ""},
+		// A claim after a position starts the index scan there.
+		{"claim", []any{"x", 100, 1000, time.Now().Add(-time.Minute), 20}, "ROW(available_at, seq) > ROW("},
+		{"claim_ordered", []any{"x", 100, 1000, "", ""}, ""},
+	}
+	conn, err := s.Pool().Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Release()
+	// Generic plans, as prepared statements get after their fifth run.
+	if _, err := conn.Exec(ctx, "set plan_cache_mode = force_generic_plan"); err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Exec(ctx, "reset plan_cache_mode")
+	for _, c := range cases {
+		rows, err := conn.Query(ctx, "explain "+s.Query(c.query), c.args...)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -227,7 +249,10 @@ func TestClaimUsesThePendingIndex(t *testing.T) {
 		}
 		plan := strings.Join(lines, "\n")
 		if !strings.Contains(plan, "outbox_events_pending_idx") || strings.Contains(plan, "Seq Scan on outbox_events") {
-			t.Fatalf("%s plan does not use the pending index:\n%s", q, plan)
+			t.Fatalf("%s plan does not use the pending index:\n%s", c.query, plan)
+		}
+		if c.start != "" && !strings.Contains(plan, "Index Cond: ((available_at <= now()) AND ("+c.start) {
+			t.Fatalf("%s plan does not start the index scan at the position (%s):\n%s", c.query, c.start, plan)
 		}
 	}
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
@@ -26,7 +27,11 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 	if p.Ordered {
 		return s.claimOrdered(ctx, p)
 	}
-	return s.claim(ctx, s.sql.Get("claim"), nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds())
+	after := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	if !p.After.IsZero() {
+		after = pgtype.Timestamptz{Time: p.After.AvailableAt, Valid: true}
+	}
+	return s.claim(ctx, s.sql.Get("claim"), nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), after, p.After.Seq)
 }
 
 // claim runs one of the claim queries with args, in the claims' turn
@@ -56,7 +61,7 @@ func (s *Store) claim(ctx context.Context, query string, extra []any, seen func(
 		)
 		// The id scans as 16 bytes: scanned as a uuid.UUID (an
 		// sql.Scanner) it would go through its text form.
-		dest := append([]any{(*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt}, extra...)
+		dest := append([]any{(*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt, &d.AvailableAt}, extra...)
 		if err := row.Scan(dest...); err != nil {
 			return d, err
 		}

@@ -27,13 +27,20 @@ select set_config('synchronous_commit', 'off', true);
 select pg_advisory_xact_lock($1);
 
 -- name: claim
--- Leases up to $2 due events to relay $1 for $3 milliseconds.
+-- Leases up to $2 due events to relay $1 for $3 milliseconds, taking only
+-- events after ($4, $5) in claim order (available_at, seq): a relay
+-- draining a backlog starts where its last claim ended; '-infinity' when it
+-- starts from the head. The index scan then begins at that position instead
+-- of reading past the events the relay holds and past the index entries of
+-- the events it deleted (dead until vacuum, each costing a heap visit or a
+-- skipped entry).
 with leased as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), due as (
-  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
   from {schema}.outbox_events e
   where e.status = 'pending' and e.available_at <= now()
+    and (e.available_at, e.seq) > ($4::timestamptz, $5::bigint)
     and e.id not in (select id from leased)
   order by e.available_at, e.seq
   limit $2
@@ -42,7 +49,7 @@ with leased as (
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
   having count(*) > 0
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at from due;
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at from due;
 
 -- name: claim_ordered
 -- Like claim, but only the oldest unfinished event of each aggregate (its
@@ -158,7 +165,7 @@ with recursive leased as (
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
   having count(*) > 0
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at,
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at,
   coalesce(step = (select max(step) from due), false) as walk_end
 from due;
 

@@ -56,7 +56,7 @@ from snap, unnest($1::bigint[]) as xid;
 with leased as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), due as (
-  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
   from {schema}.outbox_events e
   where e.id = any($4::uuid[])
     and e.status = 'pending' and e.available_at <= now()
@@ -67,7 +67,7 @@ with leased as (
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
   having count(*) > 0
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at from due;
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at from due;
 
 -- name: producer_notify_off
 -- WAL mode: producers need no notification; their commits skip the trigger.

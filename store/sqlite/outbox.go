@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"time"
 
@@ -28,6 +29,10 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 		query = s.sql.Get("claim_ordered")
 	}
 	now := time.Now()
+	afterAt := int64(math.MinInt64) // before every event
+	if !p.After.IsZero() {
+		afterAt = p.After.AvailableAt.UnixMicro()
+	}
 	var out []store.Delivery
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, query,
@@ -35,6 +40,8 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 			sql.Named("limit", p.Limit),
 			sql.Named("now", now.UnixMicro()),
 			sql.Named("lease_until", now.Add(p.Lease).UnixMicro()),
+			sql.Named("after_at", afterAt),
+			sql.Named("after_seq", p.After.Seq),
 		)
 		if err != nil {
 			return err
@@ -43,12 +50,13 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 		for rows.Next() {
 			var d store.Delivery
 			var headers string
-			var created int64
-			if err := rows.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &created); err != nil {
+			var created, available int64
+			if err := rows.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &created, &available); err != nil {
 				return err
 			}
 			d.Headers = sqlstore.DecodeHeaders([]byte(headers))
 			d.CreatedAt = time.UnixMicro(created)
+			d.AvailableAt = time.UnixMicro(available)
 			out = append(out, d)
 		}
 		return rows.Err()

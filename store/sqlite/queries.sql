@@ -26,7 +26,8 @@ values
 on conflict (dedup_key) where dedup_key is not null do nothing;
 
 -- name: claim
--- Leases up to :limit due events to relay :owner until :lease_until.
+-- Leases up to :limit due events to relay :owner until :lease_until, taking
+-- only events after (:after_at, :after_seq) in claim order.
 update {prefix}outbox_events
 set status = 'processing',
     lease_owner = :owner,
@@ -35,9 +36,10 @@ set status = 'processing',
 where seq in (
   select seq from {prefix}outbox_events
   where status = 'pending' and available_at <= :now
+    and (available_at, seq) > (:after_at, :after_seq)
   order by available_at, seq
   limit :limit)
-returning id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at;
+returning id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at, available_at;
 
 -- name: claim_ordered
 -- Like claim, but only the oldest unfinished event of each aggregate, and
@@ -58,7 +60,7 @@ where seq in (
         and p.seq < e.seq)
   order by e.available_at, e.seq
   limit :limit)
-returning id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at;
+returning id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at, available_at;
 
 -- name: settle_done
 -- :ids, a JSON array of delivered ids, whoever holds them.

@@ -39,6 +39,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ExtendLease", testExtendLease},
 		{"ReleaseDoesNotCountAttempt", testRelease},
 		{"ReleaseAndSettlePartOfAClaim", testReleaseAndSettlePartOfAClaim},
+		{"ClaimAfterAPosition", testClaimAfter},
 		{"ReclaimExpiredLease", testReclaimExpired},
 		{"OrderedClaimOneAtATimePerAggregate", testOrderedClaim},
 		{"OrderedRetryHoldsBackOnlyItsAggregate", testOrderedRetry},
@@ -352,6 +353,32 @@ func testRelease(t *testing.T, s store.Outbox) {
 // A claim's events leave the relay's leases one by one: a released event
 // can be claimed by another relay while the rest of its claim stays leased,
 // and once every event is released or settled nothing is left leased.
+// testClaimAfter: a claim with After takes only the events after that
+// position in claim order, and leaves those behind it to a claim without
+// After; deliveries carry when they fell due, their claim position.
+func testClaimAfter(t *testing.T, s store.Outbox) {
+	early, a, b := event("early", 1), event("a", 1), event("b", 1)
+	early.AvailableAt = time.Now().Add(-time.Hour).Truncate(time.Millisecond)
+	enqueue(t, s, early, a, b)
+	after := store.ClaimPosition{AvailableAt: time.Now().Add(-time.Minute)}
+	got := claim(t, s, store.ClaimParams{Limit: 10, After: after})
+	if len(got) != 2 || got[0].ID != a.ID || got[1].ID != b.ID {
+		t.Fatalf("claim after a minute ago took %+v, want the two events due now", got)
+	}
+	for _, d := range got {
+		if !after.Less(store.PositionOf(d)) || time.Since(d.AvailableAt) > time.Minute {
+			t.Fatalf("claimed event due at %v, want the time it was enqueued", d.AvailableAt)
+		}
+	}
+	got = claim(t, s, store.ClaimParams{Limit: 10})
+	if len(got) != 1 || got[0].ID != early.ID {
+		t.Fatalf("claim from the head took %+v, want the event due an hour ago", got)
+	}
+	if !got[0].AvailableAt.Equal(early.AvailableAt) || !store.PositionOf(got[0]).Less(after) {
+		t.Fatalf("the early event due at %v, want %v", got[0].AvailableAt, early.AvailableAt)
+	}
+}
+
 func testReleaseAndSettlePartOfAClaim(t *testing.T, s store.Outbox) {
 	a, b, c := event("a", 1), event("b", 1), event("c", 1)
 	enqueue(t, s, a, b, c)
