@@ -112,4 +112,3 @@ func TestLateCommitBehindTheCursorIsDelivered(t *testing.T) {
 		}
 	}
 }
-
