@@ -15,6 +15,7 @@ import (
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/store"
 )
 
 // batchSink publishes batches: it records each batch's size and every
@@ -108,6 +109,20 @@ func TestBatchesDeliverEveryEventOnce(t *testing.T) {
 	}
 	if st := r.Stats(); st.Retried != int64((n+6)/7) {
 		t.Fatalf("stats: %+v; want %d retries", st, (n+6)/7)
+	}
+	noLeaseLeft(t, s)
+}
+
+// noLeaseLeft fails unless every claim's lease is gone once its events are
+// settled: the relay ends each claim with the settle of its last event.
+func noLeaseLeft(t *testing.T, s store.Outbox) {
+	t.Helper()
+	relays, err := s.Relays(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(relays) != 0 {
+		t.Fatalf("leases left once every event is settled: %+v", relays)
 	}
 }
 

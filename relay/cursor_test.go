@@ -111,4 +111,5 @@ func TestLateCommitBehindTheCursorIsDelivered(t *testing.T) {
 			t.Fatalf("event %s delivered %d times, want once", e.ID, seen[e.ID])
 		}
 	}
+	noLeaseLeft(t, s)
 }

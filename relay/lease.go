@@ -114,7 +114,11 @@ func (r *Relay) reclaimExpired(ctx context.Context) {
 type inflight struct {
 	mu     sync.Mutex
 	leases map[uuid.UUID]lease
-	freed  chan struct{}
+	// open counts, for each claim (store.Delivery.Lease) of a store that
+	// keeps one lease per claim, its events whose outcome is not recorded
+	// yet: the settle that records the last ones ends the claim.
+	open  map[int64]int
+	freed chan struct{}
 }
 
 // lease is what the relay knows of one event it holds.
@@ -128,7 +132,7 @@ type lease struct {
 }
 
 func newInflight() *inflight {
-	return &inflight{leases: map[uuid.UUID]lease{}, freed: make(chan struct{}, 1)}
+	return &inflight{leases: map[uuid.UUID]lease{}, open: map[int64]int{}, freed: make(chan struct{}, 1)}
 }
 
 // add records a batch whose claim began at claimed, leased for lease.
@@ -137,6 +141,9 @@ func (f *inflight) add(ds []store.Delivery, claimed time.Time, lease time.Durati
 	defer f.mu.Unlock()
 	for _, d := range ds {
 		f.leases[d.ID] = leaseOf(claimed, lease)
+		if d.Lease != 0 {
+			f.open[d.Lease]++
+		}
 	}
 }
 
@@ -204,11 +211,32 @@ func (f *inflight) expire(now time.Time) {
 	}
 }
 
-// heldLease names one lease of the in-flight set: an event, and when the
-// claim that took it began.
+// heldLease names one lease of the in-flight set: an event, when the claim
+// that took it began, and that claim's store.Delivery.Lease.
 type heldLease struct {
 	id      uuid.UUID
 	claimed time.Time
+	claim   int64
+}
+
+// ending is the claims that recording the outcomes of held ends: those
+// whose every event still open is among held.
+func (f *inflight) ending(held []heldLease) []int64 {
+	here := map[int64]int{}
+	for _, h := range held {
+		if h.claim != 0 {
+			here[h.claim]++
+		}
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var ended []int64
+	for claim, n := range here {
+		if f.open[claim] <= n {
+			ended = append(ended, claim)
+		}
+	}
+	return ended
 }
 
 // claimedAt is when the claim that holds id began (zero when none does).
@@ -226,6 +254,11 @@ func (f *inflight) remove(held []heldLease) {
 	for _, h := range held {
 		if l, ok := f.leases[h.id]; ok && l.claimed.Equal(h.claimed) {
 			delete(f.leases, h.id)
+		}
+		if h.claim != 0 {
+			if f.open[h.claim]--; f.open[h.claim] <= 0 {
+				delete(f.open, h.claim)
+			}
 		}
 	}
 	f.mu.Unlock()

@@ -4,8 +4,6 @@ import (
 	"context"
 	"time"
 
-	"github.com/google/uuid"
-
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -21,7 +19,7 @@ const settleBatchMax = 1000
 // successors wait for their predecessor's outcome.
 const (
 	settleLinger      = 5 * time.Millisecond
-	settleLingerBelow = 32
+	settleLingerBelow = 256
 )
 
 // settle records outcomes as they come: it takes whatever has accumulated
@@ -89,11 +87,10 @@ func (r *Relay) collect(results <-chan outcome, batch *[]outcome, until <-chan t
 // ctx ends first the events stay leased and come back when the lease expires.
 func (r *Relay) write(ctx context.Context, batch []outcome) {
 	p := store.SettleParams{Owner: r.cfg.Owner, KeepDone: r.cfg.Retention != 0}
-	var release []uuid.UUID
 	held := make([]heldLease, 0, len(batch))
 	for _, o := range batch {
 		id := o.delivery.ID
-		held = append(held, heldLease{id: id, claimed: o.claimed})
+		held = append(held, heldLease{id: id, claimed: o.claimed, claim: o.delivery.Lease})
 		if o.sent {
 			r.pace.record(o.took)
 		}
@@ -105,12 +102,13 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 		case actionFail:
 			p.Failed = append(p.Failed, store.Failure{ID: id, LastError: o.lastError})
 		case actionRelease:
-			release = append(release, id)
+			p.Release = append(p.Release, id)
 		}
 	}
+	p.Ended = r.inflight.ending(held)
 	for failures := 0; ; failures++ {
 		callCtx, cancel := context.WithTimeout(ctx, leasedCallTimeout(r.cfg.Lease))
-		err := r.apply(callCtx, p, release)
+		err := r.cfg.Store.Settle(callCtx, p)
 		cancel()
 		if err == nil {
 			break
@@ -130,7 +128,7 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 	r.counts.delivered.Add(int64(len(p.Done)))
 	r.counts.retried.Add(int64(len(p.Retry)))
 	r.counts.failed.Add(int64(len(p.Failed)))
-	r.counts.released.Add(int64(len(release)))
+	r.counts.released.Add(int64(len(p.Release)))
 	for _, retry := range p.Retry {
 		r.scheduleRetry(retry.AvailableAt)
 	}
@@ -148,15 +146,6 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 	if r.cfg.Ordered && len(p.Done)+len(p.Failed) > 0 {
 		r.notify() // the successors of finished events are now due
 	}
-}
-
-func (r *Relay) apply(ctx context.Context, p store.SettleParams, release []uuid.UUID) error {
-	if len(p.Done)+len(p.Retry)+len(p.Failed) > 0 {
-		if err := r.cfg.Store.Settle(ctx, p); err != nil {
-			return err
-		}
-	}
-	return r.cfg.Store.Release(ctx, r.cfg.Owner, release)
 }
 
 // outcomeOf is the Outcome of each action.

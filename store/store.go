@@ -65,6 +65,11 @@ type Delivery struct {
 	// Attempt is the number of this delivery attempt, starting at 1.
 	Attempt   int
 	CreatedAt time.Time
+	// Lease names the claim that leased the event, on a store that keeps
+	// one lease per claim (PostgreSQL: its outbox_leases row); zero on a
+	// store that does not. A relay ends a claim once every event it leased
+	// is settled (SettleParams.Ended).
+	Lease int64
 }
 
 // ClaimParams selects the events a relay takes.
@@ -131,6 +136,17 @@ type SettleParams struct {
 	Done   []uuid.UUID
 	Retry  []Retry
 	Failed []Failure
+	// Release gives these events back to the queue at once, without
+	// counting an attempt (as Outbox.Release does).
+	Release []uuid.UUID
+	// Ended lists the claims (Delivery.Lease) of Owner that this settle
+	// ends: every event they leased is settled or released, by this call or
+	// an earlier one. A store that keeps one lease per claim drops them. A
+	// claim not ended keeps listing its delivered events until it ends or
+	// its lease expires; they hold nothing back (they are no longer
+	// pending), but every claim reads past them. Retried, failed and
+	// released events leave their claim at once.
+	Ended []int64
 	// KeepDone keeps delivered events, marked done, until PurgeDone removes
 	// them; otherwise they are deleted at once.
 	KeepDone bool

@@ -61,7 +61,7 @@ func (s *Store) claim(ctx context.Context, query string, extra []any, seen func(
 		)
 		// The id scans as 16 bytes: scanned as a uuid.UUID (an
 		// sql.Scanner) it would go through its text form.
-		dest := append([]any{(*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt, &d.AvailableAt}, extra...)
+		dest := append([]any{(*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt, &d.AvailableAt, &d.Lease}, extra...)
 		if err := row.Scan(dest...); err != nil {
 			return d, err
 		}
@@ -83,7 +83,9 @@ func (s *Store) claim(ctx context.Context, query string, extra []any, seen func(
 
 // Settle records a batch of outcomes in one statement, committed
 // asynchronously like a claim: a server crash may forget it, and the events
-// are then delivered again. Error texts are cleaned (store.CleanErrorText).
+// are then delivered again. A settle that releases events commits
+// synchronously: a release forgotten by a crash would count an attempt when
+// the lease expires. Error texts are cleaned (store.CleanErrorText).
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	retryIDs := make([]uuid.UUID, len(p.Retry))
 	retryAt := make([]time.Time, len(p.Retry))
@@ -96,11 +98,17 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	for i, f := range p.Failed {
 		failIDs[i], failErr[i] = f.ID, store.CleanErrorText(f.LastError)
 	}
+	ended := p.Ended
+	if ended == nil {
+		ended = []int64{}
+	}
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.Get("relay_async_commit"))
+	if len(p.Release) == 0 {
+		batch.Queue(s.sql.Get("relay_async_commit"))
+	}
 	batch.Queue(s.sql.Get("lease_lock"), p.Owner)
 	batch.Queue(s.sql.Get("settle"), p.Owner, uuidArray(p.Done), uuidArray(retryIDs), retryAt, retryErr,
-		uuidArray(failIDs), failErr, uuidArray(p.Done, retryIDs, failIDs), p.KeepDone)
+		uuidArray(failIDs), failErr, uuidArray(retryIDs, failIDs, p.Release), p.KeepDone, ended)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: settle: %w", err)
 	}
@@ -150,19 +158,12 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 }
 
 // Release gives events leased to owner back to the queue without counting
-// the attempt.
+// the attempt: a settle with releases alone (committed synchronously).
 func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	// The settle statement with no outcome: the events only leave owner's
-	// leases (its delete and updates match nothing). Committed
-	// synchronously, unlike a settle: a release forgotten by a crash would
-	// count an attempt when the lease expires.
-	batch := &pgx.Batch{}
-	batch.Queue(s.sql.Get("lease_lock"), owner)
-	batch.Queue(s.sql.Get("settle"), owner, "{}", "{}", []time.Time{}, []string{}, "{}", []string{}, uuidArray(ids), false)
-	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
+	if err := s.Settle(ctx, store.SettleParams{Owner: owner, Release: ids}); err != nil {
 		return fmt.Errorf("postgres: release: %w", err)
 	}
 	return nil

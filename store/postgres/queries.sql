@@ -2,12 +2,18 @@
 -- schema name when the store is created; each query starts at "-- name:".
 --
 -- How events are leased: a claim reads due events that no lease lists and
--- writes one outbox_leases row naming them all; it never updates the events.
--- Claims take turns on an advisory lock (claim_lock, in the same implicit
--- transaction), so each sees every lease committed before it. Settling
--- deletes delivered events (or marks them done when they are kept), updates
--- retried and failed ones, and removes all of them from the relay's leases,
--- in one statement.
+-- writes one outbox_leases row naming them all (its batch is the
+-- Delivery.Lease of each); it never updates the events. Claims take turns
+-- on an advisory lock (claim_lock, in the same implicit transaction), so
+-- each sees every lease committed before it. Settling deletes delivered
+-- events (or marks them done when they are kept) and updates retried and
+-- failed ones, in one statement. Retried, failed and released events leave
+-- their lease row (retried and released ones go back to the queue, and a
+-- failed one may, by `postbox failed retry`); delivered ones stay listed,
+-- holding nothing back since they are no longer pending, until the relay
+-- ends the whole claim (SettleParams.Ended) or the lease expires.
+-- So a settle does not rewrite the lease rows' arrays, whose cost grows
+-- with every event the relay holds.
 
 -- name: migrations_table_exists
 select to_regclass('{schema}.postbox_migrations') is not null;
@@ -48,8 +54,11 @@ with leased as (
   insert into {schema}.outbox_leases (owner, ids, expires_at)
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
   having count(*) > 0
+  returning batch
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at from due;
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at,
+  (select batch from lease)
+from due;
 
 -- name: claim_ordered
 -- Like claim, but only the oldest unfinished event of each aggregate (its
@@ -164,8 +173,10 @@ with recursive leased as (
   insert into {schema}.outbox_leases (owner, ids, expires_at)
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
   having count(*) > 0
+  returning batch
 )
 select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at,
+  (select batch from lease),
   coalesce(step = (select max(step) from due), false) as walk_end
 from due;
 
@@ -208,10 +219,15 @@ create index concurrently if not exists outbox_events_aggregate_open_idx
 -- Records a batch of outcomes in one statement. $2 delivered ids (whoever
 -- holds them) are deleted, or marked done when $9 keeps them; retries ($3
 -- ids, $4 times, $5 errors) and failures ($6 ids, $7 errors) apply only to
--- events relay $1 still leases; $8 is every settled id, removed from relay
--- $1's leases (Release runs it with $8 alone).
+-- events relay $1 still leases. $8, the retried, failed and released ids,
+-- leave relay $1's leases. $10, the claims (lease batches) of relay $1 that
+-- this settle ends, are deleted whole. Delivered events stay listed in the
+-- leases not ended (see the top of this file). Release runs it with $8
+-- alone.
 with owned as (
-  select unnest(ids) as id from {schema}.outbox_leases where owner = $1
+  -- Read only when there are retries or failures to check.
+  select unnest(ids) as id from {schema}.outbox_leases
+  where owner = $1 and cardinality($3::uuid[]) + cardinality($6::uuid[]) > 0
 ), deleted as (
   delete from {schema}.outbox_events
   where not $9::bool and id = any($2::uuid[]) and status = 'pending'
@@ -229,15 +245,18 @@ with owned as (
   set status = 'failed', processed_at = now(), retries = e.retries + 1, last_error = f.last_error
   from unnest($6::uuid[], $7::text[]) as f(id, last_error)
   where e.id = f.id and e.status = 'pending' and e.id in (select id from owned)
+), ended as (
+  delete from {schema}.outbox_leases
+  where owner = $1 and batch = any($10::bigint[])
 ), remaining as (
-  -- What each lease row of relay $1 keeps (null: nothing), in one hash
-  -- join of all its ids with $8: the array operators (&&, <@) compare every
-  -- pair, 2,000 × 700 uuids for a settle of 700 against a claim of 2,000.
+  -- What each lease row of relay $1 not ended keeps (null: nothing) when
+  -- $8 leaves, in one hash join of its ids with $8 (the array operators &&
+  -- and <@ compare every pair); read only when $8 is not empty.
   select l.batch, count(*) as held, array_agg(x.id) filter (where s.id is null) as rest
   from {schema}.outbox_leases l
   cross join lateral unnest(l.ids) as x(id)
   left join unnest($8::uuid[]) as s(id) on s.id = x.id
-  where l.owner = $1
+  where l.owner = $1 and cardinality($8::uuid[]) > 0 and not l.batch = any($10::bigint[])
   group by l.batch
 ), emptied as (
   delete from {schema}.outbox_leases l using remaining r
@@ -378,7 +397,9 @@ select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, coalesce
        l.expires_at, e.created_at, e.processed_at
 from {schema}.outbox_events e
 left join lateral (
-  select owner, expires_at from {schema}.outbox_leases where e.id = any(ids) limit 1
+  -- A lease row may still list an event that is delivered (see the top
+  -- of this file): only a pending one is leased.
+  select owner, expires_at from {schema}.outbox_leases where e.status = 'pending' and e.id = any(ids) limit 1
 ) l on true
 where e.id = $1;
 
@@ -392,7 +413,7 @@ select * from (
          coalesce(l.owner, '') as owner, l.expires_at, e.created_at, e.processed_at
   from {schema}.outbox_events e
   left join lateral (
-    select owner, expires_at from {schema}.outbox_leases where e.id = any(ids) limit 1
+    select owner, expires_at from {schema}.outbox_leases where e.status = 'pending' and e.id = any(ids) limit 1
   ) l on true
   where e.status = case when $1 = 'processing' then 'pending' else $1 end
 ) r
@@ -406,11 +427,16 @@ limit $2;
 select id from {schema}.outbox_events where dedup_key = $1;
 
 -- name: relays
--- The relays that hold leases: how many events, and when the leases end.
-select owner, sum(cardinality(ids))::bigint, min(expires_at), max(expires_at)
-from {schema}.outbox_leases
-group by owner
-order by owner;
+-- The relays that hold leases: how many events (pending ones: a lease row
+-- may still list delivered events), and when the leases end.
+select l.owner,
+  (select count(*) from {schema}.outbox_leases m cross join lateral unnest(m.ids) as x(id)
+     join {schema}.outbox_events e on e.id = x.id and e.status = 'pending'
+   where m.owner = l.owner),
+  min(l.expires_at), max(l.expires_at)
+from {schema}.outbox_leases l
+group by l.owner
+order by l.owner;
 
 -- name: last_seq
 -- The value of the seq column's sequence ($1 is the quoted, schema-qualified

@@ -66,8 +66,11 @@ with leased as (
   insert into {schema}.outbox_leases (owner, ids, expires_at)
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
   having count(*) > 0
+  returning batch
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at from due;
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at,
+  (select batch from lease)
+from due;
 
 -- name: producer_notify_off
 -- WAL mode: producers need no notification; their commits skip the trigger.

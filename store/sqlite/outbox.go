@@ -81,11 +81,12 @@ type settleFailure struct {
 }
 
 // Settle records a batch of outcomes in one write transaction. Done ids are
-// deleted (or marked done, with KeepDone) whoever holds them; retries and failures apply only to
-// events still leased to p.Owner. An id listed as done and as retried or
-// failed is done.
+// deleted (or marked done, with KeepDone) whoever holds them; retries,
+// failures and releases apply only to events still leased to p.Owner. An id
+// listed as done and as retried or failed is done. The events carry their
+// lease (there are no claims to end: p.Ended is not used).
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
-	if len(p.Done) == 0 && len(p.Retry) == 0 && len(p.Failed) == 0 {
+	if len(p.Done) == 0 && len(p.Retry) == 0 && len(p.Failed) == 0 && len(p.Release) == 0 {
 		return nil
 	}
 	var done, retries, failures []byte
@@ -132,6 +133,11 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 		}
 		if failures != nil {
 			if _, err := tx.ExecContext(ctx, s.sql.Get("settle_failed"), sql.Named("failures", string(failures)), owner, now); err != nil {
+				return err
+			}
+		}
+		if len(p.Release) > 0 {
+			if _, err := tx.ExecContext(ctx, s.sql.Get("release"), idList(p.Release), owner, now); err != nil {
 				return err
 			}
 		}

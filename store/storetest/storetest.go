@@ -40,6 +40,7 @@ func Run(t *testing.T, newStore NewStore) {
 		{"ReleaseDoesNotCountAttempt", testRelease},
 		{"ReleaseAndSettlePartOfAClaim", testReleaseAndSettlePartOfAClaim},
 		{"ClaimAfterAPosition", testClaimAfter},
+		{"SettleEndsClaims", testSettleEndsClaims},
 		{"ReclaimExpiredLease", testReclaimExpired},
 		{"OrderedClaimOneAtATimePerAggregate", testOrderedClaim},
 		{"OrderedRetryHoldsBackOnlyItsAggregate", testOrderedRetry},
@@ -376,6 +377,36 @@ func testClaimAfter(t *testing.T, s store.Outbox) {
 	}
 	if !got[0].AvailableAt.Equal(early.AvailableAt) || !store.PositionOf(got[0]).Less(after) {
 		t.Fatalf("the early event due at %v, want %v", got[0].AvailableAt, early.AvailableAt)
+	}
+}
+
+// testSettleEndsClaims: the events of a claim settled while the rest of it
+// is under way hold nothing back, and the settle that ends the claim
+// (SettleParams.Ended) leaves no lease behind.
+func testSettleEndsClaims(t *testing.T, s store.Outbox) {
+	a, b, c := event("a", 1), event("b", 1), event("c", 1)
+	enqueue(t, s, a, b, c)
+	got := claim(t, s, store.ClaimParams{Limit: 3})
+	if len(got) != 3 || got[0].Lease != got[1].Lease || got[1].Lease != got[2].Lease {
+		t.Fatalf("claimed %+v, want three events of one claim", got)
+	}
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{a.ID}, KeepDone: true})
+	if r := get(t, s, a.ID); r.Status != store.StatusDone || r.LeaseOwner != "" || r.Attempts != 1 {
+		t.Fatalf("the event delivered while its claim goes on: %+v, want done, unleased, one attempt", r)
+	}
+	if r := get(t, s, c.ID); r.LeaseOwner != "relay-a" {
+		t.Fatalf("an event of the claim not settled: %+v, want leased to relay-a", r)
+	}
+	relays, err := s.Relays(ctxFor(t))
+	if err != nil || len(relays) != 1 || relays[0].Events != 2 {
+		t.Fatalf("relays while the claim goes on: %+v, %v; want relay-a with 2 events", relays, err)
+	}
+	settle(t, s, store.SettleParams{Done: []uuid.UUID{b.ID, c.ID}, KeepDone: true, Ended: []int64{got[0].Lease}})
+	if relays, err := s.Relays(ctxFor(t)); err != nil || len(relays) != 0 {
+		t.Fatalf("relays once the claim ended: %+v, %v; want none", relays, err)
+	}
+	if st, err := s.Stats(ctxFor(t)); err != nil || st.Processing != 0 || st.Done != 3 {
+		t.Fatalf("stats once the claim ended: %+v, %v; want 3 done, none processing", st, err)
 	}
 }
 
