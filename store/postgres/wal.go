@@ -179,11 +179,12 @@ type committed struct {
 // a batch of whole transactions at a time, once they are visible to
 // claims. start begins their delivery and returns a function that waits
 // until the outcome of each is recorded (delivered, retry scheduled,
-// failed, or back in the table); Follow starts up to walPipeline (4)
-// batches before waiting for the oldest. It confirms a position to the
-// server only once the waits of everything committed before it returned
-// nil, so that after a crash the stream starts again from the first batch
-// not confirmed: events may come twice, never not at all.
+// failed, or back in the table); Follow starts up to walPipeline (64)
+// batches, of walPipelineEvents (8,000) events in all, before waiting for
+// the oldest. It confirms a position to the server only once the waits of
+// everything committed before it returned nil, so that after a crash the
+// stream starts again from the first batch not confirmed: events may come
+// twice, never not at all.
 //
 // Follow returns when ctx ends (nil), a wait fails, or the stream cannot
 // run: the slot is streamed by another relay (a second one then waits,
@@ -234,23 +235,36 @@ func (w *WAL) Follow(ctx context.Context, start func(ctx context.Context, ids []
 
 // walPipeline bounds the batches whose delivery has started and whose
 // outcomes are not all recorded yet: the next batch is claimed and sent
-// while the previous ones wait for their acknowledgements and settles.
-const walPipeline = 4
+// while the previous ones wait for their acknowledgements and settles. A
+// batch lives until its outcomes are recorded, which the relay's settler
+// gathers for a few milliseconds: at 2,000 events/s that is a dozen small
+// batches at once, and a stream that waited for the oldest of four held
+// new events back by milliseconds. (Positions read from keepalives, which
+// the server sends after each transaction while it is not confirmed, take
+// no slot: see deliverAll.)
+const walPipeline = 64
+
+// walPipelineEvents bounds the events of the batches started and not
+// finished (as four full batches did): a backlog is not claimed further
+// ahead of its outcomes than that.
+const walPipelineEvents = 4 * walBatchMax
 
 // startedBatch is a batch handed to Follow's start: the position just past
-// its last transaction, and the outcome of its wait, once known.
+// its last transaction, its events, and the outcome of its wait, once known.
 type startedBatch struct {
-	end  pglogrepl.LSN
-	done chan error
+	end    pglogrepl.LSN
+	events int
+	done   chan error
 }
 
 // deliverAll hands the transactions read to start, a batch at a time, up
-// to walPipeline batches at once, and records the position of each batch
-// once its wait, and the wait of every batch before it, returned nil. It
-// returns when txns is closed, ctx ends or a batch failed, once every batch
-// started has ended.
+// to walPipeline batches and walPipelineEvents events at once, and
+// records the position of each batch once its wait, and the wait of every
+// batch before it, returned nil. It returns when txns is closed, ctx ends
+// or a batch failed, once every batch started has ended.
 func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *lsnBox, start func(context.Context, []uuid.UUID) func() error) error {
 	var started []startedBatch
+	events := 0 // in the batches started
 	defer func() {
 		for _, b := range started {
 			<-b.done
@@ -260,6 +274,7 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 	finish := func(err error) error {
 		b := started[0]
 		started = started[1:]
+		events -= b.events
 		if err != nil {
 			return err
 		}
@@ -272,7 +287,7 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 			oldest = started[0].done
 		}
 		read := txns
-		if len(started) >= walPipeline {
+		if len(started) >= walPipeline || events >= walPipelineEvents {
 			read = nil
 		}
 		select {
@@ -290,10 +305,20 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 				return nil
 			}
 			b, err := w.startBatch(ctx, first, txns, start)
-			if err != nil {
+			switch {
+			case err != nil:
 				return err
+			case b.events > 0:
+				started = append(started, b)
+				events += b.events
+			case len(started) > 0:
+				// Nothing to deliver (a keepalive's position): it is
+				// confirmed with the last batch started, in no slot of
+				// its own.
+				started[len(started)-1].end = b.end
+			default:
+				confirmed.advance(b.end)
 			}
-			started = append(started, b)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -302,7 +327,8 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 
 // startBatch takes first and the transactions read after it that are
 // waiting, up to walBatchMax events, waits until they are visible to
-// claims, and starts their delivery.
+// claims, and starts their delivery. A batch without events (positions
+// read from keepalives) is not started: its done is never written.
 func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan committed, start func(context.Context, []uuid.UUID) func() error) (startedBatch, error) {
 	var ids []uuid.UUID
 	var xids []int64
@@ -322,8 +348,8 @@ func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan commi
 			ok = false
 		}
 	}
+	b.events = len(ids)
 	if len(ids) == 0 {
-		b.done <- nil
 		return b, nil
 	}
 	if err := w.waitVisible(ctx, xids); err != nil {

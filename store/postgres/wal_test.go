@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -136,6 +137,47 @@ func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
 	stop()
 	if err := <-done; err != nil {
 		t.Fatalf("Follow after its context ended: %v", err)
+	}
+}
+
+// Follow starts a batch while many earlier ones still wait for their
+// outcomes (the relay's settler takes a few milliseconds to record them),
+// not only four: a transaction committed behind a dozen small batches in
+// flight is handed over at once.
+func TestWALFollowPipelinesManyBatches(t *testing.T) {
+	s := pgtest.Store(t)
+	w := pgtest.WAL(t, s)
+	const batches = 12
+	var mu sync.Mutex
+	var started int
+	release := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // before the slot is dropped
+	t.Cleanup(func() { close(release) })
+	go func() {
+		_ = w.Follow(ctx, func(context.Context, []uuid.UUID) func() error {
+			mu.Lock()
+			started++
+			mu.Unlock()
+			return func() error {
+				<-release
+				return nil
+			}
+		})
+	}()
+	waitUntil(t, "the slot to be streamed", func() bool {
+		st, err := w.State(context.Background())
+		return err == nil && st.Active
+	})
+	for i := range batches {
+		if err := s.Enqueue(context.Background(), newEvent()); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, fmt.Sprintf("batch %d to start while %d wait for their outcomes", i+1, i), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return started == i+1
+		})
 	}
 }
 
