@@ -144,13 +144,6 @@ func (s *Store) SetProducerNotify(ctx context.Context, on bool) error {
 	return nil
 }
 
-// ClaimIDs leases to p.Owner, for p.Lease, those of ids that are due and
-// that no relay holds (at most p.Limit), as Claim does, and returns them in
-// sequence order.
-func (w *WAL) ClaimIDs(ctx context.Context, p store.ClaimParams, ids []uuid.UUID) ([]store.Delivery, error) {
-	return w.s.claim(ctx, w.s.sql.Get("claim_ids"), nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), ids)
-}
-
 func (w *WAL) publicationSQL(name string) string {
 	return strings.ReplaceAll(w.s.sql.Get(name), "{publication}", pgx.Identifier{w.publication}.Sanitize())
 }
@@ -174,12 +167,21 @@ type committed struct {
 	end pglogrepl.LSN
 }
 
+// WALClaim is the claim of a batch that Follow hands to start.
+type WALClaim = func(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error)
+
+// walStart is Follow's start.
+type walStart = func(ctx context.Context, ids []uuid.UUID, claim WALClaim) (wait func() error)
+
 // Follow creates the publication and the slot if missing, streams the slot,
 // and calls start with the ids of the outbox's inserts, in commit order,
-// a batch of whole transactions at a time, once they are visible to
-// claims. start begins their delivery and returns a function that waits
-// until the outcome of each is recorded (delivered, retry scheduled,
-// failed, or back in the table); Follow starts up to walPipeline (64)
+// a batch of whole transactions at a time, and the batch's claim: it
+// leases, as Claim does, those of the batch's events that are due and not
+// leased, once their transactions are visible to claims (it waits for
+// that), so that the stream and the polling claims never hold one event at
+// once. start claims the batch and begins its delivery, and returns a
+// function that waits until the outcome of each is recorded (delivered,
+// retry scheduled, failed, or back in the table); Follow starts up to walPipeline (64)
 // batches, of walPipelineEvents (8,000) events in all, before waiting for
 // the oldest. It confirms a position to the server only once the waits of
 // everything committed before it returned nil, so that after a crash the
@@ -189,7 +191,7 @@ type committed struct {
 // Follow returns when ctx ends (nil), a wait fails, or the stream cannot
 // run: the slot is streamed by another relay (a second one then waits,
 // calling Follow again), the connection broke.
-func (w *WAL) Follow(ctx context.Context, start func(ctx context.Context, ids []uuid.UUID) (wait func() error)) error {
+func (w *WAL) Follow(ctx context.Context, start func(ctx context.Context, ids []uuid.UUID, claim WALClaim) (wait func() error)) error {
 	if err := w.createPublication(ctx); err != nil {
 		return err
 	}
@@ -262,7 +264,7 @@ type startedBatch struct {
 // records the position of each batch once its wait, and the wait of every
 // batch before it, returned nil. It returns when txns is closed, ctx ends
 // or a batch failed, once every batch started has ended.
-func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *lsnBox, start func(context.Context, []uuid.UUID) func() error) error {
+func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *lsnBox, start walStart) error {
 	var started []startedBatch
 	events := 0 // in the batches started
 	defer func() {
@@ -326,10 +328,9 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 }
 
 // startBatch takes first and the transactions read after it that are
-// waiting, up to walBatchMax events, waits until they are visible to
-// claims, and starts their delivery. A batch without events (positions
+// waiting, up to walBatchMax events, and starts their delivery. A batch without events (positions
 // read from keepalives) is not started: its done is never written.
-func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan committed, start func(context.Context, []uuid.UUID) func() error) (startedBatch, error) {
+func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan committed, start walStart) (startedBatch, error) {
 	var ids []uuid.UUID
 	var xids []int64
 	b := startedBatch{end: first.end, done: make(chan error, 1)}
@@ -352,31 +353,43 @@ func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan commi
 	if len(ids) == 0 {
 		return b, nil
 	}
-	if err := w.waitVisible(ctx, xids); err != nil {
-		return b, err
-	}
-	wait := start(ctx, ids)
+	wait := start(ctx, ids, func(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+		return w.claim(ctx, p, ids, xids)
+	})
 	go func() { b.done <- wait() }()
 	return b, nil
 }
 
-// waitVisible waits until the transactions xids are visible to other
-// transactions: until then a claim would not see their events.
-func (w *WAL) waitVisible(ctx context.Context, xids []int64) error {
+// claim leases to p.Owner, for p.Lease, those of ids that are due and that
+// no relay holds (at most p.Limit), as Claim does, once the transactions
+// xids that wrote them are visible to claims, and returns them in sequence
+// order. A commit reaches the log a moment before its rows become visible:
+// the claim statement claims nothing until they all are (claim_ids), so
+// the common case is one round trip; when it found nothing, wal_visible
+// tells transactions not visible yet (claim again, after a pause) from
+// events already taken.
+func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
+	query := w.s.sql.Get("claim_ids")
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		got, err := w.s.claim(ctx, query, nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), ids, xids)
+		if err != nil || len(got) > 0 {
+			return got, err
+		}
 		var visible bool
 		if err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_visible"), xids).Scan(&visible); err != nil {
-			return fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
+			return nil, fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
 		}
 		if visible {
-			return nil
+			// The claim may have run just before they became visible:
+			// once more, and that is all it will ever claim.
+			return w.s.claim(ctx, query, nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), ids, xids)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }

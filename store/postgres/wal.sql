@@ -38,8 +38,9 @@ select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_
 -- name: wal_visible
 -- Whether the transactions $1 (32-bit ids, as the stream gives them) are
 -- all visible to a new snapshot. A commit reaches the log a moment before
--- its rows become visible to other transactions: the stream waits for this
--- before claiming them. Each id is taken in the epoch of the snapshot's
+-- its rows become visible to other transactions: a stream claim that found
+-- nothing (claim_ids) asks this, to tell transactions not visible yet from
+-- events taken already. Each id is taken in the epoch of the snapshot's
 -- xmax, or the one before when it is above xmax's low 32 bits (the
 -- transactions are recent).
 with snap as (
@@ -52,13 +53,25 @@ from snap, unnest($1::bigint[]) as xid;
 -- name: claim_ids
 -- Like claim, but only the events among $4 that are due and not leased: the
 -- events the stream brought, claimed under the same leases as the polling
--- claim, so that no event is delivered by both at once.
-with leased as (
+-- claim, so that no event is delivered by both at once. It claims nothing
+-- until the transactions $5 that wrote them (as in wal_visible) are all
+-- visible to its snapshot: the events of an earlier transaction are never
+-- left out while those of a later one are claimed. So when it returns rows,
+-- those are all it will ever claim of $4; when it returns none, wal_visible
+-- tells whether to try again.
+with snap as (
+  select pg_current_snapshot() as s, pg_snapshot_xmax(pg_current_snapshot())::text::bigint as xmax
+), visible as (
+  select coalesce(bool_and(pg_visible_in_snapshot(
+    ((((xmax >> 32) - (xid > (xmax & 4294967295))::int) << 32) | xid)::text::xid8, s)), true) as ok
+  from snap, unnest($5::bigint[]) as xid
+), leased as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), due as (
   select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at
   from {schema}.outbox_events e
-  where e.id = any($4::uuid[])
+  where (select ok from visible)
+    and e.id = any($4::uuid[])
     and e.status = 'pending' and e.available_at <= now()
     and e.id not in (select id from leased)
   limit $2

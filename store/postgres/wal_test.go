@@ -34,10 +34,10 @@ func follow(t *testing.T, w *postgres.WAL, deliver func(context.Context, []uuid.
 	return cancel, out
 }
 
-// at is Follow's start for deliver, which delivers a batch at once: its
-// wait returns deliver's error.
-func at(deliver func(context.Context, []uuid.UUID) error) func(context.Context, []uuid.UUID) func() error {
-	return func(ctx context.Context, ids []uuid.UUID) func() error {
+// at is Follow's start for deliver, which delivers a batch at once (it does
+// not claim it): its wait returns deliver's error.
+func at(deliver func(context.Context, []uuid.UUID) error) func(context.Context, []uuid.UUID, postgres.WALClaim) func() error {
+	return func(ctx context.Context, ids []uuid.UUID, _ postgres.WALClaim) func() error {
 		err := deliver(ctx, ids)
 		return func() error { return err }
 	}
@@ -155,7 +155,7 @@ func TestWALFollowPipelinesManyBatches(t *testing.T) {
 	t.Cleanup(cancel) // before the slot is dropped
 	t.Cleanup(func() { close(release) })
 	go func() {
-		_ = w.Follow(ctx, func(context.Context, []uuid.UUID) func() error {
+		_ = w.Follow(ctx, func(context.Context, []uuid.UUID, postgres.WALClaim) func() error {
 			mu.Lock()
 			started++
 			mu.Unlock()
@@ -203,30 +203,53 @@ func TestWALOneFollowerAtATime(t *testing.T) {
 	}
 }
 
-// ClaimIDs leases only the given events that no one holds, under the same
-// leases as Claim.
-func TestWALClaimIDs(t *testing.T) {
+// A batch's claim leases only its events that no one holds, under the same
+// leases as Claim, and none before all the batch's transactions are
+// visible: a transaction still in progress holds back the events of one
+// committed before it.
+func TestWALClaimWaitsForVisibility(t *testing.T) {
 	s := pgtest.Store(t)
 	w, err := s.WAL(postgres.WALConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	a, b, c := newEvent(), newEvent(), newEvent()
-	if err := s.Enqueue(ctx, a, b, c); err != nil {
+	polled, a := newEvent(), newEvent()
+	if err := s.Enqueue(ctx, polled, a); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	b := postbox.NewID()
+	var xid int64
+	err = tx.QueryRow(ctx, `insert into `+s.Table("outbox_events")+` (id, aggregate_type, aggregate_id, event_type, payload)
+		values ($1, 'order', '1', 'order.created', '{}') returning txid_current() & 4294967295`, b).Scan(&xid)
+	if err != nil {
 		t.Fatal(err)
 	}
 	p := store.ClaimParams{Owner: "stream", Limit: 10, Lease: time.Minute}
-	got, err := w.ClaimIDs(ctx, p, []uuid.UUID{a.ID, c.ID, postbox.NewID()})
-	if err != nil || len(got) != 2 || got[0].ID != a.ID || got[1].ID != c.ID || got[0].Attempt != 1 {
-		t.Fatalf("ClaimIDs: %v, %v; want a and c, first attempts", got, err)
+	ids := []uuid.UUID{a.ID, b, postbox.NewID()}
+	waitCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if got, err := w.Claim(waitCtx, p, ids, []int64{xid}); !errors.Is(err, context.DeadlineExceeded) || len(got) != 0 {
+		t.Fatalf("claim while a transaction of the batch is in progress: %v, %v; want it to wait", got, err)
 	}
-	if again, err := w.ClaimIDs(ctx, p, []uuid.UUID{a.ID}); err != nil || len(again) != 0 {
-		t.Fatalf("ClaimIDs of a leased event: %v, %v", again, err)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
-	polled, err := s.Claim(ctx, store.ClaimParams{Owner: "poll", Limit: 10, Lease: time.Minute})
-	if err != nil || len(polled) != 1 || polled[0].ID != b.ID {
-		t.Fatalf("Claim after ClaimIDs: %v, %v; want b alone", polled, err)
+	got, err := w.Claim(ctx, p, ids, []int64{xid})
+	if err != nil || len(got) != 2 || got[0].ID != a.ID || got[1].ID != b || got[0].Attempt != 1 {
+		t.Fatalf("claim once visible: %v, %v; want a and b, first attempts", got, err)
+	}
+	if again, err := w.Claim(ctx, p, ids[:1], []int64{xid}); err != nil || len(again) != 0 {
+		t.Fatalf("claim of a leased event: %v, %v", again, err)
+	}
+	other, err := s.Claim(ctx, store.ClaimParams{Owner: "poll", Limit: 10, Lease: time.Minute})
+	if err != nil || len(other) != 1 || other[0].ID != polled.ID {
+		t.Fatalf("Claim after the stream's: %v, %v; want the other event alone", other, err)
 	}
 }
 
