@@ -58,7 +58,12 @@ from snap, unnest($1::bigint[]) as xid;
 -- visible to its snapshot: the events of an earlier transaction are never
 -- left out while those of a later one are claimed. So when it returns rows,
 -- those are all it will ever claim of $4; when it returns none, wal_visible
--- tells whether to try again.
+-- tells whether to try again. Each id is looked up by the primary key
+-- (the lateral subquery, which the planner keeps as it is): on a table
+-- without statistics (never analyzed: autovacuum off, or a fresh table) the
+-- planner otherwise scanned the whole pending index, the entries of the
+-- events deleted since the last vacuum included (1.3-1.5 ms a claim of 3
+-- after 20,000 deliveries, against 0.5-0.7 ms; EXPLAIN ANALYZE).
 with snap as (
   select pg_current_snapshot() as s, pg_snapshot_xmax(pg_current_snapshot())::text::bigint as xmax
 ), visible as (
@@ -69,9 +74,9 @@ with snap as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), due as (
   select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at
-  from {schema}.outbox_events e
+  from unnest($4::uuid[]) as x(id)
+  cross join lateral (select * from {schema}.outbox_events e where e.id = x.id limit 1) e
   where (select ok from visible)
-    and e.id = any($4::uuid[])
     and e.status = 'pending' and e.available_at <= now()
     and e.id not in (select id from leased)
   limit $2

@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/pgtest"
@@ -250,6 +251,37 @@ func TestWALClaimWaitsForVisibility(t *testing.T) {
 	other, err := s.Claim(ctx, store.ClaimParams{Owner: "poll", Limit: 10, Lease: time.Minute})
 	if err != nil || len(other) != 1 || other[0].ID != polled.ID {
 		t.Fatalf("Claim after the stream's: %v, %v; want the other event alone", other, err)
+	}
+}
+
+// The stream's claim looks its events up by the primary key, even on a
+// table never analyzed (autovacuum off), rather than walking the pending
+// index past every event deleted since the last vacuum.
+func TestWALClaimLooksUpEachID(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	tbl := s.Table("outbox_events")
+	for _, q := range []string{
+		`insert into ` + tbl + ` (event_type, payload) select 'tick', '{}' from generate_series(1, 20000)`,
+		`delete from ` + tbl,
+		`insert into ` + tbl + ` (event_type, payload) select 'tick', '{}' from generate_series(1, 20)`,
+	} {
+		if _, err := s.Pool().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := []uuid.UUID{postbox.NewID(), postbox.NewID(), postbox.NewID()}
+	rows, err := s.Pool().Query(ctx, "explain "+s.Query("claim_ids"), "x", 3, 1000, ids, []int64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "Index Scan using outbox_events_pkey") || strings.Contains(plan, "outbox_events_pending_idx") {
+		t.Fatalf("claim_ids does not look its events up by the primary key:\n%s", plan)
 	}
 }
 
