@@ -63,11 +63,11 @@ from snap, unnest($1::bigint[]) as xid;
 -- without statistics (never analyzed: autovacuum off, or a fresh table) the
 -- planner otherwise scanned the whole pending index, the entries of the
 -- events deleted since the last vacuum included. EXPLAIN ANALYZE, a claim of
--- 3 ids after 20,000 deliveries: 0.35 ms, now 0.07 ms, as the relay runs it
--- (a prepared statement's generic plan, from its sixth run on a
--- connection); 1.1-1.5 ms, now 0.3-0.7 ms, in the first five (custom
--- plans). A claim of 2,000 among 200,000 pending, 8,000 of them leased: 8.4
--- ms, now 6.6 ms (generic plan). The leased ids stay out with "not in": "not
+-- 3 ids after 20,000 deliveries: 1.1-1.5 ms, now 0.3-0.7 ms (custom plans,
+-- which the server makes for a prepared statement's first five runs on a
+-- connection, and after them unless a generic plan looks as cheap); 0.35
+-- ms, now 0.07 ms with a generic plan. A claim of 2,000 among 200,000
+-- pending, 8,000 of them leased: 8.4 ms, now 6.6 ms (generic plan). The leased ids stay out with "not in": "not
 -- exists" is faster in a custom plan, but its generic plan is a nested loop
 -- anti join (0.9 s for that claim of 2,000).
 with snap as (
