@@ -24,20 +24,22 @@ type Stream interface {
 	// refuses to start.
 	Check(ctx context.Context) error
 	// Follow calls start with the ids of new events, in commit order,
-	// once their transactions are visible to claims, until ctx ends (it
-	// returns nil) or the stream breaks. start begins their delivery and
-	// returns a function that waits until the outcome of each is
+	// and the batch's claim, until ctx ends (it returns nil) or the
+	// stream breaks. The claim leases, as Outbox.Claim does, those of
+	// the batch's events that are due and not leased, once they are
+	// visible to claims, so that the stream and the polling claims never
+	// hold one event at once. start claims the batch, begins its delivery
+	// and returns a function that waits until the outcome of each is
 	// recorded; Follow may start the next batches before waiting for the
 	// earlier ones, and must not consider a batch handled before its wait
 	// and the waits of the batches before it returned nil. A stream that
 	// only one consumer may follow at a time returns an error while
 	// another one does.
-	Follow(ctx context.Context, start func(ctx context.Context, ids []uuid.UUID) (wait func() error)) error
-	// ClaimIDs leases, as Outbox.Claim does, those of ids that are due and
-	// not leased, so that the stream and the polling claims never hold
-	// one event at once.
-	ClaimIDs(ctx context.Context, p store.ClaimParams, ids []uuid.UUID) ([]store.Delivery, error)
+	Follow(ctx context.Context, start func(ctx context.Context, ids []uuid.UUID, claim StreamClaim) (wait func() error)) error
 }
+
+// StreamClaim is the claim of a batch of a Stream (see Stream.Follow).
+type StreamClaim = func(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error)
 
 // streamRetry is how long a relay waits before following the stream again
 // after it stopped (another relay streams it: this one is its hot standby).
@@ -49,12 +51,12 @@ func (r *Relay) follow(ctx context.Context, work chan<- job) {
 	standingBy := false
 	var order streamOrder
 	for ctx.Err() == nil {
-		err := r.cfg.Stream.Follow(ctx, func(ctx context.Context, ids []uuid.UUID) func() error {
+		err := r.cfg.Stream.Follow(ctx, func(ctx context.Context, ids []uuid.UUID, claim StreamClaim) func() error {
 			if standingBy {
 				standingBy = false
 				r.log.Info("streaming again from " + r.cfg.Stream.String())
 			}
-			return r.startStreamed(ctx, work, &order, ids)
+			return r.startStreamed(ctx, work, &order, ids, claim)
 		})
 		if ctx.Err() != nil {
 			return
@@ -68,14 +70,14 @@ func (r *Relay) follow(ctx context.Context, work chan<- job) {
 	}
 }
 
-// startStreamed claims the events of ids that no one holds, and returns a
-// function that delivers them, in commit order within each aggregate (the
-// first event of every aggregate at once, then the second ones, and so
-// on, the first ones after the events of their aggregate that earlier
-// batches still deliver), and returns once every outcome is recorded in
-// the table, the condition for the stream to confirm them.
-func (r *Relay) startStreamed(ctx context.Context, work chan<- job, order *streamOrder, ids []uuid.UUID) func() error {
-	batch, err := r.claimStreamed(ctx, ids)
+// startStreamed claims the events of ids that no one holds with claim, and
+// returns a function that delivers them, in commit order within each
+// aggregate (the first event of every aggregate at once, then the second
+// ones, and so on, the first ones after the events of their aggregate that
+// earlier batches still deliver), and returns once every outcome is
+// recorded in the table, the condition for the stream to confirm them.
+func (r *Relay) startStreamed(ctx context.Context, work chan<- job, order *streamOrder, ids []uuid.UUID, claim StreamClaim) func() error {
+	batch, err := r.claimStreamed(ctx, ids, claim)
 	if err != nil {
 		return func() error { return err }
 	}
@@ -182,14 +184,14 @@ func (t *streamedBatch) end() {
 	}
 }
 
-// claimStreamed leases the events of ids that are due and not leased (the
-// others were delivered already, are held by another claim, or are
-// scheduled later), and records them in flight.
-func (r *Relay) claimStreamed(ctx context.Context, ids []uuid.UUID) ([]store.Delivery, error) {
+// claimStreamed leases, with the stream's claim, the events of ids that
+// are due and not leased (the others were delivered already, are held by
+// another claim, or are scheduled later), and records them in flight.
+func (r *Relay) claimStreamed(ctx context.Context, ids []uuid.UUID, claim StreamClaim) ([]store.Delivery, error) {
 	claimCtx, cancel := context.WithTimeout(ctx, leasedCallTimeout(r.cfg.Lease))
 	defer cancel()
 	start := time.Now()
-	batch, err := r.cfg.Stream.ClaimIDs(claimCtx, store.ClaimParams{Owner: r.cfg.Owner, Limit: len(ids), Lease: r.cfg.Lease}, ids)
+	batch, err := claim(claimCtx, store.ClaimParams{Owner: r.cfg.Owner, Limit: len(ids), Lease: r.cfg.Lease})
 	return batch, r.claimed(batch, start, err)
 }
 

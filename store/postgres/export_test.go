@@ -1,5 +1,13 @@
 package postgres
 
+import (
+	"context"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/store"
+)
+
 // DozeLock is the advisory-lock class of dozing relays, for the tests of
 // package postgres_test.
 const DozeLock = dozeLock
@@ -10,3 +18,9 @@ func (s *Store) Expand(sql string) string { return s.expand(sql) }
 // Query returns the text of a named query of queries.sql, for tests that
 // EXPLAIN it.
 func (s *Store) Query(name string) string { return s.sql.Get(name) }
+
+// Claim is the claim Follow hands its start with a batch of ids written by
+// the transactions xids, for tests.
+func (w *WAL) Claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
+	return w.claim(ctx, p, ids, xids)
+}

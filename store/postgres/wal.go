@@ -144,13 +144,6 @@ func (s *Store) SetProducerNotify(ctx context.Context, on bool) error {
 	return nil
 }
 
-// ClaimIDs leases to p.Owner, for p.Lease, those of ids that are due and
-// that no relay holds (at most p.Limit), as Claim does, and returns them in
-// sequence order.
-func (w *WAL) ClaimIDs(ctx context.Context, p store.ClaimParams, ids []uuid.UUID) ([]store.Delivery, error) {
-	return w.s.claim(ctx, w.s.sql.Get("claim_ids"), nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), ids)
-}
-
 func (w *WAL) publicationSQL(name string) string {
 	return strings.ReplaceAll(w.s.sql.Get(name), "{publication}", pgx.Identifier{w.publication}.Sanitize())
 }
@@ -174,21 +167,31 @@ type committed struct {
 	end pglogrepl.LSN
 }
 
+// WALClaim is the claim of a batch that Follow hands to start.
+type WALClaim = func(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error)
+
+// walStart is Follow's start.
+type walStart = func(ctx context.Context, ids []uuid.UUID, claim WALClaim) (wait func() error)
+
 // Follow creates the publication and the slot if missing, streams the slot,
 // and calls start with the ids of the outbox's inserts, in commit order,
-// a batch of whole transactions at a time, once they are visible to
-// claims. start begins their delivery and returns a function that waits
-// until the outcome of each is recorded (delivered, retry scheduled,
-// failed, or back in the table); Follow starts up to walPipeline (4)
-// batches before waiting for the oldest. It confirms a position to the
-// server only once the waits of everything committed before it returned
-// nil, so that after a crash the stream starts again from the first batch
-// not confirmed: events may come twice, never not at all.
+// a batch of whole transactions at a time, and the batch's claim: it
+// leases, as Claim does, those of the batch's events that are due and not
+// leased, once their transactions are visible to claims (it waits for
+// that), so that the stream and the polling claims never hold one event at
+// once. start claims the batch and begins its delivery, and returns a
+// function that waits until the outcome of each is recorded (delivered,
+// retry scheduled, failed, or back in the table); Follow starts up to walPipeline (64)
+// batches, of walPipelineEvents (8,000) events in all, before waiting for
+// the oldest. It confirms a position to the server only once the waits of
+// everything committed before it returned nil, so that after a crash the
+// stream starts again from the first batch not confirmed: events may come
+// twice, never not at all.
 //
 // Follow returns when ctx ends (nil), a wait fails, or the stream cannot
 // run: the slot is streamed by another relay (a second one then waits,
 // calling Follow again), the connection broke.
-func (w *WAL) Follow(ctx context.Context, start func(ctx context.Context, ids []uuid.UUID) (wait func() error)) error {
+func (w *WAL) Follow(ctx context.Context, start func(ctx context.Context, ids []uuid.UUID, claim WALClaim) (wait func() error)) error {
 	if err := w.createPublication(ctx); err != nil {
 		return err
 	}
@@ -234,23 +237,36 @@ func (w *WAL) Follow(ctx context.Context, start func(ctx context.Context, ids []
 
 // walPipeline bounds the batches whose delivery has started and whose
 // outcomes are not all recorded yet: the next batch is claimed and sent
-// while the previous ones wait for their acknowledgements and settles.
-const walPipeline = 4
+// while the previous ones wait for their acknowledgements and settles. A
+// batch lives until its outcomes are recorded, which the relay's settler
+// gathers for a few milliseconds: at 2,000 events/s that is a dozen small
+// batches at once, and a stream that waited for the oldest of four held
+// new events back by milliseconds. (Positions read from keepalives, which
+// the server sends after each transaction while it is not confirmed, take
+// no slot: see deliverAll.)
+const walPipeline = 64
+
+// walPipelineEvents bounds the events of the batches started and not
+// finished (as four full batches did): a backlog is not claimed further
+// ahead of its outcomes than that.
+const walPipelineEvents = 4 * walBatchMax
 
 // startedBatch is a batch handed to Follow's start: the position just past
-// its last transaction, and the outcome of its wait, once known.
+// its last transaction, its events, and the outcome of its wait, once known.
 type startedBatch struct {
-	end  pglogrepl.LSN
-	done chan error
+	end    pglogrepl.LSN
+	events int
+	done   chan error
 }
 
 // deliverAll hands the transactions read to start, a batch at a time, up
-// to walPipeline batches at once, and records the position of each batch
-// once its wait, and the wait of every batch before it, returned nil. It
-// returns when txns is closed, ctx ends or a batch failed, once every batch
-// started has ended.
-func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *lsnBox, start func(context.Context, []uuid.UUID) func() error) error {
+// to walPipeline batches and walPipelineEvents events at once, and
+// records the position of each batch once its wait, and the wait of every
+// batch before it, returned nil. It returns when txns is closed, ctx ends
+// or a batch failed, once every batch started has ended.
+func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *lsnBox, start walStart) error {
 	var started []startedBatch
+	events := 0 // in the batches started
 	defer func() {
 		for _, b := range started {
 			<-b.done
@@ -260,6 +276,7 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 	finish := func(err error) error {
 		b := started[0]
 		started = started[1:]
+		events -= b.events
 		if err != nil {
 			return err
 		}
@@ -272,7 +289,7 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 			oldest = started[0].done
 		}
 		read := txns
-		if len(started) >= walPipeline {
+		if len(started) >= walPipeline || events >= walPipelineEvents {
 			read = nil
 		}
 		select {
@@ -290,10 +307,20 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 				return nil
 			}
 			b, err := w.startBatch(ctx, first, txns, start)
-			if err != nil {
+			switch {
+			case err != nil:
 				return err
+			case b.events > 0:
+				started = append(started, b)
+				events += b.events
+			case len(started) > 0:
+				// Nothing to deliver (a keepalive's position): it is
+				// confirmed with the last batch started, in no slot of
+				// its own.
+				started[len(started)-1].end = b.end
+			default:
+				confirmed.advance(b.end)
 			}
-			started = append(started, b)
 		case <-ctx.Done():
 			return ctx.Err()
 		}
@@ -301,9 +328,9 @@ func (w *WAL) deliverAll(ctx context.Context, txns <-chan committed, confirmed *
 }
 
 // startBatch takes first and the transactions read after it that are
-// waiting, up to walBatchMax events, waits until they are visible to
-// claims, and starts their delivery.
-func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan committed, start func(context.Context, []uuid.UUID) func() error) (startedBatch, error) {
+// waiting, up to walBatchMax events, and starts their delivery. A batch without events (positions
+// read from keepalives) is not started: its done is never written.
+func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan committed, start walStart) (startedBatch, error) {
 	var ids []uuid.UUID
 	var xids []int64
 	b := startedBatch{end: first.end, done: make(chan error, 1)}
@@ -322,35 +349,47 @@ func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan commi
 			ok = false
 		}
 	}
+	b.events = len(ids)
 	if len(ids) == 0 {
-		b.done <- nil
 		return b, nil
 	}
-	if err := w.waitVisible(ctx, xids); err != nil {
-		return b, err
-	}
-	wait := start(ctx, ids)
+	wait := start(ctx, ids, func(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+		return w.claim(ctx, p, ids, xids)
+	})
 	go func() { b.done <- wait() }()
 	return b, nil
 }
 
-// waitVisible waits until the transactions xids are visible to other
-// transactions: until then a claim would not see their events.
-func (w *WAL) waitVisible(ctx context.Context, xids []int64) error {
+// claim leases to p.Owner, for p.Lease, those of ids that are due and that
+// no relay holds (at most p.Limit), as Claim does, once the transactions
+// xids that wrote them are visible to claims, and returns them in sequence
+// order. A commit reaches the log a moment before its rows become visible:
+// the claim statement claims nothing until they all are (claim_ids), so
+// the common case is one round trip; when it found nothing, wal_visible
+// tells transactions not visible yet (claim again, after a pause) from
+// events already taken.
+func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
+	query := w.s.sql.Get("claim_ids")
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
+		got, err := w.s.claim(ctx, query, nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), ids, xids)
+		if err != nil || len(got) > 0 {
+			return got, err
+		}
 		var visible bool
 		if err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_visible"), xids).Scan(&visible); err != nil {
-			return fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
+			return nil, fmt.Errorf("postgres: stream slot %s: %w", w.slot, err)
 		}
 		if visible {
-			return nil
+			// The claim may have run just before they became visible:
+			// once more, and that is all it will ever claim.
+			return w.s.claim(ctx, query, nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), ids, xids)
 		}
 		t := time.NewTimer(wait)
 		select {
 		case <-t.C:
 		case <-ctx.Done():
 			t.Stop()
-			return ctx.Err()
+			return nil, ctx.Err()
 		}
 	}
 }

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"sync"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/pgtest"
@@ -33,10 +35,10 @@ func follow(t *testing.T, w *postgres.WAL, deliver func(context.Context, []uuid.
 	return cancel, out
 }
 
-// at is Follow's start for deliver, which delivers a batch at once: its
-// wait returns deliver's error.
-func at(deliver func(context.Context, []uuid.UUID) error) func(context.Context, []uuid.UUID) func() error {
-	return func(ctx context.Context, ids []uuid.UUID) func() error {
+// at is Follow's start for deliver, which delivers a batch at once (it does
+// not claim it): its wait returns deliver's error.
+func at(deliver func(context.Context, []uuid.UUID) error) func(context.Context, []uuid.UUID, postgres.WALClaim) func() error {
+	return func(ctx context.Context, ids []uuid.UUID, _ postgres.WALClaim) func() error {
 		err := deliver(ctx, ids)
 		return func() error { return err }
 	}
@@ -139,6 +141,47 @@ func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
 	}
 }
 
+// Follow starts a batch while many earlier ones still wait for their
+// outcomes (the relay's settler takes a few milliseconds to record them),
+// not only four: a transaction committed behind a dozen small batches in
+// flight is handed over at once.
+func TestWALFollowPipelinesManyBatches(t *testing.T) {
+	s := pgtest.Store(t)
+	w := pgtest.WAL(t, s)
+	const batches = 12
+	var mu sync.Mutex
+	var started int
+	release := make(chan struct{})
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel) // before the slot is dropped
+	t.Cleanup(func() { close(release) })
+	go func() {
+		_ = w.Follow(ctx, func(context.Context, []uuid.UUID, postgres.WALClaim) func() error {
+			mu.Lock()
+			started++
+			mu.Unlock()
+			return func() error {
+				<-release
+				return nil
+			}
+		})
+	}()
+	waitUntil(t, "the slot to be streamed", func() bool {
+		st, err := w.State(context.Background())
+		return err == nil && st.Active
+	})
+	for i := range batches {
+		if err := s.Enqueue(context.Background(), newEvent()); err != nil {
+			t.Fatal(err)
+		}
+		waitUntil(t, fmt.Sprintf("batch %d to start while %d wait for their outcomes", i+1, i), func() bool {
+			mu.Lock()
+			defer mu.Unlock()
+			return started == i+1
+		})
+	}
+}
+
 // A second Follow of a slot another one streams fails (its caller stands
 // by); State says the slot is active and how much WAL it retains.
 func TestWALOneFollowerAtATime(t *testing.T) {
@@ -161,30 +204,84 @@ func TestWALOneFollowerAtATime(t *testing.T) {
 	}
 }
 
-// ClaimIDs leases only the given events that no one holds, under the same
-// leases as Claim.
-func TestWALClaimIDs(t *testing.T) {
+// A batch's claim leases only its events that no one holds, under the same
+// leases as Claim, and none before all the batch's transactions are
+// visible: a transaction still in progress holds back the events of one
+// committed before it.
+func TestWALClaimWaitsForVisibility(t *testing.T) {
 	s := pgtest.Store(t)
 	w, err := s.WAL(postgres.WALConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx := context.Background()
-	a, b, c := newEvent(), newEvent(), newEvent()
-	if err := s.Enqueue(ctx, a, b, c); err != nil {
+	polled, a := newEvent(), newEvent()
+	if err := s.Enqueue(ctx, polled, a); err != nil {
+		t.Fatal(err)
+	}
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(ctx)
+	b := postbox.NewID()
+	var xid int64
+	err = tx.QueryRow(ctx, `insert into `+s.Table("outbox_events")+` (id, aggregate_type, aggregate_id, event_type, payload)
+		values ($1, 'order', '1', 'order.created', '{}') returning txid_current() & 4294967295`, b).Scan(&xid)
+	if err != nil {
 		t.Fatal(err)
 	}
 	p := store.ClaimParams{Owner: "stream", Limit: 10, Lease: time.Minute}
-	got, err := w.ClaimIDs(ctx, p, []uuid.UUID{a.ID, c.ID, postbox.NewID()})
-	if err != nil || len(got) != 2 || got[0].ID != a.ID || got[1].ID != c.ID || got[0].Attempt != 1 {
-		t.Fatalf("ClaimIDs: %v, %v; want a and c, first attempts", got, err)
+	ids := []uuid.UUID{a.ID, b, postbox.NewID()}
+	waitCtx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	defer cancel()
+	if got, err := w.Claim(waitCtx, p, ids, []int64{xid}); !errors.Is(err, context.DeadlineExceeded) || len(got) != 0 {
+		t.Fatalf("claim while a transaction of the batch is in progress: %v, %v; want it to wait", got, err)
 	}
-	if again, err := w.ClaimIDs(ctx, p, []uuid.UUID{a.ID}); err != nil || len(again) != 0 {
-		t.Fatalf("ClaimIDs of a leased event: %v, %v", again, err)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
 	}
-	polled, err := s.Claim(ctx, store.ClaimParams{Owner: "poll", Limit: 10, Lease: time.Minute})
-	if err != nil || len(polled) != 1 || polled[0].ID != b.ID {
-		t.Fatalf("Claim after ClaimIDs: %v, %v; want b alone", polled, err)
+	got, err := w.Claim(ctx, p, ids, []int64{xid})
+	if err != nil || len(got) != 2 || got[0].ID != a.ID || got[1].ID != b || got[0].Attempt != 1 {
+		t.Fatalf("claim once visible: %v, %v; want a and b, first attempts", got, err)
+	}
+	if again, err := w.Claim(ctx, p, ids[:1], []int64{xid}); err != nil || len(again) != 0 {
+		t.Fatalf("claim of a leased event: %v, %v", again, err)
+	}
+	other, err := s.Claim(ctx, store.ClaimParams{Owner: "poll", Limit: 10, Lease: time.Minute})
+	if err != nil || len(other) != 1 || other[0].ID != polled.ID {
+		t.Fatalf("Claim after the stream's: %v, %v; want the other event alone", other, err)
+	}
+}
+
+// The stream's claim looks its events up by the primary key, even on a
+// table never analyzed (autovacuum off), rather than walking the pending
+// index past every event deleted since the last vacuum.
+func TestWALClaimLooksUpEachID(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	tbl := s.Table("outbox_events")
+	for _, q := range []string{
+		`insert into ` + tbl + ` (event_type, payload) select 'tick', '{}' from generate_series(1, 20000)`,
+		`delete from ` + tbl,
+		`insert into ` + tbl + ` (event_type, payload) select 'tick', '{}' from generate_series(1, 20)`,
+	} {
+		if _, err := s.Pool().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ids := []uuid.UUID{postbox.NewID(), postbox.NewID(), postbox.NewID()}
+	rows, err := s.Pool().Query(ctx, "explain "+s.Query("claim_ids"), "x", 3, 1000, ids, []int64{1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan := strings.Join(lines, "\n")
+	if !strings.Contains(plan, "Index Scan using outbox_events_pkey") || strings.Contains(plan, "outbox_events_pending_idx") {
+		t.Fatalf("claim_ids does not look its events up by the primary key:\n%s", plan)
 	}
 }
 
