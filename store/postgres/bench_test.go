@@ -183,6 +183,52 @@ func BenchmarkEnqueueTx(b *testing.B) {
 	})
 }
 
+// BenchmarkTransact commits business transactions (one row of a table of
+// orders) from parallel producers, without an event (pgx.BeginFunc) and
+// with one event each (Transact, the event sent with the COMMIT): the
+// write overhead of the outbox, with the client's allocations.
+func BenchmarkTransact(b *testing.B) {
+	payload := []byte(`{"order_id": 42, "customer_id": "customer-42", "amount_cents": 1250, "currency": "EUR"}`)
+	s := pgtest.Store(b)
+	ctx := context.Background()
+	orders := s.Table("bench_orders")
+	if _, err := s.Pool().Exec(ctx, "create table "+orders+" (id bigint generated always as identity primary key, amount bigint not null)"); err != nil {
+		b.Fatal(err)
+	}
+	insert := "insert into " + orders + " (amount) values ($1) returning id"
+	run := func(b *testing.B, tx func(amount int) error) {
+		b.ReportAllocs()
+		b.SetParallelism(4) // 4×GOMAXPROCS producers
+		b.RunParallel(func(pb *testing.PB) {
+			for i := 0; pb.Next(); i++ {
+				if err := tx(i); err != nil {
+					b.Error(err)
+					return
+				}
+			}
+		})
+	}
+	b.Run("without", func(b *testing.B) {
+		run(b, func(amount int) error {
+			return pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+				var id int64
+				return tx.QueryRow(ctx, insert, amount).Scan(&id)
+			})
+		})
+	})
+	b.Run("with", func(b *testing.B) {
+		run(b, func(amount int) error {
+			return s.Transact(ctx, func(tx pgx.Tx, out *postgres.Outgoing) error {
+				var id int64
+				if err := tx.QueryRow(ctx, insert, amount).Scan(&id); err != nil {
+					return err
+				}
+				return out.Add(postbox.Event{AggregateType: "order", AggregateID: fmt.Sprint(id), EventType: "order.created", Payload: payload})
+			})
+		})
+	})
+}
+
 // BenchmarkInboxProcess inserts new events into the inbox, each in its
 // transaction with a handler that does nothing, one at a time and from
 // parallel consumers.

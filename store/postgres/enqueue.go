@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
@@ -137,6 +138,17 @@ func (s *Store) enqueue(ctx context.Context, events []postbox.Event, insert inse
 // and the INSERT returns the dedup keys of the rows written; without
 // (Transact), a taken dedup key fails the INSERT, and it returns nothing.
 func (s *Store) insertSQL(n int, onConflictSkip bool) string {
+	if n == 1 {
+		if onConflictSkip {
+			return s.insertOne[1]
+		}
+		return s.insertOne[0]
+	}
+	return s.buildInsertSQL(n, onConflictSkip)
+}
+
+// buildInsertSQL builds insertSQL's statement.
+func (s *Store) buildInsertSQL(n int, onConflictSkip bool) string {
 	var b strings.Builder
 	b.WriteString(s.expand("insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, dedup_key, headers, available_at) values "))
 	for i := range n {
@@ -159,7 +171,7 @@ func enqueueArgs(e *postbox.Event, tc tracecontext.Headers) ([]any, error) {
 	if err := e.Validate(); err != nil {
 		return nil, err
 	}
-	if e.ID.String() == zeroID {
+	if e.ID == uuid.Nil {
 		e.ID = postbox.NewID()
 	}
 	headers := "{}"
@@ -177,10 +189,9 @@ func enqueueArgs(e *postbox.Event, tc tracecontext.Headers) ([]any, error) {
 	if !e.AvailableAt.IsZero() {
 		availableAt = e.AvailableAt
 	}
+	// The id as text: the parameters serve database/sql drivers too.
 	return []any{e.ID.String(), e.AggregateType, e.AggregateID, e.EventType, string(e.Payload), dedup, headers, availableAt}, nil
 }
-
-const zeroID = "00000000-0000-0000-0000-000000000000"
 
 // skippedKeys returns the dedup keys of events the insert skipped.
 func skippedKeys(events []postbox.Event, written []string) []string {

@@ -45,6 +45,11 @@ type Store struct {
 	// walkedTo is the last aggregate an ordered claim's walk for heads
 	// took: the next walk starts after it (nil: at the first aggregate).
 	walkedTo atomic.Pointer[aggregateKey]
+	// placeholders replaces the {names} of the SQL (expand).
+	placeholders *strings.Replacer
+	// insertOne is insertSQL(1, false) and insertSQL(1, true): the INSERT
+	// of a transaction with one event, built once.
+	insertOne [2]string
 }
 
 var (
@@ -68,6 +73,13 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		return nil, fmt.Errorf("postgres: Config.Schema %q: use letters, digits and underscores (at most 48)", cfg.Schema)
 	}
 	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema, tx: pgxTransactor{pool}}
+	s.placeholders = strings.NewReplacer(
+		"{schema}", pgx.Identifier{s.schema}.Sanitize(),
+		"{channel}", s.channel,
+		"{doze_lock}", strconv.Itoa(dozeLock),
+		"{doze_barrier_lock}", strconv.Itoa(dozeBarrierLock),
+	)
+	s.insertOne = [2]string{s.buildInsertSQL(1, false), s.buildInsertSQL(1, true)}
 	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL, deadLettersSQL, endpointsSQL, walSQL)
 	s.inbox = sqlstore.NewInbox("postgres", inboxDialect{s.tx, s})
 	s.dead = sqlstore.NewDeadLetters("postgres", deadLetterSQL{s})
@@ -89,12 +101,7 @@ func (s *Store) String() string {
 
 // expand fills the placeholders of a query or migration.
 func (s *Store) expand(sql string) string {
-	return strings.NewReplacer(
-		"{schema}", pgx.Identifier{s.schema}.Sanitize(),
-		"{channel}", s.channel,
-		"{doze_lock}", strconv.Itoa(dozeLock),
-		"{doze_barrier_lock}", strconv.Itoa(dozeBarrierLock),
-	).Replace(sql)
+	return s.placeholders.Replace(sql)
 }
 
 //go:embed queries.sql
