@@ -200,6 +200,22 @@ func TestConfigRefusesUnsafeSchemaNames(t *testing.T) {
 	}
 }
 
+// explain returns the plan of query with args, its lines joined.
+func explain(t *testing.T, db interface {
+	Query(context.Context, string, ...any) (pgx.Rows, error)
+}, query string, args ...any) string {
+	t.Helper()
+	rows, err := db.Query(context.Background(), "explain "+query, args...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return strings.Join(lines, "\n")
+}
+
 // The claim must stay an index scan over pending rows however many
 // delivered rows the table holds.
 func TestClaimUsesThePendingIndex(t *testing.T) {
@@ -239,15 +255,7 @@ func TestClaimUsesThePendingIndex(t *testing.T) {
 	}
 	defer conn.Exec(ctx, "reset plan_cache_mode")
 	for _, c := range cases {
-		rows, err := conn.Query(ctx, "explain "+s.Query(c.query), c.args...)
-		if err != nil {
-			t.Fatal(err)
-		}
-		lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-		if err != nil {
-			t.Fatal(err)
-		}
-		plan := strings.Join(lines, "\n")
+		plan := explain(t, conn, s.Query(c.query), c.args...)
 		if !strings.Contains(plan, "outbox_events_pending_idx") || strings.Contains(plan, "Seq Scan on outbox_events") {
 			t.Fatalf("%s plan does not use the pending index:\n%s", c.query, plan)
 		}

@@ -12,7 +12,6 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
-	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/pgtest"
@@ -271,15 +270,7 @@ func TestWALClaimLooksUpEachID(t *testing.T) {
 		}
 	}
 	ids := []uuid.UUID{postbox.NewID(), postbox.NewID(), postbox.NewID()}
-	rows, err := s.Pool().Query(ctx, "explain "+s.Query("claim_ids"), "x", 3, 1000, ids, []int64{1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		t.Fatal(err)
-	}
-	plan := strings.Join(lines, "\n")
+	plan := explain(t, s.Pool(), s.Query("claim_ids"), "x", 3, 1000, ids, []int64{1})
 	if !strings.Contains(plan, "Index Scan using outbox_events_pkey") || strings.Contains(plan, "outbox_events_pending_idx") {
 		t.Fatalf("claim_ids does not look its events up by the primary key:\n%s", plan)
 	}
