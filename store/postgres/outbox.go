@@ -87,6 +87,11 @@ func (s *Store) claim(ctx context.Context, query string, extra []any, seen func(
 // synchronously: a release forgotten by a crash would count an attempt when
 // the lease expires. Error texts are cleaned (store.CleanErrorText).
 func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
+	return s.settle(ctx, p, "settle")
+}
+
+// settle is Settle; op names it in errors.
+func (s *Store) settle(ctx context.Context, p store.SettleParams, op string) error {
 	retryIDs := make([]uuid.UUID, len(p.Retry))
 	retryAt := make([]time.Time, len(p.Retry))
 	retryErr := make([]string, len(p.Retry))
@@ -110,7 +115,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	batch.Queue(s.sql.Get("settle"), p.Owner, uuidArray(p.Done), uuidArray(retryIDs), retryAt, retryErr,
 		uuidArray(failIDs), failErr, uuidArray(retryIDs, failIDs, p.Release), p.KeepDone, ended)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
-		return fmt.Errorf("postgres: settle: %w", err)
+		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
 	return nil
 }
@@ -163,10 +168,7 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 	if len(ids) == 0 {
 		return nil
 	}
-	if err := s.Settle(ctx, store.SettleParams{Owner: owner, Release: ids}); err != nil {
-		return fmt.Errorf("postgres: release: %w", err)
-	}
-	return nil
+	return s.settle(ctx, store.SettleParams{Owner: owner, Release: ids}, "release")
 }
 
 // ReclaimExpired returns the events of crashed relays to the queue, and
