@@ -136,11 +136,11 @@ func (s *Store) claimOrdered(ctx context.Context, p store.ClaimParams) (out []st
 		walkEnd bool
 		to      *aggregateKey
 	)
-	out, err = s.claim(ctx, s.sql.Get("claim_ordered"), []any{&walkEnd}, func(d store.Delivery) {
+	out, err = s.claim(ctx, s.sql.Get("claim_ordered"), p, []any{&walkEnd}, func(d store.Delivery) {
 		if walkEnd {
 			to = &aggregateKey{d.AggregateType, d.AggregateID}
 		}
-	}, p.Owner, p.Limit, p.Lease.Milliseconds(), from.typ, from.id)
+	}, from.typ, from.id)
 	if err == nil && to != nil {
 		s.walkedTo.Store(to)
 	}

@@ -371,7 +371,7 @@ func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan commi
 func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
 	query := w.s.sql.Get("claim_ids")
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
-		got, err := w.s.claim(ctx, query, nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), ids, xids)
+		got, err := w.s.claim(ctx, query, p, nil, nil, ids, xids)
 		if err != nil || len(got) > 0 {
 			return got, err
 		}
@@ -382,7 +382,7 @@ func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, x
 		if visible {
 			// The claim may have run just before they became visible:
 			// once more, and that is all it will ever claim.
-			return w.s.claim(ctx, query, nil, nil, p.Owner, p.Limit, p.Lease.Milliseconds(), ids, xids)
+			return w.s.claim(ctx, query, p, nil, nil, ids, xids)
 		}
 		t := time.NewTimer(wait)
 		select {
