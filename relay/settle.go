@@ -98,11 +98,11 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 		case actionDone:
 			p.Done = append(p.Done, id)
 		case actionRetry:
-			p.Retry = append(p.Retry, store.Retry{ID: id, AvailableAt: o.retryAt, LastError: o.lastError})
+			p.Retry = append(p.Retry, store.Retry{ID: id, AvailableAt: o.retryAt, LastError: o.lastError, Lease: o.delivery.Lease})
 		case actionFail:
-			p.Failed = append(p.Failed, store.Failure{ID: id, LastError: o.lastError})
+			p.Failed = append(p.Failed, store.Failure{ID: id, LastError: o.lastError, Lease: o.delivery.Lease})
 		case actionRelease:
-			p.Release = append(p.Release, id)
+			p.Release = append(p.Release, store.Released{ID: id, Lease: o.delivery.Lease})
 		}
 	}
 	p.Ended = r.inflight.ending(held)

@@ -122,12 +122,28 @@ type Retry struct {
 	ID          uuid.UUID
 	AvailableAt time.Time
 	LastError   string
+	// Lease is the claim the attempt came from (Delivery.Lease): see
+	// Released.Lease.
+	Lease int64
 }
 
 // Failure moves a claimed event to the dead-letter state.
 type Failure struct {
 	ID        uuid.UUID
 	LastError string
+	// Lease is the claim the attempt came from (Delivery.Lease): see
+	// Released.Lease.
+	Lease int64
+}
+
+// Released gives a claimed event back to the queue.
+type Released struct {
+	ID uuid.UUID
+	// Lease is the claim (Delivery.Lease) whose lease the event leaves.
+	// An outcome of an earlier claim (its lease lost, the event claimed
+	// again since by the same relay) then leaves the newer claim alone.
+	// Zero: every lease of the owner.
+	Lease int64
 }
 
 // SettleParams records the outcome of a batch of deliveries in one statement.
@@ -138,7 +154,7 @@ type SettleParams struct {
 	Failed []Failure
 	// Release gives these events back to the queue at once, without
 	// counting an attempt (as Outbox.Release does).
-	Release []uuid.UUID
+	Release []Released
 	// Ended lists the claims (Delivery.Lease) of Owner that this settle
 	// ends: every event they leased is settled or released, by this call or
 	// an earlier one. A store that keeps one lease per claim drops them. A

@@ -173,3 +173,44 @@ func TestExtendLeaseLeavesUnknownClaimsToExpire(t *testing.T) {
 		t.Fatalf("stats %+v, %v; want 3 pending (reclaimed), 3 processing (renewed)", st, err)
 	}
 }
+
+// An outcome names the claim it comes from: the release of an event by an
+// earlier claim (its lease lost, the event claimed again since by the same
+// relay) leaves the newer claim's lease alone, so no other relay can take
+// the event while the newer delivery goes on.
+func TestStaleReleaseLeavesTheNewerClaim(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	e := postbox.Event{ID: postbox.NewID(), EventType: "x", Payload: []byte(`{}`)}
+	if err := s.Enqueue(ctx, e); err != nil {
+		t.Fatal(err)
+	}
+	claim := func() store.Delivery {
+		t.Helper()
+		got, err := s.Claim(ctx, store.ClaimParams{Owner: "a", Limit: 1, Lease: time.Minute})
+		if err != nil || len(got) != 1 || got[0].Lease == 0 {
+			t.Fatalf("claim: %+v, %v; want the event, with its claim", got, err)
+		}
+		return got[0]
+	}
+	release := func(lease int64) {
+		t.Helper()
+		if err := s.Settle(ctx, store.SettleParams{Owner: "a", Release: []store.Released{{ID: e.ID, Lease: lease}}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	first := claim()
+	release(first.Lease)
+	second := claim()
+	release(first.Lease) // the first claim's outcome, late
+	if r, err := s.Get(ctx, e.ID); err != nil || r.LeaseOwner != "a" {
+		t.Fatalf("after a late release of the first claim: %+v, %v; want leased to a by the second", r, err)
+	}
+	if got, err := s.Claim(ctx, store.ClaimParams{Owner: "b", Limit: 1, Lease: time.Minute}); err != nil || len(got) != 0 {
+		t.Fatalf("relay b claimed %+v, %v; want nothing", got, err)
+	}
+	release(second.Lease)
+	if r, err := s.Get(ctx, e.ID); err != nil || r.LeaseOwner != "" {
+		t.Fatalf("after the second claim's release: %+v, %v; want unleased", r, err)
+	}
+}

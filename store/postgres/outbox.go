@@ -103,13 +103,21 @@ func (s *Store) settle(ctx context.Context, p store.SettleParams, op string) err
 	retryIDs := make([]uuid.UUID, len(p.Retry))
 	retryAt := make([]time.Time, len(p.Retry))
 	retryErr := make([]string, len(p.Retry))
+	// The events that leave their lease, and the claim of each (0: any).
+	leaving := make([]uuid.UUID, 0, len(p.Retry)+len(p.Failed)+len(p.Release))
+	leavingClaims := make([]int64, 0, cap(leaving))
 	for i, r := range p.Retry {
 		retryIDs[i], retryAt[i], retryErr[i] = r.ID, r.AvailableAt, store.CleanErrorText(r.LastError)
+		leaving, leavingClaims = append(leaving, r.ID), append(leavingClaims, r.Lease)
 	}
 	failIDs := make([]uuid.UUID, len(p.Failed))
 	failErr := make([]string, len(p.Failed))
 	for i, f := range p.Failed {
 		failIDs[i], failErr[i] = f.ID, store.CleanErrorText(f.LastError)
+		leaving, leavingClaims = append(leaving, f.ID), append(leavingClaims, f.Lease)
+	}
+	for _, r := range p.Release {
+		leaving, leavingClaims = append(leaving, r.ID), append(leavingClaims, r.Lease)
 	}
 	ended := p.Ended
 	if ended == nil {
@@ -121,7 +129,7 @@ func (s *Store) settle(ctx context.Context, p store.SettleParams, op string) err
 	}
 	batch.Queue(s.sql.Get("lease_lock"), p.Owner)
 	batch.Queue(s.sql.Get("settle"), p.Owner, uuidArray(p.Done), uuidArray(retryIDs), retryAt, retryErr,
-		uuidArray(failIDs), failErr, uuidArray(retryIDs, failIDs, p.Release), p.KeepDone, ended)
+		uuidArray(failIDs), failErr, uuidArray(leaving), p.KeepDone, ended, leavingClaims)
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
@@ -176,7 +184,11 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 	if len(ids) == 0 {
 		return nil
 	}
-	return s.settle(ctx, store.SettleParams{Owner: owner, Release: ids}, "release")
+	released := make([]store.Released, len(ids))
+	for i, id := range ids {
+		released[i] = store.Released{ID: id}
+	}
+	return s.settle(ctx, store.SettleParams{Owner: owner, Release: released}, "release")
 }
 
 // ReclaimExpired returns the events of crashed relays to the queue, and

@@ -220,8 +220,11 @@ create index concurrently if not exists outbox_events_aggregate_open_idx
 -- holds them) are deleted, or marked done when $9 keeps them; retries ($3
 -- ids, $4 times, $5 errors) and failures ($6 ids, $7 errors) apply only to
 -- events relay $1 still leases. $8, the retried, failed and released ids,
--- leave relay $1's leases. $10, the claims (lease batches) of relay $1 that
--- this settle ends, are deleted whole. Delivered events stay listed in the
+-- leave relay $1's leases: each the lease of its claim in $11 (0: every
+-- lease of relay $1), so that the outcome of an earlier claim of an event
+-- (its lease lost, the event claimed again since) leaves the newer claim
+-- alone. $10, the claims (lease batches) of relay $1 that this settle
+-- ends, are deleted whole. Delivered events stay listed in the
 -- leases not ended (see the top of this file). Release runs it with $8
 -- alone.
 with owned as (
@@ -255,7 +258,8 @@ with owned as (
   select l.batch, count(*) as held, array_agg(x.id) filter (where s.id is null) as rest
   from {schema}.outbox_leases l
   cross join lateral unnest(l.ids) as x(id)
-  left join unnest($8::uuid[]) as s(id) on s.id = x.id
+  left join unnest($8::uuid[], $11::bigint[]) as s(id, batch)
+    on s.id = x.id and (s.batch = 0 or s.batch = l.batch)
   where l.owner = $1 and cardinality($8::uuid[]) > 0 and not l.batch = any($10::bigint[])
   group by l.batch
 ), emptied as (

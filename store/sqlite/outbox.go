@@ -137,7 +137,11 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 			}
 		}
 		if len(p.Release) > 0 {
-			if _, err := tx.ExecContext(ctx, s.sql.Get("release"), idList(p.Release), owner, now); err != nil {
+			ids := make([]uuid.UUID, len(p.Release))
+			for i, r := range p.Release {
+				ids[i] = r.ID
+			}
+			if _, err := tx.ExecContext(ctx, s.sql.Get("release"), idList(ids), owner, now); err != nil {
 				return err
 			}
 		}
