@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 )
 
@@ -18,9 +19,9 @@ const consoleToken = "console-token-for-the-tests"
 
 // startConsole starts "postbox console" with args until the test ends, and
 // returns its log and the address it listens on (host:port).
-func startConsole(t *testing.T, args ...string) (*logBuffer, string) {
+func startConsole(t *testing.T, args ...string) (*logbuf.Buffer, string) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd := command(append([]string{"console"}, args...)...)
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {

@@ -22,6 +22,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/receiver"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
@@ -380,7 +381,7 @@ func TestStatusByTypeAndWatch(t *testing.T) {
 	}
 
 	watch := command(append([]string{"status", "--watch", "100ms"}, db...)...)
-	var out logBuffer
+	var out logbuf.Buffer
 	watch.Stdout = &out
 	if err := watch.Start(); err != nil {
 		t.Fatal(err)

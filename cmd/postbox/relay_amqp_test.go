@@ -21,6 +21,7 @@ import (
 	"github.com/postbox-go/postbox/inbox"
 	inboxamqp "github.com/postbox-go/postbox/inbox/amqp"
 	"github.com/postbox-go/postbox/internal/amqptest"
+	"github.com/postbox-go/postbox/internal/logbuf"
 )
 
 // amqpSinkURL is the --sink of a relay publishing to exchange, without
@@ -37,11 +38,11 @@ func amqpSinkURL(exchange string) string {
 // amqpRelay starts `postbox relay --sink amqp://...` until the test ends,
 // with the broker's credentials in $POSTBOX_SINK_USER and
 // $POSTBOX_SINK_PASSWORD, and returns its log and process id.
-func amqpRelay(t *testing.T, db []string, exchange string, extra ...string) (*logBuffer, *exec.Cmd) {
+func amqpRelay(t *testing.T, db []string, exchange string, extra ...string) (*logbuf.Buffer, *exec.Cmd) {
 	t.Helper()
 	u, _ := url.Parse(amqptest.URL())
 	password, _ := u.User.Password()
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd := command(append(append([]string{"relay", "--retention", "1h", "--sink", amqpSinkURL(exchange)}, db...), extra...)...)
 	cmd.Env = append(cmd.Env, "POSTBOX_SINK_USER="+u.User.Username(), "POSTBOX_SINK_PASSWORD="+password)
 	cmd.Stderr = logs

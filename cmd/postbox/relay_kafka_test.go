@@ -16,6 +16,7 @@ import (
 	"github.com/twmb/franz-go/pkg/kmsg"
 
 	"github.com/postbox-go/postbox/internal/kafkatest"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
@@ -159,7 +160,7 @@ func TestKafkaRelaySASLFromEnvironment(t *testing.T) {
 	}
 
 	ids := insertKafkaEvents(t, s, 20)
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	relay := command(append([]string{"relay", "--sink", sinkURL, "--retention", "1h"}, db...)...)
 	relay.Env = append(relay.Env, "POSTBOX_SINK_USER=relay", "POSTBOX_SINK_PASSWORD="+password)
 	relay.Stderr = logs

@@ -19,6 +19,7 @@ import (
 
 	"github.com/postbox-go/postbox/inbox"
 	inboxnats "github.com/postbox-go/postbox/inbox/nats"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/natstest"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/store"
@@ -254,7 +255,7 @@ func TestNATSRelayCredentialsFromEnvironment(t *testing.T) {
 		t.Fatalf("relay without credentials said %q, want an authorization error", last)
 	}
 
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd := command(append([]string{"relay", "--sink", sinkURL, "--log-level", "debug"}, db...)...)
 	cmd.Env = append(cmd.Env, "POSTBOX_SINK_USER="+user, "POSTBOX_SINK_PASSWORD="+password)
 	cmd.Stderr = logs

@@ -1,7 +1,6 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/hmac"
 	"crypto/sha256"
@@ -13,40 +12,22 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
 	"time"
 
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/internal/receiver"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// logBuffer is a relay's stderr, read while the relay writes it.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // startRelayLogged starts "postbox relay" with args until the test ends
 // and returns its log and its process id.
-func startRelayLogged(t *testing.T, args ...string) (*logBuffer, int) {
+func startRelayLogged(t *testing.T, args ...string) (*logbuf.Buffer, int) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd := command(append([]string{"relay"}, args...)...)
 	cmd.Stderr = logs
 	if err := cmd.Start(); err != nil {

@@ -15,6 +15,7 @@ import (
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	"google.golang.org/protobuf/proto"
 
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/receiver"
 )
 
@@ -86,7 +87,7 @@ func TestRelayExportsTraces(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	cmd := command(append([]string{"relay", "--webhook-url", rcv.URL, "--webhook-secret", secret}, db...)...)
 	cmd.Env = append(cmd.Env, "OTEL_EXPORTER_OTLP_ENDPOINT="+collURL, "OTEL_EXPORTER_OTLP_HEADERS=authorization=Bearer%20collector-token")
 	cmd.Stderr = logs
@@ -122,7 +123,7 @@ func TestRelayExportsTraces(t *testing.T) {
 func TestRelayTracingOff(t *testing.T) {
 	_, db := schemaStore(t)
 	for _, env := range [][]string{nil, {"OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:1", "OTEL_TRACES_EXPORTER=none"}} {
-		logs := &logBuffer{}
+		logs := &logbuf.Buffer{}
 		cmd := command(append([]string{"relay", "--webhook-url", "http://127.0.0.1:1/hook", "--webhook-secret", secret}, db...)...)
 		cmd.Env = append(cmd.Env, env...)
 		cmd.Stderr = logs

@@ -11,7 +11,6 @@ import (
 	"net"
 	"net/http"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -293,37 +292,4 @@ func loadRounds(ctx context.Context, seq *atomic.Int64, clients int, d time.Dura
 		}
 	}
 	return costs, nil
-}
-
-// loadRun runs clients goroutines that call send, each with a new number
-// from seq, for d, and returns how many calls succeeded and how long it
-// took. The first error stops the run.
-func loadRun(ctx context.Context, seq *atomic.Int64, clients int, d time.Duration, send func(context.Context, int64) error) (int64, time.Duration, error) {
-	var (
-		n        atomic.Int64
-		wg       sync.WaitGroup
-		firstErr error
-		once     sync.Once
-	)
-	start := time.Now()
-	deadline := start.Add(d)
-	for range clients {
-		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				cctx, cancel := context.WithTimeout(ctx, inboxTimeout)
-				err := send(cctx, seq.Add(1))
-				cancel()
-				if err != nil {
-					once.Do(func() { firstErr = err })
-					return
-				}
-				n.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if firstErr != nil {
-		return 0, 0, firstErr
-	}
-	return n.Load(), time.Since(start), nil
 }

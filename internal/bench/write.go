@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -150,29 +149,12 @@ func writeRounds(ctx context.Context, sc scratch, clients int, d time.Duration, 
 // writeRun runs clients goroutines that commit business transactions for
 // d, and returns how many they committed together and how long it took.
 func writeRun(ctx context.Context, sc scratch, clients int, d time.Duration, mode orderMode) (int64, time.Duration, error) {
-	var (
-		n        atomic.Int64
-		wg       sync.WaitGroup
-		firstErr error
-		once     sync.Once
-	)
-	start := time.Now()
-	deadline := start.Add(d)
-	for range clients {
-		wg.Go(func() {
-			for time.Now().Before(deadline) {
-				i := n.Add(1)
-				if err := sc.order(ctx, 100+i%100_000, mode); err != nil {
-					n.Add(-1)
-					once.Do(func() { firstErr = err })
-					return
-				}
-			}
-		})
+	var seq atomic.Int64
+	n, took, err := loadRun(ctx, &seq, clients, d, func(ctx context.Context, i int64) error {
+		return sc.order(ctx, 100+i%100_000, mode)
+	})
+	if err != nil {
+		return 0, 0, fmt.Errorf("business transaction: %w", err)
 	}
-	wg.Wait()
-	if firstErr != nil {
-		return 0, 0, fmt.Errorf("business transaction: %w", firstErr)
-	}
-	return n.Load(), time.Since(start), nil
+	return n, took, nil
 }

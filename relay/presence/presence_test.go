@@ -1,7 +1,6 @@
 package presence_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"os"
@@ -11,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/relay/presence"
 	"github.com/postbox-go/postbox/store"
@@ -152,29 +152,11 @@ func TestStartPrunesRelaysLongGone(t *testing.T) {
 	})
 }
 
-// logBuffer is a logger's output, read while it writes.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *logBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
 // Writes that fail (here: the table is missing) are logged once, not at
 // every beat, and Run goes on until it is stopped.
 func TestFailedWritesAreLoggedOnce(t *testing.T) {
 	s := openStore(t, false)
-	logs := &logBuffer{}
+	logs := &logbuf.Buffer{}
 	h, err := presence.New(presence.Config{Store: s, Every: 5 * time.Millisecond,
 		Logger: slog.New(slog.NewTextHandler(logs, nil))})
 	if err != nil {
