@@ -8,6 +8,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"net"
 	"os"
@@ -81,9 +82,9 @@ func Stream(t testing.TB, js jetstream.JetStream, edit func(*jetstream.StreamCon
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	st, err := js.CreateStream(ctx, cfg)
+	st, err := createStream(ctx, t, js, cfg)
 	if err != nil {
-		t.Fatalf("natstest: create stream %s: %v", name, err)
+		t.Fatalf("natstest: create stream %s: %v%s", name, err, serverLogTail())
 	}
 	t.Cleanup(func() {
 		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -91,6 +92,55 @@ func Stream(t testing.TB, js jetstream.JetStream, edit func(*jetstream.StreamCon
 		_ = js.DeleteStream(ctx, name)
 	})
 	return st, prefix
+}
+
+// storeFailedCode is JetStream's error code for "error creating store for
+// stream": the server could not set up the stream's files (the cause is in
+// its own log only). A shared server under the load of parallel test
+// packages has answered it once in CI to a create that succeeded when
+// sent again.
+const storeFailedCode = 10049
+
+// createStream creates cfg's stream, sending the create again, up to five
+// times in all, while the server answers storeFailedCode.
+func createStream(ctx context.Context, t testing.TB, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
+	for attempt := 1; ; attempt++ {
+		st, err := js.CreateStream(ctx, cfg)
+		var apiErr *jetstream.APIError
+		if err == nil || attempt == 5 || !errors.As(err, &apiErr) || apiErr.ErrorCode != storeFailedCode {
+			return st, err
+		}
+		t.Logf("natstest: create stream %s, attempt %d: %v; trying again", cfg.Name, attempt, err)
+		select {
+		case <-ctx.Done():
+			return nil, err
+		case <-time.After(time.Duration(attempt) * 200 * time.Millisecond):
+		}
+	}
+}
+
+// serverLogFile is where the machine's shared nats-server logs (the
+// start command in .ci/run).
+const serverLogFile = "/var/log/nats-server.log"
+
+// serverLogTail returns the last lines of the shared server's log that
+// report errors or warnings, for a failure message: the server tells its
+// clients only a fixed sentence for some failures.
+func serverLogTail() string {
+	b, err := os.ReadFile(serverLogFile)
+	if err != nil {
+		return ""
+	}
+	var kept []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if strings.Contains(line, "[ERR]") || strings.Contains(line, "[WRN]") {
+			kept = append(kept, line)
+		}
+	}
+	if len(kept) == 0 {
+		return ""
+	}
+	return "\nthe server's last warnings and errors (" + serverLogFile + "):\n" + strings.Join(kept[max(0, len(kept)-10):], "\n")
 }
 
 // MessageIDs reads every message st holds and counts them by Nats-Msg-Id:
