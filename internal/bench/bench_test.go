@@ -98,7 +98,7 @@ func checkRun(t *testing.T, db string) {
 
 	want := []string{
 		"drain.postbox", "drain.postbox_metrics", "drain.metrics_ratio", "drain.raw_delete", "drain.raw_update", "drain.ratio_delete", "drain.ratio_update",
-		"webhook.events", "webhook.signed_http", "webhook.ratio_signed_http", "webhook.cpu_drain", "webhook.cpu_signed_http",
+		"webhook.events", "webhook.signed_http", "webhook.ratio_signed_http", "webhook.cpu_relay", "webhook.cpu_receiver", "webhook.cpu_signed_http",
 		"write.tx_without", "write.tx_with_enqueue_tx", "write.ratio_enqueue_tx", "write.tx_with", "write.ratio",
 		"write.tx_with_relay", "write.ratio_relay",
 		"scale.small", "scale.large", "scale.ratio", "scale.rss_small", "scale.rss_large",
@@ -233,31 +233,31 @@ func TestWALAndInboxScenarios(t *testing.T) {
 	}
 }
 
-// wantRelay is how the relay of the measure key runs: the latency, scale
-// and scaling scenarios run `postbox relay`, the others the relay library,
-// and the raw-SQL drains and the business transactions without a relay
-// none.
+// wantRelay is how the relay of the measure key runs: the webhook,
+// latency, scale, scaling and endpoints scenarios run `postbox relay`, the
+// others the relay library, and the raw-SQL drains, the signed-HTTP limit
+// and the business transactions without a relay none.
 func wantRelay(key string) string {
 	scenario, _, _ := strings.Cut(key, ".")
 	switch {
-	case scenario == "latency" || scenario == "latency_wal" || scenario == "scale" || scenario == "scaling" || scenario == "endpoints":
-		return bench.RelayProcess
 	case strings.HasPrefix(key, "drain.raw_"), strings.HasPrefix(key, "drain_wal.raw_"),
 		(scenario == "write" || scenario == "write_wal") && !strings.HasSuffix(key, "_relay"),
 		scenario == "inbox", key == "webhook.signed_http", key == "webhook.cpu_signed_http":
 		return ""
+	case scenario == "webhook", scenario == "latency", scenario == "latency_wal", scenario == "scale", scenario == "scaling", scenario == "endpoints":
+		return bench.RelayProcess
 	}
 	return bench.RelayInProcess
 }
 
 // checkRelayCalls checks that the run started `postbox relay` once for
-// latency, twice for scale, twice for endpoints (in endpoints mode) and
+// webhook, once for latency, twice for scale, twice for endpoints (in endpoints mode) and
 // once per process for scaling, each with the flags of its outbox, the
 // webhook endpoint, a whsec_ secret and the concurrency scaling sets, and
 // nothing else.
 func checkRelayCalls(t *testing.T, db string, cfg bench.Config, relays *relayCalls) {
 	t.Helper()
-	want := 1 + 2 + 2 // latency, scale, the two phases of endpoints
+	want := 1 + 1 + 2 + 2 // webhook, latency, scale, the two phases of endpoints
 	for _, i := range cfg.Instances {
 		want += i * len(cfg.Concurrency)
 	}
@@ -309,8 +309,8 @@ func checkRelayCalls(t *testing.T, db string, cfg bench.Config, relays *relayCal
 	if endpointsRelays != 2 {
 		t.Errorf("%d relays ran in endpoints mode, want 2 (the endpoints scenario's two phases)", endpointsRelays)
 	}
-	if concurrency[""] != 3 {
-		t.Errorf("%d relays ran with the default concurrency, want 3 (latency and scale)", concurrency[""])
+	if concurrency[""] != 4 {
+		t.Errorf("%d relays ran with the default concurrency, want 4 (webhook, latency and scale)", concurrency[""])
 	}
 	for _, c := range cfg.Concurrency {
 		want := 0
@@ -332,7 +332,8 @@ func TestKeepAndUnknownScenario(t *testing.T) {
 		t.Errorf("unknown scenario: err = %v, want it named", err)
 	}
 	db := "sqlite:" + filepath.Join(t.TempDir(), "keep.db")
-	cfg := bench.Config{DB: db, Scenarios: []string{bench.ScenarioWebhook}, WebhookEvents: 100, Keep: true}
+	var relays relayCalls
+	cfg := bench.Config{DB: db, Scenarios: []string{bench.ScenarioWebhook}, WebhookEvents: 100, Keep: true, RelayCommand: relays.command}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)

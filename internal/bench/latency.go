@@ -319,17 +319,19 @@ func idleCPU(ctx context.Context, e *env, p *progress, scenario, key string, pid
 	return nil
 }
 
-// relayServerCPU returns a function that reports the CPU time the server
-// processes of the relays in this process (relayAppName) used since
-// relayServerCPU was called, connections opened meanwhile included; 0 when
-// the server is not on this machine or not PostgreSQL.
-func (e *env) relayServerCPU(ctx context.Context) func() time.Duration {
+// processServerCPU returns a function that reports the CPU time the
+// server processes of the run's `postbox relay` processes (processAppName)
+// used since processServerCPU was called, connections opened meanwhile
+// included; 0 when the server is not on this machine or not PostgreSQL.
+// Call it before the relays stop: the server processes of their
+// connections exit with them.
+func (e *env) processServerCPU(ctx context.Context) func() time.Duration {
 	pg, ok := e.b.(*pgBackend)
 	if !ok {
 		return func() time.Duration { return 0 }
 	}
 	at := func() map[int]time.Duration {
-		pids, _ := pg.backendPIDs(ctx, relayAppName)
+		pids, _ := pg.processBackendPIDs(ctx)
 		cpu := make(map[int]time.Duration, len(pids))
 		for _, pid := range pids {
 			if t, err := cpuTime(strconv.Itoa(pid)); err == nil {

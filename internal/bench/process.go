@@ -31,7 +31,9 @@ type relayProcess struct {
 
 	stopOnce sync.Once
 	peakKiB  int64
-	stopErr  error
+	// cpu is the CPU time the process used until stop.
+	cpu     time.Duration
+	stopErr error
 }
 
 // relayArgs are the flags of a `postbox relay` that drains sc as signed
@@ -86,10 +88,11 @@ func relayEnv(env []string) []string {
 }
 
 // stop reads the process's peak resident memory (VmHWM; 0 where /proc is
-// missing), then stops it as a service manager would: SIGTERM, and SIGKILL
-// if it has not exited relayStopTimeout later. It returns the peak in KiB,
-// and an error unless the process exited cleanly after SIGTERM. Calling it
-// again returns the same.
+// missing) and the CPU time it used, then stops it as a service manager
+// would: SIGTERM, and SIGKILL if it has not exited relayStopTimeout later.
+// It returns the peak in KiB, and an error unless the process exited
+// cleanly after SIGTERM; the CPU time is in rp.cpu then (0 where /proc is
+// missing). Calling it again returns the same.
 func (rp *relayProcess) stop() (int64, error) {
 	rp.stopOnce.Do(func() {
 		rp.stopping.Store(true)
@@ -100,6 +103,7 @@ func (rp *relayProcess) stop() (int64, error) {
 		default:
 		}
 		rp.peakKiB = peakRSSKiB(strconv.Itoa(rp.pid))
+		rp.cpu, _ = cpuTime(strconv.Itoa(rp.pid))
 		if err := rp.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			_ = rp.cmd.Process.Kill()
 		}
@@ -137,18 +141,26 @@ func relayExit(parent, ctx context.Context, err error) error {
 	return err
 }
 
+// processDrained is how a drain through `postbox relay` processes went.
+type processDrained struct {
+	drained
+	// peakKiB is each process's peak resident memory.
+	peakKiB []int64
+	// relayCPU is the CPU time the processes used, from their start to
+	// the end of the drain.
+	relayCPU time.Duration
+	// serverCPU is the CPU time of their PostgreSQL server processes over
+	// the same time (0 when the server is not PostgreSQL on this
+	// machine).
+	serverCPU time.Duration
+}
+
 // processDrain drains sc's backlog of n events with instances `postbox
 // relay` processes of --concurrency concurrency (0: the default), all
-// delivering to one local receiver that answers after delay. The count of
-// published events is the receiver's count of distinct event ids. It
-// returns how the drain went, from the start of the processes, and each
-// process's peak resident memory in KiB.
-func (e *env) processDrain(ctx context.Context, p *progress, what string, sc scratch, delay time.Duration, concurrency, instances, n int) (_ drained, _ []int64, err error) {
-	rec, err := startReceiver(delay)
-	if err != nil {
-		return drained{}, nil, err
-	}
-	defer rec.close()
+// delivering to rec. The count of published events is the count of
+// distinct event ids rec receives from the start on. It returns how the
+// drain went, from the start of the processes.
+func (e *env) processDrain(ctx context.Context, p *progress, what string, sc scratch, rec *receiver, concurrency, instances, n int) (_ processDrained, err error) {
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -159,25 +171,29 @@ func (e *env) processDrain(ctx context.Context, p *progress, what string, sc scr
 			_, _ = rp.stop()
 		}
 	}()
+	before := rec.distinct()
+	published := func() int64 { return rec.distinct() - before }
+	server := e.processServerCPU(ctx)
 	start := time.Now()
 	for range instances {
 		rp, err := e.startRelayProcess(ctx, p, relayArgs(sc, rec.url, concurrency), cancel)
 		if err != nil {
-			return drained{}, nil, err
+			return processDrained{}, err
 		}
 		procs = append(procs, rp)
 	}
-	d, err := waitDrained(ctx, p, what, sc.outbox(), rec.distinct, n, start)
+	d, err := waitDrained(ctx, p, what, sc.outbox(), published, n, start)
 	if err != nil {
-		return drained{}, nil, err
+		return processDrained{}, err
 	}
-	rss := make([]int64, 0, len(procs))
+	pd := processDrained{drained: d, serverCPU: server()}
 	for _, rp := range procs {
 		kib, err := rp.stop()
 		if err != nil {
-			return drained{}, nil, err
+			return processDrained{}, err
 		}
-		rss = append(rss, kib)
+		pd.peakKiB = append(pd.peakKiB, kib)
+		pd.relayCPU += rp.cpu
 	}
-	return d, rss, nil
+	return pd, nil
 }

@@ -37,7 +37,7 @@ const (
 // scenarioRelay is how each scenario runs its relay.
 var scenarioRelay = map[string]string{
 	ScenarioDrain:      RelayInProcess,
-	ScenarioWebhook:    RelayInProcess,
+	ScenarioWebhook:    RelayProcess,
 	ScenarioWrite:      RelayInProcess,
 	ScenarioLatency:    RelayProcess,
 	ScenarioScale:      RelayProcess,

@@ -19,6 +19,11 @@ const (
 // receiver that answers at once, and reports both rates, their ratio and
 // the process's peak resident memory.
 func runScale(ctx context.Context, e *env, p *progress) error {
+	rec, err := startReceiver(0)
+	if err != nil {
+		return err
+	}
+	defer rec.close()
 	sizes := []int{e.cfg.ScaleSmall, e.cfg.ScaleLarge}
 	rates := make([]float64, len(sizes))
 	steady := make([]float64, len(sizes))
@@ -28,14 +33,14 @@ func runScale(ctx context.Context, e *env, p *progress) error {
 		if err != nil {
 			return err
 		}
-		d, kib, err := e.processDrain(ctx, p, "`postbox relay`", sc, 0, 0, 1, n)
+		d, err := e.processDrain(ctx, p, "`postbox relay`", sc, rec, 0, 1, n)
 		if err != nil {
 			return err
 		}
 		if err := e.release(ctx, sc); err != nil {
 			return err
 		}
-		rates[i], steady[i], rss[i] = rate(n, d.elapsed), d.steady, mib(kib[0])
+		rates[i], steady[i], rss[i] = rate(n, d.elapsed), d.steady, mib(d.peakKiB[0])
 		p.printf("`postbox relay` delivered %d events in %s: %.0f events/s (%.0f/s from 10%% to 90%% published), peak resident memory %.1f MiB",
 			n, d.elapsed.Round(time.Millisecond), rates[i], steady[i], rss[i])
 	}
@@ -59,9 +64,14 @@ func runScale(ctx context.Context, e *env, p *progress) error {
 // signed webhooks to a local receiver that answers after
 // Config.ReceiverLatency.
 func runScaling(ctx context.Context, e *env, p *progress) error {
+	rec, err := startReceiver(e.cfg.ReceiverLatency)
+	if err != nil {
+		return err
+	}
+	defer rec.close()
 	for _, inst := range e.cfg.Instances {
 		for _, conc := range e.cfg.Concurrency {
-			if err := scalingPoint(ctx, e, p, inst, conc); err != nil {
+			if err := scalingPoint(ctx, e, p, rec, inst, conc); err != nil {
 				return err
 			}
 		}
@@ -70,15 +80,15 @@ func runScaling(ctx context.Context, e *env, p *progress) error {
 }
 
 // scalingPoint drains one backlog with inst `postbox relay` processes of
-// --concurrency conc.
-func scalingPoint(ctx context.Context, e *env, p *progress, inst, conc int) error {
+// --concurrency conc, delivering to rec.
+func scalingPoint(ctx context.Context, e *env, p *progress, rec *receiver, inst, conc int) error {
 	n := e.cfg.ScalingEvents
 	sc, err := e.filled(ctx, p, fmt.Sprintf("scaling_%dx%d", inst, conc), n)
 	if err != nil {
 		return err
 	}
 	what := fmt.Sprintf("%d `postbox relay` process(es) of --concurrency %d", inst, conc)
-	d, kib, err := e.processDrain(ctx, p, what, sc, e.cfg.ReceiverLatency, conc, inst, n)
+	d, err := e.processDrain(ctx, p, what, sc, rec, conc, inst, n)
 	if err != nil {
 		return err
 	}
@@ -87,9 +97,9 @@ func scalingPoint(ctx context.Context, e *env, p *progress, inst, conc int) erro
 	}
 	v := rate(n, d.elapsed)
 	p.printf("%s delivered %d events in %s: %.0f events/s, peak resident memory %.1f MiB",
-		what, n, d.elapsed.Round(time.Millisecond), v, mib(slices.Max(kib)))
+		what, n, d.elapsed.Round(time.Millisecond), v, mib(slices.Max(d.peakKiB)))
 	e.rep.Scaling = append(e.rep.Scaling, ScalingPoint{
-		Instances: inst, Concurrency: conc, EventsPerSec: v, PeakRSSMiB: mib(slices.Max(kib)),
+		Instances: inst, Concurrency: conc, EventsPerSec: v, PeakRSSMiB: mib(slices.Max(d.peakKiB)),
 	})
 	key := fmt.Sprintf("scaling.webhook.relays_%d_concurrency_%d", inst, conc)
 	name := fmt.Sprintf("signed webhooks, %d relay process(es) × --concurrency %d", inst, conc)
