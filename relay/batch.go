@@ -30,12 +30,12 @@ func (r *Relay) publishers() int {
 // together. A probe is published alone, as publish does.
 func (r *Relay) publishBatches(ctx, deliverCtx context.Context, work <-chan job, results chan<- outcome) {
 	bs := r.cfg.Sink.(sink.BatchSink) // New checked it
-	deliverCtx, stop := context.WithCancel(deliverCtx)
-	defer stop()
+	c := newCutter(deliverCtx)
+	defer c.stop()
 	jobs := make([]job, 0, r.cfg.PublishBatch)
 	for j := range work {
 		if j.probe {
-			r.publishJob(ctx, deliverCtx, j, results)
+			r.publishJob(ctx, c, j, results)
 			continue
 		}
 		jobs = append(jobs[:0], j)
@@ -56,11 +56,11 @@ func (r *Relay) publishBatches(ctx, deliverCtx context.Context, work <-chan job,
 				break more
 			}
 		}
-		for _, o := range r.publishAll(ctx, deliverCtx, bs, jobs) {
+		for _, o := range r.publishAll(ctx, c, bs, jobs) {
 			results <- o
 		}
 		if probe != nil {
-			r.publishJob(ctx, deliverCtx, *probe, results)
+			r.publishJob(ctx, c, *probe, results)
 		}
 	}
 }
@@ -69,7 +69,7 @@ func (r *Relay) publishBatches(ctx, deliverCtx context.Context, work <-chan job,
 // unsent at shutdown, during an outage, or, one by one, when a lease ended
 // before the batch began. The batch runs under one context: a lease lost or
 // expired meanwhile cuts the whole batch short.
-func (r *Relay) publishAll(ctx, deliverCtx context.Context, bs sink.BatchSink, jobs []job) []outcome {
+func (r *Relay) publishAll(ctx context.Context, c *cutter, bs sink.BatchSink, jobs []job) []outcome {
 	outcomes := make([]outcome, len(jobs))
 	if ctx.Err() != nil || r.health.isDown() {
 		for i, j := range jobs {
@@ -78,15 +78,14 @@ func (r *Relay) publishAll(ctx, deliverCtx context.Context, bs sink.BatchSink, j
 		}
 		return outcomes
 	}
-	batchCtx, cancel := context.WithCancelCause(deliverCtx)
-	defer cancel(nil)
+	batchCtx, gen := c.begin()
 	startBy := time.Now().Add(r.sendMargin())
 	msgs := make([]*sink.Message, 0, len(jobs))
 	sending := make([]int, 0, len(jobs)) // the index in jobs of each of msgs
 	var spans []trace.Span
 	for i, j := range jobs {
 		d := j.delivery
-		claimed, ok := r.inflight.start(d.ID, startBy, cancel)
+		claimed, ok := r.inflight.start(d.ID, startBy, cutOf{c, gen})
 		outcomes[i] = outcome{delivery: d, claimed: claimed, action: actionRelease, settled: j.settled}
 		if !ok {
 			r.log.Warn("lease expired before the delivery started; released without sending",

@@ -65,20 +65,20 @@ type job struct {
 // for all but the probes; deliveries run under deliverCtx, which the
 // shutdown cancels after ShutdownTimeout.
 func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan job, results chan<- outcome) {
-	// Each delivery's context is a child of this publisher's own: the
-	// deliveries of all publishers do not contend for deliverCtx's lock.
-	deliverCtx, stop := context.WithCancel(deliverCtx)
-	defer stop()
+	// The deliveries' context is this publisher's own: the deliveries of
+	// all publishers do not contend for deliverCtx's lock.
+	c := newCutter(deliverCtx)
+	defer c.stop()
 	for j := range work {
-		r.publishJob(ctx, deliverCtx, j, results)
+		r.publishJob(ctx, c, j, results)
 	}
 }
 
 // publishJob delivers the event of j alone and hands its outcome to the
 // settler, unless j is a probe that timed out and is kept (see
 // outageTimeouts).
-func (r *Relay) publishJob(ctx, deliverCtx context.Context, j job, results chan<- outcome) {
-	o := r.publishOne(ctx, deliverCtx, j)
+func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<- outcome) {
+	o := r.publishOne(ctx, c, j)
 	o.settled = j.settled
 	kept := j.probe && o.timedOut && r.health.keep(j.delivery, r.cfg.Concurrency)
 	if j.probe {
@@ -91,17 +91,16 @@ func (r *Relay) publishJob(ctx, deliverCtx context.Context, j job, results chan<
 
 // publishOne delivers the event of j, or releases it unsent at shutdown,
 // during an outage (unless j is the probe) or when its lease ended.
-func (r *Relay) publishOne(ctx, deliverCtx context.Context, j job) outcome {
+func (r *Relay) publishOne(ctx context.Context, c *cutter, j job) outcome {
 	d := j.delivery
 	if ctx.Err() != nil || !j.probe && r.health.isDown() {
 		return outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease}
 	}
 	// The delivery is cut short if its lease is lost or expires meanwhile
 	// (see watchLeases).
-	leaseCtx, cancel := context.WithCancelCause(deliverCtx)
-	defer cancel(nil)
+	leaseCtx, gen := c.begin()
 	var o outcome
-	claimed, ok := r.inflight.start(d.ID, time.Now().Add(r.sendMargin()), cancel)
+	claimed, ok := r.inflight.start(d.ID, time.Now().Add(r.sendMargin()), cutOf{c, gen})
 	if !ok {
 		// Another relay may have taken it over: sending now could
 		// overtake its delivery (and, ordered, its successors).

@@ -126,9 +126,9 @@ type lease struct {
 	// claimed is when the claim that took the event began.
 	claimed  time.Time
 	deadline time.Time
-	// cancel, once the delivery started, cuts it short when the lease is
-	// lost or expires.
-	cancel context.CancelCauseFunc
+	// delivery, once the delivery started, is cut short when the lease
+	// is lost or expires.
+	delivery cutOf
 }
 
 func newInflight() *inflight {
@@ -152,17 +152,17 @@ func leaseOf(claimed time.Time, d time.Duration) lease {
 }
 
 // start reports whether the lease of id lasts beyond t, and if so records
-// that its delivery starts, to be cut short by cancel if the lease is lost
-// or expires. It returns when the claim that holds id began (zero when none
-// does), which names the lease when its outcome is recorded.
-func (f *inflight) start(id uuid.UUID, t time.Time, cancel context.CancelCauseFunc) (claimed time.Time, ok bool) {
+// that its delivery starts, to be cut short through delivery if the lease
+// is lost or expires. It returns when the claim that holds id began (zero
+// when none does), which names the lease when its outcome is recorded.
+func (f *inflight) start(id uuid.UUID, t time.Time, delivery cutOf) (claimed time.Time, ok bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	l, held := f.leases[id]
 	if !held || !l.deadline.After(t) {
 		return l.claimed, false
 	}
-	l.cancel = cancel
+	l.delivery = delivery
 	f.leases[id] = l
 	return l.claimed, true
 }
@@ -188,9 +188,9 @@ func (f *inflight) renewed(asked, kept []uuid.UUID, started time.Time, lease tim
 			continue // lost at an earlier renewal, and counted then
 		case keep[id]:
 			l.deadline = started.Add(lease)
-		case l.cancel != nil:
+		case l.delivery.c != nil:
 			l.deadline = time.Time{}
-			l.cancel(errLeaseLost)
+			l.delivery.cut(errLeaseLost)
 		default:
 			l.deadline = time.Time{}
 			lost++
@@ -205,8 +205,8 @@ func (f *inflight) expire(now time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, l := range f.leases {
-		if l.cancel != nil && l.deadline.Before(now) {
-			l.cancel(errLeaseExpired)
+		if l.deadline.Before(now) {
+			l.delivery.cut(errLeaseExpired)
 		}
 	}
 }

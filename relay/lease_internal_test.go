@@ -22,7 +22,7 @@ func TestSettlingKeepsALeaseClaimedAgain(t *testing.T) {
 	if f.count() != 1 || f.claimedAt(d.ID) != second {
 		t.Fatalf("the lease claimed again was removed with the first one's outcome")
 	}
-	if claimed, ok := f.start(d.ID, time.Now(), func(error) {}); !ok || !claimed.Equal(second) {
+	if claimed, ok := f.start(d.ID, time.Now(), cutOf{}); !ok || !claimed.Equal(second) {
 		t.Fatal("the delivery of the event claimed again cannot start")
 	}
 	f.remove([]heldLease{{id: d.ID, claimed: second}})

@@ -62,14 +62,16 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 	// Sized for a full claim (up to claimPresize): grown by appends, the
 	// slice of deliveries (some 200 bytes each) was most of a claim's
 	// allocations.
+	// Each row scans into d through one dest, made once per claim.
+	var (
+		d       store.Delivery
+		headers []byte
+	)
+	// The id scans as 16 bytes: scanned as a uuid.UUID (an sql.Scanner)
+	// it would go through its text form.
+	dest := append([]any{(*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt, &d.AvailableAt, &d.Lease}, extra...)
 	out, err = pgx.AppendRows(make([]store.Delivery, 0, min(p.Limit, claimPresize)), rows, func(row pgx.CollectableRow) (store.Delivery, error) {
-		var (
-			d       store.Delivery
-			headers []byte
-		)
-		// The id scans as 16 bytes: scanned as a uuid.UUID (an
-		// sql.Scanner) it would go through its text form.
-		dest := append([]any{(*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt, &d.AvailableAt, &d.Lease}, extra...)
+		d, headers = store.Delivery{}, nil
 		if err := row.Scan(dest...); err != nil {
 			return d, err
 		}
