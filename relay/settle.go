@@ -20,6 +20,11 @@ const settleBatchMax = 1000
 const (
 	settleLinger      = 5 * time.Millisecond
 	settleLingerBelow = 256
+	// settleLingerStep is how often a lingering settler takes what has
+	// accumulated: it sleeps rather than waking for every outcome, which
+	// at tens of thousands of outcomes a second was a goroutine wake-up
+	// (and often a thread's) per delivery.
+	settleLingerStep = time.Millisecond
 )
 
 // settle records outcomes as they come: it takes whatever has accumulated
@@ -29,22 +34,28 @@ const (
 // ctx ends.
 func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
 	batch := make([]outcome, 0, settleBatchMax)
-	linger := time.NewTimer(settleLinger)
-	linger.Stop() // Go 1.23 timers: Stop and Reset leave no stale tick
+	step := time.NewTimer(settleLingerStep)
+	step.Stop() // Go 1.23 timers: Stop and Reset leave no stale tick
 	for {
 		o, ok := <-results
 		if !ok {
 			return
 		}
 		batch = append(batch[:0], o)
-		closed := r.collect(results, &batch, nil)
+		closed := r.collect(results, &batch)
 		// Linger only if more outcomes can come: with little in flight
 		// (a small batch and concurrency) waiting would only hold back the
 		// next claim.
 		if !closed && !r.cfg.Ordered && len(batch) < settleLingerBelow && r.inflight.count() > len(batch) {
-			linger.Reset(settleLinger)
-			closed = r.collect(results, &batch, linger.C)
-			linger.Stop()
+			for until := time.Now().Add(settleLinger); !closed && len(batch) < settleBatchMax; {
+				left := time.Until(until)
+				if left <= 0 {
+					break
+				}
+				step.Reset(min(left, settleLingerStep))
+				<-step.C
+				closed = r.collect(results, &batch)
+			}
 		}
 		r.write(ctx, batch)
 		if closed {
@@ -53,30 +64,17 @@ func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
 	}
 }
 
-// collect appends outcomes to batch until it is full, results is closed
-// (it then reports true), or: with a nil until, results has nothing ready;
-// otherwise until fires.
-func (r *Relay) collect(results <-chan outcome, batch *[]outcome, until <-chan time.Time) (closed bool) {
+// collect appends the outcomes ready in results to batch, until it is full
+// or results is closed (it then reports true).
+func (r *Relay) collect(results <-chan outcome, batch *[]outcome) (closed bool) {
 	for len(*batch) < settleBatchMax {
-		if until == nil {
-			select {
-			case o, ok := <-results:
-				if !ok {
-					return true
-				}
-				*batch = append(*batch, o)
-			default:
-				return false
-			}
-			continue
-		}
 		select {
 		case o, ok := <-results:
 			if !ok {
 				return true
 			}
 			*batch = append(*batch, o)
-		case <-until:
+		default:
 			return false
 		}
 	}
