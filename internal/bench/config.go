@@ -18,7 +18,8 @@ const (
 	// batched UPDATE to done).
 	ScenarioDrain = "drain-noop"
 	// ScenarioWebhook drains a backlog as signed webhooks to a local
-	// receiver with the relay library in process.
+	// receiver through a `postbox relay` child process, between two runs
+	// of its limit: a bare signed-HTTP client with no database.
 	ScenarioWebhook = "webhook"
 	// ScenarioLatency measures commit-to-delivery latency at steady rates
 	// through a `postbox relay` child process.

@@ -19,9 +19,9 @@
 // The relay runs in one of two ways, and every measure says which
 // (Measure.Relay):
 //
-//   - RelayProcess: the latency, latency-wal (with --wal), scale, scaling
-//     and endpoints scenarios
-//     (and the broker scenarios' sink drain) run the
+//   - RelayProcess: the webhook, latency, latency-wal (with --wal),
+//     scale, scaling and endpoints scenarios (and the broker scenarios'
+//     sink drain) run the
 //     command users run, `postbox relay`, as a child process
 //     (Config.RelayCommand; by default this executable with "relay"),
 //     with --db and --schema of the scratch outbox, --webhook-url of a
@@ -38,7 +38,7 @@
 //     On PostgreSQL its --db URL has application_name set to
 //     <run>_relay, which finds its server processes for the idle CPU
 //     measure.
-//   - RelayInProcess: the drain-noop, webhook and write-overhead scenarios
+//   - RelayInProcess: the drain-noop and write-overhead scenarios
 //     and their WAL-mode counterparts run the relay package in the bench's
 //     own process, with only Store, Sink and Logger set (and Stream, the
 //     store's WAL, in WAL mode): the library path, which has the no-op sink
