@@ -77,11 +77,12 @@ func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, 
 			return nil, unsendable(header.name)
 		}
 	}
-	// Sized for every header at once, with one array behind all the
-	// values: growing the map and a slice per header were a large share
-	// of each delivery's allocations.
-	h := make(http.Header, len(m.Headers)+sinkHeaders+3+1)
-	values := make([]string, 0, len(m.Headers)+sinkHeaders+1)
+	// Sized for every header at once (the message's, an Authorization,
+	// the sink's and the signature's), with one array behind the values
+	// set here (Sign brings its own): growing the map and a slice per
+	// header were a large share of each delivery's allocations.
+	h := make(http.Header, len(m.Headers)+1+sinkHeaders+len(s.sigNames))
+	values := make([]string, 0, len(m.Headers)+1+sinkHeaders)
 	set := func(name, value string) {
 		values = append(values, value)
 		n := len(values)
