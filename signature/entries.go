@@ -54,44 +54,57 @@ type message struct {
 	content   []byte // id.timestamp.body in one piece, made by signed
 }
 
-// prefix is what the scheme signs before the body: "id.timestamp." in
-// Standard, "timestamp" in XSignature.
-func (m *message) prefix() []byte {
-	p := make([]byte, 0, len(m.id)+len(m.timestamp)+2)
+// prefixLen is the length of what the scheme signs before the body.
+func (m *message) prefixLen() int {
 	if m.scheme == XSignature {
-		return append(p, m.timestamp...)
+		return len(m.timestamp)
 	}
-	return append(append(append(append(p, m.id...), '.'), m.timestamp...), '.')
+	return len(m.id) + len(m.timestamp) + 2
+}
+
+// appendPrefix appends to dst what the scheme signs before the body:
+// "id.timestamp." in Standard, "timestamp" in XSignature.
+func (m *message) appendPrefix(dst []byte) []byte {
+	if m.scheme == XSignature {
+		return append(dst, m.timestamp...)
+	}
+	return append(append(append(append(dst, m.id...), '.'), m.timestamp...), '.')
 }
 
 // signed returns the whole signed content, which ed25519 needs in one
 // piece; it is made once, on first use, as only v1a keys need it.
 func (m *message) signed() []byte {
 	if m.content == nil {
-		m.content = append(m.prefix(), m.body...)
+		m.content = append(m.appendPrefix(make([]byte, 0, m.prefixLen()+len(m.body))), m.body...)
 	}
 	return m.content
 }
 
-// mac computes the HMAC-SHA256 of m under key without copying the body.
-func (m *message) mac(key []byte) []byte {
-	h := hmac.New(sha256.New, key)
-	h.Write(m.prefix())
-	h.Write(m.body)
-	return h.Sum(nil)
+// mac computes the HMAC-SHA256 of m under k, an HMAC key, into sum without
+// copying the body, with a hash of k's pool.
+func (m *message) mac(k key, sum *[sha256.Size]byte) {
+	st := k.macs.Get().(*macState)
+	st.prefix = m.appendPrefix(st.prefix[:0])
+	st.hash.Write(st.prefix)
+	st.hash.Write(m.body)
+	copy(sum[:], st.hash.Sum(st.sum[:0]))
+	st.hash.Reset()
+	k.macs.Put(st)
 }
 
 // appendEntry appends the signature header entry of m under k to dst:
 // "v1,<base64 HMAC>" or "v1a,<base64 ed25519 signature>" in Standard,
 // "sha256=<hex HMAC>" in XSignature.
 func (m *message) appendEntry(dst []byte, k key) []byte {
-	switch {
-	case k.private != nil:
+	if k.private != nil {
 		return base64.StdEncoding.AppendEncode(append(dst, "v1a,"...), ed25519.Sign(k.private, m.signed()))
-	case m.scheme == XSignature:
-		return hex.AppendEncode(append(dst, "sha256="...), m.mac(k.hmac))
 	}
-	return base64.StdEncoding.AppendEncode(append(dst, "v1,"...), m.mac(k.hmac))
+	var sum [sha256.Size]byte
+	m.mac(k, &sum)
+	if m.scheme == XSignature {
+		return hex.AppendEncode(append(dst, "sha256="...), sum[:])
+	}
+	return base64.StdEncoding.AppendEncode(append(dst, "v1,"...), sum[:])
 }
 
 // entries are the well-formed signatures of a header.
@@ -143,9 +156,10 @@ func (e entries) matches(m *message, k key) bool {
 		}
 		return false
 	}
-	want := m.mac(k.hmac)
+	var want [sha256.Size]byte
+	m.mac(k, &want)
 	for _, mac := range e.macs {
-		if hmac.Equal(mac, want) {
+		if hmac.Equal(mac, want[:]) {
 			return true
 		}
 	}

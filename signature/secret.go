@@ -2,9 +2,13 @@ package signature
 
 import (
 	"crypto/ed25519"
+	"crypto/hmac"
+	"crypto/sha256"
 	"encoding/base64"
 	"fmt"
+	"hash"
 	"strings"
+	"sync"
 )
 
 // SecretMinLen is the length in bytes of the shortest HMAC secret accepted;
@@ -26,7 +30,7 @@ const (
 // key is one secret of a Signer or a Verifier, decoded: exactly one field
 // is set.
 type key struct {
-	hmac    []byte             // v1: an HMAC-SHA256 key
+	macs    *sync.Pool         // v1: *macState of an HMAC-SHA256 key
 	private ed25519.PrivateKey // v1a, in a Signer
 	public  ed25519.PublicKey  // v1a, in a Verifier
 }
@@ -101,5 +105,16 @@ func (s Scheme) key(secret string, r role, n int) (key, error) {
 	case len(hmacKey) < SecretMinLen:
 		return key{}, fmt.Errorf("%w: secret %d has %d bytes, want at least %d", ErrSecretTooShort, n, len(hmacKey), SecretMinLen)
 	}
-	return key{hmac: hmacKey}, nil
+	return key{macs: &sync.Pool{New: func() any {
+		return &macState{hash: hmac.New(sha256.New, hmacKey)}
+	}}}, nil
+}
+
+// macState is an HMAC-SHA256 hash of one key with room for what it signs
+// before the body and for its sum, reused across signatures: hmac.New
+// derives the inner and outer pads from the key, which Reset keeps.
+type macState struct {
+	hash   hash.Hash
+	prefix []byte
+	sum    [sha256.Size]byte
 }

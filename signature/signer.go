@@ -42,16 +42,24 @@ func (s *Signer) Sign(h http.Header, id string, ts time.Time, body []byte) error
 		return err
 	}
 	m := &message{scheme: s.scheme, id: id, timestamp: formatTimestamp(ts), body: body}
-	var sig []byte
+	var buf [signBufLen]byte
+	sig := buf[:0]
 	for i, k := range s.keys {
 		if i > 0 {
 			sig = append(sig, ' ')
 		}
 		sig = m.appendEntry(sig, k)
 	}
+	// The header names are canonical (HeaderNames): set the map directly,
+	// with one backing array for the three values.
+	values := []string{id, m.timestamp, string(sig)}
 	idName, timestampName, sigName := s.scheme.HeaderNames()
-	h.Set(idName, id)
-	h.Set(timestampName, m.timestamp)
-	h.Set(sigName, string(sig))
+	h[idName] = values[0:1:1]
+	h[timestampName] = values[1:2:2]
+	h[sigName] = values[2:3:3]
 	return nil
 }
+
+// signBufLen holds the signature header of up to two v1a entries, or
+// three v1 entries, on the stack; more grow it on the heap.
+const signBufLen = 256

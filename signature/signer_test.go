@@ -6,8 +6,10 @@ import (
 	"encoding/base64"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -152,6 +154,59 @@ func TestSignReplacesHeaders(t *testing.T) {
 		"Webhook-Signature": {vectorSignature},
 		"Traceparent":       {"kept"},
 	})
+}
+
+// Sign sets the three headers with one backing array of values: adding a
+// value to one of them must leave the others alone.
+func TestSignedHeadersAreIndependent(t *testing.T) {
+	s, err := signature.NewSigner(signature.Standard, vectorSecret)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := http.Header{}
+	if err := s.Sign(h, vectorID, vectorTime, []byte(vectorBody)); err != nil {
+		t.Fatal(err)
+	}
+	h.Add("Webhook-Id", "added")
+	h.Add("Webhook-Timestamp", "added")
+	assertHeader(t, h, http.Header{
+		"Webhook-Id":        {vectorID, "added"},
+		"Webhook-Timestamp": {"1614265330", "added"},
+		"Webhook-Signature": {vectorSignature},
+	})
+}
+
+// A Signer reuses its HMAC hashes across calls: signing from many
+// goroutines at once (run with -race) gives each request its own signature.
+func TestSignIsSafeForConcurrentUse(t *testing.T) {
+	second := strings.Repeat("n", 32)
+	s, err := signature.NewSigner(signature.Standard, vectorSecret, second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(vectorSecret, "whsec_"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				id, body := fmt.Sprintf("msg_%d_%d", g, i), strings.Repeat("b", g*100+i)
+				h := http.Header{}
+				if err := s.Sign(h, id, vectorTime, []byte(body)); err != nil {
+					t.Error(err)
+					return
+				}
+				want := standardEntry(key, id, "1614265330", body) + " " + standardEntry([]byte(second), id, "1614265330", body)
+				if got := h.Get("Webhook-Signature"); got != want {
+					t.Errorf("%s: signature %q, want %q", id, got, want)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
 }
 
 func TestSignRefusesInvalidID(t *testing.T) {

@@ -50,13 +50,16 @@ type Config struct {
 	// RetryAfterMaxDefault (10 minutes).
 	RetryAfterMax time.Duration
 	// Client sends the requests; the Sink uses a copy that never follows
-	// redirects, whatever the client's own policy. Default: a client with
-	// its own transport, keeping up to MaxConcurrency idle connections
-	// alive, with dial, TLS handshake and response header timeouts of
-	// Timeout.
+	// redirects, whatever the client's own policy. Unless the client has
+	// a cookie Jar or a Timeout, requests go straight to its Transport
+	// (http.DefaultTransport when nil), as its Do would send them, Basic
+	// credentials of the URL's user information included. Default: a
+	// client with its own transport, keeping up to MaxConcurrency idle
+	// connections alive, with dial, TLS handshake and response header
+	// timeouts of Timeout.
 	Client *http.Client
-	// UserAgent is the User-Agent header. Default UserAgentDefault
-	// ("postbox/1").
+	// UserAgent is the User-Agent header; New refuses control characters
+	// other than tab. Default UserAgentDefault ("postbox/1").
 	UserAgent string
 }
 
@@ -102,6 +105,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("webhook: Config.MaxResponseBody %d is negative", c.MaxResponseBody)
 	case c.RetryAfterMax < 0:
 		return fmt.Errorf("webhook: Config.RetryAfterMax %v is negative", c.RetryAfterMax)
+	case !validHeaderValue(c.UserAgent):
+		return errors.New("webhook: Config.UserAgent holds a control character")
 	}
 	return nil
 }

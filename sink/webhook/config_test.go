@@ -30,6 +30,7 @@ func TestNewRefusesInvalidConfig(t *testing.T) {
 		{"negative concurrency", webhook.Config{URL: url, Secrets: secrets, MaxConcurrency: -1}, "Config.MaxConcurrency"},
 		{"negative body limit", webhook.Config{URL: url, Secrets: secrets, MaxResponseBody: -1}, "Config.MaxResponseBody"},
 		{"negative retry-after cap", webhook.Config{URL: url, Secrets: secrets, RetryAfterMax: -time.Second}, "Config.RetryAfterMax"},
+		{"newline in user agent", webhook.Config{URL: url, Secrets: secrets, UserAgent: "postbox\r\nX-Forged: 1"}, "Config.UserAgent"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := webhook.New(tc.c)

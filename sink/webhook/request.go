@@ -3,53 +3,164 @@ package webhook
 import (
 	"bytes"
 	"context"
+	"encoding/base64"
 	"fmt"
+	"io"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 
 	"github.com/postbox-go/postbox/sink"
 )
 
-// requestHeaders is how many headers the sink sets on a request: content
-// type, user agent, four Postbox-* and up to three of the signature.
-const requestHeaders = 9
+// The names of the headers the sink sets, canonical, so that they go into a
+// request's header map as they are.
+const (
+	headerUserAgent     = "User-Agent"
+	headerAuthorization = "Authorization"
+)
 
-// newRequest builds the POST of m, signed with the current time. Headers the
-// sink sets are set after the message's own, so they always win. A header
-// that could never be sent makes a sink.Permanent error: no retry can help.
-func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.cfg.URL, bytes.NewReader(m.Payload))
+// sinkHeaders is how many headers the sink sets besides the signature's:
+// content type, user agent and four Postbox-*.
+const sinkHeaders = 6
+
+// ownHeader reports whether name, canonical, is a header the sink sets
+// itself, which the message's own headers never replace: the signature's
+// (sigNames) and the others of sinkHeaders.
+func ownHeader(name string, sigNames *[3]string) bool {
+	switch name {
+	case sink.HeaderContentType, headerUserAgent, sink.HeaderEventType, sink.HeaderAggregateType,
+		sink.HeaderAggregateID, sink.HeaderAttempt, sigNames[0], sigNames[1], sigNames[2]:
+		return true
+	}
+	return false
+}
+
+// target is the parsed endpoint of a Sink, made once in New.
+type target struct {
+	// url is without an empty port ("host:"), as http.NewRequest makes
+	// it.
+	url *url.URL
+	// authorization is the Basic credentials of the URL's user
+	// information, as http.Client.Do would send them; empty when the URL
+	// has none.
+	authorization string
+}
+
+// newTarget parses rawURL, which validate accepted.
+func newTarget(rawURL string) (target, error) {
+	u, err := url.Parse(rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("webhook: %w", err)
+		return target{}, err
 	}
-	// Sized for every header at once: growing the map as they are set
-	// was a large share of each delivery's allocations.
-	h := make(http.Header, len(m.Headers)+requestHeaders)
-	req.Header = h
+	u.Host = strings.TrimSuffix(u.Host, ":")
+	t := target{url: u}
+	if u.User != nil {
+		password, _ := u.User.Password()
+		t.authorization = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+password))
+	}
+	return t, nil
+}
+
+// newRequest builds the POST of m, signed with the current time. The
+// message's own headers never replace one the sink sets. A header of the
+// message that could never be sent makes a sink.Permanent error: no retry
+// can help.
+func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, error) {
+	for _, header := range [...]struct{ name, value string }{
+		{sink.HeaderEventType, m.EventType},
+		{sink.HeaderAggregateType, m.AggregateType},
+		{sink.HeaderAggregateID, m.AggregateID},
+	} {
+		if !validHeaderValue(header.value) {
+			return nil, unsendable(header.name)
+		}
+	}
+	// Sized for every header at once (the message's, an Authorization,
+	// the sink's and the signature's), with one array behind the values
+	// set here (Sign brings its own): growing the map and a slice per
+	// header were a large share of each delivery's allocations.
+	h := make(http.Header, len(m.Headers)+1+sinkHeaders+len(s.sigNames))
+	values := make([]string, 0, len(m.Headers)+1+sinkHeaders)
+	set := func(name, value string) {
+		values = append(values, value)
+		n := len(values)
+		h[name] = values[n-1 : n : n]
+	}
 	for name, value := range m.Headers {
-		h.Set(name, value)
+		canonical := canonicalName(name)
+		if ownHeader(canonical, &s.sigNames) {
+			continue
+		}
+		if !validHeaderName(name) || !validHeaderValue(value) {
+			return nil, unsendable(name)
+		}
+		set(canonical, value)
 	}
-	h.Set(sink.HeaderContentType, sink.ContentTypeJSON)
-	h.Set("User-Agent", s.cfg.UserAgent)
-	h.Set(sink.HeaderEventType, m.EventType)
-	h.Set(sink.HeaderAggregateType, m.AggregateType)
-	h.Set(sink.HeaderAggregateID, m.AggregateID)
-	h.Set(sink.HeaderAttempt, strconv.Itoa(m.Attempt))
+	if _, ok := h[headerAuthorization]; !ok && s.target.authorization != "" {
+		set(headerAuthorization, s.target.authorization)
+	}
+	set(sink.HeaderContentType, sink.ContentTypeJSON)
+	set(headerUserAgent, s.cfg.UserAgent)
+	set(sink.HeaderEventType, m.EventType)
+	set(sink.HeaderAggregateType, m.AggregateType)
+	set(sink.HeaderAggregateID, m.AggregateID)
+	set(sink.HeaderAttempt, strconv.Itoa(m.Attempt))
 	if err := s.signer.Sign(h, m.ID.String(), s.now(), m.Payload); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}
-	for name, values := range h {
-		if !validHeader(name, values) {
-			return nil, &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("webhook: header %q has an invalid name or value", name)}
-		}
+	req := &http.Request{
+		Method:     http.MethodPost,
+		URL:        s.target.url, // shared: a RoundTripper must not modify a request
+		Proto:      "HTTP/1.1",
+		ProtoMajor: 1,
+		ProtoMinor: 1,
+		Header:     h,
+		Host:       s.target.url.Host,
 	}
-	return req, nil
+	setBody(req, m.Payload)
+	return req.WithContext(ctx), nil
 }
 
-// validHeader reports whether a header can be sent: its name an RFC 9110
-// token, its values free of control characters other than tab.
-func validHeader(name string, values []string) bool {
+// canonicalName returns the canonical form of a message header's name, as
+// http.CanonicalHeaderKey does, without allocating for the trace context
+// headers postbox records (W3C names, lower case).
+func canonicalName(name string) string {
+	switch name {
+	case "traceparent":
+		return "Traceparent"
+	case "tracestate":
+		return "Tracestate"
+	}
+	return http.CanonicalHeaderKey(name)
+}
+
+// unsendable is the error of a header that can never be sent.
+func unsendable(name string) error {
+	return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("webhook: header %q has an invalid name or value", name)}
+}
+
+// setBody sets payload as the body of req as http.NewRequest does, GetBody
+// included (the transport resends a request on a fresh connection when a
+// reused one turned out closed). The body is an io.NopCloser of a
+// bytes.Reader, which the transport knows does not block: it then writes
+// the headers and a small body at once.
+func setBody(req *http.Request, payload []byte) {
+	if len(payload) == 0 {
+		req.Body = http.NoBody
+		req.GetBody = noBody
+		return
+	}
+	req.ContentLength = int64(len(payload))
+	req.Body = io.NopCloser(bytes.NewReader(payload))
+	req.GetBody = func() (io.ReadCloser, error) { return io.NopCloser(bytes.NewReader(payload)), nil }
+}
+
+func noBody() (io.ReadCloser, error) { return http.NoBody, nil }
+
+// validHeaderName reports whether name is an RFC 9110 token.
+func validHeaderName(name string) bool {
 	if name == "" {
 		return false
 	}
@@ -58,11 +169,15 @@ func validHeader(name string, values []string) bool {
 			return false
 		}
 	}
-	for _, v := range values {
-		for _, c := range []byte(v) {
-			if (c < ' ' && c != '\t') || c == 0x7f {
-				return false
-			}
+	return true
+}
+
+// validHeaderValue reports whether v is free of control characters other
+// than tab.
+func validHeaderValue(v string) bool {
+	for _, c := range []byte(v) {
+		if (c < ' ' && c != '\t') || c == 0x7f {
+			return false
 		}
 	}
 	return true

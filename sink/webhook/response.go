@@ -15,8 +15,16 @@ const snippetLen = 200
 
 // readAnswer reads at most MaxResponseBody bytes of resp's body, so that a
 // connection whose answer was fully read is reused, closes it, and turns the
-// status into Publish's result.
+// status into Publish's result. Only a failure's body is quoted; a body the
+// response says is empty is not read.
 func (s *Sink) readAnswer(resp *http.Response) error {
+	if ok(resp.StatusCode) {
+		if resp.Body != http.NoBody && resp.ContentLength != 0 {
+			io.CopyN(io.Discard, resp.Body, s.cfg.MaxResponseBody)
+		}
+		resp.Body.Close()
+		return nil
+	}
 	snippet := make([]byte, min(snippetLen, s.cfg.MaxResponseBody))
 	n, _ := io.ReadFull(resp.Body, snippet)
 	io.CopyN(io.Discard, resp.Body, s.cfg.MaxResponseBody-int64(n))
@@ -28,7 +36,7 @@ func (s *Sink) readAnswer(resp *http.Response) error {
 // failure does not matter, the status alone decides.
 func classify(resp *http.Response, snippet []byte, now time.Time, retryAfterMax time.Duration) error {
 	code := resp.StatusCode
-	if code >= 200 && code < 300 {
+	if ok(code) {
 		return nil
 	}
 	reason := http.StatusText(code)
@@ -52,6 +60,9 @@ func classify(resp *http.Response, snippet []byte, now time.Time, retryAfterMax 
 	}
 	return e
 }
+
+// ok reports whether a status says the message was delivered: 2xx.
+func ok(code int) bool { return code >= 200 && code < 300 }
 
 // parseRetryAfter reads a Retry-After value, delay-seconds or an HTTP-date,
 // capped at limit. Unparsable values and past dates give 0: no wish.

@@ -7,6 +7,7 @@ import (
 	"log"
 	"net"
 	"net/http"
+	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
@@ -304,14 +305,99 @@ func TestBlockedAddressIsPermanent(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	err = newSink(t, webhook.Config{URL: srv.URL, Client: g.Client(5 * time.Second)}).Publish(t.Context(), newMessage())
-	if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Permanent || !errors.Is(err, guard.ErrBlocked) {
-		t.Fatalf("got %v (%v), want a permanent error matching guard.ErrBlocked", err, kind)
-	}
-	if !strings.Contains(err.Error(), "127.0.0.1 is loopback") {
-		t.Errorf("error %q does not say which address and rule", err)
+	// The guard's client has a Timeout (sent with Client.Do); its bare
+	// transport is sent through directly.
+	for name, client := range map[string]*http.Client{
+		"guard client":    g.Client(5 * time.Second),
+		"guard transport": {Transport: g.Transport(5 * time.Second)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := newSink(t, webhook.Config{URL: srv.URL, Client: client}).Publish(t.Context(), newMessage())
+			if kind, _, _ := sink.Classify(err); err == nil || kind != sink.Permanent || !errors.Is(err, guard.ErrBlocked) {
+				t.Fatalf("got %v (%v), want a permanent error matching guard.ErrBlocked", err, kind)
+			}
+			if !strings.Contains(err.Error(), "127.0.0.1 is loopback") {
+				t.Errorf("error %q does not say which address and rule", err)
+			}
+		})
 	}
 	if n := requests.Load(); n != 0 {
 		t.Fatalf("the endpoint got %d requests", n)
+	}
+}
+
+// The user information of the URL is sent as Basic credentials, as
+// http.Client does, whether the request goes through the client or
+// straight to its transport; they never show in an error.
+func TestURLUserInfoIsSentAsBasicAuth(t *testing.T) {
+	e := newEndpoint(t, func(w http.ResponseWriter, r *http.Request) {
+		w.WriteHeader(http.StatusUnauthorized)
+	})
+	u, err := url.Parse(e.URL + "/hooks")
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.UserPassword("partner", "pa:ss w0rd")
+	for name, client := range map[string]*http.Client{
+		"default client":        nil,
+		"client with a timeout": {Timeout: 5 * time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			before := len(e.received())
+			err := newSink(t, webhook.Config{URL: u.String(), Client: client}).Publish(t.Context(), newMessage())
+			if err == nil || strings.Contains(err.Error(), "pa:ss") || strings.Contains(err.Error(), "partner") {
+				t.Fatalf("got %v, want the 401 without the credentials", err)
+			}
+			got := e.received()[before:]
+			if len(got) != 1 {
+				t.Fatalf("%d requests, want 1", len(got))
+			}
+			r := &http.Request{Header: got[0].header}
+			if user, password, ok := r.BasicAuth(); !ok || user != "partner" || password != "pa:ss w0rd" {
+				t.Fatalf("Authorization %q, want Basic credentials of partner", got[0].header.Get("Authorization"))
+			}
+		})
+	}
+}
+
+// A client's own Timeout and cookie jar keep their meaning: such a client
+// sends with Client.Do.
+func TestClientTimeoutAndJarAreHonoured(t *testing.T) {
+	t.Run("timeout", func(t *testing.T) {
+		e := newEndpoint(t, hang(t))
+		client := &http.Client{Timeout: 100 * time.Millisecond}
+		start := time.Now()
+		err := newSink(t, webhook.Config{URL: e.URL, Client: client, Timeout: 10 * time.Second}).Publish(t.Context(), newMessage())
+		if elapsed := time.Since(start); err == nil || elapsed > 5*time.Second {
+			t.Fatalf("got %v after %v, want the client's timeout", err, elapsed)
+		}
+	})
+	t.Run("jar", func(t *testing.T) {
+		e := newEndpoint(t, nil)
+		jar, err := cookiejar.New(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		u, err := url.Parse(e.URL)
+		if err != nil {
+			t.Fatal(err)
+		}
+		jar.SetCookies(u, []*http.Cookie{{Name: "session", Value: "s1"}})
+		if err := newSink(t, webhook.Config{URL: e.URL, Client: &http.Client{Jar: jar}}).Publish(t.Context(), newMessage()); err != nil {
+			t.Fatal(err)
+		}
+		if got := e.received()[0].header.Get("Cookie"); got != "session=s1" {
+			t.Fatalf("Cookie %q, want session=s1 from the client's jar", got)
+		}
+	})
+}
+
+// An endpoint named https that speaks plain HTTP gets http.Client's own
+// error.
+func TestHTTPSToAnHTTPEndpointSaysSo(t *testing.T) {
+	e := newEndpoint(t, nil)
+	err := newSink(t, webhook.Config{URL: strings.Replace(e.URL, "http://", "https://", 1)}).Publish(t.Context(), newMessage())
+	if !errors.Is(err, http.ErrSchemeMismatch) {
+		t.Fatalf("got %v, want http.ErrSchemeMismatch", err)
 	}
 }

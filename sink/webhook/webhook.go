@@ -31,7 +31,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
-	"net/url"
+	"net/http"
 	"time"
 
 	"github.com/postbox-go/postbox/endpoint/guard"
@@ -43,9 +43,15 @@ import (
 // concurrent use.
 type Sink struct {
 	cfg    Config // with defaults, Client without redirects
-	signer *signature.Signer
-	slots  chan struct{} // one token per request in flight
-	now    func() time.Time
+	target target
+	// transport sends the requests when that is what cfg.Client would do
+	// (see directTransport); nil: cfg.Client.Do sends them.
+	transport http.RoundTripper
+	signer    *signature.Signer
+	// sigNames are the canonical names of the signature's headers.
+	sigNames [3]string
+	slots    chan struct{} // one token per request in flight
+	now      func() time.Time
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -65,12 +71,20 @@ func New(c Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("webhook: Config.Secrets: %w", err)
 	}
-	return &Sink{
-		cfg:    c,
-		signer: signer,
-		slots:  make(chan struct{}, c.MaxConcurrency),
-		now:    time.Now,
-	}, nil
+	t, err := newTarget(c.URL)
+	if err != nil { // validate parsed it already
+		return nil, errors.New("webhook: Config.URL must be an absolute http or https URL")
+	}
+	s := &Sink{
+		cfg:       c,
+		target:    t,
+		transport: directTransport(c.Client),
+		signer:    signer,
+		slots:     make(chan struct{}, c.MaxConcurrency),
+		now:       time.Now,
+	}
+	s.sigNames[0], s.sigNames[1], s.sigNames[2] = c.Scheme.HeaderNames()
+	return s, nil
 }
 
 // Destination names the endpoint for traces: System "webhook", Name its
@@ -80,25 +94,15 @@ func (s *Sink) Destination() sink.Destination {
 }
 
 // where is the endpoint's scheme and host.
-func (s *Sink) where() string {
-	u, err := url.Parse(s.cfg.URL)
-	if err != nil {
-		return "an endpoint"
-	}
-	return u.Scheme + "://" + u.Host
-}
+func (s *Sink) where() string { return s.target.url.Scheme + "://" + s.target.url.Host }
 
 // String names the endpoint for logs: its scheme and host (the path and
 // query may hold a token, and are left out), the signature scheme, the
 // number of secrets (never their value), the concurrency and the timeout.
 func (s *Sink) String() string {
-	u, err := url.Parse(s.cfg.URL)
-	where := "an endpoint"
-	if err == nil {
-		where = u.Scheme + "://" + u.Host
-		if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
-			where += "/… (path hidden)"
-		}
+	where := s.where()
+	if u := s.target.url; u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		where += "/… (path hidden)"
 	}
 	secrets := "1 secret"
 	if n := len(s.cfg.Secrets); n != 1 {
@@ -125,12 +129,8 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err != nil {
 		return err
 	}
-	resp, err := s.cfg.Client.Do(req)
+	resp, err := s.send(req)
 	if err != nil {
-		var urlErr *url.Error
-		if errors.As(err, &urlErr) {
-			err = urlErr.Err // without the URL
-		}
 		err = fmt.Errorf("webhook: post: %w", err)
 		if errors.Is(err, guard.ErrBlocked) {
 			// The endpoint's address is not allowed: no retry can

@@ -247,7 +247,9 @@ func TestMessageHeadersDoNotOverrideTheSinks(t *testing.T) {
 		"user-agent":         "forged",
 		"postbox-event-type": "forged",
 		"postbox-attempt":    "99",
-		"X-Custom":           "kept",
+		// Never sent, so no reason to refuse the message.
+		"postbox-aggregate-id": "forged\r\nX-Forged: 1",
+		"X-Custom":             "kept",
 	}
 	if err := s.Publish(t.Context(), m); err != nil {
 		t.Fatal(err)
@@ -258,13 +260,14 @@ func TestMessageHeadersDoNotOverrideTheSinks(t *testing.T) {
 		t.Fatal("the message's timestamp header replaced the sink's")
 	}
 	assertHeaders(t, h, map[string]string{
-		"Webhook-Id":         m.ID.String(),
-		"Webhook-Signature":  standardSignature(testKey, m.ID.String(), ts, m.Payload),
-		"Content-Type":       "application/json",
-		"User-Agent":         webhook.UserAgentDefault,
-		"Postbox-Event-Type": m.EventType,
-		"Postbox-Attempt":    "1",
-		"X-Custom":           "kept",
+		"Webhook-Id":           m.ID.String(),
+		"Webhook-Signature":    standardSignature(testKey, m.ID.String(), ts, m.Payload),
+		"Content-Type":         "application/json",
+		"User-Agent":           webhook.UserAgentDefault,
+		"Postbox-Event-Type":   m.EventType,
+		"Postbox-Attempt":      "1",
+		"Postbox-Aggregate-Id": m.AggregateID,
+		"X-Custom":             "kept",
 	})
 }
 
