@@ -118,11 +118,15 @@ func (s *Sink) String() string {
 func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	caller := ctx
 	select {
-	case s.slots <- struct{}{}:
-		defer func() { <-s.slots }()
-	case <-ctx.Done():
-		return fmt.Errorf("webhook: waiting for a free request slot: %w", context.Cause(ctx))
+	case s.slots <- struct{}{}: // a free slot: no select over ctx
+	default:
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return fmt.Errorf("webhook: waiting for a free request slot: %w", context.Cause(ctx))
+		}
 	}
+	defer func() { <-s.slots }()
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
 	req, err := s.newRequest(ctx, m)
