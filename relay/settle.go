@@ -10,16 +10,17 @@ import (
 // settleBatchMax bounds the outcomes recorded by one statement.
 const settleBatchMax = 1000
 
-// settleLinger is how long the settler waits for more outcomes when fewer
-// than settleLingerBelow have accumulated: at moderate rates it turns one
-// statement per event or two into one per several milliseconds of
-// deliveries, while a flood (whose outcomes accumulate during each
-// statement anyway) is written without waiting. Outcomes are not on the
-// path from commit to delivery; an ordered relay does not linger, since
-// successors wait for their predecessor's outcome.
+// settleLinger is how long the settler waits for more outcomes while it has
+// fewer than settleBatchMax: at moderate rates it turns one statement per
+// event or two into one per several milliseconds of deliveries (each
+// statement costs the database a fixed share besides its rows: at 30,000
+// webhooks/s, 5 ms of lingering cost 8 µs of server CPU per event, 20 ms
+// 7 µs), while a flood fills a batch at once. Outcomes are not on the path
+// from commit to delivery; they are what a crash of the relay may forget
+// (the events are then delivered again). An ordered relay does not linger,
+// since successors wait for their predecessor's outcome.
 const (
-	settleLinger      = 5 * time.Millisecond
-	settleLingerBelow = 256
+	settleLinger = 20 * time.Millisecond
 	// settleLingerStep is how often a lingering settler takes what has
 	// accumulated: it sleeps rather than waking for every outcome, which
 	// at tens of thousands of outcomes a second was a goroutine wake-up
@@ -46,7 +47,7 @@ func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
 		// Linger only if more outcomes can come: with little in flight
 		// (a small batch and concurrency) waiting would only hold back the
 		// next claim.
-		if !closed && !r.cfg.Ordered && len(batch) < settleLingerBelow && r.inflight.count() > len(batch) {
+		if !closed && !r.cfg.Ordered && len(batch) < settleBatchMax && r.inflight.count() > len(batch) {
 			for until := time.Now().Add(settleLinger); !closed && len(batch) < settleBatchMax; {
 				left := time.Until(until)
 				if left <= 0 {
