@@ -71,6 +71,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil {
 			return err
 		}
+		setRelayGC(os.Getenv, logger)
 		if *concurrency == 0 {
 			*concurrency = concurrencyDefault(*sinkURL)
 		}
