@@ -55,7 +55,10 @@ func vectorKey(t testing.TB) []byte {
 	return key
 }
 
-func TestSignStandardVector(t *testing.T) {
+// signedVector is the Standard Webhooks test vector signed into a new
+// header.
+func signedVector(t *testing.T) http.Header {
+	t.Helper()
 	s, err := signature.NewSigner(signature.Standard, vectorSecret)
 	if err != nil {
 		t.Fatal(err)
@@ -64,6 +67,11 @@ func TestSignStandardVector(t *testing.T) {
 	if err := s.Sign(h, vectorID, vectorTime, []byte(vectorBody)); err != nil {
 		t.Fatal(err)
 	}
+	return h
+}
+
+func TestSignStandardVector(t *testing.T) {
+	h := signedVector(t)
 	want := http.Header{
 		"Webhook-Id":        {vectorID},
 		"Webhook-Timestamp": {"1614265330"},
@@ -159,14 +167,7 @@ func TestSignReplacesHeaders(t *testing.T) {
 // Sign sets the three headers with one backing array of values: adding a
 // value to one of them must leave the others alone.
 func TestSignedHeadersAreIndependent(t *testing.T) {
-	s, err := signature.NewSigner(signature.Standard, vectorSecret)
-	if err != nil {
-		t.Fatal(err)
-	}
-	h := http.Header{}
-	if err := s.Sign(h, vectorID, vectorTime, []byte(vectorBody)); err != nil {
-		t.Fatal(err)
-	}
+	h := signedVector(t)
 	h.Add("Webhook-Id", "added")
 	h.Add("Webhook-Timestamp", "added")
 	assertHeader(t, h, http.Header{
@@ -184,10 +185,7 @@ func TestSignIsSafeForConcurrentUse(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	key, err := base64.StdEncoding.DecodeString(strings.TrimPrefix(vectorSecret, "whsec_"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	key := vectorKey(t)
 	var wg sync.WaitGroup
 	for g := range 8 {
 		wg.Go(func() {
