@@ -100,6 +100,9 @@ type Heartbeat struct {
 	id string
 	// wake asks Run to write the row at once (the sink's state changed).
 	wake chan struct{}
+	// wrote is set, in Run, once a write of the row succeeded: until
+	// then there is no row to delete at the stop.
+	wrote bool
 
 	mu         sync.Mutex
 	failing    bool
@@ -206,6 +209,9 @@ func (h *Heartbeat) beat(ctx context.Context, stats relay.Stats) {
 	callCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	err := h.cfg.Store.PresenceBeat(callCtx, h.row(stats))
+	if err == nil {
+		h.wrote = true
+	}
 	if ctx.Err() != nil {
 		return // the relay stops (or could not start): leave says the rest
 	}
@@ -213,9 +219,12 @@ func (h *Heartbeat) beat(ctx context.Context, stats relay.Stats) {
 }
 
 func (h *Heartbeat) prune(ctx context.Context) {
-	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
+	callCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
-	n, err := h.cfg.Store.PresencePrune(ctx, h.cfg.PruneAfter)
+	n, err := h.cfg.Store.PresencePrune(callCtx, h.cfg.PruneAfter)
+	if ctx.Err() != nil {
+		return // the relay stops (or could not start)
+	}
 	h.result("prune the presence of relays gone", err)
 	if n > 0 {
 		h.cfg.Logger.Info("pruned the presence of relays gone", "relays", n, "silent_for", h.cfg.PruneAfter)
@@ -223,6 +232,9 @@ func (h *Heartbeat) prune(ctx context.Context) {
 }
 
 func (h *Heartbeat) leave(ctx context.Context) {
+	if !h.wrote {
+		return // no row: the relay stopped before its first write
+	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
 	h.result("delete the relay's presence", h.cfg.Store.PresenceLeave(ctx, h.id))

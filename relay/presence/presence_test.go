@@ -174,6 +174,24 @@ func TestFailedWritesAreLoggedOnce(t *testing.T) {
 	}
 }
 
+// A relay that stops before its row was ever written (it could not start:
+// here the store is not migrated, which the relay reports itself) leaves
+// nothing to delete, and its heartbeat logs no failure of its own.
+func TestRelayThatCannotStartLogsNothing(t *testing.T) {
+	s := openStore(t, false)
+	logs := &logbuf.Buffer{}
+	h, err := presence.New(presence.Config{Store: s, Logger: slog.New(slog.NewTextHandler(logs, nil))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel() // the relay has stopped already
+	h.Run(ctx, &state{})
+	if logs.String() != "" {
+		t.Fatalf("logged:\n%s", logs)
+	}
+}
+
 func TestConfigIsValidated(t *testing.T) {
 	s := openStore(t, false)
 	for name, cfg := range map[string]presence.Config{
