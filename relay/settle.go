@@ -44,25 +44,33 @@ func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
 		}
 		batch = append(batch[:0], o)
 		closed := r.collect(results, &batch)
-		// Linger only if more outcomes can come: with little in flight
-		// (a small batch and concurrency) waiting would only hold back the
-		// next claim.
-		if !closed && !r.cfg.Ordered && len(batch) < settleBatchMax && r.inflight.count() > len(batch) {
-			for until := time.Now().Add(settleLinger); !closed && len(batch) < settleBatchMax; {
-				left := time.Until(until)
-				if left <= 0 {
-					break
-				}
-				step.Reset(min(left, settleLingerStep))
-				<-step.C
-				closed = r.collect(results, &batch)
+		for until := time.Now().Add(settleLinger); !closed && r.linger(batch); {
+			left := time.Until(until)
+			if left <= 0 {
+				break
 			}
+			step.Reset(min(left, settleLingerStep))
+			<-step.C
+			closed = r.collect(results, &batch)
 		}
 		r.write(ctx, batch)
 		if closed {
 			return
 		}
 	}
+}
+
+// linger reports whether the settler should wait for more outcomes before
+// writing batch: only while it is not full and more can come (events in
+// flight beyond those of batch; with little in flight, waiting would only
+// hold back the next claim), and never in an ordered relay, whose
+// successors wait for their predecessor's outcome. It is asked again at
+// every step. (The WAL stream also waits for outcomes, a commit's before the
+// next commit's of the same batch, but its batches run many at once: not
+// lingering for them made a settle per commit, and at 2,000 commits/s the
+// p99 latency 12–40 ms instead of 7–8 ms.)
+func (r *Relay) linger(batch []outcome) bool {
+	return !r.cfg.Ordered && len(batch) < settleBatchMax && r.inflight.count() > len(batch)
 }
 
 // collect appends the outcomes ready in results to batch, until it is full

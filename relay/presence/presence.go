@@ -101,7 +101,7 @@ type Heartbeat struct {
 	// wake asks Run to write the row at once (the sink's state changed).
 	wake chan struct{}
 	// wrote is set, in Run, once a write of the row succeeded: until
-	// then there is no row to delete at the stop.
+	// then failing to delete it at the stop is not worth a warning.
 	wrote bool
 
 	mu         sync.Mutex
@@ -232,12 +232,16 @@ func (h *Heartbeat) prune(ctx context.Context) {
 }
 
 func (h *Heartbeat) leave(ctx context.Context) {
-	if !h.wrote {
-		return // no row: the relay stopped before its first write
-	}
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
-	h.result("delete the relay's presence", h.cfg.Store.PresenceLeave(ctx, h.id))
+	err := h.cfg.Store.PresenceLeave(ctx, h.id)
+	if err != nil && !h.wrote {
+		// No write of the row succeeded (one may have committed all
+		// the same, hence the delete): the relay stopped before its
+		// first write, or could not start, and says why itself.
+		return
+	}
+	h.result("delete the relay's presence", err)
 }
 
 // result logs a failed write, at most once per failureLogEvery while they

@@ -56,7 +56,8 @@ type Config struct {
 	// credentials of the URL's user information included. Default: a
 	// client with its own transport, keeping up to MaxConcurrency idle
 	// connections alive, with dial, TLS handshake and response header
-	// timeouts of Timeout.
+	// timeouts of Timeout. Its Transport must not modify the requests
+	// (net/http's rule for a RoundTripper): they share one parsed URL.
 	Client *http.Client
 	// UserAgent is the User-Agent header; New refuses control characters
 	// other than tab. Default UserAgentDefault ("postbox/1").
