@@ -8,7 +8,6 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -45,7 +45,7 @@ type fixture struct {
 	failures atomic.Int32
 	// calls counts calls of HandlerConfig.Process.
 	calls atomic.Int32
-	logs  syncBuffer
+	logs  logbuf.Buffer
 }
 
 // newFixture starts a handler configured by cfg (Process, Secrets and
@@ -188,22 +188,4 @@ func (f *fixture) wantNothingStored() {
 	if rows != 0 || effects != 0 {
 		f.t.Fatalf("%d inbox rows and %d business rows stored, want none", rows, effects)
 	}
-}
-
-// syncBuffer is a log destination safe for concurrent writers.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -93,9 +94,9 @@ func (k *kept) exists(id uuid.UUID) bool {
 // run starts RunRetention with cfg, logging into the returned buffer; stop
 // cancels it and returns its result, failing the test if it does not
 // return within a second.
-func (k *kept) run(cfg inbox.Retention) (logs *syncBuffer, stop func() error) {
+func (k *kept) run(cfg inbox.Retention) (logs *logbuf.Buffer, stop func() error) {
 	k.t.Helper()
-	logs = &syncBuffer{}
+	logs = &logbuf.Buffer{}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	}

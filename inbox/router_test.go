@@ -19,6 +19,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/store"
@@ -311,7 +312,7 @@ func TestRouterDuplicateDoesNotRunTheRoute(t *testing.T) {
 // The router behind the webhook handler, through Inbox.Processor.
 func TestRouterBehindWebhookHandler(t *testing.T) {
 	x := newRouted(t)
-	var logs syncBuffer
+	var logs logbuf.Buffer
 	h, err := inbox.NewHandler(inbox.HandlerConfig{
 		Secrets: []string{standardSecret},
 		Process: x.ib.Processor(x.r.Apply),

@@ -1,16 +1,15 @@
 package amqptest
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
-	"sync"
 	"testing"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/store/postgres"
 )
@@ -72,26 +71,10 @@ func (a *Applied) Counts(t testing.TB) map[uuid.UUID]int {
 }
 
 // Logs is a log that a test reads while the code under test writes it.
-type Logs struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
+type Logs = logbuf.Buffer
 
 // NewLogs returns a text logger writing to a new Logs.
 func NewLogs() (*slog.Logger, *Logs) {
 	l := &Logs{}
 	return slog.New(slog.NewTextHandler(l, nil)), l
-}
-
-func (l *Logs) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-// String returns what was logged so far.
-func (l *Logs) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/postbox-go/postbox/internal/amqptest"
 	"github.com/postbox-go/postbox/internal/bench"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 )
 
@@ -17,7 +18,7 @@ import (
 func TestRunAMQP(t *testing.T) {
 	srv := amqptest.Connect(t)
 	var (
-		progress syncBuffer
+		progress logbuf.Buffer
 		relays   relayCalls
 	)
 	rep, err := bench.Run(context.Background(), bench.Config{

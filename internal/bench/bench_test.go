@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/internal/bench"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 )
 
@@ -59,7 +60,7 @@ func (c *relayCalls) command(ctx context.Context, args ...string) *exec.Cmd {
 
 // tiny is a run of every scenario but the brokers' (see nats_test.go,
 // amqp_test.go, kafka_test.go), small enough for a test.
-func tiny(db string, progress *syncBuffer, relays *relayCalls) bench.Config {
+func tiny(db string, progress *logbuf.Buffer, relays *relayCalls) bench.Config {
 	return bench.Config{
 		DB: db, Scenarios: bench.AllScenarios,
 		DrainEvents: 2000, WebhookEvents: 2000, ScaleSmall: 1000, ScaleLarge: 2000, ScalingEvents: 1000,
@@ -87,7 +88,7 @@ func TestRunEveryScenario(t *testing.T) {
 func checkRun(t *testing.T, db string) {
 	ctx := context.Background()
 	var (
-		progress syncBuffer
+		progress logbuf.Buffer
 		relays   relayCalls
 	)
 	cfg := tiny(db, &progress, &relays)
@@ -182,7 +183,7 @@ func checkRun(t *testing.T, db string) {
 func TestWALAndInboxScenarios(t *testing.T) {
 	ctx := context.Background()
 	var (
-		progress syncBuffer
+		progress logbuf.Buffer
 		relays   relayCalls
 	)
 	cfg := bench.Config{
@@ -352,7 +353,7 @@ func TestKeepAndUnknownScenario(t *testing.T) {
 // with its log among the progress lines, instead of a stalled drain.
 func TestRelayProcessExit(t *testing.T) {
 	db := "sqlite:" + filepath.Join(t.TempDir(), "exit.db")
-	var progress syncBuffer
+	var progress logbuf.Buffer
 	cfg := bench.Config{
 		DB: db, Scenarios: []string{bench.ScenarioScale}, ScaleSmall: 100, ScaleLarge: 200, Progress: &progress,
 		RelayCommand: func(ctx context.Context, args ...string) *exec.Cmd {
@@ -374,23 +375,4 @@ func TestRelayProcessExit(t *testing.T) {
 	if lerr != nil || len(left) > 0 {
 		t.Errorf("scratch outboxes left after the failed run: %v (%v)", left, lerr)
 	}
-}
-
-// syncBuffer is a bytes.Buffer safe for the writes of several goroutines
-// (progress lines and the children's logs).
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }

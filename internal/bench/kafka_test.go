@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/postbox-go/postbox/internal/bench"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 )
 
@@ -15,7 +16,7 @@ import (
 // afterwards.
 func TestKafkaScenario(t *testing.T) {
 	var (
-		progress syncBuffer
+		progress logbuf.Buffer
 		relays   relayCalls
 	)
 	cfg := bench.Config{DB: pgtest.URL(), Scenarios: []string{bench.ScenarioKafka}, BrokerEvents: 2000,

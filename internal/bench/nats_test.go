@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/postbox-go/postbox/internal/bench"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/natstest"
 	"github.com/postbox-go/postbox/internal/pgtest"
 )
@@ -20,7 +21,7 @@ func TestRunNATS(t *testing.T) {
 		t.Fatal("nats is among the scenarios that need only the database")
 	}
 	var (
-		progress syncBuffer
+		progress logbuf.Buffer
 		relays   relayCalls
 	)
 	cfg := bench.Config{DB: pgtest.URL(), Scenarios: []string{bench.ScenarioNATS}, BrokerEvents: 2000,

@@ -31,9 +31,7 @@ type relayProcess struct {
 
 	stopOnce sync.Once
 	peakKiB  int64
-	// cpu is the CPU time the process used until stop.
-	cpu     time.Duration
-	stopErr error
+	stopErr  error
 }
 
 // relayArgs are the flags of a `postbox relay` that drains sc as signed
@@ -88,11 +86,10 @@ func relayEnv(env []string) []string {
 }
 
 // stop reads the process's peak resident memory (VmHWM; 0 where /proc is
-// missing) and the CPU time it used, then stops it as a service manager
-// would: SIGTERM, and SIGKILL if it has not exited relayStopTimeout later.
-// It returns the peak in KiB, and an error unless the process exited
-// cleanly after SIGTERM; the CPU time is in rp.cpu then (0 where /proc is
-// missing). Calling it again returns the same.
+// missing), then stops it as a service manager would: SIGTERM, and SIGKILL
+// if it has not exited relayStopTimeout later. It returns the peak in KiB,
+// and an error unless the process exited cleanly after SIGTERM. Calling it
+// again returns the same.
 func (rp *relayProcess) stop() (int64, error) {
 	rp.stopOnce.Do(func() {
 		rp.stopping.Store(true)
@@ -103,7 +100,6 @@ func (rp *relayProcess) stop() (int64, error) {
 		default:
 		}
 		rp.peakKiB = peakRSSKiB(strconv.Itoa(rp.pid))
-		rp.cpu, _ = cpuTime(strconv.Itoa(rp.pid))
 		if err := rp.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 			_ = rp.cmd.Process.Kill()
 		}
@@ -186,14 +182,19 @@ func (e *env) processDrain(ctx context.Context, p *progress, what string, sc scr
 	if err != nil {
 		return processDrained{}, err
 	}
+	// Every CPU time is read before any process stops: the server
+	// processes of their connections exit with them.
 	pd := processDrained{drained: d, serverCPU: server()}
+	for _, rp := range procs {
+		cpu, _ := cpuTime(strconv.Itoa(rp.pid)) // 0 where /proc is missing
+		pd.relayCPU += cpu
+	}
 	for _, rp := range procs {
 		kib, err := rp.stop()
 		if err != nil {
 			return processDrained{}, err
 		}
 		pd.peakKiB = append(pd.peakKiB, kib)
-		pd.relayCPU += rp.cpu
 	}
 	return pd, nil
 }
