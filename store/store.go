@@ -70,6 +70,13 @@ type Delivery struct {
 	// store that does not. A relay ends a claim once every event it leased
 	// is settled (SettleParams.Ended).
 	Lease int64
+	// Invalid, when not empty, says why the store could not read this row
+	// as an event (the column and the value's problem, e.g. "created_at:
+	// infinity is not a time"): the relay fails it at once, without
+	// sending it and without counting it against any other event. The
+	// fields it names hold zero values; ID, OutboxSeq and Lease are always
+	// set.
+	Invalid string
 }
 
 // ClaimParams selects the events a relay takes.
@@ -92,6 +99,11 @@ type ClaimParams struct {
 	// Events behind it (released, expired leases, committed late) are left
 	// to the next claim without After. Ordered claims ignore it.
 	After ClaimPosition
+	// MaxBytes, when positive, bounds the claim by the payload bytes it
+	// takes as well as by Limit: the claim stops before the event that
+	// would take its payloads past MaxBytes, but always takes at least one
+	// event (so an event larger than MaxBytes is still claimed, alone).
+	MaxBytes int64
 }
 
 // ClaimPosition is a place in claim order: events are claimed by when they
@@ -166,6 +178,13 @@ type SettleParams struct {
 	// KeepDone keeps delivered events, marked done, until PurgeDone removes
 	// them; otherwise they are deleted at once.
 	KeepDone bool
+	// DedupWindow, when positive, keeps the dedup_key of each event this
+	// settle delivers (Done) refused for that long after the delivery,
+	// whether the row is deleted at once or kept until PurgeDone: a
+	// producer that writes the same key again in that time gets the
+	// duplicate-key error, from EnqueueTx and from plain SQL alike. Zero:
+	// the key is free again once its row is gone.
+	DedupWindow time.Duration
 }
 
 // ReclaimParams returns the events of crashed relays (expired leases) to the
