@@ -10,11 +10,13 @@ import (
 	"net/http"
 	"net/netip"
 	"net/url"
+	"strconv"
 	"strings"
+	"time"
 )
 
-// sessionCookie is the cookie the login form sets: a MAC of the token,
-// never the token itself.
+// sessionCookie is the cookie the login form sets: a random session id,
+// never the token.
 const sessionCookie = "postbox_console"
 
 // CheckAddr refuses to serve a console without a token on an address other
@@ -56,24 +58,89 @@ func (c *Console) hostAllowed(r *http.Request) bool {
 	return isLoopbackHost(host)
 }
 
-// sessionValue is the session cookie's value: a MAC of the token.
-func (c *Console) sessionValue() string {
-	return hex.EncodeToString(c.mac("session", c.cfg.Token))
+// now is the console's clock.
+func (c *Console) now() time.Time {
+	if c.cfg.Now != nil {
+		return c.cfg.Now()
+	}
+	return time.Now()
 }
 
-// authorized reports whether r carries the token (a bearer header or the
-// session cookie); every request is authorized without a token.
-func (c *Console) authorized(r *http.Request) bool {
-	if c.cfg.Token == "" {
+// requireAuth lets through a request with the token (a bearer header, or
+// the cookie of a live session), answers 429 to a client backing off after
+// wrong tokens, and 401 with the login page to the others.
+func (c *Console) requireAuth(next http.HandlerFunc) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		if c.cfg.Token == "" {
+			next(w, r)
+			return
+		}
+		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
+			if c.guess(w, r, bearer) {
+				next(w, r)
+			} else if !c.answered(w) {
+				c.askLogin(w, r)
+			}
+			return
+		}
+		// The overview's own refreshes (X-Refresh) do not count as use:
+		// an open tab does not keep an idle session alive.
+		if ck, err := r.Cookie(sessionCookie); err == nil && c.sessions.valid(ck.Value, c.now(), r.Header.Get("X-Refresh") == "") {
+			next(w, r)
+			return
+		}
+		c.askLogin(w, r)
+	}
+}
+
+// askLogin answers 401 with the login page.
+func (c *Console) askLogin(w http.ResponseWriter, r *http.Request) {
+	w.Header().Set("WWW-Authenticate", `Bearer realm="postbox console"`)
+	c.render(w, r, http.StatusUnauthorized, "login", loginPage{Next: r.URL.RequestURI()})
+}
+
+// answered reports whether guess already answered (a 429).
+func (c *Console) answered(w http.ResponseWriter) bool {
+	return w.Header().Get("Retry-After") != ""
+}
+
+// guess checks a token the client sent (the login form's, a bearer
+// header's) under the login limiter: while the client backs off, it
+// answers 429 without looking at the token; a wrong token counts against
+// the client, and the failure that starts a back-off answers 429 too. It
+// reports whether the token is right; when it answered, Retry-After is
+// set.
+func (c *Console) guess(w http.ResponseWriter, r *http.Request, token string) bool {
+	client, now := c.clientAddr(r), c.now()
+	if wait := c.limiter.wait(client, now); wait > 0 {
+		c.tooMany(w, r, wait)
+		return false
+	}
+	if sameSecret(token, c.cfg.Token) {
+		c.limiter.forget(client)
 		return true
 	}
-	if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-		return sameSecret(bearer, c.cfg.Token)
+	step := c.limiter.fail(client, now)
+	if step.Failures == 1 || step.Wait > 0 {
+		// One line per client and back-off step, never one per attempt.
+		who := client.String()
+		if step.Shared {
+			who = "any client new to a full table"
+		}
+		c.log.Warn("console: wrong token", "client", who, "failures", step.Failures, "backoff", step.Wait)
 	}
-	if ck, err := r.Cookie(sessionCookie); err == nil {
-		return sameSecret(ck.Value, c.sessionValue())
+	if step.Wait > 0 {
+		c.tooMany(w, r, step.Wait)
+		return false
 	}
 	return false
+}
+
+// tooMany answers 429 with Retry-After (whole seconds, rounded up).
+func (c *Console) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+	secs := int64((wait + time.Second - 1) / time.Second)
+	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
+	c.render(w, r, http.StatusTooManyRequests, "login", loginPage{Next: "/", Wait: time.Duration(secs) * time.Second})
 }
 
 // sameSecret compares a and b in constant time (their hashes, so that the
@@ -108,19 +175,6 @@ func (c *Console) csrfValid(r *http.Request) bool {
 	}
 	want, _ := hex.DecodeString(c.csrfToken(r))
 	return hmac.Equal(got, want)
-}
-
-// requireAuth answers 401 to a request without the token: the login page
-// for a browser.
-func (c *Console) requireAuth(next http.HandlerFunc) http.HandlerFunc {
-	return func(w http.ResponseWriter, r *http.Request) {
-		if !c.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="postbox console"`)
-			c.render(w, r, http.StatusUnauthorized, "login", loginPage{Next: r.URL.RequestURI()})
-			return
-		}
-		next(w, r)
-	}
 }
 
 // action guards a POST that changes the outbox: the token, the CSRF token,
@@ -164,9 +218,11 @@ const maxFormBytes = 1 << 20
 type loginPage struct {
 	Next  string
 	Wrong bool
+	// Wait is how long the client must wait before it tries again.
+	Wait time.Duration
 }
 
-// login checks the token of the login form and sets the session cookie.
+// login checks the token of the login form and starts a session.
 func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 	if !c.formValid(w, r) {
 		return
@@ -179,20 +235,26 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	if !sameSecret(r.PostFormValue("token"), c.cfg.Token) {
-		c.log.Warn("console: login with a wrong token", "remote", r.RemoteAddr)
-		c.render(w, r, http.StatusUnauthorized, "login", loginPage{Next: next, Wrong: true})
+	if !c.guess(w, r, r.PostFormValue("token")) {
+		if !c.answered(w) {
+			c.render(w, r, http.StatusUnauthorized, "login", loginPage{Next: next, Wrong: true})
+		}
 		return
 	}
 	http.SetCookie(w, &http.Cookie{
-		Name: sessionCookie, Value: c.sessionValue(), Path: "/",
-		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: r.TLS != nil,
+		Name: sessionCookie, Value: c.sessions.create(c.now()), Path: "/",
+		MaxAge:   int(c.cfg.SessionMax / time.Second),
+		HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.overTLS(r),
 	})
 	http.Redirect(w, r, next, http.StatusSeeOther)
 }
 
-// logout clears the session cookie.
+// logout ends the session on the server (its cookie is refused from now
+// on) and clears the cookie.
 func (c *Console) logout(w http.ResponseWriter, r *http.Request) {
-	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode})
+	if ck, err := r.Cookie(sessionCookie); err == nil {
+		c.sessions.revoke(ck.Value)
+	}
+	http.SetCookie(w, &http.Cookie{Name: sessionCookie, Value: "", Path: "/", MaxAge: -1, HttpOnly: true, SameSite: http.SameSiteStrictMode, Secure: c.overTLS(r)})
 	http.Redirect(w, r, "/login", http.StatusSeeOther)
 }

@@ -33,6 +33,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/postbox-go/postbox/store"
@@ -82,18 +83,36 @@ type Config struct {
 	// Logger receives the actions taken and the errors met (slog's
 	// default logger when nil).
 	Logger *slog.Logger
+	// SessionIdle ends a login session after this long without a request
+	// (SessionIdleDefault when zero); the overview's own refreshes do not
+	// count.
+	SessionIdle time.Duration
+	// SessionMax ends a login session this long after the login, however
+	// it is used (SessionMaxDefault when zero).
+	SessionMax time.Duration
+	// TrustedProxies are the reverse proxies whose X-Forwarded-For (the
+	// client's address, for the login limiter and the log) and
+	// X-Forwarded-Proto (https: the session cookie is Secure) are
+	// believed, when a request comes from one of them. None by default:
+	// those headers are then ignored.
+	TrustedProxies []netip.Prefix
+	// Now is the console's clock for sessions and login back-offs
+	// (time.Now when nil).
+	Now func() time.Time
 }
 
 // Console is the console's http.Handler. Run samples the store for the
 // overview; without it the overview reads the counts at each request and
 // its chart stays empty.
 type Console struct {
-	cfg     Config
-	mux     *http.ServeMux
-	pages   pages
-	secret  []byte // signs the session cookie and the CSRF tokens
-	samples *samples
-	log     *slog.Logger
+	cfg      Config
+	mux      *http.ServeMux
+	pages    pages
+	secret   []byte // signs the CSRF tokens
+	samples  *samples
+	sessions *sessions
+	limiter  *loginLimiter
+	log      *slog.Logger
 }
 
 // New checks cfg and returns the console.
@@ -116,6 +135,15 @@ func New(cfg Config) (*Console, error) {
 	if cfg.PageSize < 0 || cfg.PageSize > store.FailedListLimitMax {
 		return nil, fmt.Errorf("console: PageSize %d: want 1 to %d", cfg.PageSize, store.FailedListLimitMax)
 	}
+	if cfg.SessionIdle == 0 {
+		cfg.SessionIdle = SessionIdleDefault
+	}
+	if cfg.SessionMax == 0 {
+		cfg.SessionMax = SessionMaxDefault
+	}
+	if cfg.SessionIdle < 0 || cfg.SessionMax < 0 {
+		return nil, fmt.Errorf("console: session lifetimes %v (idle) and %v (max): want positive durations", cfg.SessionIdle, cfg.SessionMax)
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
@@ -125,7 +153,9 @@ func New(cfg Config) (*Console, error) {
 	}
 	c := &Console{
 		cfg: cfg, pages: pages, secret: make([]byte, 32), log: cfg.Logger,
-		samples: newSamples(cfg.SampleEvery),
+		samples:  newSamples(cfg.SampleEvery),
+		sessions: newSessions(cfg.SessionIdle, cfg.SessionMax),
+		limiter:  newLoginLimiter(LoginClientsMax),
 	}
 	rand.Read(c.secret) // never fails (crypto/rand)
 	c.routes()

@@ -117,7 +117,9 @@ type client struct {
 
 func serve(t *testing.T, cfg console.Config) *client {
 	t.Helper()
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+	}
 	c, err := console.New(cfg)
 	if err != nil {
 		t.Fatal(err)

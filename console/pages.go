@@ -85,9 +85,9 @@ type view struct {
 
 // render writes page name with data, or a 500 when the template fails.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
-	v := view{
-		Title: name, Nav: name, Store: c.cfg.Store.String(), ReadOnly: c.cfg.ReadOnly,
-		Token: c.cfg.Token != "", CSRF: c.csrfToken(r), Page: data,
+	v := view{Title: name, Nav: name, Token: c.cfg.Token != "", CSRF: c.csrfToken(r), Page: data}
+	if name != "login" { // before login, nothing about the deployment
+		v.Store, v.ReadOnly = c.cfg.Store.String(), c.cfg.ReadOnly
 	}
 	if name == "overview" {
 		v.Refresh = 5

@@ -27,6 +27,9 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		tokenFile = fs.String("token-file", "", "file holding the token (surrounding white space is ignored)")
 		readOnly  = fs.Bool("read-only", false, "show no action: no retry, no purge")
 		sample    = fs.Duration("sample", console.SampleEveryDefault, "how often the overview reads the outbox's counts, for its numbers and its chart (three queries each time, whatever the number of viewers)")
+		idle      = fs.Duration("session-idle", console.SessionIdleDefault, "a login session ends after this long without a request (the overview's own refreshes do not count)")
+		lifetime  = fs.Duration("session-max", console.SessionMaxDefault, "a login session ends this long after the login, however it is used")
+		proxies   = fs.String("trusted-proxy", "", "CIDR[,CIDR]: reverse proxies whose X-Forwarded-For (the client, for the login back-off) and X-Forwarded-Proto (https: a Secure cookie) are believed; none by default")
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "text or json")
 	)
@@ -53,6 +56,13 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		if *sample <= 0 {
 			return fmt.Errorf("%w: --sample %v: want a positive interval", errUsage, *sample)
 		}
+		if *idle <= 0 || *lifetime <= 0 {
+			return fmt.Errorf("%w: --session-idle %v, --session-max %v: want positive durations", errUsage, *idle, *lifetime)
+		}
+		trusted, err := console.ParseTrustedProxies(*proxies)
+		if err != nil {
+			return fmt.Errorf("%w: --trusted-proxy: %v", errUsage, err)
+		}
 		logger, err := newLogger(*logLevel, *logFormat)
 		if err != nil {
 			return err
@@ -69,7 +79,10 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		if s.Postgres != nil {
 			st = s.Postgres
 		}
-		c, err := console.New(console.Config{Store: st, Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger})
+		c, err := console.New(console.Config{
+			Store: st, Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger,
+			SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted,
+		})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}

@@ -4,6 +4,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -128,6 +129,72 @@ func TestConsoleOnNonLoopbackAddrAsksForTheToken(t *testing.T) {
 	for _, secret := range []string{"s3cret-db-password", consoleToken} {
 		if strings.Contains(log, secret) || strings.Contains(string(body), secret) {
 			t.Fatalf("the console shows a secret (%q)", secret)
+		}
+	}
+}
+
+// consoleLogin posts the login form of the console at base with the token,
+// through a client that says it is behind TLS (X-Forwarded-Proto), and
+// returns the session cookie it got.
+func consoleLogin(t *testing.T, base string) *http.Cookie {
+	t.Helper()
+	client := &http.Client{Timeout: 10 * time.Second, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	res, err := client.Get(base + "/login")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	res.Body.Close()
+	m := regexp.MustCompile(`name="csrf" value="([0-9a-f]+)"`).FindSubmatch(body)
+	if m == nil {
+		t.Fatalf("no CSRF token on the login page:\n%s", body)
+	}
+	form := url.Values{"token": {consoleToken}, "csrf": {string(m[1])}}
+	req, _ := http.NewRequest(http.MethodPost, base+"/login", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	res, err = client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res.Body.Close()
+	if res.StatusCode != http.StatusSeeOther {
+		t.Fatalf("login: %d, want 303", res.StatusCode)
+	}
+	for _, ck := range res.Cookies() {
+		if ck.Name == "postbox_console" {
+			return ck
+		}
+	}
+	t.Fatal("login set no session cookie")
+	return nil
+}
+
+// --trusted-proxy: behind it the session cookie is Secure when the proxy
+// says https; without it the same header is not believed. --session-max
+// bounds the cookie's life.
+func TestConsoleTrustedProxyAndSessionFlags(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "console.db")
+	runOK(t, "migrate", "--db", db)
+	_, addr := startConsole(t, "--db", db, "--addr", "127.0.0.1:0", "--token", consoleToken,
+		"--trusted-proxy", "127.0.0.1/32,::1", "--session-idle", "5m", "--session-max", "2h")
+	ck := consoleLogin(t, "http://"+addr)
+	if !ck.Secure || ck.MaxAge != 7200 {
+		t.Fatalf("behind a trusted proxy saying https: Secure %v, Max-Age %d; want Secure, 7200", ck.Secure, ck.MaxAge)
+	}
+	_, addr = startConsole(t, "--db", db, "--addr", "127.0.0.1:0", "--token", consoleToken)
+	if ck := consoleLogin(t, "http://"+addr); ck.Secure {
+		t.Fatal("without --trusted-proxy, X-Forwarded-Proto made the cookie Secure")
+	}
+	for _, args := range [][]string{
+		{"--trusted-proxy", "10.0.0.0/33"},
+		{"--trusted-proxy", "proxy.example"},
+		{"--session-idle", "-1m"},
+		{"--session-max", "0s"},
+	} {
+		line := usageError(t, append([]string{"console", "--db", db, "--token", consoleToken}, args...)...)
+		if !strings.Contains(line, args[0]) {
+			t.Errorf("console %v: %q does not name the flag", args, line)
 		}
 	}
 }
