@@ -142,6 +142,35 @@ func TestBrowserRetryAFailedEvent(t *testing.T) {
 	}
 	screenshot(t, ctx, p, "failed")
 	assertInert(t, ctx, b, p, "failed page")
+	assertPlaceholdersLookUnset(t, ctx, p)
+
+	// A filter applied shows as applied: above the list, and its field.
+	must(t, p.Eval(ctx, `document.querySelector('#filters input[name="type"]').value = "invoice.sent"`, nil))
+	must(t, p.ClickAndWait(ctx, "#filter-button"))
+	var applied string
+	must(t, p.Eval(ctx, `document.getElementById("applied-filters").textContent.replace(/\s+/g, " ").trim()`, &applied))
+	if !strings.Contains(applied, "type: invoice.sent") {
+		t.Fatalf("applied filters read %q, want the type invoice.sent", applied)
+	}
+	var marked bool
+	must(t, p.Eval(ctx, `document.querySelector('#filters input[name="type"]').classList.contains("applied") && !document.querySelector('#filters input[name="error"]').classList.contains("applied")`, &marked))
+	if !marked {
+		t.Fatal("the applied filter's field is not marked applied (or an empty one is)")
+	}
+	screenshot(t, ctx, p, "failed-filtered")
+	// Its × removes it.
+	must(t, p.ClickAndWait(ctx, `#applied-filters a[data-filter="type"]`))
+	if n := evalInt(t, ctx, p, `document.querySelectorAll("#failed tbody tr").length`); n != 3 {
+		t.Fatalf("after removing the filter: %d rows, want 3", n)
+	}
+
+	// The confirmation says how many events the action moves: every
+	// failed event that matches, then one ticked.
+	must(t, p.Click(ctx, "#select-all"))
+	must(t, p.ClickAndWait(ctx, "#purge-selected"))
+	assertText(t, ctx, p, "confirm-title", "Purge 3 failed events?")
+	assertText(t, ctx, p, "confirm-button", "Yes, purge 3 events")
+	must(t, p.ClickAndWait(ctx, "#confirm-cancel"))
 
 	// The event page of the XSS event: the payload shows as text.
 	must(t, p.Navigate(ctx, srv.URL+"/events/"+ids[1].String()))
@@ -169,11 +198,13 @@ func TestBrowserRetryAFailedEvent(t *testing.T) {
 	must(t, p.Click(ctx, fmt.Sprintf(`#failed input[name="id"][value=%q]`, ids[0])))
 	must(t, p.ClickAndWait(ctx, "#retry-selected"))
 	must(t, p.WaitFor(ctx, `document.getElementById("confirm-button") !== null`))
+	assertText(t, ctx, p, "confirm-title", "Retry 1 failed event?")
+	assertText(t, ctx, p, "confirm-button", "Yes, retry 1 event")
 	screenshot(t, ctx, p, "confirm")
 	must(t, p.ClickAndWait(ctx, "#confirm-button"))
 	var notice string
 	must(t, p.Eval(ctx, `document.getElementById("notice").textContent`, &notice))
-	if notice != "Sent 1 failed events back to the queue." {
+	if notice != "Sent 1 failed event back to the queue." {
 		t.Fatalf("notice after the retry: %q", notice)
 	}
 	if n := evalInt(t, ctx, p, fmt.Sprintf(`document.querySelectorAll('#failed tr[data-id=%q]').length`, ids[0])); n != 0 {
@@ -201,6 +232,7 @@ func TestBrowserRetryAFailedEvent(t *testing.T) {
 		live.Eval(ctx, `document.getElementById("main").innerText`, &text)
 		t.Fatalf("the open overview: %v\n%s", err, text)
 	}
+	assertTimeAxis(t, ctx, live)
 	screenshot(t, ctx, live, "overview")
 
 	must(t, p.Navigate(ctx, srv.URL+"/inbox"))
@@ -243,6 +275,83 @@ func assertInert(t *testing.T, ctx context.Context, b *cdp.Browser, p *cdp.Page,
 	must(t, p.Eval(ctx, `Array.from(document.scripts, s => s.getAttribute("src"))`, &scripts))
 	if len(scripts) != 1 || scripts[0] != "/static/console.js" {
 		t.Fatalf("%s: scripts %q, want only /static/console.js", where, scripts)
+	}
+}
+
+// assertText checks the text of the element with id.
+func assertText(t *testing.T, ctx context.Context, p *cdp.Page, id, want string) {
+	t.Helper()
+	var got string
+	must(t, p.Eval(ctx, fmt.Sprintf(`(document.getElementById(%q)?.textContent ?? "").replace(/\s+/g, " ").trim()`, id), &got))
+	if got != want {
+		t.Fatalf("#%s reads %q, want %q", id, got, want)
+	}
+}
+
+// assertPlaceholdersLookUnset checks that no filter field looks applied
+// when it is empty: each says "e.g. …", in a colour lighter than a value's.
+func assertPlaceholdersLookUnset(t *testing.T, ctx context.Context, p *cdp.Page) {
+	t.Helper()
+	var fields []struct {
+		Name, Value, Placeholder, Color, PlaceholderColor, PlaceholderStyle string
+	}
+	must(t, p.Eval(ctx, `Array.from(document.querySelectorAll("#filters input"), e => ({
+		Name: e.name, Value: e.value, Placeholder: e.placeholder,
+		Color: getComputedStyle(e).color, PlaceholderColor: getComputedStyle(e, "::placeholder").color,
+		PlaceholderStyle: getComputedStyle(e, "::placeholder").fontStyle}))`, &fields))
+	if len(fields) != 6 {
+		t.Fatalf("%d filter fields, want 6", len(fields))
+	}
+	for _, f := range fields {
+		if f.Value != "" || !strings.HasPrefix(f.Placeholder, "e.g. ") || f.PlaceholderColor == f.Color || f.PlaceholderStyle != "italic" {
+			t.Errorf("filter %s: value %q, placeholder %q in %s %s (values in %s): want empty, \"e.g. …\", lighter and italic",
+				f.Name, f.Value, f.Placeholder, f.PlaceholderStyle, f.PlaceholderColor, f.Color)
+		}
+	}
+	if n := evalInt(t, ctx, p, `document.querySelectorAll("#applied-filters").length`); n != 0 {
+		t.Fatal("no filter is applied, yet the page lists applied filters")
+	}
+}
+
+// assertTimeAxis checks the chart's time axis: a label every 10 minutes
+// (HH:MM), from left to right inside the chart, an hour in all.
+func assertTimeAxis(t *testing.T, ctx context.Context, p *cdp.Page) {
+	t.Helper()
+	var axis struct {
+		Labels     []string
+		Lefts      []float64
+		Rights     []float64
+		ChartLeft  float64
+		ChartRight float64
+		Caption    string
+	}
+	must(t, p.Eval(ctx, `(() => {
+		const chart = document.getElementById("chart").getBoundingClientRect();
+		const labels = Array.from(document.querySelectorAll("#chart .tick-label"));
+		return {
+			Labels: labels.map(l => l.textContent), Lefts: labels.map(l => l.getBoundingClientRect().left),
+			Rights: labels.map(l => l.getBoundingClientRect().right), ChartLeft: chart.left, ChartRight: chart.right,
+			Caption: document.getElementById("chart-axis").textContent};
+	})()`, &axis))
+	if len(axis.Labels) < 6 || len(axis.Labels) > 7 {
+		t.Fatalf("time axis labels %q: want one every 10 minutes of the hour", axis.Labels)
+	}
+	var prev time.Time
+	for i, l := range axis.Labels {
+		at, err := time.Parse("15:04", l)
+		if err != nil || at.Minute()%10 != 0 {
+			t.Fatalf("time axis label %q: want HH:M0", l)
+		}
+		if i > 0 && at.Sub(prev) != 10*time.Minute && at.Sub(prev) != 10*time.Minute-24*time.Hour {
+			t.Fatalf("time axis labels %q: want 10 minutes apart", axis.Labels)
+		}
+		if axis.Lefts[i] < axis.ChartLeft || axis.Rights[i] > axis.ChartRight || i > 0 && axis.Lefts[i] < axis.Rights[i-1] {
+			t.Fatalf("time axis label %q at %v–%v: outside the chart (%v–%v) or over the one before", l, axis.Lefts[i], axis.Rights[i], axis.ChartLeft, axis.ChartRight)
+		}
+		prev = at
+	}
+	if !strings.Contains(axis.Caption, "UTC") {
+		t.Fatalf("the time axis caption %q does not say UTC", axis.Caption)
 	}
 }
 

@@ -335,7 +335,7 @@ func TestActionsNeedCSRFAndConfirmation(t *testing.T) {
 		if got := status(t, s, ids[2]); got != store.StatusFailed {
 			t.Fatalf("event outside the filter: status %q", got)
 		}
-		if _, body := c.get(res.Header.Get("Location")); !strings.Contains(body, "Purged 1 failed events.") {
+		if _, body := c.get(res.Header.Get("Location")); !strings.Contains(body, "Purged 1 failed event.") {
 			t.Fatal("no notice after the purge")
 		}
 	})
@@ -532,5 +532,43 @@ func TestInboxShowsFailedRowsWithTheHandlersError(t *testing.T) {
 		wantStatus(t, res, body, http.StatusOK)
 		res, body = c.get("/inbox?status=gone")
 		wantStatus(t, res, body, http.StatusBadRequest)
+	})
+}
+
+var confirmTitle = regexp.MustCompile(`<h1 id="confirm-title">([^<]*)</h1>`)
+
+// The confirmation says how many failed events the action moves: those
+// the filters select, or those ticked; none left, it offers no button.
+func TestConfirmationSaysHowMany(t *testing.T) {
+	forEachStore(t, func(t *testing.T, s console.Store) {
+		ids := failEvents(t, s, []postbox.Event{orderEvent(1), orderEvent(2), orderEvent(3)}, []string{"status 503", "status 503", "status 410"})
+		c := serve(t, console.Config{Store: s})
+		csrf := c.csrf("/failed")
+		for _, tc := range []struct {
+			form url.Values
+			want string
+		}{
+			{url.Values{"action": {"retry"}, "all": {"1"}}, "Retry 3 failed events?"},
+			{url.Values{"action": {"retry"}, "all": {"1"}, "error": {"503"}}, "Retry 2 failed events?"},
+			{url.Values{"action": {"purge"}, "all": {"1"}, "error": {"410"}}, "Purge 1 failed event?"},
+			{url.Values{"action": {"purge"}, "id": {ids[0].String(), ids[1].String(), ids[0].String()}}, "Purge 2 failed events?"},
+			{url.Values{"action": {"retry"}, "all": {"1"}, "error": {"no such error"}}, "Retry 0 failed events?"},
+		} {
+			tc.form.Set("csrf", csrf)
+			res, body := c.post("/failed/action", tc.form)
+			wantStatus(t, res, body, http.StatusOK)
+			m := confirmTitle.FindStringSubmatch(body)
+			if m == nil || m[1] != tc.want {
+				t.Fatalf("confirmation of %v: title %q, want %q", tc.form, m, tc.want)
+			}
+			if strings.HasPrefix(tc.want, "Retry 0") == strings.Contains(body, `id="confirm-button"`) {
+				t.Fatalf("confirmation of %v: a button iff there is something to do", tc.form)
+			}
+		}
+		for _, id := range ids {
+			if got := status(t, s, id); got != store.StatusFailed {
+				t.Fatalf("a confirmation changed event %s: %q", id, got)
+			}
+		}
 	})
 }

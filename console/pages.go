@@ -4,11 +4,11 @@ import (
 	"bytes"
 	"context"
 	"embed"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"html/template"
 	"io/fs"
+	"math"
 	"net/http"
 	"net/url"
 	"slices"
@@ -40,7 +40,10 @@ type pages map[string]*template.Template
 var pageNames = []string{"overview", "failed", "confirm", "event", "inbox", "inbox_event", "search", "login"}
 
 func parsePages() (pages, error) {
-	funcs := template.FuncMap{"time": showTime, "ago": ago, "pretty": prettyJSON, "headers": sortedHeaders}
+	funcs := template.FuncMap{
+		"time": showTime, "ago": ago, "pretty": prettyJSON, "headers": sortedHeaders,
+		"show": show, "all": showAll, "plural": plural,
+	}
 	out := pages{}
 	for _, name := range pageNames {
 		t, err := template.New("layout.html").Funcs(funcs).ParseFS(templateFiles, "templates/layout.html", "templates/"+name+".html")
@@ -215,12 +218,36 @@ func (f filterForm) store(now time.Time) (store.FailedFilter, error) {
 	return out, nil
 }
 
+// appliedFilter is one filter in use, and the failed page's query
+// without it.
+type appliedFilter struct {
+	Key, Label, Value, Without string
+}
+
+// applied lists the filters in use, in the form's order.
+func (f filterForm) applied() []appliedFilter {
+	var out []appliedFilter
+	for _, x := range []struct{ key, label, value string }{
+		{"type", "type", f.Type}, {"aggregate_type", "aggregate type", f.AggregateType},
+		{"aggregate_id", "aggregate id", f.AggregateID}, {"error", "error contains", f.Error},
+		{"older", "failed more than this long ago", f.Older}, {"newer", "failed less than this long ago", f.Newer},
+	} {
+		if x.value == "" {
+			continue
+		}
+		without := f.query()
+		without.Del(x.key)
+		out = append(out, appliedFilter{Key: x.key, Label: x.label, Value: x.value, Without: without.Encode()})
+	}
+	return out
+}
+
 // describe says in words which failed events f selects.
 func (f filterForm) describe() string {
 	var parts []string
 	add := func(what, v string) {
 		if v != "" {
-			parts = append(parts, fmt.Sprintf("%s %q", what, v))
+			parts = append(parts, what+` "`+show(v, cellMax)+`"`)
 		}
 	}
 	add("of type", f.Type)
@@ -255,6 +282,7 @@ func parseAge(s string) (time.Duration, error) {
 // failedPage is the failed page's data.
 type failedPage struct {
 	Filter   filterForm
+	Applied  []appliedFilter
 	Query    string // the filter as URL parameters
 	After    string
 	Next     string
@@ -267,11 +295,12 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := failedPage{Filter: readFilter(q), After: q.Get("after")}
 	p.Query = p.Filter.query().Encode()
-	switch q.Get("done") {
+	p.Applied = p.Filter.applied()
+	switch n := numberParam(q.Get("n")); q.Get("done") {
 	case "retry":
-		p.Notice = fmt.Sprintf("Sent %s failed events back to the queue.", numberParam(q.Get("n")))
+		p.Notice = fmt.Sprintf("Sent %s back to the queue.", plural(n, "failed event"))
 	case "purge":
-		p.Notice = fmt.Sprintf("Purged %s failed events.", numberParam(q.Get("n")))
+		p.Notice = fmt.Sprintf("Purged %s.", plural(n, "failed event"))
 	}
 	filter, err := p.Filter.store(time.Now())
 	if err != nil {
@@ -296,6 +325,16 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusOK, "failed", p)
 }
 
+// plural writes n (a number, or its text) and what, with an s unless n
+// is 1.
+func plural(n any, what string) string {
+	s := fmt.Sprint(n)
+	if s == "1" {
+		return s + " " + what
+	}
+	return s + " " + what + "s"
+}
+
 // numberParam is s if it is a number, else "?".
 func numberParam(s string) string {
 	if _, err := strconv.Atoi(s); err != nil {
@@ -311,7 +350,16 @@ type confirmPage struct {
 	All      bool
 	Filter   filterForm
 	Describe string
+	// Count is how many failed events the action moves; with More, at
+	// least that many (the count stopped at confirmCountMax).
+	Count int
+	More  bool
+	// Back is the failed page the action was asked from.
+	Back string
 }
+
+// confirmCountMax bounds the failed events a confirmation counts.
+const confirmCountMax = store.FailedGroupsScanDefault
 
 // failedAction retries or purges failed events: the ids sent, or all that
 // the filter selects ("all"). Without "confirm" it asks first.
@@ -326,11 +374,13 @@ func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 	for _, s := range r.PostForm["id"] {
 		id, err := uuid.Parse(s)
 		if err != nil {
-			http.Error(w, fmt.Sprintf("console: event id %q is not a UUID", s), http.StatusBadRequest)
+			http.Error(w, fmt.Sprintf("console: event id %q is not a UUID", show(s, 40)), http.StatusBadRequest)
 			return
 		}
-		ids = append(ids, id)
-		p.IDs = append(p.IDs, id.String())
+		if !slices.Contains(ids, id) {
+			ids = append(ids, id)
+			p.IDs = append(p.IDs, id.String())
+		}
 	}
 	filter, err := p.Filter.store(time.Now())
 	if err != nil {
@@ -338,18 +388,22 @@ func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	sel := store.FailedSelection{IDs: ids}
-	p.Describe = fmt.Sprintf("the %d selected events", len(ids))
+	p.Describe = "the " + plural(len(ids), "selected event")
 	if p.All {
 		sel = store.FailedSelection{FailedFilter: filter, All: true}
 		p.Describe = p.Filter.describe()
 		p.IDs = nil
 	}
-	back := "/failed?" + p.Filter.query().Encode()
+	p.Back = "/failed?" + p.Filter.query().Encode()
 	if sel.IsZero() || !p.All && len(ids) == 0 {
-		http.Redirect(w, r, back, http.StatusSeeOther)
+		http.Redirect(w, r, p.Back, http.StatusSeeOther)
 		return
 	}
 	if r.PostFormValue("confirm") != "1" {
+		if p.Count, p.More, err = c.countSelected(r.Context(), sel); err != nil {
+			c.fail(w, "counting the failed events selected", err)
+			return
+		}
 		c.render(w, r, http.StatusOK, "confirm", p)
 		return
 	}
@@ -361,7 +415,7 @@ func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 	} else {
 		n, err = c.cfg.Store.FailedPurge(ctx, store.FailedPurgeParams{FailedSelection: sel})
 	}
-	c.log.Info("console: "+action+" of failed events", "selection", p.Describe, "events", n, "remote", r.RemoteAddr, "error", err)
+	c.log.Info("console: "+action+" of failed events", "selection", p.Describe, "events", n, "client", c.clientAddr(r).String(), "error", err)
 	if err != nil {
 		c.fail(w, fmt.Sprintf("%s (%d events done; send it again to finish)", action, n), err)
 		return
@@ -370,6 +424,22 @@ func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 	v.Set("done", action)
 	v.Set("n", strconv.Itoa(n))
 	http.Redirect(w, r, "/failed?"+v.Encode(), http.StatusSeeOther)
+}
+
+// countSelected counts the failed events sel selects: its ids, or those
+// its filter lets through (at most confirmCountMax; more is true past
+// it).
+func (c *Console) countSelected(ctx context.Context, sel store.FailedSelection) (n int, more bool, err error) {
+	if !sel.All {
+		return len(sel.IDs), false, nil
+	}
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	g, err := c.cfg.Store.FailedGroups(ctx, store.FailedGroupsParams{FailedFilter: sel.FailedFilter, Scan: confirmCountMax})
+	if err != nil {
+		return 0, false, err
+	}
+	return g.Scanned, !g.Complete, nil
 }
 
 // showRow serves the page of one row: the one get reads for the id in the
@@ -472,6 +542,8 @@ func ago(t time.Time) string {
 	}
 	d := time.Since(t)
 	switch {
+	case d == math.MinInt64: // saturated: far in the future
+		return "in " + roundAge(math.MaxInt64)
 	case d < 0:
 		return "in " + roundAge(-d)
 	case d < time.Second:
@@ -488,15 +560,6 @@ func roundAge(d time.Duration) string {
 		return d.Round(time.Minute).String()
 	}
 	return d.Round(time.Second).String()
-}
-
-// prettyJSON indents a JSON payload; anything else is shown as it is.
-func prettyJSON(b []byte) string {
-	var out bytes.Buffer
-	if err := json.Indent(&out, b, "", "  "); err != nil {
-		return string(b)
-	}
-	return out.String()
 }
 
 // header is one event header.

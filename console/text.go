@@ -1,0 +1,127 @@
+package console
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+)
+
+// Caps of the texts a table cell shows; the row's own page shows them
+// whole.
+const (
+	// cellMax is the most characters of a name (a type, an aggregate) in a
+	// table cell.
+	cellMax = 120
+	// errorCellMax is the most characters of an error text in a table
+	// cell.
+	errorCellMax = 400
+	// prettyDepthMax is the deepest JSON payload shown indented; a deeper
+	// one is shown as stored (indenting n levels writes n² spaces).
+	prettyDepthMax = 64
+)
+
+// show writes s for a table cell: every control character (line breaks
+// included) and bidirectional override visible as an escape ("\x1b"),
+// invalid UTF-8 as U+FFFD, and at most max characters, "…" after.
+func show(s string, max int) string {
+	return visible(s, max, false)
+}
+
+// showAll writes s whole for an event's own page: control characters
+// visible as in show, but line breaks and tabs kept.
+func showAll(s string) string {
+	return visible(s, -1, true)
+}
+
+// visible is show and showAll: max < 0 shows every character.
+func visible(s string, max int, keepLines bool) string {
+	var b strings.Builder
+	n := 0
+	for i, r := range s {
+		if max >= 0 && n == max {
+			b.WriteString("…")
+			break
+		}
+		n++
+		switch {
+		case r == utf8.RuneError:
+			if _, size := utf8.DecodeRuneInString(s[i:]); size <= 1 {
+				b.WriteRune(utf8.RuneError)
+				continue
+			}
+			b.WriteRune(r)
+		case keepLines && (r == '\n' || r == '\t'):
+			b.WriteRune(r)
+		case unicode.IsControl(r) || isBidiControl(r):
+			b.WriteString(escapeRune(r))
+		default:
+			b.WriteRune(r)
+		}
+	}
+	return b.String()
+}
+
+// escapeRune writes r as Go writes it in a string: \n, \x1b, \u202e.
+func escapeRune(r rune) string {
+	switch r {
+	case '\n':
+		return `\n`
+	case '\r':
+		return `\r`
+	case '\t':
+		return `\t`
+	}
+	if r < 0x100 {
+		return fmt.Sprintf(`\x%02x`, r)
+	}
+	return fmt.Sprintf(`\u%04x`, r)
+}
+
+// isBidiControl reports whether r reorders the text around it (a
+// "Trojan source" character).
+func isBidiControl(r rune) bool {
+	return r == 0x061c || r == 0x200e || r == 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
+}
+
+// prettyJSON indents a JSON payload, shown whole; anything else (or JSON
+// nested deeper than prettyDepthMax) is shown as stored.
+func prettyJSON(b []byte) string {
+	if jsonDepth(b) > prettyDepthMax {
+		return showAll(string(b))
+	}
+	var out bytes.Buffer
+	if err := json.Indent(&out, b, "", "  "); err != nil {
+		return showAll(string(b))
+	}
+	return showAll(out.String())
+}
+
+// jsonDepth is how deeply b nests arrays and objects (brackets inside
+// strings do not count); b need not be valid JSON.
+func jsonDepth(b []byte) int {
+	depth, deepest, inString, escaped := 0, 0, false, false
+	for _, c := range b {
+		switch {
+		case inString:
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				inString = false
+			}
+		case c == '"':
+			inString = true
+		case c == '[' || c == '{':
+			depth++
+			deepest = max(deepest, depth)
+		case c == ']' || c == '}':
+			depth--
+		}
+	}
+	return deepest
+}
