@@ -76,9 +76,12 @@ func (c *Console) requireAuth(next http.HandlerFunc) http.HandlerFunc {
 			return
 		}
 		if bearer, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); ok {
-			if c.guess(w, r, bearer) {
+			switch right, wait := c.guess(r, bearer); {
+			case right:
 				next(w, r)
-			} else if !c.answered(w) {
+			case wait > 0:
+				c.tooMany(w, r, wait, "/")
+			default:
 				c.askLogin(w, r)
 			}
 			return
@@ -99,26 +102,19 @@ func (c *Console) askLogin(w http.ResponseWriter, r *http.Request) {
 	c.render(w, r, http.StatusUnauthorized, "login", loginPage{Next: r.URL.RequestURI()})
 }
 
-// answered reports whether guess already answered (a 429).
-func (c *Console) answered(w http.ResponseWriter) bool {
-	return w.Header().Get("Retry-After") != ""
-}
-
 // guess checks a token the client sent (the login form's, a bearer
-// header's) under the login limiter: while the client backs off, it
-// answers 429 without looking at the token; a wrong token counts against
-// the client, and the failure that starts a back-off answers 429 too. It
-// reports whether the token is right; when it answered, Retry-After is
-// set.
-func (c *Console) guess(w http.ResponseWriter, r *http.Request, token string) bool {
+// header's) under the login limiter. While the client backs off, it
+// reports the wait without looking at the token; a wrong token counts
+// against the client, and the failure that starts a back-off reports the
+// wait too. The caller answers 429 when wait is positive.
+func (c *Console) guess(r *http.Request, token string) (right bool, wait time.Duration) {
 	client, now := c.clientAddr(r), c.now()
 	if wait := c.limiter.wait(client, now); wait > 0 {
-		c.tooMany(w, r, wait)
-		return false
+		return false, wait
 	}
 	if sameSecret(token, c.cfg.Token) {
 		c.limiter.forget(client)
-		return true
+		return true, 0
 	}
 	step := c.limiter.fail(client, now)
 	if step.Failures == 1 || step.Wait > 0 {
@@ -129,18 +125,15 @@ func (c *Console) guess(w http.ResponseWriter, r *http.Request, token string) bo
 		}
 		c.log.Warn("console: wrong token", "client", who, "failures", step.Failures, "backoff", step.Wait)
 	}
-	if step.Wait > 0 {
-		c.tooMany(w, r, step.Wait)
-		return false
-	}
-	return false
+	return false, step.Wait
 }
 
-// tooMany answers 429 with Retry-After (whole seconds, rounded up).
-func (c *Console) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration) {
+// tooMany answers 429 with Retry-After (whole seconds, rounded up), and
+// the login page saying how long to wait.
+func (c *Console) tooMany(w http.ResponseWriter, r *http.Request, wait time.Duration, next string) {
 	secs := int64((wait + time.Second - 1) / time.Second)
 	w.Header().Set("Retry-After", strconv.FormatInt(secs, 10))
-	c.render(w, r, http.StatusTooManyRequests, "login", loginPage{Next: "/", Wait: time.Duration(secs) * time.Second})
+	c.render(w, r, http.StatusTooManyRequests, "login", loginPage{Next: next, Wait: time.Duration(secs) * time.Second})
 }
 
 // sameSecret compares a and b in constant time (their hashes, so that the
@@ -235,8 +228,10 @@ func (c *Console) login(w http.ResponseWriter, r *http.Request) {
 		http.Redirect(w, r, next, http.StatusSeeOther)
 		return
 	}
-	if !c.guess(w, r, r.PostFormValue("token")) {
-		if !c.answered(w) {
+	if right, wait := c.guess(r, r.PostFormValue("token")); !right {
+		if wait > 0 {
+			c.tooMany(w, r, wait, next)
+		} else {
 			c.render(w, r, http.StatusUnauthorized, "login", loginPage{Next: next, Wrong: true})
 		}
 		return

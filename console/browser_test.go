@@ -243,7 +243,7 @@ func TestBrowserRetryAFailedEvent(t *testing.T) {
 	must(t, err)
 	roSrv := httptest.NewServer(ro)
 	t.Cleanup(roSrv.Close)
-	for _, path := range []string{"/", "/failed", "/events/" + ids[2].String()} {
+	for _, path := range []string{"/", "/failed", "/failed?type=invoice.sent", "/events/" + ids[2].String()} {
 		must(t, p.Navigate(ctx, roSrv.URL+path))
 		n := evalInt(t, ctx, p, `document.querySelectorAll('form[method="post"][action="/failed/action"], input[name="id"], #retry-selected, #purge-selected').length`)
 		if n != 0 {

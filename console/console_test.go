@@ -350,7 +350,7 @@ func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
 		c := serve(t, console.Config{Store: s, ReadOnly: true, Token: token})
 		res, body := c.post("/login", url.Values{"token": {token}, "csrf": {c.csrf("/login")}})
 		wantStatus(t, res, body, http.StatusSeeOther)
-		for _, path := range []string{"/", "/failed", "/events/" + ids[0].String()} {
+		for _, path := range []string{"/", "/failed", "/failed?type=order.paid&error=500", "/events/" + ids[0].String()} {
 			res, body := c.get(path)
 			wantStatus(t, res, body, http.StatusOK)
 			if strings.Contains(body, `action="/failed/action"`) || strings.Contains(body, "Retry") || strings.Contains(body, "Purge") {
@@ -365,6 +365,9 @@ func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
 		if !strings.Contains(body, "read-only") {
 			t.Fatalf("refusal does not say read-only: %s", body)
 		}
+		// Nor does it count for a confirmation.
+		res, body = c.post("/failed/action", url.Values{"action": {"purge"}, "all": {"1"}, "csrf": {c.csrf("/failed")}})
+		wantStatus(t, res, body, http.StatusForbidden)
 		if got := status(t, s, ids[0]); got != store.StatusFailed {
 			t.Fatalf("read-only retry changed the event: %q", got)
 		}

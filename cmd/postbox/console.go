@@ -104,7 +104,8 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		if secret == "" {
 			auth = "none (loopback only)"
 		}
-		logger.Info("console on http://"+ln.Addr().String()+"/", "store", st.String(), "read_only", *readOnly, "auth", auth)
+		logger.Info("console on http://"+ln.Addr().String()+"/", "store", st.String(), "read_only", *readOnly, "auth", auth,
+			"session_idle", *idle, "session_max", *lifetime, "trusted_proxies", *proxies)
 		sampled := make(chan struct{})
 		go func() {
 			defer close(sampled)
