@@ -12,9 +12,12 @@
 //
 // The console serves everything it needs from the binary (templates,
 // one stylesheet, one script): it works offline. Security: with a Token,
-// every request must carry it (Authorization: Bearer, or the session cookie
-// the login form sets); without one, the console answers only requests
-// addressed to a loopback host (CheckAddr refuses to listen elsewhere).
+// every request must carry it (Authorization: Bearer, or the cookie of a
+// session the login form starts, which expires and ends at logout); wrong
+// tokens make their client back off (429, Retry-After); without a Token,
+// the console answers only requests addressed to a loopback host
+// (CheckAddr refuses to listen elsewhere). X-Forwarded-For and
+// X-Forwarded-Proto are believed from TrustedProxies only.
 // Every action is a POST with a CSRF token; ReadOnly hides and refuses
 // them all. Pages are rendered with html/template, so payloads and error
 // texts are text, never markup; the Content-Security-Policy allows no
