@@ -147,3 +147,29 @@ func TestPagesShowExtremeTimes(t *testing.T) {
 		wantStatus(t, res, body, http.StatusOK)
 	}
 }
+
+// A pending row created at '-infinity' (PostgreSQL accepts it) must not
+// take the overview down: it answers 200 with the relays, and either the
+// counts or a note that they could not be read.
+func TestOverviewSurvivesAnUnreadableRow(t *testing.T) {
+	s := pgtest.Store(t)
+	if _, err := s.Pool().Exec(context.Background(), fmt.Sprintf(
+		`insert into %s.outbox_events (event_type, payload, created_at, available_at) values ('order.paid', '{}', '-infinity', '-infinity')`,
+		s.Schema())); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(context.Background(), fmt.Sprintf(
+		`insert into %s.outbox_events (event_type, payload, status, processed_at, last_error) values ('order.paid', '{}', 'failed', 'infinity', 'x')`,
+		s.Schema())); err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, console.Config{Store: s})
+	res, body := c.get("/")
+	wantStatus(t, res, body, http.StatusOK)
+	if !strings.Contains(body, `id="count-pending"`) && !strings.Contains(body, `id="counts-error"`) {
+		t.Fatalf("the overview shows neither the counts nor why not:\n%s", body)
+	}
+	if !strings.Contains(body, "<h2>Relays</h2>") {
+		t.Fatal("the overview lacks its relays")
+	}
+}

@@ -128,6 +128,9 @@ type overviewPage struct {
 	SinkDown    []relayRow
 	Chart       chart
 	SampleEvery time.Duration
+	// CountsError and RelaysError are true when that part could not be
+	// read (the error is in the console's log).
+	CountsError, RelaysError bool
 }
 
 // relayRow is one relay: its presence row (Presence, when it wrote one),
@@ -141,29 +144,31 @@ type relayRow struct {
 func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 	defer cancel()
+	var p overviewPage
 	// The counts are the latest sample's (Run), or read now without one.
+	// A part that cannot be read (a row the store fails on) is logged and
+	// named on the page; the other parts still show.
 	latest, ok := c.samples.latest()
 	if !ok {
 		var err error
 		if latest, err = c.readSample(ctx); err != nil {
-			c.fail(w, "reading the counts", err)
-			return
+			c.log.Error("console: reading the counts", "error", err)
+			p.CountsError = true
 		}
 	}
-	p := overviewPage{Stats: latest.stats, Types: latest.types, At: latest.at}
+	p.Stats, p.Types, p.At = latest.stats, latest.types, latest.at
 	relays, err := c.cfg.Store.Relays(ctx)
-	if err != nil {
-		c.fail(w, "reading the relays", err)
-		return
+	if err == nil {
+		var present []store.RelayPresence
+		if present, err = c.cfg.Store.RelayPresences(ctx); err == nil {
+			p.Relays, p.SinkDown = relayRows(present, relays, time.Now())
+		}
 	}
-	present, err := c.cfg.Store.RelayPresences(ctx)
 	if err != nil {
-		c.fail(w, "reading the relays' presence", err)
-		return
+		c.log.Error("console: reading the relays", "error", err)
+		p.RelaysError = true
 	}
-	p.Relays, p.SinkDown = relayRows(present, relays, time.Now())
-	now := time.Now()
-	p.Chart = newChart(c.samples.perMinute(now))
+	p.Chart = newChart(c.samples.perMinute(time.Now()))
 	p.SampleEvery = c.cfg.SampleEvery
 	c.render(w, r, http.StatusOK, "overview", p)
 }
