@@ -365,3 +365,39 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 		time.Sleep(50 * time.Millisecond)
 	}
 }
+
+// In a browser: log in, the overview refreshes itself; once the session
+// ends (idle time passed on the console's clock), the open overview turns
+// into the login page instead of showing counts that no longer move.
+func TestBrowserSessionEnds(t *testing.T) {
+	b := launchChromium(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	clk := newClock()
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	c, err := console.New(console.Config{Store: sqliteStore(t), Token: testToken, Logger: quiet, Now: clk.Now, SessionIdle: 10 * time.Minute})
+	must(t, err)
+	srv := httptest.NewServer(c)
+	t.Cleanup(srv.Close)
+
+	p, err := b.NewPage(ctx)
+	must(t, err)
+	must(t, p.Navigate(ctx, srv.URL+"/"))
+	must(t, p.WaitFor(ctx, `document.getElementById("login") !== null`))
+	var header string
+	must(t, p.Eval(ctx, `document.querySelector("header").textContent`, &header))
+	if strings.Contains(header, "sqlite") || strings.Contains(header, "console.db") {
+		t.Fatalf("the login page's header names the store: %q", header)
+	}
+	screenshot(t, ctx, p, "login")
+	must(t, p.Eval(ctx, fmt.Sprintf(`document.querySelector('#login input[name="token"]').value = %q`, testToken), nil))
+	must(t, p.ClickAndWait(ctx, `#login button`))
+	must(t, p.WaitFor(ctx, `document.getElementById("count-failed") !== null`))
+
+	clk.advance(11 * time.Minute)
+	waitCtx, cancelWait := context.WithTimeout(ctx, 30*time.Second) // the page refreshes every 5 s
+	defer cancelWait()
+	if err := p.WaitFor(waitCtx, `document.getElementById("login") !== null`); err != nil {
+		t.Fatalf("the open overview after the session ended: %v", err)
+	}
+}

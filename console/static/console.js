@@ -12,6 +12,12 @@ function startRefresh(main) {
     if (document.hidden) return;
     try {
       const res = await fetch(location.href, { credentials: "same-origin", headers: { "X-Refresh": "1" } });
+      if (res.status === 401) {
+        // The session ended (idle, too old, logged out elsewhere): show
+        // the login page rather than counts that no longer move.
+        location.reload();
+        return;
+      }
       if (!res.ok) return;
       const doc = new DOMParser().parseFromString(await res.text(), "text/html");
       const fresh = doc.getElementById("main");
