@@ -42,9 +42,9 @@ var pageNames = []string{"overview", "failed", "confirm", "event", "inbox", "inb
 func parsePages() (pages, error) {
 	funcs := template.FuncMap{
 		"time": showTime, "ago": ago, "pretty": prettyJSON, "headers": sortedHeaders,
-		"cell": func(s string) string { return show(s, cellMax) },
+		"cell":    func(s string) string { return show(s, cellMax) },
 		"errcell": func(s string) string { return show(s, errorCellMax) },
-		"all": showAll, "plural": plural,
+		"all":     showAll, "plural": plural,
 	}
 	out := pages{}
 	for _, name := range pageNames {
