@@ -52,10 +52,12 @@ type message struct {
 	id        string
 	timestamp string // the header's text
 	body      []byte
-	// metadata, when set, takes the place of the body: its content is
-	// signed as a body would be.
-	metadata *Metadata
-	content  []byte // id.timestamp.body in one piece, made by signed
+	// metadata, when isMetadata is set, takes the place of the body: its
+	// content is signed as a body would be. (A value, not a pointer: what a
+	// message points to escapes to the heap through the hash.)
+	metadata   Metadata
+	isMetadata bool
+	content    []byte // id.timestamp.body in one piece, made by signed
 }
 
 // prefixLen is the length of what the scheme signs before the body.
@@ -64,7 +66,7 @@ func (m *message) prefixLen() int {
 	if m.scheme == Standard {
 		n += len(m.id) + 2
 	}
-	if m.metadata != nil {
+	if m.isMetadata {
 		n += m.metadata.contentLen(m.id)
 	}
 	return n
@@ -81,7 +83,7 @@ func (m *message) appendPrefix(dst []byte) []byte {
 	} else {
 		dst = append(append(append(append(dst, m.id...), '.'), m.timestamp...), '.')
 	}
-	if m.metadata != nil {
+	if m.isMetadata {
 		dst = m.metadata.appendContent(dst, m.id)
 	}
 	return dst

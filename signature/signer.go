@@ -56,7 +56,7 @@ func (s *Signer) Sign(h http.Header, id string, ts time.Time, body []byte) error
 	var buf [signBufLen]byte
 	sigs := s.appendEntries(buf[:0], &message{scheme: s.scheme, id: id, timestamp: timestamp, body: body})
 	n := len(sigs)
-	sigs = s.appendEntries(sigs, &message{scheme: s.scheme, id: id, timestamp: timestamp, metadata: &md})
+	sigs = s.appendEntries(sigs, &message{scheme: s.scheme, id: id, timestamp: timestamp, metadata: md, isMetadata: true})
 	// The header names are canonical (HeaderNames): set the map directly,
 	// with one backing array for the four values, and one string for both
 	// signatures.

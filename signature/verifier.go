@@ -104,7 +104,7 @@ func (v *Verifier) VerifyMetadata(h http.Header) (Metadata, error) {
 	if err != nil {
 		return Metadata{}, err
 	}
-	if !v.matches(got, &message{scheme: v.scheme, id: id, timestamp: timestamp, metadata: &md}) {
+	if !v.matches(got, &message{scheme: v.scheme, id: id, timestamp: timestamp, metadata: md, isMetadata: true}) {
 		return Metadata{}, fmt.Errorf("%w in %s", ErrNoMatchingSignature, HeaderMetadataSignature)
 	}
 	return md, nil
