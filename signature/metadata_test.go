@@ -232,3 +232,58 @@ func TestVerifyMetadataV1aFlipped(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// FuzzVerifyMetadata feeds arbitrary metadata and metadata signatures to a
+// Standard verifier. Properties: VerifyMetadata never panics; what it
+// accepts carries an entry equal to the HMAC of the documented content,
+// computed here with crypto/hmac, and it returns exactly the (trimmed)
+// header values; and what a Signer signs verifies, with the values it was
+// given, unless a value holds a line break.
+func FuzzVerifyMetadata(f *testing.F) {
+	f.Add("order.created", "order", "42", "7", "")
+	f.Add(" order.created\t", "", "", "", "v1,AAAA")
+	f.Add("a\nb", "order", "42", "", "")
+	f.Add("", "", "", "", standardEntry([]byte("k"), vectorID, "1614265330", metadataContent(vectorID, "", "", "", "")))
+
+	v := newVerifier(f, signature.Standard, vectorSecret)
+	s, err := signature.NewSigner(signature.Standard, vectorSecret)
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Fuzz(func(t *testing.T, eventType, aggregateType, aggregateID, sequence, sig string) {
+		h := http.Header{
+			signature.HeaderEventType:     {eventType},
+			signature.HeaderAggregateType: {aggregateType},
+			signature.HeaderAggregateID:   {aggregateID},
+			signature.HeaderSequence:      {sequence},
+		}
+		want := signature.Metadata{EventType: trimmed(eventType), AggregateType: trimmed(aggregateType), AggregateID: trimmed(aggregateID), Sequence: trimmed(sequence)}
+		forged := h.Clone()
+		forged.Set("Webhook-Id", vectorID)
+		forged.Set("Webhook-Timestamp", "1614265330")
+		forged.Set(signature.HeaderMetadataSignature, sig)
+		if md, err := v.VerifyMetadata(forged); err == nil {
+			entry := standardEntry(vectorKey(t), vectorID, "1614265330", metadataContent(vectorID, want.EventType, want.AggregateType, want.AggregateID, want.Sequence))
+			if !containsFold(strings.Fields(sig), entry) || md != want {
+				t.Fatalf("verified %q for %+v, want an entry %q and %+v", sig, md, entry, want)
+			}
+		}
+
+		err := s.Sign(h, vectorID, vectorTime, nil)
+		if strings.ContainsAny(eventType+aggregateType+aggregateID+sequence, "\r\n") {
+			if !errors.Is(err, signature.ErrMalformedHeader) {
+				t.Fatalf("Sign of a value with a line break: %v", err)
+			}
+			return
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		if md, err := v.VerifyMetadata(h); err != nil || md != want {
+			t.Fatalf("signed %+v, verified %+v: %v", want, md, err)
+		}
+	})
+}
+
+// trimmed is a header value as an HTTP server reads it.
+func trimmed(s string) string { return strings.Trim(s, " \t") }
