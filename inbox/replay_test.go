@@ -276,3 +276,18 @@ func TestNewHandlerRefusesUnknownMetadataPolicy(t *testing.T) {
 		t.Fatalf("got %v", err)
 	}
 }
+
+// The headers the signature package signs are the wire format's, which the
+// relay's sinks send and the handler reads.
+func TestMetadataSignatureCoversTheWireHeaders(t *testing.T) {
+	for _, names := range [][2]string{
+		{signature.HeaderEventType, inbox.HeaderEventType},
+		{signature.HeaderAggregateType, inbox.HeaderAggregateType},
+		{signature.HeaderAggregateID, inbox.HeaderAggregateID},
+		{signature.HeaderSequence, inbox.HeaderSequence},
+	} {
+		if names[0] != names[1] || http.CanonicalHeaderKey(names[0]) != names[0] {
+			t.Errorf("signature signs %q, the wire format sends %q", names[0], names[1])
+		}
+	}
+}
