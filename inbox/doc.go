@@ -93,8 +93,8 @@
 // applied. So a postbox sender (package signature's Signer, which the
 // relay's webhook sink uses) signs them too, into a second header,
 // Postbox-Metadata-Signature, with the same secrets and scheme, over the
-// id, the timestamp and the four values (see signature.Verifier.VerifyMetadata
-// for its exact content). By default (MetadataSigned) the handler takes the
+// id, the timestamp and the four values (package signature documents the
+// exact bytes signed). By default (MetadataSigned) the handler takes the
 // metadata only from headers that signature covers, and refuses a request
 // without one (400) or whose headers do not match it (401), storing
 // nothing. The body's signature header, Standard or X-Signature, is
@@ -126,8 +126,10 @@
 // timestamp's tolerance; then, before acting on any Postbox-* header, the
 // Postbox-Metadata-Signature over the id, the same timestamp and the
 // values of Postbox-Event-Type, Postbox-Aggregate-Type, Postbox-Aggregate-Id
-// and Postbox-Sequence ("" for an absent one), refusing a request where it
-// is missing or matches no key, or where one of those headers appears twice.
+// and Postbox-Sequence ("" for an absent one), signed as package signature
+// describes, refusing a request where it is missing or matches no key, or
+// where one of those headers appears twice. In Go, signature.Verifier's
+// Verify and VerifyMetadata make both checks.
 // Postbox-Attempt, trace context and other headers are not signed: use
 // them for logs and traces only.
 //
