@@ -46,8 +46,8 @@ func EventFromBroker(header func(name string) string, messageID string, body []b
 		AggregateType: header(sink.HeaderAggregateType),
 		AggregateID:   header(sink.HeaderAggregateID),
 	}
-	if len(ev.EventType) > hintMaxLen || len(ev.AggregateType) > hintMaxLen || len(ev.AggregateID) > hintMaxLen {
-		return nil, fmt.Errorf("%w: event %s: a Postbox-* header is longer than %d bytes", ErrInvalidEvent, id, hintMaxLen)
+	if len(ev.EventType) > metadataMaxLen || len(ev.AggregateType) > metadataMaxLen || len(ev.AggregateID) > metadataMaxLen {
+		return nil, fmt.Errorf("%w: event %s: a Postbox-* header is longer than %d bytes", ErrInvalidEvent, id, metadataMaxLen)
 	}
 	if s := header(HeaderSequence); s != "" {
 		seq, err := strconv.ParseInt(s, 10, 64)

@@ -74,20 +74,72 @@
 // Process: ib.Processor(applyOrderEvent) does the same without the closure,
 // and takes a Router's Apply alike.
 //
-// Security notes. The event id is signed in the Standard scheme. The
-// X-Signature scheme signs only the timestamp and body, so a captured
-// request could be replayed under a fresh X-Event-Id, past the inbox; the
-// handler therefore requires the signed JSON body's "event_id" to name the
-// same id (producers must put the outbox row id there). The Postbox-*
-// headers (event type, aggregate, sequence) are not signed by either
-// scheme: they are hints for routing and ordering, and never decide
-// anything about trust. An allowlist sees the connection's remote address,
-// which behind a proxy is the proxy's.
+// # What the handler trusts
+//
+// The handler acts only on what a signature covers. The body and the event
+// id are covered by the scheme's signature (Standard Webhooks signs
+// id.timestamp.body). The X-Signature scheme signs only the timestamp and
+// body, so a captured request could be replayed under a fresh X-Event-Id,
+// past the inbox; the handler therefore requires the signed JSON body's
+// "event_id" to name the same id (producers must put the outbox row id
+// there).
+//
+// The metadata the inbox acts on, the event type (which route runs), the
+// aggregate type and id and the sequence number (which order is enforced),
+// travel in Postbox-* headers, which the body's signature does not cover:
+// anyone on the path could re-send a captured delivery first with its
+// event type changed to one the consumer ignores, which the inbox would
+// record done, and the genuine delivery would then be a duplicate, never
+// applied. So a postbox sender (package signature's Signer, which the
+// relay's webhook sink uses) signs them too, into a second header,
+// Postbox-Metadata-Signature, with the same secrets and scheme, over the
+// id, the timestamp and the four values (package signature documents the
+// exact bytes signed). By default (MetadataSigned) the handler takes the
+// metadata only from headers that signature covers, and refuses a request
+// without one (400) or whose headers do not match it (401), storing
+// nothing. The body's signature header, Standard or X-Signature, is
+// unchanged, so verifiers that know nothing of the metadata signature keep
+// verifying it.
+//
+// A second header was chosen over the alternatives: a Standard Webhooks
+// envelope ({"type", "timestamp", "data"}) or a copy of the metadata inside
+// the body would change the body from the payload exactly as stored, which
+// receivers written for the article's X-Signature and independent
+// verifiers rely on; refusing a request whose header disagrees with the
+// body needs a type field in every payload, which plain-SQL producers do
+// not write. A second signature costs an HMAC of about a hundred bytes per
+// request (an ed25519 signature with v1a keys), and leaves the body alone.
+//
+// For senders that are not postbox and sign the body only, HandlerConfig.Metadata
+// chooses: MetadataIgnored reads no Postbox-* header, leaving the metadata
+// to Process, which can take it from the signed payload (set ev.EventType
+// and ev.Seq before Inbox.Process); MetadataUnsigned trusts the headers as
+// they come, which gives anyone on the path the attack above, and is
+// meant for paths nobody else can write to. Upgrade senders before
+// receivers: a receiver with the default refuses deliveries of a relay
+// that does not sign metadata yet, while an older receiver ignores the
+// extra header.
+//
+// A receiver that is not postbox checks, for each request: the body's
+// signature (id, timestamp and body in Standard; timestamp and body in
+// X-Signature, plus the body's "event_id" against the id header) and the
+// timestamp's tolerance; then, before acting on any Postbox-* header, the
+// Postbox-Metadata-Signature over the id, the same timestamp and the
+// values of Postbox-Event-Type, Postbox-Aggregate-Type, Postbox-Aggregate-Id
+// and Postbox-Sequence ("" for an absent one), signed as package signature
+// describes, refusing a request where it is missing or matches no key, or
+// where one of those headers appears twice. In Go, signature.Verifier's
+// Verify and VerifyMetadata make both checks.
+// Postbox-Attempt, trace context and other headers are not signed: use
+// them for logs and traces only.
+//
+// An allowlist sees the connection's remote address, which behind a proxy
+// is the proxy's.
 //
 // # Ordering
 //
 // Events carry an optional per-aggregate sequence number (Event.Seq, from
-// 1; the handler reads it from a Postbox-Sequence header, and Process
+// 1; the handler reads it from a signed Postbox-Sequence header, and Process
 // functions may set it from the signed payload instead, for instance from a
 // version field). An ordered event is applied only when the last applied
 // number of its aggregate is Seq-1. Otherwise it is refused, with nothing
@@ -129,13 +181,26 @@
 //
 // # Brokers
 //
-// postbox has no broker sinks yet (they are planned on the sink.Sink
-// interface); a consumer of events that reach a broker some other way maps
-// each message to the same Process call, with the event id carried in the
-// message id, and acknowledges by the outcome: ack when err is nil (both
-// Processed and Duplicate), redeliver later on ErrOutOfOrder, ErrInProgress
-// and handler failures, and drop (or dead-letter) on ErrInvalidEvent and
-// ErrSequenceApplied. With NATS JetStream:
+// The relay also publishes to NATS JetStream, RabbitMQ and Kafka (packages
+// sink/nats, sink/amqp, sink/kafka), and packages inbox/nats, inbox/amqp
+// and inbox/kafka consume them into an inbox: each message is decoded
+// with EventFromBroker and acknowledged by VerdictOf of its outcome, ack
+// when err is nil (both Processed and Duplicate), redeliver later on
+// ErrOutOfOrder, ErrInProgress and handler failures, and drop (or
+// dead-letter) on ErrInvalidEvent and ErrSequenceApplied.
+//
+// Broker messages carry no signature: a consumer trusts the broker's own
+// authentication and authorization of publishers, for the payload as for
+// the Postbox-* headers it routes and orders on. Whoever may publish to the
+// subject, exchange or topic can send any event, so grant that right to
+// the relay alone (NATS accounts and subject permissions, RabbitMQ users
+// with write permission on the exchange, Kafka ACLs on the topic) and use
+// the broker's TLS. Signing only the headers of a broker message would not
+// help while its body is unsigned; see the consumer packages.
+//
+// A consumer of events that reach a broker some other way maps each
+// message to the same Process call, with the event id carried in the
+// message id. With NATS JetStream:
 //
 //	func(msg jetstream.Msg) {
 //		id, err := uuid.Parse(msg.Headers().Get(jetstream.MsgIDHeader)) // Nats-Msg-Id
@@ -144,10 +209,10 @@
 //			return
 //		}
 //		_, err = ib.Process(ctx, &inbox.Event{ID: id, EventType: msg.Subject(), Payload: msg.Data()}, apply)
-//		switch {
-//		case err == nil:
+//		switch inbox.VerdictOf(err) {
+//		case inbox.Ack:
 //			msg.Ack()
-//		case errors.Is(err, inbox.ErrInvalidEvent), errors.Is(err, inbox.ErrSequenceApplied):
+//		case inbox.Discard:
 //			msg.Term()
 //		default:
 //			msg.NakWithDelay(5 * time.Second)

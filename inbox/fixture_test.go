@@ -118,8 +118,10 @@ func payload(id uuid.UUID) []byte {
 	return fmt.Appendf(nil, `{"event_id":%q,"order_id":42,"amount":9900}`, id)
 }
 
-// request returns a delivery of body as event id, signed at ts.
-func (f *fixture) request(id string, body []byte, ts time.Time) *http.Request {
+// request returns a delivery of body as event id, signed at ts, with the
+// metadata of order 42 and the headers of nameValues, set before it is
+// signed.
+func (f *fixture) request(id string, body []byte, ts time.Time, nameValues ...string) *http.Request {
 	f.t.Helper()
 	req, err := http.NewRequest(http.MethodPost, f.srv.URL, bytes.NewReader(body))
 	if err != nil {
@@ -129,6 +131,9 @@ func (f *fixture) request(id string, body []byte, ts time.Time) *http.Request {
 	req.Header.Set(inbox.HeaderEventType, "order.created")
 	req.Header.Set(inbox.HeaderAggregateType, "order")
 	req.Header.Set(inbox.HeaderAggregateID, "42")
+	for i := 0; i+1 < len(nameValues); i += 2 {
+		req.Header.Set(nameValues[i], nameValues[i+1])
+	}
 	if err := f.signer.Sign(req.Header, id, ts, body); err != nil {
 		f.t.Fatal(err)
 	}

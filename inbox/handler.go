@@ -25,9 +25,9 @@ const (
 	RetryAfterDefault = 10 * time.Second
 )
 
-// Headers of event metadata besides the signature headers. The signature
-// does not cover them: the handler reads them into the Event as hints, never
-// for a security decision.
+// Headers of event metadata besides the signature headers: the names of
+// the postbox wire format (package sink). A postbox sender signs them into
+// HeaderMetadataSignature (see MetadataPolicy).
 const (
 	// HeaderEventType, HeaderAggregateType and HeaderAggregateID are sent
 	// by the relay's sinks (see the wire format in package sink).
@@ -35,10 +35,56 @@ const (
 	HeaderAggregateType = sink.HeaderAggregateType
 	HeaderAggregateID   = sink.HeaderAggregateID
 	// HeaderSequence is the event's per-aggregate sequence number (Event.Seq),
-	// when the sender sets it; the relay does not. A Process function may
-	// take the number from the signed payload instead.
-	HeaderSequence = "Postbox-Sequence"
+	// when the sender sets it; the relay sends it when the event's own
+	// headers hold it. A Process function may take the number from the
+	// signed payload instead.
+	HeaderSequence = signature.HeaderSequence
+	// HeaderMetadataSignature is the signature of the four headers above,
+	// with the event id and the timestamp (signature.Verifier.VerifyMetadata).
+	HeaderMetadataSignature = signature.HeaderMetadataSignature
 )
+
+// MetadataPolicy is where the webhook handler takes an event's metadata
+// (Event.EventType, AggregateType, AggregateID and Seq) from. The zero
+// value, MetadataSigned, is the safe one: the others are for senders that
+// are not postbox.
+type MetadataPolicy int
+
+const (
+	// MetadataSigned takes the metadata from the Postbox-* headers only
+	// when the metadata signature (HeaderMetadataSignature, which postbox
+	// senders make with the same secret as the body's) covers them, with
+	// the request's id and timestamp. A request without it is refused with
+	// 400, one whose metadata does not match it with 401; neither stores
+	// anything. The default.
+	MetadataSigned MetadataPolicy = iota
+	// MetadataIgnored reads no Postbox-* header: the event reaches
+	// Process with empty metadata, for Process to set from the signed
+	// payload (for instance ev.EventType from a "type" field). For senders
+	// that sign the body only, when the payload names its type.
+	MetadataIgnored
+	// MetadataUnsigned trusts the Postbox-* headers of a request without a
+	// metadata signature, as they came (a request with one is still
+	// checked, as under MetadataSigned). Anyone on the path can then change
+	// them, and so which handler runs and in which order: a captured
+	// delivery re-sent first with an ignored event type is recorded done,
+	// and the genuine one becomes a duplicate. Only for senders that
+	// cannot sign metadata, on a path nobody else can write to.
+	MetadataUnsigned
+)
+
+// String returns "signed", "ignored" or "unsigned".
+func (p MetadataPolicy) String() string {
+	switch p {
+	case MetadataSigned:
+		return "signed"
+	case MetadataIgnored:
+		return "ignored"
+	case MetadataUnsigned:
+		return "unsigned"
+	}
+	return fmt.Sprintf("MetadataPolicy(%d)", int(p))
+}
 
 // HandlerConfig configures the webhook handler. Process and Secrets are
 // required; the zero value of every other field means its default.
@@ -59,6 +105,12 @@ type HandlerConfig struct {
 	// With signature.XSignature the event id header is not signed, so the
 	// JSON body must repeat it in its "event_id" field, which is signed.
 	Scheme signature.Scheme
+
+	// Metadata is where the event type, aggregate and sequence number
+	// come from (default MetadataSigned: the Postbox-* headers, covered by
+	// the metadata signature postbox senders make, or the request is
+	// refused). See MetadataPolicy.
+	Metadata MetadataPolicy
 
 	// Tolerance is how far a request's signed timestamp may be from this
 	// server's clock, either way (default signature.ToleranceDefault, 5
@@ -103,9 +155,11 @@ type HandlerConfig struct {
 //	200 processed   the event was applied
 //	200 duplicate   the event had been applied before
 //	400             malformed request (JSON, event id, Postbox-* header),
+//	                metadata without a metadata signature (MetadataSigned),
 //	                or an event its Process rejected (Reject, a payload
 //	                that does not decode, an event type with no route)
-//	401             signature, timestamp or (XSignature) event_id invalid
+//	401             signature, metadata signature, timestamp or
+//	                (XSignature) event_id invalid
 //	403             source address not in AllowedNetworks
 //	405             not a POST
 //	409             sequence number already taken by another event
@@ -151,6 +205,11 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 		if !p.IsValid() {
 			return nil, fmt.Errorf("inbox: HandlerConfig.AllowedNetworks[%d] is not a valid prefix", i)
 		}
+	}
+	switch cfg.Metadata {
+	case MetadataSigned, MetadataIgnored, MetadataUnsigned:
+	default:
+		return nil, fmt.Errorf("inbox: HandlerConfig.Metadata %v is not a policy", cfg.Metadata)
 	}
 	if cfg.Tolerance < 0 {
 		return nil, fmt.Errorf("inbox: HandlerConfig.Tolerance %v is negative", cfg.Tolerance)

@@ -180,10 +180,29 @@ func TestHandlerRefusals(t *testing.T) {
 		{"id not a UUID", signature.Standard, func(f *fixture) *http.Request {
 			return f.request("msg_p5jXN8AQM9LWM0D4loKWxJek", []byte(`{}`), time.Now())
 		}, http.StatusBadRequest, "bad_request"},
-		{"sequence not a number", signature.Standard, func(f *fixture) *http.Request {
+		{"metadata not signed", signature.Standard, func(f *fixture) *http.Request {
 			req, _ := f.newRequest()
-			req.Header.Set(inbox.HeaderSequence, "two")
+			req.Header.Del(inbox.HeaderMetadataSignature)
 			return req
+		}, http.StatusBadRequest, "bad_request"},
+		{"event type changed after signing", signature.Standard, func(f *fixture) *http.Request {
+			req, _ := f.newRequest()
+			req.Header.Set(inbox.HeaderEventType, "order.cancelled")
+			return req
+		}, http.StatusUnauthorized, "unauthorized"},
+		{"sequence added after signing (x-signature)", signature.XSignature, func(f *fixture) *http.Request {
+			req, _ := f.newRequest()
+			req.Header.Set(inbox.HeaderSequence, "1")
+			return req
+		}, http.StatusUnauthorized, "unauthorized"},
+		{"event type twice", signature.Standard, func(f *fixture) *http.Request {
+			req, _ := f.newRequest()
+			req.Header.Add(inbox.HeaderEventType, "order.cancelled")
+			return req
+		}, http.StatusBadRequest, "bad_request"},
+		{"sequence not a number", signature.Standard, func(f *fixture) *http.Request {
+			id := postbox.NewID()
+			return f.request(id.String(), payload(id), time.Now(), inbox.HeaderSequence, "two")
 		}, http.StatusBadRequest, "bad_request"},
 		{"not a POST", signature.Standard, func(f *fixture) *http.Request {
 			req, _ := f.newRequest()
@@ -256,8 +275,7 @@ func TestHandlerAllowedNetworks(t *testing.T) {
 func TestHandlerOrdering(t *testing.T) {
 	f := newFixture(t, inbox.HandlerConfig{RetryAfter: 1500 * time.Millisecond})
 	send := func(id uuid.UUID, seq string) (*http.Response, string) {
-		req := f.request(id.String(), payload(id), time.Now())
-		req.Header.Set(inbox.HeaderSequence, seq)
+		req := f.request(id.String(), payload(id), time.Now(), inbox.HeaderSequence, seq)
 		resp, err := f.srv.Client().Do(req)
 		if err != nil {
 			t.Fatal(err)

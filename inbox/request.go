@@ -12,8 +12,9 @@ import (
 	"github.com/postbox-go/postbox/signature"
 )
 
-// hintMaxLen bounds the Postbox-* header values taken into an event.
-const hintMaxLen = 255
+// metadataMaxLen bounds the event type, aggregate type and aggregate id
+// taken into an event from Postbox-* headers.
+const metadataMaxLen = 255
 
 // rejection is why a request is refused before it is processed.
 type rejection struct {
@@ -46,25 +47,49 @@ func (h *Handler) decode(w http.ResponseWriter, r *http.Request) (*Event, *rejec
 	if rej != nil {
 		return nil, rej
 	}
-	ev := &Event{
-		ID:            id,
-		Payload:       body,
-		Signature:     r.Header.Get(h.sigHeader),
-		EventType:     r.Header.Get(HeaderEventType),
-		AggregateType: r.Header.Get(HeaderAggregateType),
-		AggregateID:   r.Header.Get(HeaderAggregateID),
+	ev := &Event{ID: id, Payload: body, Signature: r.Header.Get(h.sigHeader)}
+	if rej := h.metadata(r.Header, ev); rej != nil {
+		return nil, rej
 	}
-	if len(ev.EventType) > hintMaxLen || len(ev.AggregateType) > hintMaxLen || len(ev.AggregateID) > hintMaxLen {
-		return nil, reject(http.StatusBadRequest, statusBadRequest, "Postbox-* header too long", nil)
+	return ev, nil
+}
+
+// metadata sets the event type, aggregate and sequence number of ev by the
+// handler's MetadataPolicy: from headers the metadata signature covers, or
+// the headers as they came (MetadataUnsigned, without a metadata
+// signature), or not at all (MetadataIgnored).
+func (h *Handler) metadata(header http.Header, ev *Event) *rejection {
+	if h.cfg.Metadata == MetadataIgnored {
+		return nil
 	}
-	if s := r.Header.Get(HeaderSequence); s != "" {
-		seq, err := strconv.ParseInt(s, 10, 64)
+	md, err := h.verifier.VerifyMetadata(header)
+	switch {
+	case errors.Is(err, signature.ErrMetadataUnsigned) && h.cfg.Metadata == MetadataUnsigned:
+		md = signature.Metadata{
+			EventType:     header.Get(HeaderEventType),
+			AggregateType: header.Get(HeaderAggregateType),
+			AggregateID:   header.Get(HeaderAggregateID),
+			Sequence:      header.Get(HeaderSequence),
+		}
+	case errors.Is(err, signature.ErrMetadataUnsigned):
+		return reject(http.StatusBadRequest, statusBadRequest, "metadata not signed: no "+HeaderMetadataSignature+" header (see inbox.MetadataPolicy for senders that are not postbox)", err)
+	case errors.Is(err, signature.ErrMalformedHeader):
+		return reject(http.StatusBadRequest, statusBadRequest, "malformed Postbox-* header", err)
+	case err != nil:
+		return reject(http.StatusUnauthorized, statusUnauthorized, "metadata signature verification failed", err)
+	}
+	if len(md.EventType) > metadataMaxLen || len(md.AggregateType) > metadataMaxLen || len(md.AggregateID) > metadataMaxLen {
+		return reject(http.StatusBadRequest, statusBadRequest, "Postbox-* header too long", nil)
+	}
+	ev.EventType, ev.AggregateType, ev.AggregateID = md.EventType, md.AggregateType, md.AggregateID
+	if md.Sequence != "" {
+		seq, err := strconv.ParseInt(md.Sequence, 10, 64)
 		if err != nil || seq < 1 {
-			return nil, reject(http.StatusBadRequest, statusBadRequest, HeaderSequence+" is not a positive integer", nil)
+			return reject(http.StatusBadRequest, statusBadRequest, HeaderSequence+" is not a positive integer", nil)
 		}
 		ev.Seq = seq
 	}
-	return ev, nil
+	return nil
 }
 
 // eventID checks that the verified body is JSON and returns the event id.

@@ -29,6 +29,46 @@
 // Scheme.SignsID reports this, so that a receiver can set its own policy,
 // for example requiring the id to be repeated in the signed body.
 //
+// # Metadata
+//
+// Neither scheme signs the headers beside the body, and a receiver that
+// routes on an event type header, or orders on a sequence header, would
+// act on what anyone on the path can write. So a Signer also signs the
+// postbox metadata headers the header map holds when Sign is called:
+// Postbox-Event-Type, Postbox-Aggregate-Type, Postbox-Aggregate-Id and
+// Postbox-Sequence, with the id and the same timestamp, into
+//
+//	Postbox-Metadata-Signature: <the scheme's signature of the metadata content>
+//
+// with the same keys: "v1,<base64>" and "v1a,<base64>" entries over
+// id + "." + timestamp + "." + content in Standard, "sha256=<hex>" over
+// timestamp || content in XSignature, where content is
+//
+//	"postbox-metadata-v1" LF id LF event type LF aggregate type LF aggregate id LF sequence
+//
+// each value as the header holds it with spaces and tabs trimmed at both
+// ends (as HTTP servers read it), "" for an absent header, LF a line feed
+// byte. So an independent Standard Webhooks library verifies the metadata
+// signature as it verifies a body: given the Postbox-Metadata-Signature
+// value as the signature header and the content as the payload. Absent
+// headers are signed as empty, so none can be added on the way. Sign and
+// VerifyMetadata refuse a metadata header given twice or holding a line
+// break (ErrMalformedHeader). The body's signature header is unchanged:
+// verifiers that know nothing of the metadata signature keep verifying the
+// body, and ignore the extra header.
+//
+// Verifier.VerifyMetadata checks the metadata signature and returns the
+// Metadata it covers (ErrMetadataUnsigned when the request has none). A
+// receiver acts on the metadata only after both Verify (the body) and
+// VerifyMetadata succeed: together they tie the body and the metadata to
+// one id and timestamp. In XSignature the body's signature does not cover
+// the id, so the receiver also checks that the body names the id (see
+// SignsID), as package inbox does with its "event_id" field. Other headers
+// (Postbox-Attempt, trace context) are not signed: use them for logs and
+// traces only.
+//
+// # Rotation
+//
 // A Signer signs with every one of its secrets and a Verifier accepts a
 // request signed with any one of its secrets, so secrets can be rotated
 // without downtime: sign with the old and the new secret, move the receivers

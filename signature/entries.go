@@ -45,30 +45,48 @@ func parseTimestamp(s string) (time.Time, bool) {
 	return time.Unix(sec, 0), err == nil
 }
 
-// message is what the signatures of one request cover, in a scheme.
+// message is what one signature of a request covers, in a scheme: its body,
+// or its metadata.
 type message struct {
 	scheme    Scheme
 	id        string
 	timestamp string // the header's text
 	body      []byte
-	content   []byte // id.timestamp.body in one piece, made by signed
+	// metadata, when isMetadata is set, takes the place of the body: its
+	// content is signed as a body would be. (A value, not a pointer: what a
+	// message points to escapes to the heap through the hash.)
+	metadata   Metadata
+	isMetadata bool
+	content    []byte // id.timestamp.body in one piece, made by signed
 }
 
 // prefixLen is the length of what the scheme signs before the body.
 func (m *message) prefixLen() int {
-	if m.scheme == XSignature {
-		return len(m.timestamp)
+	n := len(m.timestamp)
+	if m.scheme == Standard {
+		n += len(m.id) + 2
 	}
-	return len(m.id) + len(m.timestamp) + 2
+	if m.isMetadata {
+		n += m.metadata.contentLen(m.id)
+	}
+	return n
 }
 
 // appendPrefix appends to dst what the scheme signs before the body:
-// "id.timestamp." in Standard, "timestamp" in XSignature.
+// "id.timestamp." in Standard, "timestamp" in XSignature, followed by the
+// metadata content for a message of metadata. (The content is built into
+// the hash's own buffer this way, which a separate body slice could not
+// be without escaping to the heap.)
 func (m *message) appendPrefix(dst []byte) []byte {
 	if m.scheme == XSignature {
-		return append(dst, m.timestamp...)
+		dst = append(dst, m.timestamp...)
+	} else {
+		dst = append(append(append(append(dst, m.id...), '.'), m.timestamp...), '.')
 	}
-	return append(append(append(append(dst, m.id...), '.'), m.timestamp...), '.')
+	if m.isMetadata {
+		dst = m.metadata.appendContent(dst, m.id)
+	}
+	return dst
 }
 
 // signed returns the whole signed content, which ed25519 needs in one

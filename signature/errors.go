@@ -28,13 +28,17 @@ var (
 	// signature header.
 	ErrMissingHeaders = errors.New("signature: missing headers")
 	// ErrMalformedHeader is returned for a timestamp that is not unix seconds,
-	// a signature header without one signature of the scheme's form, or one
+	// a signature header without one signature of the scheme's form, one
 	// with more v1a signatures than MaxAsymmetricSignatures when the
-	// verifier holds public keys.
+	// verifier holds public keys, or a metadata header (see Metadata) given
+	// several times or holding a line break, to Sign or VerifyMetadata.
 	ErrMalformedHeader = errors.New("signature: malformed header")
 	// ErrTimestampOutOfTolerance is returned when the timestamp is further
 	// than the tolerance from the verifier's clock.
 	ErrTimestampOutOfTolerance = errors.New("signature: timestamp out of tolerance")
+	// ErrMetadataUnsigned is returned by VerifyMetadata for a request
+	// without a metadata signature (HeaderMetadataSignature).
+	ErrMetadataUnsigned = errors.New("signature: metadata not signed")
 	// ErrNoMatchingSignature is returned when no signature of the request
 	// matches any secret of the verifier.
 	ErrNoMatchingSignature = errors.New("signature: no matching signature")

@@ -33,33 +33,55 @@ func NewSigner(scheme Scheme, secrets ...string) (*Signer, error) {
 }
 
 // Sign sets the scheme's id, timestamp and signature headers on h for a
-// request carrying body, replacing any values h had under those names. The
-// timestamp is ts in whole unix seconds; the signature header holds one
-// space-separated entry per secret, in the order of the secrets. Sign
-// refuses an empty id or one containing "." with ErrInvalidID.
+// request carrying body, and the metadata signature header
+// (HeaderMetadataSignature) over the id, the timestamp and the metadata
+// headers h holds (Metadata: event type, aggregate type and id, sequence;
+// "" for those it lacks), replacing any values h had under those names. So
+// set the metadata headers first: the receiver acts only on what is signed.
+//
+// The timestamp is ts in whole unix seconds; each signature header holds
+// one space-separated entry per secret, in the order of the secrets. Sign
+// refuses an empty id or one containing "." with ErrInvalidID, and a
+// metadata header given several times or holding a line break with
+// ErrMalformedHeader.
 func (s *Signer) Sign(h http.Header, id string, ts time.Time, body []byte) error {
 	if err := checkID(id); err != nil {
 		return err
 	}
-	m := &message{scheme: s.scheme, id: id, timestamp: formatTimestamp(ts), body: body}
-	var buf [signBufLen]byte
-	sig := buf[:0]
-	for i, k := range s.keys {
-		if i > 0 {
-			sig = append(sig, ' ')
-		}
-		sig = m.appendEntry(sig, k)
+	md, err := metadataOf(h)
+	if err != nil {
+		return err
 	}
+	timestamp := formatTimestamp(ts)
+	var buf [signBufLen]byte
+	sigs := s.appendEntries(buf[:0], &message{scheme: s.scheme, id: id, timestamp: timestamp, body: body})
+	n := len(sigs)
+	sigs = s.appendEntries(sigs, &message{scheme: s.scheme, id: id, timestamp: timestamp, metadata: md, isMetadata: true})
 	// The header names are canonical (HeaderNames): set the map directly,
-	// with one backing array for the three values.
-	values := []string{id, m.timestamp, string(sig)}
+	// with one backing array for the four values, and one string for both
+	// signatures.
+	both := string(sigs)
+	values := []string{id, timestamp, both[:n], both[n:]}
 	idName, timestampName, sigName := s.scheme.HeaderNames()
 	h[idName] = values[0:1:1]
 	h[timestampName] = values[1:2:2]
 	h[sigName] = values[2:3:3]
+	h[HeaderMetadataSignature] = values[3:4:4]
 	return nil
 }
 
-// signBufLen holds the signature header of up to two v1a entries, or
-// three v1 entries, on the stack; more grow it on the heap.
-const signBufLen = 256
+// appendEntries appends the signature header of m to dst: one entry per
+// key, space-separated.
+func (s *Signer) appendEntries(dst []byte, m *message) []byte {
+	for i, k := range s.keys {
+		if i > 0 {
+			dst = append(dst, ' ')
+		}
+		dst = m.appendEntry(dst, k)
+	}
+	return dst
+}
+
+// signBufLen holds both signature headers of up to two v1a entries, or
+// three v1 entries, each, on the stack; more grow it on the heap.
+const signBufLen = 512

@@ -225,8 +225,15 @@ func TestSignRefusesInvalidID(t *testing.T) {
 	}
 }
 
+// assertHeader checks that got holds the headers of want and, beside them,
+// only a metadata signature (which metadata_test.go checks).
 func assertHeader(t *testing.T, got, want http.Header) {
 	t.Helper()
+	if len(got.Values(signature.HeaderMetadataSignature)) != 1 {
+		t.Fatalf("headers %v: no metadata signature", got)
+	}
+	got = got.Clone()
+	got.Del(signature.HeaderMetadataSignature)
 	if len(got) != len(want) {
 		t.Fatalf("headers %v, want %v", got, want)
 	}

@@ -62,11 +62,59 @@ func NewVerifier(scheme Scheme, tolerance time.Duration, secrets ...string) (*Ve
 // ErrTimestampOutOfTolerance or ErrNoMatchingSignature, checked in that
 // order.
 //
-// In the XSignature scheme the returned id is not covered by the signature
-// (see Scheme.SignsID).
+// Verify does not check the metadata headers (event type, aggregate,
+// sequence): VerifyMetadata does. In the XSignature scheme the returned id
+// is not covered by the signature (see Scheme.SignsID).
 func (v *Verifier) Verify(h http.Header, body []byte) (id string, ts time.Time, err error) {
-	idName, timestampName, sigName := v.scheme.HeaderNames()
-	id, timestamp := h.Get(idName), h.Get(timestampName)
+	_, _, sigName := v.scheme.HeaderNames()
+	id, timestamp, ts, got, err := v.envelope(h, sigName)
+	if err != nil {
+		return "", time.Time{}, err
+	}
+	if !v.matches(got, &message{scheme: v.scheme, id: id, timestamp: timestamp, body: body}) {
+		return "", time.Time{}, ErrNoMatchingSignature
+	}
+	return id, ts, nil
+}
+
+// VerifyMetadata checks the metadata signature of a request
+// (HeaderMetadataSignature) against its id, timestamp and metadata headers,
+// and returns the metadata it covers. Use it beside Verify, which checks the
+// body: together they prove that the body and the metadata were signed for
+// the same event id at the same time. It checks the id and the timestamp as
+// Verify does, with the same secrets, and compares entries the same way.
+//
+// A request without the metadata signature header reports
+// ErrMetadataUnsigned: its metadata headers, if any, may have been written
+// by anyone on the path. A metadata header given several times or holding a
+// line break reports ErrMalformedHeader. The other errors are Verify's.
+//
+// In the XSignature scheme the id is covered by the metadata signature but
+// not by the body's: a receiver must also check that the signed body names
+// the id (see Scheme.SignsID) to tie the metadata to the body.
+func (v *Verifier) VerifyMetadata(h http.Header) (Metadata, error) {
+	if len(h[HeaderMetadataSignature]) == 0 {
+		return Metadata{}, fmt.Errorf("%w: no %s header", ErrMetadataUnsigned, HeaderMetadataSignature)
+	}
+	md, err := metadataOf(h)
+	if err != nil {
+		return Metadata{}, err
+	}
+	id, timestamp, _, got, err := v.envelope(h, HeaderMetadataSignature)
+	if err != nil {
+		return Metadata{}, err
+	}
+	if !v.matches(got, &message{scheme: v.scheme, id: id, timestamp: timestamp, metadata: md, isMetadata: true}) {
+		return Metadata{}, fmt.Errorf("%w in %s", ErrNoMatchingSignature, HeaderMetadataSignature)
+	}
+	return md, nil
+}
+
+// envelope reads and checks what every signature of a request depends on:
+// the id and timestamp headers, and the signature header sigName, parsed.
+func (v *Verifier) envelope(h http.Header, sigName string) (id, timestamp string, ts time.Time, got entries, err error) {
+	idName, timestampName, _ := v.scheme.HeaderNames()
+	id, timestamp = h.Get(idName), h.Get(timestampName)
 	sig := strings.Join(h.Values(sigName), " ")
 	var missing []string
 	if id == "" {
@@ -79,34 +127,39 @@ func (v *Verifier) Verify(h http.Header, body []byte) (id string, ts time.Time, 
 		missing = append(missing, sigName)
 	}
 	if len(missing) > 0 {
-		return "", time.Time{}, fmt.Errorf("%w: %s", ErrMissingHeaders, strings.Join(missing, ", "))
+		return "", "", time.Time{}, entries{}, fmt.Errorf("%w: %s", ErrMissingHeaders, strings.Join(missing, ", "))
 	}
 	if err := checkID(id); err != nil {
-		return "", time.Time{}, err
+		return "", "", time.Time{}, entries{}, err
 	}
 	ts, ok := parseTimestamp(timestamp)
 	if !ok {
-		return "", time.Time{}, fmt.Errorf("%w: %s is not unix seconds", ErrMalformedHeader, timestampName)
+		return "", "", time.Time{}, entries{}, fmt.Errorf("%w: %s is not unix seconds", ErrMalformedHeader, timestampName)
 	}
 	now := time.Now
 	if v.Now != nil {
 		now = v.Now
 	}
 	if t := now(); ts.Before(t.Add(-v.tolerance)) || ts.After(t.Add(v.tolerance)) {
-		return "", time.Time{}, fmt.Errorf("%w: %s is %v away, tolerance %v", ErrTimestampOutOfTolerance, timestampName, ts.Sub(t).Abs(), v.tolerance)
+		return "", "", time.Time{}, entries{}, fmt.Errorf("%w: %s is %v away, tolerance %v", ErrTimestampOutOfTolerance, timestampName, ts.Sub(t).Abs(), v.tolerance)
 	}
-	got := v.scheme.parseEntries(sig)
+	got = v.scheme.parseEntries(sig)
 	if len(got.macs) == 0 && len(got.signatures) == 0 {
-		return "", time.Time{}, fmt.Errorf("%w: %s holds no %s signature", ErrMalformedHeader, sigName, v.scheme)
+		return "", "", time.Time{}, entries{}, fmt.Errorf("%w: %s holds no %s signature", ErrMalformedHeader, sigName, v.scheme)
 	}
 	if v.asymmetric && len(got.signatures) > MaxAsymmetricSignatures {
-		return "", time.Time{}, fmt.Errorf("%w: %s holds %d v1a signatures, at most %d are checked", ErrMalformedHeader, sigName, len(got.signatures), MaxAsymmetricSignatures)
+		return "", "", time.Time{}, entries{}, fmt.Errorf("%w: %s holds %d v1a signatures, at most %d are checked", ErrMalformedHeader, sigName, len(got.signatures), MaxAsymmetricSignatures)
 	}
-	m := &message{scheme: v.scheme, id: id, timestamp: timestamp, body: body}
+	return id, timestamp, ts, got, nil
+}
+
+// matches reports whether one of got is m's signature under one of the
+// verifier's keys.
+func (v *Verifier) matches(got entries, m *message) bool {
 	for _, k := range v.keys {
 		if got.matches(m, k) {
-			return id, ts, nil
+			return true
 		}
 	}
-	return "", time.Time{}, ErrNoMatchingSignature
+	return false
 }

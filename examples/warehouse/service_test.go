@@ -43,10 +43,16 @@ type warehouse struct {
 // newWarehouse sets the service up as the command does, from flags.
 func newWarehouse(t *testing.T, failRate float64) *warehouse {
 	t.Helper()
+	return newWarehouseVerifying(t, failRate, testSecret)
+}
+
+// newWarehouseVerifying sets the service up with --secret secret.
+func newWarehouseVerifying(t *testing.T, failRate float64, secret string) *warehouse {
+	t.Helper()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	cfg, err := parseConfig([]string{
-		"--db", pgtest.URL(), "--schema", schema, "--secret", testSecret,
+		"--db", pgtest.URL(), "--schema", schema, "--secret", secret,
 		"--fail-rate", strconv.FormatFloat(failRate, 'g', -1, 64),
 	}, noEnv, io.Discard)
 	if err != nil {
@@ -303,6 +309,55 @@ func TestOtherEventTypesAreAcknowledgedWithoutReservation(t *testing.T) {
 	}
 	if n := w.count(t, "inbox_events", "id = $1 and handler_status = 'done'", id); n != 1 {
 		t.Fatal("the order.paid event is not recorded done in the inbox")
+	}
+}
+
+// The issue's attack: a captured order.created delivery re-sent first with
+// its event type changed to one the warehouse ignores (or with its
+// aggregate or sequence changed, or its metadata signature removed) was
+// recorded done, and the genuine delivery answered "duplicate": the order
+// was never reserved. The forged delivery is now refused and stores
+// nothing, and the genuine one reserves the stock; with v1 (HMAC) and v1a
+// (ed25519) keys.
+func TestForgedMetadataCannotHideAnOrder(t *testing.T) {
+	const (
+		signingKey = "whsk_6Xb/dCcHpPea21PS1N9VY/NZW723CEc77N4rJCubMbfVKIDij2HKpMKkioLlX0dRqSKJp4AJ6p9lMicMFs6Kvg=="
+		publicKey  = "whpk_1SiA4o9hyqTCpIqC5V9HUakiiaeACeqfZTInDBbOir4="
+	)
+	forgeries := map[string]func(http.Header){
+		"event type ignored":         func(h http.Header) { h.Set("Postbox-Event-Type", "order.paid") },
+		"aggregate changed":          func(h http.Header) { h.Set("Postbox-Aggregate-Id", "another-order") },
+		"sequence added":             func(h http.Header) { h.Set("Postbox-Sequence", "9223372036854775807") },
+		"metadata signature removed": func(h http.Header) { h.Del("Postbox-Metadata-Signature"); h.Set("Postbox-Event-Type", "order.paid") },
+	}
+	for _, keys := range []struct{ name, signer, verifier string }{
+		{"v1", testSecret, testSecret},
+		{"v1a", signingKey, publicKey},
+	} {
+		t.Run(keys.name, func(t *testing.T) {
+			w := newWarehouseVerifying(t, 0, keys.verifier)
+			for name, forge := range forgeries {
+				t.Run(name, func(t *testing.T) {
+					id, orderID, body := orderEvent(9900)
+					genuine := signedRequest(t, w.url+"/webhook", keys.signer, id, "order.created", body, time.Now())
+					forged := genuine.Clone(context.Background())
+					forge(forged.Header)
+
+					if code, answer := send(t, forged, body); code != http.StatusBadRequest && code != http.StatusUnauthorized {
+						t.Fatalf("forged delivery: %d %s, want 400 or 401", code, answer)
+					}
+					if n := w.count(t, "inbox_events", "id = $1", id); n != 0 {
+						t.Fatalf("the forged delivery left %d inbox rows", n)
+					}
+					if code, answer := send(t, genuine, body); code != http.StatusOK || answer != `{"status":"processed"}` {
+						t.Fatalf("genuine delivery after the forged one: %d %s, want 200 processed", code, answer)
+					}
+					if n := w.count(t, "reservations", "event_id = $1 and order_id = $2", id, orderID); n != 1 {
+						t.Fatalf("%d reservations of the order, want 1", n)
+					}
+				})
+			}
+		})
 	}
 }
 

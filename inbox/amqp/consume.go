@@ -23,6 +23,24 @@
 // the delay capped at Config.RedeliveryMax; give the queue an
 // x-delivery-limit and a dead-letter exchange to set it aside after so
 // many deliveries instead.
+//
+// # What it trusts
+//
+// A message is trusted because of who could publish it: RabbitMQ messages
+// carry no signature, so the consumer relies on the broker's own
+// authentication and authorization of publishers, for the payload as for
+// the Postbox-* headers it routes and orders on (event type, aggregate,
+// Postbox-Sequence) and the event id. Whoever may publish where the
+// consumer reads can send any event, with any type or sequence number. So
+// let only the relay publish there (a RabbitMQ user for the relay with write permission on the exchange, and none for others), and connect with TLS.
+//
+// A Postbox-Metadata-Signature header, if a message carries one, is not
+// checked: the relay's broker sinks do not sign, and a signature of the
+// headers alone would prove nothing while the body beside it is unsigned.
+// Should a broker sink sign messages end to end one day, with the same
+// signature.Signer as webhooks, the consumer should verify both the body
+// (signature.Verifier.Verify) and the metadata (VerifyMetadata) and refuse
+// messages without them, as the webhook handler does.
 package amqp
 
 import (

@@ -30,6 +30,24 @@
 // batch, before each redelivery wait, and when a partition stops: after a
 // crash, the records since the last commit come again, and the inbox
 // recognises them as duplicates.
+//
+// # What it trusts
+//
+// A message is trusted because of who could publish it: Kafka messages
+// carry no signature, so the consumer relies on the broker's own
+// authentication and authorization of publishers, for the payload as for
+// the Postbox-* headers it routes and orders on (event type, aggregate,
+// Postbox-Sequence) and the event id. Whoever may publish where the
+// consumer reads can send any event, with any type or sequence number. So
+// let only the relay publish there (Kafka ACLs granting Write on the topics to the relay's (or Debezium's) principal alone), and connect with TLS.
+//
+// A Postbox-Metadata-Signature header, if a message carries one, is not
+// checked: the relay's broker sinks do not sign, and a signature of the
+// headers alone would prove nothing while the body beside it is unsigned.
+// Should a broker sink sign messages end to end one day, with the same
+// signature.Signer as webhooks, the consumer should verify both the body
+// (signature.Verifier.Verify) and the metadata (VerifyMetadata) and refuse
+// messages without them, as the webhook handler does.
 package kafka
 
 import (
