@@ -18,6 +18,8 @@ import (
 // the confirm of the same message is settled.
 type publisher struct {
 	ch *amqp091.Channel
+	// frameMax is the connection's negotiated frame_max, 0 for none.
+	frameMax int
 	// sending serialises taking a delivery tag and sending the message
 	// (a semaphore rather than a mutex, so that a waiting publish honours
 	// its context).
@@ -43,8 +45,9 @@ type waiter struct {
 }
 
 // openPublisher opens a channel on conn in confirm mode and starts its
-// settle goroutine; lost is called once, with why, when the channel closes.
-func openPublisher(conn *amqp091.Connection, lost func(error)) (*publisher, error) {
+// settle goroutine; frameMax is the connection's negotiated frame_max;
+// lost is called once, with why, when the channel closes.
+func openPublisher(conn *amqp091.Connection, frameMax int, lost func(error)) (*publisher, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("amqp: open a channel: %w", err)
@@ -55,6 +58,7 @@ func openPublisher(conn *amqp091.Connection, lost func(error)) (*publisher, erro
 	}
 	p := &publisher{
 		ch:       ch,
+		frameMax: frameMax,
 		sending:  make(chan struct{}, 1),
 		pending:  map[uint64]*waiter{},
 		returned: map[string]amqp091.Return{},

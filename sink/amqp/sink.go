@@ -80,7 +80,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // and waits for the server's confirm, for at most Config.Timeout. It fails at once with a
 // sink.Unavailable error while the connection is down, and with a
 // retryable error when the server returns the message as unroutable or
-// refuses it.
+// refuses it. An event that AMQP or the server's limits cannot carry
+// (see Config.MaxMessageBytes) fails at once as sink.Permanent and is
+// never sent: sending it would close the channel or the connection.
 func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("amqp: message %s: %w", m.ID, err)
@@ -93,11 +95,9 @@ func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithTimeout(ctx, k.s.Timeout)
-	defer cancel()
 	headers := amqp091.Table{}
 	sink.BrokerHeaders(m, func(name, value string) { headers[name] = value })
-	return p.publish(ctx, k.s.Exchange, key, amqp091.Publishing{
+	pub := amqp091.Publishing{
 		Headers:      headers,
 		ContentType:  sink.ContentTypeJSON,
 		DeliveryMode: amqp091.Persistent,
@@ -105,7 +105,13 @@ func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		Type:         m.EventType,
 		Timestamp:    time.Now(),
 		Body:         m.Payload,
-	})
+	}
+	if err := k.refusal(m, &pub, p.frameMax); err != nil {
+		return &sink.Error{Kind: sink.Permanent, Err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.s.Timeout)
+	defer cancel()
+	return p.publish(ctx, k.s.Exchange, key, pub)
 }
 
 // publisher returns the channel for the next publish, or why there is
@@ -173,7 +179,7 @@ func (k *Sink) connect(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	for range k.s.Channels {
-		p, err := openPublisher(conn, func(err error) { sess.lost <- err })
+		p, err := openPublisher(conn, conn.Config.FrameSize, func(err error) { sess.lost <- err })
 		if err != nil {
 			sess.close()
 			return nil, err

@@ -1,0 +1,70 @@
+package amqp
+
+import (
+	"fmt"
+	"strings"
+
+	amqp091 "github.com/rabbitmq/amqp091-go"
+
+	"github.com/postbox-go/postbox/sink"
+)
+
+// maxShortstr is the longest AMQP short string: a routing key, a header
+// name, the type and message_id properties.
+const maxShortstr = 255
+
+// Sizes of a content header frame (AMQP 0-9-1, 4.2.3 and 4.2.6.1): the
+// frame's type, channel, size and end octet; its class, weight, body size
+// and property flags.
+const (
+	frameOverhead  = 1 + 2 + 4 + 1
+	contentHeader  = 2 + 2 + 8 + 2
+	timestampBytes = 8
+	deliveryMode   = 1
+)
+
+// refusal returns why m, about to be published as pub, is one the protocol
+// or the server would refuse (by closing the channel or the connection,
+// which would fail every publish in flight), or nil. frameMax is the
+// connection's negotiated frame_max, 0 for none.
+func (k *Sink) refusal(m *sink.Message, pub *amqp091.Publishing, frameMax int) error {
+	for name := range pub.Headers {
+		if len(name) > maxShortstr {
+			return fmt.Errorf("amqp: event %s: header name %.32q… is %d bytes, over AMQP's %d for a header name", m.ID, name, len(name), maxShortstr)
+		}
+		if distributionHeader(name) {
+			return fmt.Errorf("amqp: event %s: header %q is refused: RabbitMQ would route a copy of the message by it (sender-selected distribution)", m.ID, name)
+		}
+	}
+	if len(pub.Type) > maxShortstr {
+		return fmt.Errorf("amqp: event %s: the event type is %d bytes, over AMQP's %d for the type property", m.ID, len(pub.Type), maxShortstr)
+	}
+	if len(pub.Body) > k.s.MaxMessageBytes {
+		return fmt.Errorf("amqp: event %s: the payload is %d bytes, over Config.MaxMessageBytes of %d (the server's max_message_size)", m.ID, len(pub.Body), k.s.MaxMessageBytes)
+	}
+	if size := headerFrameSize(pub); frameMax > 0 && size > frameMax {
+		return fmt.Errorf("amqp: event %s: its headers and properties take %d bytes, over the connection's frame_max of %d bytes", m.ID, size, frameMax)
+	}
+	return nil
+}
+
+// distributionHeader reports whether name is one RabbitMQ routes by
+// (sender-selected distribution: CC and BCC), in any case: an event's own
+// header must not send a copy of it elsewhere, and one of the wrong type
+// closes the channel.
+func distributionHeader(name string) bool {
+	return strings.EqualFold(name, "CC") || strings.EqualFold(name, "BCC")
+}
+
+// headerFrameSize is the size of the content header frame of pub, as
+// amqp091 writes it: the properties Publish sets, the headers as long
+// strings.
+func headerFrameSize(pub *amqp091.Publishing) int {
+	n := frameOverhead + contentHeader + deliveryMode + timestampBytes +
+		1 + len(pub.ContentType) + 1 + len(pub.MessageId) + 1 + len(pub.Type) + 4
+	for name, v := range pub.Headers {
+		s, _ := v.(string)
+		n += 1 + len(name) + 1 + 4 + len(s)
+	}
+	return n
+}
