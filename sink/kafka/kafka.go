@@ -54,6 +54,10 @@ const (
 	// until its timeout.
 	unknownTopicRetries = 2
 	metadataMinAge      = 500 * time.Millisecond
+	// purgeReuse is how long after the producer forgot a topic it is not
+	// made to forget it again: the failures of records buffered before
+	// then need no other purge.
+	purgeReuse = time.Second
 )
 
 // Sink publishes events as Kafka records. It is safe for concurrent use.
@@ -66,6 +70,9 @@ type Sink struct {
 	pingMu  sync.Mutex
 	pingAt  time.Time
 	pingErr error
+
+	purgeMu  sync.Mutex
+	purgedAt map[string]time.Time // by topic
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -89,7 +96,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	s := &Sink{client: client, topic: topic, timeout: cfg.Timeout, desc: describe(cfg)}
+	s := &Sink{client: client, topic: topic, timeout: cfg.Timeout, desc: describe(cfg), purgedAt: map[string]time.Time{}}
 	if err := s.check(ctx, cfg); err != nil {
 		client.Close()
 		return nil, err
@@ -178,8 +185,10 @@ func (s *Sink) check(ctx context.Context, cfg Config) error {
 // Publish produces m's record and waits for the brokers' acknowledgement
 // (acks=all), at most Config.Timeout. A record too large for the brokers
 // fails as sink.Permanent; a topic that does not exist as sink.Rejected
-// (retried a few times, then dead-lettered); a failure while no broker
-// answers as sink.Unavailable; anything else is retryable.
+// (retried a few times, then dead-lettered), but a topic that exists and
+// that a broker did not know (stale metadata: see unknownTopic) is
+// retryable; a failure while no broker answers is sink.Unavailable;
+// anything else is retryable.
 func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kafka: event %s: %w", m.ID, err)
@@ -229,12 +238,53 @@ func (s *Sink) classify(topic string, err error) error {
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
 		return &sink.Error{Kind: sink.Permanent, Err: err}
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("%w (topic %q does not exist)", err, topic)}
+		return s.unknownTopic(topic, err)
 	}
 	if s.reachable() != nil {
 		return &sink.Error{Kind: sink.Unavailable, Err: err}
 	}
 	return err
+}
+
+// unknownTopic classifies err, a broker's word that it does not know
+// topic, by asking the cluster afresh whether the topic exists. When it
+// does not, the event is at fault (a templated topic nobody created):
+// sink.Rejected, tried a few times, then failed. When it does, the
+// producer's metadata was stale (the topic was created a moment ago, its
+// leader moved, or it was deleted and created again under a new topic id,
+// as when a cluster is replaced): the error is retryable, and the
+// producer forgets what it knew of the topic after a new topic id, which
+// it would otherwise refuse until the process restarts. When the cluster
+// cannot tell, the error is retryable too.
+func (s *Sink) unknownTopic(topic string, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	topics, lerr := kadm.NewClient(s.client).ListTopics(ctx, topic)
+	if lerr != nil {
+		return fmt.Errorf("%w (whether topic %q exists could not be read: %v)", err, topic, lerr)
+	}
+	if t, ok := topics[topic]; !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+		return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("%w (topic %q does not exist)", err, topic)}
+	}
+	if errors.Is(err, kerr.UnknownTopicID) {
+		s.forget(topic)
+	}
+	return fmt.Errorf("%w (topic %q exists: the producer's metadata was stale, and is read again)", err, topic)
+}
+
+// forget makes the producer drop what it knows of topic, at most once
+// every purgeReuse per topic: records of the topic buffered meanwhile fail
+// (retryable), and the next ones read its metadata, new topic id
+// included, afresh.
+func (s *Sink) forget(topic string) {
+	s.purgeMu.Lock()
+	if time.Since(s.purgedAt[topic]) < purgeReuse {
+		s.purgeMu.Unlock()
+		return
+	}
+	s.purgedAt[topic] = time.Now()
+	s.purgeMu.Unlock()
+	s.client.PurgeTopicsFromProducing(topic)
 }
 
 // reachable reports whether any broker answers, asking at most once every
