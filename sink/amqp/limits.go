@@ -42,8 +42,9 @@ func (k *Sink) refusal(m *sink.Message, pub *amqp091.Publishing, frameMax int) e
 	if len(pub.Body) > k.s.MaxMessageBytes {
 		return fmt.Errorf("amqp: event %s: the payload is %d bytes, over Config.MaxMessageBytes of %d (the server's max_message_size)", m.ID, len(pub.Body), k.s.MaxMessageBytes)
 	}
-	if size := headerFrameSize(pub); frameMax > 0 && size > frameMax {
-		return fmt.Errorf("amqp: event %s: its headers and properties take %d bytes, over the connection's frame_max of %d bytes", m.ID, size, frameMax)
+	if size, largest := headerFrameSize(pub); frameMax > 0 && size > frameMax {
+		return fmt.Errorf("amqp: event %s: its headers and properties take %d bytes (the largest, header %.64q, %d), over the connection's frame_max of %d bytes",
+			m.ID, size, largest, len(largest)+headerValueLen(pub.Headers[largest]), frameMax)
 	}
 	return nil
 }
@@ -58,13 +59,23 @@ func distributionHeader(name string) bool {
 
 // headerFrameSize is the size of the content header frame of pub, as
 // amqp091 writes it: the properties Publish sets, the headers as long
-// strings.
-func headerFrameSize(pub *amqp091.Publishing) int {
-	n := frameOverhead + contentHeader + deliveryMode + timestampBytes +
+// strings; and the name of its largest header.
+func headerFrameSize(pub *amqp091.Publishing) (size int, largest string) {
+	size = frameOverhead + contentHeader + deliveryMode + timestampBytes +
 		1 + len(pub.ContentType) + 1 + len(pub.MessageId) + 1 + len(pub.Type) + 4
+	most := -1
 	for name, v := range pub.Headers {
-		s, _ := v.(string)
-		n += 1 + len(name) + 1 + 4 + len(s)
+		n := len(name) + headerValueLen(v)
+		size += 1 + 1 + 4 + n
+		if n > most {
+			most, largest = n, name
+		}
 	}
-	return n
+	return size, largest
+}
+
+// headerValueLen is the length of a header's value, a string.
+func headerValueLen(v any) int {
+	s, _ := v.(string)
+	return len(s)
 }
