@@ -120,10 +120,11 @@ func TestAutoDisableThenEnableDeliversTheAccumulated(t *testing.T) {
 		got, err := s.EndpointGet(context.Background(), e.ID)
 		return err == nil && got.State == store.EndpointAutoDisabled
 	})
-	if d.Stats().AutoDisabled != 1 {
-		t.Errorf("stats %+v, want one endpoint auto-disabled", d.Stats())
-	}
+	// The count follows the store's write.
+	waitFor(t, 5*time.Second, "one endpoint auto-disabled in the stats", func() bool { return d.Stats().AutoDisabled == 1 })
 	fanOut(t, f, "c", "d", "e")
+	// The attempts sent before the endpoint was disabled end first.
+	waitFor(t, 10*time.Second, "no delivery in flight", func() bool { return counts(t, s, e.ID).Processing == 0 })
 	healthy.Store(true)
 	time.Sleep(300 * time.Millisecond) // a disabled endpoint would have received them by now
 	if got := len(rc.Accepted()); got != 0 {
