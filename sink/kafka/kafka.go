@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -66,6 +67,8 @@ type Sink struct {
 	topic   sink.Template
 	timeout time.Duration
 	desc    string
+	// maxBatch is the largest record batch produced (see batchLimit).
+	maxBatch int
 
 	pingMu  sync.Mutex
 	pingAt  time.Time
@@ -92,7 +95,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kafka: topic: %w", err)
 	}
-	client, err := kgo.NewClient(clientOptions(cfg)...)
+	client, err := kgo.NewClient(clientOptions(cfg, 0)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
@@ -101,10 +104,21 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 		client.Close()
 		return nil, err
 	}
+	// The producer's batches are bounded by what the cluster accepts, so
+	// that a batch of small records is never refused as too large.
+	limitCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	s.maxBatch = batchLimit(limitCtx, client, cfg, topic)
+	cancel()
+	client.Close()
+	if s.client, err = kgo.NewClient(clientOptions(cfg, s.maxBatch)...); err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
 	return s, nil
 }
 
-func clientOptions(cfg Config) []kgo.Opt {
+// clientOptions are the client's options for cfg, with batches of at most
+// maxBatch bytes when it is not 0.
+func clientOptions(cfg Config, maxBatch int) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -126,6 +140,9 @@ func clientOptions(cfg Config) []kgo.Opt {
 	}
 	if cfg.Logger != nil {
 		opts = append(opts, kgo.WithLogger(kafkalog.New(cfg.Logger)))
+	}
+	if maxBatch > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(min(maxBatch, math.MaxInt32))))
 	}
 	return opts
 }
@@ -183,8 +200,11 @@ func (s *Sink) check(ctx context.Context, cfg Config) error {
 }
 
 // Publish produces m's record and waits for the brokers' acknowledgement
-// (acks=all), at most Config.Timeout. A record too large for the brokers
-// fails as sink.Permanent; a topic that does not exist as sink.Rejected
+// (acks=all), at most Config.Timeout. A record that Kafka would refuse
+// (too large for a batch, see Config.MaxMessageBytes; a header name that
+// is not UTF-8; a topic name the template made invalid) fails at once as
+// sink.Permanent and is never produced; one a broker finds too large
+// after all (a topic's lower limit) is sink.Rejected; a topic that does not exist as sink.Rejected
 // (retried a few times, then dead-lettered), but a topic that exists and
 // that a broker did not know (stale metadata: see unknownTopic) is
 // retryable; a failure while no broker answers is sink.Unavailable;
@@ -193,9 +213,12 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kafka: event %s: %w", m.ID, err)
 	}
+	rec := s.Record(m)
+	if err := s.refusal(m, rec); err != nil {
+		return &sink.Error{Kind: sink.Permanent, Err: err}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	rec := s.Record(m)
 	done := make(chan error, 1)
 	s.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	var err error
@@ -236,7 +259,11 @@ func (s *Sink) classify(topic string, err error) error {
 	case errors.Is(err, context.Canceled):
 		return err // the relay is stopping: the event is not at fault
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return &sink.Error{Kind: sink.Permanent, Err: err}
+		// The record alone fits the sink's limit (see refusal): the
+		// batch it was in, or the topic's own lower limit, was too
+		// large. Its batch-mates are not at fault: a few more tries,
+		// in other batches.
+		return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("%w (a batch of %s's records, or the record alone, is over the topic's max.message.bytes)", err, topic)}
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
 		return s.unknownTopic(topic, err)
 	}
