@@ -63,8 +63,10 @@ type Config struct {
 	// MaxMessageBytes is the largest payload published: a larger event
 	// fails at once, permanently, and is never sent (a message over the
 	// server's max_message_size closes the channel). Set it to the
-	// server's max_message_size, which AMQP does not advertise. Default
-	// MaxMessageBytesDefault (16 MiB). The other limits come from AMQP
+	// server's max_message_size, which AMQP does not advertise. When the
+	// server's is lower after all, the first larger message it refuses
+	// fails permanently, and the sink refuses larger ones from then on.
+	// Default MaxMessageBytesDefault (16 MiB). The other limits come from AMQP
 	// and the connection: header names and the event type of at most 255
 	// bytes, and the properties and headers within the negotiated
 	// frame_max (128 KiB by default) in one frame.

@@ -1,7 +1,9 @@
 package amqp
 
 import (
+	"errors"
 	"fmt"
+	"strconv"
 	"strings"
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
@@ -42,6 +44,9 @@ func (k *Sink) refusal(m *sink.Message, pub *amqp091.Publishing, frameMax int) e
 	if len(pub.Body) > k.s.MaxMessageBytes {
 		return fmt.Errorf("amqp: event %s: the payload is %d bytes, over Config.MaxMessageBytes of %d (the server's max_message_size)", m.ID, len(pub.Body), k.s.MaxMessageBytes)
 	}
+	if limit := int(k.serverMax.Load()); limit > 0 && len(pub.Body) > limit {
+		return fmt.Errorf("amqp: event %s: the payload is %d bytes, over the server's max_message_size of %d (it refused a larger message; Config.MaxMessageBytes is %d)", m.ID, len(pub.Body), limit, k.s.MaxMessageBytes)
+	}
 	if size, largest := headerFrameSize(pub); frameMax > 0 && size > frameMax {
 		return fmt.Errorf("amqp: event %s: its headers and properties take %d bytes (the largest, header %.64q, %d), over the connection's frame_max of %d bytes",
 			m.ID, size, largest, len(largest)+headerValueLen(pub.Headers[largest]), frameMax)
@@ -78,4 +83,36 @@ func headerFrameSize(pub *amqp091.Publishing) (size int, largest string) {
 func headerValueLen(v any) int {
 	s, _ := v.(string)
 	return len(s)
+}
+
+// learn records the server's max_message_size when reason, why a channel
+// closed, is its refusal of a larger message.
+func (k *Sink) learn(reason error) {
+	if limit := serverMaxSize(reason); limit > 0 {
+		k.serverMax.Store(int64(limit))
+	}
+}
+
+// serverMaxSize returns the server's max_message_size when err is
+// RabbitMQ's refusal of a larger message (406 PRECONDITION_FAILED "message
+// size N is larger than configured max size M"), else 0.
+func serverMaxSize(err error) int {
+	var e *amqp091.Error
+	if !errors.As(err, &e) || e.Code != amqp091.PreconditionFailed {
+		return 0
+	}
+	const marker = "larger than configured max size "
+	i := strings.Index(e.Reason, marker)
+	if i < 0 {
+		return 0
+	}
+	digits := e.Reason[i+len(marker):]
+	if end := strings.IndexFunc(digits, func(r rune) bool { return r < '0' || r > '9' }); end >= 0 {
+		digits = digits[:end]
+	}
+	n, err := strconv.Atoi(digits)
+	if err != nil {
+		return 0
+	}
+	return n
 }

@@ -49,6 +49,9 @@ type Sink struct {
 	// disk alarm): a publish would wait until the alarm clears.
 	blocked atomic.Bool
 	next    atomic.Uint64
+	// serverMax is the server's max_message_size once it refused a
+	// larger message (it closes the channel), else 0.
+	serverMax atomic.Int64
 
 	stop      chan struct{}
 	stopped   chan struct{}
@@ -179,7 +182,10 @@ func (k *Sink) connect(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	for range k.s.Channels {
-		p, err := openPublisher(conn, conn.Config.FrameSize, func(err error) { sess.lost <- err })
+		p, err := openPublisher(conn, conn.Config.FrameSize, func(err error) {
+			k.learn(err)
+			sess.lost <- err
+		})
 		if err != nil {
 			sess.close()
 			return nil, err
