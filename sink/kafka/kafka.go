@@ -264,6 +264,11 @@ func (s *Sink) classify(topic string, err error) error {
 		// large. Its batch-mates are not at fault: a few more tries,
 		// in other batches.
 		return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("%w (a batch of %s's records, or the record alone, is over the topic's max.message.bytes)", err, topic)}
+	case errors.Is(err, kerr.InvalidRecord), errors.Is(err, kerr.CorruptMessage):
+		// The broker refused the batch for a record of it (a compacted
+		// topic's record without a key, a timestamp out of range): a
+		// few more tries, in other batches.
+		return &sink.Error{Kind: sink.Rejected, Err: err}
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
 		return s.unknownTopic(topic, err)
 	}

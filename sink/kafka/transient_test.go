@@ -99,3 +99,18 @@ func failProduces(c *kfake.Cluster, code int16, n int) {
 		return resp, nil, true
 	})
 }
+
+// A broker's refusal of a record batch (INVALID_RECORD: a compacted
+// topic's record without a key, a timestamp out of range) is rejected:
+// tried a few times, in other batches, then failed; not retried until the
+// attempts run out.
+func TestInvalidRecordIsRejected(t *testing.T) {
+	c, brokers := kafkatest.NewCluster(t)
+	kafkatest.CreateTopic(t, brokers, "t", 1)
+	s := newSink(t, kafka.Config{Brokers: brokers, Topic: "t", Timeout: 5 * time.Second})
+	failProduces(c, kerr.InvalidRecord.Code, 1)
+	err := s.Publish(t.Context(), message("order", "1", []byte(`{}`)))
+	if kind, _, _ := sink.Classify(err); kind != sink.Rejected {
+		t.Fatalf("publish refused as INVALID_RECORD: %v (%v), want rejected", err, kind)
+	}
+}
