@@ -25,8 +25,8 @@ const (
 // JetStream would refuse or alter, or nil: a header name that is not
 // printable ASCII without ':' (ADR-4, as nats.go checks it), a value with
 // CR or LF (which nats.go would replace with spaces), headers over
-// JetStream's 64 KiB, or the whole over the server's max_payload, from its
-// INFO.
+// JetStream's 64 KiB, or headers and payload over the server's
+// max_payload, from its INFO.
 func refusal(m *sink.Message, msg *natsgo.Msg, maxPayload int64) error {
 	size := len(headerLine) + 2
 	for name, values := range msg.Header {
@@ -43,8 +43,8 @@ func refusal(m *sink.Message, msg *natsgo.Msg, maxPayload int64) error {
 	if size > maxHeaderBytes {
 		return fmt.Errorf("nats: event %s: its headers take %d bytes, which exceed JetStream's %d", m.ID, size, maxHeaderBytes)
 	}
-	if total := int64(len(msg.Subject) + size + len(msg.Data)); total > maxPayload {
-		return fmt.Errorf("nats: event %s: the payload (%d bytes), headers and subject take %d bytes, which exceed the server's max_payload of %d",
+	if total := int64(size + len(msg.Data)); total > maxPayload {
+		return fmt.Errorf("nats: event %s: the payload (%d bytes) and headers take %d bytes, which exceed the server's max_payload of %d",
 			m.ID, len(msg.Data), total, maxPayload)
 	}
 	return nil
