@@ -109,6 +109,7 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	limitCtx, cancel := context.WithTimeout(ctx, startTimeout)
 	s.maxBatch = batchLimit(limitCtx, client, cfg, topic)
 	cancel()
+	s.desc += fmt.Sprintf(", batches of at most %d bytes", s.maxBatch)
 	client.Close()
 	if s.client, err = kgo.NewClient(clientOptions(cfg, s.maxBatch)...); err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
@@ -334,7 +335,9 @@ func (s *Sink) reachable() error {
 	return s.pingErr
 }
 
-// String names the destination for logs, without credentials.
+// String names the destination for logs, without credentials: the
+// brokers, the topic template, the settings that matter and the largest
+// batch (see Config.MaxMessageBytes).
 func (s *Sink) String() string { return s.desc }
 
 // Destination names the destination for traces: the topic template.
