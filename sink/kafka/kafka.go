@@ -91,6 +91,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err := cfg.SASL.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.MaxMessageBytes < 0 || cfg.MaxMessageBytes > 0 && cfg.MaxMessageBytes <= batchOverhead {
+		return nil, fmt.Errorf("kafka: Config.MaxMessageBytes %d: want 0 (the cluster's) or more than a batch's %d-byte header", cfg.MaxMessageBytes, batchOverhead)
+	}
 	topic, err := sink.ParseTemplate(cfg.Topic)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: topic: %w", err)
