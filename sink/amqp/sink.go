@@ -98,9 +98,20 @@ func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err != nil {
 		return err
 	}
+	pub := publishing(m)
+	if err := k.refusal(m, &pub, p.frameMax); err != nil {
+		return &sink.Error{Kind: sink.Permanent, Err: err}
+	}
+	ctx, cancel := context.WithTimeout(ctx, k.s.Timeout)
+	defer cancel()
+	return p.publish(ctx, k.s.Exchange, key, pub)
+}
+
+// publishing is the AMQP message of m.
+func publishing(m *sink.Message) amqp091.Publishing {
 	headers := amqp091.Table{}
 	sink.BrokerHeaders(m, func(name, value string) { headers[name] = value })
-	pub := amqp091.Publishing{
+	return amqp091.Publishing{
 		Headers:      headers,
 		ContentType:  sink.ContentTypeJSON,
 		DeliveryMode: amqp091.Persistent,
@@ -109,12 +120,6 @@ func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		Timestamp:    time.Now(),
 		Body:         m.Payload,
 	}
-	if err := k.refusal(m, &pub, p.frameMax); err != nil {
-		return &sink.Error{Kind: sink.Permanent, Err: err}
-	}
-	ctx, cancel := context.WithTimeout(ctx, k.s.Timeout)
-	defer cancel()
-	return p.publish(ctx, k.s.Exchange, key, pub)
 }
 
 // publisher returns the channel for the next publish, or why there is
