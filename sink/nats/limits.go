@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"strings"
 
-	natsgo "github.com/nats-io/nats.go"
-
 	"github.com/postbox-go/postbox/sink"
 )
 
@@ -21,31 +19,52 @@ const (
 	headerOverhead = 4
 )
 
-// refusal returns why msg, the message of event m, is one NATS or
-// JetStream would refuse or alter, or nil: a header name that is not
-// printable ASCII without ':' (ADR-4, as nats.go checks it), a value with
-// CR or LF (which nats.go would replace with spaces), headers over
-// JetStream's 64 KiB, or headers and payload over the server's
-// max_payload, from its INFO.
-func refusal(m *sink.Message, msg *natsgo.Msg, maxPayload int64) error {
-	size := len(headerLine) + 2
-	for name, values := range msg.Header {
-		if !validHeaderName(name) {
-			return fmt.Errorf("nats: event %s: header name %.64q is not printable ASCII without ':' (NATS ADR-4)", m.ID, name)
-		}
-		for _, v := range values {
-			if strings.ContainsAny(v, "\r\n") {
-				return fmt.Errorf("nats: event %s: the value of header %.64q holds a CR or LF", m.ID, name)
-			}
-			size += len(name) + len(v) + headerOverhead
-		}
+// headerCheck follows the headers of a message as they are set: the size
+// of their block, and the first that NATS cannot carry as it is.
+type headerCheck struct {
+	size int
+	// name is the first header whose name is not printable ASCII without
+	// ':' (ADR-4, as nats.go checks it), or whose value holds a CR or LF
+	// (which nats.go would replace with spaces); badValue tells which.
+	name     string
+	bad      bool
+	badValue bool
+}
+
+// add follows one header. Its value is counted whole, though nats.go
+// trims its spaces: the block may be reckoned larger than it is, never
+// smaller.
+func (c *headerCheck) add(name, value string) {
+	if c.size == 0 {
+		c.size = len(headerLine) + 2
 	}
-	if size > maxHeaderBytes {
-		return fmt.Errorf("nats: event %s: its headers take %d bytes, which exceed JetStream's %d", m.ID, size, maxHeaderBytes)
+	c.size += len(name) + len(value) + headerOverhead
+	if c.bad {
+		return
 	}
-	if total := int64(size + len(msg.Data)); total > maxPayload {
+	if !validHeaderName(name) {
+		c.name, c.bad = name, true
+	} else if strings.IndexByte(value, '\r') >= 0 || strings.IndexByte(value, '\n') >= 0 {
+		c.name, c.bad, c.badValue = name, true, true
+	}
+}
+
+// refusal returns why the message of event m, whose headers c followed and
+// whose payload is payload bytes, is one NATS or JetStream would refuse or
+// alter, or nil: a header c found bad, headers over JetStream's 64 KiB, or
+// headers and payload over the server's max_payload, from its INFO.
+func (c *headerCheck) refusal(m *sink.Message, payload int, maxPayload int64) error {
+	switch {
+	case c.bad && c.badValue:
+		return fmt.Errorf("nats: event %s: the value of header %.64q holds a CR or LF", m.ID, c.name)
+	case c.bad:
+		return fmt.Errorf("nats: event %s: header name %.64q is not printable ASCII without ':' (NATS ADR-4)", m.ID, c.name)
+	case c.size > maxHeaderBytes:
+		return fmt.Errorf("nats: event %s: its headers take %d bytes, which exceed JetStream's %d", m.ID, c.size, maxHeaderBytes)
+	}
+	if total := int64(c.size + payload); total > maxPayload {
 		return fmt.Errorf("nats: event %s: the payload (%d bytes) and headers take %d bytes, which exceed the server's max_payload of %d",
-			m.ID, len(msg.Data), total, maxPayload)
+			m.ID, payload, total, maxPayload)
 	}
 	return nil
 }
@@ -56,10 +75,18 @@ func validHeaderName(name string) bool {
 	if name == "" {
 		return false
 	}
-	for _, c := range []byte(name) {
-		if c < '!' || c > '~' || strings.IndexByte(`"()/,:;<=>?@[\]{}`, c) >= 0 {
+	for i := 0; i < len(name); i++ {
+		if !headerNameChars[name[i]] {
 			return false
 		}
 	}
 	return true
 }
+
+// headerNameChars are the bytes of a header name nats.go sends.
+var headerNameChars = func() (ok [256]bool) {
+	for c := '!'; c <= '~'; c++ {
+		ok[c] = !strings.ContainsRune(`"()/,:;<=>?@[\]{}`, c)
+	}
+	return ok
+}()

@@ -275,8 +275,9 @@ func (s *Sink) send(ctx context.Context, m *sink.Message, wait bool) pending {
 	if err := checkSubject(subject, s.dynamicStart); err != nil {
 		return pending{err: &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s: template %s: %w", m.ID, s.cfg.Subject, err)}}
 	}
-	msg := newMsg(subject, m)
-	if err := refusal(m, msg, s.nc.MaxPayload()); err != nil {
+	var headers headerCheck
+	msg := newMsg(subject, m, &headers)
+	if err := headers.refusal(m, len(msg.Data), s.nc.MaxPayload()); err != nil {
 		return pending{err: &sink.Error{Kind: sink.Permanent, Err: err}}
 	}
 	if err := ctx.Err(); err != nil {
@@ -333,13 +334,15 @@ func (s *Sink) await(ctx context.Context, m *sink.Message, p pending) error {
 // own: those of sink.BrokerHeaders and Nats-Msg-Id.
 const wireHeaders = 7
 
-// newMsg is the message of m for subject. Its headers share one backing
-// array of values: a message is built per event, at the rate of the drain.
-func newMsg(subject string, m *sink.Message) *natsgo.Msg {
+// newMsg is the message of m for subject, each header given to check as
+// it is set. Its headers share one backing array of values: a message is
+// built per event, at the rate of the drain.
+func newMsg(subject string, m *sink.Message, check *headerCheck) *natsgo.Msg {
 	n := len(m.Headers) + wireHeaders
 	header := make(natsgo.Header, n)
 	values := make([]string, 0, n)
 	set := func(name, value string) {
+		check.add(name, value)
 		values = append(values, value)
 		header[name] = values[len(values)-1 : len(values) : len(values)]
 	}
