@@ -10,9 +10,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/internal/receiver"
 	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -116,10 +120,11 @@ func TestAutoDisableThenEnableDeliversTheAccumulated(t *testing.T) {
 		got, err := s.EndpointGet(context.Background(), e.ID)
 		return err == nil && got.State == store.EndpointAutoDisabled
 	})
-	if d.Stats().AutoDisabled != 1 {
-		t.Errorf("stats %+v, want one endpoint auto-disabled", d.Stats())
-	}
+	// The count follows the store's write.
+	waitFor(t, 5*time.Second, "one endpoint auto-disabled in the stats", func() bool { return d.Stats().AutoDisabled == 1 })
 	fanOut(t, f, "c", "d", "e")
+	// The attempts sent before the endpoint was disabled end first.
+	waitFor(t, 10*time.Second, "no delivery in flight", func() bool { return counts(t, s, e.ID).Processing == 0 })
 	healthy.Store(true)
 	time.Sleep(300 * time.Millisecond) // a disabled endpoint would have received them by now
 	if got := len(rc.Accepted()); got != 0 {
@@ -246,4 +251,43 @@ func newSecret(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return secret
+}
+
+// In endpoints mode an event's credentials or hop-by-hop header reaches no
+// partner: each of its deliveries fails alone, at its first attempt, with
+// an error naming the header, and the events beside it are delivered.
+func TestTransportHeaderOfAnEventReachesNoEndpoint(t *testing.T) {
+	s := pgStore(t)
+	a := receiver.New(t, secret, nil)
+	b := receiver.New(t, secret, nil)
+	ea := addEndpoint(t, s, "a", a.URL, nil)
+	eb := addEndpoint(t, s, "b", b.URL, nil)
+	d := startDispatcher(t, s, nil)
+	f := newFanOut(t, s, d)
+	fanOut(t, f, "before")
+	bad := postbox.Event{ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: "9", EventType: "forged",
+		Payload: []byte(`{}`), Headers: map[string]string{"Authorization": "Bearer forged", "traceparent": "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"}}
+	if err := f.Publish(context.Background(), &sink.Message{Event: bad, Attempt: 1}); err != nil {
+		t.Fatal(err)
+	}
+	fanOut(t, f, "after")
+	for _, e := range []store.Endpoint{ea, eb} {
+		waitFor(t, 10*time.Second, e.Name+": two done, one failed", func() bool {
+			return counts(t, s, e.ID) == store.DeliveryCounts{Done: 2, Failed: 1}
+		})
+		failed, err := s.DeliveryList(context.Background(), e.ID, store.StatusFailed, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(failed) != 1 || failed[0].ID != bad.ID || failed[0].Attempt != 1 || !strings.Contains(failed[0].LastError, "header Authorization") {
+			t.Errorf("%s's failed deliveries %+v, want the forged event's, at its first attempt, naming header Authorization", e.Name, failed)
+		}
+	}
+	for _, rc := range []*receiver.Receiver{a, b} {
+		for _, got := range rc.Accepted() {
+			if got.Header.Get("Authorization") != "" || got.ID == bad.ID.String() {
+				t.Errorf("an endpoint received %s with Authorization %q", got.ID, got.Header.Get("Authorization"))
+			}
+		}
+	}
 }

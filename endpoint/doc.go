@@ -23,5 +23,13 @@
 // Deliveries are sent by package sink/webhook, one Sink per endpoint signed
 // with the endpoint's secrets (during a rotation the old one too, until its
 // grace period ends). The HTTP client comes from Config.Client: postbox relay
-// gives it the SSRF-guarded dialer.
+// gives it the SSRF-guarded dialer. An event that sink refuses fails its
+// delivery at the first attempt, for every endpoint alike: a header that
+// is not valid HTTP, one that would set credentials or the transport
+// (Authorization, Cookie, Proxy-*, Connection, Host, ...: see
+// webhook.TransportHeader), which would otherwise reach every partner, or
+// a payload over webhook.MaxMessageBytesDefault.
+//
+// A disabled endpoint receives nothing more: deliveries its loop claimed
+// when it stopped go back, not attempted, and those in flight end.
 package endpoint

@@ -78,10 +78,13 @@ func (w *worker) run(ctx context.Context) {
 		if got == 0 {
 			return
 		}
-		claimed, err := w.d.cfg.Store.DeliveryClaim(w.ctx, store.DeliveryClaimParams{
-			EndpointID: w.ep.ID, Owner: w.d.cfg.Owner, Limit: got, Lease: w.d.cfg.Lease,
-		})
+		claimed, err := w.claim(got)
 		w.releaseSlots(got - len(claimed))
+		if w.ctx.Err() != nil { // stopped during the claim
+			w.release(claimed)
+			w.releaseSlots(len(claimed))
+			return
+		}
 		if err != nil {
 			if w.ctx.Err() == nil {
 				log.Warn("claiming deliveries failed", "error", err)
@@ -104,6 +107,28 @@ func (w *worker) run(ctx context.Context) {
 				w.deliver(dl, log)
 			}()
 		}
+	}
+}
+
+// claim takes up to n deliveries, within Timeout. The worker's stop does
+// not cut it: a claim that the server committed while the client gave up
+// would leave its deliveries leased, and not attempted, until the lease
+// expired.
+func (w *worker) claim(n int) ([]store.EndpointDelivery, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), w.d.cfg.Timeout)
+	defer cancel()
+	return w.d.cfg.Store.DeliveryClaim(ctx, store.DeliveryClaimParams{
+		EndpointID: w.ep.ID, Owner: w.d.cfg.Owner, Limit: n, Lease: w.d.cfg.Lease,
+	})
+}
+
+// release puts back deliveries claimed once the worker stopped (the
+// endpoint disabled or changed, the dispatcher stopping), due at once and
+// not attempted: a disabled endpoint receives nothing more.
+func (w *worker) release(claimed []store.EndpointDelivery) {
+	for _, dl := range claimed {
+		w.d.settles.add(store.DeliveryOutcome{EventID: dl.ID, EndpointID: w.ep.ID, Status: store.StatusPending,
+			AvailableAt: time.Now(), LastError: dl.LastError})
 	}
 }
 
@@ -151,8 +176,13 @@ func (w *worker) sleep(d time.Duration) {
 	}
 }
 
-// deliver makes one attempt, logs it and settles the delivery.
+// deliver makes one attempt, logs it and settles the delivery; once the
+// worker stopped, it releases the delivery instead.
 func (w *worker) deliver(dl store.EndpointDelivery, log *slog.Logger) {
+	if w.ctx.Err() != nil {
+		w.release([]store.EndpointDelivery{dl})
+		return
+	}
 	cfg := w.d.cfg
 	var a answer
 	start := time.Now()

@@ -1,7 +1,18 @@
 // Package sink defines how the relay publishes events: the Sink interface,
 // the Message it publishes and the errors that tell the relay whether to
-// retry. Implementations live in sub-packages (webhook today) and all pass
-// the shared suite in sink/sinktest.
+// retry. Implementations live in sub-packages: webhook (signed HTTP POSTs,
+// also the endpoint dispatcher's), nats (JetStream), amqp (RabbitMQ) and
+// kafka; all pass the shared suite in sink/sinktest.
+//
+// One event never costs another anything: what the destination cannot
+// accept in one message (its size, a header's name, value or size, an
+// encoding the protocol refuses) is Permanent for that message alone. A
+// sink checks it before sending where the limit is known (its Config, or
+// the server's, such as NATS's max_payload or the connection's AMQP
+// frame_max), so that the message never breaks a connection or a batch
+// that others share, and maps the destination's own per-message refusal
+// where it is not. The error names the limit and the message's size, or
+// the header.
 package sink
 
 import (
@@ -73,7 +84,9 @@ const (
 	// Rejected failures (the destination refused this message, such as an
 	// HTTP 4xx) are retried a small, bounded number of times, then failed.
 	Rejected
-	// Permanent failures are not retried: the event fails at once.
+	// Permanent failures are not retried: the event fails at once. They
+	// say that the destination can never accept this message as it is
+	// (too large, a header it refuses), whatever it accepts of others.
 	Permanent
 	// Unavailable failures say the destination itself cannot be reached
 	// (connection refused, a DNS failure, a broker connection that is

@@ -59,6 +59,26 @@ func CreateTopic(t testing.TB, brokers []string, topic string, partitions int32)
 	}
 }
 
+// DeleteTopic deletes a topic, as an operator would before creating it
+// again (a new topic id) or replacing the cluster.
+func DeleteTopic(t testing.TB, brokers []string, topic string) {
+	t.Helper()
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	resp, err := kadm.NewClient(cl).DeleteTopic(ctx, topic)
+	if err == nil {
+		err = resp.Err
+	}
+	if err != nil {
+		t.Fatalf("delete topic %s: %v", topic, err)
+	}
+}
+
 // Reader reads every record of some topics from their start, in the
 // background, until the test ends.
 type Reader struct {

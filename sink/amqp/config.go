@@ -23,6 +23,9 @@ const (
 	HeartbeatDefault    = 10 * time.Second
 	ReconnectMinDefault = 100 * time.Millisecond
 	ReconnectMaxDefault = 10 * time.Second
+	// MaxMessageBytesDefault is RabbitMQ's own default max_message_size
+	// since 4.0 (16 MiB; 128 MiB in 3.8 to 3.13).
+	MaxMessageBytesDefault = 16 << 20
 )
 
 // Config configures a Sink. URL and Exchange are required; a zero field
@@ -57,6 +60,17 @@ type Config struct {
 	// the first to the second. Defaults ReconnectMinDefault,
 	// ReconnectMaxDefault.
 	ReconnectMin, ReconnectMax time.Duration
+	// MaxMessageBytes is the largest payload published: a larger event
+	// fails at once, permanently, and is never sent (a message over the
+	// server's max_message_size closes the channel). Set it to the
+	// server's max_message_size, which AMQP does not advertise. When the
+	// server's is lower after all, the first larger message it refuses
+	// fails permanently, and the sink refuses larger ones from then on.
+	// Default MaxMessageBytesDefault (16 MiB). The other limits come from AMQP
+	// and the connection: header names and the event type of at most 255
+	// bytes, and the properties and headers within the negotiated
+	// frame_max (128 KiB by default) in one frame.
+	MaxMessageBytes int
 	// ConnectionName is the connection's name on the server (the
 	// connection_name client property, which the management UI and
 	// rabbitmqctl list_connections show). Default "postbox relay on HOST
@@ -72,6 +86,7 @@ const (
 	paramExchange   = "exchange"
 	paramRoutingKey = "routing_key"
 	paramChannels   = "channels"
+	paramMaxMessage = "max_message_bytes"
 )
 
 // ParseURL reads the sink URL of `postbox relay --sink`:
@@ -79,7 +94,8 @@ const (
 //	amqp://USER:PASS@HOST:PORT/VHOST?exchange=NAME&routing_key=TEMPLATE
 //
 // into a Config whose URL is the server part (without the query).
-// routing_key defaults to {event_type}; channels sets Config.Channels.
+// routing_key defaults to {event_type}; channels sets Config.Channels,
+// max_message_bytes Config.MaxMessageBytes.
 // Other query parameters are refused, so that a misspelt one is not
 // silently ignored. Errors never show the password.
 func ParseURL(raw string) (Config, error) {
@@ -100,10 +116,15 @@ func ParseURL(raw string) (Config, error) {
 			return Config{}, fmt.Errorf("amqp: %s: channels=%q: want a positive number", u.Redacted(), s)
 		}
 	}
+	if s := q.Get(paramMaxMessage); s != "" {
+		if cfg.MaxMessageBytes, err = strconv.Atoi(s); err != nil || cfg.MaxMessageBytes < 1 {
+			return Config{}, fmt.Errorf("amqp: %s: %s=%q: want a positive number of bytes", u.Redacted(), paramMaxMessage, s)
+		}
+	}
 	for name, values := range q {
 		switch {
-		case name != paramExchange && name != paramRoutingKey && name != paramChannels:
-			return Config{}, fmt.Errorf("amqp: %s: unknown parameter %q (want %s, %s or %s)", u.Redacted(), name, paramExchange, paramRoutingKey, paramChannels)
+		case name != paramExchange && name != paramRoutingKey && name != paramChannels && name != paramMaxMessage:
+			return Config{}, fmt.Errorf("amqp: %s: unknown parameter %q (want %s, %s, %s or %s)", u.Redacted(), name, paramExchange, paramRoutingKey, paramChannels, paramMaxMessage)
 		case len(values) > 1:
 			return Config{}, fmt.Errorf("amqp: %s: parameter %q given %d times", u.Redacted(), name, len(values))
 		}
@@ -208,7 +229,7 @@ func (c Config) settle() (settings, error) {
 	}
 	for name, v := range map[string]int64{
 		"Channels": int64(c.Channels), "DialTimeout": int64(c.DialTimeout), "Timeout": int64(c.Timeout), "Heartbeat": int64(c.Heartbeat),
-		"ReconnectMin": int64(c.ReconnectMin), "ReconnectMax": int64(c.ReconnectMax),
+		"ReconnectMin": int64(c.ReconnectMin), "ReconnectMax": int64(c.ReconnectMax), "MaxMessageBytes": int64(c.MaxMessageBytes),
 	} {
 		if v < 0 {
 			return settings{}, fmt.Errorf("amqp: Config.%s is negative", name)
@@ -220,6 +241,7 @@ func (c Config) settle() (settings, error) {
 	setDefault(&c.Heartbeat, HeartbeatDefault)
 	setDefault(&c.ReconnectMin, ReconnectMinDefault)
 	setDefault(&c.ReconnectMax, ReconnectMaxDefault)
+	setDefault(&c.MaxMessageBytes, MaxMessageBytesDefault)
 	if c.ReconnectMax < c.ReconnectMin {
 		return settings{}, fmt.Errorf("amqp: Config.ReconnectMax %v is under ReconnectMin %v", c.ReconnectMax, c.ReconnectMin)
 	}

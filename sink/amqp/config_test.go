@@ -40,17 +40,18 @@ func TestParseURL(t *testing.T) {
 
 func TestParseURLRefuses(t *testing.T) {
 	for raw, want := range map[string]string{
-		"amqp://u:secret@h/":                               "exchange=NAME is required",
-		"amqp://u:secret@h/?exchange=":                     "exchange=NAME is required",
-		"nats://u:secret@h/?exchange=x":                    "scheme",
-		"amqp://u:secret@/?exchange=x":                     "no host",
-		"amqp://u:secret@h:99999/?exchange=x":              "port",
-		"amqp://u:secret@h/a/b?exchange=x":                 "one path segment",
-		"amqp://u:secret@h/?exchange=x&routing_kye=y":      `unknown parameter "routing_kye"`,
-		"amqp://u:secret@h/?exchange=x&exchange=y":         "given 2 times",
-		"amqp://u:secret@h/?exchange=x&channels=0":         "channels",
-		"amqp://u:secret@h/?exchange=x&routing_key={type}": "unknown placeholder",
-		"amqp://u:secret@h\x7f/?exchange=x":                "not a URL",
+		"amqp://u:secret@h/":                                 "exchange=NAME is required",
+		"amqp://u:secret@h/?exchange=":                       "exchange=NAME is required",
+		"nats://u:secret@h/?exchange=x":                      "scheme",
+		"amqp://u:secret@/?exchange=x":                       "no host",
+		"amqp://u:secret@h:99999/?exchange=x":                "port",
+		"amqp://u:secret@h/a/b?exchange=x":                   "one path segment",
+		"amqp://u:secret@h/?exchange=x&routing_kye=y":        `unknown parameter "routing_kye"`,
+		"amqp://u:secret@h/?exchange=x&exchange=y":           "given 2 times",
+		"amqp://u:secret@h/?exchange=x&channels=0":           "channels",
+		"amqp://u:secret@h/?exchange=x&max_message_bytes=-1": "max_message_bytes",
+		"amqp://u:secret@h/?exchange=x&routing_key={type}":   "unknown placeholder",
+		"amqp://u:secret@h\x7f/?exchange=x":                  "not a URL",
 	} {
 		cfg, err := ParseURL(raw)
 		if err == nil {
@@ -104,6 +105,23 @@ func TestConfigRefuses(t *testing.T) {
 	} {
 		if _, err := c.settle(); err == nil {
 			t.Errorf("%s: %+v settled", name, c)
+		}
+	}
+}
+
+// max_message_bytes sets Config.MaxMessageBytes; without it, the default.
+func TestParseURLMaxMessageBytes(t *testing.T) {
+	for raw, want := range map[string]int{
+		"amqp://h/?exchange=x&max_message_bytes=134217728": 134217728,
+		"amqp://h/?exchange=x":                             MaxMessageBytesDefault,
+	} {
+		cfg, err := ParseURL(raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		s, err := cfg.settle()
+		if err != nil || s.MaxMessageBytes != want {
+			t.Errorf("ParseURL(%q): MaxMessageBytes %d (%v), want %d", raw, s.MaxMessageBytes, err, want)
 		}
 	}
 }

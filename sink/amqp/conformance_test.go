@@ -3,6 +3,7 @@ package amqp_test
 import (
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 
@@ -21,9 +22,23 @@ func TestConformance(t *testing.T) {
 			srv := amqptest.Connect(t)
 			exchange := srv.Exchange()
 			r := consume(t, srv.Queue(exchange, "#", nil))
-			return sinktest.Destination{Sink: newSink(t, exchange, ""), Received: r.received}
+			const limit = 64 << 10
+			cfg := sinkConfig(t, exchange, "")
+			cfg.MaxMessageBytes = limit
+			k, err := amqp.New(t.Context(), cfg)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = k.Close() })
+			return sinktest.Destination{Sink: k, Received: r.received, MaxPayload: limit}
 		},
 		Features: sinktest.Features{Deduplicates: false, OrderedPerAggregate: true, CarriesHeaders: true},
+		Refused: []sinktest.Header{
+			{Name: strings.Repeat("n", 256), Value: "v"},
+			{Name: "X-Big", Value: strings.Repeat("v", 200<<10)},
+			{Name: "BCC", Value: "elsewhere"},
+			{Name: "cc", Value: "elsewhere"},
+		},
 	})
 }
 

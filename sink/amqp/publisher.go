@@ -18,6 +18,8 @@ import (
 // the confirm of the same message is settled.
 type publisher struct {
 	ch *amqp091.Channel
+	// frameMax is the connection's negotiated frame_max, 0 for none.
+	frameMax int
 	// sending serialises taking a delivery tag and sending the message
 	// (a semaphore rather than a mutex, so that a waiting publish honours
 	// its context).
@@ -38,13 +40,17 @@ type publisher struct {
 // waiter is one publish awaiting its confirm.
 type waiter struct {
 	messageID string
+	// size is the message body's, to tell the message a server's
+	// max_message_size refused.
+	size int
 	// done receives the publish's result, once.
 	done chan error
 }
 
 // openPublisher opens a channel on conn in confirm mode and starts its
-// settle goroutine; lost is called once, with why, when the channel closes.
-func openPublisher(conn *amqp091.Connection, lost func(error)) (*publisher, error) {
+// settle goroutine; frameMax is the connection's negotiated frame_max;
+// lost is called once, with why, when the channel closes.
+func openPublisher(conn *amqp091.Connection, frameMax int, lost func(error)) (*publisher, error) {
 	ch, err := conn.Channel()
 	if err != nil {
 		return nil, fmt.Errorf("amqp: open a channel: %w", err)
@@ -55,6 +61,7 @@ func openPublisher(conn *amqp091.Connection, lost func(error)) (*publisher, erro
 	}
 	p := &publisher{
 		ch:       ch,
+		frameMax: frameMax,
 		sending:  make(chan struct{}, 1),
 		pending:  map[uint64]*waiter{},
 		returned: map[string]amqp091.Return{},
@@ -71,7 +78,7 @@ func openPublisher(conn *amqp091.Connection, lost func(error)) (*publisher, erro
 // publish sends msg and waits for its confirm. It returns nil only on the
 // server's ack of a message that was routed to a queue.
 func (p *publisher) publish(ctx context.Context, exchange, key string, msg amqp091.Publishing) error {
-	w := &waiter{messageID: msg.MessageId, done: make(chan error, 1)}
+	w := &waiter{messageID: msg.MessageId, size: len(msg.Body), done: make(chan error, 1)}
 	select {
 	case p.sending <- struct{}{}:
 	case <-ctx.Done():
@@ -147,7 +154,14 @@ func (p *publisher) settle(confirms <-chan amqp091.Confirmation, returns <-chan 
 	pending := p.pending
 	p.pending = nil
 	p.mu.Unlock()
+	limit := serverMaxSize(reason)
 	for _, w := range pending {
+		if limit > 0 && w.size > limit {
+			// The message the server refused: it would be refused
+			// again, and its retries taken for an outage.
+			w.done <- &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("amqp: message %s: its payload of %d bytes is over the server's max_message_size of %d: %w", w.messageID, w.size, limit, reason)}
+			continue
+		}
 		w.done <- unavailable(fmt.Errorf("amqp: message %s: the channel closed before its confirm: %w", w.messageID, reason))
 	}
 	lost(reason)

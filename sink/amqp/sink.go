@@ -49,6 +49,9 @@ type Sink struct {
 	// disk alarm): a publish would wait until the alarm clears.
 	blocked atomic.Bool
 	next    atomic.Uint64
+	// serverMax is the server's max_message_size once it refused a
+	// larger message (it closes the channel), else 0.
+	serverMax atomic.Int64
 
 	stop      chan struct{}
 	stopped   chan struct{}
@@ -80,7 +83,9 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 // and waits for the server's confirm, for at most Config.Timeout. It fails at once with a
 // sink.Unavailable error while the connection is down, and with a
 // retryable error when the server returns the message as unroutable or
-// refuses it.
+// refuses it. An event that AMQP or the server's limits cannot carry
+// (see Config.MaxMessageBytes) fails at once as sink.Permanent and is
+// never sent: sending it would close the channel or the connection.
 func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("amqp: message %s: %w", m.ID, err)
@@ -93,11 +98,20 @@ func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err != nil {
 		return err
 	}
+	pub := publishing(m)
+	if err := k.refusal(m, &pub, p.frameMax); err != nil {
+		return &sink.Error{Kind: sink.Permanent, Err: err}
+	}
 	ctx, cancel := context.WithTimeout(ctx, k.s.Timeout)
 	defer cancel()
+	return p.publish(ctx, k.s.Exchange, key, pub)
+}
+
+// publishing is the AMQP message of m.
+func publishing(m *sink.Message) amqp091.Publishing {
 	headers := amqp091.Table{}
 	sink.BrokerHeaders(m, func(name, value string) { headers[name] = value })
-	return p.publish(ctx, k.s.Exchange, key, amqp091.Publishing{
+	return amqp091.Publishing{
 		Headers:      headers,
 		ContentType:  sink.ContentTypeJSON,
 		DeliveryMode: amqp091.Persistent,
@@ -105,7 +119,7 @@ func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		Type:         m.EventType,
 		Timestamp:    time.Now(),
 		Body:         m.Payload,
-	})
+	}
 }
 
 // publisher returns the channel for the next publish, or why there is
@@ -173,7 +187,10 @@ func (k *Sink) connect(ctx context.Context) (*session, error) {
 		return nil, err
 	}
 	for range k.s.Channels {
-		p, err := openPublisher(conn, func(err error) { sess.lost <- err })
+		p, err := openPublisher(conn, conn.Config.FrameSize, func(err error) {
+			k.learn(err)
+			sess.lost <- err
+		})
 		if err != nil {
 			sess.close()
 			return nil, err

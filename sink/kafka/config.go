@@ -68,6 +68,14 @@ type Config struct {
 	// MaxBufferedRecords bounds the records in the producer. Default
 	// MaxBufferedRecordsDefault.
 	MaxBufferedRecords int
+	// MaxMessageBytes is the largest record batch produced (the
+	// producer's batch size): a record that cannot fit alone in one (its
+	// key, value and headers, plus a batch's 61-byte header) fails at
+	// once, permanently, and is never sent. Default: what the cluster
+	// accepts, read at start: a fixed topic's max.message.bytes, else a
+	// broker's message.max.bytes, else (when the cluster does not say)
+	// MessageMaxBytesDefault (1 MiB and 12 bytes, Kafka's default).
+	MaxMessageBytes int
 	// Logger receives the client's warnings and errors. Default: none.
 	Logger *slog.Logger
 }
@@ -93,6 +101,7 @@ type SASL struct {
 //	sasl=plain|scram-sha-256|scram-sha-512
 //	                                authenticate with the URL's user and password
 //	allow_auto_topic_creation=true  let the brokers create a missing topic
+//	max_message_bytes=N             the largest record batch (Config.MaxMessageBytes)
 //
 // An unknown option, credentials without sasl, or sasl without credentials
 // are errors. Errors never hold the password.
@@ -135,8 +144,12 @@ func ParseURL(rawURL string) (Config, error) {
 			if cfg.AllowAutoTopicCreation, err = parseBool(name, value); err != nil {
 				return Config{}, err
 			}
+		case "max_message_bytes":
+			if cfg.MaxMessageBytes, err = strconv.Atoi(value); err != nil || cfg.MaxMessageBytes <= batchOverhead {
+				return Config{}, fmt.Errorf("kafka: sink URL option max_message_bytes=%q: want a number of bytes above %d", value, batchOverhead)
+			}
 		default:
-			return Config{}, fmt.Errorf("kafka: sink URL option %q is unknown (want topic, tls, ca_file, sasl or allow_auto_topic_creation)", name)
+			return Config{}, fmt.Errorf("kafka: sink URL option %q is unknown (want topic, tls, ca_file, sasl, allow_auto_topic_creation or max_message_bytes)", name)
 		}
 	}
 	if useTLS {

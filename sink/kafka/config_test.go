@@ -56,6 +56,7 @@ func TestParseURLErrors(t *testing.T) {
 		{"kafka://b:9092?sasl=plain", "needs a user and a password"},
 		{"kafka://alice:pw@b:9092", "no sasl mechanism"},
 		{"kafka://alice:pw@b:9092?sasl=oauth", "is unknown"},
+		{"kafka://b:9092?max_message_bytes=10", "max_message_bytes"},
 	} {
 		_, err := kafka.ParseURL(c.url)
 		if err == nil || !strings.Contains(err.Error(), c.want) {
@@ -64,5 +65,12 @@ func TestParseURLErrors(t *testing.T) {
 		if err != nil && strings.Contains(err.Error(), "pw@") {
 			t.Errorf("ParseURL(%q): the error shows the password: %v", c.url, err)
 		}
+	}
+}
+
+func TestParseURLMaxMessageBytes(t *testing.T) {
+	cfg, err := kafka.ParseURL("kafka://b:9092?max_message_bytes=4194304")
+	if err != nil || cfg.MaxMessageBytes != 4<<20 {
+		t.Fatalf("ParseURL: MaxMessageBytes %d (%v), want 4 MiB", cfg.MaxMessageBytes, err)
 	}
 }

@@ -2,6 +2,7 @@ package kafka_test
 
 import (
 	"fmt"
+	"strings"
 	"sync/atomic"
 	"testing"
 
@@ -38,8 +39,10 @@ func TestConformance(t *testing.T) {
 		New: func(t *testing.T) sinktest.Destination {
 			topic := newTopic(t, brokers, 3)
 			r := kafkatest.NewReader(t, brokers, topic)
+			const limit = 64 << 10
 			return sinktest.Destination{
-				Sink: newSink(t, kafka.Config{Brokers: brokers, Topic: topic}),
+				MaxPayload: limit,
+				Sink:       newSink(t, kafka.Config{Brokers: brokers, Topic: topic, MaxMessageBytes: limit}),
 				Received: func() []sinktest.Delivery {
 					var ds []sinktest.Delivery
 					for _, rec := range r.Records() {
@@ -60,5 +63,9 @@ func TestConformance(t *testing.T) {
 			}
 		},
 		Features: sinktest.Features{Deduplicates: false, OrderedPerAggregate: true, CarriesHeaders: true},
+		Refused: []sinktest.Header{
+			{Name: "X-Not-UTF-8-\xff", Value: "v"},
+			{Name: "X-Big", Value: strings.Repeat("v", 100<<10)},
+		},
 	})
 }

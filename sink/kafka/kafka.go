@@ -20,6 +20,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"time"
@@ -54,6 +55,10 @@ const (
 	// until its timeout.
 	unknownTopicRetries = 2
 	metadataMinAge      = 500 * time.Millisecond
+	// purgeReuse is how long after the producer forgot a topic it is not
+	// made to forget it again: the failures of records buffered before
+	// then need no other purge.
+	purgeReuse = time.Second
 )
 
 // Sink publishes events as Kafka records. It is safe for concurrent use.
@@ -62,10 +67,15 @@ type Sink struct {
 	topic   sink.Template
 	timeout time.Duration
 	desc    string
+	// maxBatch is the largest record batch produced (see batchLimit).
+	maxBatch int
 
 	pingMu  sync.Mutex
 	pingAt  time.Time
 	pingErr error
+
+	purgeMu  sync.Mutex
+	purgedAt map[string]time.Time // by topic
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -81,23 +91,38 @@ func New(ctx context.Context, cfg Config) (*Sink, error) {
 	if err := cfg.SASL.validate(); err != nil {
 		return nil, err
 	}
+	if cfg.MaxMessageBytes < 0 || cfg.MaxMessageBytes > 0 && cfg.MaxMessageBytes <= batchOverhead {
+		return nil, fmt.Errorf("kafka: Config.MaxMessageBytes %d: want 0 (the cluster's) or more than a batch's %d-byte header", cfg.MaxMessageBytes, batchOverhead)
+	}
 	topic, err := sink.ParseTemplate(cfg.Topic)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: topic: %w", err)
 	}
-	client, err := kgo.NewClient(clientOptions(cfg)...)
+	client, err := kgo.NewClient(clientOptions(cfg, 0)...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
 	}
-	s := &Sink{client: client, topic: topic, timeout: cfg.Timeout, desc: describe(cfg)}
+	s := &Sink{client: client, topic: topic, timeout: cfg.Timeout, desc: describe(cfg), purgedAt: map[string]time.Time{}}
 	if err := s.check(ctx, cfg); err != nil {
 		client.Close()
 		return nil, err
 	}
+	// The producer's batches are bounded by what the cluster accepts, so
+	// that a batch of small records is never refused as too large.
+	limitCtx, cancel := context.WithTimeout(ctx, startTimeout)
+	s.maxBatch = batchLimit(limitCtx, client, cfg, topic)
+	cancel()
+	s.desc += fmt.Sprintf(", batches of at most %d bytes", s.maxBatch)
+	client.Close()
+	if s.client, err = kgo.NewClient(clientOptions(cfg, s.maxBatch)...); err != nil {
+		return nil, fmt.Errorf("kafka: %w", err)
+	}
 	return s, nil
 }
 
-func clientOptions(cfg Config) []kgo.Opt {
+// clientOptions are the client's options for cfg, with batches of at most
+// maxBatch bytes when it is not 0.
+func clientOptions(cfg Config, maxBatch int) []kgo.Opt {
 	opts := []kgo.Opt{
 		kgo.SeedBrokers(cfg.Brokers...),
 		kgo.RequiredAcks(kgo.AllISRAcks()),
@@ -119,6 +144,9 @@ func clientOptions(cfg Config) []kgo.Opt {
 	}
 	if cfg.Logger != nil {
 		opts = append(opts, kgo.WithLogger(kafkalog.New(cfg.Logger)))
+	}
+	if maxBatch > 0 {
+		opts = append(opts, kgo.ProducerBatchMaxBytes(int32(min(maxBatch, math.MaxInt32))))
 	}
 	return opts
 }
@@ -176,17 +204,25 @@ func (s *Sink) check(ctx context.Context, cfg Config) error {
 }
 
 // Publish produces m's record and waits for the brokers' acknowledgement
-// (acks=all), at most Config.Timeout. A record too large for the brokers
-// fails as sink.Permanent; a topic that does not exist as sink.Rejected
-// (retried a few times, then dead-lettered); a failure while no broker
-// answers as sink.Unavailable; anything else is retryable.
+// (acks=all), at most Config.Timeout. A record that Kafka would refuse
+// (too large for a batch, see Config.MaxMessageBytes; a header name that
+// is not UTF-8; a topic name the template made invalid) fails at once as
+// sink.Permanent and is never produced; one a broker finds too large
+// after all (a topic's lower limit) is sink.Rejected; a topic that does not exist as sink.Rejected
+// (retried a few times, then dead-lettered), but a topic that exists and
+// that a broker did not know (stale metadata: see unknownTopic) is
+// retryable; a failure while no broker answers is sink.Unavailable;
+// anything else is retryable.
 func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("kafka: event %s: %w", m.ID, err)
 	}
+	rec := s.Record(m)
+	if err := s.refusal(m, rec); err != nil {
+		return &sink.Error{Kind: sink.Permanent, Err: err}
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.timeout)
 	defer cancel()
-	rec := s.Record(m)
 	done := make(chan error, 1)
 	s.client.Produce(ctx, rec, func(_ *kgo.Record, err error) { done <- err })
 	var err error
@@ -227,14 +263,64 @@ func (s *Sink) classify(topic string, err error) error {
 	case errors.Is(err, context.Canceled):
 		return err // the relay is stopping: the event is not at fault
 	case errors.Is(err, kerr.MessageTooLarge), errors.Is(err, kerr.RecordListTooLarge):
-		return &sink.Error{Kind: sink.Permanent, Err: err}
+		// The record alone fits the sink's limit (see refusal): the
+		// batch it was in, or the topic's own lower limit, was too
+		// large. Its batch-mates are not at fault: a few more tries,
+		// in other batches.
+		return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("%w (a batch of %s's records, or the record alone, is over the topic's max.message.bytes)", err, topic)}
+	case errors.Is(err, kerr.InvalidRecord), errors.Is(err, kerr.CorruptMessage):
+		// The broker refused the batch for a record of it (a compacted
+		// topic's record without a key, a timestamp out of range): a
+		// few more tries, in other batches.
+		return &sink.Error{Kind: sink.Rejected, Err: err}
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("%w (topic %q does not exist)", err, topic)}
+		return s.unknownTopic(topic, err)
 	}
 	if s.reachable() != nil {
 		return &sink.Error{Kind: sink.Unavailable, Err: err}
 	}
 	return err
+}
+
+// unknownTopic classifies err, a broker's word that it does not know
+// topic, by asking the cluster afresh whether the topic exists. When it
+// does not, the event is at fault (a templated topic nobody created):
+// sink.Rejected, tried a few times, then failed. When it does, the
+// producer's metadata was stale (the topic was created a moment ago, its
+// leader moved, or it was deleted and created again under a new topic id,
+// as when a cluster is replaced): the error is retryable, and the
+// producer forgets what it knew of the topic after a new topic id, which
+// it would otherwise refuse until the process restarts. When the cluster
+// cannot tell, the error is retryable too.
+func (s *Sink) unknownTopic(topic string, err error) error {
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	topics, lerr := kadm.NewClient(s.client).ListTopics(ctx, topic)
+	if lerr != nil {
+		return fmt.Errorf("%w (whether topic %q exists could not be read: %v)", err, topic, lerr)
+	}
+	if t, ok := topics[topic]; !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+		return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("%w (topic %q does not exist)", err, topic)}
+	}
+	if errors.Is(err, kerr.UnknownTopicID) {
+		s.forget(topic)
+	}
+	return fmt.Errorf("%w (topic %q exists: the producer's metadata was stale, and is read again)", err, topic)
+}
+
+// forget makes the producer drop what it knows of topic, at most once
+// every purgeReuse per topic: records of the topic buffered meanwhile fail
+// (retryable), and the next ones read its metadata, new topic id
+// included, afresh.
+func (s *Sink) forget(topic string) {
+	s.purgeMu.Lock()
+	if time.Since(s.purgedAt[topic]) < purgeReuse {
+		s.purgeMu.Unlock()
+		return
+	}
+	s.purgedAt[topic] = time.Now()
+	s.purgeMu.Unlock()
+	s.client.PurgeTopicsFromProducing(topic)
 }
 
 // reachable reports whether any broker answers, asking at most once every
@@ -252,7 +338,9 @@ func (s *Sink) reachable() error {
 	return s.pingErr
 }
 
-// String names the destination for logs, without credentials.
+// String names the destination for logs, without credentials: the
+// brokers, the topic template, the settings that matter and the largest
+// batch (see Config.MaxMessageBytes).
 func (s *Sink) String() string { return s.desc }
 
 // Destination names the destination for traces: the topic template.

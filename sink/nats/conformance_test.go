@@ -18,12 +18,20 @@ import (
 func TestConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) sinktest.Destination {
-			_, js := natstest.Connect(t, natstest.URL())
+			nc, js := natstest.Connect(t, natstest.URL())
 			st, prefix := natstest.Stream(t, js, nil)
 			s := newSink(t, natstest.URL(), prefix+".{event_type}")
-			return sinktest.Destination{Sink: s, Received: readStream(t, st)}
+			// The server's max_payload, from its INFO.
+			return sinktest.Destination{Sink: s, Received: readStream(t, st), MaxPayload: int(nc.MaxPayload())}
 		},
 		Features: sinktest.Features{Deduplicates: true, OrderedPerAggregate: true, CarriesHeaders: true},
+		Refused: []sinktest.Header{
+			{Name: "X-Injected", Value: "v\r\nX-Forged: 1"},
+			{Name: "X-Cr", Value: "v\rw"},
+			{Name: "with:colon", Value: "v"},
+			{Name: "with space", Value: "v"},
+			{Name: "with\nnewline", Value: "v"},
+		},
 	})
 }
 

@@ -25,10 +25,13 @@
 // responders) are sink.Unavailable; a templated subject that no stream
 // captures is sink.Rejected (retried a few times, then failed, so that one
 // unexpected event type does not hold up the others); a subject the
-// template made invalid, a
-// message over the server's max_payload or the stream's maximum message
-// size are sink.Permanent (retrying cannot help; the subject is never
-// published); other errors are retryable.
+// template made invalid, an event header that NATS cannot carry as it is
+// (a name that is not printable ASCII without ':', a value with CR or
+// LF), headers over JetStream's 64 KiB, a message over the server's
+// max_payload (from its INFO, 1 MiB by default) or the stream's maximum
+// message size are sink.Permanent (retrying cannot help; such a message is
+// never published, but for the stream's limit, which only its PubAck
+// tells); other errors are retryable.
 package nats
 
 import (
@@ -272,6 +275,11 @@ func (s *Sink) send(ctx context.Context, m *sink.Message, wait bool) pending {
 	if err := checkSubject(subject, s.dynamicStart); err != nil {
 		return pending{err: &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s: template %s: %w", m.ID, s.cfg.Subject, err)}}
 	}
+	var headers headerCheck
+	msg := newMsg(subject, m, &headers)
+	if err := headers.refusal(m, len(msg.Data), s.nc.MaxPayload()); err != nil {
+		return pending{err: &sink.Error{Kind: sink.Permanent, Err: err}}
+	}
 	if err := ctx.Err(); err != nil {
 		return pending{err: fmt.Errorf("nats: %w", context.Cause(ctx))}
 	}
@@ -291,7 +299,7 @@ func (s *Sink) send(ctx context.Context, m *sink.Message, wait bool) pending {
 		<-s.slots
 		return pending{err: &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("nats: not connected to %s (%s)", s.servers(), status)}}
 	}
-	paf, err := s.js.PublishMsgAsync(newMsg(subject, m))
+	paf, err := s.js.PublishMsgAsync(msg)
 	if err != nil {
 		<-s.slots
 		return pending{err: s.failure(ctx, m, subject, err)}
@@ -326,13 +334,15 @@ func (s *Sink) await(ctx context.Context, m *sink.Message, p pending) error {
 // own: those of sink.BrokerHeaders and Nats-Msg-Id.
 const wireHeaders = 7
 
-// newMsg is the message of m for subject. Its headers share one backing
-// array of values: a message is built per event, at the rate of the drain.
-func newMsg(subject string, m *sink.Message) *natsgo.Msg {
+// newMsg is the message of m for subject, each header given to check as
+// it is set. Its headers share one backing array of values: a message is
+// built per event, at the rate of the drain.
+func newMsg(subject string, m *sink.Message, check *headerCheck) *natsgo.Msg {
 	n := len(m.Headers) + wireHeaders
 	header := make(natsgo.Header, n)
 	values := make([]string, 0, n)
 	set := func(name, value string) {
+		check.add(name, value)
 		values = append(values, value)
 		header[name] = values[len(values)-1 : len(values) : len(values)]
 	}
@@ -373,6 +383,8 @@ func (s *Sink) failure(ctx context.Context, m *sink.Message, subject string, err
 	case errors.As(err, &apiErr) && apiErr.ErrorCode == jetstream.JSErrCodeStreamMessageExceedsMaximum:
 		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s: the payload (%d bytes) exceeds the stream's maximum message size: %w",
 			m.ID, len(m.Payload), err)}
+	case errors.As(err, &apiErr) && apiErr.ErrorCode == jsErrHeaderExceedsMaximum:
+		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s: its headers exceed the stream's maximum: %w", m.ID, err)}
 	case errors.Is(err, natsgo.ErrBadSubject), errors.Is(err, natsgo.ErrBadHeaderMsg):
 		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("nats: event %s to subject %.64q: %w", m.ID, subject, err)}
 	case errors.Is(err, natsgo.ErrNoResponders), errors.Is(err, jetstream.ErrNoStreamResponse):

@@ -2,6 +2,8 @@ package sinktest_test
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"sync"
@@ -15,6 +17,9 @@ import (
 // passes the suite.
 type memory struct {
 	dedup bool // drop ids already received, as JetStream does
+	// max is the largest payload it takes, 0 for any; it refuses
+	// Authorization headers.
+	max int
 
 	mu  sync.Mutex
 	got []sinktest.Delivery
@@ -23,6 +28,12 @@ type memory struct {
 func (m *memory) Publish(ctx context.Context, msg *sink.Message) error {
 	if err := ctx.Err(); err != nil {
 		return err
+	}
+	if m.max > 0 && len(msg.Payload) > m.max {
+		return &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("memory: the payload is %d bytes, over %d", len(msg.Payload), m.max)}
+	}
+	if _, ok := msg.Headers["Authorization"]; ok {
+		return &sink.Error{Kind: sink.Permanent, Err: errors.New("memory: header Authorization is refused")}
 	}
 	m.mu.Lock()
 	defer m.mu.Unlock()

@@ -1,5 +1,5 @@
-// Package sinktest is the conformance suite every sink passes: webhook now,
-// brokers later. A backend calls Run from one test with a Harness that says
+// Package sinktest is the conformance suite every sink passes: webhook,
+// NATS JetStream, RabbitMQ and Kafka. A backend calls Run from one test with a Harness that says
 // how to make its sink, how to read what its destination received, and which
 // guarantees it gives (Features); each case then runs in parallel against a
 // fresh destination of its own.
@@ -43,7 +43,14 @@ type Destination struct {
 	// Received returns what the destination has received so far, in arrival
 	// order. It must be safe to call while publishes are in flight.
 	Received func() []Delivery
+	// MaxPayload is the largest payload the sink sends (its own limit or
+	// the server's): the suite checks that a larger event fails alone,
+	// permanently. 0 skips that case.
+	MaxPayload int
 }
+
+// Header is one header of an event.
+type Header struct{ Name, Value string }
 
 // Harness connects a sink to the suite.
 type Harness struct {
@@ -53,6 +60,10 @@ type Harness struct {
 	New func(t *testing.T) Destination
 	// Features are the sink's guarantees.
 	Features Features
+	// Refused are event headers the sink must refuse: an event with one
+	// of them fails alone, permanently, with an error that names the
+	// header (or the first 32 bytes of its name).
+	Refused []Header
 }
 
 // Run runs every case of the suite against h, each as a parallel subtest.
@@ -66,10 +77,16 @@ func Run(t *testing.T, h Harness) {
 		{"CancelledContext", testCancelledContext},
 		{"Republish", testRepublish},
 		{"OrderPerAggregate", testOrderPerAggregate},
+		{"OversizeFailsAlone", testOversizeFailsAlone},
+		{"HostileHeadersFailAlone", testHostileHeadersFailAlone},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			t.Parallel()
 			c.run(t, h.New(t), h.Features)
 		})
 	}
+	t.Run("RefusedHeadersFailAlone", func(t *testing.T) {
+		t.Parallel()
+		testRefusedHeadersFailAlone(t, h.New(t), h.Refused)
+	})
 }

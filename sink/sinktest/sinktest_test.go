@@ -13,10 +13,11 @@ func TestRunMemory(t *testing.T) {
 		t.Run(fmt.Sprintf("dedup=%v", dedup), func(t *testing.T) {
 			sinktest.Run(t, sinktest.Harness{
 				New: func(t *testing.T) sinktest.Destination {
-					m := &memory{dedup: dedup}
-					return sinktest.Destination{Sink: m, Received: m.received}
+					m := &memory{dedup: dedup, max: 1 << 10}
+					return sinktest.Destination{Sink: m, Received: m.received, MaxPayload: m.max}
 				},
 				Features: sinktest.Features{Deduplicates: dedup, OrderedPerAggregate: true, CarriesHeaders: true},
+				Refused:  []sinktest.Header{{Name: "Authorization", Value: "Bearer forged"}},
 			})
 		})
 	}

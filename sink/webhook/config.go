@@ -17,6 +17,10 @@ const (
 	MaxResponseBodyDefault = 64 << 10
 	RetryAfterMaxDefault   = 10 * time.Minute
 	UserAgentDefault       = "postbox/1"
+	// MaxMessageBytesDefault is the default largest payload: above the
+	// 10–20 MB events an outbox may hold, below what a relay should hold
+	// in memory per event.
+	MaxMessageBytesDefault = 32 << 20
 )
 
 // Config configures a Sink. Only URL and Secrets are required; a zero field
@@ -59,6 +63,13 @@ type Config struct {
 	// timeouts of Timeout. Its Transport must not modify the requests
 	// (net/http's rule for a RoundTripper): they share one parsed URL.
 	Client *http.Client
+	// MaxMessageBytes is the largest payload POSTed: a larger event fails
+	// at once, permanently, and is never sent. HTTP sets no limit; set it
+	// to the endpoint's (a reverse proxy's body limit, such as nginx's
+	// client_max_body_size) to fail such events without a request. An
+	// endpoint's 413 or 431 answer fails its event permanently anyway.
+	// Default MaxMessageBytesDefault (32 MiB).
+	MaxMessageBytes int64
 	// UserAgent is the User-Agent header; New refuses control characters
 	// other than tab. Default UserAgentDefault ("postbox/1").
 	UserAgent string
@@ -80,6 +91,9 @@ func (c Config) withDefaults() Config {
 	}
 	if c.UserAgent == "" {
 		c.UserAgent = UserAgentDefault
+	}
+	if c.MaxMessageBytes == 0 {
+		c.MaxMessageBytes = MaxMessageBytesDefault
 	}
 	if c.Client == nil {
 		c.Client = newClient(c.Timeout, c.MaxConcurrency)
@@ -104,6 +118,8 @@ func (c Config) validate() error {
 		return fmt.Errorf("webhook: Config.MaxConcurrency %d is negative", c.MaxConcurrency)
 	case c.MaxResponseBody < 0:
 		return fmt.Errorf("webhook: Config.MaxResponseBody %d is negative", c.MaxResponseBody)
+	case c.MaxMessageBytes < 0:
+		return fmt.Errorf("webhook: Config.MaxMessageBytes %d is negative", c.MaxMessageBytes)
 	case c.RetryAfterMax < 0:
 		return fmt.Errorf("webhook: Config.RetryAfterMax %v is negative", c.RetryAfterMax)
 	case !validHeaderValue(c.UserAgent):

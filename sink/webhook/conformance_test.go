@@ -19,9 +19,20 @@ func TestConformance(t *testing.T) {
 	sinktest.Run(t, sinktest.Harness{
 		New: func(t *testing.T) sinktest.Destination {
 			r := newReceiver(t)
-			return sinktest.Destination{Sink: newSink(t, webhook.Config{URL: r.URL}), Received: r.received}
+			const limit = 64 << 10
+			s := newSink(t, webhook.Config{URL: r.URL, MaxMessageBytes: limit})
+			return sinktest.Destination{Sink: s, Received: r.received, MaxPayload: limit}
 		},
 		Features: sinktest.Features{OrderedPerAggregate: true, CarriesHeaders: true},
+		Refused: []sinktest.Header{
+			{Name: "Authorization", Value: "Bearer forged"},
+			{Name: "Proxy-Authorization", Value: "Basic Zm9yZ2Vk"},
+			{Name: "Cookie", Value: "session=forged"},
+			{Name: "Transfer-Encoding", Value: "chunked"},
+			{Name: "X-Injected", Value: "v\r\nX-Forged: 1"},
+			{Name: "X-Nul", Value: "v\x00w"},
+			{Name: "with space", Value: "v"},
+		},
 	})
 }
 

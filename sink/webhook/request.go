@@ -65,9 +65,13 @@ func newTarget(rawURL string) (target, error) {
 
 // newRequest builds the POST of m, signed with the current time. The
 // message's own headers never replace one the sink sets. A header of the
-// message that could never be sent makes a sink.Permanent error: no retry
-// can help.
+// message that could never be sent, or that TransportHeader refuses, and a
+// payload over MaxMessageBytes make a sink.Permanent error: no retry can
+// help.
 func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, error) {
+	if n := int64(len(m.Payload)); n > s.cfg.MaxMessageBytes {
+		return nil, &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("webhook: event %s: the payload is %d bytes, over Config.MaxMessageBytes of %d", m.ID, n, s.cfg.MaxMessageBytes)}
+	}
 	for _, header := range [...]struct{ name, value string }{
 		{sink.HeaderEventType, m.EventType},
 		{sink.HeaderAggregateType, m.AggregateType},
@@ -96,9 +100,12 @@ func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, 
 		if !validHeaderName(name) || !validHeaderValue(value) {
 			return nil, unsendable(name)
 		}
+		if TransportHeader(canonical) {
+			return nil, &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("webhook: event %s: header %s is refused: an event's headers cannot set credentials, proxy or hop-by-hop headers, nor the request's framing", m.ID, canonical)}
+		}
 		set(canonical, value)
 	}
-	if _, ok := h[headerAuthorization]; !ok && s.target.authorization != "" {
+	if s.target.authorization != "" {
 		set(headerAuthorization, s.target.authorization)
 	}
 	set(sink.HeaderContentType, sink.ContentTypeJSON)
@@ -121,6 +128,27 @@ func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, 
 	}
 	setBody(req, m.Payload)
 	return req.WithContext(ctx), nil
+}
+
+// TransportHeader reports whether an event may not set the header of
+// canonical name (http.CanonicalHeaderKey): a request carrying it is
+// refused. They are the credentials (Authorization, Cookie, and Set-Cookie,
+// which has no place in a request), every Proxy-* header, the hop-by-hop
+// headers of RFC 9110 (Connection, Keep-Alive, TE, Trailer,
+// Transfer-Encoding, Upgrade, and Http2-Settings), those that frame or
+// encode the request (Host, Content-Length, Content-Encoding, Expect), and
+// those through which a partner's proxies tell where a request came from
+// (Forwarded, X-Forwarded-*, X-Real-Ip), which an endpoint may trust. The
+// sink's own headers (Content-Type, User-Agent, the Postbox-* and the
+// signature's) are never replaced by an event's and need no refusal.
+func TransportHeader(canonical string) bool {
+	switch canonical {
+	case "Authorization", "Cookie", "Set-Cookie", "Connection", "Keep-Alive", "Te", "Trailer",
+		"Transfer-Encoding", "Upgrade", "Http2-Settings", "Host", "Content-Length", "Content-Encoding",
+		"Expect", "Forwarded", "X-Real-Ip":
+		return true
+	}
+	return strings.HasPrefix(canonical, "Proxy-") || strings.HasPrefix(canonical, "X-Forwarded-")
 }
 
 // canonicalName returns the canonical form of a message header's name, as

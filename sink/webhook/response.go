@@ -45,7 +45,9 @@ func classify(resp *http.Response, snippet []byte, now time.Time, retryAfterMax 
 	}
 	e := &sink.Error{Kind: sink.Rejected, StatusCode: code, Err: fmt.Errorf("webhook: %s: response %q", reason, snippet)}
 	switch {
-	case code == http.StatusGone:
+	case code == http.StatusGone, code == http.StatusRequestEntityTooLarge, code == http.StatusRequestHeaderFieldsTooLarge:
+		// Gone for good, or this message is too large for the
+		// endpoint: sending it again cannot help.
 		e.Kind = sink.Permanent
 	case code == http.StatusBadGateway || code == http.StatusGatewayTimeout:
 		// A gateway in front of the endpoint (a load balancer, a

@@ -7,10 +7,16 @@
 // event type, aggregate and attempt travel as Postbox-Event-Type,
 // Postbox-Aggregate-Type, Postbox-Aggregate-Id and Postbox-Attempt headers,
 // with the message's own headers (trace context) beside them; those never
-// replace a header the sink sets itself.
+// replace a header the sink sets itself. An event that cannot be sent as
+// it is fails at once (sink.Permanent) and is never sent: a header that is
+// not valid HTTP (a name that is not a token, a value with a control
+// character), one that TransportHeader refuses (credentials, Proxy-*,
+// hop-by-hop and framing headers), or a payload over
+// Config.MaxMessageBytes.
 //
 // The answer decides what the relay does next (see sink.Classify): 2xx is
-// delivered; 410 Gone fails the event at once (sink.Permanent); 429 and
+// delivered; 410 Gone, 413 Content Too Large and 431 Request Header
+// Fields Too Large fail the event at once (sink.Permanent); 429 and
 // 5xx are sink.Retryable with the endpoint's Retry-After, capped, but for
 // 502 Bad Gateway and 504 Gateway Timeout, a gateway's word that the
 // endpoint behind it cannot be reached: sink.Unavailable (with the status);
