@@ -89,7 +89,7 @@ func (r *Relay) publishAll(ctx context.Context, c *cutter, bs sink.BatchSink, jo
 		outcomes[i] = outcome{delivery: d, claimed: claimed, action: actionRelease, settled: j.settled}
 		if !ok {
 			r.log.Warn("lease expired before the delivery started; released without sending",
-				"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
+				"event_id", d.ID, "aggregate_type", logText(d.AggregateType), "aggregate_id", logText(d.AggregateID), "attempt", d.Attempt)
 			continue
 		}
 		msg := &sink.Message{Event: d.Event, Attempt: d.Attempt}

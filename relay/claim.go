@@ -143,7 +143,7 @@ func (r *Relay) claimFailed(ctx context.Context, err error, failures int) {
 	r.ready.Store(false)
 	r.counts.claimErrors.Add(1)
 	delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
-	r.log.Error("claim failed", "error", err, "retry_in", delay)
+	r.log.Error("claim failed", "error", logError(err), "retry_in", delay)
 	sleep(ctx, delay)
 }
 

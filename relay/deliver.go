@@ -105,7 +105,7 @@ func (r *Relay) publishOne(ctx context.Context, c *cutter, j job) outcome {
 		// Another relay may have taken it over: sending now could
 		// overtake its delivery (and, ordered, its successors).
 		r.log.Warn("lease expired before the delivery started; released without sending",
-			"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
+			"event_id", d.ID, "aggregate_type", logText(d.AggregateType), "aggregate_id", logText(d.AggregateID), "attempt", d.Attempt)
 		o = outcome{delivery: d, action: actionRelease}
 	} else {
 		o = r.deliver(leaseCtx, d)
@@ -132,8 +132,8 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 // logs at debug level, usually off.
 func deliveryAttrs(d store.Delivery, took time.Duration) []any {
 	return []any{
-		"event_id", d.ID, "event_type", d.EventType,
-		"aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID,
+		"event_id", d.ID, "event_type", logText(d.EventType),
+		"aggregate_type", logText(d.AggregateType), "aggregate_id", logText(d.AggregateID),
 		"attempt", d.Attempt, "duration", took,
 	}
 }
@@ -171,7 +171,7 @@ func (r *Relay) decide(ctx context.Context, d store.Delivery, err error, took ti
 	}
 	kind, retryAfter, code := sink.Classify(err)
 	msgText := store.ErrorText(err.Error(), maxErrorLen)
-	attrs = append(attrs, "status_code", code, "error", msgText)
+	attrs = append(attrs, "status_code", code, "error", logText(msgText))
 	sent.statusCode, sent.lastError = code, msgText
 	if r.sinkOutcome(err, kind) {
 		// The sink is down, not the event at fault: the attempt does

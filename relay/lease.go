@@ -34,7 +34,7 @@ func (r *Relay) renewLeases(ctx context.Context) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				r.log.Error("lease renewal failed", "events", len(ids), "error", err)
+				r.log.Error("lease renewal failed", "events", len(ids), "error", logError(err))
 				if obs := r.cfg.Observer; obs != nil {
 					obs.LeasesRenewed(len(ids), 0, err)
 				}
@@ -89,14 +89,14 @@ func (r *Relay) reclaimExpired(ctx context.Context) {
 		reclaimed, err := r.cfg.Store.ReclaimExpired(callCtx, store.ReclaimParams{MaxAttempts: r.cfg.MaxAttempts})
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			r.log.Error("reclaiming expired leases failed", "error", err)
+			r.log.Error("reclaiming expired leases failed", "error", logError(err))
 		}
 		for _, x := range reclaimed {
 			r.counts.reclaimed.Add(int64(x.Events))
 			if obs := r.cfg.Observer; obs != nil {
 				obs.Reclaimed(x.Events)
 			}
-			r.log.Warn("reclaimed the events of a relay whose lease expired", "expired_relay", x.Owner, "events", x.Events)
+			r.log.Warn("reclaimed the events of a relay whose lease expired", "expired_relay", logText(x.Owner), "events", x.Events)
 		}
 		if len(reclaimed) > 0 {
 			r.notify()

@@ -315,7 +315,7 @@ func (r *Relay) sinkOutcome(err error, kind sink.Kind) (unreachable bool) {
 		case gatewayAnswer(err):
 			why = fmt.Sprintf("sink unreachable (%d gateway answers in a row): ", outageTimeouts)
 		}
-		r.log.Warn(why+causeOf(err)+"; pausing claims, probing with one event at a time, at most "+
+		r.log.Warn(why+logText(causeOf(err)).String()+"; pausing claims, probing with one event at a time, at most "+
 			r.cfg.ProbeInterval.String()+" apart; failures while it is down count no attempt",
 			"sink", r.cfg.Sink.String())
 	case cameBack:

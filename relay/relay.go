@@ -81,7 +81,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err // it says what to run
 	case err != nil:
 		// The database may be down for now: claims retry.
-		r.log.Warn("could not check that the tables are migrated", "error", err)
+		r.log.Warn("could not check that the tables are migrated", "error", logError(err))
 	}
 	if r.cfg.Stream != nil {
 		checkCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)

@@ -123,11 +123,11 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 		r.counts.settleErrors.Add(1)
 		if ctx.Err() != nil {
 			r.log.Error("outcomes not recorded; the events will be delivered again after their lease",
-				"events", len(batch), "error", err)
+				"events", len(batch), "error", logError(err))
 			return
 		}
 		delay := backoff(failures+1, 100*time.Millisecond, 5*time.Second)
-		r.log.Error("recording outcomes failed; retrying", "events", len(batch), "error", err, "retry_in", delay)
+		r.log.Error("recording outcomes failed; retrying", "events", len(batch), "error", logError(err), "retry_in", delay)
 		if !sleep(ctx, delay) {
 			return
 		}

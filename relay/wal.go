@@ -64,7 +64,7 @@ func (r *Relay) follow(ctx context.Context, work chan<- job) {
 		if !standingBy {
 			standingBy = true
 			r.log.Warn(fmt.Sprintf("not streaming; standing by, trying again every %s (polling every %s meanwhile)", streamRetry, r.cfg.PollInterval),
-				"stream", r.cfg.Stream.String(), "error", err)
+				"stream", r.cfg.Stream.String(), "error", logError(err))
 		}
 		sleep(ctx, streamRetry)
 	}
