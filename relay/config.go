@@ -28,6 +28,7 @@ const (
 	PollIntervalDefault     = time.Second
 	ShutdownTimeoutDefault  = 10 * time.Second
 	ProbeIntervalDefault    = 5 * time.Second
+	DedupWindowDefault      = 24 * time.Hour
 )
 
 // Config configures a Relay. Only Store and Sink are required.
@@ -139,6 +140,12 @@ type Config struct {
 	// deletes each delivered event when its delivery is recorded; negative
 	// keeps them forever.
 	Retention time.Duration
+	// DedupWindow is how long a delivered event's dedup_key stays refused
+	// after delivery (store.SettleParams.DedupWindow): a producer that
+	// writes the same key again meanwhile gets the duplicate-key error,
+	// whatever the Retention. Zero: DedupWindowDefault (24h); negative:
+	// not kept once the row is gone (the behaviour before).
+	DedupWindow time.Duration
 }
 
 // withDefaults fills the zero fields and validates the rest.
@@ -165,6 +172,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.PollInterval, PollIntervalDefault)
 	setDefault(&c.ShutdownTimeout, ShutdownTimeoutDefault)
 	setDefault(&c.ProbeInterval, ProbeIntervalDefault)
+	setDefault(&c.DedupWindow, DedupWindowDefault)
 	c.RejectedAttempts = min(c.RejectedAttempts, c.MaxAttempts)
 	c.PublishBatch = min(c.PublishBatch, c.Concurrency)
 

@@ -140,7 +140,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.log.Info("relay started", "store", r.cfg.Store.String(), "sink", r.cfg.Sink.String(),
 		"batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "publish", r.publishing(),
 		"lease", r.cfg.Lease, "ordered", r.cfg.Ordered, "max_attempts", r.cfg.MaxAttempts,
-		"probe_interval", r.cfg.ProbeInterval)
+		"probe_interval", r.cfg.ProbeInterval, "dedup_window", max(r.cfg.DedupWindow, 0))
 	var streaming sync.WaitGroup
 	if r.cfg.Stream != nil {
 		streaming.Go(func() { r.follow(ctx, work) })

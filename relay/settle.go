@@ -93,7 +93,7 @@ func (r *Relay) collect(results <-chan outcome, batch *[]outcome) (closed bool) 
 // write records one batch, retrying while the database is unreachable. If
 // ctx ends first the events stay leased and come back when the lease expires.
 func (r *Relay) write(ctx context.Context, batch []outcome) {
-	p := store.SettleParams{Owner: r.cfg.Owner, KeepDone: r.cfg.Retention != 0}
+	p := store.SettleParams{Owner: r.cfg.Owner, KeepDone: r.cfg.Retention != 0, DedupWindow: max(r.cfg.DedupWindow, 0)}
 	held := make([]heldLease, 0, len(batch))
 	for _, o := range batch {
 		id := o.delivery.ID
