@@ -89,10 +89,14 @@ func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<-
 	}
 }
 
-// publishOne delivers the event of j, or releases it unsent at shutdown,
-// during an outage (unless j is the probe) or when its lease ended.
+// publishOne delivers the event of j, or fails it unsent when the store
+// could not read its row, or releases it unsent at shutdown, during an
+// outage (unless j is the probe) or when its lease ended.
 func (r *Relay) publishOne(ctx context.Context, c *cutter, j job) outcome {
 	d := j.delivery
+	if d.Invalid != "" {
+		return r.unreadable(d)
+	}
 	if ctx.Err() != nil || !j.probe && r.health.isDown() {
 		return outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease}
 	}
@@ -112,6 +116,17 @@ func (r *Relay) publishOne(ctx context.Context, c *cutter, j job) outcome {
 	}
 	o.claimed = claimed
 	return o
+}
+
+// unreadable fails d, a row the store could not read as an event
+// (store.Delivery.Invalid), without sending it: whatever is wrong with it
+// stays wrong, and its other fields may be zero. Nothing is counted
+// against another event, nor against the sink's health.
+func (r *Relay) unreadable(d store.Delivery) outcome {
+	why := store.ErrorText("postbox: unreadable row: "+d.Invalid, maxErrorLen)
+	r.log.Error("unreadable row; event moved to failed without sending it",
+		"event_id", d.ID, "outbox_seq", d.OutboxSeq, "invalid", logText(d.Invalid))
+	return outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionFail, lastError: why}
 }
 
 // deliver publishes one event and decides what becomes of it, in a publish

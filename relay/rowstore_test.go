@@ -22,7 +22,7 @@ import (
 //   - with streamOnly, the relay's own claims find nothing (only a test
 //     stream's claims, through claimStreamed, take events);
 //   - claimHook, when set, runs before each claim and fails it when it
-//     returns an error.
+//     returns an error; settleHook runs before each settle.
 //
 // It records the parameters of every claim and settle.
 type rowStore struct {
@@ -30,6 +30,7 @@ type rowStore struct {
 	boundBytes bool
 	streamOnly bool
 	claimHook  func(context.Context, store.ClaimParams) error
+	settleHook func(store.SettleParams)
 
 	mu         sync.Mutex
 	unreadable map[uuid.UUID]string
@@ -120,6 +121,9 @@ func (s *rowStore) record(p store.ClaimParams) {
 }
 
 func (s *rowStore) Settle(ctx context.Context, p store.SettleParams) error {
+	if s.settleHook != nil {
+		s.settleHook(p)
+	}
 	err := s.Outbox.Settle(ctx, p)
 	s.mu.Lock()
 	defer s.mu.Unlock()
