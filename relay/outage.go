@@ -338,7 +338,7 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 	if ctx.Err() != nil || !r.health.isDown() {
 		return nil
 	}
-	batch, err := r.claim(ctx, 1, store.ClaimPosition{})
+	batch, err := r.claim(ctx, 1, r.cfg.ClaimBytes, store.ClaimPosition{})
 	if err != nil {
 		return err
 	}
@@ -355,7 +355,7 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 		// A gateway answered this event at the last probe: probe with
 		// another, and release it unsent (the publishers do, the sink
 		// being down).
-		other, err := r.claim(ctx, 1, store.ClaimPosition{})
+		other, err := r.claim(ctx, 1, r.cfg.ClaimBytes, store.ClaimPosition{})
 		switch {
 		case err == nil && len(other) == 1:
 			work <- job{delivery: batch[0]}

@@ -70,14 +70,13 @@ func (s *rowStore) claimStreamed(ctx context.Context, p store.ClaimParams) ([]st
 			return nil, err
 		}
 	}
-	batch, err := s.Outbox.Claim(ctx, p)
+	claim := s.Outbox.Claim
+	if s.boundBytes && p.MaxBytes > 0 {
+		claim = s.bounded
+	}
+	batch, err := claim(ctx, p)
 	if err != nil {
 		return nil, err
-	}
-	if s.boundBytes && p.MaxBytes > 0 {
-		if batch, err = s.bound(ctx, p, batch); err != nil {
-			return nil, err
-		}
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -93,25 +92,33 @@ func (s *rowStore) claimStreamed(ctx context.Context, p store.ClaimParams) ([]st
 	return batch, nil
 }
 
-// bound keeps the events of batch that fit in p.MaxBytes (at least one)
-// and releases the others.
-func (s *rowStore) bound(ctx context.Context, p store.ClaimParams, batch []store.Delivery) ([]store.Delivery, error) {
-	n, total := 0, int64(0)
-	for n < len(batch) && (n == 0 || total+int64(len(batch[n].Payload)) <= p.MaxBytes) {
-		total += int64(len(batch[n].Payload))
-		n++
+// bounded claims as p asks, p.MaxBytes included, through claims of one
+// event each: it stops before the event that would take the payloads past
+// p.MaxBytes (but takes one at least), which it releases.
+func (s *rowStore) bounded(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+	var batch []store.Delivery
+	total := int64(0)
+	one := p
+	one.Limit = 1
+	for len(batch) < p.Limit {
+		got, err := s.Outbox.Claim(ctx, one)
+		switch {
+		case err != nil && len(batch) == 0:
+			return nil, err
+		case err != nil, len(got) == 0:
+			return batch, nil
+		}
+		d := got[0]
+		if len(batch) > 0 && total+int64(len(d.Payload)) > p.MaxBytes {
+			return batch, s.Outbox.Release(ctx, p.Owner, []uuid.UUID{d.ID})
+		}
+		batch = append(batch, d)
+		total += int64(len(d.Payload))
+		if !p.Ordered {
+			one.After = store.PositionOf(d)
+		}
 	}
-	if n == len(batch) {
-		return batch, nil
-	}
-	var extra []uuid.UUID
-	for _, d := range batch[n:] {
-		extra = append(extra, d.ID)
-	}
-	if err := s.Outbox.Release(ctx, p.Owner, extra); err != nil {
-		return nil, err
-	}
-	return batch[:n], nil
+	return batch, nil
 }
 
 func (s *rowStore) record(p store.ClaimParams) {
