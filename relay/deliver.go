@@ -38,8 +38,11 @@ type outcome struct {
 	age        time.Duration
 	statusCode int
 	// timedOut: the publish timed out while the sink was unreachable (a
-	// probe that timed out is kept until the outage ends).
-	timedOut bool
+	// probe that timed out is kept until the outage ends). unreachable:
+	// the sink could not be reached at all (sink.Unavailable, no
+	// gateway's answer).
+	timedOut    bool
+	unreachable bool
 	// settled, when not nil, is told once the outcome is recorded (see
 	// job.settled).
 	settled chan<- struct{}
@@ -82,7 +85,7 @@ func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<-
 	o.settled = j.settled
 	kept := j.probe && o.timedOut && r.health.keep(j.delivery, r.cfg.Concurrency)
 	if j.probe {
-		r.health.probeEnded()
+		r.health.probeEnded(o)
 	}
 	if !kept {
 		results <- o
@@ -167,6 +170,7 @@ func (r *Relay) decide(ctx context.Context, d store.Delivery, err error, took ti
 	sent := outcome{delivery: d, sent: true, took: took, age: end.Sub(d.CreatedAt)}
 	if err == nil {
 		r.sinkOutcome(nil, 0)
+		r.culprits.forget(d.ID)
 		if r.log.Enabled(ctx, slog.LevelDebug) {
 			r.log.Debug("delivered", deliveryAttrs(d, took)...)
 		}
@@ -185,17 +189,29 @@ func (r *Relay) decide(ctx context.Context, d store.Delivery, err error, took ti
 		return sent
 	}
 	kind, retryAfter, code := sink.Classify(err)
-	msgText := store.ErrorText(err.Error(), maxErrorLen)
+	msgText := err.Error()
+	culprit := kind == sink.Unavailable && code == 0 && r.culprits.has(d.ID)
+	if culprit {
+		// Found to be the problem, not the sink (see culprits).
+		kind, msgText = sink.Rejected, "the sink is unreachable with this event only, and reachable with others: "+msgText
+	}
+	msgText = store.ErrorText(msgText, maxErrorLen)
 	attrs = append(attrs, "status_code", code, "error", logText(msgText))
 	sent.statusCode, sent.lastError = code, msgText
-	if r.sinkOutcome(err, kind) {
+	if !culprit && r.sinkOutcome(err, kind) {
 		// The sink is down, not the event at fault: the attempt does
 		// not count (the outage is logged once, not per event).
 		r.log.Debug("delivery failed: the sink is unreachable; released", attrs...)
 		sent.action, sent.timedOut = actionRelease, kind != sink.Unavailable
+		sent.unreachable = kind == sink.Unavailable && code == 0
 		return sent
 	}
 	sent.action = actionFail
+	defer func() {
+		if sent.action == actionFail {
+			r.culprits.forget(d.ID)
+		}
+	}()
 	switch {
 	case kind == sink.Permanent:
 		r.log.Error("delivery failed permanently; event moved to failed", attrs...)

@@ -39,7 +39,13 @@
 // sink with one event at a time, at most Config.ProbeInterval apart, until
 // one gets through; then it claims at full speed again. No event is
 // dead-lettered for an outage however long it lasts; answers about one
-// event (a 4xx, a 5xx) count as before. SinkAvailable and Stats say whether
+// event (a 4xx, a 5xx) count as before. One event cannot pass for an
+// outage that never ends: a probe is never the event whose requests timed
+// out, nor, while another can be taken, the one a gateway answered; and
+// after three probes in a row that found the sink unreachable with one
+// event, the next probe is another: if that one gets through, the first
+// event's failures count as rejections (Config.RejectedAttempts) from then
+// on, and it ends failed. SinkAvailable and Stats say whether
 // the sink is down; the Observer hears of each outage and probe.
 //
 // # Files

@@ -42,6 +42,10 @@ type Relay struct {
 	// pace follows how long deliveries take, which bounds the events
 	// claimed ahead of the publishers.
 	pace pace
+	// culprits are the events the sink is unreachable with, alone; run
+	// counts the probes failing on one event (see culpritProbes).
+	culprits culprits
+	run      probeRun
 }
 
 // New validates cfg, fills its defaults and returns a relay.
