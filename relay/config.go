@@ -90,8 +90,11 @@ type Config struct {
 	// not count (see ProbeInterval). Default MaxAttemptsDefault.
 	MaxAttempts int
 	// RejectedAttempts is the number of attempts allowed to an event the
-	// destination rejects (an HTTP 4xx other than 410 and 429). Default
-	// RejectedAttemptsDefault, and never more than MaxAttempts.
+	// destination rejects (an HTTP 4xx other than 410 and 429), and to an
+	// event the sink is unreachable with while it takes others (a message
+	// that breaks a broker's connection: see the package doc's Sink
+	// outages). Default RejectedAttemptsDefault, and never more than
+	// MaxAttempts.
 	RejectedAttempts int
 	// Ordered delivers the events of one aggregate one at a time, in the
 	// order they were committed; a retried event holds back its successors.
