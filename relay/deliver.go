@@ -206,28 +206,23 @@ func (r *Relay) decide(ctx context.Context, d store.Delivery, err error, took ti
 		sent.unreachable = kind == sink.Unavailable && code == 0
 		return sent
 	}
-	sent.action = actionFail
-	defer func() {
-		if sent.action == actionFail {
-			r.culprits.forget(d.ID)
-		}
-	}()
 	switch {
 	case kind == sink.Permanent:
 		r.log.Error("delivery failed permanently; event moved to failed", attrs...)
-		return sent
 	case d.Attempt >= r.cfg.MaxAttempts:
 		r.log.Error("delivery failed; attempts exhausted, event moved to failed", attrs...)
-		return sent
 	case kind == sink.Rejected && d.Attempt >= r.cfg.RejectedAttempts:
 		r.log.Error("delivery rejected; attempts for rejections exhausted, event moved to failed", attrs...)
+	default:
+		delay := backoff(d.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax)
+		if retryAfter > 0 {
+			delay = retryAfterDelay(retryAfter, r.cfg.BackoffMin, r.cfg.BackoffMax)
+		}
+		r.log.Warn("delivery failed; will retry", append(attrs, "retry_in", delay)...)
+		sent.action, sent.retryAt = actionRetry, time.Now().Add(delay)
 		return sent
 	}
-	delay := backoff(d.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax)
-	if retryAfter > 0 {
-		delay = retryAfterDelay(retryAfter, r.cfg.BackoffMin, r.cfg.BackoffMax)
-	}
-	r.log.Warn("delivery failed; will retry", append(attrs, "retry_in", delay)...)
-	sent.action, sent.retryAt = actionRetry, time.Now().Add(delay)
+	r.culprits.forget(d.ID)
+	sent.action = actionFail
 	return sent
 }
