@@ -49,9 +49,9 @@ import (
 // with one event (a message that breaks the connection itself) gives way
 // to another event, the first one held: if that one gets through, the held
 // event is a culprit (see culprits) and is sent at once, its failures
-// counting as rejections. The first probe (or late delivery) that reaches the sink ends the
-// outage, the events kept are delivered, and the relay claims at full
-// speed again. When no other event is left to probe with, a kept one is
+// counting as rejections. The first probe (or late delivery) that reaches
+// the sink ends the outage, the events kept are delivered, and the relay
+// claims at full speed again. When no other event is left to probe with, a kept one is
 // probed again.
 const (
 	outageTimeouts = 3
