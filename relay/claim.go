@@ -46,7 +46,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 		// claim reads past the events held, so many small ones cost the
 		// database more than a few large ones, and the publishers still
 		// have three quarters queued meanwhile.
-		if free < max(1, min(r.cfg.BatchSize, room)/4) || freeBytes < r.cfg.ClaimBytes/4 {
+		if free < max(1, min(r.cfg.BatchSize, room)/4) || freeBytes < max(1, r.cfg.ClaimBytes/4) {
 			select {
 			case <-r.inflight.freed:
 			case <-ctx.Done():
