@@ -67,7 +67,7 @@ func (r *Relay) publishBatches(ctx, deliverCtx context.Context, work <-chan job,
 
 // publishAll delivers the events of jobs in one batch, or releases them
 // unsent at shutdown, during an outage, or, one by one, when a lease ended
-// before the batch began. The batch runs under one context: a lease lost or
+// before the batch began; the rows the store could not read fail unsent. The batch runs under one context: a lease lost or
 // expired meanwhile cuts the whole batch short.
 func (r *Relay) publishAll(ctx context.Context, c *cutter, bs sink.BatchSink, jobs []job) []outcome {
 	outcomes := make([]outcome, len(jobs))
@@ -75,6 +75,10 @@ func (r *Relay) publishAll(ctx context.Context, c *cutter, bs sink.BatchSink, jo
 		for i, j := range jobs {
 			d := j.delivery
 			outcomes[i] = outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease, settled: j.settled}
+			if d.Invalid != "" {
+				outcomes[i] = r.unreadable(d)
+				outcomes[i].settled = j.settled
+			}
 		}
 		return outcomes
 	}
@@ -85,11 +89,16 @@ func (r *Relay) publishAll(ctx context.Context, c *cutter, bs sink.BatchSink, jo
 	var spans []trace.Span
 	for i, j := range jobs {
 		d := j.delivery
+		if d.Invalid != "" {
+			outcomes[i] = r.unreadable(d)
+			outcomes[i].settled = j.settled
+			continue
+		}
 		claimed, ok := r.inflight.start(d.ID, startBy, cutOf{c, gen})
 		outcomes[i] = outcome{delivery: d, claimed: claimed, action: actionRelease, settled: j.settled}
 		if !ok {
 			r.log.Warn("lease expired before the delivery started; released without sending",
-				"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
+				"event_id", d.ID, "aggregate_type", logText(d.AggregateType), "aggregate_id", logText(d.AggregateID), "attempt", d.Attempt)
 			continue
 		}
 		msg := &sink.Message{Event: d.Event, Attempt: d.Attempt}

@@ -2,6 +2,8 @@ package relay
 
 import (
 	"context"
+	"errors"
+	"fmt"
 	"time"
 
 	"github.com/postbox-go/postbox/store"
@@ -16,7 +18,7 @@ const lingerDelay = 2 * time.Millisecond
 // claimLoop claims due events whenever there is room in flight, hands them
 // to the publishers, and otherwise waits for a freed slot, a notification, a
 // due retry or the poll. How long it waits after each claim is the doze
-// protocol's decision (see doze).
+// protocol's decision (see doze); how many events it asks for, claimSize's.
 func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 	poll := time.NewTimer(0)
 	defer poll.Stop()
@@ -25,55 +27,64 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 		dz     doze
 		cursor claimCursor
 	)
+	size := newClaimSize(r.cfg.BatchSize)
 	defer r.deliverKept(work, true)
 	for ctx.Err() == nil {
 		if r.health.isDown() {
 			// An outage: claim nothing but probes (see outageTimeouts).
 			if err := r.probe(ctx, poll, work); err != nil && ctx.Err() == nil {
 				failures++
-				r.claimFailed(ctx, err, failures)
+				r.claimFailed(ctx, err, failures, nil)
 			}
 			continue
 		}
 		r.deliverKept(work, false)
 		room := r.cfg.Concurrency + r.pace.ahead(r.cfg.BatchSize, r.cfg.Concurrency, r.cfg.Lease)
-		free := room - r.inflight.count()
-		// A claim waits for a quarter of the room: each claim reads past
-		// the events held, so many small ones cost the database more than
-		// a few large ones, and the publishers still have three quarters
-		// queued meanwhile.
-		if free < max(1, min(r.cfg.BatchSize, room)/4) {
+		held, heldBytes := r.inflight.load()
+		free, freeBytes := room-held, r.cfg.ClaimBytes-heldBytes
+		// A claim waits for a quarter of the room, and of ClaimBytes: each
+		// claim reads past the events held, so many small ones cost the
+		// database more than a few large ones, and the publishers still
+		// have three quarters queued meanwhile.
+		if free < max(1, min(r.cfg.BatchSize, room)/4) || freeBytes < max(1, r.cfg.ClaimBytes/4) {
 			select {
 			case <-r.inflight.freed:
 			case <-ctx.Done():
 			}
 			continue
 		}
-		limit := min(free, r.cfg.BatchSize)
+		limit := min(free, size.limit)
 		var after store.ClaimPosition
 		if !r.cfg.Ordered {
 			after = cursor.next(time.Now())
 		}
-		batch, err := r.claim(ctx, limit, after)
+		begun := time.Now()
+		batch, err := r.claim(ctx, limit, freeBytes, after)
 		if err != nil {
 			if ctx.Err() != nil {
 				return
 			}
 			cursor.reset()
 			failures++
-			r.claimFailed(ctx, err, failures)
+			r.claimFailed(ctx, err, failures, &size)
 			continue
 		}
 		failures = 0
-		cursor.claimed(batch, limit)
+		claimedBytes := 0
 		for _, d := range batch {
+			claimedBytes += len(d.Payload)
 			work <- job{delivery: d}
 		}
+		// Full: all it could take, in events or in bytes (a store stops
+		// before the event that would take it past its bound).
+		full := len(batch) == limit || claimedBytes > freeBytes/2
+		size.succeeded(limit, full, time.Since(begun), leasedCallTimeout(r.cfg.Lease))
+		cursor.claimed(batch, full)
 		dz.follow(r.dozer.Load())
 		wait := r.untilNextClaim()
 		if len(batch) > 0 {
 			dz.foundEvents(ctx, len(batch))
-			if len(batch) == limit {
+			if full {
 				continue // a backlog: claim again at once
 			}
 			// Events are flowing: look again shortly. While producers
@@ -96,9 +107,10 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 	}
 }
 
-// claim leases up to limit due events after the position after (zero: from
-// the head) to this relay and records them in flight.
-func (r *Relay) claim(ctx context.Context, limit int, after store.ClaimPosition) ([]store.Delivery, error) {
+// claim leases up to limit due events of up to maxBytes of payload (at
+// least one event) after the position after (zero: from the head) to this
+// relay and records them in flight.
+func (r *Relay) claim(ctx context.Context, limit, maxBytes int, after store.ClaimPosition) ([]store.Delivery, error) {
 	// The claim sees every event committed before it: a wake-up already
 	// received asks for nothing more.
 	select {
@@ -113,6 +125,7 @@ func (r *Relay) claim(ctx context.Context, limit int, after store.ClaimPosition)
 	claimed := time.Now()
 	batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{
 		Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered, After: after,
+		MaxBytes: int64(maxBytes),
 	})
 	if err := r.claimed(batch, claimed, err); err != nil {
 		return nil, err
@@ -138,13 +151,24 @@ func (r *Relay) claimed(batch []store.Delivery, start time.Time, err error) erro
 }
 
 // claimFailed records a claim that failed, the failures-th in a row, and
-// waits before the next.
-func (r *Relay) claimFailed(ctx context.Context, err error, failures int) {
+// waits before the next. A claim that timed out shrinks size, unless it is
+// nil (a probe's claim, of one event).
+func (r *Relay) claimFailed(ctx context.Context, err error, failures int, size *claimSize) {
 	r.ready.Store(false)
 	r.counts.claimErrors.Add(1)
 	delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
-	r.log.Error("claim failed", "error", err, "retry_in", delay)
+	if size != nil && timedOut(err) && size.timedOut() {
+		r.log.Warn(fmt.Sprintf("claim timed out; the next claims take at most %d events", size.limit),
+			"error", logError(err), "timeout", leasedCallTimeout(r.cfg.Lease), "retry_in", delay)
+	} else {
+		r.log.Error("claim failed", "error", logError(err), "retry_in", delay)
+	}
 	sleep(ctx, delay)
+}
+
+// timedOut reports whether err says that a store call ran out of time.
+func timedOut(err error) bool {
+	return errors.Is(err, context.DeadlineExceeded) || isTimeout(err)
 }
 
 // waitFor waits d, or until ctx ends, or less if woken is true and a

@@ -31,12 +31,12 @@ func (c *claimCursor) next(now time.Time) store.ClaimPosition {
 	return c.after
 }
 
-// claimed records a claim of limit events that returned batch: full, the
-// next claim starts after its last event in claim order; otherwise from
-// the head. So does a batch from a store that does not say when its events
-// fell due.
-func (c *claimCursor) claimed(batch []store.Delivery, limit int) {
-	if len(batch) < limit || limit == 0 {
+// claimed records a claim that returned batch: full (all it asked for, in
+// events or in bytes), the next claim starts after its last event in claim
+// order; otherwise from the head. So does a batch from a store that does
+// not say when its events fell due.
+func (c *claimCursor) claimed(batch []store.Delivery, full bool) {
+	if !full || len(batch) == 0 {
 		c.after = store.ClaimPosition{}
 		return
 	}

@@ -38,8 +38,11 @@ type outcome struct {
 	age        time.Duration
 	statusCode int
 	// timedOut: the publish timed out while the sink was unreachable (a
-	// probe that timed out is kept until the outage ends).
-	timedOut bool
+	// probe that timed out is kept until the outage ends). unreachable:
+	// the sink could not be reached at all (sink.Unavailable, no
+	// gateway's answer).
+	timedOut    bool
+	unreachable bool
 	// settled, when not nil, is told once the outcome is recorded (see
 	// job.settled).
 	settled chan<- struct{}
@@ -82,17 +85,21 @@ func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<-
 	o.settled = j.settled
 	kept := j.probe && o.timedOut && r.health.keep(j.delivery, r.cfg.Concurrency)
 	if j.probe {
-		r.health.probeEnded()
+		r.health.probeEnded(o)
 	}
 	if !kept {
 		results <- o
 	}
 }
 
-// publishOne delivers the event of j, or releases it unsent at shutdown,
-// during an outage (unless j is the probe) or when its lease ended.
+// publishOne delivers the event of j, or fails it unsent when the store
+// could not read its row, or releases it unsent at shutdown, during an
+// outage (unless j is the probe) or when its lease ended.
 func (r *Relay) publishOne(ctx context.Context, c *cutter, j job) outcome {
 	d := j.delivery
+	if d.Invalid != "" {
+		return r.unreadable(d)
+	}
 	if ctx.Err() != nil || !j.probe && r.health.isDown() {
 		return outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease}
 	}
@@ -105,13 +112,24 @@ func (r *Relay) publishOne(ctx context.Context, c *cutter, j job) outcome {
 		// Another relay may have taken it over: sending now could
 		// overtake its delivery (and, ordered, its successors).
 		r.log.Warn("lease expired before the delivery started; released without sending",
-			"event_id", d.ID, "aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID, "attempt", d.Attempt)
+			"event_id", d.ID, "aggregate_type", logText(d.AggregateType), "aggregate_id", logText(d.AggregateID), "attempt", d.Attempt)
 		o = outcome{delivery: d, action: actionRelease}
 	} else {
 		o = r.deliver(leaseCtx, d)
 	}
 	o.claimed = claimed
 	return o
+}
+
+// unreadable fails d, a row the store could not read as an event
+// (store.Delivery.Invalid), without sending it: whatever is wrong with it
+// stays wrong, and its other fields may be zero. Nothing is counted
+// against another event, nor against the sink's health.
+func (r *Relay) unreadable(d store.Delivery) outcome {
+	why := store.ErrorText("postbox: unreadable row: "+d.Invalid, maxErrorLen)
+	r.log.Error("unreadable row; event moved to failed without sending it",
+		"event_id", d.ID, "outbox_seq", d.OutboxSeq, "invalid", logText(d.Invalid))
+	return outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionFail, lastError: why}
 }
 
 // deliver publishes one event and decides what becomes of it, in a publish
@@ -132,8 +150,8 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 // logs at debug level, usually off.
 func deliveryAttrs(d store.Delivery, took time.Duration) []any {
 	return []any{
-		"event_id", d.ID, "event_type", d.EventType,
-		"aggregate_type", d.AggregateType, "aggregate_id", d.AggregateID,
+		"event_id", d.ID, "event_type", logText(d.EventType),
+		"aggregate_type", logText(d.AggregateType), "aggregate_id", logText(d.AggregateID),
 		"attempt", d.Attempt, "duration", took,
 	}
 }
@@ -152,6 +170,7 @@ func (r *Relay) decide(ctx context.Context, d store.Delivery, err error, took ti
 	sent := outcome{delivery: d, sent: true, took: took, age: end.Sub(d.CreatedAt)}
 	if err == nil {
 		r.sinkOutcome(nil, 0)
+		r.culprits.forget(d.ID)
 		if r.log.Enabled(ctx, slog.LevelDebug) {
 			r.log.Debug("delivered", deliveryAttrs(d, took)...)
 		}
@@ -170,33 +189,40 @@ func (r *Relay) decide(ctx context.Context, d store.Delivery, err error, took ti
 		return sent
 	}
 	kind, retryAfter, code := sink.Classify(err)
-	msgText := store.ErrorText(err.Error(), maxErrorLen)
-	attrs = append(attrs, "status_code", code, "error", msgText)
+	msgText := err.Error()
+	culprit := kind == sink.Unavailable && code == 0 && r.culprits.has(d.ID)
+	if culprit {
+		// Found to be the problem, not the sink (see culprits).
+		kind, msgText = sink.Rejected, "the sink is unreachable with this event only, and reachable with others: "+msgText
+	}
+	msgText = store.ErrorText(msgText, maxErrorLen)
+	attrs = append(attrs, "status_code", code, "error", logText(msgText))
 	sent.statusCode, sent.lastError = code, msgText
-	if r.sinkOutcome(err, kind) {
+	if !culprit && r.sinkOutcome(err, kind) {
 		// The sink is down, not the event at fault: the attempt does
 		// not count (the outage is logged once, not per event).
 		r.log.Debug("delivery failed: the sink is unreachable; released", attrs...)
 		sent.action, sent.timedOut = actionRelease, kind != sink.Unavailable
+		sent.unreachable = kind == sink.Unavailable && code == 0
 		return sent
 	}
-	sent.action = actionFail
 	switch {
 	case kind == sink.Permanent:
 		r.log.Error("delivery failed permanently; event moved to failed", attrs...)
-		return sent
 	case d.Attempt >= r.cfg.MaxAttempts:
 		r.log.Error("delivery failed; attempts exhausted, event moved to failed", attrs...)
-		return sent
 	case kind == sink.Rejected && d.Attempt >= r.cfg.RejectedAttempts:
 		r.log.Error("delivery rejected; attempts for rejections exhausted, event moved to failed", attrs...)
+	default:
+		delay := backoff(d.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax)
+		if retryAfter > 0 {
+			delay = retryAfterDelay(retryAfter, r.cfg.BackoffMin, r.cfg.BackoffMax)
+		}
+		r.log.Warn("delivery failed; will retry", append(attrs, "retry_in", delay)...)
+		sent.action, sent.retryAt = actionRetry, time.Now().Add(delay)
 		return sent
 	}
-	delay := backoff(d.Attempt, r.cfg.BackoffMin, r.cfg.BackoffMax)
-	if retryAfter > 0 {
-		delay = retryAfterDelay(retryAfter, r.cfg.BackoffMin, r.cfg.BackoffMax)
-	}
-	r.log.Warn("delivery failed; will retry", append(attrs, "retry_in", delay)...)
-	sent.action, sent.retryAt = actionRetry, time.Now().Add(delay)
+	r.culprits.forget(d.ID)
+	sent.action = actionFail
 	return sent
 }

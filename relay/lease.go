@@ -34,7 +34,7 @@ func (r *Relay) renewLeases(ctx context.Context) {
 		cancel()
 		if err != nil {
 			if ctx.Err() == nil {
-				r.log.Error("lease renewal failed", "events", len(ids), "error", err)
+				r.log.Error("lease renewal failed", "events", len(ids), "error", logError(err))
 				if obs := r.cfg.Observer; obs != nil {
 					obs.LeasesRenewed(len(ids), 0, err)
 				}
@@ -89,14 +89,14 @@ func (r *Relay) reclaimExpired(ctx context.Context) {
 		reclaimed, err := r.cfg.Store.ReclaimExpired(callCtx, store.ReclaimParams{MaxAttempts: r.cfg.MaxAttempts})
 		cancel()
 		if err != nil && ctx.Err() == nil {
-			r.log.Error("reclaiming expired leases failed", "error", err)
+			r.log.Error("reclaiming expired leases failed", "error", logError(err))
 		}
 		for _, x := range reclaimed {
 			r.counts.reclaimed.Add(int64(x.Events))
 			if obs := r.cfg.Observer; obs != nil {
 				obs.Reclaimed(x.Events)
 			}
-			r.log.Warn("reclaimed the events of a relay whose lease expired", "expired_relay", x.Owner, "events", x.Events)
+			r.log.Warn("reclaimed the events of a relay whose lease expired", "expired_relay", logText(x.Owner), "events", x.Events)
 		}
 		if len(reclaimed) > 0 {
 			r.notify()
@@ -117,7 +117,9 @@ type inflight struct {
 	// open counts, for each claim (store.Delivery.Lease) of a store that
 	// keeps one lease per claim, its events whose outcome is not recorded
 	// yet: the settle that records the last ones ends the claim.
-	open  map[int64]int
+	open map[int64]int
+	// bytes is the payload bytes of the events held (Config.ClaimBytes).
+	bytes int
 	freed chan struct{}
 }
 
@@ -129,6 +131,8 @@ type lease struct {
 	// delivery, once the delivery started, is cut short when the lease
 	// is lost or expires.
 	delivery cutOf
+	// bytes is the event's payload size.
+	bytes int
 }
 
 func newInflight() *inflight {
@@ -140,7 +144,10 @@ func (f *inflight) add(ds []store.Delivery, claimed time.Time, lease time.Durati
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, d := range ds {
-		f.leases[d.ID] = leaseOf(claimed, lease)
+		l := leaseOf(claimed, lease)
+		l.bytes = len(d.Payload)
+		f.bytes += l.bytes - f.leases[d.ID].bytes // an event held again replaces its lease
+		f.leases[d.ID] = l
 		if d.Lease != 0 {
 			f.open[d.Lease]++
 		}
@@ -254,6 +261,7 @@ func (f *inflight) remove(held []heldLease) {
 	for _, h := range held {
 		if l, ok := f.leases[h.id]; ok && l.claimed.Equal(h.claimed) {
 			delete(f.leases, h.id)
+			f.bytes -= l.bytes
 		}
 		if h.claim != 0 {
 			if f.open[h.claim]--; f.open[h.claim] <= 0 {
@@ -266,6 +274,13 @@ func (f *inflight) remove(held []heldLease) {
 	case f.freed <- struct{}{}:
 	default:
 	}
+}
+
+// load is the number of events held, and their payload bytes.
+func (f *inflight) load() (events, bytes int) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return len(f.leases), f.bytes
 }
 
 func (f *inflight) count() int {

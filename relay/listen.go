@@ -42,13 +42,13 @@ func (r *Relay) listen(ctx context.Context) {
 		}
 		r.finding.Store(&finding{pollingReason: err.Error()})
 		if errors.Is(err, store.ErrCannotListen) {
-			r.log.Warn(fmt.Sprintf("polling every %s: %v", r.cfg.PollInterval, err))
+			r.log.Warn(fmt.Sprintf("polling every %s: %s", r.cfg.PollInterval, logError(err)))
 			return
 		}
 		failures++
 		delay := backoff(failures, 100*time.Millisecond, listenRetryMax)
 		if failures == 1 || failures%10 == 0 {
-			r.log.Warn(fmt.Sprintf("polling every %s until listening works: %v", r.cfg.PollInterval, err),
+			r.log.Warn(fmt.Sprintf("polling every %s until listening works: %s", r.cfg.PollInterval, logError(err)),
 				"failures", failures, "retry_in", delay)
 		}
 		sleep(ctx, delay)

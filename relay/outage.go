@@ -45,9 +45,13 @@ import (
 // always fails cannot hold the outage, and the outbox behind it, forever;
 // probed again alone, with no other event to take, its answer counts an
 // attempt, so it ends failed like any event the endpoint keeps failing.
-// The first probe (or late delivery) that reaches the sink ends the
-// outage, the events kept are delivered, and the relay claims at full
-// speed again. When no other event is left to probe with, a kept one is
+// And a probe that found the sink unreachable culpritProbes times in a row
+// with one event (a message that breaks the connection itself) gives way
+// to another event, the first one held: if that one gets through, the held
+// event is a culprit (see culprits) and is sent at once, its failures
+// counting as rejections. The first probe (or late delivery) that reaches
+// the sink ends the outage, the events kept are delivered, and the relay
+// claims at full speed again. When no other event is left to probe with, a kept one is
 // probed again.
 const (
 	outageTimeouts = 3
@@ -77,8 +81,8 @@ type sinkHealth struct {
 	repeat  bool
 	// probes counts the probes of the outage under way.
 	probes int
-	// probed receives a token when a probe's outcome is known.
-	probed chan struct{}
+	// probed receives a probe's outcome once it is known.
+	probed chan outcome
 	// kept are the probes that timed out during the outage, still leased:
 	// the claim loop delivers them once it is over, or hands them over for
 	// release when it stops (no probe is kept after that: keeping).
@@ -87,7 +91,7 @@ type sinkHealth struct {
 }
 
 func newSinkHealth() *sinkHealth {
-	h := &sinkHealth{probed: make(chan struct{}, 1), keeping: true}
+	h := &sinkHealth{probed: make(chan outcome, 1), keeping: true}
 	h.healthy.Store(true)
 	return h
 }
@@ -286,10 +290,10 @@ func (h *sinkHealth) nextProbe(every time.Duration) time.Duration {
 	return backoff(h.probes, min(probeFirst, every), every)
 }
 
-// probeEnded tells the claim loop that the probe it sent has its outcome.
-func (h *sinkHealth) probeEnded() {
+// probeEnded tells the claim loop the outcome of the probe it sent.
+func (h *sinkHealth) probeEnded(o outcome) {
 	select {
-	case h.probed <- struct{}{}:
+	case h.probed <- o:
 	default:
 	}
 }
@@ -315,7 +319,7 @@ func (r *Relay) sinkOutcome(err error, kind sink.Kind) (unreachable bool) {
 		case gatewayAnswer(err):
 			why = fmt.Sprintf("sink unreachable (%d gateway answers in a row): ", outageTimeouts)
 		}
-		r.log.Warn(why+causeOf(err)+"; pausing claims, probing with one event at a time, at most "+
+		r.log.Warn(why+logText(causeOf(err)).String()+"; pausing claims, probing with one event at a time, at most "+
 			r.cfg.ProbeInterval.String()+" apart; failures while it is down count no attempt",
 			"sink", r.cfg.Sink.String())
 	case cameBack:
@@ -338,7 +342,7 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 	if ctx.Err() != nil || !r.health.isDown() {
 		return nil
 	}
-	batch, err := r.claim(ctx, 1, store.ClaimPosition{})
+	batch, err := r.claim(ctx, 1, r.cfg.ClaimBytes, store.ClaimPosition{})
 	if err != nil {
 		return err
 	}
@@ -351,15 +355,25 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 		}
 		batch = append(batch, d)
 	}
-	if r.health.beginProbe(batch[0]) {
+	probe := batch[0]
+	var held *store.Delivery
+	if r.run.stuck(probe) {
+		// The sink was unreachable at every probe of this event: probe
+		// with another, holding this one, to tell whether it is the
+		// problem (see culprits).
+		if other, err := r.claim(ctx, 1, r.cfg.ClaimBytes, store.ClaimPosition{}); err == nil && len(other) == 1 {
+			held, probe = &batch[0], other[0]
+		}
+	}
+	if r.health.beginProbe(probe) && held == nil {
 		// A gateway answered this event at the last probe: probe with
 		// another, and release it unsent (the publishers do, the sink
 		// being down).
-		other, err := r.claim(ctx, 1, store.ClaimPosition{})
+		other, err := r.claim(ctx, 1, r.cfg.ClaimBytes, store.ClaimPosition{})
 		switch {
 		case err == nil && len(other) == 1:
-			work <- job{delivery: batch[0]}
-			batch = other
+			work <- job{delivery: probe}
+			probe = other[0]
 		case err == nil:
 			r.health.probeAlone()
 		}
@@ -368,13 +382,36 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 	if obs := r.cfg.Observer; obs != nil {
 		obs.SinkProbed()
 	}
-	work <- job{delivery: batch[0], probe: true}
+	work <- job{delivery: probe, probe: true}
 	select {
-	case <-r.health.probed:
-		r.health.endProbe(batch[0])
+	case o := <-r.health.probed:
+		r.health.endProbe(probe)
+		r.run.ended(probe, o)
+		if held != nil {
+			r.judgeHeld(*held, o, work)
+		}
 	case <-ctx.Done():
+		if held != nil {
+			work <- job{delivery: *held} // released: the relay stops
+		}
 	}
 	return nil
+}
+
+// judgeHeld hands held, an event the sink was unreachable with at every
+// probe, back to the publishers once o, the outcome of a probe with
+// another event, is known. That probe got through: held is a culprit,
+// and is sent at once, its failures counting from now on. It did not:
+// the sink is down, and held is released.
+func (r *Relay) judgeHeld(held store.Delivery, o outcome, work chan<- job) {
+	if o.action == actionDone {
+		r.culprits.add(held.ID)
+		r.log.Warn(fmt.Sprintf("the sink was unreachable at %d probes in a row with one event, and reachable with another: "+
+			"that event's failures count as rejections from now on", culpritProbes),
+			"event_id", held.ID, "event_type", logText(held.EventType),
+			"aggregate_type", logText(held.AggregateType), "aggregate_id", logText(held.AggregateID))
+	}
+	work <- job{delivery: held}
 }
 
 // deliverKept hands the probes kept during the outage that ended to the

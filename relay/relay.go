@@ -42,6 +42,10 @@ type Relay struct {
 	// pace follows how long deliveries take, which bounds the events
 	// claimed ahead of the publishers.
 	pace pace
+	// culprits are the events the sink is unreachable with, alone; run
+	// counts the probes failing on one event (see culpritProbes).
+	culprits culprits
+	run      probeRun
 }
 
 // New validates cfg, fills its defaults and returns a relay.
@@ -81,7 +85,7 @@ func (r *Relay) Run(ctx context.Context) error {
 		return err // it says what to run
 	case err != nil:
 		// The database may be down for now: claims retry.
-		r.log.Warn("could not check that the tables are migrated", "error", err)
+		r.log.Warn("could not check that the tables are migrated", "error", logError(err))
 	}
 	if r.cfg.Stream != nil {
 		checkCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
@@ -140,7 +144,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	r.log.Info("relay started", "store", r.cfg.Store.String(), "sink", r.cfg.Sink.String(),
 		"batch", r.cfg.BatchSize, "concurrency", r.cfg.Concurrency, "publish", r.publishing(),
 		"lease", r.cfg.Lease, "ordered", r.cfg.Ordered, "max_attempts", r.cfg.MaxAttempts,
-		"probe_interval", r.cfg.ProbeInterval)
+		"probe_interval", r.cfg.ProbeInterval, "dedup_window", max(r.cfg.DedupWindow, 0))
 	var streaming sync.WaitGroup
 	if r.cfg.Stream != nil {
 		streaming.Go(func() { r.follow(ctx, work) })

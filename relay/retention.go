@@ -17,7 +17,7 @@ func (r *Relay) purgeDelivered(ctx context.Context) {
 			cancel()
 			if err != nil {
 				if ctx.Err() == nil {
-					r.log.Error("purging delivered events failed", "error", err)
+					r.log.Error("purging delivered events failed", "error", logError(err))
 				}
 				break
 			}

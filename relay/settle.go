@@ -93,7 +93,7 @@ func (r *Relay) collect(results <-chan outcome, batch *[]outcome) (closed bool) 
 // write records one batch, retrying while the database is unreachable. If
 // ctx ends first the events stay leased and come back when the lease expires.
 func (r *Relay) write(ctx context.Context, batch []outcome) {
-	p := store.SettleParams{Owner: r.cfg.Owner, KeepDone: r.cfg.Retention != 0}
+	p := store.SettleParams{Owner: r.cfg.Owner, KeepDone: r.cfg.Retention != 0, DedupWindow: max(r.cfg.DedupWindow, 0)}
 	held := make([]heldLease, 0, len(batch))
 	for _, o := range batch {
 		id := o.delivery.ID
@@ -123,11 +123,11 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 		r.counts.settleErrors.Add(1)
 		if ctx.Err() != nil {
 			r.log.Error("outcomes not recorded; the events will be delivered again after their lease",
-				"events", len(batch), "error", err)
+				"events", len(batch), "error", logError(err))
 			return
 		}
 		delay := backoff(failures+1, 100*time.Millisecond, 5*time.Second)
-		r.log.Error("recording outcomes failed; retrying", "events", len(batch), "error", err, "retry_in", delay)
+		r.log.Error("recording outcomes failed; retrying", "events", len(batch), "error", logError(err), "retry_in", delay)
 		if !sleep(ctx, delay) {
 			return
 		}

@@ -64,7 +64,7 @@ func (r *Relay) follow(ctx context.Context, work chan<- job) {
 		if !standingBy {
 			standingBy = true
 			r.log.Warn(fmt.Sprintf("not streaming; standing by, trying again every %s (polling every %s meanwhile)", streamRetry, r.cfg.PollInterval),
-				"stream", r.cfg.Stream.String(), "error", err)
+				"stream", r.cfg.Stream.String(), "error", logError(err))
 		}
 		sleep(ctx, streamRetry)
 	}
@@ -150,11 +150,14 @@ func (o *streamOrder) enter(waves [][]store.Delivery) *streamedBatch {
 	for k, wave := range waves {
 		t.done[k] = make([]chan struct{}, len(wave))
 		for i, d := range wave {
+			t.done[k][i] = make(chan struct{})
+			if d.Invalid != "" {
+				continue // of no known aggregate: it neither waits nor holds
+			}
 			key := keyOf(d)
 			if prev, ok := o.last[key]; ok && k == 0 {
 				t.after = append(t.after, prev)
 			}
-			t.done[k][i] = make(chan struct{})
 			o.last[key] = t.done[k][i]
 		}
 	}
@@ -197,7 +200,8 @@ func (r *Relay) claimStreamed(ctx context.Context, ids []uuid.UUID, claim Stream
 
 // commitWaves splits the claimed events into waves that may each be sent
 // at once: the k-th wave holds the k-th event of each aggregate, in the
-// order of ids (the commit order).
+// order of ids (the commit order). The rows the store could not read,
+// whose aggregate is not known, go in the first wave, and fail there.
 func commitWaves(claimed []store.Delivery, ids []uuid.UUID) [][]store.Delivery {
 	byID := make(map[uuid.UUID]store.Delivery, len(claimed))
 	for _, d := range claimed {
@@ -212,9 +216,12 @@ func commitWaves(claimed []store.Delivery, ids []uuid.UUID) [][]store.Delivery {
 			continue // delivered already, or held by another claim
 		}
 		delete(byID, id)
-		a := aggregate{d.AggregateType, d.AggregateID}
-		k := seen[a]
-		seen[a] = k + 1
+		k := 0
+		if d.Invalid == "" {
+			a := aggregate{d.AggregateType, d.AggregateID}
+			k = seen[a]
+			seen[a] = k + 1
+		}
 		if k == len(waves) {
 			waves = append(waves, nil)
 		}

@@ -1,0 +1,54 @@
+package relay_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/store"
+)
+
+// Every settle carries Config.DedupWindow to the store: 24 h by default,
+// the value set, and zero (keys free once their row is gone) when it is
+// negative.
+func TestSettlePassesTheDedupWindow(t *testing.T) {
+	for _, c := range []struct {
+		name       string
+		set, wants time.Duration
+	}{
+		{"default", 0, relay.DedupWindowDefault},
+		{"set", 90 * time.Minute, 90 * time.Minute},
+		{"negative", -1, 0},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			s := newRowStore(pgtest.Store(t))
+			rcv := receiver.New(t, secret, nil)
+			stop := start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), DedupWindow: c.set,
+				PollInterval: 20 * time.Millisecond})
+			for i := range 3 {
+				if err := s.Enqueue(context.Background(), ev("agg", i)); err != nil {
+					t.Fatal(err)
+				}
+			}
+			waitFor(t, "3 events delivered", 10*time.Second, func() bool { return stats(t, s).Done == 3 })
+			stop()
+			settles := s.settlesSeen()
+			if len(settles) == 0 {
+				t.Fatal("no settle recorded")
+			}
+			for _, p := range settles {
+				if p.DedupWindow != c.wants {
+					t.Fatalf("SettleParams.DedupWindow %v, want %v", p.DedupWindow, c.wants)
+				}
+			}
+		})
+	}
+	if relay.DedupWindowDefault < 24*time.Hour {
+		t.Fatalf("DedupWindowDefault %v, want at least 24h", relay.DedupWindowDefault)
+	}
+}
+
+var _ store.Outbox = (*rowStore)(nil)
