@@ -10,8 +10,8 @@ import (
 
 // WAL returns the WAL stream of s (postgres.WAL, its default slot and
 // publication), dropped when t ends: a slot left behind would keep the
-// server's WAL forever. The WAL tests need a server with wal_level =
-// logical (.ci/run sets it): on another, WAL fails the test, saying so.
+// server's WAL forever. s must be on a server with wal_level = logical
+// (LogicalStore): on another, WAL fails the test, saying so.
 func WAL(t testing.TB, s *postgres.Store) *postgres.WAL {
 	t.Helper()
 	w, err := s.WAL(postgres.WALConfig{})
@@ -19,7 +19,7 @@ func WAL(t testing.TB, s *postgres.Store) *postgres.WAL {
 		t.Fatal(err)
 	}
 	if err := w.Check(context.Background()); err != nil {
-		t.Fatalf("pgtest: the WAL tests need a server with wal_level = logical at %s: %v", URL(), err)
+		t.Fatalf("pgtest: the WAL tests need a server with wal_level = logical (LogicalStore): %v", err)
 	}
 	t.Cleanup(func() {
 		// The relays stopped; their replication connections may take a
