@@ -17,11 +17,15 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
+// The WAL tests stream from the test binary's throwaway cluster with
+// wal_level = logical: its start overlaps the package's other tests.
+func init() { pgtest.StartLogical() }
+
 // walStore is a migrated store in WAL mode (no notify trigger) and its
 // stream; the slot and the publication are dropped when the test ends.
 func walStore(t *testing.T) (*postgres.Store, *postgres.WAL) {
 	t.Helper()
-	s := pgtest.Store(t)
+	s := pgtest.LogicalStore(t)
 	if err := s.SetProducerNotify(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}

@@ -19,6 +19,10 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
+// The WAL tests stream from the test binary's throwaway cluster with
+// wal_level = logical: its start overlaps the package's other tests.
+func init() { pgtest.StartLogical() }
+
 // follow runs w.Follow with deliver until stop is called or the test ends,
 // once the slot is streamed, and returns Follow's error on done.
 func follow(t *testing.T, w *postgres.WAL, deliver func(context.Context, []uuid.UUID) error) (stop func(), done <-chan error) {
@@ -71,7 +75,7 @@ func newEvent() postbox.Event {
 // confirms the slot only past what deliver accepted: after a deliver that
 // failed, the next Follow starts again with the transaction it failed on.
 func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.LogicalStore(t)
 	w := pgtest.WAL(t, s)
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -145,7 +149,7 @@ func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
 // not only four: a transaction committed behind a dozen small batches in
 // flight is handed over at once.
 func TestWALFollowPipelinesManyBatches(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.LogicalStore(t)
 	w := pgtest.WAL(t, s)
 	const batches = 12
 	var mu sync.Mutex
@@ -184,7 +188,7 @@ func TestWALFollowPipelinesManyBatches(t *testing.T) {
 // A second Follow of a slot another one streams fails (its caller stands
 // by); State says the slot is active and how much WAL it retains.
 func TestWALOneFollowerAtATime(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.LogicalStore(t)
 	w := pgtest.WAL(t, s)
 	_, firstDone := follow(t, w, func(context.Context, []uuid.UUID) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
