@@ -104,7 +104,7 @@ func TestShippedRelayWAL(t *testing.T) {
 	metrics := freeAddr(t)
 	logs, pid := startRelayLogged(t, append(db, "--wal", "--poll", "1h", "--metrics-addr", metrics,
 		"--webhook-url", rcv.URL, "--webhook-secret", secret)...)
-	want := fmt.Sprintf("streaming the outbox's inserts from slot postbox_%[1]s (publication postbox_%[1]s)", s.Schema())
+	want := fmt.Sprintf("streaming the outbox's inserts from slot %[1]s (publication %[1]s)", w.Slot())
 	waitFor(t, "the relay's start", 10*time.Second, func() bool { return strings.Contains(logs.String(), want) })
 	waitFor(t, "the relay to stream the slot", 10*time.Second, func() bool { return slotActive(t, w) })
 

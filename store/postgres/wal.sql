@@ -30,10 +30,23 @@ select s.active and coalesce(r.state, 'streaming') <> 'startup',
        coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), coalesce(s.confirmed_flush_lsn, s.restart_lsn)), 0)::bigint
 from pg_replication_slots s
 left join pg_stat_replication r on r.pid = s.active_pid
-where s.slot_name = $1;
+where s.slot_name = $1 and s.database = current_database();
+
+-- name: wal_slot_database
+-- The database that has the slot $1, and whether it is the current one:
+-- slot names are the server's.
+select database, database = current_database() from pg_replication_slots where slot_name = $1;
 
 -- name: wal_drop_slot
-select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1;
+-- The slot $1 of this database only: a slot of that name in another
+-- database is another deployment's.
+select pg_drop_replication_slot(slot_name) from pg_replication_slots
+where slot_name = $1 and database = current_database();
+
+-- name: wal_drop_idle_slot
+-- The slot $1 of this database, when no relay streams it.
+select pg_drop_replication_slot(slot_name) from pg_replication_slots
+where slot_name = $1 and database = current_database() and not active;
 
 -- name: wal_visible
 -- Whether the transactions $1 (32-bit ids, as the stream gives them) are
