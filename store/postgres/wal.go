@@ -426,9 +426,8 @@ func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan commi
 // tells transactions not visible yet (claim again, after a pause) from
 // events already taken.
 func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
-	query := w.s.sql.Get("claim_ids")
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
-		got, err := w.s.claim(ctx, query, p, nil, nil, ids, xids)
+		got, err := w.claimIDs(ctx, p, ids, xids)
 		if err != nil || len(got) > 0 {
 			return got, err
 		}
@@ -439,7 +438,7 @@ func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, x
 		if visible {
 			// The claim may have run just before they became visible:
 			// once more, and that is all it will ever claim.
-			return w.s.claim(ctx, query, p, nil, nil, ids, xids)
+			return w.claimIDs(ctx, p, ids, xids)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -449,6 +448,28 @@ func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, x
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// claimIDs runs claim_ids once: a row no event can be read from comes back
+// with Invalid saying why (the query's last column) instead of failing the
+// claim of the batch.
+func (w *WAL) claimIDs(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
+	var invalid string
+	var bad map[uuid.UUID]string
+	got, err := w.s.claim(ctx, w.s.sql.Get("claim_ids"), p, []any{&invalid}, func(d store.Delivery) {
+		if invalid != "" {
+			if bad == nil {
+				bad = map[uuid.UUID]string{}
+			}
+			bad[d.ID] = invalid
+		}
+	}, ids, xids)
+	for i := range got {
+		if why, ok := bad[got[i].ID]; ok {
+			got[i].Invalid = why
+		}
+	}
+	return got, err
 }
 
 // read decodes the stream into committed transactions, answers the
@@ -521,7 +542,8 @@ func (w *WAL) read(ctx context.Context, conn *pgconn.PgConn, txns chan<- committ
 
 // decode reads one pgoutput message: it remembers the outbox relation's id
 // column, collects the ids a transaction inserts and queues the
-// transaction at its commit.
+// transaction at its commit. An insert whose id it cannot read is left to
+// the polling claims.
 func (w *WAL) decode(ctx context.Context, data []byte, idColumn map[uint32]int, txn **committed, txns chan<- committed) error {
 	msg, err := pglogrepl.Parse(data)
 	if err != nil {
@@ -548,7 +570,9 @@ func (w *WAL) decode(ctx context.Context, data []byte, idColumn map[uint32]int, 
 		}
 		id, err := uuid.ParseBytes(m.Tuple.Columns[i].Data)
 		if err != nil {
-			return fmt.Errorf("postgres: stream slot %s: an outbox id: %w", w.slot, err)
+			// Not an id the stream can claim by: the polling claims
+			// take the row, and the stream goes on.
+			return nil
 		}
 		(*txn).ids = append((*txn).ids, id)
 	case *pglogrepl.CommitMessage:

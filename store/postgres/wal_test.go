@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/pgtest"
@@ -465,5 +466,85 @@ func TestWALDropsTheIdleSlotOfAnEarlierVersion(t *testing.T) {
 	var publications int
 	if err := a.Pool().QueryRow(ctx, "select count(*) from pg_publication where pubname = 'postbox_public'").Scan(&publications); err != nil || publications != 0 {
 		t.Fatalf("the earlier version's publication: %d (%v), want it dropped", publications, err)
+	}
+}
+
+// Rows of plain-SQL producers that no event can be read from (times that
+// are ±infinity, retries at the integer limit or negative) come through
+// the stream's claim as deliveries marked Invalid, naming the column and
+// the value's problem, beside the good events of their batches; the stream
+// goes on to the next transactions.
+func TestWALClaimReadsHostileRowsAsInvalid(t *testing.T) {
+	s := pgtest.LogicalStore(t)
+	w := pgtest.WAL(t, s)
+	ctx := context.Background()
+	var mu sync.Mutex
+	claimed := map[uuid.UUID]store.Delivery{}
+	ctxFollow, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Follow(ctxFollow, func(ctx context.Context, ids []uuid.UUID, claim postgres.WALClaim) func() error {
+			got, err := claim(ctx, store.ClaimParams{Owner: "stream", Limit: len(ids), Lease: time.Minute})
+			mu.Lock()
+			for _, d := range got {
+				claimed[d.ID] = d
+			}
+			mu.Unlock()
+			return func() error { return err }
+		})
+	}()
+	waitUntil(t, "the slot to be streamed", func() bool { st, err := w.State(ctx); return err == nil && st.Active })
+
+	hostile := map[string]string{ // the row's columns -> Invalid
+		"created_at = 'infinity'":                     "created_at: infinity is not a time",
+		"created_at = '-infinity'":                    "created_at: -infinity is not a time",
+		"available_at = '-infinity'":                  "available_at: -infinity is not a time",
+		"retries = 2147483647":                        "retries: 2147483647 is out of range",
+		"retries = -3":                                "retries: -3 is negative",
+		"retries = -1, created_at = '-infinity'":      "created_at: -infinity is not a time; retries: -1 is negative",
+		"headers = '{\"a\": {\"b\": [1]}, \"c\": 2}'": "",
+		"headers = '[1, 2]'":                          "",
+	}
+	want := map[uuid.UUID]string{}
+	tbl := s.Table("outbox_events")
+	for set, invalid := range hostile {
+		good := newEvent()
+		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+			var id uuid.UUID
+			if err := tx.QueryRow(ctx, "insert into "+tbl+" (event_type, payload) values ('order.created', '{}') returning id").Scan(&id); err != nil {
+				return err
+			}
+			want[id] = invalid
+			if _, err := tx.Exec(ctx, "update "+tbl+" set "+set+" where id = $1", id); err != nil {
+				return err
+			}
+			return s.Enqueue(ctx, good) // not in tx: a transaction of its own
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", set, err)
+		}
+		want[good.ID] = ""
+	}
+	waitUntil(t, "every row claimed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(claimed) == len(want)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for id, invalid := range want {
+		d := claimed[id]
+		if d.Invalid != invalid {
+			t.Errorf("event %s: Invalid %q, want %q", id, d.Invalid, invalid)
+		}
+		if invalid == "" && (d.Attempt != 1 || d.CreatedAt.IsZero() || d.EventType != "order.created") {
+			t.Errorf("event %s read as %+v", id, d)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Follow ended: %v", err)
+	default:
 	}
 }
