@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/receiver"
 )
 
@@ -147,4 +148,64 @@ func TestStatusSaysTheSinkIsDown(t *testing.T) {
 		st, _ := relaysStatus(t, db)
 		return len(st.Relays) == 0
 	})
+}
+
+// A relay that receives two SIGTERMs at once (GNU timeout sends two: one
+// to the process, one to its group) while a delivery is in flight exits
+// at once, and deletes its presence row before it does.
+func TestRelayTwoSignalsLeaveNoPresence(t *testing.T) {
+	s, db := schemaStore(t)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	slow := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-release
+		return 0
+	})
+	t.Cleanup(func() { close(release) }) // before the endpoint closes
+	logs := &logbuf.Buffer{}
+	cmd := command(append([]string{"relay"}, append(db, "--webhook-url", slow.URL, "--webhook-secret", secret,
+		"--shutdown-timeout", "1m", "--heartbeat", "200ms")...)...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("relay log:\n%s", logs)
+		}
+	})
+	waitFor(t, "the relay's presence row", 10*time.Second, func() bool { st, _ := relaysStatus(t, db); return len(st.Relays) == 1 })
+	insertArticleEvent(t, s, "1")
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery never reached the endpoint")
+	}
+
+	for range 2 {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the relay did not exit on the second signal")
+	}
+	if !strings.Contains(logs.String(), "second signal") {
+		t.Fatalf("the relay exited, but not on the second signal:\n%s", logs)
+	}
+	if st, out := relaysStatus(t, db); len(st.Relays) != 0 {
+		t.Fatalf("after the relay exited on a second signal, status says %s, want no relay", out)
+	}
 }
