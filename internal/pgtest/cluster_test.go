@@ -28,6 +28,18 @@ func TestLogicalClusterHasLogicalWAL(t *testing.T) {
 	}
 }
 
+// The replica cluster has PostgreSQL's default wal_level, whatever the
+// shared test server's, for the tests of what WAL mode says there.
+func TestReplicaClusterHasReplicaWAL(t *testing.T) {
+	var level string
+	if err := pgtest.PoolAt(t, pgtest.ReplicaURL(t)).QueryRow(context.Background(), "show wal_level").Scan(&level); err != nil {
+		t.Fatal(err)
+	}
+	if level != "replica" {
+		t.Fatalf("the replica cluster has wal_level = %s", level)
+	}
+}
+
 // A test binary that dies leaves no cluster behind: its supervisor stops
 // the server and removes its directory once the binary's end of the pipe
 // closes. The child is this test binary, killed with SIGKILL once its
