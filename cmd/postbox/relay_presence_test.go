@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/relay/presence"
+	"github.com/postbox-go/postbox/store"
 )
 
 // statusRelays is what status --json says of the relays.
@@ -207,5 +210,35 @@ func TestRelayTwoSignalsLeaveNoPresence(t *testing.T) {
 	}
 	if st, out := relaysStatus(t, db); len(st.Relays) != 0 {
 		t.Fatalf("after the relay exited on a second signal, status says %s, want no relay", out)
+	}
+}
+
+// A stale row (a relay killed a minute ago) says when the running relays
+// delete it: in the text, and in seconds under --json.
+func TestStatusSaysWhenAStaleRowGoes(t *testing.T) {
+	s, db := schemaStore(t)
+	ctx := context.Background()
+	if err := s.PresenceBeat(ctx, store.RelayPresence{ID: "crashed", Mode: "polling", HeartbeatEvery: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, "update "+s.Table("relay_presence")+" set heartbeat_at = now() - interval '1 minute'"); err != nil {
+		t.Fatal(err)
+	}
+	want := presence.PrunedIn(store.RelayPresence{HeartbeatAge: time.Minute})
+	text := runOK(t, append([]string{"status"}, db...)...)
+	if !strings.Contains(text, "STALE") || !strings.Contains(text, fmt.Sprintf("removed within %dm", int(want.Minutes()))) {
+		t.Fatalf("status of a row stale for a minute:\n%s\nwant it removed within about %s", text, want)
+	}
+	out := runOK(t, append([]string{"status", "--json"}, db...)...)
+	var st struct {
+		Relays []struct {
+			PrunedIn *float64 `json:"pruned_in_seconds"`
+		} `json:"relays"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Relays) != 1 || st.Relays[0].PrunedIn == nil || *st.Relays[0].PrunedIn > want.Seconds() || *st.Relays[0].PrunedIn < want.Seconds()-30 {
+		t.Fatalf("status --json %s, want pruned_in_seconds about %v", out, want.Seconds())
 	}
 }

@@ -146,6 +146,9 @@ func TestShippedRelayWAL(t *testing.T) {
 	if sl := statusWALSlot(t, db); sl != nil {
 		t.Fatalf("status shows a dropped slot: %v", sl)
 	}
+	if out := runOK(t, append([]string{"relay", "--wal-drop-slot"}, db...)...); !strings.Contains(out, "no slot "+w.Slot()+" in this database") {
+		t.Fatalf("relay --wal-drop-slot with no slot said %q", out)
+	}
 }
 
 // A WAL relay killed with SIGKILL in the middle of a drain: the slot was
