@@ -3,6 +3,7 @@ package relay_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"math/rand/v2"
 	"net/http"
 	"strings"
@@ -17,11 +18,15 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
+// The WAL tests stream from the test binary's throwaway cluster with
+// wal_level = logical: its start overlaps the package's other tests.
+func init() { pgtest.StartLogical() }
+
 // walStore is a migrated store in WAL mode (no notify trigger) and its
 // stream; the slot and the publication are dropped when the test ends.
 func walStore(t *testing.T) (*postgres.Store, *postgres.WAL) {
 	t.Helper()
-	s := pgtest.Store(t)
+	s := pgtest.LogicalStore(t)
 	if err := s.SetProducerNotify(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
@@ -197,4 +202,40 @@ func TestWALRefusesOrdered(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "Ordered") {
 		t.Fatalf("relay.New with Stream and Ordered: %v, want a refusal naming Ordered", err)
 	}
+}
+
+// A row no event can be read from (a time of infinity, retries at the
+// integer limit), streamed between good events, costs them nothing: they
+// are delivered through the slot (the poll is an hour away) and the slot
+// is confirmed past them all.
+func TestWALHostileRowsCostTheStreamNothing(t *testing.T) {
+	s, w := walStore(t)
+	rcv := receiver.New(t, secret, nil)
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour})
+	waitStreaming(t, w)
+
+	insertSQL(t, s, []string{"before"}, 2)
+	for _, q := range []string{
+		`insert into %s (event_type, payload, created_at) values ('order.updated', '{}', 'infinity')`,
+		`insert into %s (event_type, payload, available_at) values ('order.updated', '{}', '-infinity')`,
+		`insert into %s (event_type, payload, retries) values ('order.updated', '{}', 2147483647)`,
+	} {
+		if _, err := s.Pool().Exec(context.Background(), fmt.Sprintf(q, s.Table("outbox_events"))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	end := insertSQL(t, s, []string{"after"}, 2)
+	waitFor(t, "the good events delivered", 20*time.Second, func() bool {
+		got := map[string]int{}
+		for _, d := range rcv.Accepted() {
+			var p payload
+			if json.Unmarshal(d.Body, &p) == nil {
+				got[p.Agg]++
+			}
+		}
+		return got["before"] == 2 && got["after"] == 2
+	})
+	waitFor(t, "the slot to be confirmed past every row", 10*time.Second, func() bool {
+		return confirmedFlush(t, s, w) >= end
+	})
 }

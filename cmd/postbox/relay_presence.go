@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"maps"
 	"net/url"
 	"os"
 	"runtime/debug"
 	"slices"
 	"strings"
+	"sync"
+	"time"
 
 	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/relay"
@@ -108,8 +111,17 @@ func buildVersion() string {
 }
 
 // runWithPresence runs the relay r with run while hb keeps its row in the
-// presence table, and deletes the row once run has returned.
+// presence table, and deletes the row once run has returned (or, on a
+// second signal, before the process exits: leavePresence).
 func runWithPresence(ctx context.Context, hb *presence.Heartbeat, r *relay.Relay, run func(context.Context) error) error {
+	running.Lock()
+	running.heartbeats[hb] = true
+	running.Unlock()
+	defer func() {
+		running.Lock()
+		delete(running.heartbeats, hb)
+		running.Unlock()
+	}()
 	hbCtx, stop := context.WithCancel(context.WithoutCancel(ctx))
 	done := make(chan struct{})
 	go func() {
@@ -120,4 +132,30 @@ func runWithPresence(ctx context.Context, hb *presence.Heartbeat, r *relay.Relay
 	stop()
 	<-done
 	return err
+}
+
+// running holds the heartbeats of the relays this process runs.
+var running = struct {
+	sync.Mutex
+	heartbeats map[*presence.Heartbeat]bool
+}{heartbeats: map[*presence.Heartbeat]bool{}}
+
+// presenceLeaveTimeout bounds leavePresence.
+const presenceLeaveTimeout = 2 * time.Second
+
+// leavePresence deletes the presence rows of the relays this process runs,
+// within presenceLeaveTimeout: a process about to exit before its relays
+// stopped (a second signal) calls it, so that postbox status does not
+// show them stale.
+func leavePresence() {
+	ctx, cancel := context.WithTimeout(context.Background(), presenceLeaveTimeout)
+	defer cancel()
+	running.Lock()
+	heartbeats := slices.Collect(maps.Keys(running.heartbeats))
+	running.Unlock()
+	var wg sync.WaitGroup
+	for _, hb := range heartbeats {
+		wg.Go(func() { hb.Leave(ctx) })
+	}
+	wg.Wait()
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"os/exec"
@@ -13,7 +14,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/relay/presence"
+	"github.com/postbox-go/postbox/store"
 )
 
 // statusRelays is what status --json says of the relays.
@@ -147,4 +151,94 @@ func TestStatusSaysTheSinkIsDown(t *testing.T) {
 		st, _ := relaysStatus(t, db)
 		return len(st.Relays) == 0
 	})
+}
+
+// A relay that receives two SIGTERMs at once (GNU timeout sends two: one
+// to the process, one to its group) while a delivery is in flight exits
+// at once, and deletes its presence row before it does.
+func TestRelayTwoSignalsLeaveNoPresence(t *testing.T) {
+	s, db := schemaStore(t)
+	arrived, release := make(chan struct{}, 1), make(chan struct{})
+	slow := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		select {
+		case arrived <- struct{}{}:
+		default:
+		}
+		<-release
+		return 0
+	})
+	t.Cleanup(func() { close(release) }) // before the endpoint closes
+	logs := &logbuf.Buffer{}
+	cmd := command(append([]string{"relay"}, append(db, "--webhook-url", slow.URL, "--webhook-secret", secret,
+		"--shutdown-timeout", "1m", "--heartbeat", "200ms")...)...)
+	cmd.Stderr = logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	exited := make(chan struct{})
+	go func() {
+		_ = cmd.Wait()
+		close(exited)
+	}()
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		<-exited
+		if t.Failed() {
+			t.Logf("relay log:\n%s", logs)
+		}
+	})
+	waitFor(t, "the relay's presence row", 10*time.Second, func() bool { st, _ := relaysStatus(t, db); return len(st.Relays) == 1 })
+	insertArticleEvent(t, s, "1")
+	select {
+	case <-arrived:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the delivery never reached the endpoint")
+	}
+
+	for range 2 {
+		if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
+			t.Fatal(err)
+		}
+	}
+	select {
+	case <-exited:
+	case <-time.After(15 * time.Second):
+		t.Fatal("the relay did not exit on the second signal")
+	}
+	if !strings.Contains(logs.String(), "second signal") {
+		t.Fatalf("the relay exited, but not on the second signal:\n%s", logs)
+	}
+	if st, out := relaysStatus(t, db); len(st.Relays) != 0 {
+		t.Fatalf("after the relay exited on a second signal, status says %s, want no relay", out)
+	}
+}
+
+// A stale row (a relay killed a minute ago) says when the running relays
+// delete it: in the text, and in seconds under --json.
+func TestStatusSaysWhenAStaleRowGoes(t *testing.T) {
+	s, db := schemaStore(t)
+	ctx := context.Background()
+	if err := s.PresenceBeat(ctx, store.RelayPresence{ID: "crashed", Mode: "polling", HeartbeatEvery: 5 * time.Second}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, "update "+s.Table("relay_presence")+" set heartbeat_at = now() - interval '1 minute'"); err != nil {
+		t.Fatal(err)
+	}
+	want := presence.PrunedIn(store.RelayPresence{HeartbeatAge: time.Minute})
+	text := runOK(t, append([]string{"status"}, db...)...)
+	if !strings.Contains(text, "STALE") || !strings.Contains(text, fmt.Sprintf("removed within %dm", int(want.Minutes()))) {
+		t.Fatalf("status of a row stale for a minute:\n%s\nwant it removed within about %s", text, want)
+	}
+	out := runOK(t, append([]string{"status", "--json"}, db...)...)
+	var st struct {
+		Relays []struct {
+			PrunedIn *float64 `json:"pruned_in_seconds"`
+		} `json:"relays"`
+	}
+	if err := json.Unmarshal([]byte(out), &st); err != nil {
+		t.Fatal(err)
+	}
+	if len(st.Relays) != 1 || st.Relays[0].PrunedIn == nil || *st.Relays[0].PrunedIn > want.Seconds() || *st.Relays[0].PrunedIn < want.Seconds()-30 {
+		t.Fatalf("status --json %s, want pruned_in_seconds about %v", out, want.Seconds())
+	}
 }

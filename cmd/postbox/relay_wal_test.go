@@ -10,6 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os/exec"
 	"strings"
 	"syscall"
 	"testing"
@@ -23,14 +24,24 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// walSchemaStore is schemaStore in WAL mode ("postbox migrate --wal"); the
-// slot and the publication the relays create are dropped when the test
-// ends. It fails the test when the server cannot stream.
+// The WAL tests stream from the test binary's throwaway cluster with
+// wal_level = logical: its start overlaps the package's other tests.
+func init() { pgtest.StartLogical() }
+
+// walSchemaStore is schemaStore in WAL mode ("postbox migrate --wal") on
+// the throwaway cluster with wal_level = logical; the slot and the
+// publication the relays create are dropped when the test ends.
 func walSchemaStore(t *testing.T) (*postgres.Store, *postgres.WAL, []string) {
 	t.Helper()
-	s, db := schemaStore(t)
+	url := pgtest.LogicalURL(t)
+	pool := pgtest.PoolAt(t, url)
+	db := []string{"--db", url, "--schema", pgtest.Schema(t, pool)}
 	if out := runOK(t, append([]string{"migrate", "--wal"}, db...)...); !strings.Contains(out, "skip the notify trigger") {
 		t.Fatalf("migrate --wal said %q", out)
+	}
+	s, err := postgres.New(pool, postgres.Config{Schema: db[3]})
+	if err != nil {
+		t.Fatal(err)
 	}
 	return s, pgtest.WAL(t, s), db
 }
@@ -93,7 +104,7 @@ func TestShippedRelayWAL(t *testing.T) {
 	metrics := freeAddr(t)
 	logs, pid := startRelayLogged(t, append(db, "--wal", "--poll", "1h", "--metrics-addr", metrics,
 		"--webhook-url", rcv.URL, "--webhook-secret", secret)...)
-	want := fmt.Sprintf("streaming the outbox's inserts from slot postbox_%[1]s (publication postbox_%[1]s)", s.Schema())
+	want := fmt.Sprintf("streaming the outbox's inserts from slot %[1]s (publication %[1]s)", w.Slot())
 	waitFor(t, "the relay's start", 10*time.Second, func() bool { return strings.Contains(logs.String(), want) })
 	waitFor(t, "the relay to stream the slot", 10*time.Second, func() bool { return slotActive(t, w) })
 
@@ -134,6 +145,9 @@ func TestShippedRelayWAL(t *testing.T) {
 	}
 	if sl := statusWALSlot(t, db); sl != nil {
 		t.Fatalf("status shows a dropped slot: %v", sl)
+	}
+	if out := runOK(t, append([]string{"relay", "--wal-drop-slot"}, db...)...); !strings.Contains(out, "no slot "+w.Slot()+" in this database") {
+		t.Fatalf("relay --wal-drop-slot with no slot said %q", out)
 	}
 }
 
@@ -196,38 +210,56 @@ func TestWALRelayKilledMidDrainLosesNothing(t *testing.T) {
 	}
 }
 
-// relay --wal refuses to start, saying what to do, when the server's
-// wal_level is not logical; on a server where it is, when the user lacks
-// the REPLICATION attribute.
-func TestWALRelayRefusals(t *testing.T) {
-	pool := pgtest.Pool(t)
+// relay --wal refuses to start, saying what to do, on a server whose
+// wal_level is not logical (the test server when it has PostgreSQL's
+// default, or else a throwaway cluster that has it).
+func TestWALRelayRefusesWithoutLogicalWAL(t *testing.T) {
+	url := pgtest.URL()
 	var level string
-	if err := pool.QueryRow(context.Background(), "show wal_level").Scan(&level); err != nil {
+	if err := pgtest.Pool(t).QueryRow(context.Background(), "show wal_level").Scan(&level); err != nil {
 		t.Fatal(err)
 	}
-	s, db := schemaStore(t)
-	want := "wal_level = logical, and the server has " + level + `: run "alter system set wal_level = logical"`
 	if level == "logical" {
-		b := make([]byte, 4)
-		_, _ = rand.Read(b)
-		role := "pbtest_norepl_" + hex.EncodeToString(b)
-		if _, err := pool.Exec(context.Background(), "create role "+role+" login nosuperuser noreplication"); err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "drop role "+role) })
-		u, err := url.Parse(pgtest.URL())
-		if err != nil {
-			t.Fatal(err)
-		}
-		u.User = url.User(role)
-		db = []string{"--db", u.String(), "--schema", s.Schema()}
-		want = `a user with the REPLICATION attribute: run "alter role <user> replication"`
+		url, level = pgtest.ReplicaURL(t), "replica"
 	}
-	cmd := command(append([]string{"relay", "--wal"}, db...)...)
-	cmd.Env = append(cmd.Env, "WEBHOOK_URL=http://127.0.0.1:1", "WEBHOOK_SECRET="+secret)
-	if last := runFails(t, cmd); !strings.Contains(last, want) {
+	pool := pgtest.PoolAt(t, url)
+	db := []string{"--db", url, "--schema", pgtest.Schema(t, pool)}
+	runOK(t, append([]string{"migrate"}, db...)...)
+	want := "wal_level = logical, and the server has " + level + `: run "alter system set wal_level = logical"`
+	if last := runFails(t, walRelay(db)); !strings.Contains(last, want) {
 		t.Fatalf("relay --wal on a %s server said %q, want %q", level, last, want)
 	}
+}
+
+// relay --wal refuses to start, saying what to do, when the user lacks the
+// REPLICATION attribute.
+func TestWALRelayRefusesWithoutReplication(t *testing.T) {
+	_, _, db := walSchemaStore(t)
+	pool := pgtest.PoolAt(t, db[1])
+	b := make([]byte, 4)
+	_, _ = rand.Read(b)
+	role := "pbtest_norepl_" + hex.EncodeToString(b)
+	if _, err := pool.Exec(context.Background(), "create role "+role+" login nosuperuser noreplication"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _, _ = pool.Exec(context.Background(), "drop role "+role) })
+	u, err := url.Parse(db[1])
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.User = url.User(role)
+	db[1] = u.String()
+	want := `a user with the REPLICATION attribute: run "alter role <user> replication"`
+	if last := runFails(t, walRelay(db)); !strings.Contains(last, want) {
+		t.Fatalf("relay --wal as a user without REPLICATION said %q, want %q", last, want)
+	}
+}
+
+// walRelay is "postbox relay --wal" on db, to a webhook that never answers.
+func walRelay(db []string) *exec.Cmd {
+	cmd := command(append([]string{"relay", "--wal"}, db...)...)
+	cmd.Env = append(cmd.Env, "WEBHOOK_URL=http://127.0.0.1:1", "WEBHOOK_SECRET="+secret)
+	return cmd
 }
 
 // Two relays in WAL mode: the second stands by while the first streams,

@@ -2,8 +2,11 @@
 // fresh, migrated schema that is dropped when the test ends.
 //
 // The server is TEST_DATABASE_URL, by default
-// postgres://postgres@127.0.0.1:5432/postgres. A missing server fails the
-// test: it is never skipped.
+// postgres://postgres@127.0.0.1:5432/postgres, left with its settings as
+// they are. The tests of WAL mode, which needs wal_level = logical, use a
+// throwaway cluster of the test binary's own instead (LogicalURL), started
+// from the installed PostgreSQL binaries. A missing server or missing
+// binaries fail the test: it is never skipped.
 package pgtest
 
 import (
@@ -34,14 +37,21 @@ func URL() string {
 // Pool connects to the test server; the pool is closed when t ends.
 func Pool(t testing.TB) *pgxpool.Pool {
 	t.Helper()
+	return PoolAt(t, URL())
+}
+
+// PoolAt connects to the server at url (the test server, or a throwaway
+// cluster's: LogicalURL); the pool is closed when t ends.
+func PoolAt(t testing.TB, url string) *pgxpool.Pool {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	pool, err := pgxpool.New(ctx, URL())
+	pool, err := pgxpool.New(ctx, url)
 	if err != nil {
-		t.Fatalf("pgtest: connect to %s: %v", URL(), err)
+		t.Fatalf("pgtest: connect to %s: %v", url, err)
 	}
 	if err := pool.Ping(ctx); err != nil {
-		t.Fatalf("pgtest: PostgreSQL is not reachable at %s (start it, or set TEST_DATABASE_URL): %v", URL(), err)
+		t.Fatalf("pgtest: PostgreSQL is not reachable at %s (start it, or set TEST_DATABASE_URL): %v", url, err)
 	}
 	t.Cleanup(pool.Close)
 	return pool
@@ -67,7 +77,20 @@ func Schema(t testing.TB, pool *pgxpool.Pool) string {
 // Store returns a migrated store in a fresh schema.
 func Store(t testing.TB) *postgres.Store {
 	t.Helper()
-	pool := Pool(t)
+	return StoreIn(t, Pool(t))
+}
+
+// LogicalStore returns a migrated store in a fresh schema of the test
+// binary's cluster with wal_level = logical (LogicalURL), for the tests of
+// WAL mode.
+func LogicalStore(t testing.TB) *postgres.Store {
+	t.Helper()
+	return StoreIn(t, PoolAt(t, LogicalURL(t)))
+}
+
+// StoreIn returns a migrated store in a fresh schema of pool's database.
+func StoreIn(t testing.TB, pool *pgxpool.Pool) *postgres.Store {
+	t.Helper()
 	s, err := postgres.New(pool, postgres.Config{Schema: Schema(t, pool)})
 	if err != nil {
 		t.Fatal(err)

@@ -2,24 +2,35 @@ package pgtest
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"net/url"
 	"testing"
 	"time"
+
+	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
 // WAL returns the WAL stream of s (postgres.WAL, its default slot and
 // publication), dropped when t ends: a slot left behind would keep the
-// server's WAL forever. The WAL tests need a server with wal_level =
-// logical (.ci/run sets it): on another, WAL fails the test, saying so.
+// server's WAL forever. s must be on a server with wal_level = logical
+// (LogicalStore): on another, WAL fails the test, saying so.
 func WAL(t testing.TB, s *postgres.Store) *postgres.WAL {
 	t.Helper()
-	w, err := s.WAL(postgres.WALConfig{})
+	return WALWith(t, s, postgres.WALConfig{})
+}
+
+// WALWith is WAL with the slot and publication of cfg.
+func WALWith(t testing.TB, s *postgres.Store, cfg postgres.WALConfig) *postgres.WAL {
+	t.Helper()
+	w, err := s.WAL(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if err := w.Check(context.Background()); err != nil {
-		t.Fatalf("pgtest: the WAL tests need a server with wal_level = logical at %s: %v", URL(), err)
+		t.Fatalf("pgtest: the WAL tests need a server with wal_level = logical (LogicalStore): %v", err)
 	}
 	t.Cleanup(func() {
 		// The relays stopped; their replication connections may take a
@@ -38,4 +49,33 @@ func WAL(t testing.TB, s *postgres.Store) *postgres.WAL {
 		}
 	})
 	return w
+}
+
+// LogicalDatabase creates a database on the cluster with wal_level =
+// logical (LogicalURL) and returns its URL; it is dropped when t ends.
+// Replication slots are the server's, not a database's: tests of what
+// keeps two databases' slots apart need two databases.
+func LogicalDatabase(t testing.TB) string {
+	t.Helper()
+	server := LogicalURL(t)
+	pool := PoolAt(t, server)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "pbtest_" + hex.EncodeToString(b)
+	if _, err := pool.Exec(context.Background(), "create database "+name); err != nil {
+		t.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "drop database if exists "+pgx.Identifier{name}.Sanitize()+" with (force)"); err != nil {
+			t.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

@@ -6,11 +6,14 @@
 // A Heartbeat writes the row when it starts, renews it every Config.Every
 // with the relay's state (read from Relay.Stats: the outage of the sink
 // under way, its error, whether the relay listens or polls), and deletes
-// it when it stops; a relay that crashed leaves a row that grows stale
-// (store.RelayPresence.Stale), which the heartbeats of other relays prune
-// after Config.PruneAfter. As the relay's Observer (compose it with others
-// through relay.Observers), it also writes the row at once when the sink
-// goes down or comes back, rather than at the next beat.
+// it when it stops (Leave deletes it earlier, for a process that must exit
+// at once); a relay that crashed leaves a row that grows stale
+// (store.RelayPresence.Stale), which the heartbeats of the relays running
+// prune once it is Config.PruneAfter old (5 minutes), checking every
+// Config.PruneEvery (30 seconds): PrunedIn says when a stale row goes. As
+// the relay's Observer (compose it with others through relay.Observers),
+// it also writes the row at once when the sink goes down or comes back,
+// rather than at the next beat.
 //
 // Every write has its own timeout; a write that fails is logged (at most
 // once a minute while they keep failing) and never stops the relay.
@@ -23,6 +26,7 @@ import (
 	"os"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/relay"
@@ -35,8 +39,12 @@ const (
 	EveryDefault = 5 * time.Second
 	// TimeoutDefault is Config.Timeout when zero (never more than Every).
 	TimeoutDefault = 5 * time.Second
-	// PruneAfterDefault is Config.PruneAfter when zero.
-	PruneAfterDefault = 24 * time.Hour
+	// PruneAfterDefault is Config.PruneAfter when zero: long enough past
+	// a row's going stale (store.PresenceStaleBeats heartbeats) that a
+	// relay cut off from the database for a while keeps its row.
+	PruneAfterDefault = 5 * time.Minute
+	// PruneEveryDefault is Config.PruneEvery when zero.
+	PruneEveryDefault = 30 * time.Second
 )
 
 // Modes of a relay, as its row says.
@@ -50,9 +58,6 @@ const (
 // failureLogEvery is how often failed writes are logged while they keep
 // failing.
 const failureLogEvery = time.Minute
-
-// pruneEvery is how often a heartbeat prunes the rows of relays long gone.
-const pruneEvery = time.Hour
 
 // Config configures a Heartbeat.
 type Config struct {
@@ -78,6 +83,10 @@ type Config struct {
 	// PruneAfter is how old a heartbeat must be for its row to be pruned
 	// (PruneAfterDefault when zero).
 	PruneAfter time.Duration
+	// PruneEvery is how often the rows are pruned, at the start and then
+	// at the first beat past each PruneEvery (PruneEveryDefault when
+	// zero).
+	PruneEvery time.Duration
 	// Logger receives the failed writes (slog.Default() when nil).
 	Logger *slog.Logger
 }
@@ -100,9 +109,15 @@ type Heartbeat struct {
 	id string
 	// wake asks Run to write the row at once (the sink's state changed).
 	wake chan struct{}
-	// wrote is set, in Run, once a write of the row succeeded: until
-	// then failing to delete it at the stop is not worth a warning.
-	wrote bool
+	// wrote is set once a write of the row succeeded: until then failing
+	// to delete it at the stop is not worth a warning.
+	wrote atomic.Bool
+	// writing is held by each write of the row (a buffered channel of
+	// one, so that taking it can give up): Leave waits for the write
+	// under way, so that no beat lands after its delete.
+	writing chan struct{}
+	// left is set by Leave: no beat writes the row after it.
+	left atomic.Bool
 
 	mu         sync.Mutex
 	failing    bool
@@ -118,8 +133,8 @@ func New(cfg Config) (*Heartbeat, error) {
 	switch {
 	case cfg.Store == nil:
 		return nil, errors.New("presence: Config.Store is required")
-	case cfg.Every < 0 || cfg.Timeout < 0 || cfg.PruneAfter < 0:
-		return nil, errors.New("presence: Config.Every, Timeout and PruneAfter must not be negative")
+	case cfg.Every < 0 || cfg.Timeout < 0 || cfg.PruneAfter < 0 || cfg.PruneEvery < 0:
+		return nil, errors.New("presence: Config.Every, Timeout, PruneAfter and PruneEvery must not be negative")
 	}
 	if cfg.Every == 0 {
 		cfg.Every = EveryDefault
@@ -131,11 +146,22 @@ func New(cfg Config) (*Heartbeat, error) {
 	if cfg.PruneAfter == 0 {
 		cfg.PruneAfter = PruneAfterDefault
 	}
+	if cfg.PruneEvery == 0 {
+		cfg.PruneEvery = PruneEveryDefault
+	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
 	host, _ := os.Hostname()
-	return &Heartbeat{cfg: cfg, host: host, pid: os.Getpid(), wake: make(chan struct{}, 1)}, nil
+	return &Heartbeat{cfg: cfg, host: host, pid: os.Getpid(), wake: make(chan struct{}, 1), writing: make(chan struct{}, 1)}, nil
+}
+
+// PrunedIn says how long a stale row p may stay: the running relays with
+// the default Config prune it once its heartbeat is PruneAfterDefault
+// old, at their next prune (at most PruneEveryDefault later). Zero: at
+// the next prune of a running relay.
+func PrunedIn(p store.RelayPresence) time.Duration {
+	return max(PruneAfterDefault+PruneEveryDefault-p.HeartbeatAge, 0)
 }
 
 // Run writes r's row at once, renews it every Config.Every (and whenever
@@ -144,7 +170,9 @@ func New(cfg Config) (*Heartbeat, error) {
 // returns. Start it before the relay's Run and stop it after Run returned.
 // Run it once.
 func (h *Heartbeat) Run(ctx context.Context, r Relay) {
+	h.mu.Lock()
 	h.id = r.Owner()
+	h.mu.Unlock()
 	stats := r.Stats
 	h.beat(ctx, stats())
 	h.prune(ctx)
@@ -155,14 +183,14 @@ func (h *Heartbeat) Run(ctx context.Context, r Relay) {
 	for {
 		select {
 		case <-ctx.Done():
-			h.leave(context.WithoutCancel(ctx))
+			h.Leave(context.WithoutCancel(ctx))
 			return
 		case <-tick.C:
 			tick.Reset(h.cfg.Every)
 		case <-h.wake:
 		}
 		h.beat(ctx, stats())
-		if time.Since(lastPrune) >= pruneEvery {
+		if time.Since(lastPrune) >= h.cfg.PruneEvery {
 			h.prune(ctx)
 			lastPrune = time.Now()
 		}
@@ -178,7 +206,7 @@ func (h *Heartbeat) row(stats relay.Stats) store.RelayPresence {
 	}
 	sinkError := h.sinkError
 	h.mu.Unlock()
-	p := store.RelayPresence{ID: h.id, Host: h.host, PID: h.pid, Mode: h.cfg.Mode, Sink: h.cfg.Sink,
+	p := store.RelayPresence{ID: h.relayID(), Host: h.host, PID: h.pid, Mode: h.cfg.Mode, Sink: h.cfg.Sink,
 		Version: h.cfg.Version, HeartbeatEvery: h.cfg.Every, SinkError: sinkError}
 	if stats.SinkDown {
 		p.SinkDownSince = stats.SinkDownSince
@@ -205,12 +233,28 @@ func (h *Heartbeat) redact(text string) string {
 	return text
 }
 
+// relayID is the relay's name, once Run has started.
+func (h *Heartbeat) relayID() string {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.id
+}
+
 func (h *Heartbeat) beat(ctx context.Context, stats relay.Stats) {
 	callCtx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
-	err := h.cfg.Store.PresenceBeat(callCtx, h.row(stats))
+	select {
+	case h.writing <- struct{}{}:
+	case <-callCtx.Done():
+		return
+	}
+	var err error
+	if !h.left.Load() {
+		err = h.cfg.Store.PresenceBeat(callCtx, h.row(stats))
+	}
+	<-h.writing
 	if err == nil {
-		h.wrote = true
+		h.wrote.Store(true)
 	}
 	if ctx.Err() != nil {
 		return // the relay stops (or could not start): leave says the rest
@@ -231,11 +275,30 @@ func (h *Heartbeat) prune(ctx context.Context) {
 	}
 }
 
-func (h *Heartbeat) leave(ctx context.Context) {
+// Leave deletes the relay's row, within Config.Timeout or ctx, whichever
+// ends first, once the write under way (if any) is done; the row is not
+// written again. Run calls it when it stops; a process that must exit
+// before Run returns (a second signal) calls it first.
+func (h *Heartbeat) Leave(ctx context.Context) {
 	ctx, cancel := context.WithTimeout(ctx, h.cfg.Timeout)
 	defer cancel()
-	err := h.cfg.Store.PresenceLeave(ctx, h.id)
-	if err != nil && !h.wrote {
+	h.left.Store(true)
+	wait := time.NewTimer(h.cfg.Timeout / 2)
+	defer wait.Stop()
+	select {
+	case h.writing <- struct{}{}:
+		defer func() { <-h.writing }()
+	case <-wait.C:
+		// The write under way did not end in half the time: delete
+		// all the same (it may land after; the row is pruned then).
+	case <-ctx.Done():
+	}
+	id := h.relayID()
+	if id == "" {
+		return // Run has not started: no row was written
+	}
+	err := h.cfg.Store.PresenceLeave(ctx, id)
+	if err != nil && !h.wrote.Load() {
 		// No write of the row succeeded (one may have committed all
 		// the same, hence the delete): the relay stopped before its
 		// first write, or could not start, and says why itself.

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -200,6 +201,67 @@ func TestConfigIsValidated(t *testing.T) {
 	} {
 		if _, err := presence.New(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
+		}
+	}
+}
+
+// A running relay prunes, every PruneEvery, the rows of relays silent for
+// longer than PruneAfter, not only when it starts; a row younger than that
+// stays.
+func TestRunningRelayPrunesRowsGoneStale(t *testing.T) {
+	s := openStore(t, true)
+	h, err := presence.New(presence.Config{Store: s, Every: 10 * time.Millisecond, PruneAfter: time.Minute,
+		PruneEvery: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, h, &state{})
+	waitFor(t, "the relay's row", func() bool { return len(rows(t, s)) == 1 })
+	for id, age := range map[string]time.Duration{"crashed": 2 * time.Minute, "stale": 30 * time.Second} {
+		if err := s.PresenceBeat(context.Background(), store.RelayPresence{ID: id, HeartbeatEvery: time.Second}); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.DB().Exec("update relay_presence set heartbeat_at = ? where relay_id = ?", time.Now().Add(-age).UnixMicro(), id); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitFor(t, "the crashed relay's row pruned", func() bool { return len(rows(t, s)) == 2 })
+	if ids := []string{rows(t, s)[0].ID, rows(t, s)[1].ID}; !slices.Contains(ids, "stale") || !slices.Contains(ids, "relay-1") {
+		t.Fatalf("rows %v, want relay-1 and stale", ids)
+	}
+}
+
+// Leave deletes the row while Run still runs (a process exiting at once on
+// a second signal), and no later beat writes it again.
+func TestLeaveIsFinal(t *testing.T) {
+	s := openStore(t, true)
+	h, err := presence.New(presence.Config{Store: s, Every: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run(t, h, &state{})
+	waitFor(t, "the relay's row", func() bool { return len(rows(t, s)) == 1 })
+	h.Leave(context.Background())
+	for range 10 {
+		h.SinkState(true) // a write at once
+		time.Sleep(10 * time.Millisecond)
+		if all := rows(t, s); len(all) != 0 {
+			t.Fatalf("rows %+v after Leave", all)
+		}
+	}
+}
+
+// PrunedIn counts down from PruneAfterDefault and PruneEveryDefault past
+// the last heartbeat, to zero.
+func TestPrunedIn(t *testing.T) {
+	for age, want := range map[time.Duration]time.Duration{
+		0:           presence.PruneAfterDefault + presence.PruneEveryDefault,
+		time.Minute: presence.PruneAfterDefault + presence.PruneEveryDefault - time.Minute,
+		time.Hour:   0,
+		presence.PruneAfterDefault + presence.PruneEveryDefault: 0,
+	} {
+		if got := presence.PrunedIn(store.RelayPresence{HeartbeatAge: age}); got != want {
+			t.Errorf("PrunedIn(age %s) = %s, want %s", age, got, want)
 		}
 	}
 }

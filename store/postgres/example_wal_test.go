@@ -34,7 +34,7 @@ func ExampleStore_WAL() {
 	if err := s.SetProducerNotify(ctx, false); err != nil {
 		log.Fatal(err)
 	}
-	wal, err := s.WAL(postgres.WALConfig{}) // slot and publication postbox_public
+	wal, err := s.WAL(postgres.WALConfig{}) // slot and publication postbox_<database>_public
 	if err != nil {
 		log.Fatal(err)
 	}

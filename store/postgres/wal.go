@@ -2,7 +2,9 @@ package postgres
 
 import (
 	"context"
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"regexp"
@@ -25,8 +27,10 @@ var walSQL string
 
 // WALConfig names the replication slot and the publication of WAL mode.
 type WALConfig struct {
-	// Slot is the logical replication slot (default "postbox_" and the
-	// schema, in lower case). Lower-case letters, digits and underscores.
+	// Slot is the logical replication slot. Slot names are the server's,
+	// not a database's: the default, "postbox_", the database and the
+	// schema (DefaultSlot), keeps the relays of two databases on one server
+	// apart. Lower-case letters, digits and underscores, at most 63.
 	Slot string
 	// Publication publishes the outbox table's inserts (default: the
 	// slot's name).
@@ -37,11 +41,17 @@ type WALConfig struct {
 // replication slot (pgoutput) on a publication of the outbox table only. The
 // relay uses it as its stream (relay.Config.Stream); postbox status reads
 // its State. It needs wal_level = logical and a user with the REPLICATION
-// attribute (Check).
+// attribute (Check). Its slot is looked up, streamed and dropped only in
+// the store's database: a slot of the same name in another database of the
+// server is never touched.
 type WAL struct {
 	s           *Store
 	slot        string
 	publication string
+	// legacy is the slot name of earlier versions ("postbox_" and the
+	// schema) when the slot has its default name: Follow drops an idle
+	// slot of that name in the store's database (see dropLegacySlot).
+	legacy string
 }
 
 var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
@@ -49,8 +59,10 @@ var slotName = regexp.MustCompile(`^[a-z0-9_]{1,63}$`)
 // WAL returns the store's WAL stream. It does not touch the database: the
 // publication and the slot are created by the first Follow.
 func (s *Store) WAL(cfg WALConfig) (*WAL, error) {
+	var legacy string
 	if cfg.Slot == "" {
-		cfg.Slot = "postbox_" + strings.ToLower(s.schema)
+		cfg.Slot = DefaultSlot(s.database(), s.schema)
+		legacy = "postbox_" + strings.ToLower(s.schema)
 	}
 	if cfg.Publication == "" {
 		cfg.Publication = cfg.Slot
@@ -60,7 +72,41 @@ func (s *Store) WAL(cfg WALConfig) (*WAL, error) {
 			return nil, fmt.Errorf("postgres: WAL slot or publication %q: use lower-case letters, digits and underscores (at most 63)", name)
 		}
 	}
-	return &WAL{s: s, slot: cfg.Slot, publication: cfg.Publication}, nil
+	return &WAL{s: s, slot: cfg.Slot, publication: cfg.Publication, legacy: legacy}, nil
+}
+
+// DefaultSlot is the default slot name of a database and a schema:
+// "postbox_<database>_<schema>". A name that would be longer than 63
+// bytes or hold other characters than lower-case letters, digits and
+// underscores is cut and cleaned (others become "_"), and ends with a
+// hash of the database and schema names, which keeps it unique.
+func DefaultSlot(database, schema string) string {
+	name := "postbox_" + database + "_" + schema
+	if slotName.MatchString(name) {
+		return name
+	}
+	sum := sha256.Sum256([]byte(database + "\x00" + schema))
+	suffix := "_" + hex.EncodeToString(sum[:5])
+	name = strings.Map(func(r rune) rune {
+		switch {
+		case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '_':
+			return r
+		case r >= 'A' && r <= 'Z':
+			return r - 'A' + 'a'
+		}
+		return '_'
+	}, name)
+	return name[:min(len(name), 63-len(suffix))] + suffix
+}
+
+// database is the name of the store's database, as its connections ask for
+// it: the server's default is the user's name.
+func (s *Store) database() string {
+	cfg := s.pool.Config().ConnConfig
+	if cfg.Database != "" {
+		return cfg.Database
+	}
+	return cfg.User
 }
 
 // Slot is the replication slot's name.
@@ -104,7 +150,8 @@ type SlotState struct {
 	RetainedBytes int64
 }
 
-// State reads the slot's state.
+// State reads the slot's state (a slot of its name in another database
+// does not exist for it).
 func (w *WAL) State(ctx context.Context) (SlotState, error) {
 	st := SlotState{Exists: true}
 	err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_slot_state"), w.slot).Scan(&st.Active, &st.RetainedBytes)
@@ -119,15 +166,25 @@ func (w *WAL) State(ctx context.Context) (SlotState, error) {
 
 // Drop drops the slot and the publication (the slot must not be active:
 // stop the relays streaming it first). Events written since are delivered
-// by the relays' polling claims, or by the stream of a new slot.
+// by the relays' polling claims, or by the stream of a new slot. It is
+// DropSlot without saying whether the slot existed.
 func (w *WAL) Drop(ctx context.Context) error {
-	if _, err := w.s.pool.Exec(ctx, w.s.sql.Get("wal_drop_slot"), w.slot); err != nil {
-		return fmt.Errorf("postgres: drop slot %s: %w", w.slot, err)
+	_, err := w.DropSlot(ctx)
+	return err
+}
+
+// DropSlot drops the slot, if the store's database has it, and the
+// publication, and reports whether the slot existed. A slot of the same
+// name in another database is left alone.
+func (w *WAL) DropSlot(ctx context.Context) (existed bool, err error) {
+	tag, err := w.s.pool.Exec(ctx, w.s.sql.Get("wal_drop_slot"), w.slot)
+	if err != nil {
+		return false, fmt.Errorf("postgres: drop slot %s: %w", w.slot, err)
 	}
 	if _, err := w.s.pool.Exec(ctx, w.publicationSQL("wal_drop_publication")); err != nil {
-		return fmt.Errorf("postgres: drop publication %s: %w", w.publication, err)
+		return false, fmt.Errorf("postgres: drop publication %s: %w", w.publication, err)
 	}
-	return nil
+	return tag.RowsAffected() > 0, nil
 }
 
 // SetProducerNotify turns the producers' notify trigger on (the default
@@ -369,9 +426,8 @@ func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan commi
 // tells transactions not visible yet (claim again, after a pause) from
 // events already taken.
 func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
-	query := w.s.sql.Get("claim_ids")
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
-		got, err := w.s.claim(ctx, query, p, nil, nil, ids, xids)
+		got, err := w.claimIDs(ctx, p, ids, xids)
 		if err != nil || len(got) > 0 {
 			return got, err
 		}
@@ -382,7 +438,7 @@ func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, x
 		if visible {
 			// The claim may have run just before they became visible:
 			// once more, and that is all it will ever claim.
-			return w.s.claim(ctx, query, p, nil, nil, ids, xids)
+			return w.claimIDs(ctx, p, ids, xids)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -392,6 +448,28 @@ func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, x
 			return nil, ctx.Err()
 		}
 	}
+}
+
+// claimIDs runs claim_ids once: a row no event can be read from comes back
+// with Invalid saying why (the query's last column) instead of failing the
+// claim of the batch.
+func (w *WAL) claimIDs(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
+	var invalid string
+	var bad map[uuid.UUID]string
+	got, err := w.s.claim(ctx, w.s.sql.Get("claim_ids"), p, []any{&invalid}, func(d store.Delivery) {
+		if invalid != "" {
+			if bad == nil {
+				bad = map[uuid.UUID]string{}
+			}
+			bad[d.ID] = invalid
+		}
+	}, ids, xids)
+	for i := range got {
+		if why, ok := bad[got[i].ID]; ok {
+			got[i].Invalid = why
+		}
+	}
+	return got, err
 }
 
 // read decodes the stream into committed transactions, answers the
@@ -464,7 +542,8 @@ func (w *WAL) read(ctx context.Context, conn *pgconn.PgConn, txns chan<- committ
 
 // decode reads one pgoutput message: it remembers the outbox relation's id
 // column, collects the ids a transaction inserts and queues the
-// transaction at its commit.
+// transaction at its commit. An insert whose id it cannot read is left to
+// the polling claims.
 func (w *WAL) decode(ctx context.Context, data []byte, idColumn map[uint32]int, txn **committed, txns chan<- committed) error {
 	msg, err := pglogrepl.Parse(data)
 	if err != nil {
@@ -491,7 +570,9 @@ func (w *WAL) decode(ctx context.Context, data []byte, idColumn map[uint32]int, 
 		}
 		id, err := uuid.ParseBytes(m.Tuple.Columns[i].Data)
 		if err != nil {
-			return fmt.Errorf("postgres: stream slot %s: an outbox id: %w", w.slot, err)
+			// Not an id the stream can claim by: the polling claims
+			// take the row, and the stream goes on.
+			return nil
 		}
 		(*txn).ids = append((*txn).ids, id)
 	case *pglogrepl.CommitMessage:
@@ -552,15 +633,65 @@ func (w *WAL) createPublication(ctx context.Context) error {
 	return nil
 }
 
+// createSlot creates the slot unless the store's database has it, and
+// drops an idle slot of the name earlier versions gave it
+// (dropLegacySlot). A slot of the name in another database is an error
+// that names it.
 func (w *WAL) createSlot(ctx context.Context, conn *pgconn.PgConn) error {
 	st, err := w.State(ctx)
-	if err != nil || st.Exists {
+	if err != nil {
 		return err
 	}
-	_, err = pglogrepl.CreateReplicationSlot(ctx, conn, w.slot, "pgoutput",
-		pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
-	if err != nil && !isDuplicate(err) {
-		return fmt.Errorf("postgres: create slot %s: %w", w.slot, err)
+	if !st.Exists {
+		_, err = pglogrepl.CreateReplicationSlot(ctx, conn, w.slot, "pgoutput",
+			pglogrepl.CreateReplicationSlotOptions{Mode: pglogrepl.LogicalReplication, SnapshotAction: "NOEXPORT_SNAPSHOT"})
+		if err != nil && !isDuplicate(err) {
+			return fmt.Errorf("postgres: create slot %s: %w", w.slot, err)
+		}
+		if err != nil {
+			if err := w.checkSlotDatabase(ctx); err != nil {
+				return err
+			}
+		}
+	}
+	return w.dropLegacySlot(ctx)
+}
+
+// checkSlotDatabase returns an error naming the database that has the slot
+// when it is not the store's.
+func (w *WAL) checkSlotDatabase(ctx context.Context) error {
+	var database string
+	var ours bool
+	err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_slot_database"), w.slot).Scan(&database, &ours)
+	if err != nil && !errors.Is(err, pgx.ErrNoRows) {
+		return fmt.Errorf("postgres: slot %s: %w", w.slot, err)
+	}
+	if err == nil && !ours {
+		return fmt.Errorf("postgres: slot %s belongs to the database %q of this server, not to this one: give this database's relays a slot name of their own (--wal-slot)", w.slot, database)
+	}
+	return nil
+}
+
+// dropLegacySlot migrates a deployment of an earlier version, whose
+// default slot was "postbox_" and the schema alone (one name for every
+// database of a server): the slot of that name in the store's database,
+// when no relay streams it, is dropped with its publication. What it had
+// not confirmed is delivered by the polling claims; while relays of the
+// earlier version still stream it, it stays.
+func (w *WAL) dropLegacySlot(ctx context.Context) error {
+	if w.legacy == "" || w.legacy == w.slot {
+		return nil
+	}
+	tag, err := w.s.pool.Exec(ctx, w.s.sql.Get("wal_drop_idle_slot"), w.legacy)
+	if err != nil {
+		return fmt.Errorf("postgres: drop the slot of an earlier version %s: %w", w.legacy, err)
+	}
+	if tag.RowsAffected() == 0 {
+		return nil
+	}
+	legacyPublication := strings.ReplaceAll(w.s.sql.Get("wal_drop_publication"), "{publication}", pgx.Identifier{w.legacy}.Sanitize())
+	if _, err := w.s.pool.Exec(ctx, legacyPublication); err != nil {
+		return fmt.Errorf("postgres: drop the publication of an earlier version %s: %w", w.legacy, err)
 	}
 	return nil
 }

@@ -30,10 +30,23 @@ select s.active and coalesce(r.state, 'streaming') <> 'startup',
        coalesce(pg_wal_lsn_diff(pg_current_wal_lsn(), coalesce(s.confirmed_flush_lsn, s.restart_lsn)), 0)::bigint
 from pg_replication_slots s
 left join pg_stat_replication r on r.pid = s.active_pid
-where s.slot_name = $1;
+where s.slot_name = $1 and s.database = current_database();
+
+-- name: wal_slot_database
+-- The database that has the slot $1, and whether it is the current one:
+-- slot names are the server's.
+select database, database = current_database() from pg_replication_slots where slot_name = $1;
 
 -- name: wal_drop_slot
-select pg_drop_replication_slot(slot_name) from pg_replication_slots where slot_name = $1;
+-- The slot $1 of this database only: a slot of that name in another
+-- database is another deployment's.
+select pg_drop_replication_slot(slot_name) from pg_replication_slots
+where slot_name = $1 and database = current_database();
+
+-- name: wal_drop_idle_slot
+-- The slot $1 of this database, when no relay streams it.
+select pg_drop_replication_slot(slot_name) from pg_replication_slots
+where slot_name = $1 and database = current_database() and not active;
 
 -- name: wal_visible
 -- Whether the transactions $1 (32-bit ids, as the stream gives them) are
@@ -70,6 +83,11 @@ from snap, unnest($1::bigint[]) as xid;
 -- pending, 8,000 of them leased: 8.4 ms, now 6.6 ms (generic plan). The leased ids stay out with "not in": "not
 -- exists" is faster in a custom plan, but its generic plan is a nested loop
 -- anti join (0.9 s for that claim of 2,000).
+-- A row that no event can be read from (a plain-SQL producer's: a time of
+-- ±infinity, retries negative or at the integer limit, where the attempt
+-- would overflow) is claimed like the others, with the zero value of each
+-- such column (Go's zero time, attempt 0) and, in the last column, what
+-- is wrong with it (store.Delivery.Invalid): the relay fails it alone.
 with snap as (
   select pg_current_snapshot() as s, pg_snapshot_xmax(pg_current_snapshot())::text::bigint as xmax
 ), visible as (
@@ -92,8 +110,16 @@ with snap as (
   having count(*) > 0
   returning batch
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at,
-  (select batch from lease)
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers,
+  case when retries >= 0 and retries < 2147483647 then retries + 1 else 0 end,
+  case when isfinite(created_at) then created_at else '0001-01-01 00:00:00+00' end,
+  case when isfinite(available_at) then available_at else '0001-01-01 00:00:00+00' end,
+  (select batch from lease),
+  concat_ws('; ',
+    case when not isfinite(created_at) then 'created_at: ' || created_at || ' is not a time' end,
+    case when not isfinite(available_at) then 'available_at: ' || available_at || ' is not a time' end,
+    case when retries < 0 then 'retries: ' || retries || ' is negative'
+         when retries = 2147483647 then 'retries: ' || retries || ' is out of range' end)
 from due;
 
 -- name: producer_notify_off

@@ -12,12 +12,17 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pglogrepl"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 )
+
+// The WAL tests stream from the test binary's throwaway cluster with
+// wal_level = logical: its start overlaps the package's other tests.
+func init() { pgtest.StartLogical() }
 
 // follow runs w.Follow with deliver until stop is called or the test ends,
 // once the slot is streamed, and returns Follow's error on done.
@@ -71,7 +76,7 @@ func newEvent() postbox.Event {
 // confirms the slot only past what deliver accepted: after a deliver that
 // failed, the next Follow starts again with the transaction it failed on.
 func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.LogicalStore(t)
 	w := pgtest.WAL(t, s)
 	ctx := context.Background()
 	var mu sync.Mutex
@@ -145,7 +150,7 @@ func TestWALFollowConfirmsOnlyWhatWasDelivered(t *testing.T) {
 // not only four: a transaction committed behind a dozen small batches in
 // flight is handed over at once.
 func TestWALFollowPipelinesManyBatches(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.LogicalStore(t)
 	w := pgtest.WAL(t, s)
 	const batches = 12
 	var mu sync.Mutex
@@ -184,7 +189,7 @@ func TestWALFollowPipelinesManyBatches(t *testing.T) {
 // A second Follow of a slot another one streams fails (its caller stands
 // by); State says the slot is active and how much WAL it retains.
 func TestWALOneFollowerAtATime(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.LogicalStore(t)
 	w := pgtest.WAL(t, s)
 	_, firstDone := follow(t, w, func(context.Context, []uuid.UUID) error { return nil })
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -298,14 +303,248 @@ func TestSetProducerNotify(t *testing.T) {
 	}
 }
 
-// Slot and publication names are checked.
+// Slot and publication names are checked; the default names carry the
+// database and the schema.
 func TestWALConfigNames(t *testing.T) {
 	s := pgtest.Store(t)
 	if _, err := s.WAL(postgres.WALConfig{Slot: "Bad-Name"}); err == nil {
 		t.Fatal("WAL accepted the slot name Bad-Name")
 	}
 	w, err := s.WAL(postgres.WALConfig{})
-	if err != nil || w.Slot() != "postbox_"+strings.ToLower(s.Schema()) || w.Publication() != w.Slot() {
+	if err != nil || w.Slot() != postgres.DefaultSlot(s.Pool().Config().ConnConfig.Database, s.Schema()) || w.Publication() != w.Slot() {
 		t.Fatalf("default names %v, %v", w, err)
+	}
+}
+
+// The default slot name is "postbox_<database>_<schema>"; names that would
+// be too long or hold other characters are cut and cleaned, and made
+// unique again by a hash.
+func TestDefaultSlot(t *testing.T) {
+	if got := postgres.DefaultSlot("shop", "public"); got != "postbox_shop_public" {
+		t.Fatalf("DefaultSlot(shop, public) = %s", got)
+	}
+	long := strings.Repeat("x", 63)
+	names := map[string][2]string{}
+	for _, in := range [][2]string{
+		{"shop", "public"}, {"public", "shop"}, {"Shop", "public"}, {"sh-op", "public"}, {"sh_op", "public"},
+		{long, "public"}, {long, "public2"}, {long + "y", "public"}, {"заказы", "public"}, {"заказ", "public"},
+	} {
+		got := postgres.DefaultSlot(in[0], in[1])
+		if len(got) > 63 || strings.Trim(got, "abcdefghijklmnopqrstuvwxyz0123456789_") != "" {
+			t.Errorf("DefaultSlot(%q, %q) = %q: not a slot name", in[0], in[1], got)
+		}
+		if other, ok := names[got]; ok {
+			t.Errorf("DefaultSlot(%q, %q) = %q, the name of %q", in[0], in[1], got, other)
+		}
+		names[got] = in
+	}
+}
+
+// publicStore is a store migrated in the schema public of the database at
+// url, as two deployments on one server have.
+func publicStore(t *testing.T, url string) *postgres.Store {
+	t.Helper()
+	s, err := postgres.New(pgtest.PoolAt(t, url), postgres.Config{Schema: "public"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Migrate(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// collect is a Follow deliver that keeps what it is given.
+type collect struct {
+	mu  sync.Mutex
+	ids []uuid.UUID
+}
+
+func (c *collect) deliver(_ context.Context, ids []uuid.UUID) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.ids = append(c.ids, ids...)
+	return nil
+}
+
+func (c *collect) got() []uuid.UUID {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.ids)
+}
+
+// Two databases of one server, both with the outbox in public: each has a
+// slot of its own, both stream at once, each stream brings its own
+// database's events, and dropping one database's slot leaves the other's
+// (DropSlot says whether there was one to drop).
+func TestWALSlotsOfTwoDatabasesStayApart(t *testing.T) {
+	a, b := publicStore(t, pgtest.LogicalDatabase(t)), publicStore(t, pgtest.LogicalDatabase(t))
+	wa, wb := pgtest.WAL(t, a), pgtest.WAL(t, b)
+	if wa.Slot() == wb.Slot() {
+		t.Fatalf("both databases use the slot %s", wa.Slot())
+	}
+	var ca, cb collect
+	stopA, doneA := follow(t, wa, ca.deliver)
+	follow(t, wb, cb.deliver)
+	ctx := context.Background()
+	ea, eb := newEvent(), newEvent()
+	if err := a.Enqueue(ctx, ea); err != nil {
+		t.Fatal(err)
+	}
+	if err := b.Enqueue(ctx, eb); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "each stream to bring its event", func() bool { return len(ca.got()) == 1 && len(cb.got()) == 1 })
+	if ga, gb := ca.got(), cb.got(); ga[0] != ea.ID || gb[0] != eb.ID {
+		t.Fatalf("streamed %v and %v, want %v and %v", ga, gb, ea.ID, eb.ID)
+	}
+
+	stopA()
+	if err := <-doneA; err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "a's slot to be idle", func() bool { st, _ := wa.State(ctx); return !st.Active })
+	if existed, err := wa.DropSlot(ctx); err != nil || !existed {
+		t.Fatalf("DropSlot of a's slot: %v, %v; want it dropped", existed, err)
+	}
+	if existed, err := wa.DropSlot(ctx); err != nil || existed {
+		t.Fatalf("DropSlot of a's slot again: %v, %v; want none to drop", existed, err)
+	}
+	if st, err := wb.State(ctx); err != nil || !st.Exists || !st.Active {
+		t.Fatalf("b's slot after a's was dropped: %+v, %v; want it streamed still", st, err)
+	}
+}
+
+// A slot name given to the relays of two databases: the second database's
+// Follow fails, naming the database that has the slot, and its DropSlot
+// finds no slot to drop and leaves the first database's.
+func TestWALSlotNamedInAnotherDatabase(t *testing.T) {
+	urlA := pgtest.LogicalDatabase(t)
+	a, b := publicStore(t, urlA), publicStore(t, pgtest.LogicalDatabase(t))
+	cfg := postgres.WALConfig{Slot: "pbtest_one_name"}
+	wa, wb := pgtest.WALWith(t, a, cfg), pgtest.WALWith(t, b, cfg)
+	follow(t, wa, func(context.Context, []uuid.UUID) error { return nil })
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	dbA := a.Pool().Config().ConnConfig.Database
+	err := wb.Follow(ctx, at(func(context.Context, []uuid.UUID) error { return nil }))
+	if err == nil || !strings.Contains(err.Error(), fmt.Sprintf("slot pbtest_one_name belongs to the database %q", dbA)) {
+		t.Fatalf("Follow of a slot of another database: %v, want an error naming %s", err, dbA)
+	}
+	if existed, err := wb.DropSlot(ctx); err != nil || existed {
+		t.Fatalf("DropSlot from the other database: %v, %v; want none to drop", existed, err)
+	}
+	if st, err := wa.State(ctx); err != nil || !st.Exists || !st.Active {
+		t.Fatalf("the slot after the other database's DropSlot: %+v, %v; want it streamed still", st, err)
+	}
+}
+
+// A deployment of an earlier version has the slot "postbox_" and the
+// schema: the first Follow under the new default name drops it, with its
+// publication, once no relay streams it, in its own database only.
+func TestWALDropsTheIdleSlotOfAnEarlierVersion(t *testing.T) {
+	a, b := publicStore(t, pgtest.LogicalDatabase(t)), publicStore(t, pgtest.LogicalDatabase(t))
+	ctx := context.Background()
+	for _, q := range []string{
+		"create publication postbox_public for table public.outbox_events with (publish = 'insert')",
+		"select pg_create_logical_replication_slot('postbox_public', 'pgoutput')",
+	} {
+		if _, err := a.Pool().Exec(ctx, q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	legacy := pgtest.WALWith(t, a, postgres.WALConfig{Slot: "postbox_public"})
+	follow(t, pgtest.WAL(t, b), func(context.Context, []uuid.UUID) error { return nil })
+	if st, err := legacy.State(ctx); err != nil || !st.Exists {
+		t.Fatalf("the earlier version's slot of a after b's relay started: %+v, %v; want it left", st, err)
+	}
+
+	follow(t, pgtest.WAL(t, a), func(context.Context, []uuid.UUID) error { return nil })
+	if st, err := legacy.State(ctx); err != nil || st.Exists {
+		t.Fatalf("the earlier version's slot after a's relay started: %+v, %v; want it dropped", st, err)
+	}
+	var publications int
+	if err := a.Pool().QueryRow(ctx, "select count(*) from pg_publication where pubname = 'postbox_public'").Scan(&publications); err != nil || publications != 0 {
+		t.Fatalf("the earlier version's publication: %d (%v), want it dropped", publications, err)
+	}
+}
+
+// Rows of plain-SQL producers that no event can be read from (times that
+// are ±infinity, retries at the integer limit or negative) come through
+// the stream's claim as deliveries marked Invalid, naming the column and
+// the value's problem, beside the good events of their batches; the stream
+// goes on to the next transactions.
+func TestWALClaimReadsHostileRowsAsInvalid(t *testing.T) {
+	s := pgtest.LogicalStore(t)
+	w := pgtest.WAL(t, s)
+	ctx := context.Background()
+	var mu sync.Mutex
+	claimed := map[uuid.UUID]store.Delivery{}
+	ctxFollow, cancel := context.WithCancel(ctx)
+	t.Cleanup(cancel)
+	done := make(chan error, 1)
+	go func() {
+		done <- w.Follow(ctxFollow, func(ctx context.Context, ids []uuid.UUID, claim postgres.WALClaim) func() error {
+			got, err := claim(ctx, store.ClaimParams{Owner: "stream", Limit: len(ids), Lease: time.Minute})
+			mu.Lock()
+			for _, d := range got {
+				claimed[d.ID] = d
+			}
+			mu.Unlock()
+			return func() error { return err }
+		})
+	}()
+	waitUntil(t, "the slot to be streamed", func() bool { st, err := w.State(ctx); return err == nil && st.Active })
+
+	hostile := map[string]string{ // the row's columns -> Invalid
+		"created_at = 'infinity'":                     "created_at: infinity is not a time",
+		"created_at = '-infinity'":                    "created_at: -infinity is not a time",
+		"available_at = '-infinity'":                  "available_at: -infinity is not a time",
+		"retries = 2147483647":                        "retries: 2147483647 is out of range",
+		"retries = -3":                                "retries: -3 is negative",
+		"retries = -1, created_at = '-infinity'":      "created_at: -infinity is not a time; retries: -1 is negative",
+		"headers = '{\"a\": {\"b\": [1]}, \"c\": 2}'": "",
+		"headers = '[1, 2]'":                          "",
+	}
+	want := map[uuid.UUID]string{}
+	tbl := s.Table("outbox_events")
+	for set, invalid := range hostile {
+		good := newEvent()
+		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
+			var id uuid.UUID
+			if err := tx.QueryRow(ctx, "insert into "+tbl+" (event_type, payload) values ('order.created', '{}') returning id").Scan(&id); err != nil {
+				return err
+			}
+			want[id] = invalid
+			if _, err := tx.Exec(ctx, "update "+tbl+" set "+set+" where id = $1", id); err != nil {
+				return err
+			}
+			return s.Enqueue(ctx, good) // not in tx: a transaction of its own
+		})
+		if err != nil {
+			t.Fatalf("%s: %v", set, err)
+		}
+		want[good.ID] = ""
+	}
+	waitUntil(t, "every row claimed", func() bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return len(claimed) == len(want)
+	})
+	mu.Lock()
+	defer mu.Unlock()
+	for id, invalid := range want {
+		d := claimed[id]
+		if d.Invalid != invalid {
+			t.Errorf("event %s: Invalid %q, want %q", id, d.Invalid, invalid)
+		}
+		if invalid == "" && (d.Attempt != 1 || d.CreatedAt.IsZero() || d.EventType != "order.created") {
+			t.Errorf("event %s read as %+v", id, d)
+		}
+	}
+	select {
+	case err := <-done:
+		t.Fatalf("Follow ended: %v", err)
+	default:
 	}
 }
