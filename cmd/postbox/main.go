@@ -30,6 +30,7 @@ func signalContext() (context.Context, func()) {
 		cancel()
 		<-signals
 		fmt.Fprintln(os.Stderr, "postbox: second signal, exiting at once")
+		leavePresence()
 		os.Exit(130)
 	}()
 	return ctx, func() { signal.Stop(signals); cancel() }

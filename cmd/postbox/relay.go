@@ -43,7 +43,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat    = fs.String("log-format", "text", "text or json")
 		wal          = fs.Bool("wal", false, "WAL mode (PostgreSQL, wal_level = logical, a user with REPLICATION): deliver the outbox's inserts as they commit, streamed from a logical replication slot; poll for retries (see docs/wal.md; \"postbox migrate --wal\" lets producers skip the notify trigger)")
-		walSlot      = fs.String("wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_ and the schema)")
+		walSlot      = fs.String("wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_<database>_<schema>)")
 		walDropSlot  = fs.Bool("wal-drop-slot", false, "drop the replication slot and the publication of --wal, and exit (stop the relays streaming it first)")
 		heartbeat    = fs.Duration("heartbeat", presence.EveryDefault, fmt.Sprintf("how often the relay renews its row in the presence table, which postbox status reads (its mode, whether it finds the sink down); a row %d beats old is shown stale", store.PresenceStaleBeats))
 	)
@@ -209,8 +209,13 @@ func dropWALSlot(ctx context.Context, db *dbFlags, slot string) error {
 	if err != nil {
 		return err
 	}
-	if err := w.Drop(ctx); err != nil {
+	existed, err := w.DropSlot(ctx)
+	if err != nil {
 		return err
+	}
+	if !existed {
+		fmt.Printf("no slot %s in this database (publication %s dropped if it existed)\n", w.Slot(), w.Publication())
+		return nil
 	}
 	fmt.Printf("dropped %s\n", w)
 	return nil

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/postbox-go/postbox/relay/presence"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 )
@@ -53,6 +54,9 @@ type relayJSON struct {
 	// crashed, hangs or cannot reach the database): what its row says may
 	// no longer hold.
 	Stale bool `json:"stale"`
+	// PrunedInSeconds, on a stale row, is how long until the running
+	// relays delete it (presence.PrunedIn); 0: at their next prune.
+	PrunedInSeconds *float64 `json:"pruned_in_seconds,omitempty"`
 	// SinkDown: the relay found its sink unreachable, since SinkDownSince,
 	// for SinkError.
 	SinkDown      bool       `json:"sink_down"`
@@ -80,6 +84,10 @@ func relaysOf(rows []store.RelayPresence) (relays []relayJSON, sinkDown bool) {
 		if r.SinkDown {
 			since := p.SinkDownSince
 			r.SinkDownSince = &since
+		}
+		if r.Stale {
+			in := presence.PrunedIn(p).Seconds()
+			r.PrunedInSeconds = &in
 		}
 		sinkDown = sinkDown || r.SinkDown && !r.Stale
 		relays = append(relays, r)
@@ -143,7 +151,7 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 	asJSON := fs.Bool("json", false, "print JSON (with --watch: one object per line)")
 	top := fs.Int("types", 10, "event types shown, the most numerous first; the rest are summed up as \"other\"")
 	var watch watchFlag
-	walSlot := fs.String("wal-slot", "", "the replication slot of relay --wal whose retained WAL is shown (default postbox_ and the schema)")
+	walSlot := fs.String("wal-slot", "", "the replication slot of relay --wal whose retained WAL is shown (default postbox_<database>_<schema>)")
 	fs.Var(&watch, "watch", fmt.Sprintf("print again every interval (--watch, %v, or --watch 5s) until Ctrl-C", watchDefault))
 	check := fs.Bool("check", false, fmt.Sprintf("exit with code %d (after printing) when a live relay finds the sink down; without it, status exits 0 whatever the state", exitSinkDown))
 	return func(ctx context.Context) error {
@@ -325,13 +333,21 @@ func printRelays(w io.Writer, relays []relayJSON) {
 		state := "sink up"
 		switch {
 		case r.Stale:
-			state = "STALE: no heartbeat for " + roundAge(age) + " (crashed, hung, or cut off from the database)"
+			state = "STALE: no heartbeat for " + roundAge(age) + " (crashed, hung, or cut off from the database); " + prunedIn(r)
 		case r.SinkDown:
 			state = fmt.Sprintf("sink down since %s (%s)", r.SinkDownSince.UTC().Format(time.RFC3339), r.SinkError)
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", r.ID, r.Mode, r.Sink, roundAge(age), state)
 	}
 	_ = tw.Flush()
+}
+
+// prunedIn says when the running relays delete a stale row.
+func prunedIn(r relayJSON) string {
+	if r.PrunedInSeconds == nil || *r.PrunedInSeconds == 0 {
+		return "removed at the next prune of a running relay"
+	}
+	return "removed within " + roundAge(time.Duration(*r.PrunedInSeconds*float64(time.Second))) + " by a running relay"
 }
 
 // since is how long ago t was, rounded for people.

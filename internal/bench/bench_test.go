@@ -187,7 +187,7 @@ func TestWALAndInboxScenarios(t *testing.T) {
 		relays   relayCalls
 	)
 	cfg := bench.Config{
-		DB: pgtest.URL(), Scenarios: []string{"wal", bench.ScenarioInbox},
+		DB: pgtest.LogicalURL(t), Scenarios: []string{"wal", bench.ScenarioInbox},
 		DrainEvents: 2000, Duration: time.Second, Rates: []int{200}, Clients: 4, InboxClients: 4,
 		Progress: &progress, RelayCommand: relays.command,
 	}
