@@ -21,6 +21,9 @@ type SetupConfig struct {
 	Queue string
 	// BindingKey binds Queue to the exchange. Default BindingKeyDefault.
 	BindingKey string
+	// DryRun changes nothing: Setup only reports what it would do (a step
+	// Created is one it would create).
+	DryRun bool
 }
 
 // SetupStep is what Setup did with one resource.
@@ -62,7 +65,7 @@ func Setup(ctx context.Context, c Config, s SetupConfig) ([]SetupStep, error) {
 	defer amqpconn.Close(conn)
 	where := fmt.Sprintf("in vhost %q on %s", st.server.vhost, st.server.address)
 	exchange := SetupStep{Resource: fmt.Sprintf("exchange %q", c.Exchange), Settings: "type topic, durable"}
-	exchange.Created, err = declare(conn,
+	exchange.Created, err = declare(conn, s.DryRun,
 		func(ch *amqp091.Channel) error {
 			return ch.ExchangeDeclarePassive(c.Exchange, amqp091.ExchangeTopic, true, false, false, false, nil)
 		},
@@ -78,7 +81,7 @@ func Setup(ctx context.Context, c Config, s SetupConfig) ([]SetupStep, error) {
 	}
 	args := amqp091.Table{"x-queue-type": "quorum"}
 	queue := SetupStep{Resource: fmt.Sprintf("queue %q", s.Queue), Settings: "quorum, durable"}
-	queue.Created, err = declare(conn,
+	queue.Created, err = declare(conn, s.DryRun,
 		func(ch *amqp091.Channel) error {
 			_, err := ch.QueueDeclarePassive(s.Queue, true, false, false, false, nil)
 			return err
@@ -90,7 +93,9 @@ func Setup(ctx context.Context, c Config, s SetupConfig) ([]SetupStep, error) {
 	if err != nil {
 		return nil, fmt.Errorf("amqp: queue %q %s: %w", s.Queue, where, err)
 	}
-	err = onChannel(conn, func(ch *amqp091.Channel) error { return ch.QueueBind(s.Queue, s.BindingKey, c.Exchange, false, nil) })
+	if !s.DryRun {
+		err = onChannel(conn, func(ch *amqp091.Channel) error { return ch.QueueBind(s.Queue, s.BindingKey, c.Exchange, false, nil) })
+	}
 	if err != nil {
 		return nil, fmt.Errorf("amqp: bind queue %q to exchange %q with key %q %s: %w", s.Queue, c.Exchange, s.BindingKey, where, err)
 	}
@@ -103,14 +108,16 @@ func Setup(ctx context.Context, c Config, s SetupConfig) ([]SetupStep, error) {
 }
 
 // declare runs exists on a channel of its own and, when the server says
-// the resource is not found, create on another. A resource that exists is
+// the resource is not found, create on another (unless dryRun). A resource that exists is
 // declared again with the settings asked, which the server refuses when
 // they are inequivalent (ErrDiffers) and which otherwise changes nothing.
 // It reports whether it created the resource.
-func declare(conn *amqp091.Connection, exists, create func(*amqp091.Channel) error) (bool, error) {
+func declare(conn *amqp091.Connection, dryRun bool, exists, create func(*amqp091.Channel) error) (bool, error) {
 	err := onChannel(conn, exists)
 	var e *amqp091.Error
 	switch {
+	case errors.As(err, &e) && e.Code == amqp091.NotFound && dryRun:
+		return true, nil
 	case errors.As(err, &e) && e.Code == amqp091.NotFound:
 		return true, onChannel(conn, create)
 	case err != nil:

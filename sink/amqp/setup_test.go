@@ -23,7 +23,7 @@ func setupNames(t *testing.T, srv *amqptest.Server) (exchange, queue string) {
 	return exchange, queue
 }
 
-// Setup declares a durable topic exchange and a quorum queue bound to it;
+// A dry run declares nothing; Setup declares a durable topic exchange and a quorum queue bound to it;
 // the second time it finds them and says nothing was created; the sink
 // then starts, and what it publishes reaches the queue.
 func TestSetupDeclaresTheExchangeAndQueueOnce(t *testing.T) {
@@ -31,6 +31,13 @@ func TestSetupDeclaresTheExchangeAndQueueOnce(t *testing.T) {
 	exchange, queue := setupNames(t, srv)
 	cfg := amqp.Config{URL: amqptest.URL(), Exchange: exchange, RoutingKey: "orders.{event_type}"}
 	setup := amqp.SetupConfig{Queue: queue, BindingKey: "orders.#"}
+	dry, err := amqp.Setup(t.Context(), cfg, amqp.SetupConfig{Queue: queue, DryRun: true})
+	if err != nil || len(dry) != 3 || !dry[0].Created || !dry[1].Created {
+		t.Fatalf("dry run = %+v, %v; want the exchange and queue to create", dry, err)
+	}
+	if _, err := amqp.New(t.Context(), cfg); err == nil {
+		t.Fatal("the exchange exists after a dry run")
+	}
 	steps, err := amqp.Setup(t.Context(), cfg, setup)
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,9 @@ type SetupConfig struct {
 	// ReplicationFactor is each topic's number of replicas. Default
 	// ReplicationFactorDefault; it cannot exceed the cluster's brokers.
 	ReplicationFactor int16
+	// DryRun changes nothing: Setup only reports what it would do (a step
+	// Created is one it would create).
+	DryRun bool
 }
 
 // SetupStep is what Setup did with one resource.
@@ -96,6 +99,10 @@ func Setup(ctx context.Context, cfg Config, s SetupConfig) ([]SetupStep, error) 
 		return nil, fmt.Errorf("kafka: replication factor %d needs as many brokers; the cluster has %d (ask for %d or fewer)", s.ReplicationFactor, len(meta.Brokers), len(meta.Brokers))
 	}
 	for _, topic := range missing {
+		if s.DryRun {
+			steps = append(steps, SetupStep{Resource: fmt.Sprintf("topic %q", topic), Created: true, Settings: describeTopic(s.Partitions, s.ReplicationFactor)})
+			continue
+		}
 		resp, err := admin.CreateTopic(ctx, s.Partitions, s.ReplicationFactor, topicConfigs(s.ReplicationFactor), topic)
 		if err == nil {
 			err = resp.Err

@@ -9,7 +9,7 @@ import (
 	"github.com/postbox-go/postbox/sink/kafka"
 )
 
-// Setup creates a fixed topic with the partitions and replication factor
+// A dry run creates nothing; Setup creates a fixed topic with the partitions and replication factor
 // asked; the second time it finds it and creates nothing; the sink then
 // starts on it.
 func TestSetupCreatesTheTopicOnce(t *testing.T) {
@@ -20,6 +20,13 @@ func TestSetupCreatesTheTopicOnce(t *testing.T) {
 	}
 	if _, err := kafka.New(t.Context(), cfg); err == nil {
 		t.Fatal("New before Setup: the topic exists already")
+	}
+	dry, err := kafka.Setup(t.Context(), cfg, kafka.SetupConfig{DryRun: true})
+	if err != nil || len(dry) != 1 || !dry[0].Created {
+		t.Fatalf("dry run = %+v, %v; want the topic to create", dry, err)
+	}
+	if _, err := kafka.New(t.Context(), cfg); err == nil {
+		t.Fatal("the topic exists after a dry run")
 	}
 	steps, err := kafka.Setup(t.Context(), cfg, kafka.SetupConfig{})
 	if err != nil {

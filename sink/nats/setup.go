@@ -29,6 +29,9 @@ type SetupConfig struct {
 	// Replicas is the stream's number of replicas (1 for a single server).
 	// Default 1.
 	Replicas int
+	// DryRun changes nothing: Setup only reports what it would do (a step
+	// Created is one it would create).
+	DryRun bool
 }
 
 // SetupStep is what Setup did with one resource.
@@ -90,8 +93,10 @@ func Setup(ctx context.Context, c Config, s SetupConfig) (SetupStep, error) {
 	st, err := js.Stream(ctx, name)
 	switch {
 	case errors.Is(err, jetstream.ErrStreamNotFound):
-		if _, err := js.CreateStream(ctx, want); err != nil {
-			return SetupStep{}, fmt.Errorf("nats: create stream %s: %w", name, err)
+		if !s.DryRun {
+			if _, err := js.CreateStream(ctx, want); err != nil {
+				return SetupStep{}, fmt.Errorf("nats: create stream %s: %w", name, err)
+			}
 		}
 		return SetupStep{Resource: "stream " + name, Created: true, Settings: describeStream(want)}, nil
 	case err != nil:

@@ -31,11 +31,18 @@ func setupConfig(t *testing.T, query string) (nats.Config, string, jetstream.Jet
 	return cfg, prefix, js
 }
 
-// Setup creates a file stream capturing the template's subjects with the
+// A dry run creates nothing; Setup creates a file stream capturing the template's subjects with the
 // default duplicate window; a second Setup finds it and changes nothing,
 // and the sink then starts on it.
 func TestSetupCreatesTheStreamOnce(t *testing.T) {
 	cfg, prefix, js := setupConfig(t, "subject=PREFIX.{aggregate_type}.{event_type}")
+	dry, err := nats.Setup(t.Context(), cfg, nats.SetupConfig{DryRun: true})
+	if err != nil || !dry.Created {
+		t.Fatalf("dry run = %+v, %v; want the stream to create", dry, err)
+	}
+	if _, err := js.Stream(t.Context(), strings.ToUpper(prefix)); !errors.Is(err, jetstream.ErrStreamNotFound) {
+		t.Fatalf("after a dry run, the stream: %v, want not found", err)
+	}
 	step, err := nats.Setup(t.Context(), cfg, nats.SetupConfig{})
 	if err != nil {
 		t.Fatal(err)
