@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"flag"
 	"fmt"
 	"os"
@@ -493,7 +494,7 @@ func TestDocsArchitecturePackageTable(t *testing.T) {
 	}
 	for _, p := range packages {
 		if !covered(p) {
-			t.Errorf("package %q is not in docs/architecture.md's package table", cmpOr(p, "postbox (root)"))
+			t.Errorf("package %q is not in docs/architecture.md's package table", cmp.Or(p, "postbox (root)"))
 		}
 	}
 	for _, n := range named {
@@ -507,13 +508,6 @@ func TestDocsArchitecturePackageTable(t *testing.T) {
 			t.Errorf("docs/architecture.md's package table names %q, which is no package", n)
 		}
 	}
-}
-
-func cmpOr(s, alt string) string {
-	if s == "" {
-		return alt
-	}
-	return s
 }
 
 // packageTable returns the packages named in the first column of the

@@ -125,8 +125,10 @@ func runSetup(ctx context.Context, scheme, raw string, f setupFlags) ([]setupSte
 			return nil, fmt.Errorf("%w: --partitions and --replication-factor must be positive", errUsage)
 		}
 		var topics []string
-		if f.topics != "" {
-			topics = strings.Split(f.topics, ",")
+		for topic := range strings.SplitSeq(f.topics, ",") {
+			if topic = strings.TrimSpace(topic); topic != "" {
+				topics = append(topics, topic)
+			}
 		}
 		steps, err := kafka.Setup(ctx, cfg, kafka.SetupConfig{
 			Topics: topics, Partitions: int32(f.partitions), ReplicationFactor: int16(f.replicationFactor), DryRun: f.dryRun,
@@ -192,5 +194,9 @@ func withSetupHint(ctx context.Context, u *url.URL, err error) error {
 	if len(missing) == 0 {
 		return err
 	}
-	return fmt.Errorf("--sink %s: %s does not exist; create it with: postbox sink setup --sink URL (the same URL; it prints what it creates)", u.Redacted(), strings.Join(missing, " and "))
+	also := ""
+	if strings.EqualFold(u.Scheme, "kafka") {
+		also = ", or add allow_auto_topic_creation=true to the sink URL"
+	}
+	return fmt.Errorf("--sink %s: %s does not exist; create it with: postbox sink setup --sink URL (the same URL; it prints what it creates)%s", u.Redacted(), strings.Join(missing, " and "), also)
 }

@@ -115,7 +115,7 @@ func TestSetupKafkaThenRelayDelivers(t *testing.T) {
 	_, brokers := kafkatest.NewCluster(t)
 	sinkURL := kafkatest.URL(brokers, "topic=orders")
 
-	if last := runFails(t, command(append([]string{"relay", "--sink", sinkURL}, db...)...)); !strings.Contains(last, `topic "orders" (6 partitions, replication factor 3) does not exist`) || !strings.Contains(last, "postbox sink setup --sink") {
+	if last := runFails(t, command(append([]string{"relay", "--sink", sinkURL}, db...)...)); !strings.Contains(last, `topic "orders" (6 partitions, replication factor 3) does not exist`) || !strings.Contains(last, "postbox sink setup --sink") || !strings.Contains(last, "allow_auto_topic_creation=true") {
 		t.Fatalf("relay without a topic said %q, want it to name the topic and postbox sink setup", last)
 	}
 	checkSetupTwice(t, nil, "--sink", sinkURL, "--partitions", "3")
