@@ -126,8 +126,9 @@ func TestDeployDockerBuildIsStaticAndRuns(t *testing.T) {
 	}
 	build := exec.Command(args[0], args[1:]...)
 	build.Dir = dir
-	// A Docker build has no GOFLAGS; this machine's go env may set some.
-	build.Env = append(append(os.Environ(), "GOFLAGS="), env...)
+	// A Docker build stamps the commit of the context's .git
+	// (-buildvcs=auto); this machine's go env may turn it off.
+	build.Env = append(append(os.Environ(), "GOFLAGS=-buildvcs=auto"), env...)
 	if msg, err := build.CombinedOutput(); err != nil {
 		t.Fatalf("%s: %v\n%s", strings.Join(args, " "), err, msg)
 	}
