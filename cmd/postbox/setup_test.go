@@ -91,7 +91,7 @@ func TestSetupAMQPThenRelayDelivers(t *testing.T) {
 
 	relay := command(append([]string{"relay", "--sink", sinkURL}, db...)...)
 	relay.Env = append(relay.Env, env...)
-	if last := runFails(t, relay); !strings.Contains(last, `exchange "`+exchange+`" (type topic, durable) does not exist`) || !strings.Contains(last, "postbox sink setup --sink") {
+	if last := runFails(t, relay); !strings.Contains(last, `exchange "`+exchange+`" in vhost "/" (type topic, durable) does not exist`) || !strings.Contains(last, "postbox sink setup --sink") {
 		t.Fatalf("relay without an exchange said %q, want it to name the exchange and postbox sink setup", last)
 	}
 	checkSetupTwice(t, env, "--sink", sinkURL, "--queue", queue)

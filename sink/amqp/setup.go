@@ -28,7 +28,7 @@ type SetupConfig struct {
 
 // SetupStep is what Setup did with one resource.
 type SetupStep struct {
-	// Resource names it: `exchange "orders"`.
+	// Resource names it: `exchange "orders" in vhost "/"`.
 	Resource string
 	// Created is false when it existed already (and was left unchanged).
 	Created bool
@@ -64,7 +64,7 @@ func Setup(ctx context.Context, c Config, s SetupConfig) ([]SetupStep, error) {
 	}
 	defer amqpconn.Close(conn)
 	where := fmt.Sprintf("in vhost %q on %s", st.server.vhost, st.server.address)
-	exchange := SetupStep{Resource: fmt.Sprintf("exchange %q", c.Exchange), Settings: "type topic, durable"}
+	exchange := SetupStep{Resource: fmt.Sprintf("exchange %q in vhost %q", c.Exchange, st.server.vhost), Settings: "type topic, durable"}
 	exchange.Created, err = declare(conn, s.DryRun,
 		func(ch *amqp091.Channel) error {
 			return ch.ExchangeDeclarePassive(c.Exchange, amqp091.ExchangeTopic, true, false, false, false, nil)
@@ -80,7 +80,7 @@ func Setup(ctx context.Context, c Config, s SetupConfig) ([]SetupStep, error) {
 		return steps, nil
 	}
 	args := amqp091.Table{"x-queue-type": "quorum"}
-	queue := SetupStep{Resource: fmt.Sprintf("queue %q", s.Queue), Settings: "quorum, durable"}
+	queue := SetupStep{Resource: fmt.Sprintf("queue %q in vhost %q", s.Queue, st.server.vhost), Settings: "quorum, durable"}
 	queue.Created, err = declare(conn, s.DryRun,
 		func(ch *amqp091.Channel) error {
 			_, err := ch.QueueDeclarePassive(s.Queue, true, false, false, false, nil)
