@@ -12,6 +12,9 @@ import (
 	"github.com/postbox-go/postbox/internal/amqptest"
 	"github.com/postbox-go/postbox/internal/kafkatest"
 	"github.com/postbox-go/postbox/internal/natstest"
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/sink/nats"
+	"github.com/postbox-go/postbox/sink/webhook"
 )
 
 // checkSetupTwice runs postbox sink setup with args twice: the first run
@@ -137,5 +140,16 @@ func TestSetupRefusesFlagsOfAnotherBroker(t *testing.T) {
 		if out := usageError(t, append([]string{"sink", "setup"}, args...)...); !strings.Contains(out, "applies to a") && !strings.Contains(out, "needs no setup") {
 			t.Errorf("sink setup %v said %q", args, out)
 		}
+	}
+}
+
+// The duplicate window sink setup gives a stream covers the longest a
+// default relay takes to publish an event again after a publish whose
+// PubAck was lost (its longest backoff, or a lease expiring after a crash,
+// plus the publish's timeout), so that Nats-Msg-Id stores the retry once.
+func TestSetupDuplicateWindowCoversTheRelaysRetry(t *testing.T) {
+	retry := max(relay.BackoffMaxDefault, relay.LeaseDefault+relay.PollIntervalDefault) + webhook.TimeoutDefault
+	if nats.DuplicateWindowDefault < retry {
+		t.Errorf("nats.DuplicateWindowDefault %v is shorter than a default relay's retry horizon %v", nats.DuplicateWindowDefault, retry)
 	}
 }
