@@ -34,6 +34,9 @@ var commands = map[string]command{
 	"keys":      {summary: "generate signing keys: an ed25519 pair (whsk_/whpk_, v1a) or a whsec_ secret", sub: keysCommands},
 	"migrate":   {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
 	"relay":     {summary: "deliver outbox events to a webhook endpoint or a broker (NATS JetStream, RabbitMQ, Kafka)", setup: setupRelay},
+	"version":   {summary: "print the version of postbox and the commit it was built from (also --version)", setup: setupVersion},
+	"--version": {summary: "the same as version", setup: setupVersion},
+	"sink":      {summary: "the broker a relay publishes to: setup creates what --sink needs (a stream, an exchange and queue, topics)", sub: sinkCommands},
 	"status":    {summary: "count events by status and by type, show the age of the oldest pending one and the relays running, and whether they find the sink down (--watch: again and again; --check: exit 3 when the sink is down)", setup: setupStatus, args: "[WATCH-INTERVAL]"},
 }
 

@@ -100,7 +100,8 @@ type openedSink struct {
 // openSink opens the sink that rawURL names, by its scheme: http or https
 // for a webhook endpoint, nats, amqp or amqps, kafka for a broker. A broker
 // sink connects at once and checks that its destination exists, so that a
-// missing stream or exchange stops the relay at start with a clear error.
+// missing stream, exchange or topic stops the relay at start with an error
+// that names it and points to "postbox sink setup" (withSetupHint).
 func openSink(ctx context.Context, rawURL string, opts sinkOptions) (*openedSink, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || u.Scheme == "" {

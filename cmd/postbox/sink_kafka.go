@@ -19,7 +19,7 @@ func openKafkaSink(ctx context.Context, u *url.URL, opts sinkOptions) (*openedSi
 	cfg.Timeout, cfg.Logger = opts.timeout, opts.logger
 	s, err := kafka.New(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, withSetupHint(ctx, u, err)
 	}
 	return &openedSink{Sink: s, close: func() error { s.Close(); return nil }}, nil
 }

@@ -25,7 +25,7 @@ func openNATSSink(ctx context.Context, u *url.URL, opts sinkOptions) (*openedSin
 	cfg.Logger = opts.logger
 	s, err := nats.New(ctx, cfg)
 	if err != nil {
-		return nil, err
+		return nil, withSetupHint(ctx, u, err)
 	}
 	return &openedSink{Sink: s, close: s.Close}, nil
 }
