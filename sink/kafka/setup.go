@@ -78,7 +78,7 @@ func Setup(ctx context.Context, cfg Config, s SetupConfig) ([]SetupStep, error) 
 	if s.ReplicationFactor == 0 {
 		s.ReplicationFactor = ReplicationFactorDefault
 	}
-	opts := clientOptions(cfg)
+	opts := clientOptions(cfg, 0)
 	client, err := kgo.NewClient(append(opts[:len(opts):len(opts)], kgo.ClientID("postbox-sink-setup"))...)
 	if err != nil {
 		return nil, fmt.Errorf("kafka: %w", err)
