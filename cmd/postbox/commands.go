@@ -8,6 +8,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/postbox-go/postbox/internal/dburl"
 )
 
 // command is one subcommand: its flags are declared by setup, which returns
@@ -123,7 +125,23 @@ func runCommand(ctx context.Context, name string, cmd command, args []string) er
 	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return runCmd(ctx)
+	return scrubFlags(fs, runCmd(ctx))
+}
+
+// secretFlags are the flags whose values may hold a password: err's text
+// is scrubbed of it, whatever quoted it (a driver, a server, a broker
+// client).
+var secretFlags = []string{"db", "sink", "webhook-url"}
+
+// scrubFlags hides in err the passwords of the URLs that fs's secretFlags
+// hold (see dburl.Scrub).
+func scrubFlags(fs *flag.FlagSet, err error) error {
+	for _, name := range secretFlags {
+		if f := fs.Lookup(name); f != nil && err != nil {
+			err = dburl.Scrub(err, f.Value.String())
+		}
+	}
+	return err
 }
 
 // usage lists the commands of prefix ("postbox", "postbox failed").
