@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
@@ -92,14 +93,10 @@ func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--
 // positional arguments may come in any order.
 func runCommand(ctx context.Context, name string, cmd command, args []string) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		line := name + " [flags]"
-		if cmd.args != "" {
-			line += " " + cmd.args
-		}
-		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s.\n\nFlags (each also read from the environment variable shown):\n", line, cmd.summary)
-		fs.PrintDefaults()
-	}
+	// A parse error is returned on one line (see flagError); --help prints
+	// the usage, to stdout.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	runCmd := cmd.setup(fs)
 	if err := applyEnv(fs); err != nil {
 		return err
@@ -108,9 +105,10 @@ func runCommand(ctx context.Context, name string, cmd command, args []string) er
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				commandUsage(os.Stdout, fs, name, cmd)
 				return nil
 			}
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return flagError(name, err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -142,6 +140,29 @@ func scrubFlags(fs *flag.FlagSet, err error) error {
 		}
 	}
 	return err
+}
+
+// commandUsage prints the usage of cmd, called name, with its flags.
+func commandUsage(w io.Writer, fs *flag.FlagSet, name string, cmd command) {
+	line := name + " [flags]"
+	if cmd.args != "" {
+		line += " " + cmd.args
+	}
+	fmt.Fprintf(w, "usage: %s\n\n%s.\n\nFlags (each also read from the environment variable shown):\n", line, cmd.summary)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// flagError is a usage error for the parse error err of command name: one
+// line, flags written with two dashes as in the help, and where the help
+// is.
+func flagError(name string, err error) error {
+	msg := err.Error()
+	for _, prefix := range []string{"flag -", "not defined: -", "argument: -"} {
+		msg = strings.Replace(msg, prefix, prefix+"-", 1)
+	}
+	return fmt.Errorf("%w: %s (see %s --help)", errUsage, msg, name)
 }
 
 // usage lists the commands of prefix ("postbox", "postbox failed").
