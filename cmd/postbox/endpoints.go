@@ -326,13 +326,35 @@ func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Cont
 }
 
 func setupEndpointsRemove(fs *flag.FlagSet) func(context.Context) error {
+	dryRun := fs.Bool("dry-run", false, "remove nothing: say which endpoint and how many deliveries would go")
 	return endpointCommand("remove", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+		if *dryRun {
+			return previewRemove(ctx, os.Stdout, s, id)
+		}
 		if err := s.EndpointDelete(ctx, id); err != nil {
 			return err
 		}
 		fmt.Printf("endpoint %s removed, with its deliveries and attempts\n", id)
 		return nil
 	})
+}
+
+// previewRemove is remove --dry-run: the endpoint and what would be
+// removed with it.
+func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, id uuid.UUID) error {
+	e, err := s.EndpointGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	c, err := s.DeliveryCounts(ctx, id)
+	if err != nil {
+		return err
+	}
+	total := c.Pending + c.Processing + c.Done + c.Failed + c.Dropped
+	j := toJSON(e)
+	fmt.Fprintf(w, "would remove endpoint %s (name %q, %s), with its %d deliveries (%d pending, %d processing, %d done, %d failed, %d dropped) and their attempts (--dry-run: nothing removed)\n",
+		j.ID, j.Name, j.URL, total, c.Pending, c.Processing, c.Done, c.Failed, c.Dropped)
+	return nil
 }
 
 func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {

@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,6 +76,9 @@ func (a *ageFlag) String() string {
 }
 
 func (a *ageFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("empty: want a duration such as 90m, 12h or 7d")
+	}
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.ParseFloat(n, 64)
 		if err != nil || days < 0 {
@@ -353,6 +357,9 @@ func setupFailedRetry(fs *flag.FlagSet) func(context.Context) error {
 	var sel selectionFlags
 	sel.register(fs, true)
 	return func(ctx context.Context) error {
+		if err := refuseEmpty(fs, "type", "group"); err != nil {
+			return err
+		}
 		var ids []uuid.UUID
 		for _, a := range fs.Args() {
 			id, err := uuid.Parse(a)
@@ -407,7 +414,11 @@ func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
 	var sel selectionFlags
 	sel.register(fs, false)
 	fs.Var(&sel.olderThan, "older-than", "required: delete the events that failed longer ago than this duration (90m, 12h, 7d)")
+	dryRun := fs.Bool("dry-run", false, fmt.Sprintf("delete nothing: say how many failed events would be deleted, and list the %d most recent", dryRunListed))
 	return func(ctx context.Context) error {
+		if err := refuseEmpty(fs, "type", "group"); err != nil {
+			return err
+		}
 		if !sel.olderThan.set {
 			return fmt.Errorf("%w: --older-than is required (such as 30d; 0s for every failed event)", errUsage)
 		}
@@ -429,12 +440,16 @@ func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
 		}
+		selection := store.FailedSelection{Group: sel.group,
+			FailedFilter: store.FailedFilter{EventType: sel.eventType, FailedBefore: sel.olderThan.ago()}}
+		if *dryRun {
+			return previewPurge(ctx, os.Stdout, s.Outbox, selection)
+		}
 		p := newProgress(os.Stdout, "purged")
 		n, err := s.Outbox.FailedPurge(ctx, store.FailedPurgeParams{
-			FailedSelection: store.FailedSelection{Group: sel.group,
-				FailedFilter: store.FailedFilter{EventType: sel.eventType, FailedBefore: sel.olderThan.ago()}},
-			BatchSize: batch,
-			Progress:  p.update,
+			FailedSelection: selection,
+			BatchSize:       batch,
+			Progress:        p.update,
 		})
 		p.end()
 		if err != nil {
@@ -442,6 +457,70 @@ func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
 		}
 		fmt.Printf("purged %d failed events\n", n)
 		return nil
+	}
+}
+
+// refuseEmpty refuses each flag of names that was given an empty value,
+// on the command line or by its environment variable (an unset shell
+// variable, --group "$G"): a command that deletes or retries would read it
+// as no filter, and act on more than was meant.
+func refuseEmpty(fs *flag.FlagSet, names ...string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && slices.Contains(names, f.Name) && f.Value.String() == "" {
+			err = fmt.Errorf("%w: --%s ($%s) is empty: give a value, or leave the flag out", errUsage, f.Name, envName(f.Name))
+		}
+	})
+	return err
+}
+
+// dryRunListed is how many events purge --dry-run lists.
+const dryRunListed = 20
+
+// previewPurge is purge --dry-run: it reads the failed events sel selects,
+// as the purge would, and prints how many there are and the dryRunListed
+// most recent.
+func previewPurge(ctx context.Context, w io.Writer, dl store.DeadLetters, sel store.FailedSelection) error {
+	n, first, err := selectFailed(ctx, dl, sel, dryRunListed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "would purge %d failed events (--dry-run: nothing deleted)\n", n)
+	if n == 0 {
+		return nil
+	}
+	if err := printFailedPage(w, store.FailedPage{Events: first}, false); err != nil {
+		return err
+	}
+	if more := n - len(first); more > 0 {
+		fmt.Fprintf(w, "… and %d more\n", more)
+	}
+	return nil
+}
+
+// selectFailed counts the failed events sel selects (its filter and group;
+// not its IDs), reading them page by page, the most recent failure first,
+// and returns the first keep of them.
+func selectFailed(ctx context.Context, dl store.DeadLetters, sel store.FailedSelection, keep int) (n int, first []store.Record, err error) {
+	var after store.FailedCursor
+	for {
+		page, err := dl.FailedList(ctx, store.FailedListParams{FailedFilter: sel.FailedFilter, After: after, Limit: store.FailedListLimitMax})
+		if err != nil {
+			return n, first, err
+		}
+		for _, r := range page.Events {
+			if sel.Group != "" && store.ErrorGroupID(store.ErrorFingerprint(r.LastError)) != sel.Group {
+				continue
+			}
+			n++
+			if len(first) < keep {
+				first = append(first, r)
+			}
+		}
+		if page.Next.IsZero() {
+			return n, first, nil
+		}
+		after = page.Next
 	}
 }
 
