@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -239,7 +238,7 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 			out[i] = toJSON(e)
 		}
 		if *asJSON {
-			return json.NewEncoder(os.Stdout).Encode(out)
+			return writeJSON(os.Stdout, out)
 		}
 		if len(out) == 0 {
 			fmt.Println("no endpoints (postbox endpoints add --url ... adds one)")
@@ -252,7 +251,7 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 			if e.Shadow {
 				state += ",shadow"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Name, state, e.URL, typesText(e.Types),
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, printable(e.Name), printable(state), printable(e.URL), typesText(e.Types),
 				rateText(e.RatePerSecond), e.Concurrency, e.Secret)
 		}
 		return w.Flush()
@@ -263,7 +262,7 @@ func typesText(types []string) string {
 	if len(types) == 0 {
 		return "*"
 	}
-	return strings.Join(types, ",")
+	return printable(strings.Join(types, ","))
 }
 
 func rateText(r float64) string {
@@ -287,7 +286,7 @@ func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 		j := toJSON(e)
 		j.Deliveries = &counts
 		if *asJSON {
-			return json.NewEncoder(os.Stdout).Encode(j)
+			return writeJSON(os.Stdout, j)
 		}
 		printEndpoint(os.Stdout, j)
 		return nil
@@ -296,11 +295,11 @@ func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 
 func printEndpoint(w io.Writer, e endpointJSON) {
 	fmt.Fprintf(w, "id           %s\nname         %s\nurl          %s\ntypes        %s\nstate        %s\n",
-		e.ID, e.Name, e.URL, typesText(e.Types), e.State)
+		e.ID, printable(e.Name), printable(e.URL), typesText(e.Types), printable(e.State))
 	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nsecret       %s\n",
-		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, e.Secret)
+		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, printable(e.Secret))
 	if e.PreviousSecretUntil != nil {
-		fmt.Fprintf(w, "old secret   %s, signs until %s\n", e.PreviousSecret, e.PreviousSecretUntil.Format(time.RFC3339))
+		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable(e.PreviousSecret), e.PreviousSecretUntil.Format(time.RFC3339))
 	}
 	if e.FailingSince != nil {
 		fmt.Fprintf(w, "failing      since %s (%s)\n", e.FailingSince.Format(time.RFC3339), age(*e.FailingSince))
@@ -352,8 +351,8 @@ func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, id uuid.
 	}
 	total := c.Pending + c.Processing + c.Done + c.Failed + c.Dropped
 	j := toJSON(e)
-	fmt.Fprintf(w, "would remove endpoint %s (name %q, %s), with its %d deliveries (%d pending, %d processing, %d done, %d failed, %d dropped) and their attempts (--dry-run: nothing removed)\n",
-		j.ID, j.Name, j.URL, total, c.Pending, c.Processing, c.Done, c.Failed, c.Dropped)
+	fmt.Fprintf(w, "would remove endpoint %s (name %s, %s), with its %d deliveries (%d pending, %d processing, %d done, %d failed, %d dropped) and their attempts (--dry-run: nothing removed)\n",
+		j.ID, printable(j.Name), printable(j.URL), total, c.Pending, c.Processing, c.Done, c.Failed, c.Dropped)
 	return nil
 }
 
@@ -424,7 +423,7 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 		if err := wh.Publish(ctx, &sink.Message{Event: ev, Attempt: 1}); err != nil {
 			return fmt.Errorf("test event %s to %s failed after %v: %w", ev.ID, redactSinkURL(e.URL), time.Since(start).Round(time.Millisecond), err)
 		}
-		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, redactSinkURL(e.URL), time.Since(start).Round(time.Millisecond))
+		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, printable(redactSinkURL(e.URL)), time.Since(start).Round(time.Millisecond))
 		return nil
 	})
 }
@@ -444,7 +443,7 @@ func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 			if attempts == nil {
 				attempts = []store.Attempt{}
 			}
-			return json.NewEncoder(os.Stdout).Encode(attempts)
+			return writeJSON(os.Stdout, attempts)
 		}
 		if len(attempts) == 0 {
 			fmt.Println("no attempts logged")
@@ -453,7 +452,7 @@ func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "AT\tEVENT\tTYPE\tATTEMPT\tSTATUS\tDURATION\tERROR")
 		for _, a := range attempts {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%v\t%s\n", a.At.Format(time.RFC3339), a.EventID, a.EventType, a.Attempt,
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%v\t%s\n", a.At.Format(time.RFC3339), a.EventID, oneLine(a.EventType, 100), a.Attempt,
 				a.StatusCode, a.Duration.Round(time.Millisecond), oneLine(a.Error, 100))
 		}
 		return w.Flush()

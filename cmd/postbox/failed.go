@@ -156,7 +156,7 @@ func printFailedPage(w io.Writer, page store.FailedPage, asJSON bool) error {
 		for _, r := range page.Events {
 			out.Events = append(out.Events, eventJSON(r))
 		}
-		return json.NewEncoder(w).Encode(out)
+		return writeJSON(w, out)
 	}
 	if len(page.Events) == 0 {
 		fmt.Fprintln(w, "no failed events")
@@ -165,7 +165,7 @@ func printFailedPage(w io.Writer, page store.FailedPage, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTYPE\tATTEMPTS\tFAILED\tLAST ERROR")
 	for _, r := range page.Events {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.ID, r.EventType, r.Attempts, age(r.ProcessedAt), oneLine(r.LastError, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.ID, oneLine(r.EventType, 100), r.Attempts, age(r.ProcessedAt), oneLine(r.LastError, 100))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -186,7 +186,7 @@ func printGroups(w io.Writer, g store.FailedGroups, asJSON bool) error {
 		if out.Groups == nil {
 			out.Groups = []store.FailureGroup{}
 		}
-		return json.NewEncoder(w).Encode(out)
+		return writeJSON(w, out)
 	}
 	if len(g.Groups) == 0 {
 		fmt.Fprintln(w, "no failed events")
@@ -225,9 +225,10 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
-// oneLine is s on one line, cut to at most n characters.
+// oneLine is s on one line, its runs of white space made one space, made
+// printable, cut to at most n characters.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = printable(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
@@ -262,7 +263,7 @@ func setupFailedShow(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		if *asJSON {
-			return json.NewEncoder(os.Stdout).Encode(eventJSON(r))
+			return writeJSON(os.Stdout, eventJSON(r))
 		}
 		printRecord(os.Stdout, r)
 		return nil
@@ -277,9 +278,9 @@ func printRecord(w io.Writer, r store.Record) {
 		return t.UTC().Format("2006-01-02 15:04:05.000 UTC") + " (" + age(t) + ")"
 	}
 	fmt.Fprintf(w, "id          %s\n", r.ID)
-	fmt.Fprintf(w, "status      %s\n", r.Status)
-	fmt.Fprintf(w, "event type  %s\n", r.EventType)
-	fmt.Fprintf(w, "aggregate   %s %s\n", r.AggregateType, r.AggregateID)
+	fmt.Fprintf(w, "status      %s\n", printable(r.Status))
+	fmt.Fprintf(w, "event type  %s\n", printable(r.EventType))
+	fmt.Fprintf(w, "aggregate   %s %s\n", printable(r.AggregateType), printable(r.AggregateID))
 	fmt.Fprintf(w, "attempts    %d\n", r.Attempts)
 	fmt.Fprintf(w, "created     %s\n", stamp(r.CreatedAt))
 	switch r.Status {
@@ -291,16 +292,16 @@ func printRecord(w io.Writer, r store.Record) {
 		fmt.Fprintf(w, "due         %s\n", stamp(r.AvailableAt))
 	}
 	if r.LeaseOwner != "" {
-		fmt.Fprintf(w, "leased to   %s until %s\n", r.LeaseOwner, stamp(r.LeaseExpiresAt))
+		fmt.Fprintf(w, "leased to   %s until %s\n", printable(r.LeaseOwner), stamp(r.LeaseExpiresAt))
 	}
 	if r.DedupKey != "" {
-		fmt.Fprintf(w, "dedup key   %s\n", r.DedupKey)
+		fmt.Fprintf(w, "dedup key   %s\n", printable(r.DedupKey))
 	}
 	lastError := r.LastError
 	if lastError == "" {
 		lastError = "-"
 	}
-	fmt.Fprintf(w, "last error  %s\n", lastError)
+	fmt.Fprintf(w, "last error  %s\n", printable(lastError))
 	fmt.Fprintln(w, "headers")
 	keys := make([]string, 0, len(r.Headers))
 	for k := range r.Headers {
@@ -308,7 +309,7 @@ func printRecord(w io.Writer, r store.Record) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %s\n", k, r.Headers[k])
+		fmt.Fprintf(w, "  %s: %s\n", printable(k), printable(r.Headers[k]))
 	}
 	if len(keys) == 0 {
 		fmt.Fprintln(w, "  (none)")
@@ -319,7 +320,7 @@ func printRecord(w io.Writer, r store.Record) {
 		pretty.Reset()
 		pretty.Write(r.Payload)
 	}
-	fmt.Fprintln(w, pretty.String())
+	fmt.Fprintln(w, printableLines(pretty.String()))
 }
 
 // selectionFlags are the selectors of retry and purge.

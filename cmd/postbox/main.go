@@ -14,7 +14,7 @@ func main() {
 	ctx, stop := signalContext()
 	defer stop()
 	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "postbox:", err)
+		fmt.Fprintln(os.Stderr, "postbox:", printable(err.Error()))
 		os.Exit(exitCode(err))
 	}
 }
