@@ -159,7 +159,7 @@ func commandUsage(w io.Writer, fs *flag.FlagSet, name string, cmd command) {
 // is.
 func flagError(name string, err error) error {
 	msg := err.Error()
-	for _, prefix := range []string{"flag -", "not defined: -", "argument: -"} {
+	for _, prefix := range []string{"flag -", "for -", "not defined: -", "argument: -"} {
 		msg = strings.Replace(msg, prefix, prefix+"-", 1)
 	}
 	return fmt.Errorf("%w: %s (see %s --help)", errUsage, msg, name)

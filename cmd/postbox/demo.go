@@ -20,6 +20,12 @@ func setupDemo(fs *flag.FlagSet) func(context.Context) error {
 		timeout   = fs.Duration("timeout", demo.TimeoutDefault, "give up after this long")
 	)
 	return func(ctx context.Context) error {
+		if err := positive(fs, "events", "rate", "timeout"); err != nil {
+			return err
+		}
+		if *faultRate < 0 || *faultRate >= 1 {
+			return fmt.Errorf("%w: --fault-rate %g: want 0 (no faults) up to less than 1", errUsage, *faultRate)
+		}
 		if *faultRate == 0 {
 			*faultRate = -1 // "no faults", as opposed to the default
 		}

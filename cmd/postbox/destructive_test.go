@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -114,14 +115,12 @@ func TestEndpointsRemoveDryRun(t *testing.T) {
 
 // runFailsWith runs cmd, which must exit with code, and returns the last
 // line of its stderr.
-func runFailsWith(t *testing.T, cmd interface {
-	CombinedOutput() ([]byte, error)
-}, code int) string {
+func runFailsWith(t *testing.T, cmd *exec.Cmd, code int) string {
 	t.Helper()
 	out, err := cmd.CombinedOutput()
-	var exit interface{ ExitCode() int }
+	var exit *exec.ExitError
 	if !errors.As(err, &exit) || exit.ExitCode() != code {
-		t.Fatalf("%v, want exit status %d\n%s", err, code, out)
+		t.Fatalf("postbox %v: %v, want exit status %d\n%s", cmd.Args[1:], err, code, out)
 	}
 	last := strings.TrimSpace(string(out))
 	if i := strings.LastIndex(last, "\n"); i >= 0 {

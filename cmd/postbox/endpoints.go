@@ -95,11 +95,17 @@ func secretOrNew(given string) (secret string, generated bool, err error) {
 }
 
 // endpointCommand is a subcommand that acts on one endpoint, given by id:
-// run gets the store, opened read-only or not, and the id.
-func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, run func(ctx context.Context, s store.Endpoints, id uuid.UUID) error) func(context.Context) error {
+// run gets the store, opened read-only or not, and the id. check, when not
+// nil, checks the subcommand's flags before anything is opened.
+func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, check func() error, run func(ctx context.Context, s store.Endpoints, id uuid.UUID) error) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
 	return func(ctx context.Context) error {
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
 		id, err := endpointArg(fs)
 		if err != nil {
 			return err
@@ -274,7 +280,7 @@ func rateText(r float64) string {
 
 func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 	asJSON := fs.Bool("json", false, "print JSON")
-	return endpointCommand("show", true, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	return endpointCommand("show", true, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		e, err := s.EndpointGet(ctx, id)
 		if err != nil {
 			return err
@@ -314,7 +320,7 @@ func printEndpoint(w io.Writer, e endpointJSON) {
 // endpointStateCommand is enable or disable.
 func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Context) error {
 	return func(fs *flag.FlagSet) func(context.Context) error {
-		return endpointCommand(state, false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+		return endpointCommand(state, false, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 			if err := s.EndpointSetState(ctx, id, state); err != nil {
 				return err
 			}
@@ -326,7 +332,7 @@ func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Cont
 
 func setupEndpointsRemove(fs *flag.FlagSet) func(context.Context) error {
 	dryRun := fs.Bool("dry-run", false, "remove nothing: say which endpoint and how many deliveries would go")
-	return endpointCommand("remove", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	return endpointCommand("remove", false, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		if *dryRun {
 			return previewRemove(ctx, os.Stdout, s, id)
 		}
@@ -357,7 +363,7 @@ func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, id uuid.
 }
 
 func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
-	return endpointCommand("retry", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	return endpointCommand("retry", false, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		if _, err := s.EndpointGet(ctx, id); err != nil {
 			return err
 		}
@@ -380,10 +386,8 @@ func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
 func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
 	secret := fs.String("secret", "", "the new secret, whsec_<base64> or whsk_<base64> (default: a new whsec_, printed once)")
 	grace := fs.Duration("grace", 24*time.Hour, "how long the old secret keeps signing beside the new one")
-	return endpointCommand("rotate-secret", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
-		if *grace < 0 {
-			return fmt.Errorf("%w: --grace %v must not be negative", errUsage, *grace)
-		}
+	check := func() error { return notNegative(fs, "grace") }
+	return endpointCommand("rotate-secret", false, fs, check, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		key, generated, err := secretOrNew(*secret)
 		if err != nil {
 			return err
@@ -404,7 +408,8 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 	var g guardFlags
 	g.register(fs)
 	timeout := fs.Duration("timeout", webhook.TimeoutDefault, "timeout of the request")
-	return endpointCommand("test", true, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	check := func() error { return positive(fs, "timeout") }
+	return endpointCommand("test", true, fs, check, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		e, err := s.EndpointGet(ctx, id)
 		if err != nil {
 			return err
@@ -431,7 +436,8 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	limit := fs.Int("limit", 50, "most attempts listed, the most recent first")
-	return endpointCommand("attempts", true, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	check := func() error { return positive(fs, "limit") }
+	return endpointCommand("attempts", true, fs, check, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		if _, err := s.EndpointGet(ctx, id); err != nil {
 			return err
 		}

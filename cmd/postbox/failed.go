@@ -116,6 +116,12 @@ func setupFailedList(fs *flag.FlagSet) func(context.Context) error {
 	scan := fs.Int("scan", store.FailedGroupsScanDefault, "--group-by error reads at most this many failed events, the most recent first")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context) error {
+		if err := positive(fs, "limit", "scan"); err != nil {
+			return err
+		}
+		if *limit > store.FailedListLimitMax || *scan > store.FailedGroupsScanMax {
+			return fmt.Errorf("%w: --limit %d, --scan %d: at most %d and %d", errUsage, *limit, *scan, store.FailedListLimitMax, store.FailedGroupsScanMax)
+		}
 		cursor, err := store.ParseFailedCursor(*after)
 		if err != nil {
 			return fmt.Errorf("%w: --after: %v", errUsage, err)
