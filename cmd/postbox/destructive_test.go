@@ -35,6 +35,7 @@ func TestDestructiveCommandsRefuseEmptyFilters(t *testing.T) {
 		{"failed", "purge", "--older-than", "", "--type", "order.paid"},
 		{"failed", "retry", "--all", "--group", ""},
 		{"failed", "retry", "--all", "--type", ""},
+		{"relay", "--wal-drop-slot", "--wal-slot", ""},
 	} {
 		last := usageError(t, append(args, db...)...)
 		if !strings.Contains(last, "empty") && !strings.Contains(last, "--older-than") {

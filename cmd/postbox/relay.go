@@ -56,6 +56,9 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		if *walDropSlot {
+			if err := refuseEmpty(fs, "wal-slot"); err != nil {
+				return err
+			}
 			return dropWALSlot(ctx, &db, *walSlot)
 		}
 		if *sinkURL != "" && *url != "" {
