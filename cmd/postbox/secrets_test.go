@@ -3,8 +3,11 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"errors"
 	"net/url"
+	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -143,6 +146,22 @@ func TestNoCommandPrintsThePassword(t *testing.T) {
 			if strings.Contains(out, secretMark) {
 				t.Errorf("%s: postbox %s printed the password:\n%s", c.name, strings.Join(args, " "), out)
 			}
+			if strings.Contains(out, "creates it") {
+				t.Errorf("%s: postbox %s gave the hint for a missing SQLite file:\n%s", c.name, strings.Join(args, " "), out)
+			}
 		}
+	}
+}
+
+// A read-only command given a SQLite file that does not exist says that
+// migrate creates it (and creates nothing).
+func TestReadOnlyCommandOnMissingSQLiteFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "missing.db")
+	out, err := runCaptured(t, command("status", "--db", "sqlite:"+path))
+	if err == nil || !strings.Contains(out, "postbox migrate --db sqlite:"+path+" creates it") {
+		t.Fatalf("status on a missing SQLite file: %v\n%s", err, out)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("status created %s: %v", path, err)
 	}
 }
