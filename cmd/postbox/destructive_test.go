@@ -42,6 +42,9 @@ func TestDestructiveCommandsRefuseEmptyFilters(t *testing.T) {
 			t.Errorf("postbox %v said %q, want the empty flag named", args, last)
 		}
 	}
+	if last := usageError(t, append([]string{"endpoints", "remove", ""}, db...)...); !strings.Contains(last, "not an endpoint id") {
+		t.Errorf("endpoints remove \"\" said %q, want the empty id refused", last)
+	}
 	for _, env := range []string{"POSTBOX_GROUP=", "POSTBOX_TYPE="} {
 		cmd := command(append([]string{"failed", "purge", "--older-than", "0s"}, db...)...)
 		cmd.Env = append(cmd.Env, env)
