@@ -31,6 +31,12 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		natsURL     = fs.String("nats-url", bench.NATSURLDefault, "NATS server with JetStream of the nats scenario")
 	)
 	return func(ctx context.Context) error {
+		if err := positive(fs, "clients", "inbox-clients"); err != nil {
+			return err
+		}
+		if err := notNegative(fs, "events", "duration", "receiver-latency"); err != nil {
+			return err
+		}
 		if err := required("db", *db); err != nil {
 			return err
 		}

@@ -28,6 +28,9 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 		asJSON       = fs.Bool("json", false, "print the report as JSON (progress lines go to stderr)")
 	)
 	return func(ctx context.Context) error {
+		if err := positive(fs, "duration", "events-per-second", "lease", "relays"); err != nil {
+			return err
+		}
 		if err := required("db", *db); err != nil {
 			return err
 		}

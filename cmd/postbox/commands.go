@@ -5,9 +5,12 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/postbox-go/postbox/internal/dburl"
 )
 
 // command is one subcommand: its flags are declared by setup, which returns
@@ -93,14 +96,10 @@ func isHelp(arg string) bool { return arg == "help" || arg == "-h" || arg == "--
 // positional arguments may come in any order.
 func runCommand(ctx context.Context, name string, cmd command, args []string) error {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
-	fs.Usage = func() {
-		line := name + " [flags]"
-		if cmd.args != "" {
-			line += " " + cmd.args
-		}
-		fmt.Fprintf(fs.Output(), "usage: %s\n\n%s.\n\nFlags (each also read from the environment variable shown):\n", line, cmd.summary)
-		fs.PrintDefaults()
-	}
+	// A parse error is returned on one line (see flagError); --help prints
+	// the usage, to stdout.
+	fs.SetOutput(io.Discard)
+	fs.Usage = func() {}
 	runCmd := cmd.setup(fs)
 	if err := applyEnv(fs); err != nil {
 		return err
@@ -109,9 +108,10 @@ func runCommand(ctx context.Context, name string, cmd command, args []string) er
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
+				commandUsage(os.Stdout, fs, name, cmd)
 				return nil
 			}
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return flagError(name, err)
 		}
 		if fs.NArg() == 0 {
 			break
@@ -126,7 +126,46 @@ func runCommand(ctx context.Context, name string, cmd command, args []string) er
 	if err := fs.Parse(append([]string{"--"}, positional...)); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	return runCmd(ctx)
+	return scrubFlags(fs, runCmd(ctx))
+}
+
+// secretFlags are the flags whose values may hold a password: err's text
+// is scrubbed of it, whatever quoted it (a driver, a server, a broker
+// client).
+var secretFlags = []string{"db", "sink", "webhook-url"}
+
+// scrubFlags hides in err the passwords of the URLs that fs's secretFlags
+// hold (see dburl.Scrub).
+func scrubFlags(fs *flag.FlagSet, err error) error {
+	for _, name := range secretFlags {
+		if f := fs.Lookup(name); f != nil && err != nil {
+			err = dburl.Scrub(err, f.Value.String())
+		}
+	}
+	return err
+}
+
+// commandUsage prints the usage of cmd, called name, with its flags.
+func commandUsage(w io.Writer, fs *flag.FlagSet, name string, cmd command) {
+	line := name + " [flags]"
+	if cmd.args != "" {
+		line += " " + cmd.args
+	}
+	fmt.Fprintf(w, "usage: %s\n\n%s.\n\nFlags (each also read from the environment variable shown):\n", line, cmd.summary)
+	fs.SetOutput(w)
+	fs.PrintDefaults()
+	fs.SetOutput(io.Discard)
+}
+
+// flagError is a usage error for the parse error err of command name: one
+// line, flags written with two dashes as in the help, and where the help
+// is.
+func flagError(name string, err error) error {
+	msg := err.Error()
+	for _, prefix := range []string{"flag -", "for -", "not defined: -", "argument: -"} {
+		msg = strings.Replace(msg, prefix, prefix+"-", 1)
+	}
+	return fmt.Errorf("%w: %s (see %s --help)", errUsage, msg, name)
 }
 
 // usage lists the commands of prefix ("postbox", "postbox failed").

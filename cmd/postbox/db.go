@@ -34,10 +34,16 @@ func (d *dbFlags) open(ctx context.Context, command string, readOnly bool) (*dbu
 	switch {
 	case errors.Is(err, dburl.ErrUnknownScheme):
 		return nil, fmt.Errorf("%w: --db %v", errUsage, err)
-	case readOnly && errors.Is(err, fs.ErrNotExist):
-		return nil, fmt.Errorf("--db: %w (postbox migrate --db %s creates it)", err, d.url)
+	case readOnly && isSQLite(d.url) && errors.Is(err, fs.ErrNotExist):
+		return nil, fmt.Errorf("--db: %w (postbox migrate --db %s creates it)", err, dburl.Redact(d.url))
 	case err != nil:
 		return nil, fmt.Errorf("--db: %w", err)
 	}
 	return s, nil
+}
+
+// isSQLite reports whether url names a SQLite file.
+func isSQLite(url string) bool {
+	_, ok := dburl.SQLitePath(url)
+	return ok
 }

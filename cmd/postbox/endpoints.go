@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -96,11 +95,17 @@ func secretOrNew(given string) (secret string, generated bool, err error) {
 }
 
 // endpointCommand is a subcommand that acts on one endpoint, given by id:
-// run gets the store, opened read-only or not, and the id.
-func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, run func(ctx context.Context, s store.Endpoints, id uuid.UUID) error) func(context.Context) error {
+// run gets the store, opened read-only or not, and the id. check, when not
+// nil, checks the subcommand's flags before anything is opened.
+func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, check func() error, run func(ctx context.Context, s store.Endpoints, id uuid.UUID) error) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
 	return func(ctx context.Context) error {
+		if check != nil {
+			if err := check(); err != nil {
+				return err
+			}
+		}
 		id, err := endpointArg(fs)
 		if err != nil {
 			return err
@@ -239,7 +244,7 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 			out[i] = toJSON(e)
 		}
 		if *asJSON {
-			return json.NewEncoder(os.Stdout).Encode(out)
+			return writeJSON(os.Stdout, out)
 		}
 		if len(out) == 0 {
 			fmt.Println("no endpoints (postbox endpoints add --url ... adds one)")
@@ -252,7 +257,7 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 			if e.Shadow {
 				state += ",shadow"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, e.Name, state, e.URL, typesText(e.Types),
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, printable(e.Name), printable(state), printable(e.URL), typesText(e.Types),
 				rateText(e.RatePerSecond), e.Concurrency, e.Secret)
 		}
 		return w.Flush()
@@ -263,7 +268,7 @@ func typesText(types []string) string {
 	if len(types) == 0 {
 		return "*"
 	}
-	return strings.Join(types, ",")
+	return printable(strings.Join(types, ","))
 }
 
 func rateText(r float64) string {
@@ -275,7 +280,7 @@ func rateText(r float64) string {
 
 func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 	asJSON := fs.Bool("json", false, "print JSON")
-	return endpointCommand("show", true, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	return endpointCommand("show", true, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		e, err := s.EndpointGet(ctx, id)
 		if err != nil {
 			return err
@@ -287,7 +292,7 @@ func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 		j := toJSON(e)
 		j.Deliveries = &counts
 		if *asJSON {
-			return json.NewEncoder(os.Stdout).Encode(j)
+			return writeJSON(os.Stdout, j)
 		}
 		printEndpoint(os.Stdout, j)
 		return nil
@@ -296,11 +301,11 @@ func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 
 func printEndpoint(w io.Writer, e endpointJSON) {
 	fmt.Fprintf(w, "id           %s\nname         %s\nurl          %s\ntypes        %s\nstate        %s\n",
-		e.ID, e.Name, e.URL, typesText(e.Types), e.State)
+		e.ID, printable(e.Name), printable(e.URL), typesText(e.Types), printable(e.State))
 	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nsecret       %s\n",
-		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, e.Secret)
+		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, printable(e.Secret))
 	if e.PreviousSecretUntil != nil {
-		fmt.Fprintf(w, "old secret   %s, signs until %s\n", e.PreviousSecret, e.PreviousSecretUntil.Format(time.RFC3339))
+		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable(e.PreviousSecret), e.PreviousSecretUntil.Format(time.RFC3339))
 	}
 	if e.FailingSince != nil {
 		fmt.Fprintf(w, "failing      since %s (%s)\n", e.FailingSince.Format(time.RFC3339), age(*e.FailingSince))
@@ -315,7 +320,7 @@ func printEndpoint(w io.Writer, e endpointJSON) {
 // endpointStateCommand is enable or disable.
 func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Context) error {
 	return func(fs *flag.FlagSet) func(context.Context) error {
-		return endpointCommand(state, false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+		return endpointCommand(state, false, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 			if err := s.EndpointSetState(ctx, id, state); err != nil {
 				return err
 			}
@@ -326,7 +331,11 @@ func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Cont
 }
 
 func setupEndpointsRemove(fs *flag.FlagSet) func(context.Context) error {
-	return endpointCommand("remove", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	dryRun := fs.Bool("dry-run", false, "remove nothing: say which endpoint and how many deliveries would go")
+	return endpointCommand("remove", false, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+		if *dryRun {
+			return previewRemove(ctx, os.Stdout, s, id)
+		}
 		if err := s.EndpointDelete(ctx, id); err != nil {
 			return err
 		}
@@ -335,8 +344,26 @@ func setupEndpointsRemove(fs *flag.FlagSet) func(context.Context) error {
 	})
 }
 
+// previewRemove is remove --dry-run: the endpoint and what would be
+// removed with it.
+func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, id uuid.UUID) error {
+	e, err := s.EndpointGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	c, err := s.DeliveryCounts(ctx, id)
+	if err != nil {
+		return err
+	}
+	total := c.Pending + c.Processing + c.Done + c.Failed + c.Dropped
+	j := toJSON(e)
+	fmt.Fprintf(w, "would remove endpoint %s (name %s, %s), with its %d deliveries (%d pending, %d processing, %d done, %d failed, %d dropped) and their attempts (--dry-run: nothing removed)\n",
+		j.ID, printable(j.Name), printable(j.URL), total, c.Pending, c.Processing, c.Done, c.Failed, c.Dropped)
+	return nil
+}
+
 func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
-	return endpointCommand("retry", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	return endpointCommand("retry", false, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		if _, err := s.EndpointGet(ctx, id); err != nil {
 			return err
 		}
@@ -359,10 +386,8 @@ func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
 func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
 	secret := fs.String("secret", "", "the new secret, whsec_<base64> or whsk_<base64> (default: a new whsec_, printed once)")
 	grace := fs.Duration("grace", 24*time.Hour, "how long the old secret keeps signing beside the new one")
-	return endpointCommand("rotate-secret", false, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
-		if *grace < 0 {
-			return fmt.Errorf("%w: --grace %v must not be negative", errUsage, *grace)
-		}
+	check := func() error { return notNegative(fs, "grace") }
+	return endpointCommand("rotate-secret", false, fs, check, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		key, generated, err := secretOrNew(*secret)
 		if err != nil {
 			return err
@@ -383,7 +408,8 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 	var g guardFlags
 	g.register(fs)
 	timeout := fs.Duration("timeout", webhook.TimeoutDefault, "timeout of the request")
-	return endpointCommand("test", true, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	check := func() error { return positive(fs, "timeout") }
+	return endpointCommand("test", true, fs, check, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		e, err := s.EndpointGet(ctx, id)
 		if err != nil {
 			return err
@@ -402,7 +428,7 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 		if err := wh.Publish(ctx, &sink.Message{Event: ev, Attempt: 1}); err != nil {
 			return fmt.Errorf("test event %s to %s failed after %v: %w", ev.ID, redactSinkURL(e.URL), time.Since(start).Round(time.Millisecond), err)
 		}
-		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, redactSinkURL(e.URL), time.Since(start).Round(time.Millisecond))
+		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, printable(redactSinkURL(e.URL)), time.Since(start).Round(time.Millisecond))
 		return nil
 	})
 }
@@ -410,7 +436,8 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	limit := fs.Int("limit", 50, "most attempts listed, the most recent first")
-	return endpointCommand("attempts", true, fs, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	check := func() error { return positive(fs, "limit") }
+	return endpointCommand("attempts", true, fs, check, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
 		if _, err := s.EndpointGet(ctx, id); err != nil {
 			return err
 		}
@@ -422,7 +449,7 @@ func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 			if attempts == nil {
 				attempts = []store.Attempt{}
 			}
-			return json.NewEncoder(os.Stdout).Encode(attempts)
+			return writeJSON(os.Stdout, attempts)
 		}
 		if len(attempts) == 0 {
 			fmt.Println("no attempts logged")
@@ -431,7 +458,7 @@ func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 		fmt.Fprintln(w, "AT\tEVENT\tTYPE\tATTEMPT\tSTATUS\tDURATION\tERROR")
 		for _, a := range attempts {
-			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%v\t%s\n", a.At.Format(time.RFC3339), a.EventID, a.EventType, a.Attempt,
+			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%v\t%s\n", a.At.Format(time.RFC3339), a.EventID, oneLine(a.EventType, 100), a.Attempt,
 				a.StatusCode, a.Duration.Round(time.Millisecond), oneLine(a.Error, 100))
 		}
 		return w.Flush()

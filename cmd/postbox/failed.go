@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -75,6 +76,9 @@ func (a *ageFlag) String() string {
 }
 
 func (a *ageFlag) Set(s string) error {
+	if s == "" {
+		return errors.New("empty: want a duration such as 90m, 12h or 7d")
+	}
 	if n, ok := strings.CutSuffix(s, "d"); ok {
 		days, err := strconv.ParseFloat(n, 64)
 		if err != nil || days < 0 {
@@ -112,6 +116,12 @@ func setupFailedList(fs *flag.FlagSet) func(context.Context) error {
 	scan := fs.Int("scan", store.FailedGroupsScanDefault, "--group-by error reads at most this many failed events, the most recent first")
 	asJSON := fs.Bool("json", false, "print JSON")
 	return func(ctx context.Context) error {
+		if err := positive(fs, "limit", "scan"); err != nil {
+			return err
+		}
+		if *limit > store.FailedListLimitMax || *scan > store.FailedGroupsScanMax {
+			return fmt.Errorf("%w: --limit %d, --scan %d: at most %d and %d", errUsage, *limit, *scan, store.FailedListLimitMax, store.FailedGroupsScanMax)
+		}
 		cursor, err := store.ParseFailedCursor(*after)
 		if err != nil {
 			return fmt.Errorf("%w: --after: %v", errUsage, err)
@@ -152,7 +162,7 @@ func printFailedPage(w io.Writer, page store.FailedPage, asJSON bool) error {
 		for _, r := range page.Events {
 			out.Events = append(out.Events, eventJSON(r))
 		}
-		return json.NewEncoder(w).Encode(out)
+		return writeJSON(w, out)
 	}
 	if len(page.Events) == 0 {
 		fmt.Fprintln(w, "no failed events")
@@ -161,7 +171,7 @@ func printFailedPage(w io.Writer, page store.FailedPage, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
 	fmt.Fprintln(tw, "ID\tTYPE\tATTEMPTS\tFAILED\tLAST ERROR")
 	for _, r := range page.Events {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.ID, r.EventType, r.Attempts, age(r.ProcessedAt), oneLine(r.LastError, 100))
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.ID, oneLine(r.EventType, 100), r.Attempts, age(r.ProcessedAt), oneLine(r.LastError, 100))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -182,7 +192,7 @@ func printGroups(w io.Writer, g store.FailedGroups, asJSON bool) error {
 		if out.Groups == nil {
 			out.Groups = []store.FailureGroup{}
 		}
-		return json.NewEncoder(w).Encode(out)
+		return writeJSON(w, out)
 	}
 	if len(g.Groups) == 0 {
 		fmt.Fprintln(w, "no failed events")
@@ -221,9 +231,10 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
-// oneLine is s on one line, cut to at most n characters.
+// oneLine is s on one line, its runs of white space made one space, made
+// printable, cut to at most n characters.
 func oneLine(s string, n int) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = printable(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
@@ -258,7 +269,7 @@ func setupFailedShow(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		if *asJSON {
-			return json.NewEncoder(os.Stdout).Encode(eventJSON(r))
+			return writeJSON(os.Stdout, eventJSON(r))
 		}
 		printRecord(os.Stdout, r)
 		return nil
@@ -273,9 +284,9 @@ func printRecord(w io.Writer, r store.Record) {
 		return t.UTC().Format("2006-01-02 15:04:05.000 UTC") + " (" + age(t) + ")"
 	}
 	fmt.Fprintf(w, "id          %s\n", r.ID)
-	fmt.Fprintf(w, "status      %s\n", r.Status)
-	fmt.Fprintf(w, "event type  %s\n", r.EventType)
-	fmt.Fprintf(w, "aggregate   %s %s\n", r.AggregateType, r.AggregateID)
+	fmt.Fprintf(w, "status      %s\n", printable(r.Status))
+	fmt.Fprintf(w, "event type  %s\n", printable(r.EventType))
+	fmt.Fprintf(w, "aggregate   %s %s\n", printable(r.AggregateType), printable(r.AggregateID))
 	fmt.Fprintf(w, "attempts    %d\n", r.Attempts)
 	fmt.Fprintf(w, "created     %s\n", stamp(r.CreatedAt))
 	switch r.Status {
@@ -287,16 +298,16 @@ func printRecord(w io.Writer, r store.Record) {
 		fmt.Fprintf(w, "due         %s\n", stamp(r.AvailableAt))
 	}
 	if r.LeaseOwner != "" {
-		fmt.Fprintf(w, "leased to   %s until %s\n", r.LeaseOwner, stamp(r.LeaseExpiresAt))
+		fmt.Fprintf(w, "leased to   %s until %s\n", printable(r.LeaseOwner), stamp(r.LeaseExpiresAt))
 	}
 	if r.DedupKey != "" {
-		fmt.Fprintf(w, "dedup key   %s\n", r.DedupKey)
+		fmt.Fprintf(w, "dedup key   %s\n", printable(r.DedupKey))
 	}
 	lastError := r.LastError
 	if lastError == "" {
 		lastError = "-"
 	}
-	fmt.Fprintf(w, "last error  %s\n", lastError)
+	fmt.Fprintf(w, "last error  %s\n", printable(lastError))
 	fmt.Fprintln(w, "headers")
 	keys := make([]string, 0, len(r.Headers))
 	for k := range r.Headers {
@@ -304,7 +315,7 @@ func printRecord(w io.Writer, r store.Record) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %s\n", k, r.Headers[k])
+		fmt.Fprintf(w, "  %s: %s\n", printable(k), printable(r.Headers[k]))
 	}
 	if len(keys) == 0 {
 		fmt.Fprintln(w, "  (none)")
@@ -315,7 +326,7 @@ func printRecord(w io.Writer, r store.Record) {
 		pretty.Reset()
 		pretty.Write(r.Payload)
 	}
-	fmt.Fprintln(w, pretty.String())
+	fmt.Fprintln(w, printableLines(pretty.String()))
 }
 
 // selectionFlags are the selectors of retry and purge.
@@ -353,6 +364,9 @@ func setupFailedRetry(fs *flag.FlagSet) func(context.Context) error {
 	var sel selectionFlags
 	sel.register(fs, true)
 	return func(ctx context.Context) error {
+		if err := refuseEmpty(fs, "type", "group"); err != nil {
+			return err
+		}
 		var ids []uuid.UUID
 		for _, a := range fs.Args() {
 			id, err := uuid.Parse(a)
@@ -407,7 +421,11 @@ func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
 	var sel selectionFlags
 	sel.register(fs, false)
 	fs.Var(&sel.olderThan, "older-than", "required: delete the events that failed longer ago than this duration (90m, 12h, 7d)")
+	dryRun := fs.Bool("dry-run", false, fmt.Sprintf("delete nothing: say how many failed events would be deleted, and list the %d most recent", dryRunListed))
 	return func(ctx context.Context) error {
+		if err := refuseEmpty(fs, "type", "group"); err != nil {
+			return err
+		}
 		if !sel.olderThan.set {
 			return fmt.Errorf("%w: --older-than is required (such as 30d; 0s for every failed event)", errUsage)
 		}
@@ -429,12 +447,16 @@ func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
 		}
+		selection := store.FailedSelection{Group: sel.group,
+			FailedFilter: store.FailedFilter{EventType: sel.eventType, FailedBefore: sel.olderThan.ago()}}
+		if *dryRun {
+			return previewPurge(ctx, os.Stdout, s.Outbox, selection)
+		}
 		p := newProgress(os.Stdout, "purged")
 		n, err := s.Outbox.FailedPurge(ctx, store.FailedPurgeParams{
-			FailedSelection: store.FailedSelection{Group: sel.group,
-				FailedFilter: store.FailedFilter{EventType: sel.eventType, FailedBefore: sel.olderThan.ago()}},
-			BatchSize: batch,
-			Progress:  p.update,
+			FailedSelection: selection,
+			BatchSize:       batch,
+			Progress:        p.update,
 		})
 		p.end()
 		if err != nil {
@@ -442,6 +464,70 @@ func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
 		}
 		fmt.Printf("purged %d failed events\n", n)
 		return nil
+	}
+}
+
+// refuseEmpty refuses each flag of names that was given an empty value,
+// on the command line or by its environment variable (an unset shell
+// variable, --group "$G"): a command that deletes or retries would read it
+// as no filter, and act on more than was meant.
+func refuseEmpty(fs *flag.FlagSet, names ...string) error {
+	var err error
+	fs.Visit(func(f *flag.Flag) {
+		if err == nil && slices.Contains(names, f.Name) && f.Value.String() == "" {
+			err = fmt.Errorf("%w: --%s ($%s) is empty: give a value, or leave the flag out", errUsage, f.Name, envName(f.Name))
+		}
+	})
+	return err
+}
+
+// dryRunListed is how many events purge --dry-run lists.
+const dryRunListed = 20
+
+// previewPurge is purge --dry-run: it reads the failed events sel selects,
+// as the purge would, and prints how many there are and the dryRunListed
+// most recent.
+func previewPurge(ctx context.Context, w io.Writer, dl store.DeadLetters, sel store.FailedSelection) error {
+	n, first, err := selectFailed(ctx, dl, sel, dryRunListed)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(w, "would purge %d failed events (--dry-run: nothing deleted)\n", n)
+	if n == 0 {
+		return nil
+	}
+	if err := printFailedPage(w, store.FailedPage{Events: first}, false); err != nil {
+		return err
+	}
+	if more := n - len(first); more > 0 {
+		fmt.Fprintf(w, "… and %d more\n", more)
+	}
+	return nil
+}
+
+// selectFailed counts the failed events sel selects (its filter and group;
+// not its IDs), reading them page by page, the most recent failure first,
+// and returns the first keep of them.
+func selectFailed(ctx context.Context, dl store.DeadLetters, sel store.FailedSelection, keep int) (n int, first []store.Record, err error) {
+	var after store.FailedCursor
+	for {
+		page, err := dl.FailedList(ctx, store.FailedListParams{FailedFilter: sel.FailedFilter, After: after, Limit: store.FailedListLimitMax})
+		if err != nil {
+			return n, first, err
+		}
+		for _, r := range page.Events {
+			if sel.Group != "" && store.ErrorGroupID(store.ErrorFingerprint(r.LastError)) != sel.Group {
+				continue
+			}
+			n++
+			if len(first) < keep {
+				first = append(first, r)
+			}
+		}
+		if page.Next.IsZero() {
+			return n, first, nil
+		}
+		after = page.Next
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"os/signal"
+	"strings"
 	"syscall"
 )
 
@@ -14,9 +15,15 @@ func main() {
 	ctx, stop := signalContext()
 	defer stop()
 	if err := run(ctx, os.Args[1:]); err != nil {
-		fmt.Fprintln(os.Stderr, "postbox:", err)
+		fmt.Fprintln(os.Stderr, "postbox:", errorLine(err))
 		os.Exit(exitCode(err))
 	}
+}
+
+// errorLine is err on one line, printable: a driver's error of several
+// lines (one per address tried) has its lines joined.
+func errorLine(err error) string {
+	return printable(strings.Join(strings.Fields(err.Error()), " "))
 }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM, for a graceful

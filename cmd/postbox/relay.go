@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"time"
 
 	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/observe"
@@ -30,8 +31,8 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		backoffMax   = fs.Duration("backoff-max", relay.BackoffMaxDefault, "longest delay before a retry")
 		maxAttempts  = fs.Int("max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
 		batch        = fs.Int("batch", relay.BatchSizeDefault, "most events claimed at once")
-		concurrency  = fs.Int("concurrency", 0, fmt.Sprintf("most deliveries in progress at once (default %d for webhooks, %d for a broker, whose publishes are pipelined on one connection)", relay.ConcurrencyDefault, brokerConcurrencyDefault))
-		pubBatch     = fs.Int("publish-batch", 0, fmt.Sprintf("publish up to this many events at once, through a sink that publishes batches (nats; default %d there, 1 elsewhere: one event per publish)", natsPublishBatchDefault))
+		concurrency  = fs.Int("concurrency", 0, fmt.Sprintf("most deliveries in progress at once (0: the default, %d for webhooks, %d for a broker, whose publishes are pipelined on one connection)", relay.ConcurrencyDefault, brokerConcurrencyDefault))
+		pubBatch     = fs.Int("publish-batch", 0, fmt.Sprintf("publish up to this many events at once, through a sink that publishes batches (0: the default, %d for nats, 1 elsewhere: one event per publish)", natsPublishBatchDefault))
 		ordered      = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order (PostgreSQL: run \"postbox migrate --ordered\" once first)")
 		poll         = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval")
 		noListen     = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
@@ -45,12 +46,19 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		wal          = fs.Bool("wal", false, "WAL mode (PostgreSQL, wal_level = logical, a user with REPLICATION): deliver the outbox's inserts as they commit, streamed from a logical replication slot; poll for retries (see docs/wal.md; \"postbox migrate --wal\" lets producers skip the notify trigger)")
 		walSlot      = fs.String("wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_<database>_<schema>)")
 		walDropSlot  = fs.Bool("wal-drop-slot", false, "drop the replication slot and the publication of --wal, and exit (stop the relays streaming it first)")
+		dedupWin     = fs.Duration("dedup-window", dedupWindowDefault, "how long a delivered event's dedup_key stays taken, whatever --retention (0: free again once the event's row is deleted)")
 		heartbeat    = fs.Duration("heartbeat", presence.EveryDefault, fmt.Sprintf("how often the relay renews its row in the presence table, which postbox status reads (its mode, whether it finds the sink down); a row %d beats old is shown stale", store.PresenceStaleBeats))
 	)
 	var endpoints endpointsFlags
 	endpoints.register(fs)
 	return func(ctx context.Context) error {
+		if err := checkRelayFlags(fs); err != nil {
+			return err
+		}
 		if *walDropSlot {
+			if err := refuseEmpty(fs, "wal-slot"); err != nil {
+				return err
+			}
 			return dropWALSlot(ctx, &db, *walSlot)
 		}
 		if *sinkURL != "" && *url != "" {
@@ -153,18 +161,18 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: --heartbeat: %v", errUsage, err)
 		}
-		r, err := relay.New(relay.Config{
+		r, err := relay.New(withDedupWindow(relay.Config{
 			Store: s.Outbox, Sink: sink.Sink, PublishBatch: *pubBatch, Logger: logger,
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
 			ProbeInterval: *probe, Observer: relay.Observers(observer, hb), Tracer: tracer, Stream: stream,
-		})
+		}, *dedupWin))
 		if err != nil {
 			if metrics != nil {
 				_ = metrics.ln.Close()
 			}
-			return fmt.Errorf("%w: %v", errUsage, err)
+			return withFlagNames(err, relayConfigFlags)
 		}
 		if metrics != nil {
 			stop := metrics.serve(r.Ready)
@@ -176,6 +184,37 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		}
 		return run(ctx)
 	}
+}
+
+// checkRelayFlags refuses the relay's numeric flags that are out of range
+// (see positive), before anything is opened.
+func checkRelayFlags(fs *flag.FlagSet) error {
+	if err := positive(fs, "timeout", "lease", "backoff-min", "backoff-max", "max-attempts", "batch", "poll",
+		"shutdown-timeout", "probe-interval", "metrics-sample", "heartbeat",
+		"disable-after", "attempts-retention", "breaker-failures"); err != nil {
+		return err
+	}
+	return notNegative(fs, "concurrency", "publish-batch", "dedup-window")
+}
+
+// relayConfigFlags names the flag of each relay.Config field the relay's
+// flags set, for relay.New's errors.
+var relayConfigFlags = map[string]string{
+	"Lease": "lease", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max", "MaxAttempts": "max-attempts",
+	"BatchSize": "batch", "Concurrency": "concurrency", "PublishBatch": "publish-batch", "PollInterval": "poll",
+	"Retention": "retention", "ShutdownTimeout": "shutdown-timeout", "ProbeInterval": "probe-interval",
+}
+
+// dedupWindowDefault is --dedup-window: how long a delivered event's
+// dedup_key stays taken.
+const dedupWindowDefault = 24 * time.Hour
+
+// withDedupWindow returns cfg with --dedup-window d as its DedupWindow
+// (relay.Config reads a zero as its default: a d of 0, the key free again
+// once its row is gone, is a negative window there). It returns cfg as it
+// is until relay.Config has the field.
+func withDedupWindow(cfg relay.Config, d time.Duration) relay.Config {
+	return cfg
 }
 
 // openWAL is the WAL stream of --wal on s, named by --wal-slot.

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -282,12 +281,12 @@ func watchStatus(ctx context.Context, f *os.File, every time.Duration, asJSON bo
 
 func printStatus(w io.Writer, st statusJSON, asJSON bool) error {
 	if asJSON {
-		return json.NewEncoder(w).Encode(st)
+		return writeJSON(w, st)
 	}
 	for _, r := range st.Relays {
 		if r.SinkDown && !r.Stale {
-			fmt.Fprintf(w, "SINK DOWN: relay %s finds %s unreachable since %s (%s ago): %s\n", r.ID, r.Sink,
-				r.SinkDownSince.UTC().Format(time.RFC3339), since(*r.SinkDownSince), r.SinkError)
+			fmt.Fprintf(w, "SINK DOWN: relay %s finds %s unreachable since %s (%s ago): %s\n", printable(r.ID), printable(r.Sink),
+				r.SinkDownSince.UTC().Format(time.RFC3339), since(*r.SinkDownSince), oneLine(r.SinkError, 200))
 		}
 	}
 	if st.SinkDown {
@@ -311,7 +310,7 @@ func printStatus(w io.Writer, st statusJSON, asJSON bool) error {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "event type\tpending\tprocessing\tfailed\t")
 	for _, t := range st.Types {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", t.EventType, t.Pending, t.Processing, t.Failed)
+		fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t\n", oneLine(t.EventType, 100), t.Pending, t.Processing, t.Failed)
 	}
 	if o := st.OtherTypes; o != nil {
 		fmt.Fprintf(tw, "other (%d types)\t%d\t%d\t%d\t\n", o.Types, o.Pending, o.Processing, o.Failed)
@@ -335,9 +334,9 @@ func printRelays(w io.Writer, relays []relayJSON) {
 		case r.Stale:
 			state = "STALE: no heartbeat for " + roundAge(age) + " (crashed, hung, or cut off from the database); " + prunedIn(r)
 		case r.SinkDown:
-			state = fmt.Sprintf("sink down since %s (%s)", r.SinkDownSince.UTC().Format(time.RFC3339), r.SinkError)
+			state = fmt.Sprintf("sink down since %s (%s)", r.SinkDownSince.UTC().Format(time.RFC3339), oneLine(r.SinkError, 200))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", r.ID, r.Mode, r.Sink, roundAge(age), state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", printable(r.ID), printable(r.Mode), printable(r.Sink), roundAge(age), state)
 	}
 	_ = tw.Flush()
 }

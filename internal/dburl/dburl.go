@@ -9,7 +9,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net/url"
 	"strings"
 	"time"
 
@@ -78,9 +77,15 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 	if !IsPostgres(url) {
 		return nil, fmt.Errorf("%q: %w", Redact(url), ErrUnknownScheme)
 	}
+	s, err := openPostgres(ctx, url, opt)
+	return s, Scrub(err, url) // pgx's errors may quote the URL
+}
+
+// openPostgres is Open for a PostgreSQL URL.
+func openPostgres(ctx context.Context, url string, opt Options) (*Store, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
-		return nil, err // pgx leaves the password out of its parse errors
+		return nil, err
 	}
 	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && opt.ApplicationName != "" {
 		cfg.ConnConfig.RuntimeParams["application_name"] = opt.ApplicationName
@@ -115,20 +120,4 @@ func SQLitePath(url string) (path string, ok bool) {
 		return "", false
 	}
 	return strings.TrimPrefix(rest, "//"), true
-}
-
-// Redact hides the password of a database URL (in its user information or
-// its password parameter) before it is printed. A URL it cannot parse is
-// replaced by its scheme alone.
-func Redact(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		scheme, _, _ := strings.Cut(rawURL, ":")
-		return scheme + ":(unparsable URL)"
-	}
-	if q := u.Query(); q.Has("password") {
-		q.Set("password", "xxxxx")
-		u.RawQuery = q.Encode()
-	}
-	return u.Redacted()
 }

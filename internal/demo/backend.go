@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 
 	"github.com/jackc/pgx/v5"
 
@@ -34,6 +35,35 @@ type backend struct {
 	// orders and reservations are the quoted table names.
 	orders, reservations string
 	close                func()
+	// schema is the PostgreSQL schema of the run; empty on SQLite.
+	schema string
+	// exec runs one statement outside the inbox (PostgreSQL only).
+	exec func(ctx context.Context, q string) error
+}
+
+// dropSchemaTimeout bounds the drop of the demo's schema at the end.
+const dropSchemaTimeout = 30 * time.Second
+
+// dropSchema drops the run's PostgreSQL schema, unless cfg.Keep or the run
+// failed (ok false): then it says where the schema is.
+func (b *backend) dropSchema(ctx context.Context, cfg Config, ok bool) {
+	if b.schema == "" {
+		return
+	}
+	quoted := pgx.Identifier{b.schema}.Sanitize()
+	switch {
+	case cfg.Keep:
+		say(cfg, fmt.Sprintf("schema %s kept (--keep); drop it with: drop schema %s cascade", b.schema, quoted))
+		return
+	case !ok:
+		say(cfg, fmt.Sprintf("schema %s kept to be looked into; drop it with: drop schema %s cascade", b.schema, quoted))
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, dropSchemaTimeout)
+	defer cancel()
+	if err := b.exec(ctx, "drop schema if exists "+quoted+" cascade"); err != nil {
+		say(cfg, fmt.Sprintf("could not drop schema %s: %v", b.schema, err))
+	}
 }
 
 // Business tables: reservations has no unique constraint, so an event
@@ -93,7 +123,11 @@ func newPostgresBackend(ctx context.Context, s *postgres.Store) (*backend, error
 	if _, err := s.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	b := &backend{outbox: s, orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations")}
+	b := &backend{outbox: s, orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations"), schema: s.Schema(),
+		exec: func(ctx context.Context, q string) error {
+			_, err := pool.Exec(ctx, q)
+			return err
+		}}
 	for _, q := range []string{fmt.Sprintf(createOrdersSQL, b.orders), fmt.Sprintf(createReservationsSQL, b.reservations)} {
 		if _, err := pool.Exec(ctx, q); err != nil {
 			return nil, err

@@ -43,8 +43,12 @@ type Config struct {
 	// new SQLite file in a temporary folder.
 	DB string
 	// Schema is the PostgreSQL schema of the run, dropped and made afresh
-	// (default SchemaDefault).
+	// (default SchemaDefault), and dropped again at the end of a run that
+	// reconciles, unless Keep.
 	Schema string
+	// Keep keeps the PostgreSQL schema after the run. A run that fails
+	// keeps it too, to be looked into.
+	Keep bool
 	// Events is the number of orders created (default EventsDefault).
 	Events int
 	// FaultRate is the probability of each injected fault (default
@@ -84,7 +88,7 @@ type counters struct {
 }
 
 // Run runs the demo and returns its reconciliation.
-func Run(ctx context.Context, cfg Config) (Report, error) {
+func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 	if cfg.Events == 0 {
 		cfg.Events = EventsDefault
 	}
@@ -118,6 +122,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 		return Report{}, err
 	}
 	defer b.close()
+	defer func() { b.dropSchema(context.WithoutCancel(ctx), cfg, err == nil && rep.OK()) }()
 
 	var c counters
 	faults := newFaults(cfg.FaultRate)
@@ -173,7 +178,7 @@ func Run(ctx context.Context, cfg Config) (Report, error) {
 	if err != nil {
 		return Report{}, err
 	}
-	rep, err := reconcile(context.WithoutCancel(ctx), b)
+	rep, err = reconcile(context.WithoutCancel(ctx), b)
 	if err != nil {
 		return rep, err
 	}

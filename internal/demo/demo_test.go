@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/jackc/pgx/v5/pgxpool"
+
 	"github.com/postbox-go/postbox/internal/demo"
 	"github.com/postbox-go/postbox/internal/pgtest"
 )
@@ -35,16 +37,46 @@ func TestDemoOnSQLite(t *testing.T) {
 	checkReport(t, rep, 300, out.String())
 }
 
+// The demo on PostgreSQL drops its schema at the end of a successful run.
 func TestDemoOnPostgres(t *testing.T) {
 	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
 	var out bytes.Buffer
 	rep, err := demo.Run(context.Background(), demo.Config{
-		DB: pgtest.URL(), Schema: pgtest.Schema(t, pool), Events: 300, FaultRate: 0.2, Rate: 3000, Out: &out,
+		DB: pgtest.URL(), Schema: schema, Events: 300, FaultRate: 0.2, Rate: 3000, Out: &out,
 	})
 	if err != nil {
 		t.Fatalf("demo: %v\n%s", err, out.String())
 	}
 	checkReport(t, rep, 300, out.String())
+	if schemaExists(t, pool, schema) {
+		t.Fatalf("the demo left its schema %s behind", schema)
+	}
+}
+
+// Config.Keep keeps the schema, and the run says so.
+func TestDemoOnPostgresKeep(t *testing.T) {
+	pool := pgtest.Pool(t)
+	schema := pgtest.Schema(t, pool)
+	var out bytes.Buffer
+	_, err := demo.Run(context.Background(), demo.Config{
+		DB: pgtest.URL(), Schema: schema, Events: 20, FaultRate: -1, Rate: 3000, Keep: true, Out: &out,
+	})
+	if err != nil {
+		t.Fatalf("demo: %v\n%s", err, out.String())
+	}
+	if !schemaExists(t, pool, schema) || !strings.Contains(out.String(), "kept") {
+		t.Fatalf("Keep: schema %s exists %v, output:\n%s", schema, schemaExists(t, pool, schema), out.String())
+	}
+}
+
+func schemaExists(t *testing.T, pool *pgxpool.Pool, schema string) bool {
+	t.Helper()
+	var n int
+	if err := pool.QueryRow(context.Background(), "select count(*) from pg_namespace where nspname = $1", schema).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n > 0
 }
 
 func TestDemoRefusesAnExistingSQLiteFile(t *testing.T) {

@@ -1,0 +1,212 @@
+package dburl
+
+import (
+	"net/url"
+	"strings"
+)
+
+// mask stands for a hidden password.
+const mask = "xxxxx"
+
+// Redact returns a database URL or keyword/value DSN fit to print in a
+// log, an error or a page: the password of its user information and the
+// values of its password parameters (password, sslpassword: any key that
+// holds "password") read xxxxx. A URL that does not parse is replaced by its
+// scheme alone; a sqlite:PATH is returned as it is. Every command prints a
+// database URL through it.
+func Redact(dsn string) string {
+	if _, ok := SQLitePath(dsn); ok {
+		return dsn
+	}
+	if !isURL(dsn) {
+		return redactKeyValue(dsn)
+	}
+	u, err := url.Parse(dsn)
+	if err != nil {
+		scheme, _, _ := strings.Cut(dsn, ":")
+		return scheme + ":(unparsable URL)"
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), mask)
+	}
+	q := u.Query()
+	masked := false
+	for key := range q {
+		if isPasswordKey(key) {
+			q[key] = []string{mask}
+			masked = true
+		}
+	}
+	if masked {
+		u.RawQuery = q.Encode()
+	}
+	return u.String()
+}
+
+// Scrub returns err with every password that dsn holds replaced by xxxxx
+// in its text, for errors of drivers and servers that may quote a
+// connection string or part of it; errors.Is and errors.As see err's chain
+// as before. A nil err stays nil.
+func Scrub(err error, dsn string) error {
+	if err == nil {
+		return nil
+	}
+	msg := err.Error()
+	scrubbed := msg
+	for _, p := range passwords(dsn) {
+		scrubbed = strings.ReplaceAll(scrubbed, p, mask)
+	}
+	if scrubbed == msg {
+		return err
+	}
+	return &scrubbedError{msg: scrubbed, err: err}
+}
+
+// scrubbedError is an error whose text had a password removed.
+type scrubbedError struct {
+	msg string
+	err error
+}
+
+func (e *scrubbedError) Error() string { return e.msg }
+func (e *scrubbedError) Unwrap() error { return e.err }
+
+// isURL reports whether dsn is written as a URL (scheme://...).
+func isURL(dsn string) bool {
+	scheme, _, ok := strings.Cut(dsn, "://")
+	return ok && scheme != "" && !strings.ContainsAny(scheme, " ='")
+}
+
+// isPasswordKey reports whether a URL or DSN parameter holds a password.
+func isPasswordKey(key string) bool {
+	return strings.Contains(strings.ToLower(key), "password")
+}
+
+// passwords are the texts of dsn that must not be printed, as written and
+// percent-decoded, the longest first (so that a password holding another
+// is replaced whole). It reads a URL that does not parse as well, by its
+// shape.
+func passwords(dsn string) []string {
+	var out []string
+	add := func(p string) {
+		if p == "" {
+			return
+		}
+		out = append(out, p)
+		if d, err := url.QueryUnescape(p); err == nil && d != p && d != "" {
+			out = append(out, d)
+		}
+		if d, err := url.PathUnescape(p); err == nil && d != p && d != "" {
+			out = append(out, d)
+		}
+	}
+	if isURL(dsn) {
+		_, rest, _ := strings.Cut(dsn, "://")
+		head, query, _ := strings.Cut(rest, "?")
+		if at := strings.LastIndexByte(head, '@'); at >= 0 {
+			if _, p, ok := strings.Cut(head[:at], ":"); ok {
+				add(p)
+			}
+		}
+		for _, kv := range strings.Split(query, "&") {
+			if k, v, ok := strings.Cut(kv, "="); ok && isPasswordKey(unescape(k)) {
+				add(v)
+			}
+		}
+	} else {
+		for _, kv := range keyValues(dsn) {
+			if isPasswordKey(kv.key) {
+				add(kv.value)
+			}
+		}
+	}
+	// The longest first: "pw" must not break "pw2" into "xxxxx2".
+	for i := 1; i < len(out); i++ {
+		for j := i; j > 0 && len(out[j]) > len(out[j-1]); j-- {
+			out[j], out[j-1] = out[j-1], out[j]
+		}
+	}
+	return out
+}
+
+func unescape(s string) string {
+	if d, err := url.QueryUnescape(s); err == nil {
+		return d
+	}
+	return s
+}
+
+// keyValue is one setting of a keyword/value DSN, with where its value
+// is written (quotes included).
+type keyValue struct {
+	key, value string
+	start, end int
+}
+
+// keyValues reads a keyword/value DSN (host=h password='a b'), as
+// libpq writes it: a value is quoted with ' (\' and \\ escaped) or runs
+// to the next white space. It reads what it can of a malformed one.
+func keyValues(dsn string) []keyValue {
+	var out []keyValue
+	i := 0
+	for i < len(dsn) {
+		for i < len(dsn) && isSpace(dsn[i]) {
+			i++
+		}
+		eq := strings.IndexByte(dsn[i:], '=')
+		if eq < 0 {
+			break
+		}
+		key := strings.TrimSpace(dsn[i : i+eq])
+		i += eq + 1
+		for i < len(dsn) && isSpace(dsn[i]) {
+			i++
+		}
+		kv := keyValue{key: key, start: i}
+		var value strings.Builder
+		if i < len(dsn) && dsn[i] == '\'' {
+			i++
+			for i < len(dsn) && dsn[i] != '\'' {
+				if dsn[i] == '\\' && i+1 < len(dsn) {
+					i++
+				}
+				value.WriteByte(dsn[i])
+				i++
+			}
+			i++ // the closing quote
+		} else {
+			for i < len(dsn) && !isSpace(dsn[i]) {
+				value.WriteByte(dsn[i])
+				i++
+			}
+		}
+		kv.end = min(i, len(dsn))
+		kv.value = value.String()
+		out = append(out, kv)
+	}
+	return out
+}
+
+func isSpace(b byte) bool {
+	return b == ' ' || b == '\t' || b == '\n' || b == '\r' || b == '\f' || b == '\v'
+}
+
+// redactKeyValue masks the password values of a keyword/value DSN.
+func redactKeyValue(dsn string) string {
+	var b strings.Builder
+	last := 0
+	for _, kv := range keyValues(dsn) {
+		if !isPasswordKey(kv.key) {
+			continue
+		}
+		b.WriteString(dsn[last:kv.start])
+		b.WriteString(mask)
+		last = kv.end
+	}
+	b.WriteString(dsn[last:])
+	out := b.String()
+	for _, p := range passwords(dsn) { // what a malformed DSN left
+		out = strings.ReplaceAll(out, p, mask)
+	}
+	return out
+}
