@@ -46,7 +46,8 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		wal          = fs.Bool("wal", false, "WAL mode (PostgreSQL, wal_level = logical, a user with REPLICATION): deliver the outbox's inserts as they commit, streamed from a logical replication slot; poll for retries (see docs/wal.md; \"postbox migrate --wal\" lets producers skip the notify trigger)")
 		walSlot      = fs.String("wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_<database>_<schema>)")
 		walDropSlot  = fs.Bool("wal-drop-slot", false, "drop the replication slot and the publication of --wal, and exit (stop the relays streaming it first)")
-		dedupWin     = fs.Duration("dedup-window", dedupWindowDefault, "how long a delivered event's dedup_key stays taken, whatever --retention (0: free again once the event's row is deleted)")
+		dedupWin     = fs.Duration("dedup-window", relay.DedupWindowDefault, "how long a delivered event's dedup_key stays taken, whatever --retention (0: free again once the event's row is deleted)")
+		claimBytes   = fs.Int("claim-bytes", relay.ClaimBytesDefault, "the payload bytes one claim takes and the relay holds at once, at most (an event larger than that is still taken, alone)")
 		heartbeat    = fs.Duration("heartbeat", presence.EveryDefault, fmt.Sprintf("how often the relay renews its row in the presence table, which postbox status reads (its mode, whether it finds the sink down); a row %d beats old is shown stale", store.PresenceStaleBeats))
 	)
 	var endpoints endpointsFlags
@@ -161,13 +162,14 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: --heartbeat: %v", errUsage, err)
 		}
-		r, err := relay.New(withDedupWindow(relay.Config{
+		r, err := relay.New(relay.Config{
 			Store: s.Outbox, Sink: sink.Sink, PublishBatch: *pubBatch, Logger: logger,
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
 			ProbeInterval: *probe, Observer: relay.Observers(observer, hb), Tracer: tracer, Stream: stream,
-		}, *dedupWin))
+			DedupWindow: dedupWindow(*dedupWin), ClaimBytes: *claimBytes,
+		})
 		if err != nil {
 			if metrics != nil {
 				_ = metrics.ln.Close()
@@ -191,7 +193,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 func checkRelayFlags(fs *flag.FlagSet) error {
 	if err := positive(fs, "timeout", "lease", "backoff-min", "backoff-max", "max-attempts", "batch", "poll",
 		"shutdown-timeout", "probe-interval", "metrics-sample", "heartbeat",
-		"disable-after", "attempts-retention", "breaker-failures"); err != nil {
+		"disable-after", "attempts-retention", "breaker-failures", "claim-bytes"); err != nil {
 		return err
 	}
 	return notNegative(fs, "concurrency", "publish-batch", "dedup-window")
@@ -205,16 +207,14 @@ var relayConfigFlags = map[string]string{
 	"Retention": "retention", "ShutdownTimeout": "shutdown-timeout", "ProbeInterval": "probe-interval",
 }
 
-// dedupWindowDefault is --dedup-window: how long a delivered event's
-// dedup_key stays taken.
-const dedupWindowDefault = 24 * time.Hour
-
-// withDedupWindow returns cfg with --dedup-window d as its DedupWindow
-// (relay.Config reads a zero as its default: a d of 0, the key free again
-// once its row is gone, is a negative window there). It returns cfg as it
-// is until relay.Config has the field.
-func withDedupWindow(cfg relay.Config, d time.Duration) relay.Config {
-	return cfg
+// dedupWindow is relay.Config.DedupWindow for --dedup-window d: relay.Config
+// reads a zero as its default, so a d of 0 (the key free again once its row
+// is gone) is a negative window there.
+func dedupWindow(d time.Duration) time.Duration {
+	if d == 0 {
+		return -1
+	}
+	return d
 }
 
 // openWAL is the WAL stream of --wal on s, named by --wal-slot.

@@ -22,6 +22,7 @@ package presence
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"os"
 	"strings"
@@ -148,6 +149,12 @@ func New(cfg Config) (*Heartbeat, error) {
 	}
 	if cfg.PruneEvery == 0 {
 		cfg.PruneEvery = PruneEveryDefault
+	}
+	// A live row must never look old enough to prune: it goes stale after
+	// store.PresenceStaleBeats heartbeats, and is pruned at twice that at
+	// the earliest.
+	if limit := cfg.PruneAfter / (2 * store.PresenceStaleBeats); cfg.Every > limit {
+		return nil, fmt.Errorf("presence: Config.Every %v is over %v: the other relays prune a row once it is %v old", cfg.Every, limit, cfg.PruneAfter)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()

@@ -198,6 +198,9 @@ func TestConfigIsValidated(t *testing.T) {
 	for name, cfg := range map[string]presence.Config{
 		"no store":       {},
 		"negative every": {Store: s, Every: -time.Second},
+		// A row beating every minute would look prunable to the others
+		// between two of its own beats.
+		"every past prune": {Store: s, Every: time.Minute},
 	} {
 		if _, err := presence.New(cfg); err == nil {
 			t.Errorf("%s: accepted", name)
