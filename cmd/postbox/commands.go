@@ -174,6 +174,9 @@ func usage(w *os.File, prefix string, commands map[string]command) {
 	names := make([]string, 0, len(commands))
 	width := 8
 	for name := range commands {
+		if strings.HasPrefix(name, "-") { // --version: a flag's spelling of a command
+			continue
+		}
 		names = append(names, name)
 		width = max(width, len(name))
 	}

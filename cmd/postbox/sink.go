@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
@@ -159,8 +160,8 @@ func withCredentials(u *url.URL, getenv func(string) string) {
 
 // redactSinkURL hides a password in a URL that may not parse.
 func redactSinkURL(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
-		return u.Redacted()
+	if _, err := url.Parse(rawURL); err == nil {
+		return dburl.Redact(rawURL)
 	}
 	if at := strings.LastIndexByte(rawURL, '@'); at >= 0 {
 		return "…@" + rawURL[at+1:]

@@ -49,7 +49,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	// A durable pull consumer of the stream ORDERS (created beside the
-	// relay: nats stream add ORDERS --subjects 'orders.>' ...).
+	// relay: postbox sink setup --sink 'nats://...?subject=orders.{event_type}&stream=ORDERS').
 	cons, err := js.CreateOrUpdateConsumer(ctx, "ORDERS", jetstream.ConsumerConfig{
 		Durable:       "shipping",
 		FilterSubject: "orders.order.paid",

@@ -226,7 +226,7 @@ func (k *Sink) checkExchange(conn *amqp091.Connection) error {
 	var e *amqp091.Error
 	switch {
 	case errors.As(err, &e) && e.Code == amqp091.NotFound:
-		return fmt.Errorf("amqp: exchange %q does not exist in vhost %q on %s: declare it first", k.s.Exchange, k.s.server.vhost, k.s.server.address)
+		return fmt.Errorf("amqp: exchange %q does not exist in vhost %q on %s: declare it first: postbox sink setup --sink URL, or amqp.Setup", k.s.Exchange, k.s.server.vhost, k.s.server.address)
 	case err != nil:
 		return fmt.Errorf("amqp: check exchange %q in vhost %q on %s: %w", k.s.Exchange, k.s.server.vhost, k.s.server.address, err)
 	}

@@ -196,7 +196,7 @@ func (s *Sink) check(ctx context.Context, cfg Config) error {
 		return fmt.Errorf("kafka: reading the metadata of topic %q: %w", name, err)
 	}
 	if t, ok := topics[name]; !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
-		return fmt.Errorf("kafka: topic %q does not exist: create it, or add allow_auto_topic_creation=true to the sink URL", name)
+		return fmt.Errorf("kafka: topic %q does not exist: create it (postbox sink setup --sink URL, or kafka.Setup), or add allow_auto_topic_creation=true to the sink URL", name)
 	} else if t.Err != nil {
 		return fmt.Errorf("kafka: topic %q: %w", name, t.Err)
 	}

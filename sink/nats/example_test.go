@@ -10,8 +10,8 @@ import (
 )
 
 // A relay publishing an outbox into the stream that captures "orders.>"
-// (created beforehand: nats stream add ORDERS --subjects 'orders.>'
-// --dupe-window 2m ...), one subject per event type: an "order.paid"
+// (created beforehand by postbox sink setup with the same URL, or
+// nats.Setup), one subject per event type: an "order.paid"
 // event goes to "orders.order.paid". This is what `postbox relay --sink
 // 'nats://127.0.0.1:4222?subject=orders.{event_type}&stream=ORDERS'` does.
 func Example() {

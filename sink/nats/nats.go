@@ -134,7 +134,7 @@ func (s *Sink) checkStream(ctx context.Context) (string, error) {
 		found, err := s.js.StreamNameBySubject(ctx, filter)
 		switch {
 		case errors.Is(err, jetstream.ErrStreamNotFound):
-			return "", fmt.Errorf("nats: no JetStream stream captures subject %s: create one first, for instance: nats stream add %s --subjects %q --storage file --dupe-window 2m --defaults",
+			return "", fmt.Errorf("nats: no JetStream stream captures subject %s: create one first (stream %s for subjects %q): postbox sink setup --sink URL, or nats.Setup",
 				filter, suggestedStream(s.cfg.Stream), filter)
 		case err != nil:
 			return "", fmt.Errorf("nats: looking for the stream of subject %s: %w", filter, err)
@@ -149,8 +149,8 @@ func (s *Sink) checkStream(ctx context.Context) (string, error) {
 	}
 	st, err := s.js.Stream(ctx, name)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return "", fmt.Errorf("nats: stream %s not found: create it first, for instance: nats stream add %s --subjects %q --storage file --dupe-window 2m --defaults",
-			name, name, exampleSubjects(s.cfg.Subject))
+		return "", fmt.Errorf("nats: stream %s not found: create it first (subjects %q): postbox sink setup --sink URL, or nats.Setup",
+			name, exampleSubjects(s.cfg.Subject))
 	}
 	if err != nil {
 		return "", fmt.Errorf("nats: reading stream %s: %w", name, err)

@@ -37,7 +37,7 @@ func TestNewWithoutStream(t *testing.T) {
 			t.Fatal(err)
 		}
 		_, err = nats.New(t.Context(), cfg)
-		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "nats stream add") {
+		if err == nil || !strings.Contains(err.Error(), c.want) || !strings.Contains(err.Error(), "postbox sink setup") {
 			t.Errorf("New with %s: %v, want an error with %q and how to create the stream", c.query, err, c.want)
 		}
 	}
