@@ -198,7 +198,7 @@ func scanDeliveries(rows *sql.Rows, err error) ([]store.EndpointDelivery, error)
 			return nil, err
 		}
 		r.d.Payload = []byte(payload)
-		r.d.Headers = sqlstore.DecodeHeaders([]byte(headers))
+		r.d.Headers, _ = sqlstore.DecodeHeaders([]byte(headers))
 		r.d.AvailableAt, r.d.CreatedAt = time.UnixMicro(available), time.UnixMicro(created)
 		all = append(all, r)
 	}

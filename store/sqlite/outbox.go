@@ -54,7 +54,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 			if err := rows.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &created, &available); err != nil {
 				return err
 			}
-			d.Headers = sqlstore.DecodeHeaders([]byte(headers))
+			d.Headers, _ = sqlstore.DecodeHeaders([]byte(headers))
 			d.CreatedAt = time.UnixMicro(created)
 			d.AvailableAt = time.UnixMicro(available)
 			out = append(out, d)
@@ -395,7 +395,7 @@ func scanRecords(rows *sql.Rows) ([]store.Record, error) {
 		if err != nil {
 			return nil, err
 		}
-		r.Headers = sqlstore.DecodeHeaders([]byte(headers))
+		r.Headers, _ = sqlstore.DecodeHeaders([]byte(headers))
 		r.AvailableAt = time.UnixMicro(availableAt)
 		r.CreatedAt = time.UnixMicro(created)
 		r.LeaseExpiresAt, r.ProcessedAt = microTime(leaseExpires), microTime(processed)
