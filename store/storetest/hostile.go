@@ -136,9 +136,9 @@ func Edges(dialect string) []Edge {
 		Edge{Column: "event_type", SQL: "x'ff'", Outcome: Invalid, Bounded: true},
 		Edge{Column: "event_type", SQL: "'a' || char(0) || 'b'", Outcome: Invalid, Bounded: true},
 		Edge{Column: "event_type", SQL: "42"},
-		Edge{Column: "aggregate_type", SQL: "cast(x'ff' as text)", Outcome: Invalid, Bounded: true},
+		Edge{Column: "aggregate_type", SQL: "cast(x'ff' as text)", Outcome: Invalid},
 		Edge{Column: "aggregate_id", SQL: "x'00'", Outcome: Invalid, Bounded: true},
-		Edge{Column: "payload", SQL: `cast(x'7b2261223a22ff227d' as text)`, Outcome: Invalid, Bounded: true},
+		Edge{Column: "payload", SQL: `cast(x'7b2261223a22ff227d' as text)`, Outcome: Invalid},
 		Edge{Column: "payload", SQL: "'" + strings.Repeat("[", 900) + strings.Repeat("]", 900) + "'"},
 		Edge{Column: "processed_at", SQL: "9223372036854775807", Bounded: true},
 	)
@@ -337,7 +337,7 @@ func testDedupKeyHeld(t *testing.T, s Raw, keep bool) {
 	}
 	if _, err := insertRow(ctx, s, key, ""); err == nil {
 		t.Fatal("plain SQL insert of a delivered event's dedup key: accepted, want refused for the window")
-	} else if !strings.Contains(err.Error(), "outbox_events_dedup_key_uq") {
+	} else if !strings.Contains(err.Error(), "dedup_key") {
 		t.Fatalf("plain SQL insert of a held key: %v, want the unique index's error", err)
 	}
 	again := event("42", 2)

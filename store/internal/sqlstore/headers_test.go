@@ -25,12 +25,12 @@ func TestDecodeHeaders(t *testing.T) {
 		}
 	}
 	for raw, want := range map[string]string{
-		`["not", "an", "object"]`:     "a JSON array is not an object",
-		`"text"`:                      "a JSON string is not an object",
-		`42`:                          "a JSON number is not an object",
-		`not json`:                    "not valid JSON",
-		``:                            "not valid JSON",
-		strings.Repeat(`[`, 20000):    "not valid JSON",
+		`["not", "an", "object"]`:  "a JSON array is not an object",
+		`"text"`:                   "a JSON string is not an object",
+		`42`:                       "a JSON number is not an object",
+		`not json`:                 "not valid JSON",
+		``:                         "not valid JSON",
+		strings.Repeat(`[`, 20000): "not valid JSON",
 		`{"a": ` + strings.Repeat(`[`, 20000) + strings.Repeat(`]`, 20000) + `}`: "not valid JSON",
 	} {
 		got, problem := sqlstore.DecodeHeaders([]byte(raw))

@@ -62,7 +62,8 @@ create table {schema}.outbox_held_keys (
   dedup_key  text primary key,
   expires_at timestamptz not null
 );
-create index outbox_held_keys_expires_idx on {schema}.outbox_held_keys (expires_at);
+create index outbox_held_keys_expires_idx
+  on {schema}.outbox_held_keys (expires_at);
 
 create or replace function {schema}.postbox_refuse_held_key() returns trigger
 language plpgsql as $$
