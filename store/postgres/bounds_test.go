@@ -1,0 +1,75 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/store"
+)
+
+// Migration 0008 fails the rows that break its bounds before it adds its
+// checks, so that such rows (written under 0007) neither make it fail nor
+// stay in the queue: each ends failed with a last_error naming its
+// columns; healthy rows are left as they were, delivered ones delivered.
+func TestMigration0008FailsRowsOutOfBounds(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	exec := func(sql string) {
+		t.Helper()
+		if _, err := s.Pool().Exec(ctx, strings.ReplaceAll(sql, "{schema}", s.Schema())); err != nil {
+			t.Fatalf("%s: %v", sql, err)
+		}
+	}
+	// Back to the schema of migration 0007.
+	exec(`alter table {schema}.outbox_events drop constraint outbox_events_retries_range, drop constraint outbox_events_times_range;
+drop trigger outbox_events_held_key on {schema}.outbox_events;
+drop function {schema}.postbox_refuse_held_key();
+drop table {schema}.outbox_held_keys;
+delete from {schema}.postbox_migrations where version = 8`)
+
+	healthy := postbox.NewID()
+	exec(`insert into {schema}.outbox_events (id, event_type, payload) values ('` + healthy.String() + `', 'order.created', '{"n": 1}')`)
+	rows := map[string]string{
+		"created_at":   "'infinity'",
+		"available_at": "'-infinity'",
+		"retries":      "2147483647",
+	}
+	bad := map[uuid.UUID]string{}
+	for column, value := range rows {
+		id := postbox.NewID()
+		bad[id] = column
+		exec(`insert into {schema}.outbox_events (id, event_type, payload, ` + column + `) values ('` + id.String() + `', 'order.bad', '{}', ` + value + `)`)
+	}
+	done := postbox.NewID()
+	exec(`insert into {schema}.outbox_events (id, event_type, payload, status, processed_at) values ('` + done.String() + `', 'order.done', '{}', 'done', 'infinity')`)
+
+	applied, err := s.Migrate(ctx)
+	if err != nil || len(applied) != 1 || applied[0] != 8 {
+		t.Fatalf("migrate: %v, %v; want [8]", applied, err)
+	}
+	for id, column := range bad {
+		r, err := s.Get(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Status != store.StatusFailed || !strings.HasPrefix(r.LastError, "failed by migration 0008: "+column+": ") {
+			t.Errorf("row with a bad %s: %q, %q; want failed naming it", column, r.Status, r.LastError)
+		}
+	}
+	if r, err := s.Get(ctx, done); err != nil || r.Status != store.StatusDone || r.ProcessedAt.IsZero() {
+		t.Errorf("delivered row: %+v, %v; want still done, processed_at in bounds", r, err)
+	}
+	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 1 || got[0].ID != healthy || got[0].Invalid != "" {
+		t.Fatalf("claim after the migration: %v, %v; want the healthy event alone", got, err)
+	}
+	if _, err := s.Pool().Exec(ctx, "insert into "+s.Table("outbox_events")+" (event_type, payload, retries) values ('x', '{}', -1)"); err == nil {
+		t.Fatal("insert of retries -1 after the migration: accepted, want refused by its check")
+	}
+}
