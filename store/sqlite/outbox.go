@@ -530,6 +530,13 @@ func scanRecords(rows *sql.Rows) ([]store.Record, error) {
 	return out, rows.Err()
 }
 
+// anyTime reads a time column of a read path (Unix microseconds): the zero
+// time for NULL and for a value that is not a time (timeValue's problems).
+func anyTime(v any) time.Time {
+	t, _ := timeValue(v)
+	return t
+}
+
 // microTime reads a nullable time column (Unix microseconds): the zero
 // time for NULL.
 func microTime(n sql.NullInt64) time.Time {

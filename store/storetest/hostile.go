@@ -21,8 +21,9 @@ type Raw struct {
 	// Dialect is "postgres" or "sqlite": the SQL of the edge values the
 	// suite writes (see Edges).
 	Dialect string
-	// Exec runs one statement; "{outbox_events}" names the store's outbox
-	// table in it.
+	// Exec runs one statement, in which a table's name in braces
+	// ("{outbox_events}", "{inbox_events}", "{endpoints}", ...) names the
+	// store's table.
 	Exec func(ctx context.Context, query string, args ...any) error
 	// Loosen drops the bounds that migration 0008 puts on rows (checks,
 	// insert triggers), so that the test writes rows as an older schema
@@ -53,6 +54,7 @@ func RunHostile(t *testing.T, newStore NewRaw) {
 		{"ClaimBoundedByBytes", func(t *testing.T, s Raw) { testClaimBoundedByBytes(t, s, false) }},
 		{"OrderedClaimBoundedByBytes", func(t *testing.T, s Raw) { testClaimBoundedByBytes(t, s, true) }},
 		{"PropertyHostileColumns", testPropertyHostileColumns},
+		{"OtherTablesReadHostileRows", testOtherTablesReadHostileRows},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -413,5 +415,115 @@ func testClaimBoundedByBytes(t *testing.T, s Raw, ordered bool) {
 	got = claim(t, s.Outbox, store.ClaimParams{Owner: "relay-c", Limit: 100, MaxBytes: 3 * mb, Ordered: ordered})
 	if len(got) != 1 || got[0].ID != huge.ID || len(got[0].Payload) != 5*mb {
 		t.Fatalf("claimed %v with MaxBytes 3 MB, want the 5 MB event alone", ids(got))
+	}
+}
+
+// otherTableEdges are hostile values of the inbox's and the endpoints'
+// columns in dialect: table, column, SQL.
+func otherTableEdges(dialect string) [][3]string {
+	if dialect == "postgres" {
+		return [][3]string{
+			{"inbox_events", "received_at", "'infinity'"},
+			{"inbox_events", "processed_at", "'-infinity'"},
+			{"inbox_events", "lease_expires_at", "'infinity'"},
+			{"inbox_events", "attempts", "2147483647"},
+			{"inbox_events", "payload", "'[1, 2]'"},
+			{"endpoint_deliveries", "available_at", "'-infinity'"},
+			{"endpoint_deliveries", "created_at", "'infinity'"},
+			{"endpoint_deliveries", "headers", "'[1, 2]'"},
+			{"endpoint_deliveries", "attempts", "2147483647"},
+			{"endpoint_attempts", "at", "'infinity'"},
+			{"endpoints", "failing_since", "'infinity'"},
+			{"endpoints", "created_at", "'-infinity'"},
+		}
+	}
+	return [][3]string{
+		{"inbox_events", "attempts", "'many'"},
+		{"inbox_events", "seq", "'x'"},
+		{"inbox_events", "lease_expires_at", "'soon'"},
+		{"endpoint_deliveries", "available_at", "-9223372036854775808"},
+		{"endpoint_deliveries", "created_at", "'today'"},
+		{"endpoint_deliveries", "attempts", "'many'"},
+		{"endpoint_deliveries", "headers", "'[1, 2]'"},
+		{"endpoint_attempts", "at", "'now'"},
+		{"endpoints", "failing_since", "'long ago'"},
+		{"endpoints", "created_at", "9223372036854775807"},
+	}
+}
+
+// testOtherTablesReadHostileRows: rows of the inbox's and the endpoints'
+// tables with hostile values do not break their lists, counts and claims.
+func testOtherTablesReadHostileRows(t *testing.T, s Raw) {
+	ctx := ctxFor(t)
+	inbox, ok := s.Outbox.(store.InboxReader)
+	endpoints, ok2 := s.Outbox.(store.Endpoints)
+	if !ok || !ok2 {
+		t.Skip("the store has no inbox reader or endpoints")
+	}
+	now := map[string]string{"postgres": "now()", "sqlite": fmt.Sprint(time.Now().UnixMicro())}[s.Dialect]
+	for _, e := range otherTableEdges(s.Dialect) {
+		table, column, value := e[0], e[1], e[2]
+		endpoint := postbox.NewID()
+		rows := map[string]map[string]string{
+			"endpoints": {"id": "'" + endpoint.String() + "'", "url": "'https://example.com/hook'", "secret": "'s'",
+				"created_at": now, "updated_at": now},
+			"inbox_events": {"id": "'" + postbox.NewID().String() + "'", "handler_status": "'failed'", "payload": `'{}'`},
+			"endpoint_deliveries": {"event_id": "'" + postbox.NewID().String() + "'", "endpoint_id": "'" + endpoint.String() + "'",
+				"event_type": "'order.paid'", "payload": `'{}'`, "available_at": now, "created_at": now},
+			"endpoint_attempts": {"endpoint_id": "'" + endpoint.String() + "'", "event_id": "'" + postbox.NewID().String() + "'", "attempt": "1", "at": now},
+		}
+		order := []string{"endpoints", "inbox_events", "endpoint_deliveries", "endpoint_attempts"}
+		rows[table][column] = value
+		refused := false
+		for _, tab := range order {
+			var names, values []string
+			for n, v := range rows[tab] {
+				names, values = append(names, n), append(values, v)
+			}
+			q := fmt.Sprintf("insert into {%s} (%s) values (%s)", tab, strings.Join(names, ", "), strings.Join(values, ", "))
+			err := s.Exec(ctx, q)
+			if err != nil && tab == table {
+				refused = true // the schema refuses the value: fine
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s.%s = %s: insert into %s: %v", table, column, value, tab, err)
+			}
+		}
+		if refused {
+			continue
+		}
+		what := table + "." + column + " = " + value
+		for _, status := range []string{store.StatusPending, store.StatusDone, store.StatusFailed} {
+			recs, err := inbox.InboxList(ctx, store.InboxListParams{Status: status, Limit: 100})
+			if err != nil {
+				t.Fatalf("%s: inbox list %s: %v", what, status, err)
+			}
+			for _, r := range recs {
+				if _, err := inbox.InboxGet(ctx, r.ID); err != nil {
+					t.Fatalf("%s: inbox get: %v", what, err)
+				}
+			}
+		}
+		if _, err := endpoints.EndpointList(ctx); err != nil {
+			t.Fatalf("%s: endpoint list: %v", what, err)
+		}
+		if _, err := endpoints.EndpointGet(ctx, endpoint); err != nil {
+			t.Fatalf("%s: endpoint get: %v", what, err)
+		}
+		if _, err := endpoints.DeliveryCounts(ctx, endpoint); err != nil {
+			t.Fatalf("%s: delivery counts: %v", what, err)
+		}
+		for _, status := range []string{store.StatusPending, store.StatusFailed} {
+			if _, err := endpoints.DeliveryList(ctx, endpoint, status, 100); err != nil {
+				t.Fatalf("%s: delivery list %s: %v", what, status, err)
+			}
+		}
+		if _, err := endpoints.AttemptList(ctx, endpoint, 100); err != nil {
+			t.Fatalf("%s: attempt list: %v", what, err)
+		}
+		if _, err := endpoints.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: endpoint, Owner: "relay-a", Limit: 10, Lease: lease}); err != nil {
+			t.Fatalf("%s: delivery claim: %v", what, err)
+		}
 	}
 }
