@@ -2,15 +2,18 @@ package postgres_test
 
 import (
 	"context"
+	"errors"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
 )
 
 // Migration 0008 fails the rows that break its bounds before it adds its
@@ -71,5 +74,33 @@ delete from {schema}.postbox_migrations where version = 8`)
 	}
 	if _, err := s.Pool().Exec(ctx, "insert into "+s.Table("outbox_events")+" (event_type, payload, retries) values ('x', '{}', -1)"); err == nil {
 		t.Fatal("insert of retries -1 after the migration: accepted, want refused by its check")
+	}
+}
+
+// Transact refuses a dedup key held after its event's delivery, as one in
+// the outbox: nothing commits, and the DuplicateError names the key.
+func TestTransactRefusesHeldDedupKey(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	first := postbox.Event{EventType: "order.paid", Payload: []byte(`{}`), DedupKey: "order-7-paid"}
+	if err := s.Enqueue(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	if err := s.Settle(ctx, store.SettleParams{Owner: "relay", Done: []uuid.UUID{got[0].ID}, Ended: []int64{got[0].Lease}, DedupWindow: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	err = s.Transact(ctx, func(tx pgx.Tx, out *postgres.Outgoing) error {
+		return out.Add(postbox.Event{EventType: "order.paid", Payload: []byte(`{}`), DedupKey: "order-7-paid"})
+	})
+	var dup *postbox.DuplicateError
+	if !errors.As(err, &dup) || len(dup.Keys) != 1 || dup.Keys[0] != "order-7-paid" {
+		t.Fatalf("Transact with a held key: %v, want a DuplicateError naming it", err)
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Pending != 0 {
+		t.Fatalf("stats %+v, %v: want nothing written", st, err)
 	}
 }

@@ -102,15 +102,14 @@ func (r *claimedRow) delivery() store.Delivery {
 		d.Headers, problem = sqlstore.DecodeHeaders([]byte(headers))
 	}
 	bad.Add("headers", problem)
+	// The claim counted this attempt (attempts + 1) when the value was in
+	// bounds, and left any other value as it was.
 	attempts, problem := integerValue(r.attempts)
+	if problem == "" && (attempts < 1 || attempts > sqlstore.RetriesMax) {
+		problem = fmt.Sprintf("%d is out of range (0 to %d)", attempts, sqlstore.RetriesMax)
+	}
 	if problem == "" {
-		// The claim counted this attempt (attempts + 1) when the value
-		// was in bounds; 0 is a value it left as it was.
-		if attempts == 0 {
-			problem = "0 was not counted"
-		} else {
-			d.Attempt, problem = sqlstore.Attempt(attempts - 1)
-		}
+		d.Attempt = int(attempts)
 	}
 	bad.Add("attempts", problem)
 	d.CreatedAt, problem = timeValue(r.created)
