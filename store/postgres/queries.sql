@@ -190,14 +190,17 @@ with recursive leased as (
   order by c.available_at, c.seq
   limit $2
 ), due as (
-  -- The byte bound of claim ($6), on the heads.
-  select h.* from (
+  -- The byte bound of claim ($6), on the heads: computed only with one.
+  select * from heads_due where $6::bigint <= 0
+  union all
+  select h.id, h.seq, h.aggregate_type, h.aggregate_id, h.event_type, h.payload, h.headers, h.retries, h.created_at, h.available_at, h.step
+  from (
     select h.*,
-      sum(case when $6::bigint > 0 then octet_length(h.payload::text) else 0 end)
-        over (order by h.available_at, h.seq rows unbounded preceding) as total,
+      sum(octet_length(h.payload::text)) over (order by h.available_at, h.seq rows unbounded preceding) as total,
       row_number() over (order by h.available_at, h.seq) as n
-    from heads_due h) h
-  where $6::bigint <= 0 or h.n = 1 or h.total <= $6::bigint
+    from heads_due h
+    where $6::bigint > 0) h
+  where h.n = 1 or h.total <= $6::bigint
 ), lease as (
   insert into {schema}.outbox_leases (owner, ids, expires_at)
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
