@@ -104,3 +104,88 @@ func TestTransactRefusesHeldDedupKey(t *testing.T) {
 		t.Fatalf("stats %+v, %v: want nothing written", st, err)
 	}
 }
+
+// A producer that writes a dedup key while the settle delivering the
+// key's event is in progress is refused once that settle commits: its
+// insert waits on the unique index for the settle, and the check of held
+// keys runs after it.
+func TestHeldKeyRefusedWhileItsSettleCommits(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	first := postbox.Event{ID: postbox.NewID(), EventType: "order.paid", Payload: []byte(`{}`), DedupKey: "order-9-paid"}
+	if err := s.Enqueue(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	// The settle, by hand, held open: the row deleted, its key held.
+	settle, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer settle.Rollback(ctx)
+	if _, err := settle.Exec(ctx, "delete from "+s.Table("outbox_events")+" where id = $1", first.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := settle.Exec(ctx, "insert into "+s.Table("outbox_held_keys")+" values ('order-9-paid', now() + interval '1 hour')"); err != nil {
+		t.Fatal(err)
+	}
+	inserted := make(chan error, 1)
+	go func() {
+		_, err := s.Pool().Exec(ctx, "insert into "+s.Table("outbox_events")+" (event_type, payload, dedup_key) values ('order.paid', '{}', 'order-9-paid')")
+		inserted <- err
+	}()
+	waitForLockWait(t, s)
+	if err := settle.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-inserted; err == nil || !strings.Contains(err.Error(), "outbox_events_dedup_key_uq") {
+		t.Fatalf("insert of the key while its settle committed: %v, want refused", err)
+	}
+}
+
+// A producer's transaction that skipped a taken dedup key (EnqueueTx) and
+// stays open holds no lock that a relay's settle of the key's event would
+// wait for.
+func TestSkippedKeyDoesNotHoldTheSettle(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	first := postbox.Event{EventType: "order.paid", Payload: []byte(`{}`), DedupKey: "order-8-paid"}
+	if err := s.Enqueue(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 1 {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	producer, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer producer.Rollback(ctx)
+	again := postbox.Event{EventType: "order.paid", Payload: []byte(`{}`), DedupKey: "order-8-paid"}
+	if err := s.EnqueueTx(ctx, producer, again); !errors.Is(err, postbox.ErrDuplicate) {
+		t.Fatalf("EnqueueTx of a taken key: %v, want ErrDuplicate", err)
+	}
+	if err := s.Settle(ctx, store.SettleParams{Owner: "relay", Done: []uuid.UUID{got[0].ID}, Ended: []int64{got[0].Lease}, DedupWindow: time.Hour}); err != nil {
+		t.Fatalf("settle while the producer's transaction is open: %v", err)
+	}
+}
+
+// waitForLockWait returns once a backend of the test's schema's database
+// waits for a lock.
+func waitForLockWait(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	for range 500 {
+		var waiting bool
+		err := s.Pool().QueryRow(context.Background(),
+			"select exists (select 1 from pg_stat_activity where wait_event_type = 'Lock' and query like '%outbox_events%order-9-paid%')").Scan(&waiting)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if waiting {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	t.Fatal("the insert never waited for the settle")
+}

@@ -70,9 +70,6 @@ language plpgsql as $$
 declare
   held_until timestamptz;
 begin
-  -- A settle deleting the row that holds this key now writes the key with
-  -- it: wait for it to commit (the row lock), then look for the key.
-  perform 1 from {schema}.outbox_events where dedup_key = new.dedup_key for key share;
   select expires_at into held_until from {schema}.outbox_held_keys
   where dedup_key = new.dedup_key and expires_at > now();
   if found then
@@ -82,11 +79,16 @@ begin
       constraint = 'outbox_events_dedup_key_uq',
       table = 'outbox_events';
   end if;
-  return new;
+  return null;
 end
 $$;
 
+-- After the insert, not before: the unique index has then waited for a
+-- settle that was deleting the row holding the same key, and this check,
+-- a statement of its own (a snapshot taken after that settle committed),
+-- sees the key the settle held. Taking no lock, it never makes a relay's
+-- settle wait for a producer's transaction.
 create trigger outbox_events_held_key
-  before insert on {schema}.outbox_events
+  after insert on {schema}.outbox_events
   for each row when (new.dedup_key is not null)
   execute function {schema}.postbox_refuse_held_key();
