@@ -10,8 +10,12 @@
 --    last_error that names each column and its value, and the value is
 --    brought into bounds (a time to the time of this migration, retries to
 --    the nearest bound); delivered rows stay delivered. The checks are then
---    added NOT VALID and validated, which reads the table without blocking
---    writes for the scan. The relay reads defensively all the same (a store
+--    added and validated: a row another transaction wrote out of bounds
+--    meanwhile makes the migration fail (run it again) rather than stay.
+--    Migrations run in one transaction, so the table is locked while the
+--    update and the validation read it: a short while for an outbox whose
+--    delivered events are deleted (the default), longer for one that keeps
+--    millions of them. The relay reads defensively all the same (a store
 --    whose checks were dropped, or SQLite's, which has none on old rows).
 with bad as (
   select id, concat_ws('; ',
