@@ -117,17 +117,23 @@ func drain(t *testing.T, ctx context.Context, s Raw, rng *rand.Rand, rows map[uu
 		if len(got) == 0 && !p.Ordered {
 			return
 		}
-		settleAll(t, s, got, rows)
+		settleAll(t, s, rng, got, rows)
+		if rng.Intn(4) == 0 {
+			if _, err := s.PurgeDone(ctx, time.Now().Add(time.Hour), 1+rng.Intn(10)); err != nil {
+				t.Fatalf("purge done: %v", err)
+			}
+		}
 		readsWork(t, s)
 	}
 	t.Fatal("the outbox did not drain")
 }
 
-// settleAll settles a claim as a relay does: done when valid, failed with
-// the Invalid text otherwise.
-func settleAll(t *testing.T, s Raw, got []store.Delivery, rows map[uuid.UUID]*propertyRow) {
+// settleAll settles a claim as a relay does: done when valid (deleted or
+// kept, its dedup key held or not), failed with the Invalid text
+// otherwise.
+func settleAll(t *testing.T, s Raw, rng *rand.Rand, got []store.Delivery, rows map[uuid.UUID]*propertyRow) {
 	t.Helper()
-	p := store.SettleParams{Owner: "relay-p"}
+	p := store.SettleParams{Owner: "relay-p", KeepDone: rng.Intn(2) == 0, DedupWindow: time.Duration(rng.Intn(2)) * time.Hour}
 	for _, d := range got {
 		if r := rows[d.ID]; r != nil {
 			r.claimed++
