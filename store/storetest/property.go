@@ -49,8 +49,8 @@ func testPropertyHostileColumns(t *testing.T, s Raw) {
 	seed := int64(envInt(t, "POSTBOX_PROPERTY_SEED", int(time.Now().UnixNano())))
 	t.Logf("seed %d (POSTBOX_PROPERTY_SEED), %d rounds (POSTBOX_PROPERTY_ROUNDS)", seed, rounds)
 	rng := rand.New(rand.NewSource(seed))
-	ctx := ctxFor(t)
 	for round := range 2 * rounds {
+		ctx := ctxFor(t) // a deadline per round, however many rounds
 		if round == rounds {
 			s.Loosen(t)
 		}
