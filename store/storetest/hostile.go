@@ -85,6 +85,8 @@ type Edge struct {
 	Outcome Outcome
 	// Bounded: the schema (migration 0008) refuses the value at insert.
 	Bounded bool
+	// Refused: the column's type refuses the value, bounds or not.
+	Refused bool
 }
 
 // Edges are the edge values of outbox_events' columns in dialect.
@@ -121,6 +123,12 @@ func Edges(dialect string) []Edge {
 			Edge{Column: "retries", SQL: "999999999"},
 			Edge{Column: "processed_at", SQL: "'infinity'", Bounded: true},
 			Edge{Column: "payload", SQL: "'" + deep + "'"},
+			Edge{Column: "event_type", SQL: `E'a\000b'`, Outcome: Invalid, Refused: true},
+			Edge{Column: "aggregate_id", SQL: `E'\xff'`, Outcome: Invalid, Refused: true},
+			Edge{Column: "payload", SQL: `'{"a": "\u0000"}'`, Outcome: Invalid, Refused: true},
+			Edge{Column: "payload", SQL: "'not json'", Outcome: Invalid, Refused: true},
+			Edge{Column: "payload", SQL: "null", Outcome: Invalid, Refused: true},
+			Edge{Column: "retries", SQL: "2147483648", Outcome: Invalid, Refused: true},
 			Edge{Column: "headers", SQL: `'{"a": ` + deep + `}'`},
 		)
 	}
@@ -143,6 +151,11 @@ func Edges(dialect string) []Edge {
 		Edge{Column: "payload", SQL: `cast(x'7b2261223a22ff227d' as text)`, Outcome: Invalid},
 		Edge{Column: "payload", SQL: "'" + strings.Repeat("[", 900) + strings.Repeat("]", 900) + "'"},
 		Edge{Column: "processed_at", SQL: "9223372036854775807", Bounded: true},
+		Edge{Column: "payload", SQL: "'not json'", Outcome: Invalid, Refused: true},
+		Edge{Column: "payload", SQL: "x'7b7d'", Outcome: Invalid, Refused: true},
+		Edge{Column: "payload", SQL: "null", Outcome: Invalid, Refused: true},
+		Edge{Column: "created_at", SQL: "'yesterday'", Outcome: Invalid, Refused: true},
+		Edge{Column: "headers", SQL: "'{'", Outcome: Invalid, Refused: true},
 	)
 }
 
@@ -229,7 +242,7 @@ func readsWork(t *testing.T, s store.Outbox) {
 func testBoundsRefuse(t *testing.T, s Raw) {
 	ctx := ctxFor(t)
 	for _, e := range Edges(s.Dialect) {
-		if !e.Bounded {
+		if !e.Bounded && !e.Refused {
 			continue
 		}
 		if _, err := insertRow(ctx, s, e, ""); err == nil {
@@ -246,7 +259,7 @@ func testBoundsRefuse(t *testing.T, s Raw) {
 func testHostileRowFailsAlone(t *testing.T, s Raw, ordered bool) {
 	s.Loosen(t)
 	for i, e := range Edges(s.Dialect) {
-		if e.Outcome == Invalid {
+		if e.Outcome == Invalid && !e.Refused {
 			t.Run(e.Name(), func(t *testing.T) { hostileRowFailsAlone(t, s, ordered, e, i) })
 		}
 	}
