@@ -31,6 +31,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 	if !p.After.IsZero() {
 		after = pgtype.Timestamptz{Time: p.After.AvailableAt, Valid: true}
 	}
+	if p.MaxBytes > 0 {
+		return s.claim(ctx, s.sql.Get("claim_bounded"), p, nil, nil, after, p.After.Seq, p.MaxBytes)
+	}
 	return s.claim(ctx, s.sql.Get("claim"), p, nil, nil, after, p.After.Seq)
 }
 
@@ -39,8 +42,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 const claimPresize = 4096
 
 // claim runs one of the claim queries for p (its $1, $2 and $3: owner,
-// limit, lease) with the query's further args, then p.MaxBytes (its last
-// parameter), in the claims' turn
+// limit, lease) with the query's further args, in the claims' turn
 // (claim_lock), and returns the events it leased in sequence order. The
 // query's columns after the event's are scanned into extra, and each row is
 // passed to seen (when not nil) once scanned.
@@ -48,7 +50,7 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("relay_async_commit"))
 	batch.Queue(s.sql.Get("claim_lock"), s.lockKey("claim"))
-	batch.Queue(query, append([]any{p.Owner, p.Limit, p.Lease.Milliseconds()}, append(args, p.MaxBytes)...)...)
+	batch.Queue(query, append([]any{p.Owner, p.Limit, p.Lease.Milliseconds()}, args...)...)
 	results := s.pool.SendBatch(ctx, batch)
 	defer results.Close()
 	for range 2 {

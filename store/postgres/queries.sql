@@ -39,10 +39,9 @@ select pg_advisory_xact_lock($1);
 -- starts from the head. The index scan then begins at that position instead
 -- of reading past the events the relay holds and past the index entries of
 -- the events it deleted (dead until vacuum, each costing a heap visit or a
--- skipped entry). $6, when positive, bounds the payload bytes (see
--- bounded). Values are returned as stored (retries, not the attempt): the
--- store reads each row defensively, so that a row it cannot read fails
--- alone instead of failing the claim.
+-- skipped entry). Values are returned as stored (retries, not the
+-- attempt): the store reads each row defensively, so that a row it cannot
+-- read fails alone instead of failing the claim.
 with leased as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), due as (
@@ -53,23 +52,40 @@ with leased as (
     and e.id not in (select id from leased)
   order by e.available_at, e.seq
   limit $2
-), bounded as (
-  -- With a byte bound ($6 > 0): the events up to the one that would take
-  -- the payloads' bytes past $6, always the first. The size of a payload is
-  -- that of its text, as the relay receives it.
-  select d.* from (
+), lease as (
+  insert into {schema}.outbox_leases (owner, ids, expires_at)
+  select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
+  having count(*) > 0
+  returning batch
+)
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries, created_at, available_at,
+  (select batch from lease)
+from due;
+
+-- name: claim_bounded
+-- claim with a byte bound, $6 (ClaimParams.MaxBytes): the events up to the
+-- one that would take the payloads' bytes past $6, always the first. The
+-- size of a payload is that of its text, as the relay receives it: the
+-- server renders each due event's payload (up to $2) to measure it, which
+-- is why claim, without a bound, is a query of its own.
+with leased as (
+  select unnest(ids) as id from {schema}.outbox_leases
+), due as (
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
+  from {schema}.outbox_events e
+  where e.status = 'pending' and e.available_at <= now()
+    and (e.available_at, e.seq) > ($4::timestamptz, $5::bigint)
+    and e.id not in (select id from leased)
+  order by e.available_at, e.seq
+  limit $2
+), taken as (
+  select d.id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers, d.retries, d.created_at, d.available_at
+  from (
     select d.*,
       sum(octet_length(d.payload::text)) over (order by d.available_at, d.seq rows unbounded preceding) as total,
       row_number() over (order by d.available_at, d.seq) as n
-    from due d
-    where $6::bigint > 0) d
+    from due d) d
   where d.n = 1 or d.total <= $6::bigint
-), taken as (
-  select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries, created_at, available_at
-  from due where $6::bigint <= 0
-  union all
-  select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries, created_at, available_at
-  from bounded
 ), lease as (
   insert into {schema}.outbox_leases (owner, ids, expires_at)
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from taken
@@ -86,8 +102,11 @@ from taken;
 -- so it holds its successors back. A row lower in sequence that is not yet
 -- committed is invisible here; it is taken after the ones committed before
 -- it. $4, $5: the aggregate (type, id) after which the walk for heads
--- starts (see skip_scan). The last column, walk_end, marks the row of the
--- last aggregate the walk took: the next claim's walk starts after it.
+-- starts (see skip_scan). $6, when positive, is the byte bound of
+-- claim_bounded, applied to the heads (in one query: the ordered claim is
+-- long, and its cost is elsewhere). The last column, walk_end, marks the
+-- row of the last aggregate the walk took: the next claim's walk starts
+-- after it.
 --
 -- Two ways find heads, so that no claim reads the whole backlog:
 -- - window: the oldest due events (4 × $2 of them, in claim order), those
