@@ -72,7 +72,7 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 	var r claimedRow
 	// The id scans as 16 bytes: scanned as a uuid.UUID (an sql.Scanner)
 	// it would go through its text form.
-	dest := append([]any{(*[16]byte)(&r.d.ID), &r.d.OutboxSeq, &r.d.AggregateType, &r.d.AggregateID, &r.d.EventType, &r.d.Payload, &r.headers, &r.retries, &r.created, &r.available, &r.d.Lease}, extra...)
+	dest := append([]any{(*[16]byte)(&r.d.ID), &r.d.OutboxSeq, &r.d.AggregateType, &r.d.AggregateID, &r.d.EventType, &r.d.Payload, &r.headers, &r.attempt, &r.created, &r.available, &r.d.Lease}, extra...)
 	out, err = pgx.AppendRows(make([]store.Delivery, 0, min(p.Limit, claimPresize)), rows, func(row pgx.CollectableRow) (store.Delivery, error) {
 		r = claimedRow{}
 		if err := row.Scan(dest...); err != nil {
@@ -99,7 +99,7 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 type claimedRow struct {
 	d                  store.Delivery
 	headers            []byte
-	retries            int32
+	attempt            int64 // retries + 1, as the claim counted it
 	created, available pgtype.Timestamptz
 }
 
@@ -109,7 +109,7 @@ func (r *claimedRow) delivery() store.Delivery {
 	d := r.d
 	var bad sqlstore.Problems
 	var problem string
-	d.Attempt, problem = sqlstore.Attempt(int64(r.retries))
+	d.Attempt, problem = sqlstore.Attempt(r.attempt - 1)
 	bad.Add("retries", problem)
 	d.CreatedAt, problem = readTime(r.created)
 	bad.Add("created_at", problem)

@@ -39,9 +39,9 @@ select pg_advisory_xact_lock($1);
 -- starts from the head. The index scan then begins at that position instead
 -- of reading past the events the relay holds and past the index entries of
 -- the events it deleted (dead until vacuum, each costing a heap visit or a
--- skipped entry). Values are returned as stored (retries, not the
--- attempt): the store reads each row defensively, so that a row it cannot
--- read fails alone instead of failing the claim.
+-- skipped entry). The attempt is counted as a bigint, which no value of
+-- retries overflows; the store reads each row defensively, so that a row
+-- it cannot read fails alone instead of failing the claim.
 with leased as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), due as (
@@ -58,7 +58,7 @@ with leased as (
   having count(*) > 0
   returning batch
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries, created_at, available_at,
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries::bigint + 1, created_at, available_at,
   (select batch from lease)
 from due;
 
@@ -92,7 +92,7 @@ with leased as (
   having count(*) > 0
   returning batch
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries, created_at, available_at,
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries::bigint + 1, created_at, available_at,
   (select batch from lease)
 from taken;
 
@@ -226,7 +226,7 @@ with recursive leased as (
   having count(*) > 0
   returning batch
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries, created_at, available_at,
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries::bigint + 1, created_at, available_at,
   (select batch from lease),
   coalesce(step = (select max(step) from due), false) as walk_end
 from due;
