@@ -134,7 +134,7 @@ const AttemptResponseMax = 1024
 
 // Endpoints is the store of webhook endpoints, their deliveries and the
 // attempts log: what package endpoint and postbox endpoints call. Both
-// stores implement it, and pass store/storetest's EndpointsSuite.
+// stores implement it, and pass store/storetest's RunEndpoints.
 type Endpoints interface {
 	// EndpointCreate writes a new endpoint (e.ID, when zero, is chosen)
 	// and returns it as stored.

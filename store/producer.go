@@ -14,7 +14,9 @@ import (
 // (through database/sql) unchanged.
 //
 // EnqueueTx writes events in tx. An event whose DedupKey is already in the
-// outbox is skipped and reported by a *postbox.DuplicateError
+// outbox, or held after the delivery of an event that had it
+// (SettleParams.DedupWindow), is skipped and reported by a
+// *postbox.DuplicateError
 // (errors.Is(err, postbox.ErrDuplicate)); the transaction stays usable and
 // the other events are written, so the caller decides whether to commit.
 // After any other error, roll back: committing would commit the business

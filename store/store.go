@@ -102,7 +102,10 @@ type ClaimParams struct {
 	// MaxBytes, when positive, bounds the claim by the payload bytes it
 	// takes as well as by Limit: the claim stops before the event that
 	// would take its payloads past MaxBytes, but always takes at least one
-	// event (so an event larger than MaxBytes is still claimed, alone).
+	// event (so an event larger than MaxBytes is still claimed, alone). A
+	// payload's size is that of its JSON text as stored (PostgreSQL: the
+	// text of the jsonb, which the server computes for each event the
+	// claim reads, up to Limit).
 	MaxBytes int64
 }
 
@@ -386,7 +389,10 @@ type Outbox interface {
 	// relay whose lease expired, how many of its events it changed.
 	ReclaimExpired(ctx context.Context, p ReclaimParams) ([]Reclaimed, error)
 	// PurgeDone deletes up to limit delivered events processed before the
-	// given time and reports how many it deleted.
+	// given time, then up to limit dedup keys whose hold has ended
+	// (SettleParams.DedupWindow), and reports how many rows it deleted in
+	// all: a relay that holds keys calls it until it reports fewer than
+	// limit, whether it keeps delivered events or not.
 	PurgeDone(ctx context.Context, before time.Time, limit int) (int, error)
 }
 

@@ -91,6 +91,30 @@ func BenchmarkClaim(b *testing.B) {
 	}
 }
 
+// BenchmarkClaimByteBound is BenchmarkClaim with a byte bound that every
+// batch fits in (ClaimParams.MaxBytes): the cost of computing the payloads'
+// sizes.
+func BenchmarkClaimByteBound(b *testing.B) {
+	for _, batch := range []int{256, 2000} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			s := pgtest.Store(b)
+			benchFill(b, s, b.N)
+			ctx := context.Background()
+			b.ReportAllocs()
+			b.ResetTimer()
+			for claimed := 0; claimed < b.N; {
+				got, err := s.Claim(ctx, store.ClaimParams{Owner: "bench", Limit: batch, Lease: time.Minute, MaxBytes: 64 << 20})
+				if err != nil || len(got) == 0 {
+					b.Fatalf("claim: %d, %v", len(got), err)
+				}
+				claimed += len(got)
+			}
+			b.StopTimer()
+			reportEventsPerSec(b)
+		})
+	}
+}
+
 // BenchmarkSettle marks b.N claimed events delivered, in batches.
 func BenchmarkSettle(b *testing.B) {
 	for _, batch := range benchBatches {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
@@ -104,7 +105,9 @@ func (d deadLetterSQL) ScanFailed(ctx context.Context, f store.FailedFilter, aft
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlstore.FailedRow, error) {
 		var r sqlstore.FailedRow
-		err := row.Scan(&r.ID, &r.Cursor.ProcessedAt, &r.Cursor.OutboxSeq, &r.LastError)
+		var processed pgtype.Timestamptz
+		err := row.Scan(&r.ID, &processed, &r.Cursor.OutboxSeq, &r.LastError)
+		r.Cursor.ProcessedAt = finiteTime(processed)
 		return r, err
 	})
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/store"
@@ -64,16 +65,13 @@ func (s *Store) EndpointList(ctx context.Context) ([]store.Endpoint, error) {
 func scanEndpoint(row pgx.CollectableRow) (store.Endpoint, error) {
 	var e store.Endpoint
 	var types string
-	var prevUntil, failing *time.Time
+	// Times that take every value: an infinity reads as the zero time.
+	var prevUntil, failing, created, updated pgtype.Timestamptz
 	err := row.Scan(&e.ID, &e.Name, &e.URL, &types, &e.Secret, &e.PreviousSecret, &prevUntil,
-		&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.State, &failing, &e.CreatedAt, &e.UpdatedAt)
+		&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.State, &failing, &created, &updated)
 	e.Types = store.SplitTypes(types)
-	if prevUntil != nil {
-		e.PreviousSecretUntil = *prevUntil
-	}
-	if failing != nil {
-		e.FailingSince = *failing
-	}
+	e.PreviousSecretUntil, e.FailingSince = finiteTime(prevUntil), finiteTime(failing)
+	e.CreatedAt, e.UpdatedAt = finiteTime(created), finiteTime(updated)
 	return e, err
 }
 
@@ -173,9 +171,14 @@ func (s *Store) DeliveryClaim(ctx context.Context, p store.DeliveryClaimParams) 
 func scanDelivery(row pgx.CollectableRow) (store.EndpointDelivery, error) {
 	var d store.EndpointDelivery
 	var payload string
-	err := row.Scan(&d.ID, &d.AggregateType, &d.AggregateID, &d.EventType, &payload, &d.Headers,
-		&d.EndpointID, &d.Status, &d.Attempt, &d.AvailableAt, &d.LastError, &d.CreatedAt)
+	// Headers and times that take every value (see scanRecord).
+	var headers []byte
+	var available, created pgtype.Timestamptz
+	err := row.Scan(&d.ID, &d.AggregateType, &d.AggregateID, &d.EventType, &payload, &headers,
+		&d.EndpointID, &d.Status, &d.Attempt, &available, &d.LastError, &created)
 	d.Payload = []byte(payload)
+	d.Headers, _ = sqlstore.DecodeHeaders(headers)
+	d.AvailableAt, d.CreatedAt = finiteTime(available), finiteTime(created)
 	return d, err
 }
 
@@ -275,8 +278,10 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Attempt, error) {
 		var a store.Attempt
 		var us int64
-		err := row.Scan(&a.EndpointID, &a.EventID, &a.EventType, &a.Attempt, &a.StatusCode, &us, &a.Response, &a.Error, &a.At)
+		var at pgtype.Timestamptz
+		err := row.Scan(&a.EndpointID, &a.EventID, &a.EventType, &a.Attempt, &a.StatusCode, &us, &a.Response, &a.Error, &at)
 		a.Duration = time.Duration(us) * time.Microsecond
+		a.At = finiteTime(at)
 		return a, err
 	})
 	if err != nil {

@@ -58,7 +58,7 @@ with picked as (
   for update skip locked
 )
 update {schema}.endpoint_deliveries d
-set status = 'processing', attempts = d.attempts + 1, lease_owner = $3,
+set status = 'processing', attempts = least(d.attempts, 999999999) + 1, lease_owner = $3,
     lease_expires_at = now() + $4 * interval '1 microsecond'
 from picked
 where d.event_id = picked.event_id and d.endpoint_id = picked.endpoint_id

@@ -35,7 +35,9 @@ const (
 // tracestate headers, which the relay continues. The events' Headers maps
 // are not modified.
 //
-// An event whose DedupKey is already in the outbox is skipped and reported
+// An event whose DedupKey is already in the outbox, or held after the
+// delivery of an event that had it (store.SettleParams.DedupWindow), is
+// skipped and reported
 // by a *postbox.DuplicateError (errors.Is(err, postbox.ErrDuplicate)); the
 // transaction stays usable and the other events are written, so the caller
 // decides whether to commit or roll back. Committing after any other error
@@ -147,20 +149,29 @@ func (s *Store) insertSQL(n int, onConflictSkip bool) string {
 	return s.buildInsertSQL(n, onConflictSkip)
 }
 
-// buildInsertSQL builds insertSQL's statement.
+// buildInsertSQL builds insertSQL's statement. With onConflictSkip, an
+// event whose dedup key is held after a delivery (outbox_held_keys) is
+// skipped as well: the trigger that refuses it would abort the caller's
+// transaction.
 func (s *Store) buildInsertSQL(n int, onConflictSkip bool) string {
 	var b strings.Builder
-	b.WriteString(s.expand("insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, dedup_key, headers, available_at) values "))
+	b.WriteString(s.expand("insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, dedup_key, headers, available_at) "))
+	if onConflictSkip {
+		b.WriteString("select * from (")
+	}
+	b.WriteString("values ")
 	for i := range n {
 		if i > 0 {
 			b.WriteByte(',')
 		}
 		p := i*enqueueColumns + 1
-		fmt.Fprintf(&b, "($%d::uuid, $%d, $%d, $%d, $%d::jsonb, $%d, $%d::jsonb, coalesce($%d::timestamptz, now()))",
+		fmt.Fprintf(&b, "($%d::uuid, $%d::text, $%d::text, $%d::text, $%d::jsonb, $%d::text, $%d::jsonb, coalesce($%d::timestamptz, now()))",
 			p, p+1, p+2, p+3, p+4, p+5, p+6, p+7)
 	}
 	if onConflictSkip {
-		b.WriteString(" on conflict (dedup_key) where dedup_key is not null do nothing returning coalesce(dedup_key, '')")
+		b.WriteString(s.expand(") v (id, aggregate_type, aggregate_id, event_type, payload, dedup_key, headers, available_at)" +
+			" where v.dedup_key is null or not exists (select 1 from {schema}.outbox_held_keys k where k.dedup_key = v.dedup_key and k.expires_at > now())" +
+			" on conflict (dedup_key) where dedup_key is not null do nothing returning coalesce(dedup_key, '')"))
 	}
 	return b.String()
 }

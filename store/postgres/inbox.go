@@ -9,6 +9,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
@@ -86,15 +87,12 @@ func (s *Store) InboxList(ctx context.Context, p store.InboxListParams) ([]store
 // scanInboxRecord reads the columns of inbox_get.
 func scanInboxRecord(row pgx.CollectableRow) (store.InboxRecord, error) {
 	var r store.InboxRecord
-	var leaseExpires, processed *time.Time
+	// Times that take every value: an infinity (a plain-SQL writer's)
+	// reads as the zero time instead of failing the list.
+	var leaseExpires, received, processed pgtype.Timestamptz
 	err := row.Scan(&r.ID, &r.EventType, &r.AggregateType, &r.AggregateID, &r.Seq, &r.Payload, &r.Signature,
-		&r.Status, &r.Attempts, &r.LastError, &r.LeaseOwner, &leaseExpires, &r.ReceivedAt, &processed)
-	if leaseExpires != nil {
-		r.LeaseExpiresAt = *leaseExpires
-	}
-	if processed != nil {
-		r.ProcessedAt = *processed
-	}
+		&r.Status, &r.Attempts, &r.LastError, &r.LeaseOwner, &leaseExpires, &received, &processed)
+	r.LeaseExpiresAt, r.ReceivedAt, r.ProcessedAt = finiteTime(leaseExpires), finiteTime(received), finiteTime(processed)
 	return r, err
 }
 

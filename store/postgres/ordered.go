@@ -140,7 +140,7 @@ func (s *Store) claimOrdered(ctx context.Context, p store.ClaimParams) (out []st
 		if walkEnd {
 			to = &aggregateKey{d.AggregateType, d.AggregateID}
 		}
-	}, from.typ, from.id)
+	}, from.typ, from.id, p.MaxBytes)
 	if err == nil && to != nil {
 		s.walkedTo.Store(to)
 	}

@@ -31,6 +31,9 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Del
 	if !p.After.IsZero() {
 		after = pgtype.Timestamptz{Time: p.After.AvailableAt, Valid: true}
 	}
+	if p.MaxBytes > 0 {
+		return s.claim(ctx, s.sql.Get("claim_bounded"), p, nil, nil, after, p.After.Seq, p.MaxBytes)
+	}
 	return s.claim(ctx, s.sql.Get("claim"), p, nil, nil, after, p.After.Seq)
 }
 
@@ -62,20 +65,20 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 	// Sized for a full claim (up to claimPresize): grown by appends, the
 	// slice of deliveries (some 200 bytes each) was most of a claim's
 	// allocations.
-	// Each row scans into d through one dest, made once per claim.
-	var (
-		d       store.Delivery
-		headers []byte
-	)
+	// Each row scans into r through one dest, made once per claim, into
+	// types that take every value the columns hold (infinite times
+	// included): a row the store cannot read as an event is returned with
+	// Delivery.Invalid, never failing the claim, which has leased it.
+	var r claimedRow
 	// The id scans as 16 bytes: scanned as a uuid.UUID (an sql.Scanner)
 	// it would go through its text form.
-	dest := append([]any{(*[16]byte)(&d.ID), &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &d.CreatedAt, &d.AvailableAt, &d.Lease}, extra...)
+	dest := append([]any{(*[16]byte)(&r.d.ID), &r.d.OutboxSeq, &r.d.AggregateType, &r.d.AggregateID, &r.d.EventType, &r.d.Payload, &r.headers, &r.attempt, &r.created, &r.available, &r.d.Lease}, extra...)
 	out, err = pgx.AppendRows(make([]store.Delivery, 0, min(p.Limit, claimPresize)), rows, func(row pgx.CollectableRow) (store.Delivery, error) {
-		d, headers = store.Delivery{}, nil
+		r = claimedRow{}
 		if err := row.Scan(dest...); err != nil {
-			return d, err
+			return r.d, err
 		}
-		d.Headers = sqlstore.DecodeHeaders(headers)
+		d := r.delivery()
 		if seen != nil {
 			seen(d)
 		}
@@ -89,6 +92,54 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].OutboxSeq < out[j].OutboxSeq })
 	return out, nil
+}
+
+// claimedRow is one row of a claim as scanned: the columns that may hold
+// values no event has in types that take them.
+type claimedRow struct {
+	d                  store.Delivery
+	headers            []byte
+	attempt            int64 // retries + 1, as the claim counted it
+	created, available pgtype.Timestamptz
+}
+
+// delivery is the row as a delivery, its problems in Invalid (the fields
+// they name left zero).
+func (r *claimedRow) delivery() store.Delivery {
+	d := r.d
+	var bad sqlstore.Problems
+	var problem string
+	d.Attempt, problem = sqlstore.Attempt(r.attempt - 1)
+	bad.Add("retries", problem)
+	d.CreatedAt, problem = readTime(r.created)
+	bad.Add("created_at", problem)
+	d.AvailableAt, problem = readTime(r.available)
+	bad.Add("available_at", problem)
+	bad.Add("event_type", sqlstore.EventTypeProblem(d.EventType))
+	d.Headers, problem = sqlstore.DecodeHeaders(r.headers)
+	bad.Add("headers", problem)
+	if bad != nil {
+		d.Invalid = bad.String()
+	}
+	return d
+}
+
+// readTime reads a timestamptz column as a row's time, and says what is
+// wrong with it (the zero time then): an infinity, NULL, a year out of
+// range (see sqlstore.TimeProblem).
+func readTime(t pgtype.Timestamptz) (time.Time, string) {
+	switch {
+	case t.InfinityModifier == pgtype.Infinity:
+		return time.Time{}, "infinity is not a time"
+	case t.InfinityModifier == pgtype.NegativeInfinity:
+		return time.Time{}, "-infinity is not a time"
+	case !t.Valid:
+		return time.Time{}, "null is not a time"
+	}
+	if problem := sqlstore.TimeProblem(t.Time); problem != "" {
+		return time.Time{}, problem
+	}
+	return t.Time, ""
 }
 
 // Settle records a batch of outcomes in one statement, committed
@@ -131,7 +182,7 @@ func (s *Store) settle(ctx context.Context, p store.SettleParams, op string) err
 	}
 	batch.Queue(s.sql.Get("lease_lock"), p.Owner)
 	batch.Queue(s.sql.Get("settle"), p.Owner, uuidArray(p.Done), uuidArray(retryIDs), retryAt, retryErr,
-		uuidArray(failIDs), failErr, uuidArray(leaving), p.KeepDone, ended, leavingClaims)
+		uuidArray(failIDs), failErr, uuidArray(leaving), p.KeepDone, ended, leavingClaims, p.DedupWindow.Milliseconds())
 	if err := s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: %s: %w", op, err)
 	}
@@ -225,9 +276,19 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 	return out, nil
 }
 
-// PurgeDone deletes up to limit delivered events processed before before.
+// PurgeDone deletes up to limit delivered events processed before before,
+// then up to limit dedup keys whose hold has ended (SettleParams
+// DedupWindow), and reports how many rows it deleted in all.
 func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	return s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+	n, err := s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+	if err != nil {
+		return n, err
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.Get("purge_held_keys"), limit)
+	if err != nil {
+		return n, fmt.Errorf("postgres: purge held dedup keys: %w", err)
+	}
+	return n + int(tag.RowsAffected()), nil
 }
 
 // deleteBefore runs a retention statement (purge_done,
@@ -329,19 +390,29 @@ func (s *Store) LastSeq(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
+// scanRecord reads one row of get, list or failed_list. Its times and
+// headers scan into types that take every value (an infinity, which an older schema or a
+// plain-SQL producer may have written, reads as the zero time), so that
+// such a row never breaks the status tools that list it.
 func scanRecord(row pgx.CollectableRow) (store.Record, error) {
 	var r store.Record
-	var leaseExpires, processed *time.Time
-	err := row.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.EventType, &r.Payload, &r.DedupKey, &r.Headers,
-		&r.AvailableAt, &r.OutboxSeq, &r.Status, &r.Retries, &r.Attempts, &r.LastError, &r.LeaseOwner,
-		&leaseExpires, &r.CreatedAt, &processed)
-	if leaseExpires != nil {
-		r.LeaseExpiresAt = *leaseExpires
-	}
-	if processed != nil {
-		r.ProcessedAt = *processed
-	}
+	var headers []byte
+	var available, leaseExpires, created, processed pgtype.Timestamptz
+	err := row.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.EventType, &r.Payload, &r.DedupKey, &headers,
+		&available, &r.OutboxSeq, &r.Status, &r.Retries, &r.Attempts, &r.LastError, &r.LeaseOwner,
+		&leaseExpires, &created, &processed)
+	r.Headers, _ = sqlstore.DecodeHeaders(headers) // a problem is the claim's to report
+	r.AvailableAt, r.LeaseExpiresAt = finiteTime(available), finiteTime(leaseExpires)
+	r.CreatedAt, r.ProcessedAt = finiteTime(created), finiteTime(processed)
 	return r, err
+}
+
+// finiteTime is t, or the zero time for NULL and the infinities.
+func finiteTime(t pgtype.Timestamptz) time.Time {
+	if !t.Valid || t.InfinityModifier != pgtype.Finite {
+		return time.Time{}
+	}
+	return t.Time
 }
 
 // rawIDs converts ids to the form pgx encodes without going through text.

@@ -3,6 +3,7 @@ package postgres_test
 import (
 	"context"
 	"errors"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -41,4 +42,30 @@ func TestCheckSchemaBeforeMigrate(t *testing.T) {
 
 func TestEndpointsConformance(t *testing.T) {
 	storetest.RunEndpoints(t, func(t *testing.T) store.Endpoints { return pgtest.Store(t) })
+}
+
+// tableName is a table's name in braces, in the hostile suite's SQL.
+var tableName = regexp.MustCompile(`\{[a-z_]+\}`)
+
+// The hostile rows' suite: rows a plain-SQL producer wrote with values no
+// event has fail alone (store/storetest RunHostile).
+func TestHostileRows(t *testing.T) {
+	storetest.RunHostile(t, func(t *testing.T) storetest.Raw {
+		s := pgtest.OrderedStore(t)
+		return storetest.Raw{
+			Outbox:  s,
+			Dialect: "postgres",
+			Exec: func(ctx context.Context, query string, args ...any) error {
+				_, err := s.Pool().Exec(ctx, tableName.ReplaceAllStringFunc(query, func(name string) string { return s.Table(strings.Trim(name, "{}")) }), args...)
+				return err
+			},
+			Loosen: func(t *testing.T) {
+				_, err := s.Pool().Exec(t.Context(), "alter table "+s.Table("outbox_events")+
+					" drop constraint outbox_events_retries_range, drop constraint outbox_events_times_range")
+				if err != nil {
+					t.Fatal(err)
+				}
+			},
+		}
+	})
 }

@@ -39,7 +39,9 @@ select pg_advisory_xact_lock($1);
 -- starts from the head. The index scan then begins at that position instead
 -- of reading past the events the relay holds and past the index entries of
 -- the events it deleted (dead until vacuum, each costing a heap visit or a
--- skipped entry).
+-- skipped entry). The attempt is counted as a bigint, which no value of
+-- retries overflows; the store reads each row defensively, so that a row
+-- it cannot read fails alone instead of failing the claim.
 with leased as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), due as (
@@ -56,9 +58,43 @@ with leased as (
   having count(*) > 0
   returning batch
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at,
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries::bigint + 1, created_at, available_at,
   (select batch from lease)
 from due;
+
+-- name: claim_bounded
+-- claim with a byte bound, $6 (ClaimParams.MaxBytes): the events up to the
+-- one that would take the payloads' bytes past $6, always the first. The
+-- size of a payload is that of its text, as the relay receives it: the
+-- server renders each due event's payload (up to $2) to measure it, which
+-- is why claim, without a bound, is a query of its own.
+with leased as (
+  select unnest(ids) as id from {schema}.outbox_leases
+), due as (
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
+  from {schema}.outbox_events e
+  where e.status = 'pending' and e.available_at <= now()
+    and (e.available_at, e.seq) > ($4::timestamptz, $5::bigint)
+    and e.id not in (select id from leased)
+  order by e.available_at, e.seq
+  limit $2
+), taken as (
+  select d.id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers, d.retries, d.created_at, d.available_at
+  from (
+    select d.*,
+      sum(octet_length(d.payload::text)) over (order by d.available_at, d.seq rows unbounded preceding) as total,
+      row_number() over (order by d.available_at, d.seq) as n
+    from due d) d
+  where d.n = 1 or d.total <= $6::bigint
+), lease as (
+  insert into {schema}.outbox_leases (owner, ids, expires_at)
+  select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from taken
+  having count(*) > 0
+  returning batch
+)
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries::bigint + 1, created_at, available_at,
+  (select batch from lease)
+from taken;
 
 -- name: claim_ordered
 -- Like claim, but only the oldest unfinished event of each aggregate (its
@@ -66,8 +102,11 @@ from due;
 -- so it holds its successors back. A row lower in sequence that is not yet
 -- committed is invisible here; it is taken after the ones committed before
 -- it. $4, $5: the aggregate (type, id) after which the walk for heads
--- starts (see skip_scan). The last column, walk_end, marks the row of the
--- last aggregate the walk took: the next claim's walk starts after it.
+-- starts (see skip_scan). $6, when positive, is the byte bound of
+-- claim_bounded, applied to the heads (in one query: the ordered claim is
+-- long, and its cost is elsewhere). The last column, walk_end, marks the
+-- row of the last aggregate the walk took: the next claim's walk starts
+-- after it.
 --
 -- Two ways find heads, so that no claim reads the whole backlog:
 -- - window: the oldest due events (4 × $2 of them, in claim order), those
@@ -165,17 +204,29 @@ with recursive leased as (
     and h.id not in (select id from leased)
     and h.id not in (select id from window_heads)
   limit $2
-), due as (
+), heads_due as (
   select * from (select * from window_heads union all select * from skip_scan) c
   order by c.available_at, c.seq
   limit $2
+), due as (
+  -- The byte bound of claim ($6), on the heads: computed only with one.
+  select * from heads_due where $6::bigint <= 0
+  union all
+  select h.id, h.seq, h.aggregate_type, h.aggregate_id, h.event_type, h.payload, h.headers, h.retries, h.created_at, h.available_at, h.step
+  from (
+    select h.*,
+      sum(octet_length(h.payload::text)) over (order by h.available_at, h.seq rows unbounded preceding) as total,
+      row_number() over (order by h.available_at, h.seq) as n
+    from heads_due h
+    where $6::bigint > 0) h
+  where h.n = 1 or h.total <= $6::bigint
 ), lease as (
   insert into {schema}.outbox_leases (owner, ids, expires_at)
   select $1, array_agg(id), now() + $3::bigint * interval '1 millisecond' from due
   having count(*) > 0
   returning batch
 )
-select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries + 1, created_at, available_at,
+select id, seq, aggregate_type, aggregate_id, event_type, payload, headers, retries::bigint + 1, created_at, available_at,
   (select batch from lease),
   coalesce(step = (select max(step) from due), false) as walk_end
 from due;
@@ -226,7 +277,10 @@ create index concurrently if not exists outbox_events_aggregate_open_idx
 -- alone. $10, the claims (lease batches) of relay $1 that this settle
 -- ends, are deleted whole. Delivered events stay listed in the
 -- leases not ended (see the top of this file). Release runs it with $8
--- alone.
+-- alone. $12, when positive, holds the dedup keys of the delivered events
+-- for that many milliseconds (outbox_held_keys, migration 0008). Counting
+-- an attempt saturates below the bound of retries (0008's check), so that
+-- no row can make a settle or a reclaim fail.
 with owned as (
   -- Read only when there are retries or failures to check.
   select unnest(ids) as id from {schema}.outbox_leases
@@ -234,18 +288,27 @@ with owned as (
 ), deleted as (
   delete from {schema}.outbox_events
   where not $9::bool and id = any($2::uuid[]) and status = 'pending'
+  returning dedup_key
 ), kept as (
   update {schema}.outbox_events
   set status = 'done', processed_at = now(), last_error = null
   where $9::bool and id = any($2::uuid[]) and status = 'pending'
+  returning dedup_key
+), held as (
+  insert into {schema}.outbox_held_keys (dedup_key, expires_at)
+  select k.dedup_key, now() + $12::bigint * interval '1 millisecond'
+  from (select dedup_key from deleted union all select dedup_key from kept) k
+  where $12::bigint > 0 and k.dedup_key is not null
+  on conflict (dedup_key) do update
+    set expires_at = greatest({schema}.outbox_held_keys.expires_at, excluded.expires_at)
 ), retried as (
   update {schema}.outbox_events e
-  set available_at = r.available_at, retries = e.retries + 1, last_error = r.last_error
+  set available_at = r.available_at, retries = least(e.retries, 999999999) + 1, last_error = r.last_error
   from unnest($3::uuid[], $4::timestamptz[], $5::text[]) as r(id, available_at, last_error)
   where e.id = r.id and e.status = 'pending' and e.id in (select id from owned)
 ), failed as (
   update {schema}.outbox_events e
-  set status = 'failed', processed_at = now(), retries = e.retries + 1, last_error = f.last_error
+  set status = 'failed', processed_at = now(), retries = least(e.retries, 999999999) + 1, last_error = f.last_error
   from unnest($6::uuid[], $7::text[]) as f(id, last_error)
   where e.id = f.id and e.status = 'pending' and e.id in (select id from owned)
 ), ended as (
@@ -315,9 +378,9 @@ with expired as (
   select unnest(ids) as id, owner from expired
 ), changed as (
 update {schema}.outbox_events e
-set status = case when e.retries + 1 >= $1 then 'failed' else 'pending' end,
-    processed_at = case when e.retries + 1 >= $1 then now() end,
-    retries = e.retries + 1,
+set status = case when least(e.retries, 999999999) + 1 >= $1 then 'failed' else 'pending' end,
+    processed_at = case when least(e.retries, 999999999) + 1 >= $1 then now() end,
+    retries = least(e.retries, 999999999) + 1,
     available_at = now(),
     last_error = 'lease of relay ' || x.owner || ' expired before the delivery was settled'
 from events x
@@ -334,6 +397,14 @@ where id in (
   order by processed_at
   limit $2);
 
+-- name: purge_held_keys
+-- Up to $1 dedup keys whose hold (migration 0008) has ended.
+delete from {schema}.outbox_held_keys
+where dedup_key in (
+  select dedup_key from {schema}.outbox_held_keys
+  where expires_at <= now()
+  limit $1);
+
 -- name: stats
 -- Leased events count as processing, not pending, and the oldest pending
 -- age is that of the oldest event no relay holds.
@@ -349,7 +420,8 @@ select
   (select count(*) from {schema}.outbox_events where status = 'failed'),
   (select coalesce(extract(epoch from now() - min(e.created_at)), 0)::float8
      from {schema}.outbox_events e
-     where e.status = 'pending' and not exists (select 1 from leased l where l.id = e.id));
+     where e.status = 'pending' and isfinite(e.created_at)
+       and not exists (select 1 from leased l where l.id = e.id));
 
 -- name: stats_by_type
 -- Pending (not leased), processing (leased) and failed events per type; each
@@ -390,14 +462,15 @@ select
      where e.status = 'pending' and e.available_at <= now()
        and not exists (select 1 from leased l where l.id = e.id)
      order by e.available_at, e.seq
-     limit 1) o);
+     limit 1) o
+   where isfinite(o.created_at));
 
 -- name: get
 -- One event, with "processing" for a pending event in a lease.
 select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, coalesce(e.dedup_key, ''), e.headers,
        e.available_at, e.seq,
        case when e.status = 'pending' and l.owner is not null then 'processing' else e.status end,
-       e.retries, e.retries + (l.owner is not null or e.status = 'done')::int, coalesce(e.last_error, ''), coalesce(l.owner, ''),
+       e.retries, least(e.retries, 999999999) + (l.owner is not null or e.status = 'done')::int, coalesce(e.last_error, ''), coalesce(l.owner, ''),
        l.expires_at, e.created_at, e.processed_at
 from {schema}.outbox_events e
 left join lateral (
@@ -413,7 +486,7 @@ select * from (
   select e.id, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, coalesce(e.dedup_key, '') as dedup_key,
          e.headers, e.available_at, e.seq,
          case when e.status = 'pending' and l.owner is not null then 'processing' else e.status end as status,
-         e.retries, e.retries + (l.owner is not null or e.status = 'done')::int as attempts, coalesce(e.last_error, '') as last_error,
+         e.retries, least(e.retries, 999999999) + (l.owner is not null or e.status = 'done')::int as attempts, coalesce(e.last_error, '') as last_error,
          coalesce(l.owner, '') as owner, l.expires_at, e.created_at, e.processed_at
   from {schema}.outbox_events e
   left join lateral (
@@ -429,6 +502,13 @@ limit $2;
 -- The id of the event written with dedup key $1 (outbox_events_dedup_key_uq);
 -- get reads the rest.
 select id from {schema}.outbox_events where dedup_key = $1;
+
+-- name: taken_dedup_keys
+-- Those of the keys $1 that an event holds, or that a delivered event's
+-- hold (outbox_held_keys) still refuses.
+select dedup_key from {schema}.outbox_events where dedup_key = any($1)
+union
+select dedup_key from {schema}.outbox_held_keys where dedup_key = any($1) and expires_at > now();
 
 -- name: relays
 -- The relays that hold leases: how many events (pending ones: a lease row

@@ -164,7 +164,8 @@ func (s *Store) abandon(ctx context.Context, conn *pgxpool.Conn, tx pgx.Tx) {
 }
 
 // duplicates reports a unique violation of the batch's INSERT: the events'
-// dedup keys that are taken, found after the rollback with one query, and
+// dedup keys that are taken (by an event, or held after one's delivery),
+// found after the rollback with one query, and
 // those repeated among the events; or "id" when none is (a repeated id).
 func (s *Store) duplicates(ctx context.Context, conn *pgxpool.Conn, keys []string, cause error) error {
 	var wanted []string
@@ -183,7 +184,7 @@ func (s *Store) duplicates(ctx context.Context, conn *pgxpool.Conn, keys []strin
 	}
 	taken := map[string]bool{}
 	if len(wanted) > 0 {
-		rows, err := conn.Query(ctx, s.expand("select dedup_key from {schema}.outbox_events where dedup_key = any($1)"), wanted)
+		rows, err := conn.Query(ctx, s.sql.Get("taken_dedup_keys"), wanted)
 		if err == nil {
 			var found []string
 			found, err = pgx.CollectRows(rows, pgx.RowTo[string])

@@ -27,7 +27,12 @@
 // ids are canonical lower-case UUID text (a time-ordered UUIDv7 made in SQL
 // when left out), JSON is text checked by json_valid, times are INTEGER
 // microseconds since the Unix epoch (checked to be integers), and seq is the
-// rowid (AUTOINCREMENT: never reused).
+// rowid (AUTOINCREMENT: never reused). The tables are not STRICT: since
+// migration 0008 a trigger refuses at insert the outbox rows that break
+// the bounds PostgreSQL checks (counts, times from year 1 to 9999, text
+// that is text), and the store reads every row defensively, a row it
+// cannot read failing alone (docs/guarantees.md, "What a row can do to the
+// others").
 //
 // # Inbox
 //

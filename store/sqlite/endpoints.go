@@ -66,15 +66,15 @@ func (s *Store) endpoints(ctx context.Context, tail string, args ...any) ([]stor
 	for rows.Next() {
 		var e store.Endpoint
 		var types string
-		var prevUntil, failing sql.NullInt64
-		var created, updated int64
+		// Times as any: see scanRecords.
+		var prevUntil, failing, created, updated any
 		if err := rows.Scan(&e.ID, &e.Name, &e.URL, &types, &e.Secret, &e.PreviousSecret, &prevUntil,
 			&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.State, &failing, &created, &updated); err != nil {
 			return nil, err
 		}
 		e.Types = store.SplitTypes(types)
-		e.PreviousSecretUntil, e.FailingSince = microTime(prevUntil), microTime(failing)
-		e.CreatedAt, e.UpdatedAt = time.UnixMicro(created), time.UnixMicro(updated)
+		e.PreviousSecretUntil, e.FailingSince = anyTime(prevUntil), anyTime(failing)
+		e.CreatedAt, e.UpdatedAt = anyTime(created), anyTime(updated)
 		out = append(out, e)
 	}
 	return out, rows.Err()
@@ -192,14 +192,17 @@ func scanDeliveries(rows *sql.Rows, err error) ([]store.EndpointDelivery, error)
 	for rows.Next() {
 		var r seqDelivery
 		var payload, headers string
-		var available, created int64
+		// Integers and times as any: see scanRecords.
+		var attempt, available, created any
 		if err := rows.Scan(&r.d.ID, &r.d.AggregateType, &r.d.AggregateID, &r.d.EventType, &payload, &headers,
-			&r.d.EndpointID, &r.d.Status, &r.d.Attempt, &available, &r.d.LastError, &created, &r.seq); err != nil {
+			&r.d.EndpointID, &r.d.Status, &attempt, &available, &r.d.LastError, &created, &r.seq); err != nil {
 			return nil, err
 		}
 		r.d.Payload = []byte(payload)
-		r.d.Headers = sqlstore.DecodeHeaders([]byte(headers))
-		r.d.AvailableAt, r.d.CreatedAt = time.UnixMicro(available), time.UnixMicro(created)
+		r.d.Headers, _ = sqlstore.DecodeHeaders([]byte(headers))
+		n, _ := integerValue(attempt)
+		r.d.Attempt = int(min(max(n, 0), sqlstore.RetriesMax+1))
+		r.d.AvailableAt, r.d.CreatedAt = anyTime(available), anyTime(created)
 		all = append(all, r)
 	}
 	if err := rows.Err(); err != nil {
@@ -329,11 +332,12 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 	var out []store.Attempt
 	for rows.Next() {
 		var a store.Attempt
-		var us, at int64
+		var us int64
+		var at any // see scanRecords
 		if err := rows.Scan(&a.EndpointID, &a.EventID, &a.EventType, &a.Attempt, &a.StatusCode, &us, &a.Response, &a.Error, &at); err != nil {
 			return nil, fmt.Errorf("sqlite: list attempts: %w", err)
 		}
-		a.Duration, a.At = time.Duration(us)*time.Microsecond, time.UnixMicro(at)
+		a.Duration, a.At = time.Duration(us)*time.Microsecond, anyTime(at)
 		out = append(out, a)
 	}
 	if err := rows.Err(); err != nil {

@@ -50,7 +50,7 @@ on conflict (event_id, endpoint_id) do nothing;
 
 -- name: delivery_claim
 update {prefix}endpoint_deliveries
-set status = 'processing', attempts = attempts + 1, lease_owner = ?3, lease_expires_at = ?4 + ?5
+set status = 'processing', attempts = min(attempts, 999999999) + 1, lease_owner = ?3, lease_expires_at = ?4 + ?5
 where seq in (select seq from {prefix}endpoint_deliveries
               where endpoint_id = ?1 and status = 'pending' and available_at <= ?4
               order by available_at, seq limit ?2)

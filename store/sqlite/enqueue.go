@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -21,8 +22,9 @@ import (
 // business rows written beside them. Events without an ID get a UUIDv7,
 // written back into the slice.
 //
-// An event whose DedupKey is already in the outbox (or earlier in events) is
-// skipped and reported by a *postbox.DuplicateError (errors.Is(err,
+// An event whose DedupKey is already in the outbox (or earlier in events, or
+// held after the delivery of an event that had it: store.SettleParams
+// DedupWindow) is skipped and reported by a *postbox.DuplicateError (errors.Is(err,
 // postbox.ErrDuplicate)) naming the keys; the other events are written and
 // the transaction stays usable, so the caller decides whether to commit or
 // roll back. Any other error, such as an ID already in the outbox (reported
@@ -162,6 +164,10 @@ func (s *Store) insert(ctx context.Context, tx *sql.Tx, events []postbox.Event) 
 			sql.Named("available_at", availableAt),
 			sql.Named("now", now),
 		)
+		if err != nil && e.DedupKey != "" && isHeldKey(err) {
+			skipped = append(skipped, e.DedupKey)
+			continue
+		}
 		if err != nil {
 			if isUniqueViolation(err) {
 				return fmt.Errorf("%w: %v", &postbox.DuplicateError{Keys: []string{e.ID.String()}}, err)
@@ -198,4 +204,13 @@ func isUniqueViolation(err error) bool {
 		return true
 	}
 	return false
+}
+
+// isHeldKey reports the refusal of a dedup key held after the delivery of
+// an event that had it (the trigger outbox_events_held_key of migration
+// 0008): the event is skipped, as one whose key is in the outbox.
+func isHeldKey(err error) bool {
+	var se *sqlite.Error
+	return errors.As(err, &se) && se.Code() == sqlite3.SQLITE_CONSTRAINT_TRIGGER &&
+		strings.Contains(se.Error(), "outbox_events.dedup_key (the key of a delivered event")
 }

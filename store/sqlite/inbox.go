@@ -96,14 +96,19 @@ func scanInboxRecords(rows *sql.Rows) ([]store.InboxRecord, error) {
 	var out []store.InboxRecord
 	for rows.Next() {
 		var r store.InboxRecord
-		var received int64
-		var leaseExpires, processed sql.NullInt64
-		err := rows.Scan(&r.ID, &r.EventType, &r.AggregateType, &r.AggregateID, &r.Seq, &r.Payload, &r.Signature,
-			&r.Status, &r.Attempts, &r.LastError, &r.LeaseOwner, &leaseExpires, &received, &processed)
+		// Integers and times as any: a value of another type (SQLite
+		// keeps what a plain-SQL writer gave) reads as zero instead of
+		// failing the list.
+		var seq, attempts, leaseExpires, received, processed any
+		err := rows.Scan(&r.ID, &r.EventType, &r.AggregateType, &r.AggregateID, &seq, &r.Payload, &r.Signature,
+			&r.Status, &attempts, &r.LastError, &r.LeaseOwner, &leaseExpires, &received, &processed)
 		if err != nil {
 			return nil, err
 		}
-		r.ReceivedAt, r.LeaseExpiresAt, r.ProcessedAt = time.UnixMicro(received), microTime(leaseExpires), microTime(processed)
+		r.Seq, _ = integerValue(seq)
+		n, _ := integerValue(attempts)
+		r.Attempts = int(min(max(n, 0), sqlstore.RetriesMax+1))
+		r.ReceivedAt, r.LeaseExpiresAt, r.ProcessedAt = anyTime(received), anyTime(leaseExpires), anyTime(processed)
 		out = append(out, r)
 	}
 	return out, rows.Err()

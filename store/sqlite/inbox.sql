@@ -27,7 +27,7 @@ set handler_status = excluded.handler_status,
     aggregate_type = excluded.aggregate_type,
     aggregate_id = excluded.aggregate_id,
     seq = excluded.seq,
-    attempts = e.attempts + 1,
+    attempts = min(e.attempts, 999999999) + 1,
     lease_owner = excluded.lease_owner,
     lease_expires_at = excluded.lease_expires_at,
     last_error = case when excluded.handler_status = 'done' then null else e.last_error end
@@ -82,7 +82,7 @@ insert into {prefix}inbox_events as e
    attempts, last_error)
 values (:id, :now, 'failed', :payload, :signature, :event_type, :aggregate_type, :aggregate_id, :seq, 1, :error)
 on conflict (id) do update
-set handler_status = 'failed', attempts = e.attempts + 1, last_error = excluded.last_error,
+set handler_status = 'failed', attempts = min(e.attempts, 999999999) + 1, last_error = excluded.last_error,
     lease_owner = null, lease_expires_at = null
 where e.handler_status <> 'done'
   and (e.lease_expires_at is null or e.lease_expires_at < :now);

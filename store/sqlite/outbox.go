@@ -42,22 +42,24 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 			sql.Named("lease_until", now.Add(p.Lease).UnixMicro()),
 			sql.Named("after_at", afterAt),
 			sql.Named("after_seq", p.After.Seq),
+			sql.Named("max_bytes", p.MaxBytes),
 		)
 		if err != nil {
 			return err
 		}
 		defer rows.Close()
+		// Each row scans into values of any type (SQLite keeps what it was
+		// given in any column of a table that is not STRICT): a row the
+		// store cannot read as an event is returned with Delivery.Invalid,
+		// never failing the claim.
+		var r claimedRow
+		dest := []any{&r.d.ID, &r.d.OutboxSeq, &r.aggregateType, &r.aggregateID, &r.eventType, &r.payload, &r.headers, &r.attempts, &r.created, &r.available}
 		for rows.Next() {
-			var d store.Delivery
-			var headers string
-			var created, available int64
-			if err := rows.Scan(&d.ID, &d.OutboxSeq, &d.AggregateType, &d.AggregateID, &d.EventType, &d.Payload, &headers, &d.Attempt, &created, &available); err != nil {
+			r = claimedRow{}
+			if err := rows.Scan(dest...); err != nil {
 				return err
 			}
-			d.Headers = sqlstore.DecodeHeaders([]byte(headers))
-			d.CreatedAt = time.UnixMicro(created)
-			d.AvailableAt = time.UnixMicro(available)
-			out = append(out, d)
+			out = append(out, r.delivery())
 		}
 		return rows.Err()
 	})
@@ -66,6 +68,101 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].OutboxSeq < out[j].OutboxSeq })
 	return out, nil
+}
+
+// claimedRow is one row of a claim as scanned, each column that may hold
+// a value of another type as any.
+type claimedRow struct {
+	d                                     store.Delivery
+	aggregateType, aggregateID, eventType any
+	payload, headers                      any
+	attempts, created, available          any
+}
+
+// delivery is the row as a delivery, its problems in Invalid (the fields
+// they name left zero).
+func (r *claimedRow) delivery() store.Delivery {
+	d := r.d
+	var bad sqlstore.Problems
+	var problem string
+	d.AggregateType, problem = textValue(r.aggregateType)
+	bad.Add("aggregate_type", problem)
+	d.AggregateID, problem = textValue(r.aggregateID)
+	bad.Add("aggregate_id", problem)
+	d.EventType, problem = textValue(r.eventType)
+	if problem == "" {
+		problem = sqlstore.EventTypeProblem(d.EventType)
+	}
+	bad.Add("event_type", problem)
+	payload, problem := textValue(r.payload)
+	d.Payload = []byte(payload)
+	bad.Add("payload", problem)
+	headers, problem := textValue(r.headers)
+	if problem == "" {
+		d.Headers, problem = sqlstore.DecodeHeaders([]byte(headers))
+	}
+	bad.Add("headers", problem)
+	// The claim counted this attempt (attempts + 1) when the value was in
+	// bounds, and left any other value as it was.
+	attempts, problem := integerValue(r.attempts)
+	if problem == "" && (attempts < 1 || attempts > sqlstore.RetriesMax) {
+		problem = fmt.Sprintf("%d is out of range (0 to %d)", attempts, sqlstore.RetriesMax)
+	}
+	if problem == "" {
+		d.Attempt = int(attempts)
+	}
+	bad.Add("attempts", problem)
+	d.CreatedAt, problem = timeValue(r.created)
+	bad.Add("created_at", problem)
+	d.AvailableAt, problem = timeValue(r.available)
+	bad.Add("available_at", problem)
+	if bad != nil {
+		d.Invalid = bad.String()
+	}
+	return d
+}
+
+// textValue reads a text column: its text, or what is wrong with it.
+func textValue(v any) (string, string) {
+	switch v := v.(type) {
+	case string:
+		return v, sqlstore.TextProblem(v)
+	case []byte:
+		return "", "a blob is not text"
+	case nil:
+		return "", "null is not text"
+	}
+	return "", fmt.Sprintf("%v is not text", v)
+}
+
+// integerValue reads an integer column: its value, or what is wrong with
+// it.
+func integerValue(v any) (int64, string) {
+	switch v := v.(type) {
+	case int64:
+		return v, ""
+	case string:
+		return 0, fmt.Sprintf("%.40q is not an integer", v)
+	case []byte:
+		return 0, "a blob is not an integer"
+	case nil:
+		return 0, "null is not an integer"
+	}
+	return 0, fmt.Sprintf("%v is not an integer", v)
+}
+
+// timeValue reads a time column (Unix microseconds): its time, or what is
+// wrong with it (the zero time then).
+func timeValue(v any) (time.Time, string) {
+	n, problem := integerValue(v)
+	if problem != "" {
+		return time.Time{}, problem
+	}
+	t := time.UnixMicro(n)
+	if problem := sqlstore.TimeProblem(t); problem != "" {
+		return time.Time{}, problem
+	}
+	return t, ""
 }
 
 // settleRetry and settleFailure are the JSON rows of the settle queries.
@@ -117,6 +214,12 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	now := sql.Named("now", time.Now().UnixMicro())
 	owner := sql.Named("owner", p.Owner)
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
+		if done != nil && p.DedupWindow > 0 {
+			until := sql.Named("until", time.Now().Add(p.DedupWindow).UnixMicro())
+			if _, err := tx.ExecContext(ctx, s.sql.Get("hold_keys"), sql.Named("ids", string(done)), until); err != nil {
+				return err
+			}
+		}
 		if done != nil {
 			query := s.sql.Get("settle_delete")
 			if p.KeepDone {
@@ -230,9 +333,18 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 }
 
 // PurgeDone deletes up to limit delivered events processed before before,
-// oldest first, and reports how many it deleted.
+// oldest first, then up to limit dedup keys whose hold has ended
+// (SettleParams.DedupWindow), and reports how many rows it deleted in all.
 func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	return s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+	n, err := s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+	if err != nil || limit == 0 {
+		return n, err
+	}
+	keys, err := s.exec(ctx, "purge_held_keys", sql.Named("now", time.Now().UnixMicro()), sql.Named("limit", limit))
+	if err != nil {
+		return n, fmt.Errorf("sqlite: purge held dedup keys: %w", err)
+	}
+	return n + keys, nil
 }
 
 // deleteBefore runs a retention statement (purge_done,
@@ -381,27 +493,47 @@ func checkLimit(op string, limit int) error {
 	return nil
 }
 
+// scanRecords reads the rows of get, list or failed_list. Columns that may
+// hold a value of another type (SQLite keeps what it was given) scan as
+// any and read as the zero value when they are not what they should be,
+// so that such a row never breaks the status tools that list it.
 func scanRecords(rows *sql.Rows) ([]store.Record, error) {
 	defer rows.Close()
 	var out []store.Record
 	for rows.Next() {
 		var r store.Record
-		var headers string
-		var availableAt, created int64
-		var leaseExpires, processed sql.NullInt64
-		err := rows.Scan(&r.ID, &r.AggregateType, &r.AggregateID, &r.EventType, &r.Payload, &r.DedupKey, &headers,
-			&availableAt, &r.OutboxSeq, &r.Status, &r.Retries, &r.Attempts, &r.LastError, &r.LeaseOwner,
+		var aggType, aggID, eventType, payload, headers, retries, attempts, availableAt, created, leaseExpires, processed any
+		err := rows.Scan(&r.ID, &aggType, &aggID, &eventType, &payload, &r.DedupKey, &headers,
+			&availableAt, &r.OutboxSeq, &r.Status, &retries, &attempts, &r.LastError, &r.LeaseOwner,
 			&leaseExpires, &created, &processed)
 		if err != nil {
 			return nil, err
 		}
-		r.Headers = sqlstore.DecodeHeaders([]byte(headers))
-		r.AvailableAt = time.UnixMicro(availableAt)
-		r.CreatedAt = time.UnixMicro(created)
-		r.LeaseExpiresAt, r.ProcessedAt = microTime(leaseExpires), microTime(processed)
+		r.AggregateType, _ = textValue(aggType)
+		r.AggregateID, _ = textValue(aggID)
+		r.EventType, _ = textValue(eventType)
+		text, _ := textValue(payload)
+		r.Payload = []byte(text)
+		text, _ = textValue(headers)
+		r.Headers, _ = sqlstore.DecodeHeaders([]byte(text)) // a problem is the claim's to report
+		n, _ := integerValue(retries)
+		r.Retries = int(min(max(n, 0), sqlstore.RetriesMax))
+		n, _ = integerValue(attempts)
+		r.Attempts = int(min(max(n, 0), sqlstore.RetriesMax+1))
+		r.AvailableAt, _ = timeValue(availableAt)
+		r.CreatedAt, _ = timeValue(created)
+		r.LeaseExpiresAt, _ = timeValue(leaseExpires)
+		r.ProcessedAt, _ = timeValue(processed)
 		out = append(out, r)
 	}
 	return out, rows.Err()
+}
+
+// anyTime reads a time column of a read path (Unix microseconds): the zero
+// time for NULL and for a value that is not a time (timeValue's problems).
+func anyTime(v any) time.Time {
+	t, _ := timeValue(v)
+	return t
 }
 
 // microTime reads a nullable time column (Unix microseconds): the zero

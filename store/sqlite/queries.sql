@@ -32,35 +32,68 @@ update {prefix}outbox_events
 set status = 'processing',
     lease_owner = :owner,
     lease_expires_at = :lease_until,
-    attempts = attempts + 1
+    -- A value no row should hold (text, out of bounds: migration 0008) is
+    -- left as it is, for the claim to report (Delivery.Invalid).
+    attempts = case when typeof(attempts) = 'integer' and attempts between 0 and 999999999
+      then attempts + 1 else attempts end
 where seq in (
-  select seq from {prefix}outbox_events
-  where status = 'pending' and available_at <= :now
-    and (available_at, seq) > (:after_at, :after_seq)
-  order by available_at, seq
-  limit :limit)
+  -- With a byte bound (:max_bytes > 0): the events up to the one that would
+  -- take the payloads' bytes past it, always the first.
+  select seq from (
+    select seq,
+      sum(case when :max_bytes > 0 then octet_length(payload) else 0 end)
+        over (order by available_at, seq rows unbounded preceding) as total,
+      row_number() over (order by available_at, seq) as n
+    from (
+      select seq, available_at, payload from {prefix}outbox_events
+      where status = 'pending' and available_at <= :now
+        and (available_at, seq) > (:after_at, :after_seq)
+      order by available_at, seq
+      limit :limit))
+  where :max_bytes <= 0 or n = 1 or total <= :max_bytes)
 returning id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at, available_at;
 
 -- name: claim_ordered
 -- Like claim, but only the oldest unfinished event of each aggregate, and
--- only while no other event of that aggregate is pending or being delivered.
+-- only while no other event of that aggregate is pending or being delivered
+-- (and without :after_at, :after_seq).
 update {prefix}outbox_events
 set status = 'processing',
     lease_owner = :owner,
     lease_expires_at = :lease_until,
-    attempts = attempts + 1
+    -- A value no row should hold (text, out of bounds: migration 0008) is
+    -- left as it is, for the claim to report (Delivery.Invalid).
+    attempts = case when typeof(attempts) = 'integer' and attempts between 0 and 999999999
+      then attempts + 1 else attempts end
 where seq in (
-  select e.seq from {prefix}outbox_events e
-  where e.status = 'pending' and e.available_at <= :now
-    and not exists (
-      select 1 from {prefix}outbox_events p
-      where p.aggregate_type = e.aggregate_type
-        and p.aggregate_id = e.aggregate_id
-        and p.status in ('pending', 'processing')
-        and p.seq < e.seq)
-  order by e.available_at, e.seq
-  limit :limit)
+  select seq from (
+    select seq,
+      sum(case when :max_bytes > 0 then octet_length(payload) else 0 end)
+        over (order by available_at, seq rows unbounded preceding) as total,
+      row_number() over (order by available_at, seq) as n
+    from (
+      select e.seq, e.available_at, e.payload from {prefix}outbox_events e
+      where e.status = 'pending' and e.available_at <= :now
+        and not exists (
+          select 1 from {prefix}outbox_events p
+          where p.aggregate_type = e.aggregate_type
+            and p.aggregate_id = e.aggregate_id
+            and p.status in ('pending', 'processing')
+            and p.seq < e.seq)
+      order by e.available_at, e.seq
+      limit :limit))
+  where :max_bytes <= 0 or n = 1 or total <= :max_bytes)
 returning id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at, available_at;
+
+-- name: hold_keys
+-- The dedup keys of the delivered :ids (before settle_done or
+-- settle_delete), held until :until (SettleParams.DedupWindow, migration
+-- 0008).
+insert into {prefix}outbox_held_keys (dedup_key, expires_at)
+select dedup_key, :until from {prefix}outbox_events
+where id in (select value from json_each(:ids)) and status in ('pending', 'processing')
+  and dedup_key is not null
+on conflict (dedup_key) do update set expires_at = max(expires_at, excluded.expires_at);
 
 -- name: settle_done
 -- :ids, a JSON array of delivered ids, whoever holds them.
@@ -135,6 +168,14 @@ where seq in (
   select seq from {prefix}outbox_events
   where status = 'done' and processed_at < :before
   order by processed_at
+  limit :limit);
+
+-- name: purge_held_keys
+-- Up to :limit dedup keys whose hold (migration 0008) has ended.
+delete from {prefix}outbox_held_keys
+where dedup_key in (
+  select dedup_key from {prefix}outbox_held_keys
+  where expires_at <= :now
   limit :limit);
 
 -- name: stats

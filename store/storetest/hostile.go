@@ -1,0 +1,542 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/store"
+)
+
+// Raw is a store under test with what a plain-SQL producer has: its
+// tables, written with the store's SQL.
+type Raw struct {
+	store.Outbox
+	// Dialect is "postgres" or "sqlite": the SQL of the edge values the
+	// suite writes (see Edges).
+	Dialect string
+	// Exec runs one statement, in which a table's name in braces
+	// ("{outbox_events}", "{inbox_events}", "{endpoints}", ...) names the
+	// store's table.
+	Exec func(ctx context.Context, query string, args ...any) error
+	// Loosen drops the bounds that migration 0008 puts on rows (checks,
+	// insert triggers), so that the test writes rows as an older schema
+	// took them: the store must read them defensively.
+	Loosen func(t *testing.T)
+}
+
+// NewRaw returns a fresh, migrated, empty store for one test, with its
+// plain-SQL access.
+type NewRaw func(t *testing.T) Raw
+
+// RunHostile runs the suite of hostile rows: rows a plain-SQL producer
+// wrote with values no event has, beside healthy events. Each fails alone
+// (refused at insert, or claimed with Delivery.Invalid naming its column)
+// and never costs another event anything, nor breaks a claim or a read.
+func RunHostile(t *testing.T, newStore NewRaw) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s Raw)
+	}{
+		{"BoundsRefuseHostileRows", testBoundsRefuse},
+		{"HostileRowFailsAlone", func(t *testing.T, s Raw) { testHostileRowFailsAlone(t, s, false) }},
+		{"HostileRowFailsAloneOrdered", func(t *testing.T, s Raw) { testHostileRowFailsAlone(t, s, true) }},
+		{"ReadsListHostileRows", testReadsListHostileRows},
+		{"DedupKeyHeldAfterDelivery", func(t *testing.T, s Raw) { testDedupKeyHeld(t, s, false) }},
+		{"DedupKeyHeldAfterDeliveryKept", func(t *testing.T, s Raw) { testDedupKeyHeld(t, s, true) }},
+		{"DedupKeyFreeWithoutWindow", testDedupKeyFreeWithoutWindow},
+		{"ClaimBoundedByBytes", func(t *testing.T, s Raw) { testClaimBoundedByBytes(t, s, false) }},
+		{"OrderedClaimBoundedByBytes", func(t *testing.T, s Raw) { testClaimBoundedByBytes(t, s, true) }},
+		{"PropertyHostileColumns", testPropertyHostileColumns},
+		{"OtherTablesReadHostileRows", testOtherTablesReadHostileRows},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			tc.run(t, newStore(t))
+		})
+	}
+}
+
+// Outcome is what the store must do with a row holding an edge value.
+type Outcome int
+
+const (
+	// Delivered: the row is an event as written.
+	Delivered Outcome = iota
+	// Invalid: claimed with Delivery.Invalid naming the column (or refused
+	// at insert).
+	Invalid
+	// NeverDue: never claimed (a time that never comes), and never in the
+	// way of reads.
+	NeverDue
+)
+
+// Edge is a value at the edge of a column's domain, as SQL.
+type Edge struct {
+	Column string
+	// SQL is the value's SQL expression in the store's dialect.
+	SQL     string
+	Outcome Outcome
+	// Bounded: the schema (migration 0008) refuses the value at insert.
+	Bounded bool
+	// Refused: the column's type refuses the value, bounds or not.
+	Refused bool
+}
+
+// Edges are the edge values of outbox_events' columns in dialect.
+func Edges(dialect string) []Edge {
+	deep := strings.Repeat("[", 2000) + strings.Repeat("]", 2000)
+	huge := strings.Repeat("x", 100_000)
+	common := []Edge{
+		{Column: "aggregate_type", SQL: "''"},
+		{Column: "aggregate_id", SQL: "'" + huge + "'"},
+		{Column: "event_type", SQL: "''", Outcome: Invalid},
+		{Column: "event_type", SQL: "'" + huge + "'"},
+		{Column: "payload", SQL: "'null'"},
+		{Column: "payload", SQL: `'"text"'`},
+		{Column: "payload", SQL: "'[]'"},
+		{Column: "headers", SQL: "'[1, 2]'", Outcome: Invalid},
+		{Column: "headers", SQL: `'"text"'`, Outcome: Invalid},
+		{Column: "headers", SQL: "'42'", Outcome: Invalid},
+		{Column: "headers", SQL: `'{"n": 1, "o": {"a": [true]}}'`},
+		{Column: "headers", SQL: "'null'"},
+		{Column: "dedup_key", SQL: "null"},
+		{Column: "dedup_key", SQL: "'" + strings.Repeat("k", 2000) + "'"},
+	}
+	if dialect == "postgres" {
+		return append(common,
+			Edge{Column: "created_at", SQL: "'infinity'", Outcome: Invalid, Bounded: true},
+			Edge{Column: "created_at", SQL: "'-infinity'", Outcome: Invalid, Bounded: true},
+			Edge{Column: "created_at", SQL: "'10000-01-01'", Outcome: Invalid, Bounded: true},
+			Edge{Column: "created_at", SQL: "'4713-01-01 BC'", Outcome: Invalid, Bounded: true},
+			Edge{Column: "available_at", SQL: "'-infinity'", Outcome: Invalid, Bounded: true},
+			Edge{Column: "available_at", SQL: "'infinity'", Outcome: NeverDue, Bounded: true},
+			Edge{Column: "retries", SQL: "2147483647", Outcome: Invalid, Bounded: true},
+			Edge{Column: "retries", SQL: "-999999", Outcome: Invalid, Bounded: true},
+			Edge{Column: "retries", SQL: "-2147483648", Outcome: Invalid, Bounded: true},
+			Edge{Column: "retries", SQL: "999999999"},
+			Edge{Column: "processed_at", SQL: "'infinity'", Bounded: true},
+			Edge{Column: "payload", SQL: "'" + deep + "'"},
+			Edge{Column: "event_type", SQL: `E'a\000b'`, Outcome: Invalid, Refused: true},
+			Edge{Column: "aggregate_id", SQL: `E'\xff'`, Outcome: Invalid, Refused: true},
+			Edge{Column: "payload", SQL: `'{"a": "\u0000"}'`, Outcome: Invalid, Refused: true},
+			Edge{Column: "payload", SQL: "'not json'", Outcome: Invalid, Refused: true},
+			Edge{Column: "payload", SQL: "null", Outcome: Invalid, Refused: true},
+			Edge{Column: "retries", SQL: "2147483648", Outcome: Invalid, Refused: true},
+			Edge{Column: "headers", SQL: `'{"a": ` + deep + `}'`},
+		)
+	}
+	return append(common,
+		Edge{Column: "created_at", SQL: "9223372036854775807", Outcome: Invalid, Bounded: true},
+		Edge{Column: "created_at", SQL: "-9223372036854775808", Outcome: Invalid, Bounded: true},
+		Edge{Column: "available_at", SQL: "-9223372036854775808", Outcome: Invalid, Bounded: true},
+		Edge{Column: "available_at", SQL: "9223372036854775807", Outcome: NeverDue, Bounded: true},
+		Edge{Column: "attempts", SQL: "9223372036854775807", Outcome: Invalid, Bounded: true},
+		Edge{Column: "attempts", SQL: "-5", Outcome: Invalid, Bounded: true},
+		Edge{Column: "attempts", SQL: "'many'", Outcome: Invalid, Bounded: true},
+		Edge{Column: "attempts", SQL: "1.5", Outcome: Invalid, Bounded: true},
+		Edge{Column: "retries", SQL: "9223372036854775807", Bounded: true},
+		Edge{Column: "retries", SQL: "'many'", Bounded: true},
+		Edge{Column: "event_type", SQL: "x'ff'", Outcome: Invalid, Bounded: true},
+		Edge{Column: "event_type", SQL: "'a' || char(0) || 'b'", Outcome: Invalid, Bounded: true},
+		Edge{Column: "event_type", SQL: "42"},
+		Edge{Column: "aggregate_type", SQL: "cast(x'ff' as text)", Outcome: Invalid},
+		Edge{Column: "aggregate_id", SQL: "x'00'", Outcome: Invalid, Bounded: true},
+		Edge{Column: "payload", SQL: `cast(x'7b2261223a22ff227d' as text)`, Outcome: Invalid},
+		Edge{Column: "payload", SQL: "'" + strings.Repeat("[", 900) + strings.Repeat("]", 900) + "'"},
+		Edge{Column: "processed_at", SQL: "9223372036854775807", Bounded: true},
+		Edge{Column: "payload", SQL: "'not json'", Outcome: Invalid, Refused: true},
+		Edge{Column: "payload", SQL: "x'7b7d'", Outcome: Invalid, Refused: true},
+		Edge{Column: "payload", SQL: "null", Outcome: Invalid, Refused: true},
+		Edge{Column: "created_at", SQL: "'yesterday'", Outcome: Invalid, Refused: true},
+		Edge{Column: "headers", SQL: "'{'", Outcome: Invalid, Refused: true},
+	)
+}
+
+// hostileRow is one row as a plain-SQL producer writes it: the article's
+// columns, then edge overriding one of them.
+type hostileRow struct {
+	id   uuid.UUID
+	edge Edge
+}
+
+// insertRow writes a row with edge (a row of healthy values when edge is
+// the zero Edge), as plain SQL, and returns its id and the insert's error.
+func insertRow(ctx context.Context, s Raw, edge Edge, status string) (uuid.UUID, error) {
+	id := postbox.NewID()
+	cols := map[string]string{
+		"id":             "'" + id.String() + "'",
+		"aggregate_type": "'order'",
+		"aggregate_id":   "'hostile'",
+		"event_type":     "'order.hostile'",
+		"payload":        `'{"hostile": true}'`,
+	}
+	if status != "" {
+		cols["status"] = "'" + status + "'"
+		if status == store.StatusFailed {
+			cols["processed_at"] = map[string]string{"postgres": "now()", "sqlite": fmt.Sprint(time.Now().UnixMicro())}[s.Dialect]
+		}
+	}
+	if edge.Column != "" {
+		cols[edge.Column] = edge.SQL
+	}
+	var names, values []string
+	for _, c := range []string{"id", "aggregate_type", "aggregate_id", "event_type", "payload", "dedup_key", "status", "retries", "attempts", "available_at", "created_at", "processed_at", "headers"} {
+		if v, ok := cols[c]; ok {
+			names, values = append(names, c), append(values, v)
+		}
+	}
+	err := s.Exec(ctx, fmt.Sprintf("insert into {outbox_events} (%s) values (%s)", strings.Join(names, ", "), strings.Join(values, ", ")))
+	return id, err
+}
+
+// readsWork runs every read of the status tools and fails t if one
+// errors.
+func readsWork(t *testing.T, s store.Outbox) {
+	t.Helper()
+	ctx := ctxFor(t)
+	if _, err := s.Stats(ctx); err != nil {
+		t.Fatalf("Stats: %v", err)
+	}
+	if _, err := s.StatsUpTo(ctx, 1000); err != nil {
+		t.Fatalf("StatsUpTo: %v", err)
+	}
+	if _, err := s.StatsByType(ctx); err != nil {
+		t.Fatalf("StatsByType: %v", err)
+	}
+	if _, err := s.Relays(ctx); err != nil {
+		t.Fatalf("Relays: %v", err)
+	}
+	for _, status := range []string{store.StatusPending, store.StatusProcessing, store.StatusDone, store.StatusFailed} {
+		recs, err := s.List(ctx, store.ListParams{Status: status, Limit: 1000})
+		if err != nil {
+			t.Fatalf("List %s: %v", status, err)
+		}
+		for _, r := range recs {
+			if _, err := s.Get(ctx, r.ID); err != nil {
+				t.Fatalf("Get %s: %v", r.ID, err)
+			}
+		}
+	}
+	page, err := s.FailedList(ctx, store.FailedListParams{Limit: 1000})
+	if err != nil {
+		t.Fatalf("FailedList: %v", err)
+	}
+	for _, r := range page.Events {
+		if _, err := s.Get(ctx, r.ID); err != nil {
+			t.Fatalf("Get failed %s: %v", r.ID, err)
+		}
+	}
+	if _, err := s.FailedGroups(ctx, store.FailedGroupsParams{}); err != nil {
+		t.Fatalf("FailedGroups: %v", err)
+	}
+}
+
+// testBoundsRefuse: the schema refuses at insert the values it bounds.
+func testBoundsRefuse(t *testing.T, s Raw) {
+	ctx := ctxFor(t)
+	for _, e := range Edges(s.Dialect) {
+		if !e.Bounded && !e.Refused {
+			continue
+		}
+		if _, err := insertRow(ctx, s, e, ""); err == nil {
+			t.Errorf("%s = %.40s: inserted, want refused by the schema's bounds", e.Column, e.SQL)
+		}
+	}
+	readsWork(t, s)
+}
+
+// testHostileRowFailsAlone: on a schema without its bounds, each hostile
+// row is claimed beside healthy events without failing the claim; it is
+// Invalid (naming its column) and fails alone with that text, the healthy
+// events are delivered at their first attempt.
+func testHostileRowFailsAlone(t *testing.T, s Raw, ordered bool) {
+	s.Loosen(t)
+	for i, e := range Edges(s.Dialect) {
+		if e.Outcome == Invalid && !e.Refused {
+			t.Run(e.Name(), func(t *testing.T) { hostileRowFailsAlone(t, s, ordered, e, i) })
+		}
+	}
+}
+
+// Name names the edge in a subtest: column=value, the value cut short.
+func (e Edge) Name() string {
+	v := strings.Trim(e.SQL, "'")
+	if len(v) > 24 {
+		v = v[:24] + "…"
+	}
+	return e.Column + "=" + v
+}
+
+// hostileRowFailsAlone claims a row with edge e between two healthy
+// events (of aggregates numbered n) and settles them as a relay does.
+func hostileRowFailsAlone(t *testing.T, s Raw, ordered bool, e Edge, n int) {
+	ctx := ctxFor(t)
+	healthy := []postbox.Event{event(fmt.Sprint("a", n), 1), event(fmt.Sprint("b", n), 1)}
+	enqueue(t, s, healthy[0])
+	bad, err := insertRow(ctx, s, e, "")
+	if err != nil {
+		t.Fatalf("insert: %v", err)
+	}
+	enqueue(t, s, healthy[1])
+	readsWork(t, s)
+	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay-a", Limit: 100, Lease: lease, Ordered: ordered})
+	if err != nil {
+		t.Fatalf("claim: %v", err)
+	}
+	p := store.SettleParams{Owner: "relay-a"}
+	found := 0
+	for _, d := range got {
+		switch d.ID {
+		case bad:
+			found++
+			if !strings.HasPrefix(d.Invalid, e.Column+": ") && !strings.Contains(d.Invalid, "; "+e.Column+": ") {
+				t.Errorf("Invalid %q, want it to name the column", d.Invalid)
+			}
+			p.Failed = append(p.Failed, store.Failure{ID: d.ID, LastError: d.Invalid, Lease: d.Lease})
+		case healthy[0].ID, healthy[1].ID:
+			found++
+			if d.Invalid != "" || d.Attempt != 1 {
+				t.Errorf("healthy event claimed with Invalid %q, attempt %d", d.Invalid, d.Attempt)
+			}
+			p.Done = append(p.Done, d.ID)
+		}
+		p.Ended = append(p.Ended, d.Lease)
+	}
+	if found != 3 {
+		t.Fatalf("claimed %d of the 3 events", found)
+	}
+	settle(t, s, p)
+	readsWork(t, s)
+	if r := get(t, s, bad); r.Status != store.StatusFailed || !strings.Contains(r.LastError, e.Column+": ") {
+		t.Fatalf("row %s ended %q with %q, want failed naming the column", bad, r.Status, r.LastError)
+	}
+	if left := claim(t, s, store.ClaimParams{Ordered: ordered}); len(left) != 0 {
+		t.Fatalf("%d events left to claim", len(left))
+	}
+}
+
+// testReadsListHostileRows: rows with hostile values in every status are
+// read by every status tool without an error.
+func testReadsListHostileRows(t *testing.T, s Raw) {
+	s.Loosen(t)
+	ctx := ctxFor(t)
+	for _, e := range Edges(s.Dialect) {
+		for _, status := range []string{"", store.StatusFailed, store.StatusDone} {
+			if e.Column == "dedup_key" && status != "" {
+				continue // one row may hold a key
+			}
+			if _, err := insertRow(ctx, s, e, status); err != nil && e.Outcome == Delivered && !e.Bounded {
+				t.Fatalf("%s = %.40s as %q: insert: %v", e.Column, e.SQL, status, err)
+			}
+		}
+	}
+	readsWork(t, s)
+}
+
+// testDedupKeyHeld: with a DedupWindow, the key of a delivered event is
+// refused, to plain SQL and to Enqueue, whether the row was deleted or
+// kept done and then purged.
+func testDedupKeyHeld(t *testing.T, s Raw, keep bool) {
+	ctx := ctxFor(t)
+	key := Edge{Column: "dedup_key", SQL: "'order-42-paid'"}
+	first, err := insertRow(ctx, s, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := claim(t, s.Outbox, store.ClaimParams{})
+	if len(got) != 1 || got[0].ID != first {
+		t.Fatalf("claimed %v, want %s", ids(got), first)
+	}
+	settle(t, s.Outbox, store.SettleParams{Done: []uuid.UUID{first}, Ended: []int64{got[0].Lease}, KeepDone: keep, DedupWindow: time.Hour})
+	if keep {
+		if _, err := s.PurgeDone(ctx, time.Now().Add(time.Hour), 100); err != nil {
+			t.Fatalf("purge done: %v", err)
+		}
+	}
+	if _, err := s.Get(ctx, first); !errors.Is(err, store.ErrNotFound) {
+		t.Fatalf("delivered row: %v, want it gone", err)
+	}
+	if _, err := insertRow(ctx, s, key, ""); err == nil {
+		t.Fatal("plain SQL insert of a delivered event's dedup key: accepted, want refused for the window")
+	} else if !strings.Contains(err.Error(), "dedup_key") {
+		t.Fatalf("plain SQL insert of a held key: %v, want the unique index's error", err)
+	}
+	again := event("42", 2)
+	again.DedupKey = "order-42-paid"
+	var dup *postbox.DuplicateError
+	if err := s.Enqueue(ctx, again); !errors.As(err, &dup) || len(dup.Keys) != 1 || dup.Keys[0] != again.DedupKey {
+		t.Fatalf("Enqueue of a held key: %v, want a DuplicateError naming it", err)
+	}
+	other := event("43", 1)
+	other.DedupKey = "order-43-paid"
+	enqueue(t, s.Outbox, other)
+	if st, err := s.Stats(ctx); err != nil || st.Pending != 1 {
+		t.Fatalf("stats %+v, %v: want only the event of another key pending", st, err)
+	}
+}
+
+// testDedupKeyFreeWithoutWindow: without a DedupWindow, a delivered
+// event's key is free again once its row is gone (the behaviour before
+// windows).
+func testDedupKeyFreeWithoutWindow(t *testing.T, s Raw) {
+	ctx := ctxFor(t)
+	key := Edge{Column: "dedup_key", SQL: "'order-42-paid'"}
+	first, err := insertRow(ctx, s, key, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := claim(t, s.Outbox, store.ClaimParams{})
+	settle(t, s.Outbox, store.SettleParams{Done: []uuid.UUID{first}, Ended: []int64{got[0].Lease}})
+	if _, err := insertRow(ctx, s, key, ""); err != nil {
+		t.Fatalf("insert of a delivered key without a window: %v", err)
+	}
+}
+
+// testClaimBoundedByBytes: MaxBytes stops a claim before the payload that
+// would take it past the bound, and an event larger than the bound is
+// claimed alone.
+func testClaimBoundedByBytes(t *testing.T, s Raw, ordered bool) {
+	const mb = 1 << 20
+	big := func(agg string, size int) postbox.Event {
+		e := event(agg, 1)
+		e.Payload = []byte(`"` + strings.Repeat("x", size-2) + `"`)
+		return e
+	}
+	var events []postbox.Event
+	for i := range 10 {
+		events = append(events, big(fmt.Sprint(i), mb))
+	}
+	enqueue(t, s, events...)
+	got := claim(t, s.Outbox, store.ClaimParams{Limit: 100, MaxBytes: 3 * mb, Ordered: ordered})
+	if len(got) != 3 || got[0].ID != events[0].ID {
+		t.Fatalf("claimed %d events of 1 MB with MaxBytes 3 MB, want the first 3", len(got))
+	}
+	rest := claim(t, s.Outbox, store.ClaimParams{Owner: "relay-b", Limit: 100, Ordered: ordered})
+	if len(rest) != 7 {
+		t.Fatalf("claimed %d events without a byte bound, want the other 7", len(rest))
+	}
+	huge := big("huge", 5*mb)
+	small := event("small", 1)
+	enqueue(t, s, huge, small)
+	got = claim(t, s.Outbox, store.ClaimParams{Owner: "relay-c", Limit: 100, MaxBytes: 3 * mb, Ordered: ordered})
+	if len(got) != 1 || got[0].ID != huge.ID || len(got[0].Payload) != 5*mb {
+		t.Fatalf("claimed %v with MaxBytes 3 MB, want the 5 MB event alone", ids(got))
+	}
+}
+
+// otherTableEdges are hostile values of the inbox's and the endpoints'
+// columns in dialect: table, column, SQL.
+func otherTableEdges(dialect string) [][3]string {
+	if dialect == "postgres" {
+		return [][3]string{
+			{"inbox_events", "received_at", "'infinity'"},
+			{"inbox_events", "processed_at", "'-infinity'"},
+			{"inbox_events", "lease_expires_at", "'infinity'"},
+			{"inbox_events", "attempts", "2147483647"},
+			{"inbox_events", "payload", "'[1, 2]'"},
+			{"endpoint_deliveries", "available_at", "'-infinity'"},
+			{"endpoint_deliveries", "created_at", "'infinity'"},
+			{"endpoint_deliveries", "headers", "'[1, 2]'"},
+			{"endpoint_deliveries", "attempts", "2147483647"},
+			{"endpoint_attempts", "at", "'infinity'"},
+			{"endpoints", "failing_since", "'infinity'"},
+			{"endpoints", "created_at", "'-infinity'"},
+		}
+	}
+	return [][3]string{
+		{"inbox_events", "attempts", "'many'"},
+		{"inbox_events", "seq", "'x'"},
+		{"inbox_events", "lease_expires_at", "'soon'"},
+		{"endpoint_deliveries", "available_at", "-9223372036854775808"},
+		{"endpoint_deliveries", "created_at", "'today'"},
+		{"endpoint_deliveries", "attempts", "'many'"},
+		{"endpoint_deliveries", "headers", "'[1, 2]'"},
+		{"endpoint_attempts", "at", "'now'"},
+		{"endpoints", "failing_since", "'long ago'"},
+		{"endpoints", "created_at", "9223372036854775807"},
+	}
+}
+
+// testOtherTablesReadHostileRows: rows of the inbox's and the endpoints'
+// tables with hostile values do not break their lists, counts and claims.
+func testOtherTablesReadHostileRows(t *testing.T, s Raw) {
+	ctx := ctxFor(t)
+	inbox, ok := s.Outbox.(store.InboxReader)
+	endpoints, ok2 := s.Outbox.(store.Endpoints)
+	if !ok || !ok2 {
+		t.Skip("the store has no inbox reader or endpoints")
+	}
+	now := map[string]string{"postgres": "now()", "sqlite": fmt.Sprint(time.Now().UnixMicro())}[s.Dialect]
+	for _, e := range otherTableEdges(s.Dialect) {
+		table, column, value := e[0], e[1], e[2]
+		endpoint := postbox.NewID()
+		rows := map[string]map[string]string{
+			"endpoints": {"id": "'" + endpoint.String() + "'", "url": "'https://example.com/hook'", "secret": "'s'",
+				"created_at": now, "updated_at": now},
+			"inbox_events": {"id": "'" + postbox.NewID().String() + "'", "handler_status": "'failed'", "payload": `'{}'`},
+			"endpoint_deliveries": {"event_id": "'" + postbox.NewID().String() + "'", "endpoint_id": "'" + endpoint.String() + "'",
+				"event_type": "'order.paid'", "payload": `'{}'`, "available_at": now, "created_at": now},
+			"endpoint_attempts": {"endpoint_id": "'" + endpoint.String() + "'", "event_id": "'" + postbox.NewID().String() + "'", "attempt": "1", "at": now},
+		}
+		order := []string{"endpoints", "inbox_events", "endpoint_deliveries", "endpoint_attempts"}
+		rows[table][column] = value
+		refused := false
+		for _, tab := range order {
+			var names, values []string
+			for n, v := range rows[tab] {
+				names, values = append(names, n), append(values, v)
+			}
+			q := fmt.Sprintf("insert into {%s} (%s) values (%s)", tab, strings.Join(names, ", "), strings.Join(values, ", "))
+			err := s.Exec(ctx, q)
+			if err != nil && tab == table {
+				refused = true // the schema refuses the value: fine
+				break
+			}
+			if err != nil {
+				t.Fatalf("%s.%s = %s: insert into %s: %v", table, column, value, tab, err)
+			}
+		}
+		if refused {
+			continue
+		}
+		what := table + "." + column + " = " + value
+		for _, status := range []string{store.StatusPending, store.StatusDone, store.StatusFailed} {
+			recs, err := inbox.InboxList(ctx, store.InboxListParams{Status: status, Limit: 100})
+			if err != nil {
+				t.Fatalf("%s: inbox list %s: %v", what, status, err)
+			}
+			for _, r := range recs {
+				if _, err := inbox.InboxGet(ctx, r.ID); err != nil {
+					t.Fatalf("%s: inbox get: %v", what, err)
+				}
+			}
+		}
+		if _, err := endpoints.EndpointList(ctx); err != nil {
+			t.Fatalf("%s: endpoint list: %v", what, err)
+		}
+		if _, err := endpoints.EndpointGet(ctx, endpoint); err != nil {
+			t.Fatalf("%s: endpoint get: %v", what, err)
+		}
+		if _, err := endpoints.DeliveryCounts(ctx, endpoint); err != nil {
+			t.Fatalf("%s: delivery counts: %v", what, err)
+		}
+		for _, status := range []string{store.StatusPending, store.StatusFailed} {
+			if _, err := endpoints.DeliveryList(ctx, endpoint, status, 100); err != nil {
+				t.Fatalf("%s: delivery list %s: %v", what, status, err)
+			}
+		}
+		if _, err := endpoints.AttemptList(ctx, endpoint, 100); err != nil {
+			t.Fatalf("%s: attempt list: %v", what, err)
+		}
+		if _, err := endpoints.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: endpoint, Owner: "relay-a", Limit: 10, Lease: lease}); err != nil {
+			t.Fatalf("%s: delivery claim: %v", what, err)
+		}
+	}
+}
