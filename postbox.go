@@ -29,8 +29,14 @@ type Event struct {
 	EventType string
 	// Payload is the JSON body delivered to consumers.
 	Payload []byte
-	// DedupKey, when set, is unique across the outbox: enqueueing a second
-	// event with the same key reports ErrDuplicate.
+	// DedupKey, when set, is unique among the events in the outbox and,
+	// for the relay's dedup window after its event is delivered (24 h by
+	// default, relay.Config.DedupWindow, postbox relay --dedup-window),
+	// stays refused whether the delivered row was deleted or kept:
+	// enqueueing another event with that key reports ErrDuplicate, and a
+	// plain-SQL insert gets the unique index's error. Once the window has
+	// passed (or with a window of 0, once the row is gone) the key is free
+	// again.
 	DedupKey string
 	// Headers travel with the event (as HTTP headers or broker headers), for
 	// example the W3C "traceparent" of the transaction that produced it.

@@ -51,4 +51,27 @@ func TestSettlePassesTheDedupWindow(t *testing.T) {
 	}
 }
 
+// A relay with a dedup window removes the keys whose hold has ended, with
+// no Retention set: the table of held keys does not grow for ever.
+func TestRelayPurgesExpiredHeldKeys(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := context.Background()
+	held := "insert into " + s.Schema() + ".outbox_held_keys (dedup_key, expires_at) values ($1, $2)"
+	for key, expires := range map[string]time.Time{"gone": time.Now().Add(-time.Minute), "kept": time.Now().Add(time.Hour)} {
+		if _, err := s.Pool().Exec(ctx, held, key, expires); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rcv := receiver.New(t, secret, nil)
+	stop := start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})
+	defer stop()
+	keys := func() (n int) {
+		if err := s.Pool().QueryRow(ctx, "select count(*) from "+s.Schema()+".outbox_held_keys").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	waitFor(t, "the expired key purged", 10*time.Second, func() bool { return keys() == 1 })
+}
+
 var _ store.Outbox = (*rowStore)(nil)

@@ -121,7 +121,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	background.Go(func() { r.renewLeases(maintCtx) })
 	background.Go(func() { r.watchLeases(maintCtx) })
 	background.Go(func() { r.reclaimExpired(maintCtx) })
-	if r.cfg.Retention > 0 {
+	if r.cfg.Retention > 0 || r.cfg.DedupWindow > 0 {
 		background.Go(func() { r.purgeDelivered(maintCtx) })
 	}
 

@@ -5,11 +5,12 @@ import (
 	"time"
 )
 
-// purgeDelivered deletes delivered events older than the retention, in
-// batches, once a minute.
+// purgeDelivered deletes delivered events older than the retention, and
+// the dedup keys whose hold (DedupWindow) has ended, in batches: at start,
+// then once a minute.
 func (r *Relay) purgeDelivered(ctx context.Context) {
 	const batch = 1000
-	for sleep(ctx, time.Minute) {
+	for first := true; first || sleep(ctx, time.Minute); first = false {
 		before := time.Now().Add(-r.cfg.Retention)
 		for ctx.Err() == nil {
 			callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)

@@ -57,6 +57,7 @@ func Run[TTx any](t *testing.T, newBackend NewBackend[TTx]) {
 		{"GetUnknownIsNotFound", testGetUnknown[TTx]},
 		{"OutOfOrderStoresNothing", testOutOfOrder[TTx]},
 		{"SequenceAppliedByAnotherID", testSequenceApplied[TTx]},
+		{"SequencePastInt32IsOutOfOrder", testSequencePastInt32[TTx]},
 		{"FailedHandlerDoesNotAdvanceSequence", testFailureKeepsSequence[TTx]},
 		{"ShuffledDeliveryAppliesInOrder", testShuffledOrder[TTx]},
 		{"ClaimCompleteOnce", testClaimComplete[TTx]},

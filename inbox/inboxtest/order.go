@@ -43,6 +43,15 @@ func testOutOfOrder[TTx any](t *testing.T, h *harness[TTx]) {
 	wantOutcome(t, h.process(t, event("2", 1)), inbox.Processed)
 }
 
+// testSequencePastInt32 sends a sequence number beyond 32 bits: refused as
+// out of order (nothing applied before it), not as a store error.
+func testSequencePastInt32[TTx any](t *testing.T, h *harness[TTx]) {
+	far := event("1", 1<<31)
+	_, err := h.ib.Process(h.ctx, far, h.effect)
+	wantOrderError(t, err, inbox.ErrOutOfOrder, 0)
+	h.wantNothingStored(t, far.ID)
+}
+
 func testSequenceApplied[TTx any](t *testing.T, h *harness[TTx]) {
 	first := event("1", 1)
 	wantOutcome(t, h.process(t, first), inbox.Processed)

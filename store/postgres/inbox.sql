@@ -42,12 +42,12 @@ select handler_status = 'done' from {schema}.inbox_events where id = $1;
 -- and the last applied number as of the statement's start.
 with advanced as (
   update {schema}.inbox_sequences
-  set last_seq = $3, updated_at = now()
-  where aggregate_type = $1 and aggregate_id = $2 and last_seq = $3 - 1
+  set last_seq = $3::bigint, updated_at = now()
+  where aggregate_type = $1 and aggregate_id = $2 and last_seq = $3::bigint - 1
   returning 1
 ), created as (
   insert into {schema}.inbox_sequences (aggregate_type, aggregate_id, last_seq)
-  select $1, $2, $3 where $3 = 1 and not exists (select 1 from advanced)
+  select $1, $2, $3::bigint where $3::bigint = 1 and not exists (select 1 from advanced)
   on conflict do nothing
   returning 1
 )

@@ -504,10 +504,15 @@ func TestWALClaimReadsHostileRowsAsInvalid(t *testing.T) {
 		"retries = -3":                                "retries: -3 is negative",
 		"retries = -1, created_at = '-infinity'":      "created_at: -infinity is not a time; retries: -1 is negative",
 		"headers = '{\"a\": {\"b\": [1]}, \"c\": 2}'": "",
-		"headers = '[1, 2]'":                          "",
+		"headers = '[1, 2]'":                          "headers: a JSON array is not an object",
 	}
 	want := map[uuid.UUID]string{}
 	tbl := s.Table("outbox_events")
+	// Migration 0008 refuses such values at insert: the rows of a table
+	// whose bounds were dropped by hand must still be read.
+	if _, err := s.Pool().Exec(ctx, "alter table "+tbl+" drop constraint outbox_events_retries_range, drop constraint outbox_events_times_range"); err != nil {
+		t.Fatal(err)
+	}
 	for set, invalid := range hostile {
 		good := newEvent()
 		err := pgx.BeginFunc(ctx, s.Pool(), func(tx pgx.Tx) error {
