@@ -135,6 +135,7 @@ func TestPagesKeepWorkingWithHostileRows(t *testing.T) {
 // infinity) shows.
 func TestPagesShowExtremeTimes(t *testing.T) {
 	s := pgtest.Store(t)
+	pgtest.DropBounds(t, s)
 	ids := insertHostile(t, s, hostileRows()[3:])
 	if _, err := s.Pool().Exec(context.Background(), fmt.Sprintf(
 		`update %s.outbox_events set processed_at = '294276-12-31 23:59:59+00', created_at = '4713-01-01 00:00:00+00 BC', available_at = '294276-12-31 23:59:59+00' where id = $1`,
@@ -153,6 +154,7 @@ func TestPagesShowExtremeTimes(t *testing.T) {
 // counts or a note that they could not be read.
 func TestOverviewSurvivesAnUnreadableRow(t *testing.T) {
 	s := pgtest.Store(t)
+	pgtest.DropBounds(t, s)
 	if _, err := s.Pool().Exec(context.Background(), fmt.Sprintf(
 		`insert into %s.outbox_events (event_type, payload, created_at, available_at) values ('order.paid', '{}', '-infinity', '-infinity')`,
 		s.Schema())); err != nil {

@@ -210,6 +210,7 @@ func TestWALRefusesOrdered(t *testing.T) {
 // is confirmed past them all.
 func TestWALHostileRowsCostTheStreamNothing(t *testing.T) {
 	s, w := walStore(t)
+	pgtest.DropBounds(t, s)
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour})
 	waitStreaming(t, w)

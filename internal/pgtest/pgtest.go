@@ -112,3 +112,15 @@ func OrderedStore(t testing.TB) *postgres.Store {
 	}
 	return s
 }
+
+// DropBounds drops the check constraints with which migration 0008 bounds
+// outbox_events' retries and times, so that a test can write the values a
+// table of an older schema (or one whose bounds were dropped by hand) may
+// hold: every read and claim must still take them.
+func DropBounds(t testing.TB, s *postgres.Store) {
+	t.Helper()
+	if _, err := s.Pool().Exec(context.Background(), "alter table "+s.Table("outbox_events")+
+		" drop constraint outbox_events_retries_range, drop constraint outbox_events_times_range"); err != nil {
+		t.Fatalf("pgtest: drop the bounds of migration 0008: %v", err)
+	}
+}

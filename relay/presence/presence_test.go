@@ -96,7 +96,7 @@ func TestRowFollowsTheRelay(t *testing.T) {
 	st := &state{}
 	st.set(relay.Stats{Listening: true})
 	h, err := presence.New(presence.Config{Store: s, Sink: "webhook https://example.com",
-		Version: "v9", Secrets: []string{"hunter2"}, Every: time.Hour, Logger: slog.New(slog.DiscardHandler)})
+		Version: "v9", Secrets: []string{"hunter2"}, Every: time.Hour, PruneAfter: 24 * time.Hour, Logger: slog.New(slog.DiscardHandler)})
 	if err != nil {
 		t.Fatal(err)
 	}
