@@ -52,10 +52,22 @@ func TestSettlePassesTheDedupWindow(t *testing.T) {
 }
 
 // A relay with a dedup window removes the keys whose hold has ended, with
-// no Retention set: the table of held keys does not grow for ever.
+// no Retention set: the table of held keys does not grow for ever. It
+// deletes no delivered event: without a positive Retention those are kept
+// by another relay (or for ever).
 func TestRelayPurgesExpiredHeldKeys(t *testing.T) {
+	for name, retention := range map[string]time.Duration{"no retention": 0, "kept for ever": -1} {
+		t.Run(name, func(t *testing.T) { testRelayPurgesExpiredHeldKeys(t, retention) })
+	}
+}
+
+func testRelayPurgesExpiredHeldKeys(t *testing.T, retention time.Duration) {
 	s := pgtest.Store(t)
 	ctx := context.Background()
+	kept := "insert into " + s.Schema() + ".outbox_events (event_type, payload, status, processed_at) values ('order.created', '{}', 'done', now() - interval '1 hour')"
+	if _, err := s.Pool().Exec(ctx, kept); err != nil {
+		t.Fatal(err)
+	}
 	held := "insert into " + s.Schema() + ".outbox_held_keys (dedup_key, expires_at) values ($1, $2)"
 	for key, expires := range map[string]time.Time{"gone": time.Now().Add(-time.Minute), "kept": time.Now().Add(time.Hour)} {
 		if _, err := s.Pool().Exec(ctx, held, key, expires); err != nil {
@@ -63,7 +75,7 @@ func TestRelayPurgesExpiredHeldKeys(t *testing.T) {
 		}
 	}
 	rcv := receiver.New(t, secret, nil)
-	stop := start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})
+	_, stop := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond, Retention: retention})
 	defer stop()
 	keys := func() (n int) {
 		if err := s.Pool().QueryRow(ctx, "select count(*) from "+s.Schema()+".outbox_held_keys").Scan(&n); err != nil {
@@ -72,6 +84,9 @@ func TestRelayPurgesExpiredHeldKeys(t *testing.T) {
 		return n
 	}
 	waitFor(t, "the expired key purged", 10*time.Second, func() bool { return keys() == 1 })
+	if done := stats(t, s).Done; done != 1 {
+		t.Fatalf("%d delivered events left after the purge, want the 1 kept", done)
+	}
 }
 
 var _ store.Outbox = (*rowStore)(nil)

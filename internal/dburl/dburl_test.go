@@ -57,6 +57,8 @@ func TestRedactHidesPasswords(t *testing.T) {
 		"postgres://app@db/x?sslpassword=hunter2":                                  "postgres://app@db/x?sslpassword=xxxxx",
 		"postgres://app:hunter2@db/x?sslmode=verify-full&sslrootcert=/missing.pem": "postgres://app:xxxxx@db/x?sslmode=verify-full&sslrootcert=/missing.pem",
 		"postgres://db/x":                                      "postgres://db/x",
+		"postgres://app:12/s3cr@db/x":                          "postgres://app:xxxxx@db/x",
+		"postgres://app:12?s3cr@db/x":                          "postgres://app:xxxxx@db/x",
 		"postgres://app:hun%zzter2@db/x":                       "postgres:(unparsable URL)",
 		"sqlite:/tmp/x.db":                                     "sqlite:/tmp/x.db",
 		"host=db user=app password=hunter2 dbname=x":           "host=db user=app password=xxxxx dbname=x",

@@ -40,7 +40,13 @@ func Redact(dsn string) string {
 	if masked {
 		u.RawQuery = q.Encode()
 	}
-	return u.String()
+	// A password holding an unescaped '/', '?' or '#' still parses, as a
+	// host and a path: what its shape says is a password goes too.
+	out := u.String()
+	for _, p := range passwords(dsn) {
+		out = strings.ReplaceAll(out, p, mask)
+	}
+	return out
 }
 
 // Scrub returns err with every password that dsn holds replaced by xxxxx
@@ -103,9 +109,13 @@ func passwords(dsn string) []string {
 	if isURL(dsn) {
 		_, rest, _ := strings.Cut(dsn, "://")
 		head, query, _ := strings.Cut(rest, "?")
-		if at := strings.LastIndexByte(head, '@'); at >= 0 {
-			if _, p, ok := strings.Cut(head[:at], ":"); ok {
-				add(p)
+		// The user information ends at the last '@' before the query, or,
+		// for a password holding an unescaped '?', at the last '@' of all.
+		for _, s := range []string{head, rest} {
+			if at := strings.LastIndexByte(s, '@'); at >= 0 {
+				if _, p, ok := strings.Cut(s[:at], ":"); ok {
+					add(p)
+				}
 			}
 		}
 		for _, kv := range strings.Split(query, "&") {
