@@ -124,7 +124,7 @@ func (s *Store) enqueue(ctx context.Context, events []postbox.Event, insert inse
 		chunkArgs := args[start*enqueueColumns : (start+len(chunk))*enqueueColumns]
 		written, err := insert(ctx, s.insertSQL(len(chunk), true), chunkArgs)
 		if err != nil {
-			return duplicateOr(err, fmt.Errorf("postgres: enqueue: %w", err))
+			return enqueueError(err)
 		}
 		dup.Keys = append(dup.Keys, skippedKeys(chunk, written)...)
 	}
@@ -223,6 +223,23 @@ func skippedKeys(events []postbox.Event, written []string) []string {
 	}
 	return skipped
 }
+
+// enqueueError is the error of EnqueueTx's insert. The insert skips keys
+// taken or held; the one unique violation it can meet on a dedup key is the
+// trigger's, for a key held by a settle that committed while the statement
+// ran: it aborted the transaction, which a skipped duplicate does not, so
+// it is not reported as one (a caller would commit a transaction that is
+// gone). A violation on the id is a duplicate.
+func enqueueError(err error) error {
+	if isUniqueViolation(err) && strings.Contains(err.Error(), dedupKeyIndex) {
+		return fmt.Errorf("postgres: enqueue: a dedup key was held by a delivery that committed while this insert ran; the transaction is aborted (run it again: the key is then skipped): %w", err)
+	}
+	return duplicateOr(err, fmt.Errorf("postgres: enqueue: %w", err))
+}
+
+// dedupKeyIndex is the unique index of dedup keys, which the trigger of
+// held keys names too (migration 0008).
+const dedupKeyIndex = "outbox_events_dedup_key_uq"
 
 // duplicateOr maps a unique violation (a repeated id) to ErrDuplicate.
 func duplicateOr(err, otherwise error) error {

@@ -24,3 +24,6 @@ func (s *Store) Query(name string) string { return s.sql.Get(name) }
 func (w *WAL) Claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
 	return w.claim(ctx, p, ids, xids)
 }
+
+// EnqueueError exports enqueueError.
+var EnqueueError = enqueueError
