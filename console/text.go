@@ -3,10 +3,10 @@ package console
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"strings"
-	"unicode"
 	"unicode/utf8"
+
+	"github.com/postbox-go/postbox/internal/printable"
 )
 
 // Caps of the texts a table cell shows; the row's own page shows them
@@ -23,8 +23,8 @@ const (
 	prettyDepthMax = 64
 )
 
-// show writes s for a table cell: every control character (line breaks
-// included) and bidirectional override visible as an escape ("\x1b"),
+// show writes s for a table cell: every rune printable.Unsafe names (line
+// breaks included) visible as an escape ("\x1b"),
 // invalid UTF-8 as U+FFFD, and at most max characters, "…" after.
 func show(s string, max int) string {
 	return visible(s, max, false)
@@ -55,35 +55,13 @@ func visible(s string, max int, keepLines bool) string {
 			b.WriteRune(r)
 		case keepLines && (r == '\n' || r == '\t'):
 			b.WriteRune(r)
-		case unicode.IsControl(r) || isBidiControl(r):
-			b.WriteString(escapeRune(r))
+		case printable.Unsafe(r):
+			b.WriteString(printable.EscapeRune(r))
 		default:
 			b.WriteRune(r)
 		}
 	}
 	return b.String()
-}
-
-// escapeRune writes r as Go writes it in a string: \n, \x1b, \u202e.
-func escapeRune(r rune) string {
-	switch r {
-	case '\n':
-		return `\n`
-	case '\r':
-		return `\r`
-	case '\t':
-		return `\t`
-	}
-	if r < 0x100 {
-		return fmt.Sprintf(`\x%02x`, r)
-	}
-	return fmt.Sprintf(`\u%04x`, r)
-}
-
-// isBidiControl reports whether r reorders the text around it (a
-// "Trojan source" character).
-func isBidiControl(r rune) bool {
-	return r == 0x061c || r == 0x200e || r == 0x200f || r >= 0x202a && r <= 0x202e || r >= 0x2066 && r <= 0x2069
 }
 
 // prettyJSON indents a JSON payload, shown whole; anything else (or JSON

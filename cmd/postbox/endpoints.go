@@ -18,6 +18,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -257,7 +258,7 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 			if e.Shadow {
 				state += ",shadow"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, printable(e.Name), printable(state), printable(e.URL), typesText(e.Types),
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, printable.String(e.Name), printable.String(state), printable.String(e.URL), typesText(e.Types),
 				rateText(e.RatePerSecond), e.Concurrency, e.Secret)
 		}
 		return w.Flush()
@@ -268,7 +269,7 @@ func typesText(types []string) string {
 	if len(types) == 0 {
 		return "*"
 	}
-	return printable(strings.Join(types, ","))
+	return printable.String(strings.Join(types, ","))
 }
 
 func rateText(r float64) string {
@@ -301,11 +302,11 @@ func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 
 func printEndpoint(w io.Writer, e endpointJSON) {
 	fmt.Fprintf(w, "id           %s\nname         %s\nurl          %s\ntypes        %s\nstate        %s\n",
-		e.ID, printable(e.Name), printable(e.URL), typesText(e.Types), printable(e.State))
+		e.ID, printable.String(e.Name), printable.String(e.URL), typesText(e.Types), printable.String(e.State))
 	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nsecret       %s\n",
-		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, printable(e.Secret))
+		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, printable.String(e.Secret))
 	if e.PreviousSecretUntil != nil {
-		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable(e.PreviousSecret), e.PreviousSecretUntil.Format(time.RFC3339))
+		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable.String(e.PreviousSecret), e.PreviousSecretUntil.Format(time.RFC3339))
 	}
 	if e.FailingSince != nil {
 		fmt.Fprintf(w, "failing      since %s (%s)\n", e.FailingSince.Format(time.RFC3339), age(*e.FailingSince))
@@ -358,7 +359,7 @@ func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, id uuid.
 	total := c.Pending + c.Processing + c.Done + c.Failed + c.Dropped
 	j := toJSON(e)
 	fmt.Fprintf(w, "would remove endpoint %s (name %s, %s), with its %d deliveries (%d pending, %d processing, %d done, %d failed, %d dropped) and their attempts (--dry-run: nothing removed)\n",
-		j.ID, printable(j.Name), printable(j.URL), total, c.Pending, c.Processing, c.Done, c.Failed, c.Dropped)
+		j.ID, printable.String(j.Name), printable.String(j.URL), total, c.Pending, c.Processing, c.Done, c.Failed, c.Dropped)
 	return nil
 }
 
@@ -428,7 +429,7 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 		if err := wh.Publish(ctx, &sink.Message{Event: ev, Attempt: 1}); err != nil {
 			return fmt.Errorf("test event %s to %s failed after %v: %w", ev.ID, redactSinkURL(e.URL), time.Since(start).Round(time.Millisecond), err)
 		}
-		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, printable(redactSinkURL(e.URL)), time.Since(start).Round(time.Millisecond))
+		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, printable.String(redactSinkURL(e.URL)), time.Since(start).Round(time.Millisecond))
 		return nil
 	})
 }

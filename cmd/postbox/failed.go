@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -234,7 +235,7 @@ func age(t time.Time) string {
 // oneLine is s on one line, its runs of white space made one space, made
 // printable, cut to at most n characters.
 func oneLine(s string, n int) string {
-	s = printable(strings.Join(strings.Fields(s), " "))
+	s = printable.String(strings.Join(strings.Fields(s), " "))
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
@@ -284,9 +285,9 @@ func printRecord(w io.Writer, r store.Record) {
 		return t.UTC().Format("2006-01-02 15:04:05.000 UTC") + " (" + age(t) + ")"
 	}
 	fmt.Fprintf(w, "id          %s\n", r.ID)
-	fmt.Fprintf(w, "status      %s\n", printable(r.Status))
-	fmt.Fprintf(w, "event type  %s\n", printable(r.EventType))
-	fmt.Fprintf(w, "aggregate   %s %s\n", printable(r.AggregateType), printable(r.AggregateID))
+	fmt.Fprintf(w, "status      %s\n", printable.String(r.Status))
+	fmt.Fprintf(w, "event type  %s\n", printable.String(r.EventType))
+	fmt.Fprintf(w, "aggregate   %s %s\n", printable.String(r.AggregateType), printable.String(r.AggregateID))
 	fmt.Fprintf(w, "attempts    %d\n", r.Attempts)
 	fmt.Fprintf(w, "created     %s\n", stamp(r.CreatedAt))
 	switch r.Status {
@@ -298,16 +299,16 @@ func printRecord(w io.Writer, r store.Record) {
 		fmt.Fprintf(w, "due         %s\n", stamp(r.AvailableAt))
 	}
 	if r.LeaseOwner != "" {
-		fmt.Fprintf(w, "leased to   %s until %s\n", printable(r.LeaseOwner), stamp(r.LeaseExpiresAt))
+		fmt.Fprintf(w, "leased to   %s until %s\n", printable.String(r.LeaseOwner), stamp(r.LeaseExpiresAt))
 	}
 	if r.DedupKey != "" {
-		fmt.Fprintf(w, "dedup key   %s\n", printable(r.DedupKey))
+		fmt.Fprintf(w, "dedup key   %s\n", printable.String(r.DedupKey))
 	}
 	lastError := r.LastError
 	if lastError == "" {
 		lastError = "-"
 	}
-	fmt.Fprintf(w, "last error  %s\n", printable(lastError))
+	fmt.Fprintf(w, "last error  %s\n", printable.String(lastError))
 	fmt.Fprintln(w, "headers")
 	keys := make([]string, 0, len(r.Headers))
 	for k := range r.Headers {
@@ -315,7 +316,7 @@ func printRecord(w io.Writer, r store.Record) {
 	}
 	sort.Strings(keys)
 	for _, k := range keys {
-		fmt.Fprintf(w, "  %s: %s\n", printable(k), printable(r.Headers[k]))
+		fmt.Fprintf(w, "  %s: %s\n", printable.String(k), printable.String(r.Headers[k]))
 	}
 	if len(keys) == 0 {
 		fmt.Fprintln(w, "  (none)")

@@ -9,6 +9,8 @@ import (
 	"os/signal"
 	"strings"
 	"syscall"
+
+	"github.com/postbox-go/postbox/internal/printable"
 )
 
 func main() {
@@ -23,7 +25,7 @@ func main() {
 // errorLine is err on one line, printable: a driver's error of several
 // lines (one per address tried) has its lines joined.
 func errorLine(err error) string {
-	return printable(strings.Join(strings.Fields(err.Error()), " "))
+	return printable.String(strings.Join(strings.Fields(err.Error()), " "))
 }
 
 // signalContext is cancelled by the first SIGINT or SIGTERM, for a graceful

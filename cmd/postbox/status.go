@@ -11,6 +11,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/relay/presence"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -285,7 +286,7 @@ func printStatus(w io.Writer, st statusJSON, asJSON bool) error {
 	}
 	for _, r := range st.Relays {
 		if r.SinkDown && !r.Stale {
-			fmt.Fprintf(w, "SINK DOWN: relay %s finds %s unreachable since %s (%s ago): %s\n", printable(r.ID), printable(r.Sink),
+			fmt.Fprintf(w, "SINK DOWN: relay %s finds %s unreachable since %s (%s ago): %s\n", printable.String(r.ID), printable.String(r.Sink),
 				r.SinkDownSince.UTC().Format(time.RFC3339), since(*r.SinkDownSince), oneLine(r.SinkError, 200))
 		}
 	}
@@ -336,7 +337,7 @@ func printRelays(w io.Writer, relays []relayJSON) {
 		case r.SinkDown:
 			state = fmt.Sprintf("sink down since %s (%s)", r.SinkDownSince.UTC().Format(time.RFC3339), oneLine(r.SinkError, 200))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", printable(r.ID), printable(r.Mode), printable(r.Sink), roundAge(age), state)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s ago\t%s\n", printable.String(r.ID), printable.String(r.Mode), printable.String(r.Sink), roundAge(age), state)
 	}
 	_ = tw.Flush()
 }

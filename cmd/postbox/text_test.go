@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"testing"
+
+	"github.com/postbox-go/postbox/internal/printable"
 )
 
 func TestPrintableEscapesControlsAndInvalidUTF8(t *testing.T) {
@@ -20,8 +22,8 @@ func TestPrintableEscapesControlsAndInvalidUTF8(t *testing.T) {
 		"cut\xe2\x82":              `cut\xe2\x82`,
 		"replacement \uFFFD stays": "replacement \uFFFD stays",
 	} {
-		if got := printable(in); got != want {
-			t.Errorf("printable(%q) = %q, want %q", in, got, want)
+		if got := printable.String(in); got != want {
+			t.Errorf("printable.String(%q) = %q, want %q", in, got, want)
 		}
 	}
 }
@@ -35,7 +37,7 @@ func TestWriteJSONEscapesC1(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	if !isPrintable(out[:len(out)-1]) || out[len(out)-1] != '\n' {
+	if !printable.Is(out[:len(out)-1]) || out[len(out)-1] != '\n' {
 		t.Fatalf("writeJSON wrote %q", out)
 	}
 	var back map[string]string
