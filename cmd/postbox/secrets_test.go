@@ -14,6 +14,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox/internal/natstest"
 	"github.com/postbox-go/postbox/internal/pgtest"
 )
 
@@ -163,5 +164,28 @@ func TestReadOnlyCommandOnMissingSQLiteFile(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Fatalf("status created %s: %v", path, err)
+	}
+}
+
+// A NATS token is the user part of a sink URL without a password: no
+// command prints it, from `sink setup` (what it made, or what is missing)
+// to the relay's start error for a stream that does not exist.
+func TestNoCommandPrintsASinkToken(t *testing.T) {
+	_, db := schemaStore(t)
+	const token = "T0kenXq7secret"
+	subject := strings.ToLower(natstest.Name("token")) + ".{event_type}"
+	sinkURL := "nats://" + token + "@" + strings.TrimPrefix(natstest.URL(), "nats://") + "?subject=" + subject
+	_, js := natstest.Connect(t, natstest.URL())
+	t.Cleanup(func() { _ = js.DeleteStream(context.Background(), strings.ToUpper(strings.Split(subject, ".")[0])) })
+	for _, args := range [][]string{
+		append([]string{"relay", "--sink", sinkURL}, db...),
+		{"sink", "setup", "--dry-run", "--sink", sinkURL},
+		{"sink", "setup", "--sink", sinkURL},
+		{"sink", "setup", "--sink", sinkURL},
+	} {
+		out, _ := runCaptured(t, command(args...))
+		if strings.Contains(out, token) {
+			t.Errorf("postbox %s printed the token:\n%s", args[0]+" "+args[1], out)
+		}
 	}
 }

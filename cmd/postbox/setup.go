@@ -76,7 +76,7 @@ func setupSinkSetup(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil {
 			return err
 		}
-		printSetup(os.Stdout, u.Redacted(), steps, f.dryRun)
+		printSetup(os.Stdout, redactSinkURL(u.String()), steps, f.dryRun)
 		return nil
 	}
 }
@@ -198,5 +198,5 @@ func withSetupHint(ctx context.Context, u *url.URL, err error) error {
 	if strings.EqualFold(u.Scheme, "kafka") {
 		also = ", or add allow_auto_topic_creation=true to the sink URL"
 	}
-	return fmt.Errorf("--sink %s: %s does not exist; create it with: postbox sink setup --sink URL (the same URL; it prints what it creates)%s", u.Redacted(), strings.Join(missing, " and "), also)
+	return fmt.Errorf("--sink %s: %s does not exist; create it with: postbox sink setup --sink URL (the same URL; it prints what it creates)%s", redactSinkURL(u.String()), strings.Join(missing, " and "), also)
 }

@@ -158,9 +158,15 @@ func withCredentials(u *url.URL, getenv func(string) string) {
 	}
 }
 
-// redactSinkURL hides a password in a URL that may not parse.
+// redactSinkURL hides the secrets of a sink URL that may not parse: its
+// passwords (dburl.Redact), and a user part without a password, which a
+// NATS URL reads as a token.
 func redactSinkURL(rawURL string) string {
-	if _, err := url.Parse(rawURL); err == nil {
+	if u, err := url.Parse(rawURL); err == nil {
+		if _, has := u.User.Password(); u.User != nil && !has {
+			u.User = url.User("xxxxx")
+			rawURL = u.String()
+		}
 		return dburl.Redact(rawURL)
 	}
 	if at := strings.LastIndexByte(rawURL, '@'); at >= 0 {
