@@ -122,6 +122,9 @@ func (r *Relay) claim(ctx context.Context, limit, maxBytes int, after store.Clai
 	// publishers, which see the shutdown.
 	claimCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), leasedCallTimeout(r.cfg.Lease))
 	defer cancel()
+	if limit == 1 {
+		maxBytes = 0 // one event is taken whatever its size: nothing to measure
+	}
 	claimed := time.Now()
 	batch, err := r.cfg.Store.Claim(claimCtx, store.ClaimParams{
 		Owner: r.cfg.Owner, Limit: limit, Lease: r.cfg.Lease, Ordered: r.cfg.Ordered, After: after,

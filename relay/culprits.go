@@ -35,17 +35,23 @@ type culprits struct {
 	ids map[uuid.UUID]struct{}
 }
 
-// add remembers id as a culprit, unless culpritsMax are remembered.
+// add remembers id as a culprit; with culpritsMax remembered, one of them
+// is forgotten first (a culprit another relay took, or whose lease
+// expired, is never settled here: the newest must not be the one dropped).
 func (c *culprits) add(id uuid.UUID) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.ids == nil {
 		c.ids = map[uuid.UUID]struct{}{}
 	}
-	if len(c.ids) < culpritsMax {
-		c.ids[id] = struct{}{}
-		c.n.Store(int32(len(c.ids)))
+	if _, known := c.ids[id]; !known && len(c.ids) >= culpritsMax {
+		for old := range c.ids {
+			delete(c.ids, old)
+			break
+		}
 	}
+	c.ids[id] = struct{}{}
+	c.n.Store(int32(len(c.ids)))
 }
 
 // has reports whether id is a culprit.
