@@ -158,6 +158,11 @@ func TestHandlerRefusals(t *testing.T) {
 			req.Body, req.ContentLength = readCloser(forged), int64(len(forged))
 			return req
 		}, http.StatusUnauthorized, "unauthorized"},
+		{"a megabyte of event type replayed", signature.Standard, func(f *fixture) *http.Request {
+			req, _ := f.newRequest()
+			req.Header.Set(inbox.HeaderEventType, strings.Repeat("t", 1<<20))
+			return req
+		}, http.StatusBadRequest, "bad_request"},
 		{"unsigned", signature.Standard, func(f *fixture) *http.Request {
 			req, _ := f.newRequest()
 			req.Header.Del("Webhook-Signature")

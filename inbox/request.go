@@ -62,6 +62,15 @@ func (h *Handler) metadata(header http.Header, ev *Event) *rejection {
 	if h.cfg.Metadata == MetadataIgnored {
 		return nil
 	}
+	// Bounded before anything is signed to check them: a replayed request
+	// with a megabyte of header costs no more than a short one.
+	for _, name := range [...]string{HeaderEventType, HeaderAggregateType, HeaderAggregateID, HeaderSequence} {
+		for _, v := range header[name] {
+			if len(v) > metadataMaxLen {
+				return reject(http.StatusBadRequest, statusBadRequest, "Postbox-* header too long", nil)
+			}
+		}
+	}
 	md, err := h.verifier.VerifyMetadata(header)
 	switch {
 	case errors.Is(err, signature.ErrMetadataUnsigned) && h.cfg.Metadata == MetadataUnsigned:
@@ -77,9 +86,6 @@ func (h *Handler) metadata(header http.Header, ev *Event) *rejection {
 		return reject(http.StatusBadRequest, statusBadRequest, "malformed Postbox-* header", err)
 	case err != nil:
 		return reject(http.StatusUnauthorized, statusUnauthorized, "metadata signature verification failed", err)
-	}
-	if len(md.EventType) > metadataMaxLen || len(md.AggregateType) > metadataMaxLen || len(md.AggregateID) > metadataMaxLen {
-		return reject(http.StatusBadRequest, statusBadRequest, "Postbox-* header too long", nil)
 	}
 	ev.EventType, ev.AggregateType, ev.AggregateID = md.EventType, md.AggregateType, md.AggregateID
 	if md.Sequence != "" {
