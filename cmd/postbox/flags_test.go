@@ -33,7 +33,7 @@ func TestNumericFlagsAreCheckedByName(t *testing.T) {
 		{relay, "shutdown-timeout", []string{"0s", "-1s"}},
 		{relay, "probe-interval", []string{"0s", "-1s"}},
 		{relay, "metrics-sample", []string{"0s", "-1s"}},
-		{relay, "heartbeat", []string{"0s", "-1s"}},
+		{relay, "heartbeat", []string{"0s", "-1s", "51s"}},
 		{relay, "dedup-window", []string{"-1s"}},
 		{endpointsRelay, "disable-after", []string{"0s", "-1s"}},
 		{endpointsRelay, "attempts-retention", []string{"0s", "-1s"}},

@@ -196,6 +196,9 @@ func checkRelayFlags(fs *flag.FlagSet) error {
 		"disable-after", "attempts-retention", "breaker-failures", "claim-bytes"); err != nil {
 		return err
 	}
+	if every := fs.Lookup("heartbeat").Value.(flag.Getter).Get().(time.Duration); every > presence.EveryMax {
+		return fmt.Errorf("%w: --heartbeat %v: at most %v (the other relays prune a row %v old)", errUsage, every, presence.EveryMax, presence.PruneAfterDefault)
+	}
 	return notNegative(fs, "concurrency", "publish-batch", "dedup-window")
 }
 

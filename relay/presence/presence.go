@@ -46,6 +46,10 @@ const (
 	PruneAfterDefault = 5 * time.Minute
 	// PruneEveryDefault is Config.PruneEvery when zero.
 	PruneEveryDefault = 30 * time.Second
+	// EveryMax is the longest Config.Every with the default PruneAfter: a
+	// live row goes stale after store.PresenceStaleBeats heartbeats and
+	// must not be prunable before twice that.
+	EveryMax = PruneAfterDefault / (2 * store.PresenceStaleBeats)
 )
 
 // Modes of a relay, as its row says.
