@@ -53,11 +53,8 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		if err := console.CheckAddr(*addr, secret); err != nil {
 			return fmt.Errorf("%w: --addr: %v", errUsage, err)
 		}
-		if *sample <= 0 {
-			return fmt.Errorf("%w: --sample %v: want a positive interval", errUsage, *sample)
-		}
-		if *idle <= 0 || *lifetime <= 0 {
-			return fmt.Errorf("%w: --session-idle %v, --session-max %v: want positive durations", errUsage, *idle, *lifetime)
+		if err := positive(fs, "sample", "session-idle", "session-max"); err != nil {
+			return err
 		}
 		trusted, err := console.ParseTrustedProxies(*proxies)
 		if err != nil {

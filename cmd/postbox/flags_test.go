@@ -60,6 +60,8 @@ func TestNumericFlagsAreCheckedByName(t *testing.T) {
 		{[]string{"bench", "--db", db}, "inbox-clients", []string{"0", "-1"}},
 		{[]string{"bench", "--db", db}, "receiver-latency", []string{"-1s"}},
 		{[]string{"console", "--db", db}, "sample", []string{"0s", "-1s"}},
+		{[]string{"console", "--db", db}, "session-idle", []string{"0s", "-1s"}},
+		{[]string{"console", "--db", db}, "session-max", []string{"0s", "-1s"}},
 		{[]string{"status", "--db", db}, "watch", []string{"0s", "-1s"}},
 	}
 	for _, c := range cases {
