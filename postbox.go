@@ -80,5 +80,11 @@ func (e *Event) Validate() error {
 	if !json.Valid(e.Payload) {
 		return fmt.Errorf("postbox: payload of %s event is not valid JSON", e.EventType)
 	}
+	// The stores bound times to years 1 to 9999 (what every client reads):
+	// a time outside is refused here, naming the event, rather than by the
+	// database, which would abort the producer's whole transaction.
+	if y := e.AvailableAt.UTC().Year(); !e.AvailableAt.IsZero() && (y < 1 || y > 9999) {
+		return fmt.Errorf("postbox: AvailableAt of %s event is %v: want a time from year 1 to 9999", e.EventType, e.AvailableAt)
+	}
 	return nil
 }
