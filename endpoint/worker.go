@@ -86,9 +86,7 @@ func (w *worker) run(ctx context.Context) {
 			return
 		}
 		if err != nil {
-			if w.ctx.Err() == nil {
-				log.Warn("claiming deliveries failed", "error", err)
-			}
+			log.Warn("claiming deliveries failed", "error", err)
 			w.breaker.abandon()
 			w.sleep(w.d.cfg.PollInterval)
 			continue
