@@ -83,7 +83,7 @@ func (f *FanOut) Publish(ctx context.Context, m *sink.Message) error {
 		f.unrouted.Add(1)
 		return nil
 	}
-	n, err := f.cfg.Store.DeliveryInsert(ctx, m.Event, ids)
+	n, err := f.cfg.Store.DeliveryInsert(ctx, []store.Route{{Event: m.Event, Endpoints: ids}})
 	if err != nil {
 		return fmt.Errorf("endpoint: fan out: %w", err)
 	}

@@ -40,8 +40,9 @@ const (
 
 // Config configures a Relay. Only Store and Sink are required.
 type Config struct {
-	// Store is the outbox the relay drains. Required.
-	Store store.Outbox
+	// Store is what the relay drains: an outbox (store.Outbox), or a webhook
+	// endpoint's lane of deliveries (store.Endpoints.EndpointLane). Required.
+	Store store.Source
 	// Sink publishes the events. Required.
 	Sink sink.Sink
 	// Logger receives structured logs (event id, aggregate, attempt,

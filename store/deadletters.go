@@ -65,8 +65,16 @@ const (
 )
 
 // FailedFilter narrows the failed events listed, grouped, retried or
-// purged; its zero value lets every failed event through.
+// purged; its zero value lets every failed event of the outbox through.
 type FailedFilter struct {
+	// Endpoint, when not zero, turns the dead-letter operations to the
+	// failed deliveries of this webhook endpoint (endpoints mode) instead
+	// of the outbox's failed events; AnyEndpoint turns them to those of
+	// every endpoint. It is where to look, not a filter: a selection with
+	// only Endpoint set still selects nothing (FailedSelection.IsZero).
+	// The other fields apply to the deliveries' copies of the events, and
+	// Record.Endpoint names each delivery's endpoint.
+	Endpoint uuid.UUID
 	// EventType keeps the events of this type only.
 	EventType string
 	// FailedSince keeps the events that failed at or after this time.
@@ -85,9 +93,14 @@ type FailedFilter struct {
 	ErrorContains string
 }
 
-// IsZero reports whether f lets every failed event through.
+// AnyEndpoint is the FailedFilter.Endpoint of every endpoint's failed
+// deliveries.
+var AnyEndpoint = uuid.Max
+
+// IsZero reports whether f lets every failed event (or delivery) of where
+// it looks (Endpoint) through.
 func (f FailedFilter) IsZero() bool {
-	return f == FailedFilter{}
+	return f == FailedFilter{Endpoint: f.Endpoint}
 }
 
 // FailedCursor is a place in the list of failed events, which is ordered

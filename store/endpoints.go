@@ -51,6 +51,10 @@ type Endpoint struct {
 	// Shadow endpoints receive a copy of the traffic; their failures are
 	// never dead letters (StatusDropped).
 	Shadow bool
+	// AllowPrivate lets deliveries to this endpoint reach loopback,
+	// private and link-local addresses, which the SSRF guard refuses
+	// otherwise (at registration and at every connection).
+	AllowPrivate bool
 	// State is EndpointEnabled, EndpointDisabled or EndpointAutoDisabled.
 	State string
 	// FailingSince is when the endpoint's current run of failures began;
@@ -110,6 +114,16 @@ type DeliveryCounts struct {
 	Done       int64 `json:"done"`
 	Failed     int64 `json:"failed"`
 	Dropped    int64 `json:"dropped"`
+	// OldestPendingAge is the age of the oldest pending delivery (due or
+	// waiting for a retry); zero when there is none.
+	OldestPendingAge time.Duration `json:"-"`
+}
+
+// Route is one event and the endpoints it goes to: what the fan-out
+// writes deliveries for.
+type Route struct {
+	Event     postbox.Event
+	Endpoints []uuid.UUID
 }
 
 // Attempt is one delivery attempt, as the attempts log keeps it.
@@ -134,11 +148,20 @@ const AttemptResponseMax = 1024
 
 // Endpoints is the store of webhook endpoints, their deliveries and the
 // attempts log: what package endpoint and postbox endpoints call. Both
-// stores implement it, and pass store/storetest's RunEndpoints.
+// stores implement it, and pass store/storetest's RunEndpoints and RunLane.
+//
+// Deliveries are delivered by package relay, one relay per enabled
+// endpoint, each draining the endpoint's lane (EndpointLane): the same
+// claims, leases, settles, retries and dead letters as the outbox's.
 type Endpoints interface {
 	// EndpointCreate writes a new endpoint (e.ID, when zero, is chosen)
 	// and returns it as stored.
 	EndpointCreate(ctx context.Context, e Endpoint) (Endpoint, error)
+	// EndpointUpdate changes an endpoint's Name, URL, Types,
+	// RatePerSecond, Concurrency, Shadow and AllowPrivate to those of e
+	// (its secrets and state are changed by their own methods), and
+	// returns it as stored, or ErrEndpointNotFound.
+	EndpointUpdate(ctx context.Context, e Endpoint) (Endpoint, error)
 	// EndpointGet returns one endpoint, or ErrEndpointNotFound.
 	EndpointGet(ctx context.Context, id uuid.UUID) (Endpoint, error)
 	// EndpointList returns every endpoint, oldest first.
@@ -157,27 +180,35 @@ type Endpoints interface {
 	EndpointFailing(ctx context.Context, id uuid.UUID, now time.Time) (time.Time, error)
 	EndpointRecovered(ctx context.Context, id uuid.UUID) error
 
-	// DeliveryInsert writes one pending delivery of ev for each of the
-	// endpoints (those still in the store), idempotently: a delivery of
-	// the same (event, endpoint) already written is left as it is. It
-	// returns how many it wrote.
-	DeliveryInsert(ctx context.Context, ev postbox.Event, endpoints []uuid.UUID) (int, error)
-	// DeliveryClaim leases due pending deliveries of one endpoint to
-	// p.Owner, oldest first, counting an attempt for each.
-	DeliveryClaim(ctx context.Context, p DeliveryClaimParams) ([]EndpointDelivery, error)
-	// DeliverySettle records the outcomes of deliveries leased to owner
-	// (others are left alone) and ends their lease.
-	DeliverySettle(ctx context.Context, owner string, outcomes []DeliveryOutcome) error
-	// DeliveryReclaim returns deliveries whose lease expired to pending,
-	// or fails those that made maxAttempts attempts, and reports how many.
-	DeliveryReclaim(ctx context.Context, maxAttempts int) (int, error)
-	// DeliveryRetryFailed sends up to limit failed deliveries of one
-	// endpoint back to the queue, due now, as never attempted, and reports
-	// how many; called again, it carries on with the rest.
-	DeliveryRetryFailed(ctx context.Context, endpointID uuid.UUID, limit int) (int, error)
+	// EndpointLane returns the Source of e's deliveries, which a relay
+	// drains to deliver them (see package endpoint). It differs from an
+	// outbox's Source in these ways:
+	//   - Claim takes only due pending deliveries of e, and none while e
+	//     is not enabled in the store; it leases each row on its own
+	//     (Delivery.Lease is zero) and counts an attempt. Delivery.Event is
+	//     the delivery's copy of the event, OutboxSeq the delivery's own
+	//     sequence number (the order the fan-out wrote them in). Ordered
+	//     claims keep each aggregate's deliveries to e in that order.
+	//   - Settle: Done deliveries are marked done with the time (KeepDone)
+	//     or deleted; Failed ones become StatusDropped when e is a shadow
+	//     endpoint. Ended and DedupWindow are ignored (rows are leased one
+	//     by one; dedup keys are the outbox's).
+	//   - PurgeDone deletes e's finished (done or dropped) deliveries, and
+	//     e's attempts, older than before.
+	//   - Listen returns ErrCannotListen: package endpoint wakes the lanes
+	//     itself (its fan-out, and one poll for all lanes: DeliveryDue).
+	// Only e.ID, e.Name and e.Shadow are read.
+	EndpointLane(e Endpoint) Source
+
+	// DeliveryInsert writes one pending delivery, due at once, of each
+	// route's event for each of its endpoints (those still in the store),
+	// idempotently: a delivery of the same (event, endpoint) already
+	// written is left as it is. Deliveries are numbered in the order of
+	// routes, in one statement. It returns how many it wrote.
+	DeliveryInsert(ctx context.Context, routes []Route) (int, error)
 	// DeliveryDue returns the endpoints, among those given, that have
 	// deliveries due now (pending, available): one index probe per
-	// endpoint, what an idle dispatcher polls instead of claiming for each.
+	// endpoint, what package endpoint polls instead of claiming for each.
 	DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error)
 	// DeliveryCounts counts one endpoint's deliveries by status.
 	DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (DeliveryCounts, error)
@@ -185,15 +216,19 @@ type Endpoints interface {
 	// the given status ("" for any), oldest first.
 	DeliveryList(ctx context.Context, endpointID uuid.UUID, status string, limit int) ([]EndpointDelivery, error)
 
+	// Deprecated engine of the endpoint dispatcher, removed once package
+	// endpoint runs lanes (EndpointLane).
+	DeliveryClaim(ctx context.Context, p DeliveryClaimParams) ([]EndpointDelivery, error)
+	DeliverySettle(ctx context.Context, owner string, outcomes []DeliveryOutcome) error
+	DeliveryReclaim(ctx context.Context, maxAttempts int) (int, error)
+	DeliveryRetryFailed(ctx context.Context, endpointID uuid.UUID, limit int) (int, error)
+	EndpointsPurge(ctx context.Context, before time.Time, limit int) (int, error)
+
 	// AttemptInsert writes a batch of attempts in one statement.
 	AttemptInsert(ctx context.Context, attempts []Attempt) error
 	// AttemptList returns up to limit attempts of one endpoint, the most
 	// recent first.
 	AttemptList(ctx context.Context, endpointID uuid.UUID, limit int) ([]Attempt, error)
-	// EndpointsPurge deletes up to limit attempts, and up to limit
-	// finished (done or dropped) deliveries, older than before, and
-	// reports how many rows it deleted.
-	EndpointsPurge(ctx context.Context, before time.Time, limit int) (int, error)
 }
 
 // SplitTypes reads a comma-separated list of event type globs, dropping

@@ -7,10 +7,14 @@
 //     GetByDedupKey, Relays, LastSeq).
 //   - DeadLetters, the dead-letter operations (list, group, retry and
 //     purge failed events), and their parameter types (Failed*).
-//   - Outbox, the relay's driver interface: claim, settle, leases,
+//   - Source, the relay's driver interface: claim, settle, leases,
 //     reclaim, purge, and the capabilities a store may lack (Listen,
 //     Dozer); its parameter and result types (ClaimParams, Delivery,
-//     Record, ...). Applications do not call its relay methods.
+//     ...). An outbox is a Source, and so is each webhook endpoint's
+//     lane of deliveries (Endpoints.EndpointLane). Applications do not
+//     call its methods.
+//   - Outbox, a store's outbox: its Source, Inspector, DeadLetters and
+//     Enqueue.
 //   - Inbox, generic over the store's transaction type, what package inbox
 //     needs (package inbox calls it Store); its types are the Inbox*
 //     ones (InboxEvent, InboxResult, InboxRecord, ...).
@@ -219,9 +223,14 @@ type TypeStats struct {
 // Total is the type's pending, processing and failed events together.
 func (t TypeStats) Total() int64 { return t.Pending + t.Processing + t.Failed }
 
-// Record is the full state of one outbox row.
+// Record is the full state of one outbox row, or of one webhook endpoint's
+// delivery of an event.
 type Record struct {
 	postbox.Event
+	// Endpoint is the webhook endpoint of a delivery's record (dead
+	// letters of endpoints mode: FailedFilter.Endpoint); zero for an
+	// outbox event's.
+	Endpoint uuid.UUID
 	// OutboxSeq is the event's place in the outbox (its seq column).
 	OutboxSeq int64
 	// Status is what the event is going through: "processing" while a relay
@@ -330,27 +339,20 @@ type RelayLeases struct {
 	LastExpiry  time.Time `json:"last_expiry"`
 }
 
-// Outbox is the relay's driver interface: what package relay needs of a
-// store. Applications do not call its relay methods (String to PurgeDone
-// below): producers use Producer (EnqueueTx) or Enqueue, and tools use
-// Inspector and DeadLetters. Like River's driver interface it may change between minor
+// Source is the relay's driver interface: what package relay calls to
+// drain a queue of deliveries. An outbox is one (every Outbox is a Source);
+// a webhook endpoint's deliveries are another (Endpoints.EndpointLane), so
+// that one engine, package relay, drains both. Applications do not call
+// these methods. Like River's driver interface it may change between minor
 // versions; a store's own exported API does not.
 //
 // Every capability is a method of this interface, never an optional
-// interface found by a type assertion: a wrapper that embeds an Outbox
+// interface found by a type assertion: a wrapper that embeds a Source
 // keeps them all, and a store that lacks one says so in its answer
 // (ErrCannotListen).
-type Outbox interface {
-	Inspector
-	DeadLetters
-	// Enqueue writes events in a transaction of the store's own. Producers
-	// that write business rows use the store's Producer (EnqueueTx).
-	Enqueue(ctx context.Context, events ...postbox.Event) error
-
-	// The relay's methods.
-
-	// String names the store for logs: its kind and where its tables are
-	// (a schema, a file), never credentials.
+type Source interface {
+	// String names the source for logs: its kind and where its tables are
+	// (a schema, a file; an endpoint's name), never credentials.
 	String() string
 	// CheckSchema returns nil when the tables are migrated for what p asks:
 	// an error wrapping ErrNotMigrated when they are missing or older than
@@ -381,9 +383,6 @@ type Outbox interface {
 	// still leased to owner, and returns them: an id left out was lost
 	// (reclaimed after its lease expired, or settled).
 	ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error)
-	// Release gives events leased to owner back to the queue at once,
-	// without counting the attempt (graceful shutdown, a lost lease).
-	Release(ctx context.Context, owner string, ids []uuid.UUID) error
 	// ReclaimExpired returns events whose lease expired to the queue, or
 	// fails them when they have used all attempts; it reports, for each
 	// relay whose lease expired, how many of its events it changed.
@@ -394,6 +393,21 @@ type Outbox interface {
 	// all: a relay that holds keys calls it until it reports fewer than
 	// limit, whether it keeps delivered events or not.
 	PurgeDone(ctx context.Context, before time.Time, limit int) (int, error)
+}
+
+// Outbox is a store's outbox: the relay's Source, with what status tools
+// (Inspector) and dead-letter tools (DeadLetters) read and change, and
+// Enqueue. Producers use the store's Producer (EnqueueTx) or Enqueue.
+type Outbox interface {
+	Source
+	Inspector
+	DeadLetters
+	// Enqueue writes events in a transaction of the store's own. Producers
+	// that write business rows use the store's Producer (EnqueueTx).
+	Enqueue(ctx context.Context, events ...postbox.Event) error
+	// Release gives events leased to owner back to the queue at once,
+	// without counting the attempt (graceful shutdown, a lost lease).
+	Release(ctx context.Context, owner string, ids []uuid.UUID) error
 }
 
 // A Dozer is one listening connection's way to tell producers whether its

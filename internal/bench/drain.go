@@ -31,7 +31,7 @@ func runDrain(ctx context.Context, e *env, p *progress) error {
 			return 0, err
 		}
 		sk := &noopSink{}
-		d, err := libraryDrain(ctx, p, what, relay.Config{Store: sc.outbox(), Sink: sk, Observer: obs}, sk.n.Load, n)
+		d, err := libraryDrain(ctx, p, what, sc.outbox(), relay.Config{Sink: sk, Observer: obs}, sk.n.Load, n)
 		if err != nil {
 			return 0, err
 		}

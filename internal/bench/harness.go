@@ -72,7 +72,7 @@ type drained struct {
 
 // waitDrained waits until published() reaches n, then until st has nothing
 // pending or processing, and reports the time from start to then.
-func waitDrained(ctx context.Context, p *progress, what string, st store.Outbox, published func() int64, n int, start time.Time) (drained, error) {
+func waitDrained(ctx context.Context, p *progress, what string, st store.Inspector, published func() int64, n int, start time.Time) (drained, error) {
 	var (
 		th                throttle
 		last              = int64(-1)
@@ -180,15 +180,16 @@ func (r *libraryRelay) close() error {
 }
 
 // libraryDrain runs a relay of the relay package in this process with cfg
-// (see startLibraryRelay) until the n events of its backlog are published
-// and settled, and returns the time that took.
-func libraryDrain(ctx context.Context, p *progress, what string, cfg relay.Config, published func() int64, n int) (time.Duration, error) {
+// (see startLibraryRelay) until the n events of its backlog, in outbox, are
+// published and settled, and returns the time that took.
+func libraryDrain(ctx context.Context, p *progress, what string, outbox store.Outbox, cfg relay.Config, published func() int64, n int) (time.Duration, error) {
+	cfg.Store = outbox
 	start := time.Now()
 	r, err := startLibraryRelay(ctx, p, cfg)
 	if err != nil {
 		return 0, err
 	}
-	d, err := waitDrained(ctx, p, what, cfg.Store, published, n, start)
+	d, err := waitDrained(ctx, p, what, outbox, published, n, start)
 	if cerr := r.close(); err == nil {
 		err = cerr
 	}

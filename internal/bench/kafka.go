@@ -122,7 +122,7 @@ func (e *env) noopDrain(ctx context.Context, p *progress, label string, n int) (
 		return 0, err
 	}
 	sk := &noopSink{}
-	d, err := libraryDrain(ctx, p, "the relay library to a no-op sink", relay.Config{Store: sc.outbox(), Sink: sk}, sk.n.Load, n)
+	d, err := libraryDrain(ctx, p, "the relay library to a no-op sink", sc.outbox(), relay.Config{Sink: sk}, sk.n.Load, n)
 	if err != nil {
 		return 0, err
 	}

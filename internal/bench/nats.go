@@ -55,7 +55,7 @@ func runNATS(ctx context.Context, e *env, p *progress) error {
 		return err
 	}
 	sk := &noopSink{}
-	d, err := libraryDrain(ctx, p, "the relay library to a no-op sink", relay.Config{Store: sc.outbox(), Sink: sk}, sk.n.Load, n)
+	d, err := libraryDrain(ctx, p, "the relay library to a no-op sink", sc.outbox(), relay.Config{Sink: sk}, sk.n.Load, n)
 	if err != nil {
 		return err
 	}

@@ -85,7 +85,7 @@ func runDrainWAL(ctx context.Context, e *env, p *progress) error {
 	if err := fillBacklogBy(ctx, p, sc, n, walFillChunk); err != nil {
 		return err
 	}
-	d, err := libraryDrain(ctx, p, "the relay library, WAL mode", cfg, sk.n.Load, n)
+	d, err := libraryDrain(ctx, p, "the relay library, WAL mode", sc.outbox(), cfg, sk.n.Load, n)
 	if err != nil {
 		return err
 	}

@@ -142,7 +142,19 @@ func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
 }
 
 // DeliveryInsert writes one delivery of ev per endpoint, idempotently.
-func (s *Store) DeliveryInsert(ctx context.Context, ev postbox.Event, endpoints []uuid.UUID) (int, error) {
+func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
+	total := 0
+	for _, r := range routes {
+		n, err := s.deliveryInsertOne(ctx, r.Event, r.Endpoints)
+		if err != nil {
+			return total, err
+		}
+		total += n
+	}
+	return total, nil
+}
+
+func (s *Store) deliveryInsertOne(ctx context.Context, ev postbox.Event, endpoints []uuid.UUID) (int, error) {
 	headers := ev.Headers
 	if headers == nil {
 		headers = map[string]string{}
@@ -302,3 +314,11 @@ func (s *Store) EndpointsPurge(ctx context.Context, before time.Time, limit int)
 	}
 	return total, nil
 }
+
+// EndpointUpdate is not written yet (see store.Endpoints).
+func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
+	return store.Endpoint{}, errors.New("not implemented yet")
+}
+
+// EndpointLane is not written yet (see store.Endpoints).
+func (s *Store) EndpointLane(e store.Endpoint) store.Source { return nil }

@@ -108,7 +108,7 @@ func testDeliveryInsert(t *testing.T, s store.Endpoints) {
 	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
 	ev := testEvent("order.created")
 	for i := range 2 {
-		n, err := s.DeliveryInsert(ctx, ev, []uuid.UUID{a.ID, b.ID})
+		n, err := s.DeliveryInsert(ctx, []store.Route{{Event: ev, Endpoints: []uuid.UUID{a.ID, b.ID}}})
 		if want := []int{2, 0}[i]; err != nil || n != want {
 			t.Fatalf("insert %d: %d, %v; want %d", i+1, n, err, want)
 		}
@@ -116,7 +116,7 @@ func testDeliveryInsert(t *testing.T, s store.Endpoints) {
 	if err := s.EndpointDelete(ctx, b.ID); err != nil {
 		t.Fatal(err)
 	}
-	n, err := s.DeliveryInsert(ctx, testEvent("x"), []uuid.UUID{a.ID, b.ID})
+	n, err := s.DeliveryInsert(ctx, []store.Route{{Event: testEvent("x"), Endpoints: []uuid.UUID{a.ID, b.ID}}})
 	if err != nil || n != 1 {
 		t.Fatalf("insert with a removed endpoint: %d, %v; want 1", n, err)
 	}
@@ -138,7 +138,7 @@ func testDeliveryClaimSettle(t *testing.T, s store.Endpoints) {
 	for range 3 {
 		ev := testEvent("t")
 		events = append(events, ev)
-		if _, err := s.DeliveryInsert(ctx, ev, []uuid.UUID{a.ID, b.ID}); err != nil {
+		if _, err := s.DeliveryInsert(ctx, []store.Route{{Event: ev, Endpoints: []uuid.UUID{a.ID, b.ID}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -187,7 +187,7 @@ func testDeliveryReclaim(t *testing.T, s store.Endpoints) {
 	ctx := context.Background()
 	a := newEndpoint(t, s, "a")
 	for range 2 {
-		if _, err := s.DeliveryInsert(ctx, testEvent("t"), []uuid.UUID{a.ID}); err != nil {
+		if _, err := s.DeliveryInsert(ctx, []store.Route{{Event: testEvent("t"), Endpoints: []uuid.UUID{a.ID}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -222,7 +222,7 @@ func testEndpointEnable(t *testing.T, s store.Endpoints) {
 	a := newEndpoint(t, s, "a")
 	ev := testEvent("t")
 	ev.AvailableAt = time.Now().Add(time.Hour)
-	if _, err := s.DeliveryInsert(ctx, ev, []uuid.UUID{a.ID}); err != nil {
+	if _, err := s.DeliveryInsert(ctx, []store.Route{{Event: ev, Endpoints: []uuid.UUID{a.ID}}}); err != nil {
 		t.Fatal(err)
 	}
 	if err := s.EndpointSetState(ctx, a.ID, store.EndpointAutoDisabled); err != nil {
@@ -279,7 +279,7 @@ func testAttempts(t *testing.T, s store.Endpoints) {
 		t.Errorf("first attempt listed = %+v, want the most recent, %+v", g, batch[4])
 	}
 	ev := testEvent("t")
-	if _, err := s.DeliveryInsert(ctx, ev, []uuid.UUID{a.ID}); err != nil {
+	if _, err := s.DeliveryInsert(ctx, []store.Route{{Event: ev, Endpoints: []uuid.UUID{a.ID}}}); err != nil {
 		t.Fatal(err)
 	}
 	claimed, _ := s.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: a.ID, Owner: "r", Limit: 1, Lease: time.Minute})
