@@ -200,8 +200,9 @@ type Endpoints interface {
 	// Only e.ID, e.Name and e.Shadow are read.
 	EndpointLane(e Endpoint) Source
 
-	// DeliveryInsert writes one pending delivery, due at once, of each
-	// route's event for each of its endpoints (those still in the store),
+	// DeliveryInsert writes one pending delivery of each route's event for
+	// each of its endpoints, due when the event is (its AvailableAt; at
+	// once when zero) (those still in the store),
 	// idempotently: a delivery of the same (event, endpoint) already
 	// written is left as it is. Deliveries are numbered in the order of
 	// routes, in one statement. It returns how many it wrote.
