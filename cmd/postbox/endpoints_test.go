@@ -109,12 +109,12 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 	s, db := schemaStore(t)
 	orders := receiver.New(t, secret, nil)
 	all := receiver.New(t, secret, nil)
-	ordersID := addEndpointCmd(t, db, "--url", orders.URL, "--types", "order.*", "--secret", secret)
-	allID := addEndpointCmd(t, db, "--url", all.URL, "--secret", secret)
+	ordersID := addEndpointCmd(t, db, "--url", orders.URL, "--allow-private", "--types", "order.*", "--secret", secret)
+	allID := addEndpointCmd(t, db, "--url", all.URL, "--allow-private", "--secret", secret)
 	dead := receiver.New(t, secret, nil)
 	dead.Server.Close() // refuses connections from now on
-	deadID := addEndpointCmd(t, db, "--url", dead.URL, "--secret", secret)
-	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "100ms", "--metrics-addr", "127.0.0.1:0",
+	deadID := addEndpointCmd(t, db, "--url", dead.URL, "--allow-private", "--secret", secret)
+	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--poll", "100ms", "--metrics-addr", "127.0.0.1:0",
 		"--max-attempts", "2", "--backoff-min", "10ms", "--backoff-max", "20ms", "--breaker-failures", "1000")...)
 	want := map[string][]string{}
 	for i := range 20 {
@@ -181,7 +181,7 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 func TestEndpointsRelayKilledMidFanOutWritesNoDuplicates(t *testing.T) {
 	s, db := schemaStore(t)
 	rc := receiver.New(t, secret, nil)
-	id := addEndpointCmd(t, db, "--url", rc.URL, "--secret", secret)
+	id := addEndpointCmd(t, db, "--url", rc.URL, "--allow-private", "--secret", secret)
 	const n = 3000
 	_, err := s.Pool().Exec(context.Background(), "insert into "+s.Table("outbox_events")+
 		"(aggregate_type, aggregate_id, event_type, payload) select 'order', i::text, 'order.created', '{}' from generate_series(1, $1) i", n)
@@ -233,8 +233,8 @@ func deliveryRows(t *testing.T, s *postgres.Store, endpointID uuid.UUID) int {
 func TestEndpointsTestCommand(t *testing.T) {
 	_, db := schemaStore(t)
 	rc := receiver.New(t, secret, nil)
-	id := addEndpointCmd(t, db, "--url", rc.URL, "--secret", secret)
-	out := runOK(t, append([]string{"endpoints", "test", "--allow-private-endpoints", id.String()}, db...)...)
+	id := addEndpointCmd(t, db, "--url", rc.URL, "--allow-private", "--secret", secret)
+	out := runOK(t, append([]string{"endpoints", "test", id.String()}, db...)...)
 	if !strings.Contains(out, "delivered") || len(rc.Accepted()) != 1 || rc.Accepted()[0].EventType != "postbox.test" {
 		t.Errorf("endpoints test printed %q; the receiver accepted %d requests, want one postbox.test", out, len(rc.Accepted()))
 	}
@@ -252,7 +252,7 @@ func TestEndpointsRelayOnSQLite(t *testing.T) {
 	db := []string{"--db", "sqlite:" + path}
 	runOK(t, append([]string{"migrate"}, db...)...)
 	rc := receiver.New(t, secret, nil)
-	id := addEndpointCmd(t, db, "--url", rc.URL, "--types", "order.*", "--secret", secret)
+	id := addEndpointCmd(t, db, "--url", rc.URL, "--allow-private", "--types", "order.*", "--secret", secret)
 	s, err := sqlite.Open(context.Background(), path, sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)

@@ -232,15 +232,18 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
-// oneLine is s on one line, its runs of white space made one space, made
-// printable, cut to at most n characters.
+// oneLine is s on one line (wholeLine), cut to at most n characters.
 func oneLine(s string, n int) string {
-	s = printable.String(strings.Join(strings.Fields(s), " "))
+	s = wholeLine(s)
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
 	return s
 }
+
+// wholeLine is s on one line, its runs of white space made one space, made
+// printable.
+func wholeLine(s string) string { return printable.String(strings.Join(strings.Fields(s), " ")) }
 
 func setupFailedShow(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags

@@ -29,26 +29,40 @@ func (g *guardFlags) register(fs *flag.FlagSet) {
 	fs.Var(&g.allow, "allow-cidr", "comma-separated CIDRs endpoint deliveries may reach although private, such as 10.1.0.0/16")
 }
 
-// client returns the HTTP client of deliveries, whose dialer refuses
-// loopback, private, link-local, CGNAT, unique-local, multicast and other
-// special addresses at connect time (after DNS, so rebinding cannot get
-// round it) unless the flags allow them, and a description of what it lets
-// through for the log.
-func (g *guardFlags) client(timeout time.Duration) (*http.Client, string, error) {
-	gd, err := guard.New(guard.Config{AllowPrivate: g.allowPrivate, Allow: g.allow})
+// transport returns the HTTP transport of deliveries to e, whose dialer
+// refuses loopback, private, link-local, CGNAT, unique-local, multicast
+// and other special addresses at connect time (after DNS, so rebinding
+// cannot get round it) unless the flags or e.AllowPrivate allow them. It
+// keeps as many idle connections to e as e's concurrency.
+func (g *guardFlags) transport(e store.Endpoint, timeout time.Duration) (*http.Transport, error) {
+	gd, err := guard.New(guard.Config{AllowPrivate: g.allowPrivate || e.AllowPrivate, Allow: g.allow})
 	if err != nil {
-		return nil, "", fmt.Errorf("%w: SSRF guard: %v", errUsage, err)
+		return nil, fmt.Errorf("%w: SSRF guard: %v", errUsage, err)
 	}
-	var text string
+	t := gd.Transport(timeout)
+	t.MaxIdleConnsPerHost = max(e.Concurrency, http.DefaultMaxIdleConnsPerHost)
+	return t, nil
+}
+
+// endpointClient is an http.Client on transport(e, timeout), whose whole
+// requests are bounded by timeout.
+func (g *guardFlags) endpointClient(e store.Endpoint, timeout time.Duration) (*http.Client, error) {
+	t, err := g.transport(e, timeout)
+	if err != nil {
+		return nil, err
+	}
+	return &http.Client{Transport: t, Timeout: timeout}, nil
+}
+
+// describe says what the guard lets through, for the start log.
+func (g *guardFlags) describe() string {
 	switch {
 	case g.allowPrivate:
-		text = "on, allowing private addresses (--allow-private-endpoints)"
+		return "on, allowing private addresses to every endpoint (--allow-private-endpoints)"
 	case len(g.allow) > 0:
-		text = "on, refusing private addresses but " + g.allow.String()
-	default:
-		text = "on, refusing private, loopback and link-local addresses"
+		return "on, refusing private addresses but " + g.allow.String() + ", except to endpoints added with --allow-private"
 	}
-	return gd.Client(timeout), text, nil
+	return "on, refusing private, loopback and link-local addresses, except to endpoints added with --allow-private"
 }
 
 // prefixList is --allow-cidr.
@@ -105,7 +119,8 @@ type endpointsRelay struct {
 // what the relay will do.
 // A delivery's lease is the relay's --lease, but at least twice --timeout.
 func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags, opts sinkOptions, lease time.Duration, maxAttempts int, backoffMin, backoffMax time.Duration) (*endpointsRelay, error) {
-	client, guardText, err := f.guard.client(opts.timeout)
+	guardText := f.guard.describe()
+	client, err := f.guard.endpointClient(store.Endpoint{}, opts.timeout)
 	if err != nil {
 		return nil, err
 	}
