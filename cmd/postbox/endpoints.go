@@ -34,7 +34,7 @@ var endpointsCommands = map[string]command{
 	"disable":       {summary: "disable an endpoint: no deliveries are made nor written for it", setup: endpointStateCommand(store.EndpointDisabled), args: "ID|NAME"},
 	"remove":        {summary: "remove an endpoint with its deliveries and attempts", setup: setupEndpointsRemove, args: "ID|NAME"},
 	"rotate-secret": {summary: "give an endpoint a new secret; the old one keeps signing for --grace", setup: setupEndpointsRotate, args: "ID|NAME"},
-	"retry":         {summary: "send an endpoint's failed deliveries (its dead letters) back to the queue, as never attempted", setup: setupEndpointsRetry, args: "ID|NAME"},
+	"retry":         {summary: "send an endpoint's failed deliveries (its dead letters) back to the queue, as never attempted: the same as postbox failed retry --endpoint ID|NAME --all", setup: setupEndpointsRetry, args: "ID|NAME"},
 	"update":        {summary: "change an endpoint's URL, name, types, rate, concurrency, shadow or private allowance: only the flags given", setup: setupEndpointsUpdate, args: "ID|NAME"},
 	"test":          {summary: "send a test event (postbox.test) to an endpoint now, and print its answer", setup: setupEndpointsTest, args: "ID|NAME"},
 	"attempts":      {summary: "list an endpoint's latest delivery attempts", setup: setupEndpointsAttempts, args: "ID|NAME"},
@@ -363,22 +363,27 @@ func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, e store.
 }
 
 func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
-	return endpointCommand("retry", false, fs, nil, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
-		id := e.ID
-		total := 0
-		for {
-			n, err := s.DeliveryRetryFailed(ctx, id, store.FailedBatchMax)
-			total += n
-			if err != nil {
-				return fmt.Errorf("%d failed deliveries sent back, then: %w", total, err)
-			}
-			if n < store.FailedBatchMax {
-				break
-			}
+	var db dbFlags
+	db.register(fs)
+	return func(ctx context.Context) error {
+		arg, err := endpointArg(fs)
+		if err != nil {
+			return err
 		}
-		fmt.Printf("endpoint %s: %d failed deliveries sent back to the queue\n", id, total)
-		return nil
-	})
+		s, err := db.open(ctx, "endpoints retry", false)
+		if err != nil {
+			return err
+		}
+		defer s.Close()
+		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
+			return err
+		}
+		e, err := findEndpoint(ctx, endpointsOf(s), arg)
+		if err != nil {
+			return err
+		}
+		return retryFailed(ctx, s.Outbox, store.FailedSelection{All: true, FailedFilter: store.FailedFilter{Endpoint: e.ID}}, "failed deliveries")
+	}
 }
 
 func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
