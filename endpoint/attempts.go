@@ -2,13 +2,73 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/endpoint/guard"
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
+
+// attemptLog is the innermost sink middleware of an endpoint, around its
+// webhook sink: it writes every attempt to the attempts log (status code,
+// duration, the start of the response, the error) and tells the
+// endpoint's health how it went. A connection the SSRF guard refused is
+// returned as a permanent error that says so, whole.
+type attemptLog struct {
+	next     sink.Sink
+	endpoint uuid.UUID
+	log      *batcher[store.Attempt]
+	health   *health
+}
+
+func (a *attemptLog) Publish(ctx context.Context, m *sink.Message) error {
+	var ans answer
+	start := time.Now()
+	err := a.next.Publish(withAnswer(ctx, &ans), m)
+	end := time.Now()
+	err = guardRefusal(err)
+	status, body := ans.read()
+	if status == 0 && err != nil {
+		_, _, status = sink.Classify(err)
+	}
+	attempt := store.Attempt{EndpointID: a.endpoint, EventID: m.ID, EventType: m.EventType, Attempt: m.Attempt,
+		StatusCode: status, Duration: end.Sub(start), Response: body, At: end}
+	if err != nil {
+		attempt.Error = err.Error()
+	}
+	a.log.add(attempt)
+	if err == nil || ctx.Err() == nil {
+		// An attempt cut short (shutdown, lease lost) says nothing of the
+		// endpoint.
+		a.health.record(err, end)
+	}
+	return err
+}
+
+func (a *attemptLog) String() string { return a.next.String() }
+
+func (a *attemptLog) Destination() sink.Destination { return a.next.Destination() }
+
+// guardRefusal rewords err when the SSRF guard refused the connection: a
+// permanent failure (no retry helps until someone allows the address) that
+// says so first, with the guard's whole reason and what allows it.
+func guardRefusal(err error) error {
+	var blocked *guard.BlockedError
+	if err == nil || !errors.As(err, &blocked) {
+		return err
+	}
+	why := "the SSRF guard refused to connect to the endpoint: " + blocked.Error()
+	if blocked.Private {
+		why += " (or let this endpoint alone reach private addresses: its allow-private setting)"
+	}
+	return &sink.Error{Kind: sink.Permanent, Err: errors.New(why)}
+}
 
 // answer is what the capturing transport saw of one request's response:
 // its status and the start of its body.

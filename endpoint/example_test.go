@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log"
+	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
@@ -12,9 +13,10 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// The wiring of postbox relay --endpoints: the relay publishes each event
-// to the fan-out, which writes one delivery per matching endpoint and wakes
-// the dispatcher; the dispatcher delivers them, endpoint by endpoint.
+// The wiring of postbox relay --endpoints: a relay drains the outbox into
+// the supervisor's fan-out, which writes one delivery per matching endpoint
+// and wakes their lanes; each lane, a relay of its own, delivers its
+// endpoint's deliveries.
 func Example() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, "postgres://app@127.0.0.1:5432/app")
@@ -26,20 +28,24 @@ func Example() {
 		log.Fatal(err)
 	}
 	// Client: give it the SSRF-guarded client in production.
-	d, err := endpoint.NewDispatcher(endpoint.Config{Store: s})
+	sup, err := endpoint.New(endpoint.Config{Store: s, Relay: relay.Config{MaxAttempts: 10}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fanOut, err := endpoint.NewFanOut(endpoint.FanOutConfig{Store: s, Written: d.Wake})
+	r, err := relay.New(relay.Config{Store: s, Sink: sup.FanOut(), PublishBatch: 100})
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := relay.New(relay.Config{Store: s, Sink: fanOut})
-	if err != nil {
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := sup.Run(ctx); err != nil {
+			log.Fatal(err)
+		}
+	})
+	if err := r.Run(ctx); err != nil {
 		log.Fatal(err)
 	}
-	go d.Run(ctx)
-	log.Fatal(r.Run(ctx))
+	wg.Wait()
 }
 
 // An endpoint's filter is a list of globs on the event type; an empty one

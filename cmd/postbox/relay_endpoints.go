@@ -15,6 +15,8 @@ import (
 
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/endpoint/guard"
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -108,19 +110,25 @@ func (e *endpointsFlags) register(fs *flag.FlagSet) {
 }
 
 // endpointsRelay is endpoints mode: the relay's sink (the fan-out) and the
-// dispatcher that runs beside it.
+// supervisor of the endpoints' lanes that runs beside it.
 type endpointsRelay struct {
 	fanOut     *endpoint.FanOut
-	dispatcher *endpoint.Dispatcher
+	supervisor *endpoint.Supervisor
 	logger     *slog.Logger
 }
 
-// newEndpointsRelay builds the fan-out and the dispatcher on s, and logs
-// what the relay will do.
-// A delivery's lease is the relay's --lease, but at least twice --timeout.
+// newEndpointsRelay builds the supervisor on s, and logs what the relay
+// will do.
 func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags, opts sinkOptions, lease time.Duration, maxAttempts int, backoffMin, backoffMax time.Duration) (*endpointsRelay, error) {
 	guardText := f.guard.describe()
 	client, err := f.guard.endpointClient(store.Endpoint{}, opts.timeout)
+	if err != nil {
+		return nil, err
+	}
+	// The client of the endpoints allowed private addresses (AllowPrivate).
+	private := f.guard
+	private.allowPrivate = true
+	privateClient, _, err := private.client(opts.timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -134,33 +142,40 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 			enabled++
 		}
 	}
-	d, err := endpoint.NewDispatcher(endpoint.Config{
-		Store: s, Client: client, Logger: opts.logger, Timeout: opts.timeout, Lease: max(lease, 2*opts.timeout),
-		MaxAttempts: maxAttempts, BackoffMin: backoffMin, BackoffMax: backoffMax,
+	sup, err := endpoint.New(endpoint.Config{
+		Store: s, Logger: opts.logger,
+		Client: func(e store.Endpoint) *http.Client {
+			if e.AllowPrivate {
+				return privateClient
+			}
+			return client
+		},
+		Relay:           relay.Config{Logger: opts.logger, Lease: lease, MaxAttempts: maxAttempts, BackoffMin: backoffMin, BackoffMax: backoffMax},
+		Webhook:         webhook.Config{Timeout: opts.timeout},
 		BreakerFailures: f.breaker, DisableAfter: f.disableAfter, Retention: f.retention,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("%w: %v", errUsage, err)
 	}
-	fo, err := endpoint.NewFanOut(endpoint.FanOutConfig{Store: s, Written: d.Wake})
-	if err != nil {
-		return nil, err
-	}
-	opts.logger.Info("endpoints mode: each event fans out into one delivery per matching endpoint, then each endpoint is delivered on its own",
+	opts.logger.Info("endpoints mode: each event fans out into one delivery per matching endpoint, then each endpoint's lane delivers its own",
 		"endpoints", len(all), "enabled", enabled, "ssrf_guard", guardText,
 		"disable_after", f.disableAfter, "attempts_retention", f.retention)
 	if enabled == 0 {
 		opts.logger.Warn("no enabled endpoint: events are marked done undelivered until one is added (postbox endpoints add)")
 	}
-	return &endpointsRelay{fanOut: fo, dispatcher: d, logger: opts.logger}, nil
+	return &endpointsRelay{fanOut: sup.FanOut(), supervisor: sup, logger: opts.logger}, nil
 }
 
-// run runs the dispatcher beside runRelay, until runRelay returns, and
+// run runs the supervisor beside runRelay, until runRelay returns, and
 // logs the counts now and then.
 func (e *endpointsRelay) run(ctx context.Context, runRelay func(context.Context) error) error {
 	dctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = e.dispatcher.Run(dctx) })
+	wg.Go(func() {
+		if err := e.supervisor.Run(dctx); err != nil {
+			e.logger.Error("endpoint lanes stopped", "error", err)
+		}
+	})
 	wg.Go(func() {
 		tick := time.NewTicker(time.Minute)
 		defer tick.Stop()
@@ -170,7 +185,7 @@ func (e *endpointsRelay) run(ctx context.Context, runRelay func(context.Context)
 			case <-dctx.Done():
 				return
 			case <-tick.C:
-				if st := e.dispatcher.Stats(); st != last {
+				if st := e.supervisor.Stats(); st != last {
 					e.log("endpoint deliveries", st)
 					last = st
 				}
@@ -180,7 +195,7 @@ func (e *endpointsRelay) run(ctx context.Context, runRelay func(context.Context)
 	err := runRelay(ctx)
 	stop()
 	wg.Wait()
-	e.log("endpoints mode stopped", e.dispatcher.Stats())
+	e.log("endpoints mode stopped", e.supervisor.Stats())
 	return err
 }
 
@@ -192,7 +207,7 @@ func (e *endpointsRelay) run(ctx context.Context, runRelay func(context.Context)
 func (e *endpointsRelay) register(reg prometheus.Registerer) {
 	counter := func(name, help string, labels prometheus.Labels, value func(endpoint.Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "postbox", Name: name, Help: help, ConstLabels: labels},
-			func() float64 { return float64(value(e.dispatcher.Stats())) })
+			func() float64 { return float64(value(e.supervisor.Stats())) })
 	}
 	const deliveries = "endpoint_deliveries_total"
 	const deliveriesHelp = "Endpoint delivery attempts by outcome: delivered, retry, failed (dead letter), dropped (a shadow endpoint's)."
