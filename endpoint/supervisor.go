@@ -31,6 +31,9 @@ type Supervisor struct {
 	// relay's Run returns; running is false once Run stops them all.
 	lanes   map[uuid.UUID]*lane
 	running bool
+	// refused are the settings (settingsKey) of the endpoints whose lane
+	// could not be built, logged once until they change.
+	refused map[uuid.UUID]string
 	lanesWG sync.WaitGroup
 	// retired sums the Stats of the lanes that ended.
 	retired Stats
@@ -69,6 +72,7 @@ func New(cfg Config) (*Supervisor, error) {
 		refreshNow: make(chan struct{}, 1),
 		fatal:      make(chan error, 1),
 		lanes:      map[uuid.UUID]*lane{},
+		refused:    map[uuid.UUID]string{},
 	}
 	s.fanOut = &FanOut{store: cfg.Store, refreshEvery: cfg.RefreshEvery, written: s.wake}
 	s.attempts = newBatcher(cfg.AttemptsBatch, cfg.AttemptsFlush, func(ctx context.Context, a []store.Attempt) {
@@ -175,8 +179,19 @@ func (s *Supervisor) refresh(ctx context.Context) {
 		if _, ok := s.lanes[id]; ok {
 			continue // running, or stopping: started again once stopped
 		}
+		key := settingsKey(e, now)
+		if s.refused[id] == key {
+			continue
+		}
+		delete(s.refused, id)
 		if err := s.startLaneLocked(ctx, e, now); err != nil {
-			s.cfg.Logger.Error("endpoint not delivered to: its lane cannot start", "endpoint", e.ID, "endpoint_name", e.Name, "error", err)
+			s.refused[id] = key
+			s.cfg.Logger.Error("endpoint not delivered to: its lane cannot start until its settings change", "endpoint", e.ID, "endpoint_name", e.Name, "error", err)
+		}
+	}
+	for id := range s.refused {
+		if _, ok := want[id]; !ok {
+			delete(s.refused, id)
 		}
 	}
 }
