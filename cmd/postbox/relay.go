@@ -176,7 +176,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			if metrics != nil {
 				c.prom = metrics.prom
 			}
-			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, c, outboxWakeup(s, *noListen, *wal, *poll)); err != nil {
+			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, c, s.Outbox.String(), outboxWakeup(s, *noListen, *wal, *poll)); err != nil {
 				closeMetrics()
 				return err
 			}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -174,8 +175,9 @@ type endpointsConfig struct {
 }
 
 // newEndpointsRelay builds the supervisor on s, and logs what the relay
-// will do; outbox describes how the relay finds the outbox's new events.
-func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags, c endpointsConfig, outbox string) (*endpointsRelay, error) {
+// will do; where names the store (its schema), outbox says how the relay
+// finds the outbox's new events.
+func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags, c endpointsConfig, where, outbox string) (*endpointsRelay, error) {
 	all, err := s.EndpointList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the endpoints: %w", err)
@@ -217,14 +219,14 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 	}
 	sup, err := endpoint.New(cfg)
 	if err != nil {
-		return nil, withFlagNames(err, endpointsConfigFlags)
+		return nil, endpointsConfigError(err)
 	}
 	order := "unordered"
 	if c.lane.Ordered {
 		order = "ordered: each aggregate's events reach each endpoint in order"
 	}
 	c.lane.Logger.Info("endpoints mode: the relay drains the outbox into the fan-out, which writes one delivery per matching endpoint; one lane per enabled endpoint delivers its own, as a relay does (its concurrency and rate are the endpoint's)",
-		"outbox", outbox, "endpoints", len(all), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", f.guard.describe(),
+		"store", where, "outbox", outbox, "endpoints", len(all), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", f.guard.describe(),
 		"deliveries", order, "signature", c.scheme, "due_poll", c.poll,
 		"breaker_failures", f.breaker, "disable_after", f.disableAfter, "attempts_retention", f.retention)
 	if enabled == 0 {
@@ -233,13 +235,21 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 	return &endpointsRelay{fanOut: sup.FanOut(), supervisor: sup, logger: c.lane.Logger}, nil
 }
 
-// endpointsConfigFlags names the flag of each endpoint.Config field the
-// relay's flags set, for endpoint.New's errors.
-var endpointsConfigFlags = map[string]string{
-	"BreakerFailures": "breaker-failures", "DisableAfter": "disable-after", "Retention": "attempts-retention", "PollInterval": "poll",
-	"Relay.Lease": "lease", "Relay.BackoffMin": "backoff-min", "Relay.BackoffMax": "backoff-max", "Relay.MaxAttempts": "max-attempts",
-	"Relay.BatchSize": "batch", "Relay.ClaimBytes": "claim-bytes", "Relay.ShutdownTimeout": "shutdown-timeout", "Relay.ProbeInterval": "probe-interval",
-	"Webhook.Timeout": "timeout",
+// endpointsConfigError rewrites an error of endpoint.New, which names the
+// fields of its Config and of the relay and webhook templates in it, as a
+// usage error that names the relay's flags that set them.
+func endpointsConfigError(err error) error {
+	msg := strings.NewReplacer("Config.Relay: relay: Config.", "Config.", "Config.Webhook: webhook: Config.", "Config.").Replace(err.Error())
+	fields := map[string]string{
+		"BreakerFailures": "breaker-failures", "DisableAfter": "disable-after", "Retention": "attempts-retention", "PollInterval": "poll",
+		"ClaimBytes": "claim-bytes", "Timeout": "timeout",
+	}
+	for field, name := range relayConfigFlags {
+		if field != "Retention" && field != "PollInterval" {
+			fields[field] = name
+		}
+	}
+	return withFlagNames(errors.New(msg), fields)
 }
 
 // endpointLabel is the value of the endpoint label of e's metrics: its
@@ -295,7 +305,8 @@ func (e *endpointsRelay) run(ctx context.Context, runRelay func(context.Context)
 // register adds to the --metrics-addr registry what the lanes' and the
 // fan-out's observers do not count: postbox_endpoint_unrouted_events_total,
 // postbox_endpoint_breaker_opened_total,
-// postbox_endpoint_auto_disabled_total and postbox_endpoint_lanes.
+// postbox_endpoint_auto_disabled_total,
+// postbox_endpoint_dropped_deliveries_total and postbox_endpoint_lanes.
 func (e *endpointsRelay) register(reg prometheus.Registerer) {
 	counter := func(name, help string, value func(endpoint.Stats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "postbox", Name: name, Help: help},
@@ -305,6 +316,8 @@ func (e *endpointsRelay) register(reg prometheus.Registerer) {
 		counter("endpoint_unrouted_events_total", "Events that matched no endpoint's filter: marked done undelivered.", func(s endpoint.Stats) int64 { return s.Unrouted }),
 		counter("endpoint_breaker_opened_total", "Times an endpoint's circuit breaker opened.", func(s endpoint.Stats) int64 { return s.BreakerOpened }),
 		counter("endpoint_auto_disabled_total", "Endpoints disabled for failing too long (--disable-after).", func(s endpoint.Stats) int64 { return s.AutoDisabled }),
+		counter("endpoint_dropped_deliveries_total", "Deliveries of shadow endpoints that used their attempts: dropped, never dead letters (postbox_deliveries_total counts them failed, under the endpoint's label).",
+			func(s endpoint.Stats) int64 { return s.Dropped }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "postbox", Name: "endpoint_lanes", Help: "Endpoint lanes delivering now: one per enabled endpoint."},
 			func() float64 { return float64(e.supervisor.Stats().Lanes) }),
 	)
