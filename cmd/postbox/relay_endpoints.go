@@ -31,7 +31,7 @@ type guardFlags struct {
 }
 
 func (g *guardFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&g.allowPrivate, "allow-private-endpoints", false, "let endpoint deliveries reach loopback, private and link-local addresses (internal endpoints)")
+	fs.BoolVar(&g.allowPrivate, "allow-private-endpoints", false, "let every endpoint's deliveries reach loopback, private and link-local addresses (internal endpoints); to allow one endpoint only: postbox endpoints add|update --allow-private")
 	fs.Var(&g.allow, "allow-cidr", "comma-separated CIDRs endpoint deliveries may reach although private, such as 10.1.0.0/16")
 }
 
