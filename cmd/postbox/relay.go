@@ -176,7 +176,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			if metrics != nil {
 				c.prom = metrics.prom
 			}
-			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, c, s.Outbox.String(), outboxWakeup(s, *noListen, *wal, *poll)); err != nil {
+			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, c, s.Outbox.String()); err != nil {
 				closeMetrics()
 				return err
 			}
@@ -245,18 +245,6 @@ var relayConfigFlags = map[string]string{
 	"Lease": "lease", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max", "MaxAttempts": "max-attempts",
 	"BatchSize": "batch", "Concurrency": "concurrency", "PublishBatch": "publish-batch", "PollInterval": "poll",
 	"Retention": "retention", "ShutdownTimeout": "shutdown-timeout", "ProbeInterval": "probe-interval",
-}
-
-// outboxWakeup says how the relay finds the outbox's new events, for the
-// start log of endpoints mode (the relay's own start line says it too).
-func outboxWakeup(s *dburl.Store, noListen, wal bool, poll time.Duration) string {
-	switch {
-	case wal:
-		return "streamed from the WAL (--wal)"
-	case noListen || s.Postgres == nil:
-		return "polled every " + poll.String()
-	}
-	return "listening for new events (LISTEN/NOTIFY), polling every " + poll.String() + " as a fallback"
 }
 
 // dedupWindow is relay.Config.DedupWindow for --dedup-window d: relay.Config

@@ -175,9 +175,9 @@ type endpointsConfig struct {
 }
 
 // newEndpointsRelay builds the supervisor on s, and logs what the relay
-// will do; where names the store (its schema), outbox says how the relay
-// finds the outbox's new events.
-func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags, c endpointsConfig, where, outbox string) (*endpointsRelay, error) {
+// will do; where names the store (its schema). The relay's own start lines
+// say how it finds the outbox's new events (listening or polling).
+func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags, c endpointsConfig, where string) (*endpointsRelay, error) {
 	all, err := s.EndpointList(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("read the endpoints: %w", err)
@@ -226,7 +226,7 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 		order = "ordered: each aggregate's events reach each endpoint in order"
 	}
 	c.lane.Logger.Info("endpoints mode: the relay drains the outbox into the fan-out, which writes one delivery per matching endpoint; one lane per enabled endpoint delivers its own, as a relay does (its concurrency and rate are the endpoint's)",
-		"store", where, "outbox", outbox, "endpoints", len(all), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", f.guard.describe(),
+		"store", where, "endpoints", len(all), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", f.guard.describe(),
 		"deliveries", order, "signature", c.scheme, "due_poll", c.poll,
 		"breaker_failures", f.breaker, "disable_after", f.disableAfter, "attempts_retention", f.retention)
 	if enabled == 0 {
