@@ -168,9 +168,15 @@ limit $9;
 -- Up to $7 failed deliveries of endpoint $8 back to their endpoint's queue,
 -- due now, as never attempted (attempts 0: the next claim is attempt 1).
 -- last_error stays until the next attempt ends. Rows another retry or purge
--- holds are skipped, not waited for.
-with picked as (
-  select event_id, endpoint_id from {schema}.endpoint_deliveries
+-- holds are skipped, not waited for. The rows are updated by their ctid,
+-- which the lock keeps still until the statement ends: one TID probe per
+-- row (a join on the primary key would hash the whole table for a batch
+-- of thousands, done deliveries included).
+update {schema}.endpoint_deliveries
+set status = 'pending', attempts = 0, available_at = now(), processed_at = null,
+    lease_owner = null, lease_expires_at = null
+where ctid = any(array(
+  select ctid from {schema}.endpoint_deliveries
   where status = 'failed'
     and ($8::uuid is null or endpoint_id = $8::uuid)
     and ($1::text = '' or event_type = $1::text)
@@ -180,13 +186,7 @@ with picked as (
     and processed_at >= coalesce($2::timestamptz, '-infinity')
     and processed_at < coalesce($3::timestamptz, 'infinity')
   limit $7
-  for update skip locked
-)
-update {schema}.endpoint_deliveries d
-set status = 'pending', attempts = 0, available_at = now(), processed_at = null,
-    lease_owner = null, lease_expires_at = null
-from picked
-where d.event_id = picked.event_id and d.endpoint_id = picked.endpoint_id;
+  for update skip locked));
 
 -- name: delivery_failed_retry_ids
 -- delivery_failed_retry for the failed deliveries of endpoint $8 among the
@@ -205,10 +205,11 @@ where event_id = any($7::uuid[])
   and processed_at < coalesce($3::timestamptz, 'infinity');
 
 -- name: delivery_failed_purge
--- Deletes up to $7 failed deliveries of endpoint $8.
+-- Deletes up to $7 failed deliveries of endpoint $8, by ctid as
+-- delivery_failed_retry updates them.
 delete from {schema}.endpoint_deliveries
-where (event_id, endpoint_id) in (
-  select event_id, endpoint_id from {schema}.endpoint_deliveries
+where ctid = any(array(
+  select ctid from {schema}.endpoint_deliveries
   where status = 'failed'
     and ($8::uuid is null or endpoint_id = $8::uuid)
     and ($1::text = '' or event_type = $1::text)
@@ -218,7 +219,7 @@ where (event_id, endpoint_id) in (
     and processed_at >= coalesce($2::timestamptz, '-infinity')
     and processed_at < coalesce($3::timestamptz, 'infinity')
   limit $7
-  for update skip locked);
+  for update skip locked));
 
 -- name: delivery_failed_purge_ids
 -- delivery_failed_purge for the failed deliveries of endpoint $8 among the

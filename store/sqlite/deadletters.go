@@ -96,13 +96,23 @@ func filterArgs(f store.FailedFilter) []any {
 }
 
 // statement is the name of the dead-letter statement query works on for
-// f: failed_list for the outbox, delivery_failed_list for the endpoints'
+// f: failed_retry for the outbox, delivery_failed_retry for the endpoints'
 // deliveries.
 func statement(query string, f store.FailedFilter) string {
 	if f.Endpoint == uuid.Nil {
 		return query
 	}
 	return "delivery_" + query
+}
+
+// listStatement is statement for the lists (failed_list, failed_scan),
+// which have a statement of their own for every endpoint (see
+// deadletters.sql).
+func listStatement(query string, f store.FailedFilter) string {
+	if f.Endpoint == store.AnyEndpoint {
+		return "delivery_" + query + "_any"
+	}
+	return statement(query, f)
 }
 
 // cursorArgs are filterArgs, then the cursor and the limit.
@@ -115,7 +125,7 @@ func cursorArgs(f store.FailedFilter, after store.FailedCursor, limit int) []any
 }
 
 func (d deadLetterSQL) ListFailed(ctx context.Context, f store.FailedFilter, after store.FailedCursor, limit int) ([]store.Record, error) {
-	rows, err := d.s.db.QueryContext(ctx, d.s.sql.Get(statement("failed_list", f)), cursorArgs(f, after, limit)...)
+	rows, err := d.s.db.QueryContext(ctx, d.s.sql.Get(listStatement("failed_list", f)), cursorArgs(f, after, limit)...)
 	if err != nil {
 		return nil, err
 	}
@@ -146,7 +156,7 @@ func (r *endpointFirst) Scan(dest ...any) error {
 }
 
 func (d deadLetterSQL) ScanFailed(ctx context.Context, f store.FailedFilter, after store.FailedCursor, limit int) ([]sqlstore.FailedRow, error) {
-	rows, err := d.s.db.QueryContext(ctx, d.s.sql.Get(statement("failed_scan", f)), cursorArgs(f, after, limit)...)
+	rows, err := d.s.db.QueryContext(ctx, d.s.sql.Get(listStatement("failed_scan", f)), cursorArgs(f, after, limit)...)
 	if err != nil {
 		return nil, err
 	}

@@ -98,24 +98,50 @@ where id in (select value from json_each(:ids))
   and (:error_contains = '' or instr(last_error, :error_contains) > 0)
   and processed_at >= :since and processed_at < :before;
 
--- The failed deliveries of webhook endpoints, of :endpoint (one endpoint's
--- id, or '' for every endpoint). They go through the partial indexes of
--- migration 0010 in the lists' order, (processed_at, seq) where status =
--- 'failed' and the same after endpoint_id. A shadow endpoint's dropped
--- deliveries are not failed: never read here. A delivery's id is its
--- event's; its sequence number (seq) is its own, the order the fan-out
--- wrote deliveries in.
+-- The failed deliveries of webhook endpoints. They go through the partial
+-- indexes of migration 0010, in the lists' order: (endpoint_id,
+-- processed_at, seq) where status = 'failed' for one endpoint, and
+-- (processed_at, seq) where status = 'failed' for every endpoint. A
+-- shadow endpoint's dropped deliveries are not failed: never read here. A
+-- delivery's id is its event's; its sequence number (seq) is its own, the
+-- order the fan-out wrote deliveries in.
+--
+-- SQLite plans a statement once for every value of its parameters: a test
+-- of whether :endpoint is set would keep the lists from the index of one
+-- endpoint (a page of an endpoint with few failures would read every
+-- failed delivery of the others). The lists, which page, and the scans of
+-- grouping have a statement for one endpoint (:endpoint) and one, named
+-- *_any, for every endpoint. Retry and purge take their batches in no
+-- order, with :endpoint '' for every endpoint: by filter, they read the
+-- failed deliveries of every endpoint to find those of one (a cost paid
+-- once per batch, not per page); by ids, they find them by event id.
 
 -- name: delivery_failed_list
--- Up to :limit failed deliveries after the cursor (:at, :seq): their
--- endpoint, then the columns of scanRecords. A delivery's attempts all
--- failed: they are both its retries and its attempts.
+-- Up to :limit failed deliveries of :endpoint after the cursor (:at,
+-- :seq): their endpoint, then the columns of scanRecords. A delivery's
+-- attempts all failed: they are both its retries and its attempts.
 select endpoint_id, event_id, aggregate_type, aggregate_id, event_type, payload, '', headers,
        available_at, seq, status, attempts, attempts, coalesce(last_error, ''), '', null,
        created_at, processed_at
 from {prefix}endpoint_deliveries
 where status = 'failed'
-  and (:endpoint = '' or endpoint_id = :endpoint)
+  and endpoint_id = :endpoint
+  and (:event_type = '' or event_type = :event_type)
+  and (:aggregate_type = '' or aggregate_type = :aggregate_type)
+  and (:aggregate_id = '' or aggregate_id = :aggregate_id)
+  and (:error_contains = '' or instr(last_error, :error_contains) > 0)
+  and processed_at >= :since and processed_at < :before
+  and (processed_at, seq) < (:at, :seq)
+order by processed_at desc, seq desc
+limit :limit;
+
+-- name: delivery_failed_list_any
+-- delivery_failed_list of every endpoint.
+select endpoint_id, event_id, aggregate_type, aggregate_id, event_type, payload, '', headers,
+       available_at, seq, status, attempts, attempts, coalesce(last_error, ''), '', null,
+       created_at, processed_at
+from {prefix}endpoint_deliveries
+where status = 'failed'
   and (:event_type = '' or event_type = :event_type)
   and (:aggregate_type = '' or aggregate_type = :aggregate_type)
   and (:aggregate_id = '' or aggregate_id = :aggregate_id)
@@ -130,7 +156,21 @@ limit :limit;
 select event_id, endpoint_id, processed_at, seq, coalesce(last_error, '')
 from {prefix}endpoint_deliveries
 where status = 'failed'
-  and (:endpoint = '' or endpoint_id = :endpoint)
+  and endpoint_id = :endpoint
+  and (:event_type = '' or event_type = :event_type)
+  and (:aggregate_type = '' or aggregate_type = :aggregate_type)
+  and (:aggregate_id = '' or aggregate_id = :aggregate_id)
+  and (:error_contains = '' or instr(last_error, :error_contains) > 0)
+  and processed_at >= :since and processed_at < :before
+  and (processed_at, seq) < (:at, :seq)
+order by processed_at desc, seq desc
+limit :limit;
+
+-- name: delivery_failed_scan_any
+-- delivery_failed_scan of every endpoint.
+select event_id, endpoint_id, processed_at, seq, coalesce(last_error, '')
+from {prefix}endpoint_deliveries
+where status = 'failed'
   and (:event_type = '' or event_type = :event_type)
   and (:aggregate_type = '' or aggregate_type = :aggregate_type)
   and (:aggregate_id = '' or aggregate_id = :aggregate_id)

@@ -521,23 +521,6 @@ func endpointsOf(t *testing.T, s store.Outbox) store.Endpoints {
 	return e
 }
 
-// routeTo writes a pending delivery of each of events to each endpoint of
-// to.
-func routeTo(t *testing.T, s store.Endpoints, events []postbox.Event, to ...store.Endpoint) {
-	t.Helper()
-	endpoints := make([]uuid.UUID, len(to))
-	for i, e := range to {
-		endpoints[i] = e.ID
-	}
-	routes := make([]store.Route, len(events))
-	for i, ev := range events {
-		routes[i] = store.Route{Event: ev, Endpoints: endpoints}
-	}
-	if n, err := s.DeliveryInsert(ctxFor(t), routes); err != nil || n != len(events)*len(to) {
-		t.Fatalf("delivery insert: %d, %v; want %d", n, err, len(events)*len(to))
-	}
-}
-
 // attemptDeliveries claims every due delivery of endpoint e through its
 // lane, as e's relay does, and settles them: those errs has an error for
 // fail with it (a shadow endpoint drops them), the others are delivered. It
@@ -611,7 +594,7 @@ func newEndpointDeadLetters(t *testing.T, s store.Outbox) endpointDeadLetters {
 		ev.Headers = map[string]string{"traceparent": "00-x"}
 		x.events = append(x.events, ev)
 	}
-	routeTo(t, x.s, x.events, x.a, x.b, x.shadow)
+	route(t, x.s, x.events, x.a.ID, x.b.ID, x.shadow.ID)
 	all := map[uuid.UUID]string{}
 	for _, ev := range x.events {
 		all[ev.ID] = unavailable
@@ -624,21 +607,12 @@ func newEndpointDeadLetters(t *testing.T, s store.Outbox) endpointDeadLetters {
 		ev.EventType, ev.AggregateType = "invoice.sent", "invoice"
 		x.later = append(x.later, ev)
 	}
-	routeTo(t, x.s, x.later, x.a)
+	route(t, x.s, x.later, x.a.ID)
 	attemptDeliveries(t, x.s, x.a, map[uuid.UUID]string{x.later[0].ID: refused, x.later[1].ID: refused})
 	return x
 }
 
-// eventIDs are the ids of events.
-func eventIDs(events ...postbox.Event) []uuid.UUID {
-	out := make([]uuid.UUID, len(events))
-	for i, ev := range events {
-		out[i] = ev.ID
-	}
-	return out
-}
-
-// endpointList lists every page of f's failed deliveries (or events), and
+// list lists every page of f's failed deliveries (or events), and
 // checks that each record names the endpoint it should.
 func (x endpointDeadLetters) list(t *testing.T, f store.FailedFilter) []store.Record {
 	t.Helper()
@@ -678,8 +652,8 @@ func sortedKeys(keys ...[]string) []string {
 
 func testEndpointFailedList(t *testing.T, s store.Outbox) {
 	x := newEndpointDeadLetters(t, s)
-	events := eventIDs(x.events...)
-	later := eventIDs(x.later...)
+	events := eventIDs(x.events)
+	later := eventIDs(x.later)
 
 	a := x.list(t, store.FailedFilter{Endpoint: x.a.ID})
 	if want := sortedKeys(keysOf(x.a, events...), keysOf(x.a, later...)); !slices.Equal(deliveryKeys(a), want) {
@@ -846,8 +820,8 @@ func (x endpointDeadLetters) counts(t *testing.T) [4]int64 {
 
 func testEndpointFailedRetry(t *testing.T, s store.Outbox) {
 	x := newEndpointDeadLetters(t, s)
-	events := eventIDs(x.events...)
-	later := eventIDs(x.later...)
+	events := eventIDs(x.events)
+	later := eventIDs(x.later)
 	onlyEndpoint := store.FailedSelection{FailedFilter: store.FailedFilter{Endpoint: store.AnyEndpoint}}
 	if _, err := s.FailedRetry(ctxFor(t), store.FailedRetryParams{FailedSelection: onlyEndpoint}); !errors.Is(err, store.ErrEmptySelection) {
 		t.Fatalf("retry with only an endpoint: %v, want ErrEmptySelection", err)
@@ -930,8 +904,8 @@ func testEndpointFailedRetry(t *testing.T, s store.Outbox) {
 
 func testEndpointFailedPurge(t *testing.T, s store.Outbox) {
 	x := newEndpointDeadLetters(t, s)
-	events := eventIDs(x.events...)
-	later := eventIDs(x.later...)
+	events := eventIDs(x.events)
+	later := eventIDs(x.later)
 	unknown := store.FailedSelection{All: true, FailedFilter: store.FailedFilter{Endpoint: postbox.NewID()}}
 	if n := purge(t, s, store.FailedPurgeParams{FailedSelection: unknown}); n != 0 {
 		t.Fatalf("purged %d of an unknown endpoint, want 0", n)
