@@ -150,7 +150,10 @@ where d.event_id = old.event_id and d.endpoint_id = old.endpoint_id;
 -- below the bound of the outbox's retries, so that no row can make a
 -- claim, a settle or a reclaim fail; the claim returns the attempts
 -- before it, which the store reads defensively (a row it cannot read
--- fails alone).
+-- fails alone). A claim locks the rows it takes (FOR UPDATE SKIP LOCKED:
+-- concurrent claims of one lane skip each other's rows) and updates them
+-- by their ctid, which the lock keeps still until the statement ends: one
+-- TID probe per row, whatever the endpoint's backlog.
 
 -- name: lane_claim
 -- Leases to relay $3, for $4 milliseconds, up to $2 due pending deliveries
@@ -160,7 +163,7 @@ where d.event_id = old.event_id and d.endpoint_id = old.endpoint_id;
 -- outbox's claim_bounded does (the first row always taken; payloads are
 -- rendered as text only then).
 with due as (
-  select d.event_id, d.seq, d.available_at, d.attempts, d.payload
+  select d.ctid as row_id, d.seq, d.available_at, d.attempts, d.payload
   from {schema}.endpoint_deliveries d
   where d.endpoint_id = $1 and d.status = 'pending' and d.available_at <= now()
     and (d.available_at, d.seq) > ($5::timestamptz, $6::bigint)
@@ -169,8 +172,8 @@ with due as (
   limit $2
   for update skip locked
 ), taken as (
-  select t.event_id, t.attempts from (
-    select u.event_id, u.attempts,
+  select t.row_id, t.attempts from (
+    select u.row_id, u.attempts,
       sum(case when $7::bigint > 0 then octet_length(u.payload::text) else 0 end)
         over (order by u.available_at, u.seq rows unbounded preceding) as total,
       row_number() over (order by u.available_at, u.seq) as n
@@ -181,7 +184,7 @@ update {schema}.endpoint_deliveries d
 set status = 'processing', attempts = least(d.attempts, 999999999) + 1, lease_owner = $3,
     lease_expires_at = now() + $4::bigint * interval '1 millisecond'
 from taken
-where d.endpoint_id = $1 and d.event_id = taken.event_id
+where d.ctid = taken.row_id
 returning d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers,
           taken.attempts::bigint, d.created_at, d.available_at;
 
@@ -254,14 +257,14 @@ with recursive enabled as (
   order by c.available_at, c.seq
   limit $2
 ), due as (
-  select d.event_id, d.seq, d.available_at, d.attempts, d.payload, c.step
+  select d.ctid as row_id, d.seq, d.available_at, d.attempts, d.payload, c.step
   from {schema}.endpoint_deliveries d
   join candidates c on c.event_id = d.event_id
   where d.endpoint_id = $1 and d.status = 'pending'
   for update of d skip locked
 ), taken as (
-  select t.event_id, t.attempts, t.step from (
-    select u.event_id, u.attempts, u.step,
+  select t.row_id, t.attempts, t.step from (
+    select u.row_id, u.attempts, u.step,
       sum(case when $7::bigint > 0 then octet_length(u.payload::text) else 0 end)
         over (order by u.available_at, u.seq rows unbounded preceding) as total,
       row_number() over (order by u.available_at, u.seq) as n
@@ -272,7 +275,7 @@ update {schema}.endpoint_deliveries d
 set status = 'processing', attempts = least(d.attempts, 999999999) + 1, lease_owner = $3,
     lease_expires_at = now() + $4::bigint * interval '1 millisecond'
 from taken
-where d.endpoint_id = $1 and d.event_id = taken.event_id
+where d.ctid = taken.row_id
 returning d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers,
           taken.attempts::bigint, d.created_at, d.available_at,
           coalesce(taken.step = (select max(step) from taken), false);
@@ -283,39 +286,45 @@ returning d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.p
 -- times, $7 errors) go back to pending at their time, failures ($8 ids, $9
 -- errors) end failed, or dropped for a shadow endpoint ($10), and releases
 -- ($11) go back to pending without the attempt the claim counted: all
--- three only for rows still leased to relay $2.
+-- three only for rows still leased to relay $2. Each kind finds its rows
+-- with "event_id in (select unnest(ids))": one primary-key probe per id,
+-- whatever the endpoint's backlog (written "event_id = any(ids)", the
+-- planner reads the endpoint's whole backlog, or every row in flight, as
+-- soon as a batch has a few hundred ids).
 with delivered as (
   delete from {schema}.endpoint_deliveries
-  where not $4::bool and endpoint_id = $1 and event_id = any($3::uuid[])
+  where not $4::bool and event_id in (select unnest($3::uuid[])) and endpoint_id = $1
     and status in ('pending', 'processing')
 ), kept as (
   update {schema}.endpoint_deliveries
   set status = 'done', processed_at = now(), last_error = null, lease_owner = null, lease_expires_at = null
-  where $4::bool and endpoint_id = $1 and event_id = any($3::uuid[])
+  where $4::bool and event_id in (select unnest($3::uuid[])) and endpoint_id = $1
     and status in ('pending', 'processing')
 ), retried as (
   update {schema}.endpoint_deliveries d
   set status = 'pending', available_at = r.available_at, last_error = r.last_error,
       lease_owner = null, lease_expires_at = null
   from unnest($5::uuid[], $6::timestamptz[], $7::text[]) as r(id, available_at, last_error)
-  where d.endpoint_id = $1 and d.event_id = r.id and d.status = 'processing' and d.lease_owner = $2
+  where d.event_id in (select unnest($5::uuid[])) and d.endpoint_id = $1 and d.event_id = r.id
+    and d.status = 'processing' and d.lease_owner = $2
 ), failed as (
   update {schema}.endpoint_deliveries d
   set status = case when $10::bool then 'dropped' else 'failed' end, processed_at = now(),
       last_error = f.last_error, lease_owner = null, lease_expires_at = null
   from unnest($8::uuid[], $9::text[]) as f(id, last_error)
-  where d.endpoint_id = $1 and d.event_id = f.id and d.status = 'processing' and d.lease_owner = $2
+  where d.event_id in (select unnest($8::uuid[])) and d.endpoint_id = $1 and d.event_id = f.id
+    and d.status = 'processing' and d.lease_owner = $2
 )
 update {schema}.endpoint_deliveries
 set status = 'pending', attempts = greatest(attempts - 1, 0), lease_owner = null, lease_expires_at = null
-where endpoint_id = $1 and event_id = any($11::uuid[]) and status = 'processing' and lease_owner = $2;
+where event_id in (select unnest($11::uuid[])) and endpoint_id = $1 and status = 'processing' and lease_owner = $2;
 
 -- name: lane_extend_lease
 -- Renews, for $4 milliseconds, the leases of those of $3 still leased to
 -- relay $2, and returns them.
 update {schema}.endpoint_deliveries
 set lease_expires_at = now() + $4::bigint * interval '1 millisecond'
-where endpoint_id = $1 and event_id = any($3::uuid[]) and status = 'processing' and lease_owner = $2
+where event_id in (select unnest($3::uuid[])) and endpoint_id = $1 and status = 'processing' and lease_owner = $2
 returning event_id;
 
 -- name: lane_reclaim_expired
