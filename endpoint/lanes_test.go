@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/endpoint/guard"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/internal/receiver"
 	"github.com/postbox-go/postbox/relay"
@@ -184,19 +186,30 @@ func TestBreakerOpensOnFailuresProbesAndCloses(t *testing.T) {
 }
 
 // A shadow endpoint's deliveries that used their attempts are dropped,
-// never failed.
+// never failed, and its lane never alerts: it logs at info level at most.
 func TestShadowEndpointNeverDeadLetters(t *testing.T) {
 	s := pgStore(t)
 	rc := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
 		return http.StatusInternalServerError
 	})
 	e := addEndpoint(t, s, "shadow", rc.URL, func(e *store.Endpoint) { e.Shadow = true })
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.Relay.MaxAttempts = 2 })
+	var logs logbuf.Buffer
+	sup := startSupervisor(t, s, func(c *endpoint.Config) {
+		c.Relay.MaxAttempts = 2
+		c.Relay.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	fanOut(t, sup.FanOut(), "a", "b", "c")
 	waitFor(t, 10*time.Second, "three dropped", func() bool { return counts(t, s, e.ID) == store.DeliveryCounts{Dropped: 3} })
 	waitFor(t, 5*time.Second, "three dropped in the stats", func() bool { return sup.Stats().Dropped == 3 })
 	if st := sup.Stats(); st.Failed != 0 || st.Retried != 3 {
 		t.Errorf("stats = %+v, want 3 retried, 3 dropped, none failed", st)
+	}
+	text := logs.String()
+	if !strings.Contains(text, "attempts exhausted") {
+		t.Errorf("the shadow lane's log says nothing of the attempts exhausted:\n%s", text)
+	}
+	if strings.Contains(text, "level=WARN") || strings.Contains(text, "level=ERROR") {
+		t.Errorf("the shadow lane alerted:\n%s", text)
 	}
 }
 
