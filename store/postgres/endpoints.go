@@ -363,9 +363,14 @@ type lane struct {
 	walkedTo atomic.Pointer[aggregateKey]
 }
 
+// endpoint is what the lane knows of its endpoint.
+func (l *lane) endpoint() store.Endpoint {
+	return store.Endpoint{ID: l.id, Name: l.name, Shadow: l.shadow}
+}
+
 // String names the store, its schema and the endpoint (name and id).
 func (l *lane) String() string {
-	return fmt.Sprintf("%s endpoint %q (%s)", l.s.String(), l.name, l.id)
+	return l.s.String() + " " + sqlstore.LaneName(l.endpoint())
 }
 
 // CheckSchema checks the store's migrations: ordered claims need nothing
@@ -377,7 +382,7 @@ func (l *lane) CheckSchema(ctx context.Context, _ store.SchemaParams) error {
 // Listen returns an error wrapping store.ErrCannotListen: package endpoint
 // wakes its lanes itself.
 func (l *lane) Listen(context.Context, func(store.Listening), func()) error {
-	return fmt.Errorf("postgres: endpoint %q (%s): lanes are woken by package endpoint: %w", l.name, l.id, store.ErrCannotListen)
+	return sqlstore.LaneCannotListen("postgres", l.endpoint())
 }
 
 // Claim leases due deliveries of the endpoint (lane_claim,
@@ -386,12 +391,13 @@ func (l *lane) Listen(context.Context, func(store.Listening), func()) error {
 func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(l.s.sql.Get("relay_async_commit"))
-	var from *aggregateKey
 	if p.Ordered {
-		if from = l.walkedTo.Load(); from == nil {
-			from = &aggregateKey{} // before every aggregate but ("", "")
+		from := l.walkedTo.Load()
+		start := aggregateKey{}
+		if from != nil {
+			start = *from
 		}
-		batch.Queue(l.s.sql.Get("lane_claim_ordered"), l.id, p.Limit, p.Owner, p.Lease.Milliseconds(), from.typ, from.id, p.MaxBytes)
+		batch.Queue(l.s.sql.Get("lane_claim_ordered"), l.id, p.Limit, p.Owner, p.Lease.Milliseconds(), start.typ, start.id, p.MaxBytes, from == nil)
 	} else {
 		after := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 		if !p.After.IsZero() {
@@ -526,17 +532,7 @@ func (l *lane) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, l
 	if err != nil {
 		return nil, fmt.Errorf("postgres: extend leases on endpoint %s: %w", l.id, err)
 	}
-	held := make(map[uuid.UUID]bool, len(renewed))
-	for _, id := range renewed {
-		held[id] = true
-	}
-	kept := make([]uuid.UUID, 0, len(renewed))
-	for _, id := range ids {
-		if held[id] {
-			kept = append(kept, id)
-		}
-	}
-	return kept, nil
+	return sqlstore.HeldInOrder(ids, renewed), nil
 }
 
 // ReclaimExpired returns the endpoint's deliveries whose lease expired to

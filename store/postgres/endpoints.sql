@@ -199,11 +199,15 @@ returning d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.p
 --   endpoint_deliveries_aggregate_open_idx: the common case;
 -- - walk: only when the window was full yet holds fewer than $2 heads (a
 --   head waiting for a retry, or reclaimed, behind its successors in claim
---   order), the head of each aggregate of the endpoint after ($5, $6) in
---   key order, one index probe each, until $2 due heads are found. Its cost
---   grows with the endpoint's aggregates walked, never with the deliveries
---   queued behind their heads. The last column, walk_end, marks the row of
---   the last aggregate the walk took: the next walk starts after it.
+--   order), the head of each aggregate of the endpoint from the first ($8)
+--   or after ($5, $6) in key order, one index probe each, until $2 due
+--   heads are found. Its cost grows with the endpoint's aggregates walked,
+--   never with the deliveries queued behind their heads. The last column,
+--   walk_end, marks the row of the last aggregate the walk took: the next
+--   walk starts after it; a claim that finds fewer heads than it asks for
+--   makes the next walk start at the first aggregate (the walk does not
+--   wrap round within one claim, as the outbox's does: an aggregate before
+--   ($5, $6) waits for the next claim).
 -- $7 is lane_claim's byte bound, on the heads.
 with recursive enabled as (
   select exists (select 1 from {schema}.endpoints e where e.id = $1 and e.state = 'enabled') as yes
@@ -225,14 +229,23 @@ with recursive enabled as (
       and p.aggregate_id = w.aggregate_id and p.status in ('pending', 'processing'))
   limit $2
 ), heads as (
-  -- The walk: the head of the first aggregate after ($5, $6), then of the
-  -- next aggregate each time; each step is one index probe.
-  (select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at, d.status, 1 as step
-   from {schema}.endpoint_deliveries d
-   where d.endpoint_id = $1 and d.status in ('pending', 'processing')
-     and (d.aggregate_type, d.aggregate_id) > ($5::text, $6::text)
-   order by d.aggregate_type, d.aggregate_id, d.seq
-   limit 1)
+  -- The walk: the head of the first aggregate ($8, the events without one
+  -- included: ("", "") is the least key) or of the first after ($5, $6),
+  -- then of the next aggregate each time; each step is one index probe (a
+  -- branch whose $8 is false runs none).
+  select s.*, 1 as step from (
+    (select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at, d.status
+     from {schema}.endpoint_deliveries d
+     where $8::bool and d.endpoint_id = $1 and d.status in ('pending', 'processing')
+     order by d.aggregate_type, d.aggregate_id, d.seq
+     limit 1)
+    union all
+    (select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at, d.status
+     from {schema}.endpoint_deliveries d
+     where not $8::bool and d.endpoint_id = $1 and d.status in ('pending', 'processing')
+       and (d.aggregate_type, d.aggregate_id) > ($5::text, $6::text)
+     order by d.aggregate_type, d.aggregate_id, d.seq
+     limit 1)) s
   union all
   select n.event_id, n.seq, n.aggregate_type, n.aggregate_id, n.available_at, n.status, h.step + 1
   from heads h, lateral (

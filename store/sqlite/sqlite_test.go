@@ -512,6 +512,10 @@ func TestEndpointsConformance(t *testing.T) {
 	storetest.RunEndpoints(t, func(t *testing.T) store.Endpoints { return newStore(t, sqlite.Config{TablePrefix: "pb_"}) })
 }
 
+func TestLaneConformance(t *testing.T) {
+	storetest.RunLane(t, func(t *testing.T) store.Endpoints { return newStore(t, sqlite.Config{TablePrefix: "pb_"}) })
+}
+
 // tableName is a table's name in braces, in the hostile suite's SQL.
 var tableName = regexp.MustCompile(`\{[a-z_]+\}`)
 
