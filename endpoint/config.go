@@ -45,11 +45,14 @@ type Config struct {
 	// (the endpoint's), Observer (from Observer below), Retention
 	// (Config.Retention: delivered rows and attempts kept), DedupWindow
 	// (-1: keys are the outbox's), PollInterval (long: the supervisor wakes
-	// lanes), Stream (nil). Everything else (Lease, BackoffMin/Max,
-	// MaxAttempts, RejectedAttempts, ProbeInterval, Ordered, Tracer,
-	// Logger, BatchSize, ClaimBytes, ShutdownTimeout...) applies to every
-	// lane exactly as to a relay. PublishBatch above 1 is refused, as a
-	// relay with a webhook sink refuses it: an endpoint receives one
+	// lanes), Stream (nil), DisableListen (false: the wake-ups are
+	// in-process, no connection pooler stands in their way), and Logger
+	// (Relay.Logger, or Logger, with the endpoint; a shadow endpoint's lane
+	// logs at info level at most: it never alerts). Everything else
+	// (Lease, BackoffMin/Max, MaxAttempts, RejectedAttempts, ProbeInterval,
+	// Ordered, Tracer, BatchSize, ClaimBytes, ShutdownTimeout...) applies
+	// to every lane exactly as to a relay. PublishBatch above 1 is refused,
+	// as a relay with a webhook sink refuses it: an endpoint receives one
 	// request per event (publish batches apply to the relay draining the
 	// outbox into the FanOut, which is a sink.BatchSink).
 	Relay relay.Config
@@ -154,13 +157,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, fmt.Errorf("endpoint: Config.Relay.PublishBatch %d: an endpoint receives one request per event (the webhook sink publishes no batches); "+
 			"publish batches apply to the relay that drains the outbox into the FanOut", c.Relay.PublishBatch)
 	}
-	if c.Relay.Stream != nil {
-		return c, errors.New("endpoint: Config.Relay.Stream: lanes are woken by the supervisor, not streamed; leave it nil")
-	}
 	// Check the templates as a lane would use them; the relay's default
 	// Owner is the base of the lanes'.
 	rc := c.Relay
-	rc.Store, rc.Sink, rc.Concurrency, rc.PollInterval = nopSource{}, nopSink{}, 1, lanePollInterval
+	rc.Store, rc.Sink, rc.Concurrency, rc.PollInterval, rc.Stream = nopSource{}, nopSink{}, 1, lanePollInterval, nil
 	r, err := relay.New(rc)
 	if err != nil {
 		return c, fmt.Errorf("endpoint: Config.Relay: %w", err)

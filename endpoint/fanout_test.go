@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
@@ -16,13 +17,45 @@ import (
 	"github.com/postbox-go/postbox/internal/receiver"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/sqlite"
 )
 
 // Events written by plain SQL go, through the relay, the fan-out and the
 // lanes, to exactly the endpoints whose filter matches them, each once,
 // signed.
 func TestFanOutAndLanesDeliverEachEventOnceToEachMatchingEndpoint(t *testing.T) {
-	s := pgStore(t)
+	t.Run("postgres", func(t *testing.T) {
+		s := pgStore(t)
+		testDeliverOnce(t, s, func(aggregateID, eventType string) (id string, err error) {
+			err = s.Pool().QueryRow(context.Background(), "insert into "+s.Table("outbox_events")+
+				" (aggregate_type, aggregate_id, event_type, payload) values ('order', $1, $2, '{\"n\": 1}') returning id::text",
+				aggregateID, eventType).Scan(&id)
+			return id, err
+		})
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "postbox.db"), sqlite.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if _, err := s.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		testDeliverOnce(t, s, func(aggregateID, eventType string) (id string, err error) {
+			err = s.DB().QueryRow("insert into outbox_events (aggregate_type, aggregate_id, event_type, payload) values ('order', ?, ?, '{\"n\": 1}') returning id",
+				aggregateID, eventType).Scan(&id)
+			return id, err
+		})
+	})
+}
+
+// testDeliverOnce is TestFanOutAndLanesDeliverEachEventOnceToEachMatchingEndpoint
+// on s, into which insert writes an event with plain SQL.
+func testDeliverOnce(t *testing.T, s interface {
+	store.Outbox
+	store.Endpoints
+}, insert func(aggregateID, eventType string) (string, error)) {
 	ctx := context.Background()
 	orders := receiver.New(t, secret, nil)
 	everything := receiver.New(t, secret, nil)
@@ -37,10 +70,7 @@ func TestFanOutAndLanesDeliverEachEventOnceToEachMatchingEndpoint(t *testing.T) 
 	const n = 120
 	for i := range n {
 		typ := types[i%len(types)]
-		var id string
-		err := s.Pool().QueryRow(ctx, "insert into "+s.Table("outbox_events")+
-			" (aggregate_type, aggregate_id, event_type, payload) values ('order', $1, $2, '{\"n\": 1}') returning id::text",
-			fmt.Sprint(i), typ).Scan(&id)
+		id, err := insert(fmt.Sprint(i), typ)
 		if err != nil {
 			t.Fatal(err)
 		}

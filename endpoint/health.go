@@ -72,12 +72,7 @@ func (h *health) record(err error, now time.Time) {
 		return
 	}
 	h.s.autoDisabled.Add(1)
-	// A shadow endpoint never alerts: its news are logged at info level.
-	warn := h.log.Warn
-	if h.e.Shadow {
-		warn = h.log.Info
-	}
-	warn(fmt.Sprintf("endpoint disabled: every attempt failed for %v; its deliveries wait: postbox endpoints enable %s delivers them",
+	h.log.Warn(fmt.Sprintf("endpoint disabled: every attempt failed for %v; its deliveries wait: postbox endpoints enable %s delivers them",
 		now.Sub(since).Round(time.Second), h.e.ID), "failing_since", since, "last_error", err)
 	h.stop()
 }

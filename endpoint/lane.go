@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -82,11 +83,10 @@ func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
 	}
 	l := &lane{e: e, key: settingsKey(e, now), wake: make(chan struct{}, 1)}
 	log := s.cfg.Relay.Logger.With("endpoint", e.ID, "endpoint_name", e.Name)
-	// Shadow endpoints never alert: their breaker's news are logged at
-	// info level.
-	warn := log.Warn
 	if e.Shadow {
-		warn = log.Info
+		// A shadow endpoint never alerts: its lane logs at info level at
+		// most (a delivery that used its attempts is dropped).
+		log = slog.New(quietHandler{log.Handler()}).With("shadow", true)
 	}
 	h := &health{s: s, e: e, log: log, stop: func() { s.stopLane(l) }, failingSince: e.FailingSince}
 	var chain sink.Sink = &attemptLog{next: hook, endpoint: e.ID, log: s.attempts, health: h}
@@ -98,7 +98,7 @@ func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
 		b:    &breaker{threshold: s.cfg.BreakerFailures, pauseMin: s.cfg.BreakerPauseMin, pauseMax: s.cfg.BreakerPauseMax},
 		opened: func(pause time.Duration, cause error) {
 			s.breakerOpened.Add(1)
-			warn(fmt.Sprintf("endpoint breaker open after %d failed attempts in a row: deliveries paused, then probed with one event at a time; no attempt counts meanwhile",
+			log.Warn(fmt.Sprintf("endpoint breaker open after %d failed attempts in a row: deliveries paused, then probed with one event at a time; no attempt counts meanwhile",
 				s.cfg.BreakerFailures), "pause", pause, "last_error", cause)
 		},
 		closed: func() { log.Info("endpoint breaker closed: the probe was delivered") },

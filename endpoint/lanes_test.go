@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"io"
+	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
@@ -18,6 +19,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/endpoint/guard"
+	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/internal/receiver"
 	"github.com/postbox-go/postbox/relay"
@@ -81,11 +83,11 @@ func TestOrderedLanesKeepEachAggregatesOrderPerEndpoint(t *testing.T) {
 // endpoint and a slow one receive theirs.
 func TestUnreachableEndpointBurnsNoAttempts(t *testing.T) {
 	s := pgStore(t)
-	const n = 40
+	const n = 20
 	healthy := receiver.New(t, secret, nil)
 	slow := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, _ receiver.Delivery, _ int) int {
 		select {
-		case <-time.After(time.Second):
+		case <-time.After(300 * time.Millisecond):
 		case <-r.Context().Done():
 		}
 		return 0
@@ -163,7 +165,9 @@ func TestBreakerOpensOnFailuresProbesAndCloses(t *testing.T) {
 	fanOut(t, sup.FanOut(), "a", "b", "c")
 	// Three events of three attempts each: probes that counted would
 	// fail them all before this many.
-	waitFor(t, 20*time.Second, "the breaker opened and probes failed", func() bool { return whileOpen.Load() >= 3*maxAttempts+2 })
+	waitFor(t, 20*time.Second, "the breaker opened and probes failed, or a delivery failed", func() bool {
+		return whileOpen.Load() >= 3*maxAttempts+2 || counts(t, s, e.ID).Failed > 0
+	})
 	if st := sup.Stats(); st.BreakerOpened != 1 || st.Failed != 0 {
 		t.Errorf("stats = %+v, want the breaker opened once (probes failing reopen it) and nothing failed", st)
 	}
@@ -182,19 +186,30 @@ func TestBreakerOpensOnFailuresProbesAndCloses(t *testing.T) {
 }
 
 // A shadow endpoint's deliveries that used their attempts are dropped,
-// never failed.
+// never failed, and its lane never alerts: it logs at info level at most.
 func TestShadowEndpointNeverDeadLetters(t *testing.T) {
 	s := pgStore(t)
 	rc := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
 		return http.StatusInternalServerError
 	})
 	e := addEndpoint(t, s, "shadow", rc.URL, func(e *store.Endpoint) { e.Shadow = true })
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.Relay.MaxAttempts = 2 })
+	var logs logbuf.Buffer
+	sup := startSupervisor(t, s, func(c *endpoint.Config) {
+		c.Relay.MaxAttempts = 2
+		c.Relay.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	})
 	fanOut(t, sup.FanOut(), "a", "b", "c")
 	waitFor(t, 10*time.Second, "three dropped", func() bool { return counts(t, s, e.ID) == store.DeliveryCounts{Dropped: 3} })
 	waitFor(t, 5*time.Second, "three dropped in the stats", func() bool { return sup.Stats().Dropped == 3 })
 	if st := sup.Stats(); st.Failed != 0 || st.Retried != 3 {
 		t.Errorf("stats = %+v, want 3 retried, 3 dropped, none failed", st)
+	}
+	text := logs.String()
+	if !strings.Contains(text, "attempts exhausted") {
+		t.Errorf("the shadow lane's log says nothing of the attempts exhausted:\n%s", text)
+	}
+	if strings.Contains(text, "level=WARN") || strings.Contains(text, "level=ERROR") {
+		t.Errorf("the shadow lane alerted:\n%s", text)
 	}
 }
 
