@@ -117,6 +117,14 @@ func deliveryIDs(ds []store.Delivery) []uuid.UUID {
 	return out
 }
 
+func eventIDs(evs []postbox.Event) []uuid.UUID {
+	out := make([]uuid.UUID, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.ID
+	}
+	return out
+}
+
 func sameIDs(t *testing.T, what string, got, want []uuid.UUID) {
 	t.Helper()
 	if fmt.Sprint(got) != fmt.Sprint(want) {
@@ -185,13 +193,13 @@ func testLaneClaimAfter(t *testing.T, s store.Endpoints) {
 	route(t, s, events, a.ID)
 	l := s.EndpointLane(a)
 	first := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 2})
-	sameIDs(t, "claim", deliveryIDs(first), eventIDs(events[:2]...))
+	sameIDs(t, "claim", deliveryIDs(first), eventIDs(events[:2]))
 	// Released, the first two are pending again but behind the cursor.
 	settleLane(t, l, store.SettleParams{Owner: "r", Release: []store.Released{{ID: events[0].ID}, {ID: events[1].ID}}})
 	after := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, After: store.PositionOf(first[1])})
-	sameIDs(t, "claim after the cursor", deliveryIDs(after), eventIDs(events[2:]...))
+	sameIDs(t, "claim after the cursor", deliveryIDs(after), eventIDs(events[2:]))
 	again := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10})
-	sameIDs(t, "claim without a cursor", deliveryIDs(again), eventIDs(events[:2]...))
+	sameIDs(t, "claim without a cursor", deliveryIDs(again), eventIDs(events[:2]))
 }
 
 func testLaneClaimMaxBytes(t *testing.T, s store.Endpoints) {
@@ -200,11 +208,11 @@ func testLaneClaimMaxBytes(t *testing.T, s store.Endpoints) {
 	route(t, s, events, a.ID)
 	l := s.EndpointLane(a)
 	got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, MaxBytes: 30})
-	sameIDs(t, "claim of 30 bytes", deliveryIDs(got), eventIDs(events[:2]...))
+	sameIDs(t, "claim of 30 bytes", deliveryIDs(got), eventIDs(events[:2]))
 	got = claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, MaxBytes: 5})
-	sameIDs(t, "claim of 5 bytes", deliveryIDs(got), eventIDs(events[2:3]...))
+	sameIDs(t, "claim of 5 bytes", deliveryIDs(got), eventIDs(events[2:3]))
 	got = claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, MaxBytes: 24})
-	sameIDs(t, "claim of 24 bytes", deliveryIDs(got), eventIDs(events[3:5]...))
+	sameIDs(t, "claim of 24 bytes", deliveryIDs(got), eventIDs(events[3:5]))
 }
 
 func testLaneClaimAttempts(t *testing.T, s store.Endpoints) {
@@ -214,7 +222,7 @@ func testLaneClaimAttempts(t *testing.T, s store.Endpoints) {
 	route(t, s, events, a.ID)
 	l := s.EndpointLane(a)
 	got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 1})
-	sameIDs(t, "claim", deliveryIDs(got), eventIDs(events[:1]...))
+	sameIDs(t, "claim", deliveryIDs(got), eventIDs(events[:1]))
 	d, _ := delivery(t, s, a.ID, events[0].ID)
 	if d.Status != store.StatusProcessing || d.Attempt != 1 {
 		t.Errorf("claimed row = %s, %d attempts; want processing, 1", d.Status, d.Attempt)
@@ -230,7 +238,7 @@ func testLaneClaimAttempts(t *testing.T, s store.Endpoints) {
 	}
 	// Each row has its own lease: one extended, one settled, independently.
 	kept, err := l.ExtendLease(ctx, "r", []uuid.UUID{events[1].ID}, time.Minute)
-	sameIDs(t, "extended", kept, eventIDs(events[1:]...))
+	sameIDs(t, "extended", kept, eventIDs(events[1:]))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -356,7 +364,7 @@ func testLaneExtendLease(t *testing.T, s store.Endpoints) {
 	claimLane(t, l, store.ClaimParams{Owner: "r1", Limit: 3})
 	claimLane(t, l, store.ClaimParams{Owner: "r2", Limit: 1})
 	settleLane(t, l, store.SettleParams{Owner: "r1", Done: []uuid.UUID{events[1].ID}})
-	kept, err := l.ExtendLease(ctx, "r1", eventIDs(events...), time.Minute)
+	kept, err := l.ExtendLease(ctx, "r1", eventIDs(events), time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,7 +431,7 @@ func testLanePurge(t *testing.T, s store.Endpoints) {
 	for _, e := range []store.Endpoint{a, b} {
 		l := s.EndpointLane(e)
 		claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 3})
-		settleLane(t, l, store.SettleParams{Owner: "r", KeepDone: true, Done: eventIDs(events[:2]...),
+		settleLane(t, l, store.SettleParams{Owner: "r", KeepDone: true, Done: eventIDs(events[:2]),
 			Failed: []store.Failure{{ID: events[2].ID, LastError: "x"}}})
 	}
 	if _, err := s.EndpointUpdate(ctx, store.Endpoint{ID: a.ID, Name: a.Name, URL: a.URL, Concurrency: 1, Shadow: true}); err != nil {
@@ -529,7 +537,7 @@ func testLaneOrderedWalk(t *testing.T, s store.Endpoints) {
 	route(t, s, append(append([]postbox.Event{}, x...), z...), a.ID)
 	l := s.EndpointLane(a)
 	first := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 1, Ordered: true})
-	sameIDs(t, "first head", deliveryIDs(first), eventIDs(x[:1]...))
+	sameIDs(t, "first head", deliveryIDs(first), eventIDs(x[:1]))
 	// Retried now: due, but behind its 11 successors in claim order.
 	settleLane(t, l, store.SettleParams{Owner: "r", Retry: []store.Retry{{ID: x[0].ID, AvailableAt: time.Now().Add(-time.Millisecond)}}})
 	var got []uuid.UUID
@@ -549,8 +557,8 @@ func testLaneOrderedWalk(t *testing.T, s store.Endpoints) {
 			gotX = append(gotX, id)
 		}
 	}
-	sameIDs(t, "x delivered", gotX, eventIDs(x...))
-	sameIDs(t, "z delivered", gotZ, eventIDs(z...))
+	sameIDs(t, "x delivered", gotX, eventIDs(x))
+	sameIDs(t, "z delivered", gotZ, eventIDs(z))
 	if c, err := s.DeliveryCounts(ctx, a.ID); err != nil || countsOnly(c) != (store.DeliveryCounts{}) {
 		t.Errorf("counts = %+v, %v; want every delivery made", c, err)
 	}
@@ -568,10 +576,10 @@ func testLanesApart(t *testing.T, s store.Endpoints) {
 	}
 	claimLane(t, lb, store.ClaimParams{Owner: "r", Limit: 1})
 	// b's lane settles, extends and releases only b's rows.
-	if kept, err := lb.ExtendLease(ctx, "r", eventIDs(events...), time.Minute); err != nil || len(kept) != 1 || kept[0] != events[0].ID {
+	if kept, err := lb.ExtendLease(ctx, "r", eventIDs(events), time.Minute); err != nil || len(kept) != 1 || kept[0] != events[0].ID {
 		t.Errorf("b extends %v, %v; want only its own", kept, err)
 	}
-	settleLane(t, lb, store.SettleParams{Owner: "r", Done: eventIDs(events[:1]...), Failed: []store.Failure{{ID: events[1].ID, LastError: "x"}}})
+	settleLane(t, lb, store.SettleParams{Owner: "r", Done: eventIDs(events[:1]), Failed: []store.Failure{{ID: events[1].ID, LastError: "x"}}})
 	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Processing: 2}) {
 		t.Errorf("a's counts after b's settle = %+v, want its 2 still processing", c)
 	}
@@ -719,7 +727,7 @@ func testDeliveryOldestPendingAge(t *testing.T, s store.Endpoints) {
 	if err != nil || c.OldestPendingAge <= 0 {
 		t.Fatalf("age = %v, %v; want that of the delivery waiting", c.OldestPendingAge, err)
 	}
-	settleLane(t, l, store.SettleParams{Owner: "r", Done: eventIDs(events...)})
+	settleLane(t, l, store.SettleParams{Owner: "r", Done: eventIDs(events)})
 	if c, err := s.DeliveryCounts(ctx, a.ID); err != nil || c.OldestPendingAge != 0 {
 		t.Errorf("age once delivered = %v, %v; want 0", c.OldestPendingAge, err)
 	}
