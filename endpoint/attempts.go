@@ -124,66 +124,114 @@ func (a *answer) read() (int, string) {
 	return a.status, string(a.body)
 }
 
-// withCapture returns a copy of client whose transport captures answers.
-func withCapture(client *http.Client) *http.Client {
+// withCapture returns a copy of client for one endpoint, whose transport
+// captures answers, and that transport's connection pool (nil when the
+// client's transport is not an *http.Transport, and is shared as it is).
+// An *http.Transport (http.DefaultTransport when the client has none) is
+// cloned, so that each endpoint has a pool of its own, and made to keep an
+// idle connection for each of the endpoint's deliveries in flight
+// (concurrency): net/http keeps 2 per host by default, and a lane that
+// opened and closed a connection per request would run out of local ports.
+func withCapture(client *http.Client, concurrency int) (*http.Client, *http.Transport) {
 	c := &http.Client{}
 	if client != nil {
 		*c = *client
 	}
 	base := c.Transport
 	if base == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
-		t.MaxIdleConnsPerHost = 64 // keep a connection per delivery in flight alive
-		base = t
+		base = http.DefaultTransport
+	}
+	pool, ok := base.(*http.Transport)
+	if ok {
+		pool = pool.Clone()
+		pool.MaxIdleConnsPerHost = max(pool.MaxIdleConnsPerHost, concurrency)
+		if pool.MaxIdleConns != 0 {
+			pool.MaxIdleConns = max(pool.MaxIdleConns, concurrency)
+		}
+		base = pool
 	}
 	c.Transport = capturingTransport{base}
-	return c
+	return c, pool
 }
 
+// batcherBacklog is how many batches of items a batcher holds at most:
+// beyond it, add waits for the writer (the database is too slow for the
+// deliveries).
+const batcherBacklog = 16
+
 // batcher writes items in batches, in a goroutine of its own (run): every
-// flush interval, or once batch items wait. The attempts log and the
-// settling of deliveries go through one each.
+// flush interval, or once batch items wait, all the items waiting in one
+// call of write. Adding an item does not wait for a write under way (the
+// deliveries go on while the attempts log is written), unless
+// batcherBacklog batches already wait.
 type batcher[T any] struct {
 	batch int
 	every time.Duration
-	in    chan T
-	// write writes one batch; its error is logged by the caller's write.
+	// write writes the items; its error is logged by the caller's write.
 	write func(ctx context.Context, items []T)
+	// full is signalled once batch items wait; stop, closed, once no item
+	// comes any more.
+	full chan struct{}
+	stop chan struct{}
+
+	mu      sync.Mutex
+	pending []T
+	// room is signalled when the writer took the items waiting.
+	room *sync.Cond
 }
 
 func newBatcher[T any](batch int, every time.Duration, write func(context.Context, []T)) *batcher[T] {
-	return &batcher[T]{batch: batch, every: every, in: make(chan T, batch), write: write}
+	b := &batcher[T]{batch: batch, every: every, write: write, full: make(chan struct{}, 1), stop: make(chan struct{})}
+	b.room = sync.NewCond(&b.mu)
+	return b
 }
 
-func (b *batcher[T]) add(item T) { b.in <- item }
+func (b *batcher[T]) add(item T) {
+	b.mu.Lock()
+	for len(b.pending) >= batcherBacklog*b.batch {
+		b.room.Wait()
+	}
+	b.pending = append(b.pending, item)
+	n := len(b.pending)
+	b.mu.Unlock()
+	if n == b.batch {
+		select {
+		case b.full <- struct{}{}:
+		default:
+		}
+	}
+}
 
-// run writes the items it is given until in is closed, then writes the
-// last ones.
+// close tells run that no item comes any more.
+func (b *batcher[T]) close() { close(b.stop) }
+
+// run writes the items added until close is called, then writes the last
+// ones.
 func (b *batcher[T]) run() {
-	var pending []T
 	tick := time.NewTicker(b.every)
 	defer tick.Stop()
 	flush := func() {
-		if len(pending) == 0 {
+		b.mu.Lock()
+		items := b.pending
+		b.pending = nil
+		b.room.Broadcast()
+		b.mu.Unlock()
+		if len(items) == 0 {
 			return
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 		defer cancel()
-		b.write(ctx, pending)
-		pending = pending[:0]
+		b.write(ctx, items)
 	}
 	for {
 		select {
-		case item, ok := <-b.in:
-			if !ok {
-				flush()
-				return
-			}
-			if pending = append(pending, item); len(pending) >= b.batch {
-				flush()
-			}
+		case <-b.full:
+			flush()
 		case <-tick.C:
 			flush()
+		case <-b.stop:
+			flush()
+			return
 		}
 	}
 }

@@ -183,14 +183,13 @@ func (c Config) withDefaults() (Config, error) {
 const templateSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 
 // newClient is the default client of deliveries: no SSRF guard, requests
-// bounded by timeout (the webhook sink's default when zero), and enough
-// idle connections for every delivery in flight.
+// bounded by timeout (the webhook sink's default when zero). Each lane
+// clones its transport (see withCapture).
 func newClient(timeout time.Duration) *http.Client {
 	if timeout == 0 {
 		timeout = webhook.TimeoutDefault
 	}
 	t := http.DefaultTransport.(*http.Transport).Clone()
-	t.MaxIdleConnsPerHost = 256
 	t.ResponseHeaderTimeout = timeout
 	return &http.Client{Transport: t}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strings"
 	"time"
 
@@ -28,6 +29,9 @@ type lane struct {
 	// it was called.
 	cancel   context.CancelFunc
 	stopping bool
+	// pool is the lane's own connection pool, if any (see withCapture):
+	// its idle connections are closed when the lane ends.
+	pool *http.Transport
 }
 
 // poke wakes the lane's relay, if it waits.
@@ -76,12 +80,13 @@ func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
 		return nil, errors.New("the store returned no lane for the endpoint (store.Endpoints.EndpointLane)")
 	}
 	wc := s.cfg.Webhook
-	wc.URL, wc.Secrets, wc.MaxConcurrency, wc.Client = e.URL, e.Secrets(now), e.Concurrency, withCapture(s.cfg.Client(e))
+	client, pool := withCapture(s.cfg.Client(e), max(e.Concurrency, 1))
+	wc.URL, wc.Secrets, wc.MaxConcurrency, wc.Client = e.URL, e.Secrets(now), e.Concurrency, client
 	hook, err := webhook.New(wc)
 	if err != nil {
 		return nil, err
 	}
-	l := &lane{e: e, key: settingsKey(e, now), wake: make(chan struct{}, 1)}
+	l := &lane{e: e, key: settingsKey(e, now), wake: make(chan struct{}, 1), pool: pool}
 	log := s.cfg.Relay.Logger.With("endpoint", e.ID, "endpoint_name", e.Name)
 	if e.Shadow {
 		// A shadow endpoint never alerts: its lane logs at info level at

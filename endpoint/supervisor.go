@@ -133,7 +133,7 @@ loop:
 	}
 	s.mu.Unlock()
 	s.lanesWG.Wait()
-	close(s.attempts.in)
+	s.attempts.close()
 	writer.Wait()
 	st := s.Stats()
 	s.cfg.Logger.Info("endpoints supervisor stopped", "delivered", st.Delivered, "retried", st.Retried, "failed", st.Failed,
@@ -217,6 +217,9 @@ func (s *Supervisor) startLaneLocked(ctx context.Context, e store.Endpoint, now 
 
 // laneEnded retires l, whose relay's Run returned err.
 func (s *Supervisor) laneEnded(l *lane, err error) {
+	if l.pool != nil {
+		l.pool.CloseIdleConnections()
+	}
 	s.mu.Lock()
 	s.retired.add(laneStats(l))
 	if s.lanes[l.e.ID] == l {

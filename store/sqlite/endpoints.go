@@ -604,11 +604,11 @@ func (l *lane) Settle(ctx context.Context, p store.SettleParams) error {
 		})
 	}
 	if len(p.Done) > 0 {
-		query := "lane_settle_delete"
 		if p.KeepDone {
-			query = "lane_settle_done"
+			step("lane_settle_done", idList(p.Done), now)
+		} else {
+			step("lane_settle_delete", idList(p.Done))
 		}
-		step(query, idList(p.Done), now)
 	}
 	if len(p.Retry) > 0 {
 		rs := make([]settleRetry, len(p.Retry))

@@ -527,27 +527,19 @@ func endpointsOf(t *testing.T, s store.Outbox) store.Endpoints {
 // returns the attempt each claimed delivery made, by event id.
 func attemptDeliveries(t *testing.T, s store.Endpoints, e store.Endpoint, errs map[uuid.UUID]string) map[uuid.UUID]int {
 	t.Helper()
-	ctx := ctxFor(t)
-	got, err := s.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: e.ID, Owner: "relay-a", Limit: 1000, Lease: lease})
-	if err != nil {
-		t.Fatalf("claim deliveries of %s: %v", e.Name, err)
-	}
+	lane := s.EndpointLane(e)
+	got := claimLane(t, lane, store.ClaimParams{Owner: "relay-a", Limit: 1000})
 	attempts := map[uuid.UUID]int{}
-	var outcomes []store.DeliveryOutcome
+	p := store.SettleParams{Owner: "relay-a"}
 	for _, d := range got {
 		attempts[d.ID] = d.Attempt
-		o := store.DeliveryOutcome{EventID: d.ID, EndpointID: e.ID, Status: store.StatusDone}
 		if text, ok := errs[d.ID]; ok {
-			o.Status, o.LastError = store.StatusFailed, text
-			if e.Shadow {
-				o.Status = store.StatusDropped
-			}
+			p.Failed = append(p.Failed, store.Failure{ID: d.ID, LastError: text})
+		} else {
+			p.Done = append(p.Done, d.ID)
 		}
-		outcomes = append(outcomes, o)
 	}
-	if err := s.DeliverySettle(ctx, "relay-a", outcomes); err != nil {
-		t.Fatalf("settle deliveries of %s: %v", e.Name, err)
-	}
+	settleLane(t, lane, p)
 	// Settles a few milliseconds apart fail at distinct times.
 	time.Sleep(5 * time.Millisecond)
 	return attempts
