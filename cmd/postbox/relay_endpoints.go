@@ -48,14 +48,6 @@ func (g *guardFlags) guard(allowPrivate bool) (*guard.Guard, error) {
 	return gd, nil
 }
 
-// endpointTransport is the HTTP transport of deliveries to e through gd:
-// it keeps as many idle connections to e as e's concurrency.
-func endpointTransport(gd *guard.Guard, e store.Endpoint, timeout time.Duration) *http.Transport {
-	t := gd.Transport(timeout)
-	t.MaxIdleConnsPerHost = max(e.Concurrency, http.DefaultMaxIdleConnsPerHost)
-	return t
-}
-
 // endpointClient is the client of endpoints test: the guard of the flags
 // and of e, whole requests bounded by timeout.
 func (g *guardFlags) endpointClient(e store.Endpoint, timeout time.Duration) (*http.Client, error) {
@@ -63,7 +55,7 @@ func (g *guardFlags) endpointClient(e store.Endpoint, timeout time.Duration) (*h
 	if err != nil {
 		return nil, err
 	}
-	return &http.Client{Transport: endpointTransport(gd, e, timeout), Timeout: timeout}, nil
+	return gd.Client(timeout), nil
 }
 
 // describe says what the guard lets through, for the start log.
@@ -199,18 +191,19 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 	if err != nil {
 		return nil, err
 	}
+	// No client Timeout: the webhook sink bounds each request with its
+	// context and sends it straight to the transport, which each lane
+	// clones into a pool of its own, sized by the endpoint's concurrency.
+	strictClient := &http.Client{Transport: strict.Transport(c.timeout)}
+	privateClient := &http.Client{Transport: private.Transport(c.timeout)}
 	cfg := endpoint.Config{
 		Store: s, Logger: c.lane.Logger, Relay: c.lane,
 		Webhook: webhook.Config{Scheme: c.scheme, Timeout: c.timeout},
-		// A client per endpoint, without a Timeout: the webhook sink bounds
-		// each request with its context and sends it straight to the
-		// transport.
 		Client: func(e store.Endpoint) *http.Client {
-			gd := strict
 			if e.AllowPrivate {
-				gd = private
+				return privateClient
 			}
-			return &http.Client{Transport: endpointTransport(gd, e, c.timeout)}
+			return strictClient
 		},
 		BreakerFailures: f.breaker, DisableAfter: f.disableAfter, Retention: f.retention, PollInterval: c.poll,
 	}
