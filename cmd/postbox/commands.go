@@ -202,11 +202,26 @@ func envName(flagName string) string {
 	return "POSTBOX_" + strings.ToUpper(strings.ReplaceAll(flagName, "-", "_"))
 }
 
+// commandLineOnly marks a flag that applyEnv leaves alone: an endpoint's
+// settings (postbox endpoints add, update), whose names (--concurrency,
+// --rate, --url...) the environment of a relay may set for the relay.
+type commandLineOnly struct{ flag.Value }
+
+// IsBoolFlag lets a boolean flag marked so be given without a value.
+func (c commandLineOnly) IsBoolFlag() bool {
+	b, ok := c.Value.(interface{ IsBoolFlag() bool })
+	return ok && b.IsBoolFlag()
+}
+
 // applyEnv sets each flag from its environment variable, before the command
-// line overrides it, and names the variable in the flag's help.
+// line overrides it, and names the variable in the flag's help; flags
+// marked commandLineOnly are not read from the environment.
 func applyEnv(fs *flag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
+		if _, ok := f.Value.(commandLineOnly); ok {
+			return
+		}
 		name := envName(f.Name)
 		f.Usage += " ($" + name + ")"
 		if v, ok := os.LookupEnv(name); ok && err == nil {

@@ -137,3 +137,30 @@ func sameEndpoint(a, b shownEndpoint) bool {
 	return a.Name == b.Name && a.URL == b.URL && strings.Join(a.Types, ",") == strings.Join(b.Types, ",") &&
 		a.RatePerSecond == b.RatePerSecond && a.Concurrency == b.Concurrency && a.Shadow == b.Shadow && a.AllowPrivate == b.AllowPrivate
 }
+
+// TestEndpointSettingsIgnoreTheEnvironment: a shell set up for a relay
+// ($POSTBOX_CONCURRENCY, $POSTBOX_RATE...) must not change an endpoint's
+// settings: endpoints add and update read them from the command line only.
+func TestEndpointSettingsIgnoreTheEnvironment(t *testing.T) {
+	_, db := schemaStore(t)
+	relayEnv := []string{"POSTBOX_CONCURRENCY=64", "POSTBOX_RATE=9/s", "POSTBOX_TYPES=nope.*", "POSTBOX_NAME=from-env",
+		"POSTBOX_URL=http://127.0.0.1:1/", "POSTBOX_SHADOW=true", "POSTBOX_ALLOW_PRIVATE=true"}
+	add := command(append([]string{"endpoints", "add", "--url", "https://partner.invalid/hooks", "--name", "partner", "--concurrency", "3"}, db...)...)
+	add.Env = append(add.Env, relayEnv...)
+	if out, err := add.CombinedOutput(); err != nil {
+		t.Fatalf("endpoints add: %v\n%s", err, out)
+	}
+	update := command(append([]string{"endpoints", "update", "partner", "--rate", "5/s"}, db...)...)
+	update.Env = append(update.Env, relayEnv...)
+	out, err := update.CombinedOutput()
+	if err != nil {
+		t.Fatalf("endpoints update: %v\n%s", err, out)
+	}
+	if !strings.HasSuffix(strings.TrimSpace(string(out)), "updated: rate") {
+		t.Errorf("update with a relay's environment changed %q, want only rate", out)
+	}
+	want := shownEndpoint{Name: "partner", URL: "https://partner.invalid/hooks", Types: []string{}, RatePerSecond: 5, Concurrency: 3}
+	if e := showEndpoint(t, db, "partner"); !sameEndpoint(e, want) {
+		t.Errorf("after add and update with a relay's environment: %+v, want %+v", e, want)
+	}
+}

@@ -45,6 +45,10 @@ func (f *endpointFields) register(fs *flag.FlagSet, concurrencyDefault int) {
 	fs.IntVar(&f.concurrency, "concurrency", concurrencyDefault, "most deliveries in flight to the endpoint at once")
 	fs.BoolVar(&f.shadow, "shadow", false, "a shadow endpoint: receives a copy; its failures are dropped, never dead letters")
 	fs.BoolVar(&f.allowPrivate, "allow-private", false, allowPrivateHelp)
+	for _, name := range []string{"rate", "url", "name", "types", "concurrency", "shadow", "allow-private"} {
+		fl := fs.Lookup(name)
+		fl.Value = commandLineOnly{fl.Value}
+	}
 }
 
 // resolveTimeout bounds the name resolution of an endpoint's host at
@@ -212,7 +216,8 @@ func setupEndpointsUpdate(fs *flag.FlagSet) func(context.Context) error {
 }
 
 // isFlagSet reports whether the flag name was given, on the command line
-// or by its environment variable.
+// or by its environment variable (the flags of endpointFields: on the
+// command line only).
 func isFlagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
