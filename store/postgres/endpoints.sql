@@ -296,7 +296,10 @@ returning event_id;
 -- The endpoint's deliveries whose lease expired: the attempt the claim
 -- counted failed; they go back to pending, due now, or end failed (dropped
 -- for a shadow endpoint, $3) once they have used $2 attempts. Returns, for
--- each relay, how many of its deliveries changed.
+-- each relay, how many of its deliveries changed. It reads the endpoint's
+-- processing rows (those in flight) through
+-- endpoint_deliveries_endpoint_idx: no index of leases, which every claim
+-- would write.
 with expired as (
   select event_id, lease_owner from {schema}.endpoint_deliveries
   where endpoint_id = $1 and status = 'processing' and lease_expires_at < now()
@@ -316,7 +319,11 @@ select owner, count(*) from changed group by owner order by owner;
 
 -- name: lane_purge_done
 -- Up to $3 of the endpoint's finished (done or dropped) deliveries
--- processed before $2, and up to $3 of its attempts made before $2.
+-- processed before $2, and up to $3 of its attempts made before $2, each
+-- found through an index that begins with the endpoint (migration 0011).
+-- The attempts are deleted by id from an array: one primary-key probe each
+-- (written "id in (select ...)", the planner may hash-join the whole
+-- attempts log).
 with deliveries as (
   delete from {schema}.endpoint_deliveries
   where endpoint_id = $1 and event_id in (
@@ -326,10 +333,10 @@ with deliveries as (
   returning 1
 ), attempts as (
   delete from {schema}.endpoint_attempts
-  where id in (
+  where id = any(array(
     select id from {schema}.endpoint_attempts
     where endpoint_id = $1 and at < $2
-    limit $3)
+    limit $3))
   returning 1
 )
 select (select count(*) from deliveries) + (select count(*) from attempts);
