@@ -19,7 +19,7 @@ const (
 	// deliveries are made nor written for them until they are enabled.
 	EndpointDisabled = "disabled"
 	// EndpointAutoDisabled endpoints failed for too long and were
-	// disabled by the dispatcher: deliveries are still written for them,
+	// disabled by package endpoint: deliveries are still written for them,
 	// and wait until they are enabled.
 	EndpointAutoDisabled = "auto_disabled"
 )
@@ -86,25 +86,6 @@ type EndpointDelivery struct {
 	AvailableAt time.Time
 	LastError   string
 	CreatedAt   time.Time
-}
-
-// DeliveryClaimParams selects the deliveries a dispatcher takes.
-type DeliveryClaimParams struct {
-	EndpointID uuid.UUID
-	Owner      string
-	Limit      int
-	Lease      time.Duration
-}
-
-// DeliveryOutcome is how one claimed delivery ended.
-type DeliveryOutcome struct {
-	EventID    uuid.UUID
-	EndpointID uuid.UUID
-	// Status is StatusDone, StatusPending (retry at AvailableAt),
-	// StatusFailed or StatusDropped.
-	Status      string
-	AvailableAt time.Time
-	LastError   string
 }
 
 // DeliveryCounts counts one endpoint's deliveries by status.
@@ -216,14 +197,6 @@ type Endpoints interface {
 	// DeliveryList returns up to limit deliveries of one endpoint with
 	// the given status ("" for any), oldest first.
 	DeliveryList(ctx context.Context, endpointID uuid.UUID, status string, limit int) ([]EndpointDelivery, error)
-
-	// Deprecated engine of the endpoint dispatcher, removed once package
-	// endpoint runs lanes (EndpointLane).
-	DeliveryClaim(ctx context.Context, p DeliveryClaimParams) ([]EndpointDelivery, error)
-	DeliverySettle(ctx context.Context, owner string, outcomes []DeliveryOutcome) error
-	DeliveryReclaim(ctx context.Context, maxAttempts int) (int, error)
-	DeliveryRetryFailed(ctx context.Context, endpointID uuid.UUID, limit int) (int, error)
-	EndpointsPurge(ctx context.Context, before time.Time, limit int) (int, error)
 
 	// AttemptInsert writes a batch of attempts in one statement.
 	AttemptInsert(ctx context.Context, attempts []Attempt) error

@@ -19,8 +19,9 @@
 //     needs (package inbox calls it Store); its types are the Inbox*
 //     ones (InboxEvent, InboxResult, InboxRecord, ...).
 //   - Endpoints, the webhook endpoints of package endpoint: the endpoints,
-//     their deliveries (one per event and endpoint) and the attempts log;
-//     its types are Endpoint, EndpointDelivery, DeliveryOutcome, Attempt.
+//     their deliveries (one per event and endpoint), each endpoint's lane
+//     (a Source over its deliveries) and the attempts log; its types are
+//     Endpoint, Route, EndpointDelivery, DeliveryCounts, Attempt.
 //   - Migration, ReadMigrations and CheckApplied: the numbered, embedded
 //     migrations every store ships, and the verdict of CheckSchema.
 //   - The status words, the errors stores wrap (ErrNotFound,

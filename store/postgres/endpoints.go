@@ -178,19 +178,6 @@ func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, 
 	return int(tag.RowsAffected()), nil
 }
 
-// DeliveryClaim leases due deliveries of one endpoint (see store.Endpoints).
-func (s *Store) DeliveryClaim(ctx context.Context, p store.DeliveryClaimParams) ([]store.EndpointDelivery, error) {
-	rows, err := s.pool.Query(ctx, s.sql.Get("delivery_claim"), p.EndpointID, p.Limit, p.Owner, p.Lease.Microseconds())
-	if err != nil {
-		return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, scanDelivery)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: claim deliveries: %w", err)
-	}
-	return out, nil
-}
-
 func scanDelivery(row pgx.CollectableRow) (store.EndpointDelivery, error) {
 	var d store.EndpointDelivery
 	var payload string
@@ -203,38 +190,6 @@ func scanDelivery(row pgx.CollectableRow) (store.EndpointDelivery, error) {
 	d.Headers, _ = sqlstore.DecodeHeaders(headers)
 	d.AvailableAt, d.CreatedAt = finiteTime(available), finiteTime(created)
 	return d, err
-}
-
-// DeliverySettle records the outcomes of deliveries leased to owner.
-func (s *Store) DeliverySettle(ctx context.Context, owner string, outcomes []store.DeliveryOutcome) error {
-	var b pgx.Batch
-	for _, o := range outcomes {
-		b.Queue(s.sql.Get("delivery_settle"), o.EventID, o.EndpointID, owner, o.Status,
-			nullTime(o.AvailableAt), store.ErrorText(o.LastError, sqlstore.ErrorTextMax))
-	}
-	if err := s.pool.SendBatch(ctx, &b).Close(); err != nil {
-		return fmt.Errorf("postgres: settle deliveries: %w", err)
-	}
-	return nil
-}
-
-// DeliveryReclaim returns expired leases' deliveries to pending, or fails
-// them.
-func (s *Store) DeliveryReclaim(ctx context.Context, maxAttempts int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sql.Get("delivery_reclaim"), maxAttempts)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: reclaim deliveries: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
-}
-
-// DeliveryRetryFailed sends failed deliveries back to the queue.
-func (s *Store) DeliveryRetryFailed(ctx context.Context, endpointID uuid.UUID, limit int) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.sql.Get("delivery_retry_failed"), endpointID, limit)
-	if err != nil {
-		return 0, fmt.Errorf("postgres: retry failed deliveries: %w", err)
-	}
-	return int(tag.RowsAffected()), nil
 }
 
 // DeliveryDue returns the endpoints among those given with due deliveries.
@@ -313,19 +268,6 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 		return nil, fmt.Errorf("postgres: list attempts: %w", err)
 	}
 	return out, nil
-}
-
-// EndpointsPurge deletes old attempts and finished deliveries.
-func (s *Store) EndpointsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	total := 0
-	for _, q := range []string{"attempt_purge", "delivery_purge"} {
-		tag, err := s.pool.Exec(ctx, s.sql.Get(q), before, limit)
-		if err != nil {
-			return total, fmt.Errorf("postgres: purge endpoints' rows: %w", err)
-		}
-		total += int(tag.RowsAffected())
-	}
-	return total, nil
 }
 
 // EndpointUpdate changes an endpoint's settings (see store.Endpoints).

@@ -62,44 +62,6 @@ where exists (select 1 from {schema}.endpoints e where e.id = r.endpoint_id)
 order by r.n
 on conflict (event_id, endpoint_id) do nothing;
 
--- name: delivery_claim
-with picked as (
-  select event_id, endpoint_id from {schema}.endpoint_deliveries
-  where endpoint_id = $1 and status = 'pending' and available_at <= now()
-  order by available_at, seq
-  limit $2
-  for update skip locked
-)
-update {schema}.endpoint_deliveries d
-set status = 'processing', attempts = least(d.attempts, 999999999) + 1, lease_owner = $3,
-    lease_expires_at = now() + $4 * interval '1 microsecond'
-from picked
-where d.event_id = picked.event_id and d.endpoint_id = picked.endpoint_id
-returning d.event_id, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers,
-          d.endpoint_id, d.status, d.attempts, d.available_at, coalesce(d.last_error, ''), d.created_at;
-
--- name: delivery_settle
-update {schema}.endpoint_deliveries
-set status = $4, available_at = coalesce($5, available_at), last_error = nullif($6, ''),
-    lease_owner = null, lease_expires_at = null,
-    processed_at = case when $4 = 'pending' then null else now() end
-where event_id = $1 and endpoint_id = $2 and lease_owner = $3 and status = 'processing';
-
--- name: delivery_reclaim
-update {schema}.endpoint_deliveries
-set status = case when attempts >= $1 then 'failed' else 'pending' end,
-    last_error = 'lease expired: the dispatcher ' || lease_owner || ' stopped during the attempt',
-    processed_at = case when attempts >= $1 then now() end,
-    lease_owner = null, lease_expires_at = null
-where status = 'processing' and lease_expires_at < now();
-
--- name: delivery_retry_failed
-update {schema}.endpoint_deliveries d
-set status = 'pending', attempts = 0, available_at = now(), processed_at = null
-from (select event_id from {schema}.endpoint_deliveries
-      where endpoint_id = $1 and status = 'failed' limit $2 for update skip locked) f
-where d.endpoint_id = $1 and d.event_id = f.event_id;
-
 -- name: delivery_due
 select e.id from unnest($1::uuid[]) e(id)
 where exists (select 1 from {schema}.endpoint_deliveries d
@@ -131,16 +93,6 @@ from {schema}.endpoint_attempts
 where endpoint_id = $1
 order by id desc
 limit $2;
-
--- name: attempt_purge
-delete from {schema}.endpoint_attempts
-where id in (select id from {schema}.endpoint_attempts where at < $1 limit $2);
-
--- name: delivery_purge
-delete from {schema}.endpoint_deliveries d
-using (select event_id, endpoint_id from {schema}.endpoint_deliveries
-       where status in ('done', 'dropped') and processed_at < $1 limit $2) old
-where d.event_id = old.event_id and d.endpoint_id = old.endpoint_id;
 
 -- Queries of an endpoint's lane (store.Endpoints.EndpointLane), the Source
 -- a relay drains to deliver the endpoint's deliveries. Unlike the
@@ -344,7 +296,10 @@ returning event_id;
 -- The endpoint's deliveries whose lease expired: the attempt the claim
 -- counted failed; they go back to pending, due now, or end failed (dropped
 -- for a shadow endpoint, $3) once they have used $2 attempts. Returns, for
--- each relay, how many of its deliveries changed.
+-- each relay, how many of its deliveries changed. It reads the endpoint's
+-- processing rows (those in flight) through
+-- endpoint_deliveries_endpoint_idx: no index of leases, which every claim
+-- would write.
 with expired as (
   select event_id, lease_owner from {schema}.endpoint_deliveries
   where endpoint_id = $1 and status = 'processing' and lease_expires_at < now()
@@ -364,7 +319,11 @@ select owner, count(*) from changed group by owner order by owner;
 
 -- name: lane_purge_done
 -- Up to $3 of the endpoint's finished (done or dropped) deliveries
--- processed before $2, and up to $3 of its attempts made before $2.
+-- processed before $2, and up to $3 of its attempts made before $2, each
+-- found through an index that begins with the endpoint (migration 0011).
+-- The attempts are deleted by id from an array: one primary-key probe each
+-- (written "id in (select ...)", the planner may hash-join the whole
+-- attempts log).
 with deliveries as (
   delete from {schema}.endpoint_deliveries
   where endpoint_id = $1 and event_id in (
@@ -374,10 +333,10 @@ with deliveries as (
   returning 1
 ), attempts as (
   delete from {schema}.endpoint_attempts
-  where id in (
+  where id = any(array(
     select id from {schema}.endpoint_attempts
     where endpoint_id = $1 and at < $2
-    limit $3)
+    limit $3))
   returning 1
 )
 select (select count(*) from deliveries) + (select count(*) from attempts);

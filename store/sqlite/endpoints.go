@@ -214,104 +214,33 @@ func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, 
 	return n, nil
 }
 
-// DeliveryClaim leases due deliveries of one endpoint (see store.Endpoints).
-func (s *Store) DeliveryClaim(ctx context.Context, p store.DeliveryClaimParams) ([]store.EndpointDelivery, error) {
-	var out []store.EndpointDelivery
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		out, err = scanDeliveries(tx.QueryContext(ctx, s.sql.Get("delivery_claim"),
-			p.EndpointID, p.Limit, p.Owner, time.Now().UnixMicro(), p.Lease.Microseconds()))
-		return err
-	})
-	if err != nil {
-		return nil, fmt.Errorf("sqlite: claim deliveries: %w", err)
-	}
-	return out, nil
-}
-
-// scanDeliveries reads the rows of delivery_claim and delivery_list, in
-// seq order, and closes them.
+// scanDeliveries reads the rows of delivery_list and closes them.
 func scanDeliveries(rows *sql.Rows, err error) ([]store.EndpointDelivery, error) {
 	if err != nil {
 		return nil, err
 	}
 	defer rows.Close()
-	type seqDelivery struct {
-		seq int64
-		d   store.EndpointDelivery
-	}
-	var all []seqDelivery
+	var out []store.EndpointDelivery
 	for rows.Next() {
-		var r seqDelivery
+		var d store.EndpointDelivery
 		var payload, headers string
 		// Integers and times as any: see scanRecords.
 		var attempt, available, created any
-		if err := rows.Scan(&r.d.ID, &r.d.AggregateType, &r.d.AggregateID, &r.d.EventType, &payload, &headers,
-			&r.d.EndpointID, &r.d.Status, &attempt, &available, &r.d.LastError, &created, &r.seq); err != nil {
+		if err := rows.Scan(&d.ID, &d.AggregateType, &d.AggregateID, &d.EventType, &payload, &headers,
+			&d.EndpointID, &d.Status, &attempt, &available, &d.LastError, &created); err != nil {
 			return nil, err
 		}
-		r.d.Payload = []byte(payload)
-		r.d.Headers, _ = sqlstore.DecodeHeaders([]byte(headers))
+		d.Payload = []byte(payload)
+		d.Headers, _ = sqlstore.DecodeHeaders([]byte(headers))
 		n, _ := integerValue(attempt)
-		r.d.Attempt = int(min(max(n, 0), sqlstore.RetriesMax+1))
-		r.d.AvailableAt, r.d.CreatedAt = anyTime(available), anyTime(created)
-		all = append(all, r)
+		d.Attempt = int(min(max(n, 0), sqlstore.RetriesMax+1))
+		d.AvailableAt, d.CreatedAt = anyTime(available), anyTime(created)
+		out = append(out, d)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
 	}
-	// UPDATE ... RETURNING gives no order.
-	for i := 1; i < len(all); i++ {
-		for j := i; j > 0 && all[j].seq < all[j-1].seq; j-- {
-			all[j], all[j-1] = all[j-1], all[j]
-		}
-	}
-	out := make([]store.EndpointDelivery, len(all))
-	for i, r := range all {
-		out[i] = r.d
-	}
 	return out, nil
-}
-
-// DeliverySettle records the outcomes of deliveries leased to owner.
-func (s *Store) DeliverySettle(ctx context.Context, owner string, outcomes []store.DeliveryOutcome) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		now := time.Now().UnixMicro()
-		for _, o := range outcomes {
-			var available any
-			if !o.AvailableAt.IsZero() {
-				available = o.AvailableAt.UnixMicro()
-			}
-			if _, err := tx.ExecContext(ctx, s.sql.Get("delivery_settle"), o.EventID, o.EndpointID, owner, o.Status,
-				available, store.ErrorText(o.LastError, sqlstore.ErrorTextMax), now); err != nil {
-				return err
-			}
-		}
-		return nil
-	})
-	if err != nil {
-		return fmt.Errorf("sqlite: settle deliveries: %w", err)
-	}
-	return nil
-}
-
-// DeliveryReclaim returns expired leases' deliveries to pending, or fails
-// them.
-func (s *Store) DeliveryReclaim(ctx context.Context, maxAttempts int) (int, error) {
-	n, err := s.exec(ctx, "delivery_reclaim", maxAttempts, time.Now().UnixMicro())
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: reclaim deliveries: %w", err)
-	}
-	return n, nil
-}
-
-// DeliveryRetryFailed sends failed deliveries back to the queue.
-func (s *Store) DeliveryRetryFailed(ctx context.Context, endpointID uuid.UUID, limit int) (int, error) {
-	n, err := s.exec(ctx, "delivery_retry_failed", endpointID, limit, time.Now().UnixMicro())
-	if err != nil {
-		return 0, fmt.Errorf("sqlite: retry failed deliveries: %w", err)
-	}
-	return n, nil
 }
 
 // DeliveryDue returns the endpoints among those given with due deliveries.
@@ -400,19 +329,6 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 		return nil, fmt.Errorf("sqlite: list attempts: %w", err)
 	}
 	return out, nil
-}
-
-// EndpointsPurge deletes old attempts and finished deliveries.
-func (s *Store) EndpointsPurge(ctx context.Context, before time.Time, limit int) (int, error) {
-	total := 0
-	for _, q := range []string{"attempt_purge", "delivery_purge"} {
-		n, err := s.exec(ctx, q, before.UnixMicro(), limit)
-		if err != nil {
-			return total, fmt.Errorf("sqlite: purge endpoints' rows: %w", err)
-		}
-		total += int(n)
-	}
-	return total, nil
 }
 
 // EndpointLane returns the Source of e's deliveries (see store.Endpoints):

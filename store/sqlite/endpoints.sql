@@ -61,36 +61,6 @@ where exists (select 1 from {prefix}endpoints e where e.id = r.value ->> 'endpoi
 order by r.key
 on conflict (event_id, endpoint_id) do nothing;
 
--- name: delivery_claim
-update {prefix}endpoint_deliveries
-set status = 'processing', attempts = min(attempts, 999999999) + 1, lease_owner = ?3, lease_expires_at = ?4 + ?5
-where seq in (select seq from {prefix}endpoint_deliveries
-              where endpoint_id = ?1 and status = 'pending' and available_at <= ?4
-              order by available_at, seq limit ?2)
-returning event_id, aggregate_type, aggregate_id, event_type, payload, headers,
-          endpoint_id, status, attempts, available_at, coalesce(last_error, ''), created_at, seq;
-
--- name: delivery_settle
-update {prefix}endpoint_deliveries
-set status = ?4, available_at = coalesce(?5, available_at), last_error = nullif(?6, ''),
-    lease_owner = null, lease_expires_at = null,
-    processed_at = case when ?4 = 'pending' then null else ?7 end
-where event_id = ?1 and endpoint_id = ?2 and lease_owner = ?3 and status = 'processing';
-
--- name: delivery_reclaim
-update {prefix}endpoint_deliveries
-set status = case when attempts >= ?1 then 'failed' else 'pending' end,
-    last_error = 'lease expired: the dispatcher ' || lease_owner || ' stopped during the attempt',
-    processed_at = case when attempts >= ?1 then ?2 end,
-    lease_owner = null, lease_expires_at = null
-where status = 'processing' and lease_expires_at < ?2;
-
--- name: delivery_retry_failed
-update {prefix}endpoint_deliveries
-set status = 'pending', attempts = 0, available_at = ?3, processed_at = null
-where seq in (select seq from {prefix}endpoint_deliveries
-              where endpoint_id = ?1 and status = 'failed' limit ?2);
-
 -- name: delivery_due
 -- ?1 is a JSON array of endpoint ids, ?2 now.
 select e.value from json_each(?1) e
@@ -106,7 +76,7 @@ from {prefix}endpoint_deliveries where endpoint_id = ?1;
 
 -- name: delivery_list
 select event_id, aggregate_type, aggregate_id, event_type, payload, headers,
-       endpoint_id, status, attempts, available_at, coalesce(last_error, ''), created_at, seq
+       endpoint_id, status, attempts, available_at, coalesce(last_error, ''), created_at
 from {prefix}endpoint_deliveries
 where endpoint_id = ?1 and (?2 = '' or status = ?2)
 order by seq
@@ -126,15 +96,6 @@ from {prefix}endpoint_attempts
 where endpoint_id = ?1
 order by id desc
 limit ?2;
-
--- name: attempt_purge
-delete from {prefix}endpoint_attempts
-where id in (select id from {prefix}endpoint_attempts where at < ?1 limit ?2);
-
--- name: delivery_purge
-delete from {prefix}endpoint_deliveries
-where seq in (select seq from {prefix}endpoint_deliveries
-              where status in ('done', 'dropped') and processed_at < ?1 limit ?2);
 
 -- Queries of an endpoint's lane (store.Endpoints.EndpointLane), the Source
 -- a relay drains to deliver the endpoint's deliveries, with named

@@ -25,8 +25,6 @@ func RunEndpoints(t *testing.T, newStore NewEndpoints) {
 		{"CreateGetListRemove", testEndpointCRUD},
 		{"RotateSecretKeepsThePreviousOneForItsGrace", testEndpointRotate},
 		{"InsertIsIdempotentAndSkipsRemovedEndpoints", testDeliveryInsert},
-		{"ClaimSettleByOwner", testDeliveryClaimSettle},
-		{"ReclaimExpiredLeases", testDeliveryReclaim},
 		{"EnableMakesPendingDue", testEndpointEnable},
 		{"FailingSinceIsKeptUntilRecovered", testEndpointFailing},
 		{"AttemptsWrittenListedPurged", testAttempts},
@@ -131,93 +129,6 @@ func testDeliveryInsert(t *testing.T, s store.Endpoints) {
 	}
 }
 
-func testDeliveryClaimSettle(t *testing.T, s store.Endpoints) {
-	ctx := context.Background()
-	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
-	var events []postbox.Event
-	for range 3 {
-		ev := testEvent("t")
-		events = append(events, ev)
-		if _, err := s.DeliveryInsert(ctx, []store.Route{{Event: ev, Endpoints: []uuid.UUID{a.ID, b.ID}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	claim := func(owner string, limit int) []store.EndpointDelivery {
-		t.Helper()
-		got, err := s.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: a.ID, Owner: owner, Limit: limit, Lease: time.Minute})
-		if err != nil {
-			t.Fatal(err)
-		}
-		return got
-	}
-	first := claim("r1", 2)
-	if len(first) != 2 || first[0].ID != events[0].ID || first[1].ID != events[1].ID || first[0].Attempt != 1 {
-		t.Fatalf("claim = %+v", first)
-	}
-	if second := claim("r2", 10); len(second) != 1 || second[0].ID != events[2].ID {
-		t.Fatalf("second claim = %+v, want only the third event", second)
-	}
-	outcomes := []store.DeliveryOutcome{
-		{EventID: events[0].ID, EndpointID: a.ID, Status: store.StatusDone},
-		{EventID: events[1].ID, EndpointID: a.ID, Status: store.StatusPending, AvailableAt: time.Now().Add(-time.Second), LastError: "503"},
-		{EventID: events[2].ID, EndpointID: a.ID, Status: store.StatusFailed, LastError: "not mine"},
-	}
-	if err := s.DeliverySettle(ctx, "r1", outcomes); err != nil {
-		t.Fatal(err)
-	}
-	c, err := s.DeliveryCounts(ctx, a.ID)
-	c.OldestPendingAge = 0 // RunLane tests it
-	if want := (store.DeliveryCounts{Pending: 1, Processing: 1, Done: 1}); err != nil || c != want {
-		t.Fatalf("counts = %+v, %v; want %+v (r1 may not settle r2's claim)", c, err, want)
-	}
-	retried := claim("r1", 10)
-	if len(retried) != 1 || retried[0].ID != events[1].ID || retried[0].Attempt != 2 || retried[0].LastError != "503" {
-		t.Fatalf("retry claim = %+v", retried)
-	}
-	if c, _ := s.DeliveryCounts(ctx, b.ID); countsOnly(c) != (store.DeliveryCounts{Pending: 3}) {
-		t.Errorf("the other endpoint's counts = %+v, want 3 pending", c)
-	}
-	idle := newEndpoint(t, s, "idle")
-	due, err := s.DeliveryDue(ctx, []uuid.UUID{a.ID, b.ID, idle.ID})
-	if err != nil || len(due) != 1 || due[0] != b.ID {
-		t.Errorf("due = %v, %v; want only %s (a's deliveries are leased or done, idle has none)", due, err, b.ID)
-	}
-}
-
-func testDeliveryReclaim(t *testing.T, s store.Endpoints) {
-	ctx := context.Background()
-	a := newEndpoint(t, s, "a")
-	for range 2 {
-		if _, err := s.DeliveryInsert(ctx, []store.Route{{Event: testEvent("t"), Endpoints: []uuid.UUID{a.ID}}}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	got, err := s.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: a.ID, Owner: "r1", Limit: 1, Lease: time.Millisecond})
-	if err != nil || len(got) != 1 {
-		t.Fatalf("claim: %v, %v", got, err)
-	}
-	if _, err := s.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: a.ID, Owner: "r1", Limit: 1, Lease: time.Hour}); err != nil {
-		t.Fatal(err)
-	}
-	time.Sleep(20 * time.Millisecond)
-	n, err := s.DeliveryReclaim(ctx, 1)
-	if err != nil || n != 1 {
-		t.Fatalf("reclaim = %d, %v; want 1 (the unexpired lease stays)", n, err)
-	}
-	if c, _ := s.DeliveryCounts(ctx, a.ID); c != (store.DeliveryCounts{Processing: 1, Failed: 1}) {
-		t.Errorf("counts = %+v, want the reclaimed one failed after its one attempt", c)
-	}
-	for i, want := range []int{1, 0} {
-		if n, err := s.DeliveryRetryFailed(ctx, a.ID, 10); err != nil || n != want {
-			t.Fatalf("retry %d: %d, %v; want %d", i+1, n, err, want)
-		}
-	}
-	again, err := s.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: a.ID, Owner: "r2", Limit: 5, Lease: time.Minute})
-	if err != nil || len(again) != 1 || again[0].Attempt != 1 {
-		t.Errorf("claim after the retry = %+v, %v; want the failed delivery as attempt 1", again, err)
-	}
-}
-
 func testEndpointEnable(t *testing.T, s store.Endpoints) {
 	ctx := context.Background()
 	a := newEndpoint(t, s, "a")
@@ -235,8 +146,8 @@ func testEndpointEnable(t *testing.T, s store.Endpoints) {
 	if err := s.EndpointSetState(ctx, a.ID, store.EndpointEnabled); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: a.ID, Owner: "r", Limit: 5, Lease: time.Minute})
-	if err != nil || len(got) != 1 {
+	got, err := s.EndpointLane(a).Claim(ctx, store.ClaimParams{Owner: "r", Limit: 5, Lease: time.Minute})
+	if err != nil || len(got) != 1 || got[0].ID != ev.ID {
 		t.Fatalf("claim after enable = %v, %v; want the accumulated delivery", got, err)
 	}
 }
@@ -283,16 +194,17 @@ func testAttempts(t *testing.T, s store.Endpoints) {
 	if _, err := s.DeliveryInsert(ctx, []store.Route{{Event: ev, Endpoints: []uuid.UUID{a.ID}}}); err != nil {
 		t.Fatal(err)
 	}
-	claimed, _ := s.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: a.ID, Owner: "r", Limit: 1, Lease: time.Minute})
-	if len(claimed) != 1 {
-		t.Fatal("no claim")
+	lane := s.EndpointLane(a)
+	claimed, err := lane.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 1, Lease: time.Minute})
+	if err != nil || len(claimed) != 1 {
+		t.Fatalf("claim = %v, %v; want the delivery", claimed, err)
 	}
-	if err := s.DeliverySettle(ctx, "r", []store.DeliveryOutcome{{EventID: ev.ID, EndpointID: a.ID, Status: store.StatusDone}}); err != nil {
+	if err := lane.Settle(ctx, store.SettleParams{Owner: "r", Done: []uuid.UUID{ev.ID}, KeepDone: true}); err != nil {
 		t.Fatal(err)
 	}
 	total := 0
 	for {
-		n, err := s.EndpointsPurge(ctx, time.Now().Add(-time.Hour), 2)
+		n, err := lane.PurgeDone(ctx, time.Now().Add(-time.Hour), 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -307,7 +219,7 @@ func testAttempts(t *testing.T, s store.Endpoints) {
 	if total != 4 {
 		t.Errorf("purged %d rows before an hour ago, want the 4 old attempts", total)
 	}
-	if n, _ := s.EndpointsPurge(ctx, time.Now().Add(time.Hour), 10); n != 2 {
+	if n, _ := lane.PurgeDone(ctx, time.Now().Add(time.Hour), 10); n != 2 {
 		t.Errorf("purged %d recent rows, want the last attempt and the done delivery", n)
 	}
 }

@@ -535,8 +535,9 @@ func testOtherTablesReadHostileRows(t *testing.T, s Raw) {
 		if _, err := endpoints.AttemptList(ctx, endpoint, 100); err != nil {
 			t.Fatalf("%s: attempt list: %v", what, err)
 		}
-		if _, err := endpoints.DeliveryClaim(ctx, store.DeliveryClaimParams{EndpointID: endpoint, Owner: "relay-a", Limit: 10, Lease: lease}); err != nil {
-			t.Fatalf("%s: delivery claim: %v", what, err)
+		lane := endpoints.EndpointLane(store.Endpoint{ID: endpoint})
+		if _, err := lane.Claim(ctx, store.ClaimParams{Owner: "relay-a", Limit: 10, Lease: lease}); err != nil {
+			t.Fatalf("%s: lane claim: %v", what, err)
 		}
 	}
 }

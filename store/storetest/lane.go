@@ -21,9 +21,9 @@ import (
 
 // RunLane runs the conformance suite of endpoint lanes
 // (store.Endpoints.EndpointLane), of the Endpoints methods that lanes
-// brought (EndpointUpdate, Endpoint.AllowPrivate, the batched
-// DeliveryInsert, DeliveryCounts.OldestPendingAge), and runs a relay over a
-// lane.
+// brought or that wake them (EndpointUpdate, Endpoint.AllowPrivate, the
+// batched DeliveryInsert, DeliveryCounts.OldestPendingAge, DeliveryDue), and
+// runs a relay over a lane.
 func RunLane(t *testing.T, newStore NewEndpoints) {
 	tests := []struct {
 		name string
@@ -49,6 +49,7 @@ func RunLane(t *testing.T, newStore NewEndpoints) {
 		{"EndpointUpdate", testEndpointUpdate},
 		{"AllowPrivateRoundTrip", testAllowPrivate},
 		{"OldestPendingAge", testDeliveryOldestPendingAge},
+		{"DueNamesEndpointsWithDueDeliveries", testDeliveryDue},
 		{"RelayDrainsALane", testRelayOverLane},
 	}
 	for _, tc := range tests {
@@ -730,6 +731,32 @@ func testDeliveryOldestPendingAge(t *testing.T, s store.Endpoints) {
 	settleLane(t, l, store.SettleParams{Owner: "r", Done: eventIDs(events)})
 	if c, err := s.DeliveryCounts(ctx, a.ID); err != nil || c.OldestPendingAge != 0 {
 		t.Errorf("age once delivered = %v, %v; want 0", c.OldestPendingAge, err)
+	}
+}
+
+// DeliveryDue names the endpoints, among those asked about, that have a
+// pending delivery due now: not those whose deliveries are leased,
+// delivered, failed or due later, nor those with none.
+func testDeliveryDue(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	leased, finished, due, later, idle := newEndpoint(t, s, "leased"), newEndpoint(t, s, "finished"),
+		newEndpoint(t, s, "due"), newEndpoint(t, s, "later"), newEndpoint(t, s, "idle")
+	events := laneEvents(2, "1")
+	route(t, s, events, leased.ID, finished.ID, due.ID)
+	route(t, s, []postbox.Event{laneEvent("2", time.Now().Add(time.Hour))}, later.ID)
+	claimLane(t, s.EndpointLane(leased), store.ClaimParams{Owner: "r", Limit: 10})
+	lf := s.EndpointLane(finished)
+	claimLane(t, lf, store.ClaimParams{Owner: "r", Limit: 10})
+	settleLane(t, lf, store.SettleParams{Owner: "r", Done: eventIDs(events[:1]), KeepDone: true,
+		Failed: []store.Failure{{ID: events[1].ID, LastError: "410"}}})
+	all := []uuid.UUID{leased.ID, finished.ID, due.ID, later.ID, idle.ID}
+	got, err := s.DeliveryDue(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameIDs(t, "due", got, []uuid.UUID{due.ID})
+	if got, err := s.DeliveryDue(ctx, nil); err != nil || len(got) != 0 {
+		t.Errorf("due among no endpoints = %v, %v; want none", got, err)
 	}
 }
 
