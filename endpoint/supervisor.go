@@ -83,6 +83,12 @@ func New(cfg Config) (*Supervisor, error) {
 	return s, nil
 }
 
+// Owner is the name the lanes lease under, each followed by its endpoint:
+// Config.Relay.Owner, or the relay's default when it is empty. The relay
+// that drains the outbox into the FanOut may take it, so that leases and
+// logs name one process.
+func (s *Supervisor) Owner() string { return s.cfg.Relay.Owner }
+
 // FanOut is the sink of the relay that drains the outbox in endpoints
 // mode: it writes the deliveries and wakes the lanes they are for.
 func (s *Supervisor) FanOut() *FanOut { return s.fanOut }

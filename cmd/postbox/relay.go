@@ -201,8 +201,12 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			closeMetrics()
 			return fmt.Errorf("%w: --heartbeat: %v", errUsage, err)
 		}
+		owner := "" // the relay's default
+		if fanOut != nil {
+			owner = fanOut.supervisor.Owner() // the lanes' leases name the same process
+		}
 		r, err := relay.New(relay.Config{
-			Store: s.Outbox, Sink: sink.Sink, PublishBatch: *pubBatch, Logger: logger,
+			Store: s.Outbox, Sink: sink.Sink, PublishBatch: *pubBatch, Logger: logger, Owner: owner,
 			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
 			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
