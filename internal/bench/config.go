@@ -198,13 +198,14 @@ type Config struct {
 	Keep bool
 	// Progress receives a line for every step (default: nowhere).
 	Progress io.Writer
-	// RelayCommand returns the command that runs `postbox relay` with
-	// args, its flags, for the latency, scale and scaling scenarios; the
-	// bench sets its Stderr and its environment (the variables that
-	// postbox reads flags from are left out, so every flag not in args
-	// is at its default). Default: this executable (postbox itself when
-	// run as "postbox bench") with "relay" and args.
-	RelayCommand func(ctx context.Context, args ...string) *exec.Cmd
+	// Command returns the command that runs postbox with args, the
+	// subcommand first: `postbox relay` for the scenarios that run it as a
+	// child process, `postbox endpoints add` for the endpoints scenario's
+	// endpoints. The bench sets its Stderr and its environment (the
+	// variables that postbox reads flags from are left out, so every flag
+	// not in args is at its default). Default: this executable (postbox
+	// itself when run as "postbox bench") with args.
+	Command func(ctx context.Context, args ...string) *exec.Cmd
 }
 
 // withDefaults fills the zero fields and validates the rest.
@@ -238,13 +239,13 @@ func (c Config) withDefaults() (Config, error) {
 	c.Rates = orDefault(c.Rates, RatesDefault)
 	c.Instances = orDefault(c.Instances, InstancesDefault)
 	c.Concurrency = orDefault(c.Concurrency, ConcurrencyDefault)
-	if c.RelayCommand == nil {
+	if c.Command == nil {
 		exe, err := os.Executable()
 		if err != nil {
 			return c, fmt.Errorf("bench: finding this program to run `postbox relay`: %w", err)
 		}
-		c.RelayCommand = func(ctx context.Context, args ...string) *exec.Cmd {
-			return exec.CommandContext(ctx, exe, append([]string{"relay"}, args...)...)
+		c.Command = func(ctx context.Context, args ...string) *exec.Cmd {
+			return exec.CommandContext(ctx, exe, args...)
 		}
 	}
 
