@@ -247,6 +247,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !rep.OK || cfg.Keep {
 		keep = true
 		rep.KeptSchema, rep.RelayLogs = schema, r.logDir
+		for i := range cfg.Endpoints {
+			rep.KeptInboxSchemas = append(rep.KeptInboxSchemas, r.inboxSchema(i))
+		}
 	}
 	return rep, nil
 }

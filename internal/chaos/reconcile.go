@@ -76,6 +76,9 @@ type Report struct {
 	// KeptSchema and RelayLogs are kept when the run failed (or with
 	// Config.Keep), for inspection.
 	KeptSchema string `json:"kept_schema,omitempty"`
+	// KeptInboxSchemas are the endpoints' inbox schemas, kept with
+	// KeptSchema in endpoints mode.
+	KeptInboxSchemas []string `json:"kept_inbox_schemas,omitempty"`
 	RelayLogs  string `json:"relay_logs,omitempty"`
 	// OK: nothing lost, nothing applied twice, nothing out of order (when
 	// ordered), and no problem.
@@ -465,6 +468,9 @@ func (rep *Report) Print(out io.Writer) {
 	}
 	if rep.KeptSchema != "" {
 		fmt.Fprintf(out, "kept for inspection: schema %s, relay logs in %s\n", rep.KeptSchema, rep.RelayLogs)
+		if len(rep.KeptInboxSchemas) > 0 {
+			fmt.Fprintf(out, "and the endpoints' inboxes: schemas %s\n", strings.Join(rep.KeptInboxSchemas, ", "))
+		}
 	}
 }
 
