@@ -115,13 +115,13 @@ type Config struct {
 
 // run is the state of one chaos run.
 type run struct {
-	cfg             Config
-	store           *postgres.Store
-	tables          tables
-	dbProxy         *Proxy
+	cfg     Config
+	store   *postgres.Store
+	tables  tables
+	dbProxy *Proxy
 	// destinations are where the relays deliver: one for the single
 	// URL, one per endpoint in endpoints mode.
-	destinations []*destination
+	destinations    []*destination
 	relays          []*relayProcess
 	applicationName string
 	// server is the database server's version and autovacuum setting

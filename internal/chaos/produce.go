@@ -54,7 +54,7 @@ func newTables(s *postgres.Store) tables {
 			`create table ` + lastSeq + ` (destination int not null, aggregate_id text not null, last_seq bigint not null,
 				primary key (destination, aggregate_id))`,
 		},
-		insertProduced:   `insert into ` + produced + ` (event_id, aggregate_id, seq, produced_at, via) values ($1, $2, $3, $4, $5)`,
+		insertProduced: `insert into ` + produced + ` (event_id, aggregate_id, seq, produced_at, via) values ($1, $2, $3, $4, $5)`,
 		insertApplied: `insert into ` + applied + ` (destination, event_id, aggregate_id, seq, prev_seq, applied_at)
 			values ($1, $2, $3, $4, $5, $6)`,
 		lastSeqForUpdate: `select last_seq from ` + lastSeq + ` where destination = $1 and aggregate_id = $2 for update`,

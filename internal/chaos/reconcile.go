@@ -30,8 +30,8 @@ type Report struct {
 	// RandomFailures is the share of each endpoint's requests that
 	// failed at random, in endpoints mode.
 	RandomFailures float64 `json:"random_failures,omitempty"`
-	Ordered         bool    `json:"ordered"`
-	LeaseSeconds    float64 `json:"lease_seconds"`
+	Ordered        bool    `json:"ordered"`
+	LeaseSeconds   float64 `json:"lease_seconds"`
 	// Faults has a row per fault kind injected, and NoFault.
 	// In endpoints mode an event counts as applied once when every
 	// endpoint applied it exactly once, as lost when one endpoint never
@@ -79,7 +79,7 @@ type Report struct {
 	// KeptInboxSchemas are the endpoints' inbox schemas, kept with
 	// KeptSchema in endpoints mode.
 	KeptInboxSchemas []string `json:"kept_inbox_schemas,omitempty"`
-	RelayLogs  string `json:"relay_logs,omitempty"`
+	RelayLogs        string   `json:"relay_logs,omitempty"`
 	// OK: nothing lost, nothing applied twice, nothing out of order (when
 	// ordered), and no problem.
 	OK bool `json:"ok"`
