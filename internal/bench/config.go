@@ -69,10 +69,14 @@ const (
 	// library's drain to a no-op sink. It needs a NATS server
 	// (Config.NATSURL) and runs only when named.
 	ScenarioNATS = "nats"
-	// ScenarioEndpoints compares the delivery rate of 8 healthy webhook
-	// endpoints beside 2 healthy ones, then beside one refusing
-	// connections and one answering after 2 s (postbox relay --endpoints'
-	// dispatcher, in process).
+	// ScenarioEndpoints measures `postbox relay --endpoints` as a child
+	// process, its endpoints registered with `postbox endpoints add`:
+	// the deliveries/s to 10 healthy endpoints on loopback, every event
+	// to each, against the single-URL events/s of the webhook scenario in
+	// the same run (or of a single-URL drain of its own when webhook does
+	// not run); and isolation: the delivery rate of 8 healthy endpoints
+	// beside 2 healthy ones, then beside one refusing connections and one
+	// answering after 2 s. It is not part of the default run.
 	ScenarioEndpoints = "endpoints"
 )
 
