@@ -121,7 +121,10 @@ type run struct {
 	dbProxy *Proxy
 	// destinations are where the relays deliver: one for the single
 	// URL, one per endpoint in endpoints mode.
-	destinations    []*destination
+	destinations []*destination
+	// addPrivate: `postbox endpoints add` has --allow-private (endpoints
+	// mode; otherwise the relays get --allow-private-endpoints).
+	addPrivate      bool
 	relays          []*relayProcess
 	applicationName string
 	// server is the database server's version and autovacuum setting
@@ -324,7 +327,7 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, err
 	}
-	if err := r.startRelays(ctx, secret); err != nil {
+	if err := r.startRelays(secret); err != nil {
 		return nil, err
 	}
 	defer func() {
@@ -417,16 +420,12 @@ func orderedText(ordered bool) string {
 
 // startRelays starts the relay processes; secret is the single URL's
 // (empty in endpoints mode: each endpoint has its own in the store).
-func (r *run) startRelays(ctx context.Context, secret string) error {
+func (r *run) startRelays(secret string) error {
 	db, err := r.relayDB()
 	if err != nil {
 		return err
 	}
-	dest, err := r.relayDestinationArgs(ctx)
-	if err != nil {
-		return err
-	}
-	args := append([]string{"relay", "--db", db, "--schema", r.store.Schema()}, dest...)
+	args := append([]string{"relay", "--db", db, "--schema", r.store.Schema()}, r.relayDestinationArgs()...)
 	args = append(args,
 		"--lease", r.cfg.Lease.String(), "--timeout", relayTimeout.String(),
 		"--backoff-min", relayBackoffMin.String(), "--backoff-max", relayBackoffMax.String(),

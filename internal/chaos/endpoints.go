@@ -67,8 +67,8 @@ func (r *run) startDestinations(ctx context.Context) (string, error) {
 		}
 		return secret, nil
 	}
-	addPrivate, err := r.hasFlag(ctx, "--allow-private", "endpoints", "add")
-	if err != nil {
+	var err error
+	if r.addPrivate, err = r.hasFlag(ctx, "--allow-private", "endpoints", "add"); err != nil {
 		return "", err
 	}
 	for i := range r.cfg.Endpoints {
@@ -91,7 +91,7 @@ func (r *run) startDestinations(ctx context.Context) (string, error) {
 		if d.proxy, err = NewProxy(d.consumer.addr); err != nil {
 			return "", err
 		}
-		if err := r.addEndpoint(ctx, d.name, "http://"+d.proxy.Addr()+"/webhook", secret, addPrivate); err != nil {
+		if err := r.addEndpoint(ctx, d.name, "http://"+d.proxy.Addr()+"/webhook", secret); err != nil {
 			return "", err
 		}
 	}
@@ -140,10 +140,10 @@ func (r *run) dropInboxSchemas(ctx context.Context) {
 
 // addEndpoint registers an endpoint with `postbox endpoints add`, its
 // secret given by the environment (not the process list), with
-// --allow-private when private.
-func (r *run) addEndpoint(ctx context.Context, name, url, secret string, private bool) error {
+// --allow-private when the binary has it.
+func (r *run) addEndpoint(ctx context.Context, name, url, secret string) error {
 	args := []string{"endpoints", "add", "--db", r.cfg.DB, "--schema", r.store.Schema(), "--name", name, "--url", url}
-	if private {
+	if r.addPrivate {
 		args = append(args, "--allow-private")
 	}
 	cmd := exec.CommandContext(ctx, r.cfg.Executable, args...)
@@ -170,18 +170,14 @@ func (r *run) hasFlag(ctx context.Context, flag string, subcommand ...string) (b
 // the single URL (its secret goes by the environment), or endpoints mode,
 // with the relay's allowance of private addresses when `postbox endpoints
 // add` had none to give.
-func (r *run) relayDestinationArgs(ctx context.Context) ([]string, error) {
-	if !r.endpointsMode() {
-		return []string{"--webhook-url", "http://" + r.destinations[0].proxy.Addr() + "/webhook"}, nil
+func (r *run) relayDestinationArgs() []string {
+	switch {
+	case !r.endpointsMode():
+		return []string{"--webhook-url", "http://" + r.destinations[0].proxy.Addr() + "/webhook"}
+	case r.addPrivate:
+		return []string{"--endpoints"}
 	}
-	addPrivate, err := r.hasFlag(ctx, "--allow-private", "endpoints", "add")
-	if err != nil {
-		return nil, err
-	}
-	if addPrivate {
-		return []string{"--endpoints"}, nil
-	}
-	return []string{"--endpoints", "--allow-private-endpoints"}, nil
+	return []string{"--endpoints", "--allow-private-endpoints"}
 }
 
 // endpointCounts are the deliveries of each endpoint by status (nil in
