@@ -62,8 +62,19 @@ func runEndpoints(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
-	e.rep.add(ScenarioEndpoints, "endpoints.deliveries", fmt.Sprintf("`postbox relay --endpoints`: %d healthy endpoints, every event to each, endpoints' defaults", endpointsCount), speed, UnitDeliveriesPerSec, nil)
-	e.rep.add(ScenarioEndpoints, "endpoints.ratio_webhook", "endpoints' deliveries/s / "+refName, speed/reference, UnitRatio, atLeast(endpointsSpeedGoal))
+	e.rep.add(ScenarioEndpoints, "endpoints.deliveries", fmt.Sprintf("`postbox relay --endpoints`: %d healthy endpoints, every event to each, endpoints' defaults", endpointsCount), speed.rate, UnitDeliveriesPerSec, nil)
+	e.rep.add(ScenarioEndpoints, "endpoints.ratio_webhook", "endpoints' deliveries/s / "+refName, speed.rate/reference, UnitRatio, atLeast(endpointsSpeedGoal))
+	// What each delivery costs, to set beside the webhook scenario's
+	// CPU per event: a noisy machine blurs it less than a rate.
+	perDelivery := func(d time.Duration) float64 {
+		return float64(d) / float64(time.Microsecond) / float64(speed.deliveries)
+	}
+	if speed.relayCPU > 0 {
+		e.rep.add(ScenarioEndpoints, "endpoints.cpu_relay", "CPU per delivery, `postbox relay --endpoints` process", perDelivery(speed.relayCPU), UnitMicros, nil)
+	}
+	if speed.serverCPU > 0 {
+		e.rep.add(ScenarioEndpoints, "endpoints.server_cpu", "CPU per delivery, the relay's server processes", perDelivery(speed.serverCPU), UnitMicros, nil)
+	}
 
 	m := max(e.cfg.WebhookEvents/(2*endpointsCount), 100)
 	healthy, err := endpointsPhase(ctx, e, p, "endpoints_healthy", m, endpointsHealthy, phaseHealthy)
@@ -74,10 +85,10 @@ func runEndpoints(ctx context.Context, e *env, p *progress) error {
 	if err != nil {
 		return err
 	}
-	e.rep.add(ScenarioEndpoints, "endpoints.healthy", "`postbox relay --endpoints`: 8 endpoints' deliveries, beside 2 more healthy ones", healthy, UnitDeliveriesPerSec, nil)
-	e.rep.add(ScenarioEndpoints, "endpoints.faulty", "`postbox relay --endpoints`: 8 endpoints' deliveries, beside one refusing and one answering after 2 s", faulty, UnitDeliveriesPerSec, nil)
+	e.rep.add(ScenarioEndpoints, "endpoints.healthy", "`postbox relay --endpoints`: 8 endpoints' deliveries, beside 2 more healthy ones", healthy.rate, UnitDeliveriesPerSec, nil)
+	e.rep.add(ScenarioEndpoints, "endpoints.faulty", "`postbox relay --endpoints`: 8 endpoints' deliveries, beside one refusing and one answering after 2 s", faulty.rate, UnitDeliveriesPerSec, nil)
 	e.rep.add(ScenarioEndpoints, "endpoints.isolation", "isolation: the 8 healthy endpoints' rate beside faulty ones / beside healthy ones",
-		faulty/healthy, UnitRatio, atLeast(endpointsIsolationGoal))
+		faulty.rate/healthy.rate, UnitRatio, atLeast(endpointsIsolationGoal))
 	return nil
 }
 
@@ -124,24 +135,36 @@ const (
 	phaseFaulty
 )
 
+// phaseResult is how a phase of the endpoints scenario went.
+type phaseResult struct {
+	// rate is the measured endpoints' deliveries/s.
+	rate float64
+	// deliveries is how many the measured endpoints received.
+	deliveries int
+	// relayCPU is the CPU time of the relay process, and serverCPU that
+	// of its PostgreSQL server processes (0 elsewhere), from its start
+	// until the measured deliveries were done.
+	relayCPU, serverCPU time.Duration
+}
+
 // endpointsPhase fills a backlog of n events, registers endpointsCount
 // endpoints with `postbox endpoints add`, starts `postbox relay
 // --endpoints` and returns the deliveries/s of the first measured ones:
 // their deliveries over the time from the relay's start until every one
 // of them arrived and was recorded done (the fan-out included).
-func endpointsPhase(ctx context.Context, e *env, p *progress, label string, n, measured int, kind endpointsPhaseKind) (v float64, err error) {
+func endpointsPhase(ctx context.Context, e *env, p *progress, label string, n, measured int, kind endpointsPhaseKind) (res phaseResult, err error) {
 	sc, err := e.filled(ctx, p, label, n)
 	if err != nil {
-		return 0, err
+		return phaseResult{}, err
 	}
 	defer e.release(ctx, sc)
 	s, ok := sc.outbox().(store.Endpoints)
 	if !ok {
-		return 0, fmt.Errorf("bench: the %s store has no endpoints", e.b.kind())
+		return phaseResult{}, fmt.Errorf("bench: the %s store has no endpoints", e.b.kind())
 	}
 	relayAllows, err := e.allowPrivate(ctx)
 	if err != nil {
-		return 0, err
+		return phaseResult{}, err
 	}
 	var recs []*receiver
 	defer func() {
@@ -157,7 +180,7 @@ func endpointsPhase(ctx context.Context, e *env, p *progress, label string, n, m
 			delay = e.cfg.ReceiverLatency
 		case kind == phaseFaulty && i == endpointsHealthy:
 			if url, err = refusingURL(); err != nil {
-				return 0, err
+				return phaseResult{}, err
 			}
 		case kind == phaseFaulty && i == endpointsHealthy+1:
 			delay = endpointsSlowAnswer
@@ -165,19 +188,19 @@ func endpointsPhase(ctx context.Context, e *env, p *progress, label string, n, m
 		if url == "" {
 			rec, err := startReceiver(delay)
 			if err != nil {
-				return 0, err
+				return phaseResult{}, err
 			}
 			recs = append(recs, rec)
 			url = rec.url
 		}
 		names[i] = label + "-" + strconv.Itoa(i)
 		if err := e.addEndpoint(ctx, sc, names[i], url); err != nil {
-			return 0, err
+			return phaseResult{}, err
 		}
 	}
 	ids, err := endpointIDs(ctx, s, names[:measured])
 	if err != nil {
-		return 0, err
+		return phaseResult{}, err
 	}
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -188,23 +211,27 @@ func endpointsPhase(ctx context.Context, e *env, p *progress, label string, n, m
 		args = append(args, allowPrivateEndpointsFlag)
 	}
 	p.printf("%s: `postbox relay %s`, %d endpoints, %d events each", label, strings.Join(args[len(sc.relayFlags()):], " "), endpointsCount, n)
+	server := e.processServerCPU(ctx)
 	start := time.Now()
 	rp, err := e.startRelayProcess(ctx, p, append(args, "--log-level", "warn"), cancel)
 	if err != nil {
-		return 0, err
+		return phaseResult{}, err
 	}
 	defer func() { _, _ = rp.stop() }()
 	took, err := waitDelivered(ctx, p, label, s, ids, recs[:measured], n, start)
 	if err != nil {
-		return 0, err
+		return phaseResult{}, err
 	}
+	// Every CPU time is read before the process stops: the server
+	// processes of its connections exit with it.
+	res = phaseResult{deliveries: measured * n, serverCPU: server()}
+	res.relayCPU, _ = cpuTime(strconv.Itoa(rp.pid)) // 0 where /proc is missing
 	if _, err := rp.stop(); err != nil {
-		return 0, err
+		return phaseResult{}, err
 	}
-	want := measured * n
-	v = rate(want, took)
-	p.printf("%s: %d endpoints received %d events each in %s: %.0f deliveries/s", label, measured, n, took.Round(time.Millisecond), v)
-	return v, nil
+	res.rate = rate(res.deliveries, took)
+	p.printf("%s: %d endpoints received %d events each in %s: %.0f deliveries/s", label, measured, n, took.Round(time.Millisecond), res.rate)
+	return res, nil
 }
 
 // waitDelivered waits until each of recs received the n events, then
