@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strconv"
 	"strings"
@@ -43,6 +44,9 @@ type destination struct {
 	inbox *postgres.Store
 	// closeInbox closes inbox when it is the endpoint's own.
 	closeInbox func()
+	// log holds the consumer's warnings and errors (JSON): why it
+	// answered with an error.
+	log *os.File
 }
 
 // endpointsMode reports whether the run delivers to endpoints.
@@ -53,16 +57,18 @@ func (r *run) endpointsMode() bool { return r.cfg.Endpoints > 0 }
 // an inbox schema of its own) and, in endpoints mode, registers each one
 // with `postbox endpoints add`. It returns the secret of the single URL.
 func (r *run) startDestinations(ctx context.Context) (string, error) {
-	quiet := slog.New(slog.DiscardHandler)
 	if !r.endpointsMode() {
-		secret := rand.Text() + rand.Text()
-		c, err := startConsumer(r.store, r.tables, 0, secret, slowAnswer, 0, quiet)
+		d := &destination{inbox: r.store}
+		r.destinations = append(r.destinations, d)
+		logger, err := d.openLog(r.logDir)
 		if err != nil {
 			return "", err
 		}
-		d := &destination{consumer: c, inbox: r.store}
-		r.destinations = append(r.destinations, d)
-		if d.proxy, err = NewProxy(c.addr); err != nil {
+		secret := rand.Text() + rand.Text()
+		if d.consumer, err = startConsumer(r.store, r.tables, 0, secret, slowAnswer, 0, logger); err != nil {
+			return "", err
+		}
+		if d.proxy, err = NewProxy(d.consumer.addr); err != nil {
 			return "", err
 		}
 		return secret, nil
@@ -74,6 +80,10 @@ func (r *run) startDestinations(ctx context.Context) (string, error) {
 	for i := range r.cfg.Endpoints {
 		d := &destination{index: i, name: "chaos-endpoint-" + strconv.Itoa(i)}
 		r.destinations = append(r.destinations, d)
+		logger, err := d.openLog(r.logDir)
+		if err != nil {
+			return "", err
+		}
 		s, err := dburl.Open(ctx, r.cfg.DB, dburl.Options{Schema: r.inboxSchema(i), ApplicationName: "postbox chaos"})
 		if err != nil {
 			return "", fmt.Errorf("chaos: --db: %w", err)
@@ -85,7 +95,7 @@ func (r *run) startDestinations(ctx context.Context) (string, error) {
 		key := make([]byte, 32)
 		_, _ = rand.Read(key)
 		secret := "whsec_" + base64.StdEncoding.EncodeToString(key)
-		if d.consumer, err = startConsumer(d.inbox, r.tables, i, secret, slowAnswer, r.cfg.RandomFailures, quiet); err != nil {
+		if d.consumer, err = startConsumer(d.inbox, r.tables, i, secret, slowAnswer, r.cfg.RandomFailures, logger); err != nil {
 			return "", err
 		}
 		if d.proxy, err = NewProxy(d.consumer.addr); err != nil {
@@ -125,7 +135,21 @@ func (r *run) closeDestinations() {
 		if d.closeInbox != nil {
 			d.closeInbox()
 		}
+		if d.log != nil {
+			_ = d.log.Close()
+		}
 	}
+}
+
+// openLog creates the consumer's log in dir, consumer-<index>.log, and
+// returns its logger: warnings and errors, JSON.
+func (d *destination) openLog(dir string) (*slog.Logger, error) {
+	f, err := os.Create(filepath.Join(dir, "consumer-"+strconv.Itoa(d.index)+".log"))
+	if err != nil {
+		return nil, err
+	}
+	d.log = f
+	return slog.New(slog.NewJSONHandler(f, &slog.HandlerOptions{Level: slog.LevelWarn})), nil
 }
 
 // inboxSchema is the schema of endpoint i's inbox.
