@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"math"
 	"strings"
 	"testing"
 
@@ -45,5 +46,43 @@ func TestBenchInboxAndUnknownScenario(t *testing.T) {
 	cmd.Stderr = &errOut
 	if err := cmd.Run(); err == nil || !strings.Contains(errOut.String(), `"no-such-scenario"`) {
 		t.Errorf("unknown scenario: err %v, stderr %q; want a failure naming it", err, errOut.String())
+	}
+}
+
+// TestBenchEndpointsAgainstWebhook runs `postbox bench --scenarios
+// endpoints,webhook` in its own process (which runs itself as `postbox
+// endpoints add` and `postbox relay --endpoints`), and checks that the
+// report has the endpoints' deliveries/s, their ratio to the webhook
+// scenario's events/s of the same run with its goal, and the isolation
+// measures.
+func TestBenchEndpointsAgainstWebhook(t *testing.T) {
+	out := runOK(t, "bench", "--db", pgtest.URL(), "--scenarios", "endpoints,webhook", "--events", "1000", "--json")
+	var rep struct {
+		Measures []struct {
+			Key   string  `json:"key"`
+			Name  string  `json:"name"`
+			Value float64 `json:"value"`
+			Goal  *struct {
+				Value float64 `json:"value"`
+			} `json:"goal"`
+		} `json:"measures"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, out)
+	}
+	got := map[string]float64{}
+	for _, m := range rep.Measures {
+		got[m.Key] = m.Value
+		if m.Key == "endpoints.ratio_webhook" && (m.Goal == nil || m.Goal.Value != 0.8 || !strings.Contains(m.Name, "webhook scenario")) {
+			t.Errorf("measure %s %q, goal %+v: want the goal 0.8 against the webhook scenario", m.Key, m.Name, m.Goal)
+		}
+	}
+	for _, key := range []string{"webhook.events", "endpoints.deliveries", "endpoints.ratio_webhook", "endpoints.healthy", "endpoints.faulty", "endpoints.isolation"} {
+		if !(got[key] > 0) {
+			t.Errorf("measure %s = %v, want a positive number (measures: %v)", key, got[key], got)
+		}
+	}
+	if want := got["endpoints.deliveries"] / got["webhook.events"]; math.Abs(got["endpoints.ratio_webhook"]-want) > 1e-9*want {
+		t.Errorf("endpoints.ratio_webhook = %v, want endpoints.deliveries / webhook.events = %v", got["endpoints.ratio_webhook"], want)
 	}
 }

@@ -24,11 +24,15 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 		allowRestart = fs.String("allow-restart", "", "shell command that crashes and restarts the database server, such as 'pg_ctlcluster 15 main restart -m immediate' (enables db-restart)")
 		lease        = fs.Duration("lease", chaos.LeaseDefault, "the relays' --lease: short, so that a dead relay's events come back within a fault's slot; give your production lease to see its recovery times")
 		relays       = fs.Int("relays", chaos.RelaysDefault, "number of `postbox relay` processes")
+		endpoints    = fs.Int("endpoints", 0, fmt.Sprintf("endpoints mode: the relays run `postbox relay --endpoints` and deliver every event to this many webhook endpoints (consumers the run starts and registers with `postbox endpoints add`), %.0f %% of each one's requests failing at random besides the faults; the invariants are checked at each endpoint (0: one --webhook-url)", 100*chaos.RandomFailuresDefault))
 		keep         = fs.Bool("keep", false, "keep the run's schema and the relays' logs even when it succeeds (they are always kept when it fails)")
 		asJSON       = fs.Bool("json", false, "print the report as JSON (progress lines go to stderr)")
 	)
 	return func(ctx context.Context) error {
 		if err := positive(fs, "duration", "events-per-second", "lease", "relays"); err != nil {
+			return err
+		}
+		if err := notNegative(fs, "endpoints"); err != nil {
 			return err
 		}
 		if err := required("db", *db); err != nil {
@@ -46,11 +50,15 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 		if *asJSON {
 			progress = os.Stderr
 		}
-		fmt.Fprintf(progress, "postbox chaos: %d relay processes, %d events/s for %v, faults %s, on %s\n",
-			*relays, *rate, *duration, strings.Join(kinds, ","), dburl.Redact(*db))
+		mode := ""
+		if *endpoints > 0 {
+			mode = fmt.Sprintf(" to %d endpoints", *endpoints)
+		}
+		fmt.Fprintf(progress, "postbox chaos: %d relay processes%s, %d events/s for %v, faults %s, on %s\n",
+			*relays, mode, *rate, *duration, strings.Join(kinds, ","), dburl.Redact(*db))
 		rep, err := chaos.Run(ctx, chaos.Config{
 			DB: *db, Executable: exe, Duration: *duration, EventsPerSecond: *rate, Ordered: *ordered,
-			Faults: kinds, AllowRestart: *allowRestart, Relays: *relays, Lease: *lease, Keep: *keep, Out: progress,
+			Faults: kinds, AllowRestart: *allowRestart, Relays: *relays, Endpoints: *endpoints, Lease: *lease, Keep: *keep, Out: progress,
 		})
 		if err != nil {
 			return err

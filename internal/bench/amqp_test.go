@@ -23,7 +23,7 @@ func TestRunAMQP(t *testing.T) {
 	)
 	rep, err := bench.Run(context.Background(), bench.Config{
 		DB: pgtest.URL(), Scenarios: []string{bench.ScenarioAMQP}, BrokerEvents: 1000, AMQPURL: amqptest.URL(),
-		Progress: &progress, RelayCommand: relays.command,
+		Progress: &progress, Command: relays.command,
 	})
 	if err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())

@@ -17,6 +17,9 @@ type env struct {
 	cfg Config
 	b   backend
 	rep *Report
+	// private is which allow-private flags the postbox binary has, once
+	// the endpoints scenario asked (see allowPrivate).
+	private *privateFlags
 }
 
 // scenarios run the scenario of each name, adding their measures to the

@@ -44,18 +44,25 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// relayCalls records the arguments of every `postbox relay` a run starts.
+// relayCalls records the arguments of every `postbox relay` a run starts
+// (without "relay"), and of every `postbox endpoints add`.
 type relayCalls struct {
-	mu   sync.Mutex
-	args [][]string
+	mu        sync.Mutex
+	args      [][]string
+	endpoints [][]string
 }
 
-// command runs the postbox command built by TestMain as `postbox relay`.
+// command runs the postbox command built by TestMain with args.
 func (c *relayCalls) command(ctx context.Context, args ...string) *exec.Cmd {
 	c.mu.Lock()
-	c.args = append(c.args, args)
+	switch {
+	case len(args) > 0 && args[0] == "relay" && !slices.Contains(args, "--help"):
+		c.args = append(c.args, args[1:])
+	case len(args) > 1 && args[0] == "endpoints" && args[1] == "add" && !slices.Contains(args, "--help"):
+		c.endpoints = append(c.endpoints, args[2:])
+	}
 	c.mu.Unlock()
-	return exec.CommandContext(ctx, postboxBin, append([]string{"relay"}, args...)...)
+	return exec.CommandContext(ctx, postboxBin, args...)
 }
 
 // tiny is a run of every scenario but the brokers' (see nats_test.go,
@@ -66,7 +73,7 @@ func tiny(db string, progress *logbuf.Buffer, relays *relayCalls) bench.Config {
 		DrainEvents: 2000, WebhookEvents: 2000, ScaleSmall: 1000, ScaleLarge: 2000, ScalingEvents: 1000,
 		Duration: time.Second, Rates: []int{200, 2000}, Clients: 8,
 		Instances: []int{1, 2}, Concurrency: []int{16, 64},
-		Progress: progress, RelayCommand: relays.command,
+		Progress: progress, Command: relays.command,
 	}
 }
 
@@ -103,7 +110,7 @@ func checkRun(t *testing.T, db string) {
 		"write.tx_without", "write.tx_with_enqueue_tx", "write.ratio_enqueue_tx", "write.tx_with", "write.ratio",
 		"write.tx_with_relay", "write.ratio_relay",
 		"scale.small", "scale.large", "scale.ratio", "scale.rss_small", "scale.rss_large",
-		"endpoints.healthy", "endpoints.faulty", "endpoints.isolation",
+		"endpoints.deliveries", "endpoints.ratio_webhook", "endpoints.healthy", "endpoints.faulty", "endpoints.isolation",
 	}
 	for _, r := range cfg.Rates {
 		for _, m := range []string{"p50", "p99", "max", "rate"} {
@@ -189,7 +196,7 @@ func TestWALAndInboxScenarios(t *testing.T) {
 	cfg := bench.Config{
 		DB: pgtest.LogicalURL(t), Scenarios: []string{"wal", bench.ScenarioInbox},
 		DrainEvents: 2000, Duration: time.Second, Rates: []int{200}, Clients: 4, InboxClients: 4,
-		Progress: &progress, RelayCommand: relays.command,
+		Progress: &progress, Command: relays.command,
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -252,13 +259,15 @@ func wantRelay(key string) string {
 }
 
 // checkRelayCalls checks that the run started `postbox relay` once for
-// webhook, once for latency, twice for scale, twice for endpoints (in endpoints mode) and
-// once per process for scaling, each with the flags of its outbox, the
-// webhook endpoint, a whsec_ secret and the concurrency scaling sets, and
-// nothing else.
+// webhook, once for latency, twice for scale, three times for endpoints (in
+// endpoints mode: its speed and its two isolation phases) and once per
+// process for scaling, each with the flags of its outbox, the webhook
+// endpoint, a whsec_ secret and the concurrency scaling sets, and nothing
+// else; and that the endpoints scenario registered its endpoints with
+// `postbox endpoints add`, 10 per phase, each on loopback.
 func checkRelayCalls(t *testing.T, db string, cfg bench.Config, relays *relayCalls) {
 	t.Helper()
-	want := 1 + 1 + 2 + 2 // webhook, latency, scale, the two phases of endpoints
+	want := 1 + 1 + 2 + 3 // webhook, latency, scale, the three phases of endpoints
 	for _, i := range cfg.Instances {
 		want += i * len(cfg.Concurrency)
 	}
@@ -268,11 +277,14 @@ func checkRelayCalls(t *testing.T, db string, cfg bench.Config, relays *relayCal
 	concurrency := map[string]int{}
 	endpointsRelays := 0
 	for _, args := range relays.args {
-		if rest, ok := strings.CutSuffix(strings.Join(args, " "), " --endpoints --allow-private-endpoints --log-level warn"); ok {
-			// The endpoints scenario: the outbox's flags, then endpoints mode.
+		if i := slices.Index(args, "--endpoints"); i >= 0 {
+			// The endpoints scenario: the outbox's flags, then endpoints
+			// mode, with the relay's allowance of private addresses
+			// when endpoints add has none.
 			endpointsRelays++
-			if !strings.HasPrefix(rest, "--db ") {
-				t.Errorf("relay args %q: want --db first", args)
+			rest := strings.Join(args[i:], " ")
+			if args[0] != "--db" || (rest != "--endpoints --log-level warn" && rest != "--endpoints --allow-private-endpoints --log-level warn") {
+				t.Errorf("relay args %q: want --db first, then --endpoints [--allow-private-endpoints] --log-level warn", args)
 			}
 			continue
 		}
@@ -307,8 +319,24 @@ func checkRelayCalls(t *testing.T, db string, cfg bench.Config, relays *relayCal
 		}
 		concurrency[flags["concurrency"]]++
 	}
-	if endpointsRelays != 2 {
-		t.Errorf("%d relays ran in endpoints mode, want 2 (the endpoints scenario's two phases)", endpointsRelays)
+	if endpointsRelays != 3 {
+		t.Errorf("%d relays ran in endpoints mode, want 3 (the endpoints scenario's three phases)", endpointsRelays)
+	}
+	if len(relays.endpoints) != 3*10 {
+		t.Errorf("%d endpoints added, want 30 (10 in each phase of the endpoints scenario)", len(relays.endpoints))
+	}
+	names := map[string]bool{}
+	for _, args := range relays.endpoints {
+		flags := strings.Join(args, " ")
+		i := slices.Index(args, "--name")
+		if args[0] != "--db" || i < 0 || i+1 >= len(args) || !strings.Contains(flags, " --url http://127.0.0.1:") {
+			t.Errorf("endpoints add %q: want --db first, a --name and a --url on loopback", args)
+			continue
+		}
+		names[args[i+1]] = true
+	}
+	if len(names) != len(relays.endpoints) {
+		t.Errorf("endpoints added under %d names, want %d different ones", len(names), len(relays.endpoints))
 	}
 	if concurrency[""] != 4 {
 		t.Errorf("%d relays ran with the default concurrency, want 4 (webhook, latency and scale)", concurrency[""])
@@ -334,7 +362,7 @@ func TestKeepAndUnknownScenario(t *testing.T) {
 	}
 	db := "sqlite:" + filepath.Join(t.TempDir(), "keep.db")
 	var relays relayCalls
-	cfg := bench.Config{DB: db, Scenarios: []string{bench.ScenarioWebhook}, WebhookEvents: 100, Keep: true, RelayCommand: relays.command}
+	cfg := bench.Config{DB: db, Scenarios: []string{bench.ScenarioWebhook}, WebhookEvents: 100, Keep: true, Command: relays.command}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -356,8 +384,8 @@ func TestRelayProcessExit(t *testing.T) {
 	var progress logbuf.Buffer
 	cfg := bench.Config{
 		DB: db, Scenarios: []string{bench.ScenarioScale}, ScaleSmall: 100, ScaleLarge: 200, Progress: &progress,
-		RelayCommand: func(ctx context.Context, args ...string) *exec.Cmd {
-			return exec.CommandContext(ctx, postboxBin, append([]string{"relay", "--no-such-flag"}, args...)...)
+		Command: func(ctx context.Context, args ...string) *exec.Cmd {
+			return exec.CommandContext(ctx, postboxBin, append([]string{args[0], "--no-such-flag"}, args[1:]...)...)
 		},
 	}
 	start := time.Now()

@@ -69,10 +69,14 @@ const (
 	// library's drain to a no-op sink. It needs a NATS server
 	// (Config.NATSURL) and runs only when named.
 	ScenarioNATS = "nats"
-	// ScenarioEndpoints compares the delivery rate of 8 healthy webhook
-	// endpoints beside 2 healthy ones, then beside one refusing
-	// connections and one answering after 2 s (postbox relay --endpoints'
-	// dispatcher, in process).
+	// ScenarioEndpoints measures `postbox relay --endpoints` as a child
+	// process, its endpoints registered with `postbox endpoints add`:
+	// the deliveries/s to 10 healthy endpoints on loopback, every event
+	// to each, against the single-URL events/s of the webhook scenario in
+	// the same run (or of a single-URL drain of its own when webhook does
+	// not run); and isolation: the delivery rate of 8 healthy endpoints
+	// beside 2 healthy ones, then beside one refusing connections and one
+	// answering after 2 s. It is not part of the default run.
 	ScenarioEndpoints = "endpoints"
 )
 
@@ -198,13 +202,14 @@ type Config struct {
 	Keep bool
 	// Progress receives a line for every step (default: nowhere).
 	Progress io.Writer
-	// RelayCommand returns the command that runs `postbox relay` with
-	// args, its flags, for the latency, scale and scaling scenarios; the
-	// bench sets its Stderr and its environment (the variables that
-	// postbox reads flags from are left out, so every flag not in args
-	// is at its default). Default: this executable (postbox itself when
-	// run as "postbox bench") with "relay" and args.
-	RelayCommand func(ctx context.Context, args ...string) *exec.Cmd
+	// Command returns the command that runs postbox with args, the
+	// subcommand first: `postbox relay` for the scenarios that run it as a
+	// child process, `postbox endpoints add` for the endpoints scenario's
+	// endpoints. The bench sets its Stderr and its environment (the
+	// variables that postbox reads flags from are left out, so every flag
+	// not in args is at its default). Default: this executable (postbox
+	// itself when run as "postbox bench") with args.
+	Command func(ctx context.Context, args ...string) *exec.Cmd
 }
 
 // withDefaults fills the zero fields and validates the rest.
@@ -238,13 +243,13 @@ func (c Config) withDefaults() (Config, error) {
 	c.Rates = orDefault(c.Rates, RatesDefault)
 	c.Instances = orDefault(c.Instances, InstancesDefault)
 	c.Concurrency = orDefault(c.Concurrency, ConcurrencyDefault)
-	if c.RelayCommand == nil {
+	if c.Command == nil {
 		exe, err := os.Executable()
 		if err != nil {
 			return c, fmt.Errorf("bench: finding this program to run `postbox relay`: %w", err)
 		}
-		c.RelayCommand = func(ctx context.Context, args ...string) *exec.Cmd {
-			return exec.CommandContext(ctx, exe, append([]string{"relay"}, args...)...)
+		c.Command = func(ctx context.Context, args ...string) *exec.Cmd {
+			return exec.CommandContext(ctx, exe, args...)
 		}
 	}
 

@@ -21,20 +21,23 @@
 //
 //   - RelayProcess: the webhook, latency, latency-wal (with --wal),
 //     scale, scaling and endpoints scenarios (and the broker scenarios'
-//     sink drain) run the
-//     command users run, `postbox relay`, as a child process
-//     (Config.RelayCommand; by default this executable with "relay"),
-//     with --db and --schema of the scratch outbox, --webhook-url of a
-//     local receiver, a new whsec_ --webhook-secret, --log-level warn, and
-//     --concurrency in scaling, which varies it (endpoints: --endpoints
-//     --allow-private-endpoints instead of the webhook flags, the
-//     endpoints in the outbox's tables; brokers: --sink). Every other flag is at its
-//     default: the environment variables postbox reads flags from are left
-//     out of the child's environment. Its log goes to the progress
-//     writer. The events published are the distinct event ids that
-//     reached the receiver; the peak resident memory is the child's VmHWM,
-//     read just before it is stopped with SIGTERM (SIGKILL if it has not
-//     exited 30 s later). A child that exits on its own fails the run.
+//     sink drain) run the command users run, `postbox relay`, as a child
+//     process (Config.Command; by default this executable), with --db and
+//     --schema of the scratch outbox, --webhook-url of a local receiver, a
+//     new whsec_ --webhook-secret, --log-level warn, and --concurrency in
+//     scaling, which varies it (brokers: --sink). The endpoints scenario
+//     runs `postbox relay --endpoints` instead of the webhook flags, its
+//     endpoints registered beforehand with `postbox endpoints add` (their
+//     defaults, a secret it generates), with `endpoints add
+//     --allow-private` when the binary has that flag, or else the
+//     relay's --allow-private-endpoints, read from their --help. Every
+//     other flag is at its default: the environment variables postbox
+//     reads flags from are left out of the child's environment. Its log
+//     goes to the progress writer. The events published are the distinct
+//     event ids that reached the receiver; the peak resident memory is
+//     the child's VmHWM, read just before it is stopped with SIGTERM
+//     (SIGKILL if it has not exited 30 s later). A child that exits on
+//     its own fails the run.
 //     On PostgreSQL its --db URL has application_name set to
 //     <run>_relay, which finds its server processes for the idle CPU
 //     measure.

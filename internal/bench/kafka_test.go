@@ -20,7 +20,7 @@ func TestKafkaScenario(t *testing.T) {
 		relays   relayCalls
 	)
 	cfg := bench.Config{DB: pgtest.URL(), Scenarios: []string{bench.ScenarioKafka}, BrokerEvents: 2000,
-		Progress: &progress, RelayCommand: relays.command}
+		Progress: &progress, Command: relays.command}
 	rep, err := bench.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())

@@ -25,7 +25,7 @@ func TestRunNATS(t *testing.T) {
 		relays   relayCalls
 	)
 	cfg := bench.Config{DB: pgtest.URL(), Scenarios: []string{bench.ScenarioNATS}, BrokerEvents: 2000,
-		NATSURL: natstest.URL(), Progress: &progress, RelayCommand: relays.command}
+		NATSURL: natstest.URL(), Progress: &progress, Command: relays.command}
 	rep, err := bench.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())

@@ -47,11 +47,11 @@ func relayArgs(sc scratch, url string, concurrency int) []string {
 	return append(args, "--log-level", "warn")
 }
 
-// startRelayProcess starts `postbox relay` with args (Config.RelayCommand);
+// startRelayProcess starts `postbox relay` with args (Config.Command);
 // its log goes to p. If the process exits before stop is called, died is
 // called with an error that says so.
 func (e *env) startRelayProcess(ctx context.Context, p *progress, args []string, died context.CancelCauseFunc) (*relayProcess, error) {
-	cmd := e.cfg.RelayCommand(ctx, args...)
+	cmd := e.cfg.Command(ctx, append([]string{"relay"}, args...)...)
 	cmd.Env = relayEnv(cmd.Environ())
 	cmd.Stderr = p
 	if err := cmd.Start(); err != nil {

@@ -15,12 +15,15 @@ import (
 // Units of measures.
 const (
 	UnitEventsPerSec = "events/s"
-	UnitTxPerSec     = "tx/s"
-	UnitRatio        = "ratio"
-	UnitMillis       = "ms"
-	UnitMiB          = "MiB"
-	UnitCPUPercent   = "% of a core"
-	UnitMicros       = "µs"
+	// UnitDeliveriesPerSec counts requests to webhook endpoints: in
+	// endpoints mode, every event is one delivery per endpoint.
+	UnitDeliveriesPerSec = "deliveries/s"
+	UnitTxPerSec         = "tx/s"
+	UnitRatio            = "ratio"
+	UnitMillis           = "ms"
+	UnitMiB              = "MiB"
+	UnitCPUPercent       = "% of a core"
+	UnitMicros           = "µs"
 )
 
 // How the relay of a measure ran (Measure.Relay).
@@ -298,7 +301,7 @@ func formatGoal(v float64, unit string) string {
 
 func formatValue(v float64, unit string) string {
 	switch unit {
-	case UnitEventsPerSec, UnitTxPerSec:
+	case UnitEventsPerSec, UnitTxPerSec, UnitDeliveriesPerSec:
 		return thousands(v) + " " + unit
 	case UnitRatio:
 		// Three decimals: a ratio just below its goal must not print as

@@ -7,7 +7,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/url"
 	"os"
@@ -90,6 +89,20 @@ type Config struct {
 	Lease time.Duration
 	// Relays is the number of relay processes (default RelaysDefault).
 	Relays int
+	// Endpoints, when positive, is endpoints mode: the relays run
+	// `postbox relay --endpoints` and deliver every event to this many
+	// webhook endpoints, each a consumer of the run's (with its own
+	// inbox, behind its own fault proxy), registered with `postbox
+	// endpoints add`; the faults strike every endpoint, and the
+	// reconciliation checks every event at every endpoint. 0: the relays
+	// deliver to one consumer, their --webhook-url.
+	Endpoints int
+	// RandomFailures is the share of the requests to each endpoint (0 to
+	// 1) that fail at random in endpoints mode besides the scheduled
+	// faults: an error answer, a failing handler, or an answer lost after
+	// the event was applied (default RandomFailuresDefault; negative:
+	// none).
+	RandomFailures float64
 	// DrainTimeout bounds the wait for the outbox to drain at the end
 	// (default DrainTimeoutDefault).
 	DrainTimeout time.Duration
@@ -102,12 +115,16 @@ type Config struct {
 
 // run is the state of one chaos run.
 type run struct {
-	cfg             Config
-	store           *postgres.Store
-	tables          tables
-	dbProxy         *Proxy
-	sinkProxy       *Proxy
-	consumer        *consumer
+	cfg     Config
+	store   *postgres.Store
+	tables  tables
+	dbProxy *Proxy
+	// destinations are where the relays deliver: one for the single
+	// URL, one per endpoint in endpoints mode.
+	destinations []*destination
+	// addPrivate: `postbox endpoints add` has --allow-private (endpoints
+	// mode; otherwise the relays get --allow-private-endpoints).
+	addPrivate      bool
 	relays          []*relayProcess
 	applicationName string
 	// server is the database server's version and autovacuum setting
@@ -150,6 +167,14 @@ func (c Config) withDefaults() (Config, error) {
 	if c.DrainTimeout == 0 {
 		c.DrainTimeout = DrainTimeoutDefault
 	}
+	switch {
+	case c.Endpoints == 0:
+		c.RandomFailures = 0
+	case c.RandomFailures == 0:
+		c.RandomFailures = RandomFailuresDefault
+	case c.RandomFailures < 0:
+		c.RandomFailures = 0
+	}
 	if c.Faults == nil {
 		c.Faults, _ = ParseFaults("all", c.AllowRestart != "")
 	}
@@ -161,8 +186,10 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("chaos: --db must be a postgres:// URL")
 	case c.Executable == "":
 		return c, errors.New("chaos: the postbox executable is required")
-	case c.Duration < 0 || c.EventsPerSecond < 0 || c.Relays < 0 || c.DrainTimeout < 0:
-		return c, errors.New("chaos: --duration, --events-per-second and --relays must be positive")
+	case c.Duration < 0 || c.EventsPerSecond < 0 || c.Relays < 0 || c.DrainTimeout < 0 || c.Endpoints < 0:
+		return c, errors.New("chaos: --duration, --events-per-second, --relays and --endpoints must be positive")
+	case c.RandomFailures >= 1:
+		return c, fmt.Errorf("chaos: random failures %v: want a share below 1", c.RandomFailures)
 	case c.Lease < 100*time.Millisecond:
 		return c, fmt.Errorf("chaos: --lease %v: at least 100ms", c.Lease)
 	case c.EventsPerSecond > maxEventsPerSecond:
@@ -204,6 +231,7 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			r.dropSchema()
 		}
 	}()
+	defer r.closeDestinations()
 	if err := r.setupSchema(ctx); err != nil {
 		return nil, err
 	}
@@ -222,6 +250,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !rep.OK || cfg.Keep {
 		keep = true
 		rep.KeptSchema, rep.RelayLogs = schema, r.logDir
+		for i := range cfg.Endpoints {
+			rep.KeptInboxSchemas = append(rep.KeptInboxSchemas, r.inboxSchema(i))
+		}
 	}
 	return rep, nil
 }
@@ -249,9 +280,11 @@ func (r *run) setupSchema(ctx context.Context) error {
 	return nil
 }
 
+// dropSchema drops the run's schema, and the endpoints' inbox schemas.
 func (r *run) dropSchema() {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
+	r.dropInboxSchemas(ctx)
 	_, _ = r.store.Pool().Exec(ctx, "drop schema if exists "+pgx.Identifier{r.store.Schema()}.Sanitize()+" cascade")
 }
 
@@ -290,16 +323,10 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	defer r.dbProxy.Close()
-	secret := rand.Text() + rand.Text()
-	quiet := slog.New(slog.DiscardHandler)
-	if r.consumer, err = startConsumer(r.store, r.tables, secret, slowAnswer, quiet); err != nil {
+	secret, err := r.startDestinations(ctx)
+	if err != nil {
 		return nil, err
 	}
-	defer r.consumer.close()
-	if r.sinkProxy, err = NewProxy(r.consumer.addr); err != nil {
-		return nil, err
-	}
-	defer r.sinkProxy.Close()
 	if err := r.startRelays(secret); err != nil {
 		return nil, err
 	}
@@ -310,8 +337,8 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 			}
 		}
 	}()
-	r.say("%d relays (pids %v), lease %v, timeout %v, backoff %v..%v%s; logs in %s",
-		len(r.relays), r.pids(), r.cfg.Lease, relayTimeout, relayBackoffMin, relayBackoffMax, orderedText(r.cfg.Ordered), r.logDir)
+	r.say("%d relays (pids %v), lease %v, timeout %v, backoff %v..%v%s%s; logs in %s",
+		len(r.relays), r.pids(), r.cfg.Lease, relayTimeout, relayBackoffMin, relayBackoffMax, orderedText(r.cfg.Ordered), endpointsText(r.cfg), r.logDir)
 	r.say("server: %s", r.server)
 	r.say("producing %d events/s for %v; faults in turn: %v", r.cfg.EventsPerSecond, r.cfg.Duration, r.cfg.Faults)
 
@@ -375,6 +402,15 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	return rep, nil
 }
 
+// endpointsText says, in endpoints mode, how many endpoints and how many of
+// their requests fail at random.
+func endpointsText(c Config) string {
+	if c.Endpoints == 0 {
+		return ""
+	}
+	return fmt.Sprintf(", endpoints mode: %d endpoints, %.0f %% of their requests failing at random", c.Endpoints, 100*c.RandomFailures)
+}
+
 func orderedText(ordered bool) string {
 	if ordered {
 		return ", ordered"
@@ -382,21 +418,26 @@ func orderedText(ordered bool) string {
 	return ""
 }
 
+// startRelays starts the relay processes; secret is the single URL's
+// (empty in endpoints mode: each endpoint has its own in the store).
 func (r *run) startRelays(secret string) error {
 	db, err := r.relayDB()
 	if err != nil {
 		return err
 	}
-	args := []string{"relay", "--db", db, "--schema", r.store.Schema(),
-		"--webhook-url", "http://" + r.sinkProxy.Addr() + "/webhook",
+	args := append([]string{"relay", "--db", db, "--schema", r.store.Schema()}, r.relayDestinationArgs()...)
+	args = append(args,
 		"--lease", r.cfg.Lease.String(), "--timeout", relayTimeout.String(),
 		"--backoff-min", relayBackoffMin.String(), "--backoff-max", relayBackoffMax.String(),
-		"--shutdown-timeout", "2s", "--log-level", "warn", "--log-format", "json"}
+		"--shutdown-timeout", "2s", "--log-level", "warn", "--log-format", "json")
 	if r.cfg.Ordered {
 		args = append(args, "--ordered")
 	}
 	// The secret goes by the environment, not the process list.
-	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "WEBHOOK_SECRET=" + secret}
+	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
+	if secret != "" {
+		env = append(env, "WEBHOOK_SECRET="+secret)
+	}
 	for i := range r.cfg.Relays {
 		log, err := os.Create(filepath.Join(r.logDir, "relay-"+strconv.Itoa(i)+".log"))
 		if err != nil {

@@ -20,12 +20,13 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// consumer is the receiving side: the inbox's webhook handler on a real
-// HTTP server on 127.0.0.1, behind the injected consumer faults. Its
-// business logic records each application of an event in the applied table,
-// with the sequence number of the event and the last one applied before it
-// for the same aggregate, so that the reconciliation counts applications
-// and checks their order.
+// consumer is the receiving side of one destination: the inbox's webhook
+// handler on a real HTTP server on 127.0.0.1, behind the injected consumer
+// faults. Its business logic records each application of an event in the
+// applied table, under the destination's number, with the sequence number
+// of the event and the last one this destination applied before it for the
+// same aggregate, so that the reconciliation counts applications and
+// checks their order per destination.
 type consumer struct {
 	srv  *http.Server
 	addr string
@@ -34,6 +35,9 @@ type consumer struct {
 	// requests it hits, in millionths.
 	fault      atomic.Int64
 	perMillion atomic.Int64
+	// randomPerMillion is the share of the other requests that fail at
+	// random (endpoints mode), in millionths.
+	randomPerMillion int64
 
 	mu         sync.Mutex
 	deliveries map[uuid.UUID]int
@@ -46,10 +50,12 @@ type payload struct {
 	Seq int64 `json:"seq"`
 }
 
-// startConsumer serves the inbox of s; hold is how long a slow answer is
-// held (past the relays' --timeout).
-func startConsumer(s *postgres.Store, tables tables, secret string, hold time.Duration, logger *slog.Logger) (*consumer, error) {
-	c := &consumer{deliveries: map[uuid.UUID]int{}}
+// startConsumer serves the inbox of s for destination dest (its number in
+// the applied table); hold is how long a slow answer is held (past the
+// relays' --timeout), randomFailures the share of requests (0 to 1) that
+// fail at random besides the injected faults: see randomFaults.
+func startConsumer(s *postgres.Store, tables tables, dest int, secret string, hold time.Duration, randomFailures float64, logger *slog.Logger) (*consumer, error) {
+	c := &consumer{deliveries: map[uuid.UUID]int{}, randomPerMillion: int64(randomFailures * 1e6)}
 	ib := inbox.New(s)
 	apply := func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 		var p payload
@@ -57,13 +63,13 @@ func startConsumer(s *postgres.Store, tables tables, secret string, hold time.Du
 			return inbox.Reject(fmt.Errorf("payload: %w", err))
 		}
 		var prev *int64
-		if err := tx.QueryRow(ctx, tables.lastSeqForUpdate, ev.AggregateID).Scan(&prev); err != nil && err != pgx.ErrNoRows {
+		if err := tx.QueryRow(ctx, tables.lastSeqForUpdate, dest, ev.AggregateID).Scan(&prev); err != nil && err != pgx.ErrNoRows {
 			return err
 		}
-		if _, err := tx.Exec(ctx, tables.insertApplied, ev.ID, ev.AggregateID, p.Seq, prev, time.Now()); err != nil {
+		if _, err := tx.Exec(ctx, tables.insertApplied, dest, ev.ID, ev.AggregateID, p.Seq, prev, time.Now()); err != nil {
 			return err
 		}
-		if _, err := tx.Exec(ctx, tables.upsertLastSeq, ev.AggregateID, p.Seq); err != nil {
+		if _, err := tx.Exec(ctx, tables.upsertLastSeq, dest, ev.AggregateID, p.Seq); err != nil {
 			return err
 		}
 		if httpfault.HandlerFails(ctx) {
@@ -106,12 +112,22 @@ func (c *consumer) inject(fault httpfault.Fault, share float64) {
 	c.fault.Store(int64(fault))
 }
 
+// randomFaults are the failures of endpoints mode's random share of
+// requests, picked in turn at random: an error answer, a handler that
+// fails after the inbox insert, and an event applied whose answer is lost
+// (the sender retries it: a duplicate for the inbox to absorb).
+var randomFaults = []httpfault.Fault{httpfault.ServerError, httpfault.HandlerFailure, httpfault.DropAfter}
+
+// pick is the fault of one request: the injected fault on its share, or
+// else a random failure on the random share.
 func (c *consumer) pick() httpfault.Fault {
-	f := httpfault.Fault(c.fault.Load())
-	if f == httpfault.None || rand.Int64N(1e6) >= c.perMillion.Load() {
-		return httpfault.None
+	if f := httpfault.Fault(c.fault.Load()); f != httpfault.None && rand.Int64N(1e6) < c.perMillion.Load() {
+		return f
 	}
-	return f
+	if c.randomPerMillion > 0 && rand.Int64N(1e6) < c.randomPerMillion {
+		return randomFaults[rand.IntN(len(randomFaults))]
+	}
+	return httpfault.None
 }
 
 // count counts the requests that reach the consumer, per event id.

@@ -9,4 +9,10 @@
 // database server. At the end the outcome is reconciled from the database:
 // every event produced must have been applied exactly once, and in order
 // per aggregate when the relays are ordered.
+//
+// In endpoints mode (Config.Endpoints) the relays run `postbox relay
+// --endpoints` and deliver every event to several webhook endpoints
+// registered with `postbox endpoints add`, each a consumer of its own
+// (its own inbox, behind its own fault proxy, a share of its requests
+// failing at random); the invariants are checked at each endpoint.
 package chaos

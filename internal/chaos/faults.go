@@ -65,15 +65,15 @@ var kinds = []faultKind{
 	{FaultDBReset, "relay-PostgreSQL connections reset in mid-statement", proxyFault(func(r *run) *Proxy { return r.dbProxy }, resetsOn)},
 	{FaultDBBlackHole, "a black hole between the relays and PostgreSQL", proxyFault(func(r *run) *Proxy { return r.dbProxy }, blackHoleOn)},
 	{FaultDBHalfOpen, "every relay-PostgreSQL connection left half-open", proxyFault(func(r *run) *Proxy { return r.dbProxy }, halfOpen)},
-	{FaultSinkLatency, fmt.Sprintf("%v added each way between the relays and the consumer", sinkLatency), proxyFault(func(r *run) *Proxy { return r.sinkProxy }, latencyOn(sinkLatency))},
-	{FaultSinkReset, "relay-consumer connections reset in mid-request", proxyFault(func(r *run) *Proxy { return r.sinkProxy }, resetsOn)},
-	{FaultSinkBlackHole, "a black hole between the relays and the consumer", proxyFault(func(r *run) *Proxy { return r.sinkProxy }, blackHoleOn)},
-	{FaultSinkHalfOpen, "every relay-consumer connection left half-open", proxyFault(func(r *run) *Proxy { return r.sinkProxy }, halfOpen)},
+	{FaultSinkLatency, fmt.Sprintf("%v added each way between the relays and the consumer", sinkLatency), sinkFault(latencyOn(sinkLatency))},
+	{FaultSinkReset, "relay-consumer connections reset in mid-request", sinkFault(resetsOn)},
+	{FaultSinkBlackHole, "a black hole between the relays and the consumer", sinkFault(blackHoleOn)},
+	{FaultSinkHalfOpen, "every relay-consumer connection left half-open", sinkFault(halfOpen)},
 	{FaultHTTP5xx, "half the requests answered 503", httpFault(httpfault.ServerError)},
 	{FaultHTTPTimeout, "half the requests applied, then answered after the relays' timeout", httpFault(httpfault.SlowAfter)},
 	{FaultHandlerFailure, "half the requests fail in the handler after the inbox insert (rolled back)", httpFault(httpfault.HandlerFailure)},
-	{FaultSinkRefused, "the consumer down: connections refused", proxyFault(func(r *run) *Proxy { return r.sinkProxy }, refusing)},
-	{FaultSinkUnresponsive, "the consumer up but answering nothing: every request times out", injectUnresponsive},
+	{FaultSinkRefused, "the consumer down: connections refused", sinkFault(refusing)},
+	{FaultSinkUnresponsive, "the consumer up but answering nothing: every request times out", consumerFault(httpfault.Unresponsive, 1)},
 	{FaultDBRestart, "the database server crashed and restarted (--allow-restart)", injectRestart},
 }
 
@@ -211,18 +211,50 @@ func refusing(p *Proxy) (func() error, error) {
 	return func() error { return p.SetRefusing(false) }, nil
 }
 
-// httpFault puts an HTTP fault of the consumer in force on faultShare of
-// the requests.
-func httpFault(f httpfault.Fault) func(context.Context, *run, int) (func() error, error) {
+// sinkFault injects a fault into the proxy of every destination (every
+// endpoint in endpoints mode); on starts it on one proxy and returns what
+// ends it there.
+func sinkFault(on func(*Proxy) (func() error, error)) func(context.Context, *run, int) (func() error, error) {
 	return func(_ context.Context, r *run, _ int) (func() error, error) {
-		r.consumer.inject(f, faultShare)
-		return func() error { r.consumer.inject(httpfault.None, 0); return nil }, nil
+		var ends []func() error
+		endAll := func() error {
+			var errs []error
+			for _, end := range ends {
+				errs = append(errs, end())
+			}
+			return errors.Join(errs...)
+		}
+		for _, d := range r.destinations {
+			end, err := on(d.proxy)
+			if err != nil {
+				return nil, errors.Join(err, endAll())
+			}
+			ends = append(ends, end)
+		}
+		return endAll, nil
 	}
 }
 
-func injectUnresponsive(_ context.Context, r *run, _ int) (func() error, error) {
-	r.consumer.inject(httpfault.Unresponsive, 1)
-	return func() error { r.consumer.inject(httpfault.None, 0); return nil }, nil
+// consumerFault puts an HTTP fault of every destination's consumer in force
+// on share of its requests.
+func consumerFault(f httpfault.Fault, share float64) func(context.Context, *run, int) (func() error, error) {
+	return func(_ context.Context, r *run, _ int) (func() error, error) {
+		for _, d := range r.destinations {
+			d.consumer.inject(f, share)
+		}
+		return func() error {
+			for _, d := range r.destinations {
+				d.consumer.inject(httpfault.None, 0)
+			}
+			return nil
+		}, nil
+	}
+}
+
+// httpFault puts an HTTP fault of the consumers in force on faultShare of
+// the requests.
+func httpFault(f httpfault.Fault) func(context.Context, *run, int) (func() error, error) {
+	return consumerFault(f, faultShare)
 }
 
 // injectRestart runs the restart command (through sh -c); the fault ends

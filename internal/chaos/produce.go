@@ -30,10 +30,10 @@ type tables struct {
 	create []string
 	// produced: one row per event, written in the event's transaction.
 	insertProduced string
-	// applied: one row per application of an event by the consumer (no
-	// unique constraint: an event applied twice shows as a second row);
-	// prev_seq is the last sequence number applied before it for the
-	// same aggregate.
+	// applied: one row per application of an event by the consumer of
+	// a destination (no unique constraint: an event applied twice shows
+	// as a second row); prev_seq is the last sequence number that
+	// destination applied before it for the same aggregate.
 	insertApplied    string
 	lastSeqForUpdate string
 	upsertLastSeq    string
@@ -49,20 +49,22 @@ func newTables(s *postgres.Store) tables {
 		create: []string{
 			`create table ` + produced + ` (event_id uuid primary key, aggregate_id text not null, seq bigint not null,
 				produced_at timestamptz not null, via text not null)`,
-			`create table ` + applied + ` (event_id uuid not null, aggregate_id text not null, seq bigint not null,
-				prev_seq bigint, applied_at timestamptz not null)`,
-			`create table ` + lastSeq + ` (aggregate_id text primary key, last_seq bigint not null)`,
+			`create table ` + applied + ` (destination int not null, event_id uuid not null, aggregate_id text not null,
+				seq bigint not null, prev_seq bigint, applied_at timestamptz not null)`,
+			`create table ` + lastSeq + ` (destination int not null, aggregate_id text not null, last_seq bigint not null,
+				primary key (destination, aggregate_id))`,
 		},
-		insertProduced:   `insert into ` + produced + ` (event_id, aggregate_id, seq, produced_at, via) values ($1, $2, $3, $4, $5)`,
-		insertApplied:    `insert into ` + applied + ` (event_id, aggregate_id, seq, prev_seq, applied_at) values ($1, $2, $3, $4, $5)`,
-		lastSeqForUpdate: `select last_seq from ` + lastSeq + ` where aggregate_id = $1 for update`,
-		upsertLastSeq: `insert into ` + lastSeq + ` (aggregate_id, last_seq) values ($1, $2)
-			on conflict (aggregate_id) do update set last_seq = excluded.last_seq`,
+		insertProduced: `insert into ` + produced + ` (event_id, aggregate_id, seq, produced_at, via) values ($1, $2, $3, $4, $5)`,
+		insertApplied: `insert into ` + applied + ` (destination, event_id, aggregate_id, seq, prev_seq, applied_at)
+			values ($1, $2, $3, $4, $5, $6)`,
+		lastSeqForUpdate: `select last_seq from ` + lastSeq + ` where destination = $1 and aggregate_id = $2 for update`,
+		upsertLastSeq: `insert into ` + lastSeq + ` (destination, aggregate_id, last_seq) values ($1, $2, $3)
+			on conflict (destination, aggregate_id) do update set last_seq = excluded.last_seq`,
 		plainInsert: `insert into ` + s.Table("outbox_events") + ` (aggregate_type, aggregate_id, event_type, payload)
 			values ('chaos', $1, 'chaos.step', $2) returning id`,
 		selectProduced: `select event_id, produced_at from ` + produced + ` order by produced_at`,
-		selectApplied: `select event_id, count(*), min(applied_at), count(*) filter (where seq < prev_seq)
-			from ` + applied + ` group by event_id`,
+		selectApplied: `select destination, event_id, count(*), min(applied_at), count(*) filter (where seq < prev_seq)
+			from ` + applied + ` group by destination, event_id`,
 	}
 }
 

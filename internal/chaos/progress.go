@@ -5,16 +5,27 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/postbox-go/postbox/store"
 )
 
-// drain waits until no event is pending or in flight, within DrainTimeout.
+// drain waits until no event is pending or in flight, and in endpoints
+// mode no delivery either, within DrainTimeout.
 func (r *run) drain(ctx context.Context) error {
 	deadline := time.Now().Add(r.cfg.DrainTimeout)
 	for {
 		callCtx, cancel := context.WithTimeout(ctx, 5*time.Second)
 		st, err := r.store.Stats(callCtx)
+		var open int64
+		if err == nil {
+			var counts []store.DeliveryCounts
+			counts, err = r.endpointCounts(callCtx)
+			for _, c := range counts {
+				open += c.Pending + c.Processing
+			}
+		}
 		cancel()
-		if err == nil && st.Pending == 0 && st.Processing == 0 {
+		if err == nil && st.Pending == 0 && st.Processing == 0 && open == 0 {
 			r.say("drained in %v", time.Since(r.begin.Add(r.cfg.Duration)).Round(100*time.Millisecond))
 			return nil
 		}
@@ -22,10 +33,30 @@ func (r *run) drain(ctx context.Context) error {
 			if err != nil {
 				return fmt.Errorf("the outbox did not drain within %v: %v", r.cfg.DrainTimeout, err)
 			}
-			return fmt.Errorf("the outbox did not drain within %v: %d events pending, %d in flight", r.cfg.DrainTimeout, st.Pending, st.Processing)
+			return fmt.Errorf("the outbox did not drain within %v: %d events pending, %d in flight, %d endpoint deliveries pending or in flight",
+				r.cfg.DrainTimeout, st.Pending, st.Processing, open)
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
+}
+
+// deliveriesText sums up the endpoints' deliveries for a progress line
+// (empty in single-URL mode).
+func (r *run) deliveriesText(ctx context.Context) string {
+	if !r.endpointsMode() {
+		return ""
+	}
+	callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	defer cancel()
+	counts, err := r.endpointCounts(callCtx)
+	if err != nil {
+		return "  deliveries: unreachable"
+	}
+	var sum store.DeliveryCounts
+	for _, c := range counts {
+		sum.Pending, sum.Processing, sum.Failed = sum.Pending+c.Pending, sum.Processing+c.Processing, sum.Failed+c.Failed
+	}
+	return fmt.Sprintf("  deliveries: pending %d  in flight %d  failed %d", sum.Pending, sum.Processing, sum.Failed)
 }
 
 // showProgress prints a line every progressEvery until ctx ends.
@@ -44,8 +75,13 @@ func (r *run) showProgress(ctx context.Context) {
 			outbox = fmt.Sprintf("pending %d  in flight %d  failed %d", st.Pending, st.Processing, st.Failed)
 		}
 		cancel()
-		r.say("produced %d (errors %d)  applied %d  duplicates absorbed %d  %s",
-			r.producing.produced.Load(), r.producing.errors.Load(), r.consumer.processed.Load(), r.consumer.duplicates.Load(), outbox)
+		var applied, duplicates int64
+		for _, d := range r.destinations {
+			applied += d.consumer.processed.Load()
+			duplicates += d.consumer.duplicates.Load()
+		}
+		r.say("produced %d (errors %d)  applied %d  duplicates absorbed %d  %s%s",
+			r.producing.produced.Load(), r.producing.errors.Load(), applied, duplicates, outbox, r.deliveriesText(ctx))
 	}
 }
 

@@ -27,14 +27,26 @@ type Report struct {
 	DurationSeconds float64 `json:"duration_seconds"`
 	EventsPerSecond int     `json:"events_per_second"`
 	Relays          int     `json:"relays"`
-	Ordered         bool    `json:"ordered"`
-	LeaseSeconds    float64 `json:"lease_seconds"`
+	// RandomFailures is the share of each endpoint's requests that
+	// failed at random, in endpoints mode.
+	RandomFailures float64 `json:"random_failures,omitempty"`
+	Ordered        bool    `json:"ordered"`
+	LeaseSeconds   float64 `json:"lease_seconds"`
 	// Faults has a row per fault kind injected, and NoFault.
+	// In endpoints mode an event counts as applied once when every
+	// endpoint applied it exactly once, as lost when one endpoint never
+	// did, as applied twice or out of order when one endpoint did so; its
+	// deliveries are the most requests of one endpoint; and the recovery
+	// times wait for every endpoint.
 	Faults []KindReport `json:"faults"`
 	Total  KindReport   `json:"total"`
+	// Endpoints has a row per endpoint, in endpoints mode: the
+	// invariants checked at each.
+	Endpoints []EndpointReport `json:"endpoints,omitempty"`
 	// DeadLettered is the number of events that ended failed, and
 	// StillPending those still pending or in flight after the drain: both
-	// count as lost too, since they were never applied.
+	// count as lost too, since they were never applied. In endpoints mode
+	// both add the endpoints' deliveries to the outbox's events.
 	DeadLettered int64 `json:"dead_lettered"`
 	StillPending int64 `json:"still_pending"`
 	// ProduceErrors counts the producers' transactions that failed (the
@@ -64,7 +76,10 @@ type Report struct {
 	// KeptSchema and RelayLogs are kept when the run failed (or with
 	// Config.Keep), for inspection.
 	KeptSchema string `json:"kept_schema,omitempty"`
-	RelayLogs  string `json:"relay_logs,omitempty"`
+	// KeptInboxSchemas are the endpoints' inbox schemas, kept with
+	// KeptSchema in endpoints mode.
+	KeptInboxSchemas []string `json:"kept_inbox_schemas,omitempty"`
+	RelayLogs        string   `json:"relay_logs,omitempty"`
 	// OK: nothing lost, nothing applied twice, nothing out of order (when
 	// ordered), and no problem.
 	OK bool `json:"ok"`
@@ -94,6 +109,32 @@ type KindReport struct {
 	BacklogSeconds float64 `json:"backlog_cleared_seconds"`
 }
 
+// EndpointReport is the reconciliation of the events at one endpoint.
+type EndpointReport struct {
+	Name         string    `json:"name"`
+	ID           uuid.UUID `json:"id"`
+	AppliedOnce  int64     `json:"applied_once"`
+	Lost         int64     `json:"lost"`
+	AppliedTwice int64     `json:"applied_twice"`
+	// OutOfOrder counts the events this endpoint applied after a later
+	// event of their aggregate (checked when ordered).
+	OutOfOrder int64 `json:"out_of_order"`
+	// MaxDeliveries is the most requests that reached this endpoint's
+	// consumer for one event.
+	MaxDeliveries int `json:"max_deliveries"`
+	// DeadLettered and StillPending are the endpoint's deliveries that
+	// ended failed, and those still pending or in flight after the
+	// drain.
+	DeadLettered int64 `json:"dead_lettered"`
+	StillPending int64 `json:"still_pending"`
+}
+
+// ok reports whether every event was applied once, in order when ordered,
+// at the endpoint.
+func (e EndpointReport) ok() bool {
+	return e.Lost == 0 && e.AppliedTwice == 0 && e.OutOfOrder == 0 && e.DeadLettered == 0 && e.StillPending == 0
+}
+
 // applications of one event.
 type applications struct {
 	count      int64
@@ -120,20 +161,28 @@ func (r *run) reconcile(ctx context.Context) (*Report, error) {
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("chaos: reconcile: %w", err)
 	}
-	applied := map[uuid.UUID]applications{}
+	perDest := make([]map[uuid.UUID]applications, len(r.destinations))
+	for i := range perDest {
+		perDest[i] = map[uuid.UUID]applications{}
+	}
 	rows, err = pool.Query(ctx, r.tables.selectApplied)
 	if err != nil {
 		return nil, fmt.Errorf("chaos: reconcile: %w", err)
 	}
 	for rows.Next() {
+		var dest int
 		var id uuid.UUID
 		var a applications
 		var disorder int64
-		if err := rows.Scan(&id, &a.count, &a.first, &disorder); err != nil {
+		if err := rows.Scan(&dest, &id, &a.count, &a.first, &disorder); err != nil {
 			return nil, err
 		}
+		if dest < 0 || dest >= len(perDest) {
+			rows.Close()
+			return nil, fmt.Errorf("chaos: reconcile: an application by destination %d, of %d", dest, len(perDest))
+		}
 		a.outOfOrder = disorder > 0
-		applied[id] = a
+		perDest[dest][id] = a
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("chaos: reconcile: %w", err)
@@ -142,11 +191,15 @@ func (r *run) reconcile(ctx context.Context) (*Report, error) {
 	if err != nil {
 		return nil, fmt.Errorf("chaos: reconcile: %w", err)
 	}
+	counts, err := r.endpointCounts(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("chaos: reconcile: %w", err)
+	}
 
 	rep := &Report{
 		DurationSeconds: r.cfg.Duration.Seconds(), EventsPerSecond: r.cfg.EventsPerSecond, Relays: r.cfg.Relays,
 		Ordered: r.cfg.Ordered, LeaseSeconds: r.cfg.Lease.Seconds(), DeadLettered: st.Failed, StillPending: st.Pending + st.Processing,
-		ProduceErrors: r.producing.errors.Load(), Total: KindReport{Kind: "total"},
+		ProduceErrors: r.producing.errors.Load(), Total: KindReport{Kind: "total"}, RandomFailures: r.cfg.RandomFailures,
 	}
 	r.mu.Lock()
 	windows := append([]window(nil), r.windows...)
@@ -165,10 +218,28 @@ func (r *run) reconcile(ctx context.Context) (*Report, error) {
 			rep.Problems = append(rep.Problems, fmt.Sprintf("fault %s at %.1fs: %s", w.kind, w.start.Sub(r.begin).Seconds(), w.err))
 		}
 	}
-	deliveries := r.consumer.deliveriesOf()
+	deliveries := make([]map[uuid.UUID]int, len(r.destinations))
+	for i, d := range r.destinations {
+		deliveries[i] = d.consumer.deliveriesOf()
+	}
+	if r.endpointsMode() {
+		for i, d := range r.destinations {
+			e := endpointReport(d, ids, perDest[i], deliveries[i], r.cfg.Ordered)
+			e.DeadLettered, e.StillPending = counts[i].Failed, counts[i].Pending+counts[i].Processing
+			rep.DeadLettered += e.DeadLettered
+			rep.StillPending += e.StillPending
+			rep.Endpoints = append(rep.Endpoints, e)
+		}
+	}
+	applied := make(map[uuid.UUID]applications, len(ids))
 	for i, id := range ids {
 		k := row[kindAt(windows, produced[i])]
-		a := applied[id]
+		a := everywhere(perDest, id)
+		applied[id] = a
+		most := 0
+		for _, dl := range deliveries {
+			most = max(most, dl[id])
+		}
 		for _, kr := range []*KindReport{k, &rep.Total} {
 			kr.Produced++
 			switch {
@@ -182,14 +253,61 @@ func (r *run) reconcile(ctx context.Context) (*Report, error) {
 			if a.outOfOrder && r.cfg.Ordered {
 				kr.OutOfOrder++
 			}
-			kr.MaxDeliveries = max(kr.MaxDeliveries, deliveries[id])
+			kr.MaxDeliveries = max(kr.MaxDeliveries, most)
 		}
 	}
 	r.recoveries(rep, row, windows, ids, produced, applied)
 	rep.Total.Injected = len(windows)
 	rep.OK = rep.Total.Produced > 0 && rep.Total.Lost == 0 && rep.Total.AppliedTwice == 0 &&
 		rep.Total.OutOfOrder == 0 && len(rep.Problems) == 0
+	for _, e := range rep.Endpoints {
+		rep.OK = rep.OK && e.ok()
+	}
 	return rep, nil
+}
+
+// everywhere folds the applications of event id at every destination into
+// one: never applied if one destination never applied it, otherwise the
+// most applications of one destination, out of order if it was at one, and
+// first applied when the last destination first applied it.
+func everywhere(perDest []map[uuid.UUID]applications, id uuid.UUID) applications {
+	var out applications
+	for i, m := range perDest {
+		a := m[id]
+		if a.count == 0 {
+			return applications{}
+		}
+		if i == 0 || a.count > out.count {
+			out.count = a.count
+		}
+		if a.first.After(out.first) {
+			out.first = a.first
+		}
+		out.outOfOrder = out.outOfOrder || a.outOfOrder
+	}
+	return out
+}
+
+// endpointReport counts the events ids at the endpoint of d, from its
+// applications and the requests that reached its consumer.
+func endpointReport(d *destination, ids []uuid.UUID, applied map[uuid.UUID]applications, deliveries map[uuid.UUID]int, ordered bool) EndpointReport {
+	e := EndpointReport{Name: d.name, ID: d.id}
+	for _, id := range ids {
+		a := applied[id]
+		switch {
+		case a.count == 0:
+			e.Lost++
+		case a.count == 1:
+			e.AppliedOnce++
+		default:
+			e.AppliedTwice++
+		}
+		if a.outOfOrder && ordered {
+			e.OutOfOrder++
+		}
+		e.MaxDeliveries = max(e.MaxDeliveries, deliveries[id])
+	}
+	return e
 }
 
 // kindAt is the kind of the slot in force at t, NoFault outside them.
@@ -275,8 +393,9 @@ func seconds(d time.Duration) float64 { return d.Round(time.Millisecond).Seconds
 
 // Print writes the report as a table.
 func (rep *Report) Print(out io.Writer) {
-	fmt.Fprintf(out, "\nreconciliation (from the database): %.0fs at %d events/s asked (%.0f/s committed), %d relays, lease %.1fs%s; %s\n\n",
-		rep.DurationSeconds, rep.EventsPerSecond, float64(rep.Total.Produced)/rep.DurationSeconds, rep.Relays, rep.LeaseSeconds, orderedText(rep.Ordered), rep.Server)
+	fmt.Fprintf(out, "\nreconciliation (from the database): %.0fs at %d events/s asked (%.0f/s committed), %d relays, lease %.1fs%s%s; %s\n\n",
+		rep.DurationSeconds, rep.EventsPerSecond, float64(rep.Total.Produced)/rep.DurationSeconds, rep.Relays, rep.LeaseSeconds, orderedText(rep.Ordered),
+		endpointsText(Config{Endpoints: len(rep.Endpoints), RandomFailures: rep.RandomFailures}), rep.Server)
 	tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "fault\tinjected\tproduced\tapplied once\tlost\tapplied twice\tout of order\tmost deliveries\tflowing again\tbacklog cleared\t")
 	for _, k := range append(rep.Faults, rep.Total) {
@@ -291,6 +410,19 @@ func (rep *Report) Print(out io.Writer) {
 			k.Lost, k.AppliedTwice, disorder, k.MaxDeliveries, recoveryText(k.RecoverySeconds), recoveryText(k.BacklogSeconds))
 	}
 	_ = tw.Flush()
+	if len(rep.Endpoints) > 0 {
+		fmt.Fprintln(out, "\nper endpoint (every event is due at each; an event above counts once for all of them):")
+		tw := tabwriter.NewWriter(out, 0, 0, 2, ' ', tabwriter.AlignRight)
+		fmt.Fprintln(tw, "endpoint\tapplied once\tlost\tapplied twice\tout of order\tmost deliveries\tdead-lettered\tstill pending\t")
+		for _, e := range rep.Endpoints {
+			disorder := "-"
+			if rep.Ordered {
+				disorder = fmt.Sprint(e.OutOfOrder)
+			}
+			fmt.Fprintf(tw, "%s\t%d\t%d\t%d\t%s\t%d\t%d\t%d\t\n", e.Name, e.AppliedOnce, e.Lost, e.AppliedTwice, disorder, e.MaxDeliveries, e.DeadLettered, e.StillPending)
+		}
+		_ = tw.Flush()
+	}
 	if slow := rep.SlowRecoveries(); len(slow) > 0 {
 		fmt.Fprintf(out, "\ndeliveries flowed again later than lease + 2 s (%.1fs) after: %s\n", rep.LeaseSeconds+2, strings.Join(slow, ", "))
 	}
@@ -323,6 +455,10 @@ func (rep *Report) Print(out io.Writer) {
 		fmt.Fprintf(out, "problem: %s\n", p)
 	}
 	switch {
+	case rep.OK && rep.Ordered && len(rep.Endpoints) > 0:
+		fmt.Fprintln(out, "OK: every event applied exactly once by every endpoint, in order per aggregate at each")
+	case rep.OK && len(rep.Endpoints) > 0:
+		fmt.Fprintln(out, "OK: every event applied exactly once by every endpoint")
 	case rep.OK && rep.Ordered:
 		fmt.Fprintln(out, "OK: every event applied exactly once, in order per aggregate")
 	case rep.OK:
@@ -332,6 +468,9 @@ func (rep *Report) Print(out io.Writer) {
 	}
 	if rep.KeptSchema != "" {
 		fmt.Fprintf(out, "kept for inspection: schema %s, relay logs in %s\n", rep.KeptSchema, rep.RelayLogs)
+		if len(rep.KeptInboxSchemas) > 0 {
+			fmt.Fprintf(out, "and the endpoints' inboxes: schemas %s\n", strings.Join(rep.KeptInboxSchemas, ", "))
+		}
 	}
 }
 
@@ -362,6 +501,12 @@ func (rep *Report) verdict() string {
 	}
 	if t.OutOfOrder > 0 {
 		what = append(what, fmt.Sprintf("%d out of order", t.OutOfOrder))
+	}
+	for _, e := range rep.Endpoints {
+		if !e.ok() {
+			what = append(what, fmt.Sprintf("endpoint %s: %d lost, %d applied twice, %d out of order, %d dead-lettered, %d still pending",
+				e.Name, e.Lost, e.AppliedTwice, e.OutOfOrder, e.DeadLettered, e.StillPending))
+		}
 	}
 	if len(rep.Problems) > 0 {
 		what = append(what, fmt.Sprintf("%d problems", len(rep.Problems)))
