@@ -5,10 +5,12 @@
 // Pages: the overview (counts by status and by event type, the age of the
 // oldest pending event, deliveries and failures per minute over the last
 // hour, the running relays from their presence rows with the leases they
-// hold, and whether they find the sink down; it refreshes itself), the failed events
-// (filters, keyset pages, retry or purge of some or all of them after a
-// confirmation), one event, the inbox's recent and failed rows, and a
-// search by event id or dedup key.
+// hold, and whether they find the sink down; in endpoints mode, the
+// webhook endpoints' deliveries too, summed and per endpoint; it
+// refreshes itself), the failed events (the outbox's, one endpoint's or
+// every endpoint's dead letters; filters, keyset pages, retry or purge of
+// some or all of them after a confirmation), one event, the inbox's recent
+// and failed rows, and a search by event id or dedup key.
 //
 // The console serves everything it needs from the binary (templates,
 // one stylesheet, one script): it works offline. Security: with a Token,
@@ -39,11 +41,14 @@ import (
 	"net/netip"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/postbox-go/postbox/store"
 )
 
 // Store is what the console reads and changes: a store's Inspector, its
-// dead-letter operations, its inbox reader and the relays' presence table.
+// dead-letter operations (the outbox's and the webhook endpoints'), its
+// inbox reader, the relays' presence table and the endpoints' counts.
 // *postgres.Store and *sqlite.Store are Stores.
 type Store interface {
 	// String names the store without credentials, for the page header.
@@ -52,6 +57,16 @@ type Store interface {
 	store.DeadLetters
 	store.InboxReader
 	store.PresenceReader
+	EndpointReader
+}
+
+// EndpointReader is what the console reads of the webhook endpoints
+// (endpoints mode): the part of store.Endpoints it calls.
+type EndpointReader interface {
+	// EndpointList returns every endpoint, oldest first.
+	EndpointList(ctx context.Context) ([]store.Endpoint, error)
+	// DeliveryCounts counts one endpoint's deliveries by status.
+	DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (store.DeliveryCounts, error)
 }
 
 // Defaults of Config.
@@ -220,10 +235,35 @@ func (c *Console) readSample(ctx context.Context) (sample, error) {
 	if err != nil {
 		return sample{}, err
 	}
-	return sample{
+	x := sample{
 		at: time.Now(), seq: seq, unfinished: st.Pending + st.Processing + st.Failed, failed: st.Failed,
 		stats: st, types: types,
-	}, nil
+	}
+	// The endpoints' counts are a part of their own: when they cannot be
+	// read, the outbox's still show.
+	if x.endpoints, err = c.readEndpoints(ctx); err != nil {
+		c.log.Error("console: reading the endpoints' counts", "error", err)
+		x.endpointsError = true
+	}
+	return x, nil
+}
+
+// readEndpoints reads every webhook endpoint and its deliveries' counts;
+// none when the store has no endpoint (the single-URL relay's deployment).
+func (c *Console) readEndpoints(ctx context.Context) ([]endpointRow, error) {
+	eps, err := c.cfg.Store.EndpointList(ctx)
+	if err != nil {
+		return nil, err
+	}
+	rows := make([]endpointRow, 0, len(eps))
+	for _, e := range eps {
+		counts, err := c.cfg.Store.DeliveryCounts(ctx, e.ID)
+		if err != nil {
+			return nil, fmt.Errorf("endpoint %s: %w", e.ID, err)
+		}
+		rows = append(rows, endpointRow{ID: e.ID, Name: e.Name, State: e.State, Shadow: e.Shadow, Counts: counts})
+	}
+	return rows, nil
 }
 
 // securityHeaders are on every answer: no inline script, no framing, no

@@ -175,3 +175,25 @@ func TestOverviewSurvivesAnUnreadableRow(t *testing.T) {
 		t.Fatal("the overview lacks its relays")
 	}
 }
+
+// Endpoints that cannot be read (here: their table is gone) take neither
+// the overview nor the outbox's failed events down: both say what is
+// missing and show the rest.
+func TestPagesSurviveUnreadableEndpoints(t *testing.T) {
+	s := pgtest.Store(t)
+	ids := failEvents(t, s, []postbox.Event{orderEvent(1)}, []string{"status 500"})
+	if _, err := s.Pool().Exec(context.Background(), fmt.Sprintf(`drop table %s.endpoints cascade`, s.Schema())); err != nil {
+		t.Fatal(err)
+	}
+	c := serve(t, console.Config{Store: s})
+	res, body := c.get("/")
+	wantStatus(t, res, body, http.StatusOK)
+	if !strings.Contains(body, `id="count-failed">1<`) || !strings.Contains(body, `id="endpoints-error"`) {
+		t.Fatalf("overview: want the outbox's counts and a note that the endpoints could not be read:\n%s", body)
+	}
+	res, body = c.get("/failed")
+	wantStatus(t, res, body, http.StatusOK)
+	if !strings.Contains(body, `<tr data-id="`+ids[0].String()+`"`) || !strings.Contains(body, `id="endpoints-error"`) {
+		t.Fatalf("failed page: want the outbox's failed event and a note that the endpoints could not be listed:\n%s", body)
+	}
+}

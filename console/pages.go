@@ -130,9 +130,14 @@ type overviewPage struct {
 	SinkDown    []relayRow
 	Chart       chart
 	SampleEvery time.Duration
-	// CountsError and RelaysError are true when that part could not be
-	// read (the error is in the console's log).
-	CountsError, RelaysError bool
+	// Endpoints are the webhook endpoints (endpoints mode) with their
+	// deliveries' counts, and EndpointTotals their sums; none without
+	// endpoints.
+	Endpoints      []endpointRow
+	EndpointTotals store.DeliveryCounts
+	// CountsError, RelaysError and EndpointsError are true when that part
+	// could not be read (the error is in the console's log).
+	CountsError, RelaysError, EndpointsError bool
 }
 
 // relayRow is one relay: its presence row (Presence, when it wrote one),
@@ -159,6 +164,8 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	p.Stats, p.Types, p.At = latest.stats, latest.types, latest.at
+	p.Endpoints, p.EndpointsError = latest.endpoints, latest.endpointsError
+	p.EndpointTotals = endpointTotals(p.Endpoints)
 	relays, err := c.cfg.Store.Relays(ctx)
 	if err == nil {
 		var present []store.RelayPresence
@@ -177,6 +184,11 @@ func (c *Console) overview(w http.ResponseWriter, r *http.Request) {
 
 // filterForm is the failed page's filters, as the form sends them.
 type filterForm struct {
+	// Endpoint is where the dead letters are read: "" for the outbox's
+	// failed events, endpointAll for every webhook endpoint's failed
+	// deliveries, or one endpoint's id. It is not a filter but a place:
+	// no chip shows it, the selector does.
+	Endpoint      string
 	Type          string
 	AggregateType string
 	AggregateID   string
@@ -189,7 +201,7 @@ type filterForm struct {
 
 func readFilter(v url.Values) filterForm {
 	return filterForm{
-		Type: v.Get("type"), AggregateType: v.Get("aggregate_type"), AggregateID: v.Get("aggregate_id"),
+		Endpoint: v.Get("endpoint"), Type: v.Get("type"), AggregateType: v.Get("aggregate_type"), AggregateID: v.Get("aggregate_id"),
 		Error: v.Get("error"), Older: v.Get("older"), Newer: v.Get("newer"),
 	}
 }
@@ -197,7 +209,7 @@ func readFilter(v url.Values) filterForm {
 // query is the filter as URL parameters, without the empty ones.
 func (f filterForm) query() url.Values {
 	v := url.Values{}
-	for k, s := range map[string]string{"type": f.Type, "aggregate_type": f.AggregateType, "aggregate_id": f.AggregateID, "error": f.Error, "older": f.Older, "newer": f.Newer} {
+	for k, s := range map[string]string{"endpoint": f.Endpoint, "type": f.Type, "aggregate_type": f.AggregateType, "aggregate_id": f.AggregateID, "error": f.Error, "older": f.Older, "newer": f.Newer} {
 		if s != "" {
 			v.Set(k, s)
 		}
@@ -205,9 +217,45 @@ func (f filterForm) query() url.Values {
 	return v
 }
 
+// endpointAll is the failed page's endpoint parameter of every webhook
+// endpoint's failed deliveries (store.AnyEndpoint).
+const endpointAll = "all"
+
+// endpointID is where f reads: uuid.Nil for the outbox, store.AnyEndpoint
+// for every endpoint, else one endpoint's id.
+func (f filterForm) endpointID() (uuid.UUID, error) {
+	switch f.Endpoint {
+	case "":
+		return uuid.Nil, nil
+	case endpointAll:
+		return store.AnyEndpoint, nil
+	}
+	id, err := uuid.Parse(f.Endpoint)
+	if err != nil || id == uuid.Nil || id == store.AnyEndpoint {
+		return uuid.Nil, fmt.Errorf("endpoint %q: want all or an endpoint's id", show(f.Endpoint, 40))
+	}
+	return id, nil
+}
+
+// onEndpoints reports whether f reads endpoints' deliveries.
+func (f filterForm) onEndpoints() bool { return f.Endpoint != "" }
+
+// noun is what f selects, in the singular: "failed event" (the outbox)
+// or "failed delivery" (endpoints).
+func (f filterForm) noun() string {
+	if f.onEndpoints() {
+		return "failed delivery"
+	}
+	return "failed event"
+}
+
 // store turns the form into the store's filter.
 func (f filterForm) store(now time.Time) (store.FailedFilter, error) {
 	out := store.FailedFilter{EventType: f.Type, AggregateType: f.AggregateType, AggregateID: f.AggregateID, ErrorContains: f.Error}
+	var err error
+	if out.Endpoint, err = f.endpointID(); err != nil {
+		return out, err
+	}
 	if f.Older != "" {
 		d, err := parseAge(f.Older)
 		if err != nil {
@@ -249,8 +297,9 @@ func (f filterForm) applied() []appliedFilter {
 	return out
 }
 
-// describe says in words which failed events f selects.
-func (f filterForm) describe() string {
+// describe says in words which failed events f selects; endpoint is the
+// name of the endpoint it reads, if one.
+func (f filterForm) describe(endpoint string) string {
 	var parts []string
 	add := func(what, v string) {
 		if v != "" {
@@ -263,10 +312,17 @@ func (f filterForm) describe() string {
 	add("whose last error contains", f.Error)
 	add("that failed more than this long ago:", f.Older)
 	add("that failed less than this long ago:", f.Newer)
-	if len(parts) == 0 {
-		return "every failed event"
+	subject := "every failed event"
+	switch {
+	case f.Endpoint == endpointAll:
+		subject = "every failed delivery to any endpoint"
+	case f.onEndpoints():
+		subject = `every failed delivery to the endpoint "` + show(endpoint, cellMax) + `"`
 	}
-	return "every failed event " + strings.Join(parts, ", ")
+	if len(parts) == 0 {
+		return subject
+	}
+	return subject + " " + strings.Join(parts, ", ")
 }
 
 // parseAge reads a duration: Go's ("90s", "1h30m") or a number of days
@@ -288,28 +344,96 @@ func parseAge(s string) (time.Duration, error) {
 
 // failedPage is the failed page's data.
 type failedPage struct {
-	Filter   filterForm
-	Applied  []appliedFilter
-	Query    string // the filter as URL parameters
-	After    string
-	Next     string
-	Events   []store.Record
-	Notice   string
-	BadInput string
+	Filter  filterForm
+	Applied []appliedFilter
+	Query   string // the filter as URL parameters
+	// Clear is the page without filters, where it reads.
+	Clear  string
+	After  string
+	Next   string
+	Events []failedRow
+	// Endpoints is the selector of where the page reads: the outbox,
+	// every endpoint, each endpoint; empty when there is no endpoint.
+	Endpoints []endpointOption
+	// OnEndpoints is true when the page shows endpoints' deliveries
+	// (rows name their endpoint); Noun is what a row is ("failed event",
+	// "failed delivery").
+	OnEndpoints bool
+	Noun        string
+	Notice      string
+	BadInput    string
+	// EndpointsError is true when the endpoints could not be listed (the
+	// error is in the console's log): rows name their endpoint by id.
+	EndpointsError bool
+}
+
+// failedRow is one row of the failed page: a failed event, or a failed
+// delivery with its endpoint's name. Key is the value of its checkbox:
+// the event's id, and in the view of every endpoint, "endpoint id/event
+// id" (an event may have failed at several endpoints).
+type failedRow struct {
+	store.Record
+	EndpointName string
+	Key          string
+}
+
+// endpointOption is one choice of the failed page's selector.
+type endpointOption struct {
+	Value, Label string
+	Selected     bool
+}
+
+// endpointNames names the endpoints by id.
+func endpointNames(eps []store.Endpoint) map[uuid.UUID]string {
+	names := make(map[uuid.UUID]string, len(eps))
+	for _, e := range eps {
+		names[e.ID] = e.Name
+	}
+	return names
 }
 
 func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
 	p := failedPage{Filter: readFilter(q), After: q.Get("after")}
 	p.Query = p.Filter.query().Encode()
+	p.Clear = "/failed"
+	if p.Filter.Endpoint != "" {
+		p.Clear += "?" + url.Values{"endpoint": {p.Filter.Endpoint}}.Encode()
+	}
 	p.Applied = p.Filter.applied()
+	p.OnEndpoints, p.Noun = p.Filter.onEndpoints(), p.Filter.noun()
 	switch n := numberParam(q.Get("n")); q.Get("done") {
 	case "retry":
-		p.Notice = fmt.Sprintf("Sent %s back to the queue.", plural(n, "failed event"))
+		p.Notice = fmt.Sprintf("Sent %s back to the queue.", plural(n, p.Noun))
 	case "purge":
-		p.Notice = fmt.Sprintf("Purged %s.", plural(n, "failed event"))
+		p.Notice = fmt.Sprintf("Purged %s.", plural(n, p.Noun))
+	}
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
+	defer cancel()
+	// The endpoints name the rows and the selector's choices; without
+	// them the outbox's failed events still show.
+	eps, err := c.cfg.Store.EndpointList(ctx)
+	if err != nil {
+		c.log.Error("console: listing the webhook endpoints", "error", err)
+		p.EndpointsError = true
+	}
+	names := endpointNames(eps)
+	if len(eps) > 0 || p.Filter.Endpoint != "" {
+		p.Endpoints = append(p.Endpoints, endpointOption{Value: "", Label: "the outbox"},
+			endpointOption{Value: endpointAll, Label: "every endpoint"})
+		for _, e := range eps {
+			p.Endpoints = append(p.Endpoints, endpointOption{Value: e.ID.String(), Label: "endpoint " + show(e.Name, cellMax)})
+		}
+		for i := range p.Endpoints {
+			p.Endpoints[i].Selected = p.Endpoints[i].Value == p.Filter.Endpoint
+		}
 	}
 	filter, err := p.Filter.store(time.Now())
+	if err == nil && filter.Endpoint != uuid.Nil && filter.Endpoint != store.AnyEndpoint && !p.EndpointsError {
+		if _, known := names[filter.Endpoint]; !known {
+			err = fmt.Errorf("endpoint %s: no such endpoint (deleted?)", filter.Endpoint)
+		}
+	}
 	if err != nil {
 		p.BadInput = err.Error()
 		c.render(w, r, http.StatusBadRequest, "failed", p)
@@ -321,23 +445,37 @@ func (c *Console) failed(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusBadRequest, "failed", p)
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
-	defer cancel()
 	page, err := c.cfg.Store.FailedList(ctx, store.FailedListParams{FailedFilter: filter, After: after, Limit: c.cfg.PageSize})
 	if err != nil {
-		c.fail(w, "listing failed events", err)
+		c.fail(w, "listing "+p.Noun+"s", err)
 		return
 	}
-	p.Events, p.Next = page.Events, page.Next.String()
+	p.Events = make([]failedRow, len(page.Events))
+	for i, rec := range page.Events {
+		row := failedRow{Record: rec, Key: rec.ID.String()}
+		if p.OnEndpoints {
+			if row.EndpointName = names[rec.Endpoint]; row.EndpointName == "" {
+				row.EndpointName = rec.Endpoint.String()
+			}
+		}
+		if filter.Endpoint == store.AnyEndpoint {
+			row.Key = rec.Endpoint.String() + "/" + rec.ID.String()
+		}
+		p.Events[i] = row
+	}
+	p.Next = page.Next.String()
 	c.render(w, r, http.StatusOK, "failed", p)
 }
 
-// plural writes n (a number, or its text) and what, with an s unless n
-// is 1.
+// plural writes n (a number, or its text) and what, in the plural unless
+// n is 1: what and an s, or "ies" for a final "y" ("delivery").
 func plural(n any, what string) string {
 	s := fmt.Sprint(n)
 	if s == "1" {
 		return s + " " + what
+	}
+	if stem, ok := strings.CutSuffix(what, "y"); ok {
+		return s + " " + stem + "ies"
 	}
 	return s + " " + what + "s"
 }
@@ -352,7 +490,8 @@ func numberParam(s string) string {
 
 // confirmPage asks before a retry or a purge.
 type confirmPage struct {
-	Action   string
+	Action string
+	// IDs are the rows ticked, as their checkboxes send them (failedRow.Key).
 	IDs      []string
 	All      bool
 	Filter   filterForm
@@ -363,13 +502,17 @@ type confirmPage struct {
 	More  bool
 	// Back is the failed page the action was asked from.
 	Back string
+	// Noun is what the action moves, in the singular ("failed event",
+	// "failed delivery"), and Unit the same, shorter ("event", "delivery").
+	Noun, Unit string
 }
 
 // confirmCountMax bounds the failed events a confirmation counts.
 const confirmCountMax = store.FailedGroupsScanDefault
 
-// failedAction retries or purges failed events: the ids sent, or all that
-// the filter selects ("all"). Without "confirm" it asks first.
+// failedAction retries or purges failed events, or endpoints' failed
+// deliveries (the form's endpoint): the ids sent, or all that the filter
+// selects ("all"). Without "confirm" it asks first.
 func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 	action := r.PostFormValue("action")
 	if action != "retry" && action != "purge" {
@@ -377,38 +520,70 @@ func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	p := confirmPage{Action: action, Filter: readFilter(r.PostForm), All: r.PostFormValue("all") == "1"}
-	var ids []uuid.UUID
-	for _, s := range r.PostForm["id"] {
-		id, err := uuid.Parse(s)
-		if err != nil {
-			http.Error(w, fmt.Sprintf("console: event id %q is not a UUID", show(s, 40)), http.StatusBadRequest)
-			return
-		}
-		if !slices.Contains(ids, id) {
-			ids = append(ids, id)
-			p.IDs = append(p.IDs, id.String())
-		}
-	}
+	p.Noun, p.Unit = p.Filter.noun(), strings.TrimPrefix(p.Filter.noun(), "failed ")
 	filter, err := p.Filter.store(time.Now())
 	if err != nil {
 		http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
 		return
 	}
-	sel := store.FailedSelection{IDs: ids}
-	p.Describe = "the " + plural(len(ids), "selected event")
+	// The ids ticked, by the endpoint (uuid.Nil: the outbox) whose
+	// dead letters they are: one retry or purge for each.
+	var (
+		byEndpoint = map[uuid.UUID][]uuid.UUID{}
+		endpoints  []uuid.UUID
+		seen       = map[string]bool{}
+	)
+	for _, key := range r.PostForm["id"] {
+		endpoint, id, err := parseRowKey(key, filter.Endpoint)
+		if err != nil {
+			http.Error(w, "console: "+err.Error(), http.StatusBadRequest)
+			return
+		}
+		canonical := id.String()
+		if endpoint != filter.Endpoint {
+			canonical = endpoint.String() + "/" + canonical
+		}
+		if seen[canonical] {
+			continue
+		}
+		seen[canonical] = true
+		if _, ok := byEndpoint[endpoint]; !ok {
+			endpoints = append(endpoints, endpoint)
+		}
+		byEndpoint[endpoint] = append(byEndpoint[endpoint], id)
+		p.IDs = append(p.IDs, canonical)
+	}
+	var sels []store.FailedSelection
+	p.Describe = "the " + plural(len(p.IDs), "selected "+p.Unit)
 	if p.All {
-		sel = store.FailedSelection{FailedFilter: filter, All: true}
-		p.Describe = p.Filter.describe()
+		sels = []store.FailedSelection{{FailedFilter: filter, All: true}}
+		name := ""
+		if p.Filter.onEndpoints() && filter.Endpoint != store.AnyEndpoint {
+			if name, err = c.endpointName(r.Context(), filter.Endpoint); err != nil {
+				c.fail(w, "reading the endpoint's name", err)
+				return
+			}
+		}
+		p.Describe = p.Filter.describe(name)
 		p.IDs = nil
+	} else {
+		for _, e := range endpoints {
+			sels = append(sels, store.FailedSelection{FailedFilter: store.FailedFilter{Endpoint: e}, IDs: byEndpoint[e]})
+		}
 	}
 	p.Back = "/failed?" + p.Filter.query().Encode()
-	if sel.IsZero() || !p.All && len(ids) == 0 {
+	if len(sels) == 0 {
 		http.Redirect(w, r, p.Back, http.StatusSeeOther)
 		return
 	}
 	if r.PostFormValue("confirm") != "1" {
-		if p.Count, p.More, err = c.countSelected(r.Context(), sel); err != nil {
-			c.fail(w, "counting the failed events selected", err)
+		if p.All {
+			p.Count, p.More, err = c.countSelected(r.Context(), sels[0])
+		} else {
+			p.Count = len(p.IDs)
+		}
+		if err != nil {
+			c.fail(w, "counting the "+p.Noun+"s selected", err)
 			return
 		}
 		c.render(w, r, http.StatusOK, "confirm", p)
@@ -416,21 +591,61 @@ func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 	}
 	ctx, cancel := context.WithTimeout(r.Context(), actionTimeout)
 	defer cancel()
-	var n int
-	if action == "retry" {
-		n, err = c.cfg.Store.FailedRetry(ctx, store.FailedRetryParams{FailedSelection: sel})
-	} else {
-		n, err = c.cfg.Store.FailedPurge(ctx, store.FailedPurgeParams{FailedSelection: sel})
+	n := 0
+	for _, sel := range sels {
+		var done int
+		if action == "retry" {
+			done, err = c.cfg.Store.FailedRetry(ctx, store.FailedRetryParams{FailedSelection: sel})
+		} else {
+			done, err = c.cfg.Store.FailedPurge(ctx, store.FailedPurgeParams{FailedSelection: sel})
+		}
+		n += done
+		if err != nil {
+			break
+		}
 	}
-	c.log.Info("console: "+action+" of failed events", "selection", p.Describe, "events", n, "client", c.clientAddr(r).String(), "error", err)
+	c.log.Info("console: "+action+" of "+p.Noun+"s", "selection", p.Describe, "endpoint", p.Filter.Endpoint, "done", n, "client", c.clientAddr(r).String(), "error", err)
 	if err != nil {
-		c.fail(w, fmt.Sprintf("%s (%d events done; send it again to finish)", action, n), err)
+		c.fail(w, fmt.Sprintf("%s (%s done; send it again to finish)", action, plural(n, p.Unit)), err)
 		return
 	}
 	v := p.Filter.query()
 	v.Set("done", action)
 	v.Set("n", strconv.Itoa(n))
 	http.Redirect(w, r, "/failed?"+v.Encode(), http.StatusSeeOther)
+}
+
+// parseRowKey reads a failed row's key (failedRow.Key): an event id, the
+// dead letter of where the page reads (the outbox, an endpoint, or every
+// endpoint), or "endpoint id/event id", one endpoint's.
+func parseRowKey(key string, where uuid.UUID) (endpoint, id uuid.UUID, err error) {
+	endpoint = where
+	idText := key
+	if e, rest, ok := strings.Cut(key, "/"); ok {
+		if endpoint, err = uuid.Parse(e); err != nil || endpoint == uuid.Nil || endpoint == store.AnyEndpoint {
+			return uuid.Nil, uuid.Nil, fmt.Errorf("endpoint id %q is not an endpoint's UUID", show(e, 40))
+		}
+		idText = rest
+	}
+	if id, err = uuid.Parse(idText); err != nil {
+		return uuid.Nil, uuid.Nil, fmt.Errorf("event id %q is not a UUID", show(idText, 40))
+	}
+	return endpoint, id, nil
+}
+
+// endpointName is the name of the endpoint id, or its id when it is no
+// longer in the store.
+func (c *Console) endpointName(ctx context.Context, id uuid.UUID) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, readTimeout)
+	defer cancel()
+	eps, err := c.cfg.Store.EndpointList(ctx)
+	if err != nil {
+		return "", err
+	}
+	if name, ok := endpointNames(eps)[id]; ok {
+		return name, nil
+	}
+	return id.String(), nil
 }
 
 // countSelected counts the failed events sel selects: its ids, or those

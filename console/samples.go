@@ -4,6 +4,8 @@ import (
 	"sync"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -12,8 +14,8 @@ const chartMinutes = 60
 
 // sample is one reading of the store: its sequence (events ever written),
 // its unfinished events (pending, processing and failed) and its failed
-// ones; and what the overview shows of it, the counts and the counts by
-// type.
+// ones; and what the overview shows of it, the counts, the counts by
+// type and the endpoints' counts.
 type sample struct {
 	at         time.Time
 	seq        int64
@@ -21,6 +23,34 @@ type sample struct {
 	failed     int64
 	stats      store.Stats
 	types      []store.TypeStats
+	// endpoints are the webhook endpoints with their deliveries' counts;
+	// endpointsError is true when they could not be read.
+	endpoints      []endpointRow
+	endpointsError bool
+}
+
+// endpointRow is one webhook endpoint on the overview: what it is and
+// its deliveries' counts. It holds no URL and no secret.
+type endpointRow struct {
+	ID     uuid.UUID
+	Name   string
+	State  string
+	Shadow bool
+	Counts store.DeliveryCounts
+}
+
+// endpointTotals sums the endpoints' pending, processing and failed
+// deliveries; OldestPendingAge is the oldest of theirs.
+func endpointTotals(rows []endpointRow) store.DeliveryCounts {
+	var t store.DeliveryCounts
+	for _, r := range rows {
+		t.Pending += r.Counts.Pending
+		t.Processing += r.Counts.Processing
+		t.Failed += r.Counts.Failed
+		t.Dropped += r.Counts.Dropped
+		t.OldestPendingAge = max(t.OldestPendingAge, r.Counts.OldestPendingAge)
+	}
+	return t
 }
 
 // samples keeps the last hour of samples.

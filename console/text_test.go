@@ -44,3 +44,21 @@ func TestPrettyJSONBoundsIndentation(t *testing.T) {
 		t.Errorf("a payload that is not JSON: %q", got)
 	}
 }
+
+func TestPlural(t *testing.T) {
+	for _, tc := range []struct {
+		n    any
+		what string
+		want string
+	}{
+		{1, "failed event", "1 failed event"},
+		{2, "failed event", "2 failed events"},
+		{0, "failed delivery", "0 failed deliveries"},
+		{1, "failed delivery", "1 failed delivery"},
+		{"?", "delivery", "? deliveries"},
+	} {
+		if got := plural(tc.n, tc.what); got != tc.want {
+			t.Errorf("plural(%v, %q) = %q, want %q", tc.n, tc.what, got, tc.want)
+		}
+	}
+}

@@ -1,14 +1,66 @@
 package endpoint
 
 import (
+	"context"
+	"fmt"
 	"sync"
 	"time"
+
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/store"
 )
 
-// breaker is one endpoint's circuit breaker. Closed, every delivery goes;
-// after threshold consecutive failures it opens: nothing goes for a pause.
-// Then it lets one probe through (half-open): success closes it, failure
-// opens it again for twice the pause, up to pauseMax.
+// breakerSink is the sink middleware of an endpoint's circuit breaker.
+// Closed, every publish goes through. After threshold failed attempts in a
+// row it opens: a publish returns at once an error that sink.Classify
+// reports as sink.Unavailable, so the lane's relay takes the endpoint for
+// unreachable (it probes it with one event at a time and counts no
+// attempt) until the pause ends; then one probe goes through. A probe that
+// succeeds closes the breaker; one that fails opens it again for twice the
+// pause (up to pauseMax), and is returned as sink.Unavailable too, so that
+// the relay keeps probing instead of claiming at full speed.
+type breakerSink struct {
+	next sink.Sink
+	b    *breaker
+	// opened and closed are told when the breaker opens (with the pause
+	// and the failure that opened it) and closes.
+	opened func(pause time.Duration, cause error)
+	closed func()
+}
+
+func (s *breakerSink) Publish(ctx context.Context, m *sink.Message) error {
+	probe, refusal := s.b.admit(time.Now())
+	if refusal != nil {
+		return refusal
+	}
+	err := s.next.Publish(ctx, m)
+	if err != nil && ctx.Err() != nil {
+		// Cut short (shutdown, lease lost): nothing said of the endpoint.
+		if probe {
+			s.b.abandon()
+		}
+		return err
+	}
+	change, pause := s.b.record(err, probe, time.Now())
+	switch change {
+	case breakerOpened:
+		s.opened(pause, err)
+	case breakerClosed:
+		s.closed()
+	}
+	if probe && err != nil {
+		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("endpoint breaker open: the probe failed (next one in %v): %w", pause, err)}
+	}
+	return err
+}
+
+func (s *breakerSink) String() string {
+	return fmt.Sprintf("%s, breaker after %d failures in a row", s.next.String(), s.b.threshold)
+}
+
+func (s *breakerSink) Destination() sink.Destination { return s.next.Destination() }
+
+// breaker is one endpoint's circuit breaker (see breakerSink).
 type breaker struct {
 	threshold          int
 	pauseMin, pauseMax time.Duration
@@ -19,52 +71,83 @@ type breaker struct {
 	open      bool
 	openUntil time.Time
 	probing   bool
+	// cause is the text of the failure that last opened the breaker.
+	cause string
 }
 
-// allow says whether deliveries may start at now: limit is how many (1
-// for a probe), or wait how long until asking again.
-func (b *breaker) allow(now time.Time, free int) (limit int, wait time.Duration) {
+// admit says whether a publish may go at now, and whether it is the probe
+// of an open breaker; when it may not, refusal is the sink.Unavailable
+// error to return.
+func (b *breaker) admit(now time.Time) (probe bool, refusal error) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	switch {
 	case !b.open:
-		return free, 0
+		return false, nil
 	case now.Before(b.openUntil):
-		return 0, b.openUntil.Sub(now)
+		return false, &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("endpoint breaker open after %d failed attempts in a row (last: %s); next probe in %v",
+			b.failures, b.cause, b.openUntil.Sub(now).Round(time.Millisecond))}
 	case b.probing:
-		return 0, b.pauseMin / 10
+		return false, &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("endpoint breaker open after %d failed attempts in a row (last: %s); a probe is under way",
+			b.failures, b.cause)}
 	}
 	b.probing = true
-	return 1, 0
+	return true, nil
 }
 
-// abandon ends a probe that found nothing to deliver.
+// abandon ends a probe that was cut short.
 func (b *breaker) abandon() {
 	b.mu.Lock()
 	b.probing = false
 	b.mu.Unlock()
 }
 
-// record notes an attempt's result and reports whether it opened or
-// closed the breaker, and the pause when it opened.
-func (b *breaker) record(ok bool, now time.Time) (opened, closed bool, pause time.Duration) {
+// breakerChange is what an attempt's outcome did to a breaker.
+type breakerChange int
+
+const (
+	breakerKept breakerChange = iota
+	// breakerOpened: it was closed, and opened.
+	breakerOpened
+	// breakerReopened: its probe failed; it opened again for a longer
+	// pause.
+	breakerReopened
+	// breakerClosed: it was open, and closed.
+	breakerClosed
+)
+
+// breakerCauseMax bounds the text of the failure that opened a breaker in
+// its refusals.
+const breakerCauseMax = 256
+
+// record notes an attempt's outcome (err nil: it succeeded; probe: it was
+// the probe admit let through) and reports what it changed, and the pause
+// when it opened the breaker, again or not.
+func (b *breaker) record(err error, probe bool, now time.Time) (breakerChange, time.Duration) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if ok {
-		closed = b.open
+	if err == nil {
+		change := breakerKept
+		if b.open {
+			change = breakerClosed
+		}
 		b.failures, b.opens, b.open, b.probing = 0, 0, false, false
-		return false, closed, 0
+		return change, 0
 	}
 	b.failures++
-	probeFailed := b.open && b.probing
-	if b.open && !probeFailed || !b.open && b.failures < b.threshold {
-		return false, false, 0
+	if b.open && !probe || !b.open && b.failures < b.threshold {
+		return breakerKept, 0
+	}
+	change := breakerOpened
+	if b.open {
+		change = breakerReopened
 	}
 	b.opens++
-	pause = b.pauseMin << min(b.opens-1, 30)
+	pause := b.pauseMin << min(b.opens-1, 30)
 	if pause > b.pauseMax || pause <= 0 {
 		pause = b.pauseMax
 	}
 	b.open, b.probing, b.openUntil = true, false, now.Add(pause)
-	return true, false, pause
+	b.cause = store.ErrorText(err.Error(), breakerCauseMax)
+	return change, pause
 }

@@ -1,42 +1,51 @@
 package endpoint
 
 import (
+	"errors"
 	"testing"
 	"time"
+
+	"github.com/postbox-go/postbox/sink"
 )
 
 func TestBreakerPausesGrowAndOneProbeGoes(t *testing.T) {
 	b := &breaker{threshold: 2, pauseMin: time.Second, pauseMax: 3 * time.Second}
+	failed := errors.New("status 500")
 	t0 := time.Now()
-	if opened, _, _ := b.record(false, t0); opened {
+	if change, _ := b.record(failed, false, t0); change != breakerKept {
 		t.Fatal("opened after one failure, threshold 2")
 	}
-	if opened, _, pause := b.record(false, t0); !opened || pause != time.Second {
-		t.Fatalf("second failure: opened %v, pause %v; want open for 1s", opened, pause)
+	if change, pause := b.record(failed, false, t0); change != breakerOpened || pause != time.Second {
+		t.Fatalf("second failure: change %v, pause %v; want opened for 1s", change, pause)
 	}
-	if limit, wait := b.allow(t0.Add(500*time.Millisecond), 8); limit != 0 || wait != 500*time.Millisecond {
-		t.Fatalf("while open: limit %d, wait %v", limit, wait)
+	if _, refusal := b.admit(t0.Add(500 * time.Millisecond)); !unavailable(refusal) {
+		t.Fatalf("while open: %v, want a sink.Unavailable refusal", refusal)
 	}
 	at := t0.Add(time.Second)
-	if limit, _ := b.allow(at, 8); limit != 1 {
-		t.Fatalf("after the pause: limit %d, want one probe", limit)
+	if probe, refusal := b.admit(at); !probe || refusal != nil {
+		t.Fatalf("after the pause: probe %v, refusal %v; want one probe", probe, refusal)
 	}
-	if limit, wait := b.allow(at, 8); limit != 0 || wait <= 0 {
-		t.Fatalf("while probing: limit %d, want none until the probe ends", limit)
+	if _, refusal := b.admit(at); !unavailable(refusal) {
+		t.Fatalf("while probing: %v, want a refusal until the probe ends", refusal)
 	}
 	for i, want := range []time.Duration{2 * time.Second, 3 * time.Second, 3 * time.Second} {
-		if opened, _, pause := b.record(false, at); !opened || pause != want {
-			t.Fatalf("failed probe %d: opened %v, pause %v; want %v", i+1, opened, pause, want)
+		if change, pause := b.record(failed, true, at); change != breakerReopened || pause != want {
+			t.Fatalf("failed probe %d: change %v, pause %v; want reopened for %v", i+1, change, pause, want)
 		}
 		at = at.Add(want)
-		if limit, _ := b.allow(at, 8); limit != 1 {
-			t.Fatalf("after pause %d: limit %d, want a probe", i+1, limit)
+		if probe, _ := b.admit(at); !probe {
+			t.Fatalf("after pause %d: no probe", i+1)
 		}
 	}
-	if _, closed, _ := b.record(true, at); !closed {
+	if change, _ := b.record(nil, true, at); change != breakerClosed {
 		t.Fatal("a successful probe did not close the breaker")
 	}
-	if limit, _ := b.allow(at, 8); limit != 8 {
-		t.Fatalf("closed: limit %d, want all free slots", limit)
+	if probe, refusal := b.admit(at); probe || refusal != nil {
+		t.Fatalf("closed: probe %v, refusal %v; want every publish through", probe, refusal)
 	}
+}
+
+func unavailable(err error) bool {
+	kind, _, _ := sink.Classify(err)
+	return err != nil && kind == sink.Unavailable
 }

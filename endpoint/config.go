@@ -1,112 +1,131 @@
 package endpoint
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"os"
 	"time"
 
-	"github.com/google/uuid"
-
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
 // Defaults of the Config fields left zero.
 const (
-	LeaseDefault            = 2 * time.Minute
-	PollIntervalDefault     = time.Second
-	BackoffMinDefault       = time.Second
-	BackoffMaxDefault       = 10 * time.Minute
-	MaxAttemptsDefault      = 25
-	RejectedAttemptsDefault = 5
-	BreakerFailuresDefault  = 5
-	BreakerPauseMinDefault  = 5 * time.Second
-	BreakerPauseMaxDefault  = 5 * time.Minute
-	DisableAfterDefault     = 5 * 24 * time.Hour
-	RetentionDefault        = 7 * 24 * time.Hour
-	PurgeEveryDefault       = time.Minute
-	PurgeBatchDefault       = 1000
-	AttemptsFlushDefault    = 200 * time.Millisecond
-	AttemptsBatchDefault    = 500
+	BreakerFailuresDefault = 5
+	BreakerPauseMinDefault = 5 * time.Second
+	BreakerPauseMaxDefault = 5 * time.Minute
+	DisableAfterDefault    = 5 * 24 * time.Hour
+	RetentionDefault       = 7 * 24 * time.Hour
+	RefreshEveryDefault    = 2 * time.Second
+	PollIntervalDefault    = time.Second
+	AttemptsFlushDefault   = 200 * time.Millisecond
+	AttemptsBatchDefault   = 500
 )
 
-// Config configures a Dispatcher. Only Store is required; a zero field
+// lanePollInterval is the PollInterval of every lane's relay: the
+// supervisor wakes a lane when deliveries are written for it (the fan-out)
+// or fall due (its due-poll), and the relay wakes itself for the retries it
+// scheduled, so the lane's own poll is only a safety net.
+const lanePollInterval = time.Minute
+
+// Config configures endpoints mode. Only Store is required; a zero field
 // takes its default, a negative one is refused.
 type Config struct {
 	// Store holds the endpoints, their deliveries and the attempts log.
+	// Required.
 	Store store.Endpoints
-	// Client sends the requests (postbox relay gives it the SSRF-guarded
-	// dialer). Default: a client of its own, with no guard.
-	Client *http.Client
-	// Owner names this dispatcher in its leases. Default: host name, pid
-	// and a random suffix.
-	Owner  string
-	Logger *slog.Logger
-	// Timeout bounds one request (webhook.TimeoutDefault).
-	Timeout time.Duration
-	// Lease is how long a claimed delivery stays reserved (LeaseDefault).
-	Lease time.Duration
-	// PollInterval is how often the dispatcher looks for deliveries due
-	// to its idle endpoints, in one query for all (PollIntervalDefault);
-	// Wake makes them look at once.
-	PollInterval time.Duration
-	// RefreshEvery is how often the endpoints are read again
-	// (RefreshEveryDefault).
-	RefreshEvery time.Duration
-	// BackoffMin and BackoffMax bound the exponential backoff between the
-	// attempts of one delivery (BackoffMinDefault, BackoffMaxDefault).
-	BackoffMin, BackoffMax time.Duration
-	// MaxAttempts is the attempts of one delivery before it fails (a
-	// shadow endpoint's is dropped) (MaxAttemptsDefault).
-	MaxAttempts int
-	// RejectedAttempts is the attempts of a delivery the endpoint refuses
-	// (3xx, 4xx other than 429 and 410) (RejectedAttemptsDefault).
-	RejectedAttempts int
-	// BreakerFailures consecutive failed attempts open an endpoint's
-	// breaker (BreakerFailuresDefault). Its first pause is BreakerPauseMin,
-	// doubled at each failed probe up to BreakerPauseMax.
+	// Relay is the template of every lane's relay.Config. Set per lane:
+	// Store (the lane), Sink (the endpoint's sink chain), Owner
+	// (Relay.Owner plus the endpoint, so leases name both), Concurrency
+	// (the endpoint's), Observer (from Observer below), Retention
+	// (Config.Retention: delivered rows and attempts kept), DedupWindow
+	// (-1: keys are the outbox's), PollInterval (long: the supervisor wakes
+	// lanes), Stream (nil), DisableListen (false: the wake-ups are
+	// in-process, no connection pooler stands in their way), and Logger
+	// (Relay.Logger, or Logger, with the endpoint; a shadow endpoint's lane
+	// logs at info level at most: it never alerts). Everything else
+	// (Lease, BackoffMin/Max, MaxAttempts, RejectedAttempts, ProbeInterval,
+	// Ordered, Tracer, BatchSize, ClaimBytes, ShutdownTimeout...) applies
+	// to every lane exactly as to a relay. PublishBatch above 1 is refused,
+	// as a relay with a webhook sink refuses it: an endpoint receives one
+	// request per event (publish batches apply to the relay draining the
+	// outbox into the FanOut, which is a sink.BatchSink).
+	Relay relay.Config
+	// Webhook is the template of every endpoint's webhook.Config: URL,
+	// Secrets, MaxConcurrency and Client are set per endpoint; Scheme,
+	// Timeout, MaxMessageBytes, MaxResponseBody, UserAgent... are kept.
+	Webhook webhook.Config
+	// Client returns the HTTP client of one endpoint's deliveries
+	// (postbox relay: the SSRF-guarded client, allowing private addresses
+	// when e.AllowPrivate). Default: one unguarded client for all.
+	Client func(e store.Endpoint) *http.Client
+	// Observer returns the relay.Observer of one endpoint's lane (nil func
+	// or nil result: none).
+	Observer func(e store.Endpoint) relay.Observer
+	// BreakerFailures consecutive failed attempts to one endpoint open its
+	// breaker (BreakerFailuresDefault): its lane then finds the endpoint
+	// unreachable (sink.Unavailable), as a relay finds a sink that refuses
+	// connections, and probes it, counting no attempt. The breaker lets
+	// the first probe through after BreakerPauseMin, and each probe that
+	// fails doubles the pause, up to BreakerPauseMax.
 	BreakerFailures                  int
 	BreakerPauseMin, BreakerPauseMax time.Duration
 	// DisableAfter: an endpoint whose attempts all failed for this long is
-	// disabled automatically (DisableAfterDefault, 5 days).
+	// disabled (store.EndpointAutoDisabled) and its lane stopped
+	// (DisableAfterDefault, 5 days); enabling it delivers what waits.
 	DisableAfter time.Duration
-	// Retention is how long attempts and delivered rows are kept
-	// (RetentionDefault, 7 days); they are deleted every PurgeEvery, at
-	// most PurgeBatch rows per statement.
-	Retention  time.Duration
-	PurgeEvery time.Duration
-	PurgeBatch int
-	// AttemptsFlush and AttemptsBatch: attempts are written together,
-	// every AttemptsFlush or once AttemptsBatch are waiting.
+	// Retention is how long delivered rows and attempts are kept
+	// (RetentionDefault, 7 days); each lane purges its own.
+	Retention time.Duration
+	// RefreshEvery is how often the endpoints are read again: lanes are
+	// started, stopped and restarted, and the fan-out routes, within it
+	// (RefreshEveryDefault).
+	RefreshEvery time.Duration
+	// PollInterval is how often one query looks for due deliveries of
+	// every lane (store.Endpoints.DeliveryDue), waking those that have
+	// some: deliveries written by other processes, retries of another
+	// relay (PollIntervalDefault).
+	PollInterval time.Duration
+	// AttemptsFlush and AttemptsBatch: attempts are written together, every
+	// AttemptsFlush or once AttemptsBatch are waiting
+	// (AttemptsFlushDefault, AttemptsBatchDefault).
 	AttemptsFlush time.Duration
 	AttemptsBatch int
+	// Logger receives the supervisor's logs, and the lanes' when
+	// Relay.Logger is nil. Default: slog.Default().
+	Logger *slog.Logger
 }
 
+// withDefaults fills the zero fields and validates the rest, with an error
+// that names the field.
 func (c Config) withDefaults() (Config, error) {
 	if c.Store == nil {
-		return c, errors.New("endpoint: Config.Store is nil")
+		return c, errors.New("endpoint: Config.Store is required")
 	}
 	durations := []struct {
 		name string
 		v    *time.Duration
 		def  time.Duration
 	}{
-		{"Timeout", &c.Timeout, webhook.TimeoutDefault}, {"Lease", &c.Lease, LeaseDefault},
-		{"PollInterval", &c.PollInterval, PollIntervalDefault}, {"RefreshEvery", &c.RefreshEvery, RefreshEveryDefault},
-		{"BackoffMin", &c.BackoffMin, BackoffMinDefault}, {"BackoffMax", &c.BackoffMax, BackoffMaxDefault},
-		{"BreakerPauseMin", &c.BreakerPauseMin, BreakerPauseMinDefault}, {"BreakerPauseMax", &c.BreakerPauseMax, BreakerPauseMaxDefault},
-		{"DisableAfter", &c.DisableAfter, DisableAfterDefault}, {"Retention", &c.Retention, RetentionDefault},
-		{"PurgeEvery", &c.PurgeEvery, PurgeEveryDefault}, {"AttemptsFlush", &c.AttemptsFlush, AttemptsFlushDefault},
+		{"BreakerPauseMin", &c.BreakerPauseMin, BreakerPauseMinDefault},
+		{"BreakerPauseMax", &c.BreakerPauseMax, BreakerPauseMaxDefault},
+		{"DisableAfter", &c.DisableAfter, DisableAfterDefault},
+		{"Retention", &c.Retention, RetentionDefault},
+		{"RefreshEvery", &c.RefreshEvery, RefreshEveryDefault},
+		{"PollInterval", &c.PollInterval, PollIntervalDefault},
+		{"AttemptsFlush", &c.AttemptsFlush, AttemptsFlushDefault},
 	}
 	for _, d := range durations {
 		switch {
 		case *d.v == 0:
 			*d.v = d.def
 		case *d.v < 0:
-			return c, fmt.Errorf("endpoint: Config.%s %v must not be negative", d.name, *d.v)
+			return c, fmt.Errorf("endpoint: Config.%s %v is negative", d.name, *d.v)
 		}
 	}
 	ints := []struct {
@@ -114,8 +133,7 @@ func (c Config) withDefaults() (Config, error) {
 		v    *int
 		def  int
 	}{
-		{"MaxAttempts", &c.MaxAttempts, MaxAttemptsDefault}, {"RejectedAttempts", &c.RejectedAttempts, RejectedAttemptsDefault},
-		{"BreakerFailures", &c.BreakerFailures, BreakerFailuresDefault}, {"PurgeBatch", &c.PurgeBatch, PurgeBatchDefault},
+		{"BreakerFailures", &c.BreakerFailures, BreakerFailuresDefault},
 		{"AttemptsBatch", &c.AttemptsBatch, AttemptsBatchDefault},
 	}
 	for _, n := range ints {
@@ -123,21 +141,68 @@ func (c Config) withDefaults() (Config, error) {
 		case *n.v == 0:
 			*n.v = n.def
 		case *n.v < 0:
-			return c, fmt.Errorf("endpoint: Config.%s %d must not be negative", n.name, *n.v)
+			return c, fmt.Errorf("endpoint: Config.%s %d is negative", n.name, *n.v)
 		}
 	}
-	if c.BackoffMax < c.BackoffMin {
-		return c, fmt.Errorf("endpoint: Config.BackoffMax %v is less than BackoffMin %v", c.BackoffMax, c.BackoffMin)
-	}
-	if c.Lease <= c.Timeout {
-		return c, fmt.Errorf("endpoint: Config.Lease %v must be longer than Timeout %v", c.Lease, c.Timeout)
+	if c.BreakerPauseMax < c.BreakerPauseMin {
+		return c, fmt.Errorf("endpoint: Config.BreakerPauseMax %v is below BreakerPauseMin %v", c.BreakerPauseMax, c.BreakerPauseMin)
 	}
 	if c.Logger == nil {
-		c.Logger = slog.New(slog.DiscardHandler)
+		c.Logger = slog.Default()
 	}
-	if c.Owner == "" {
-		host, _ := os.Hostname()
-		c.Owner = fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8])
+	if c.Relay.Logger == nil {
+		c.Relay.Logger = c.Logger
+	}
+	if c.Relay.PublishBatch > 1 {
+		return c, fmt.Errorf("endpoint: Config.Relay.PublishBatch %d: an endpoint receives one request per event (the webhook sink publishes no batches); "+
+			"publish batches apply to the relay that drains the outbox into the FanOut", c.Relay.PublishBatch)
+	}
+	// Check the templates as a lane would use them; the relay's default
+	// Owner is the base of the lanes'.
+	rc := c.Relay
+	rc.Store, rc.Sink, rc.Concurrency, rc.PollInterval, rc.Stream = nopSource{}, nopSink{}, 1, lanePollInterval, nil
+	r, err := relay.New(rc)
+	if err != nil {
+		return c, fmt.Errorf("endpoint: Config.Relay: %w", err)
+	}
+	c.Relay.Owner = r.Owner()
+	wc := c.Webhook
+	wc.URL, wc.Secrets, wc.MaxConcurrency = "https://example.com/", []string{templateSecret}, 1
+	if _, err := webhook.New(wc); err != nil {
+		return c, fmt.Errorf("endpoint: Config.Webhook: %w", err)
+	}
+	if c.Client == nil {
+		client := newClient(c.Webhook.Timeout)
+		c.Client = func(store.Endpoint) *http.Client { return client }
 	}
 	return c, nil
 }
+
+// templateSecret checks Config.Webhook with a secret that every signature
+// scheme takes.
+const templateSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// newClient is the default client of deliveries: no SSRF guard, requests
+// bounded by timeout (the webhook sink's default when zero). Each lane
+// clones its transport (see withCapture).
+func newClient(timeout time.Duration) *http.Client {
+	if timeout == 0 {
+		timeout = webhook.TimeoutDefault
+	}
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.ResponseHeaderTimeout = timeout
+	return &http.Client{Transport: t}
+}
+
+// nopSource and nopSink stand for a lane and its sink where Config is
+// checked: relay.New calls neither.
+type (
+	nopSource struct{ store.Source }
+	nopSink   struct{ sink.Sink }
+)
+
+func (nopSink) String() string { return "none" }
+
+func (nopSink) Destination() sink.Destination { return sink.Destination{} }
+
+func (nopSink) Publish(context.Context, *sink.Message) error { return nil }

@@ -1,35 +1,62 @@
 // Package endpoint delivers outbox events to many webhook endpoints, each
-// receiving the event types its filter matches, each failing on its own.
+// receiving the event types its filter matches, each failing on its own,
+// through one delivery engine: package relay.
 //
-// It is a two-stage pipeline, so the relay itself stays as it is:
+// Endpoints mode (postbox relay --endpoints) has two stages:
 //
-//   - FanOut is the relay's sink in endpoints mode (postbox relay
-//     --endpoints). Its Publish writes one delivery row per matching endpoint
+//   - The FanOut (Supervisor.FanOut) is the sink of the relay that drains
+//     the outbox. It writes one delivery per matching endpoint
 //     (store.Endpoints.DeliveryInsert: idempotent, keyed by event and
-//     endpoint, with a copy of the event) and returns nil, so the outbox
-//     event is done at once. An event no endpoint wants is done too, and
-//     counted (FanOut.Unrouted).
-//   - Dispatcher delivers those rows. Every enabled endpoint has a loop of
-//     its own: its own claims (leases, so several processes share the work),
-//     concurrency, token-bucket rate limit, exponential backoff, attempt
-//     count and dead letters, and a circuit breaker that pauses it after
-//     consecutive failures (growing pauses, one probe at a time). An
-//     endpoint failing for Config.DisableAfter is disabled automatically;
-//     enabling it delivers what accumulated meanwhile. Shadow endpoints
-//     never dead-letter: a delivery that used its attempts is dropped and
-//     counted. Every attempt is written to the attempts log in batches, kept
-//     for Config.Retention.
+//     endpoint, a copy of the event; a whole batch in one statement, as a
+//     sink.BatchSink) and reports the event published, so the outbox event
+//     is done at once. An event no endpoint wants is done too, and counted
+//     (FanOut.Unrouted). It wakes the lanes it wrote for.
+//   - Each enabled endpoint is a lane: a relay.Relay of its own over the
+//     endpoint's deliveries (store.Endpoints.EndpointLane), with the
+//     relay's claims, leases and their renewal, settle batching, outage
+//     probing, backoff, Retry-After, dead letters (postbox failed), observer
+//     and tracing, configured by Config.Relay as a relay is. With
+//     Relay.Ordered each endpoint receives each aggregate's events in order,
+//     one endpoint's failures holding back only its own lane.
 //
-// Deliveries are sent by package sink/webhook, one Sink per endpoint signed
-// with the endpoint's secrets (during a rotation the old one too, until its
-// grace period ends). The HTTP client comes from Config.Client: postbox relay
-// gives it the SSRF-guarded dialer. An event that sink refuses fails its
-// delivery at the first attempt, for every endpoint alike: a header that
-// is not valid HTTP, one that would set credentials or the transport
-// (Authorization, Cookie, Proxy-*, Connection, Host, ...: see
-// webhook.TransportHeader), which would otherwise reach every partner, or
-// a payload over webhook.MaxMessageBytesDefault.
+// The Supervisor reads the endpoints every Config.RefreshEvery: it starts a
+// lane for each enabled endpoint, stops the lanes of endpoints disabled or
+// removed (deliveries in flight end, the rest go back to the queue), and
+// restarts a lane whose settings changed (URL, secrets, a rotation's grace
+// period that ended, rate, concurrency, shadow, allow-private). Lanes do not
+// poll the database each on its own: every Config.PollInterval one query
+// (store.Endpoints.DeliveryDue) finds the lanes with deliveries due, written
+// by other processes or retried by other relays, and wakes them; a lane's
+// relay wakes itself for the retries it scheduled.
 //
-// A disabled endpoint receives nothing more: deliveries its loop claimed
-// when it stopped go back, not attempted, and those in flight end.
+// A lane's sink is the endpoint's webhook sink (package sink/webhook,
+// Config.Webhook as template, signed with the endpoint's secrets: during a
+// rotation the old one too, until its grace period ends; the HTTP client of
+// Config.Client, the SSRF-guarded one in postbox relay) inside middleware:
+//
+//   - a circuit breaker: after Config.BreakerFailures failed attempts in a
+//     row, the endpoint counts as unreachable (sink.Unavailable): the lane
+//     probes it with one event at a time, counting no attempt, and the
+//     breaker lets the first probe through after a pause that grows from
+//     BreakerPauseMin to BreakerPauseMax;
+//   - a token-bucket rate limit (store.Endpoint.RatePerSecond);
+//   - the attempts log: every attempt with its status code, duration, the
+//     start of the answer and the error, written in batches
+//     (store.Endpoints.AttemptInsert), kept for Config.Retention;
+//   - the endpoint's health: the start of a run of failures is recorded
+//     (store.Endpoints.EndpointFailing), and an endpoint whose attempts all
+//     failed for Config.DisableAfter is disabled (store.EndpointAutoDisabled)
+//     and its lane stopped; its deliveries wait, and enabling it delivers
+//     them.
+//
+// An endpoint that cannot be reached at all (a connection refused, a name
+// that does not resolve) is an outage of its lane, as for a relay: no
+// attempt counts, and no delivery is dead-lettered for it. A connection the
+// SSRF guard refuses is a permanent failure whose error says so, whole. An
+// event the webhook sink refuses fails its delivery at the first attempt,
+// for every endpoint alike: a header that is not valid HTTP, one that would
+// set credentials or the transport (see webhook.TransportHeader), or a
+// payload over the webhook's MaxMessageBytes. Shadow endpoints never
+// dead-letter: a delivery that used its attempts is dropped
+// (store.StatusDropped) and counted (Stats.Dropped).
 package endpoint

@@ -3,43 +3,97 @@ package endpoint_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"log"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"time"
 
+	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// The wiring of postbox relay --endpoints: the relay publishes each event
-// to the fan-out, which writes one delivery per matching endpoint and wakes
-// the dispatcher; the dispatcher delivers them, endpoint by endpoint.
+// The wiring of postbox relay --endpoints: a relay drains the outbox into
+// the supervisor's fan-out, which writes one delivery per matching endpoint
+// and wakes their lanes; each lane, a relay of its own, delivers its
+// endpoint's deliveries, signed with the endpoint's secret.
 func Example() {
 	ctx := context.Background()
-	pool, err := pgxpool.New(ctx, "postgres://app@127.0.0.1:5432/app")
+	pool, err := pgxpool.New(ctx, pgtest.URL()) // in an application: its own database URL
 	if err != nil {
 		log.Fatal(err)
 	}
-	s, err := postgres.New(pool, postgres.Config{})
+	defer pool.Close()
+	schema := fmt.Sprintf("example_%d", time.Now().UnixNano())
+	s, err := postgres.New(pool, postgres.Config{Schema: schema})
 	if err != nil {
 		log.Fatal(err)
 	}
-	// Client: give it the SSRF-guarded client in production.
-	d, err := endpoint.NewDispatcher(endpoint.Config{Store: s})
+	defer pool.Exec(ctx, "drop schema "+pgx.Identifier{schema}.Sanitize()+" cascade")
+	if _, err := s.Migrate(ctx); err != nil {
+		log.Fatal(err)
+	}
+
+	// A partner's endpoint, registered as postbox endpoints add does.
+	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		fmt.Println("partner received", r.Header.Get("Postbox-Event-Type"), string(body))
+	}))
+	defer partner.Close()
+	_, err = s.EndpointCreate(ctx, store.Endpoint{Name: "partner", URL: partner.URL, Types: []string{"order.*"},
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Concurrency: 8})
 	if err != nil {
 		log.Fatal(err)
 	}
-	fanOut, err := endpoint.NewFanOut(endpoint.FanOutConfig{Store: s, Written: d.Wake})
+
+	quiet := slog.New(slog.DiscardHandler) // default: slog.Default()
+	// Client: give it the SSRF-guarded client (package endpoint/guard) in
+	// production; Relay configures every lane as a relay.
+	sup, err := endpoint.New(endpoint.Config{Store: s, Logger: quiet, Relay: relay.Config{MaxAttempts: 10}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := relay.New(relay.Config{Store: s, Sink: fanOut})
+	r, err := relay.New(relay.Config{Store: s, Sink: sup.FanOut(), PublishBatch: 100, Logger: quiet})
 	if err != nil {
 		log.Fatal(err)
 	}
-	go d.Run(ctx)
-	log.Fatal(r.Run(ctx))
+	runCtx, stop := context.WithCancel(ctx)
+	var running sync.WaitGroup
+	running.Go(func() {
+		if err := sup.Run(runCtx); err != nil {
+			log.Fatal(err)
+		}
+	})
+	running.Go(func() {
+		if err := r.Run(runCtx); err != nil {
+			log.Fatal(err)
+		}
+	})
+
+	err = s.Enqueue(ctx, postbox.Event{AggregateType: "order", AggregateID: "42", EventType: "order.created", Payload: []byte(`{"order_id": 42}`)},
+		postbox.Event{AggregateType: "audit", AggregateID: "7", EventType: "audit.logged", Payload: []byte(`{}`)})
+	if err != nil {
+		log.Fatal(err)
+	}
+	for sup.Stats().Delivered < 1 || sup.Stats().Unrouted < 1 {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	running.Wait()
+	st := sup.Stats()
+	fmt.Println("written", st.Written, "unrouted", st.Unrouted, "delivered", st.Delivered, "failed", st.Failed)
+	// Output:
+	// partner received order.created {"order_id": 42}
+	// written 1 unrouted 1 delivered 1 failed 0
 }
 
 // An endpoint's filter is a list of globs on the event type; an empty one

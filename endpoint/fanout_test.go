@@ -4,39 +4,76 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"path/filepath"
 	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/internal/receiver"
-	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/sqlite"
 )
 
-// Events written by plain SQL go, through the relay and the fan-out, to
-// exactly the endpoints whose filter matches them.
-func TestFanOutRoutesByTypeFilter(t *testing.T) {
-	eachStore(t, testFanOutRoutesByTypeFilter)
+// Events written by plain SQL go, through the relay, the fan-out and the
+// lanes, to exactly the endpoints whose filter matches them, each once,
+// signed.
+func TestFanOutAndLanesDeliverEachEventOnceToEachMatchingEndpoint(t *testing.T) {
+	t.Run("postgres", func(t *testing.T) {
+		s := pgStore(t)
+		testDeliverOnce(t, s, func(aggregateID, eventType string) (id string, err error) {
+			err = s.Pool().QueryRow(context.Background(), "insert into "+s.Table("outbox_events")+
+				" (aggregate_type, aggregate_id, event_type, payload) values ('order', $1, $2, '{\"n\": 1}') returning id::text",
+				aggregateID, eventType).Scan(&id)
+			return id, err
+		})
+	})
+	t.Run("sqlite", func(t *testing.T) {
+		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "postbox.db"), sqlite.Config{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { s.Close() })
+		if _, err := s.Migrate(context.Background()); err != nil {
+			t.Fatal(err)
+		}
+		testDeliverOnce(t, s, func(aggregateID, eventType string) (id string, err error) {
+			err = s.DB().QueryRow("insert into outbox_events (aggregate_type, aggregate_id, event_type, payload) values ('order', ?, ?, '{\"n\": 1}') returning id",
+				aggregateID, eventType).Scan(&id)
+			return id, err
+		})
+	})
 }
 
-func testFanOutRoutesByTypeFilter(t *testing.T, s testStore, insert func(aggregateID, eventType string) string) {
+// testDeliverOnce is TestFanOutAndLanesDeliverEachEventOnceToEachMatchingEndpoint
+// on s, into which insert writes an event with plain SQL.
+func testDeliverOnce(t *testing.T, s interface {
+	store.Outbox
+	store.Endpoints
+}, insert func(aggregateID, eventType string) (string, error)) {
+	ctx := context.Background()
 	orders := receiver.New(t, secret, nil)
 	everything := receiver.New(t, secret, nil)
 	payments := receiver.New(t, secret, nil)
 	addEndpoint(t, s, "orders", orders.URL, nil, "order.*")
 	addEndpoint(t, s, "everything", everything.URL, nil)
 	addEndpoint(t, s, "payments", payments.URL, nil, "payment.succeeded", "refund.?")
-	d := startDispatcher(t, s, nil)
-	f := newFanOut(t, s, d)
+	sup := startSupervisor(t, s, nil)
 
 	types := []string{"order.created", "order.paid", "payment.succeeded", "payment.failed", "refund.a", "audit.x"}
 	want := map[string][]string{}
-	ctx := context.Background()
-	for i := range 60 {
+	const n = 120
+	for i := range n {
 		typ := types[i%len(types)]
-		id := insert(fmt.Sprint(i), typ)
+		id, err := insert(fmt.Sprint(i), typ)
+		if err != nil {
+			t.Fatal(err)
+		}
 		want["everything"] = append(want["everything"], id)
 		for name, types := range map[string][]string{"orders": {"order.*"}, "payments": {"payment.succeeded", "refund.?"}} {
 			if endpoint.Matches(types, typ) {
@@ -44,33 +81,35 @@ func testFanOutRoutesByTypeFilter(t *testing.T, s testStore, insert func(aggrega
 			}
 		}
 	}
-	r, err := relay.New(relay.Config{Store: s, Sink: f, Logger: testLogger(t), PollInterval: 50 * time.Millisecond})
-	if err != nil {
-		t.Fatal(err)
-	}
-	rctx, stop := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	wg.Go(func() { _ = r.Run(rctx) })
-	defer func() { stop(); wg.Wait() }()
+	startRelay(t, s, sup.FanOut(), nil)
 
+	total := 0
 	for name, rc := range map[string]*receiver.Receiver{"orders": orders, "everything": everything, "payments": payments} {
 		rc.WaitAccepted(t, len(want[name]), 30*time.Second)
+		total += len(want[name])
 		var got []string
 		for _, d := range rc.Accepted() {
 			got = append(got, d.ID)
 		}
 		slices.Sort(got)
 		slices.Sort(want[name])
-		if !slices.Equal(slices.Compact(got), want[name]) || len(got) != len(want[name]) {
-			t.Errorf("%s received %d events (%d distinct), want exactly the %d its filter matches", name, len(got), len(slices.Compact(got)), len(want[name]))
+		if !slices.Equal(got, want[name]) {
+			t.Errorf("%s received %d events (%d distinct), want exactly the %d its filter matches, once each", name, len(got), len(slices.Compact(got)), len(want[name]))
+		}
+		if rc.BadSignatures() != 0 {
+			t.Errorf("%s got %d requests with a bad signature", name, rc.BadSignatures())
 		}
 	}
-	waitFor(t, 10*time.Second, "the outbox drained", func() bool {
+	waitFor(t, 10*time.Second, "the outbox drained and every delivery counted", func() bool {
 		st, err := s.Stats(ctx)
-		return err == nil && st.Pending == 0 && st.Processing == 0
+		return err == nil && st.Pending == 0 && st.Processing == 0 && sup.Stats().Delivered == int64(total)
 	})
-	if f.Unrouted() != 0 {
-		t.Errorf("unrouted = %d, want 0 (the everything endpoint takes all)", f.Unrouted())
+	st := sup.Stats()
+	if st.Written != int64(total) || st.Unrouted != 0 || st.Failed != 0 || st.Lanes != 3 {
+		t.Errorf("stats = %+v, want %d written and delivered, none unrouted nor failed, 3 lanes", st, total)
+	}
+	if f := sup.FanOut(); f.Routed() != n {
+		t.Errorf("routed = %d, want %d (every event, the everything endpoint takes all)", f.Routed(), n)
 	}
 }
 
@@ -87,16 +126,62 @@ func TestFanOutUnroutedAndDisabled(t *testing.T) {
 	if err := s.EndpointSetState(ctx, auto.ID, store.EndpointAutoDisabled); err != nil {
 		t.Fatal(err)
 	}
-	f := newFanOut(t, s, nil)
+	f := newSupervisor(t, s, nil).FanOut()
 	fanOut(t, f, "order.created", "audit.x", "audit.y")
-	if f.Unrouted() != 2 {
-		t.Errorf("unrouted = %d, want 2", f.Unrouted())
+	if f.Unrouted() != 2 || f.Routed() != 1 || f.Written() != 1 {
+		t.Errorf("unrouted %d, routed %d, written %d; want 2, 1, 1", f.Unrouted(), f.Routed(), f.Written())
 	}
 	if c := counts(t, s, off.ID); c.Pending != 0 {
 		t.Errorf("disabled endpoint got %d deliveries", c.Pending)
 	}
 	if c := counts(t, s, auto.ID); c.Pending != 1 {
 		t.Errorf("auto-disabled endpoint got %d deliveries, want 1 waiting", c.Pending)
+	}
+}
+
+// PublishBatch writes a whole batch at once and gives each event its own
+// result: an event no endpoint wants is published whatever happens to the
+// others, the others share the statement's fate.
+func TestFanOutPublishBatchResultsPerEvent(t *testing.T) {
+	s := pgStore(t)
+	a := addEndpoint(t, s, "a", "http://127.0.0.1:9/", nil, "order.*")
+	b := addEndpoint(t, s, "b", "http://127.0.0.1:9/", nil, "order.paid")
+	// The routes read once are kept: a statement can fail after it.
+	f := newSupervisor(t, s, func(c *endpoint.Config) { c.RefreshEvery = time.Hour }).FanOut()
+	batch := func(ctx context.Context, types ...string) ([]*sink.Message, []error) {
+		var msgs []*sink.Message
+		for i, typ := range types {
+			msgs = append(msgs, &sink.Message{Attempt: 1, Event: postbox.Event{ID: uuid.Must(uuid.NewV7()),
+				AggregateType: "order", AggregateID: fmt.Sprint(i), EventType: typ, Payload: []byte(`{}`)}})
+		}
+		errs := make([]error, len(msgs))
+		for i := range errs {
+			errs[i] = fmt.Errorf("not set")
+		}
+		f.PublishBatch(ctx, msgs, errs)
+		return msgs, errs
+	}
+	_, errs := batch(context.Background(), "order.created", "audit.x", "order.paid", "order.paid")
+	for i, err := range errs {
+		if err != nil {
+			t.Errorf("event %d: %v", i, err)
+		}
+	}
+	if ca, cb := counts(t, s, a.ID), counts(t, s, b.ID); ca.Pending != 3 || cb.Pending != 2 {
+		t.Errorf("pending a %d, b %d; want 3 and 2", ca.Pending, cb.Pending)
+	}
+	if f.Written() != 5 || f.Routed() != 3 || f.Unrouted() != 1 {
+		t.Errorf("written %d, routed %d, unrouted %d; want 5, 3, 1", f.Written(), f.Routed(), f.Unrouted())
+	}
+
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel() // the statement fails
+	_, errs = batch(cancelled, "order.created", "audit.x")
+	if errs[0] == nil || errs[1] != nil {
+		t.Errorf("with the statement failing: errors %v; want the routed event's alone", errs)
+	}
+	if f.Written() != 5 || f.Routed() != 3 || f.Unrouted() != 2 {
+		t.Errorf("after the failure: written %d, routed %d, unrouted %d; want 5, 3, 2", f.Written(), f.Routed(), f.Unrouted())
 	}
 }
 
@@ -114,9 +199,9 @@ func TestFanOutAgainAfterCrashWritesNoDuplicate(t *testing.T) {
 		return 0
 	})
 	e := addEndpoint(t, s, "a", rc.URL, nil)
-	f := newFanOut(t, s, nil)
+	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.Retention = time.Hour })
+	f := sup.FanOut()
 	ids := fanOut(t, f, "order.created")
-	d := startDispatcher(t, s, nil)
 	rc.WaitAccepted(t, 1, 10*time.Second)
 	waitFor(t, 5*time.Second, "the delivery done", func() bool { return counts(t, s, e.ID).Done == 1 })
 	// The crashed relay's event comes back and is published again.
@@ -125,7 +210,6 @@ func TestFanOutAgainAfterCrashWritesNoDuplicate(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	d.Wake()
 	time.Sleep(300 * time.Millisecond) // a delivery, if one were written, would be made by now
 	if c := counts(t, s, e.ID); c != (store.DeliveryCounts{Done: 1}) {
 		t.Errorf("counts = %+v, want one delivery, done", c)
@@ -134,5 +218,8 @@ func TestFanOutAgainAfterCrashWritesNoDuplicate(t *testing.T) {
 	defer mu.Unlock()
 	if hits[ids["order.created"][0].String()] != 1 {
 		t.Errorf("the event was received %d times, want 1", hits[ids["order.created"][0].String()])
+	}
+	if w := f.Written(); w != 1 {
+		t.Errorf("written = %d, want 1 (the same delivery is not written twice)", w)
 	}
 }

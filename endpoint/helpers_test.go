@@ -5,7 +5,6 @@ import (
 	"log/slog"
 	"net"
 	"os"
-	"path/filepath"
 	"strconv"
 	"sync"
 	"testing"
@@ -16,10 +15,11 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
-	"github.com/postbox-go/postbox/store/sqlite"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
@@ -56,36 +56,40 @@ func refusingURL(t *testing.T) string {
 	return "http://" + addr + "/hook"
 }
 
-// startDispatcher runs a dispatcher with quick test settings until the test
-// ends.
-func startDispatcher(t *testing.T, s store.Endpoints, tweak func(*endpoint.Config)) *endpoint.Dispatcher {
+// startSupervisor runs a supervisor with quick test settings until the
+// test ends.
+func startSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.Config)) *endpoint.Supervisor {
 	t.Helper()
 	cfg := endpoint.Config{
-		Store: s, Logger: testLogger(t), Timeout: 5 * time.Second, Lease: 30 * time.Second,
+		Store: s, Logger: testLogger(t),
+		Relay: relay.Config{
+			Lease: 5 * time.Second, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
+			ProbeInterval: 100 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
+		},
+		Webhook:      webhook.Config{Timeout: 5 * time.Second},
 		PollInterval: 50 * time.Millisecond, RefreshEvery: 100 * time.Millisecond,
-		BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 		BreakerFailures: 1000, AttemptsFlush: 20 * time.Millisecond,
 	}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	d, err := endpoint.NewDispatcher(cfg)
+	sup, err := endpoint.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := d.Run(ctx); err != nil {
-			t.Errorf("dispatcher: %v", err)
+		if err := sup.Run(ctx); err != nil {
+			t.Errorf("supervisor: %v", err)
 		}
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
-	return d
+	return sup
 }
 
-// fanOut publishes events of the given types through a FanOut and returns
-// their ids by type.
+// fanOut publishes events of the given types through a FanOut, each of an
+// aggregate of its own, and returns their ids by type.
 func fanOut(t *testing.T, f *endpoint.FanOut, types ...string) map[string][]uuid.UUID {
 	t.Helper()
 	ids := map[string][]uuid.UUID{}
@@ -100,17 +104,25 @@ func fanOut(t *testing.T, f *endpoint.FanOut, types ...string) map[string][]uuid
 	return ids
 }
 
-func newFanOut(t *testing.T, s store.Endpoints, d *endpoint.Dispatcher) *endpoint.FanOut {
+// startRelay runs a relay over the outbox of s into f until the test ends.
+func startRelay(t *testing.T, s store.Outbox, f *endpoint.FanOut, tweak func(*relay.Config)) {
 	t.Helper()
-	cfg := endpoint.FanOutConfig{Store: s, RefreshEvery: time.Millisecond}
-	if d != nil {
-		cfg.Written = d.Wake
+	cfg := relay.Config{Store: s, Sink: f, Logger: testLogger(t), PollInterval: 50 * time.Millisecond, PublishBatch: 16}
+	if tweak != nil {
+		tweak(&cfg)
 	}
-	f, err := endpoint.NewFanOut(cfg)
+	r, err := relay.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return f
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		if err := r.Run(ctx); err != nil {
+			t.Errorf("relay: %v", err)
+		}
+	})
+	t.Cleanup(func() { stop(); wg.Wait() })
 }
 
 // waitFor polls cond until it holds, failing t after timeout.
@@ -136,50 +148,6 @@ func counts(t *testing.T, s store.Endpoints, id uuid.UUID) store.DeliveryCounts 
 
 func pgStore(t *testing.T) *postgres.Store { return pgtest.Store(t) }
 
-// testStore is a store of both kinds, and how a plain-SQL producer
-// writes an event into it.
-type testStore interface {
-	store.Outbox
-	store.Endpoints
-}
-
-// eachStore runs test on a fresh PostgreSQL store and a fresh SQLite one;
-// insert writes an event with the article's plain SQL and returns its id.
-func eachStore(t *testing.T, test func(t *testing.T, s testStore, insert func(aggregateID, eventType string) string)) {
-	t.Run("postgres", func(t *testing.T) {
-		s := pgStore(t)
-		test(t, s, func(aggregateID, eventType string) string {
-			var id string
-			err := s.Pool().QueryRow(context.Background(), "insert into "+s.Table("outbox_events")+
-				" (aggregate_type, aggregate_id, event_type, payload) values ('order', $1, $2, '{\"n\": 1}') returning id::text",
-				aggregateID, eventType).Scan(&id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return id
-		})
-	})
-	t.Run("sqlite", func(t *testing.T) {
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "postbox.db"), sqlite.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if _, err := s.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		test(t, s, func(aggregateID, eventType string) string {
-			var id string
-			err := s.DB().QueryRow("insert into outbox_events (aggregate_type, aggregate_id, event_type, payload) values ('order', ?, ?, '{\"n\": 1}') returning id",
-				aggregateID, eventType).Scan(&id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			return id
-		})
-	})
-}
-
 // messageOf is the message a relay would publish again for the event id,
 // rebuilt from its delivery row.
 func messageOf(t *testing.T, s store.Endpoints, id string) *sink.Message {
@@ -199,4 +167,18 @@ func messageOf(t *testing.T, s store.Endpoints, id string) *sink.Message {
 	}
 	t.Fatalf("no delivery of %s", id)
 	return nil
+}
+
+// newSupervisor returns a supervisor with quick test settings, not running.
+func newSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.Config)) *endpoint.Supervisor {
+	t.Helper()
+	cfg := endpoint.Config{Store: s, Logger: testLogger(t), RefreshEvery: time.Millisecond}
+	if tweak != nil {
+		tweak(&cfg)
+	}
+	sup, err := endpoint.New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return sup
 }

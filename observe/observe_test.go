@@ -477,12 +477,12 @@ func TestMetricsEndpoint(t *testing.T) {
 	}
 	body, _ := io.ReadAll(resp.Body)
 	if err := testutil.ScrapeAndCompare(srv.URL+"/metrics", stringsReader(`
-# HELP postbox_deliveries_total Delivery attempts whose outcome the relay recorded, by event type and outcome (delivered, retry, failed, released).
+# HELP postbox_deliveries_total Delivery attempts whose outcome the relay recorded, by endpoint ("" for the single-URL relay), event type and outcome (delivered, retry, failed, released). In endpoints mode the fan-out is counted apart, in postbox_fanout_events_total.
 # TYPE postbox_deliveries_total counter
-postbox_deliveries_total{event_type="order.created",outcome="delivered"} 1
-postbox_deliveries_total{event_type="order.created",outcome="failed"} 0
-postbox_deliveries_total{event_type="order.created",outcome="released"} 0
-postbox_deliveries_total{event_type="order.created",outcome="retry"} 0
+postbox_deliveries_total{endpoint="",event_type="order.created",outcome="delivered"} 1
+postbox_deliveries_total{endpoint="",event_type="order.created",outcome="failed"} 0
+postbox_deliveries_total{endpoint="",event_type="order.created",outcome="released"} 0
+postbox_deliveries_total{endpoint="",event_type="order.created",outcome="retry"} 0
 `), "postbox_deliveries_total"); err != nil {
 		t.Fatalf("%v\n%s", err, body)
 	}
@@ -497,3 +497,142 @@ postbox_deliveries_total{event_type="order.created",outcome="retry"} 0
 }
 
 func stringsReader(s string) io.Reader { return strings.NewReader(s) }
+
+// labelValues returns the values of label among the series of name.
+func labelValues(t testing.TB, g prometheus.Gatherer, name, label string) map[string]bool {
+	t.Helper()
+	families, err := g.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	values := map[string]bool{}
+	for _, f := range families {
+		if f.GetName() != name {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == label {
+					values[l.GetValue()] = true
+				}
+			}
+		}
+	}
+	return values
+}
+
+// A relay observed by Endpoint("billing") delivers through a real store
+// and receiver: its deliveries, durations and lags carry
+// endpoint="billing", none carries the single-URL relay's endpoint="".
+func TestEndpointLabel(t *testing.T) {
+	s := pgtest.Store(t)
+	reg, m := newMetrics(t, observe.Options{})
+	for i := range 3 {
+		if err := s.Enqueue(context.Background(), event("order.created", fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runRelay(t, relay.Config{Store: s, Observer: m.Endpoint("billing")})
+	billing := map[string]string{"endpoint": "billing"}
+	waitFor(t, "3 deliveries", 10*time.Second, func() bool {
+		return value(t, reg, "postbox_deliveries_total", map[string]string{"endpoint": "billing", "outcome": "delivered"}) == 3
+	})
+	for _, name := range []string{"postbox_deliveries_total", "postbox_delivery_duration_seconds", "postbox_event_lag_seconds"} {
+		if got := value(t, reg, name, billing); got != 3 {
+			t.Errorf("%s{endpoint=billing} = %v, want 3", name, got)
+		}
+		if got := value(t, reg, name, map[string]string{"endpoint": ""}); got != 0 {
+			t.Errorf("%s{endpoint=\"\"} = %v, want 0 (no single-URL relay ran)", name, got)
+		}
+	}
+	if got := value(t, reg, "postbox_fanout_events_total", nil); got != 0 {
+		t.Errorf("fanout_events_total = %v, want 0 (no fan-out ran)", got)
+	}
+	if got := value(t, reg, "postbox_claims_total", nil); got < 1 {
+		t.Errorf("claims_total = %v, want the lane's claims counted", got)
+	}
+}
+
+// Each endpoint's sink state has its own sink_up series: one endpoint
+// unreachable leaves the others', and the single-URL relay's, at 1.
+func TestSinkUpByEndpoint(t *testing.T) {
+	reg, m := newMetrics(t, observe.Options{})
+	a, a2, b := m.Endpoint("a"), m.Endpoint("a"), m.Endpoint("b")
+	for i, step := range []struct {
+		o      relay.Observer
+		up     bool
+		wantA  float64
+		wantB  float64
+		wantUp float64
+	}{{a, false, 0, 1, 1}, {a2, false, 0, 1, 1}, {a, true, 0, 1, 1}, {a2, true, 1, 1, 1}, {b, false, 1, 0, 1}} {
+		step.o.SinkState(step.up)
+		for endpoint, want := range map[string]float64{"a": step.wantA, "b": step.wantB, "": step.wantUp} {
+			if got := value(t, reg, "postbox_relay_sink_up", map[string]string{"endpoint": endpoint}); got != want {
+				t.Fatalf("step %d: relay_sink_up{endpoint=%q} = %v, want %v", i, endpoint, got, want)
+			}
+		}
+	}
+	b.SinkProbed()
+	if got := value(t, reg, "postbox_relay_sink_probes_total", map[string]string{"endpoint": "b"}); got != 1 {
+		t.Errorf("relay_sink_probes_total{endpoint=b} = %v, want 1", got)
+	}
+	if got := value(t, reg, "postbox_relay_sink_probes_total", map[string]string{"endpoint": ""}); got != 0 {
+		t.Errorf("relay_sink_probes_total{endpoint=\"\"} = %v, want 0", got)
+	}
+}
+
+// Past MaxEndpoints distinct names, the rest are counted as "other": the
+// series stay bounded, no attempt goes uncounted, and endpoint "" (the
+// single-URL relay) takes no place under the cap.
+func TestEndpointLabelIsCapped(t *testing.T) {
+	reg, m := newMetrics(t, observe.Options{MaxEndpoints: 2})
+	m.Relay().Attempted(relay.Attempt{EventType: "order.created", Outcome: relay.OutcomeDelivered, Sent: true})
+	for i := range 6 {
+		o := m.Endpoint(fmt.Sprintf("hooks-%d", i))
+		o.Attempted(relay.Attempt{EventType: "order.created", Outcome: relay.OutcomeDelivered, Sent: true})
+		o.SinkState(false)
+	}
+	m.Endpoint("hooks-0").Attempted(relay.Attempt{EventType: "order.created", Outcome: relay.OutcomeDelivered, Sent: true})
+	want := map[string]bool{"": true, "hooks-0": true, "hooks-1": true, observe.OtherEndpoint: true}
+	for _, name := range []string{"postbox_deliveries_total", "postbox_delivery_duration_seconds", "postbox_event_lag_seconds", "postbox_relay_sink_up"} {
+		if got := labelValues(t, reg, name, "endpoint"); fmt.Sprint(got) != fmt.Sprint(want) {
+			t.Errorf("%s has endpoints %v, want %v", name, got, want)
+		}
+	}
+	for endpoint, want := range map[string]float64{"": 1, "hooks-0": 2, "hooks-1": 1, observe.OtherEndpoint: 4} {
+		if got := value(t, reg, "postbox_deliveries_total", map[string]string{"endpoint": endpoint}); got != want {
+			t.Errorf("deliveries_total{endpoint=%q} = %v, want %v", endpoint, got, want)
+		}
+	}
+	if got := value(t, reg, "postbox_relay_sink_up", map[string]string{"endpoint": observe.OtherEndpoint}); got != 0 {
+		t.Errorf("relay_sink_up{endpoint=other} = %v, want 0 (its endpoints are down)", got)
+	}
+}
+
+// The fan-out's attempts, through a real relay and store, are counted in
+// postbox_fanout_*, not as deliveries; its claims count with every
+// relay's.
+func TestFanOutCountedApart(t *testing.T) {
+	s := pgtest.Store(t)
+	reg, m := newMetrics(t, observe.Options{})
+	for i := range 4 {
+		if err := s.Enqueue(context.Background(), event("order.created", fmt.Sprint(i))); err != nil {
+			t.Fatal(err)
+		}
+	}
+	runRelay(t, relay.Config{Store: s, Observer: m.FanOut()})
+	waitFor(t, "4 fan-outs", 10*time.Second, func() bool {
+		return value(t, reg, "postbox_fanout_events_total", map[string]string{"outcome": "delivered", "event_type": "order.created"}) == 4
+	})
+	if got := value(t, reg, "postbox_fanout_duration_seconds", nil); got != 4 {
+		t.Errorf("fanout_duration_seconds count = %v, want 4", got)
+	}
+	for _, name := range []string{"postbox_deliveries_total", "postbox_delivery_duration_seconds", "postbox_event_lag_seconds"} {
+		if got := value(t, reg, name, nil); got != 0 {
+			t.Errorf("%s = %v after a fan-out only, want 0", name, got)
+		}
+	}
+	if got := value(t, reg, "postbox_claimed_events_total", nil); got < 4 {
+		t.Errorf("claimed_events_total = %v, want at least 4", got)
+	}
+}

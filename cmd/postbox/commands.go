@@ -32,7 +32,7 @@ var commands = map[string]command{
 	"chaos":     {summary: "run producers, relay processes and an inbox consumer under injected faults on PostgreSQL, and reconcile", setup: setupChaos},
 	"console":   {summary: "serve the web console: the outbox and the inbox, failed events to retry or purge (--addr, --token, --read-only)", setup: setupConsole},
 	"demo":      {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
-	"endpoints": {summary: "the webhook endpoints of postbox relay --endpoints: add, list, show, enable, disable, remove, retry, rotate-secret, test, attempts", sub: endpointsCommands},
+	"endpoints": {summary: "the webhook endpoints of postbox relay --endpoints: add, update, list, show, enable, disable, remove, retry, rotate-secret, test, attempts", sub: endpointsCommands},
 	"failed":    {summary: "the dead letters: list, show, retry or purge failed events", sub: failedCommands},
 	"keys":      {summary: "generate signing keys: an ed25519 pair (whsk_/whpk_, v1a) or a whsec_ secret", sub: keysCommands},
 	"migrate":   {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},

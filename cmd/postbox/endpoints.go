@@ -29,14 +29,15 @@ import (
 var endpointsCommands = map[string]command{
 	"add":           {summary: "add a webhook endpoint: prints its id and, when generated, its secret (once)", setup: setupEndpointsAdd},
 	"list":          {summary: "list the endpoints (secrets as fingerprints)", setup: setupEndpointsList},
-	"show":          {summary: "show one endpoint and its deliveries by status", setup: setupEndpointsShow, args: "ID"},
-	"enable":        {summary: "enable an endpoint: its waiting deliveries go at once", setup: endpointStateCommand(store.EndpointEnabled), args: "ID"},
-	"disable":       {summary: "disable an endpoint: no deliveries are made nor written for it", setup: endpointStateCommand(store.EndpointDisabled), args: "ID"},
-	"remove":        {summary: "remove an endpoint with its deliveries and attempts", setup: setupEndpointsRemove, args: "ID"},
-	"rotate-secret": {summary: "give an endpoint a new secret; the old one keeps signing for --grace", setup: setupEndpointsRotate, args: "ID"},
-	"retry":         {summary: "send an endpoint's failed deliveries (its dead letters) back to the queue, as never attempted", setup: setupEndpointsRetry, args: "ID"},
-	"test":          {summary: "send a test event (postbox.test) to an endpoint now, and print its answer", setup: setupEndpointsTest, args: "ID"},
-	"attempts":      {summary: "list an endpoint's latest delivery attempts", setup: setupEndpointsAttempts, args: "ID"},
+	"show":          {summary: "show one endpoint and its deliveries by status", setup: setupEndpointsShow, args: "ID|NAME"},
+	"enable":        {summary: "enable an endpoint: its waiting deliveries go at once", setup: endpointStateCommand(store.EndpointEnabled), args: "ID|NAME"},
+	"disable":       {summary: "disable an endpoint: no deliveries are made nor written for it", setup: endpointStateCommand(store.EndpointDisabled), args: "ID|NAME"},
+	"remove":        {summary: "remove an endpoint with its deliveries and attempts", setup: setupEndpointsRemove, args: "ID|NAME"},
+	"rotate-secret": {summary: "give an endpoint a new secret; the old one keeps signing for --grace", setup: setupEndpointsRotate, args: "ID|NAME"},
+	"retry":         {summary: "send an endpoint's failed deliveries (its dead letters) back to the queue, as never attempted: the same as postbox failed retry --endpoint ID|NAME --all", setup: setupEndpointsRetry, args: "ID|NAME"},
+	"update":        {summary: "change an endpoint's URL, name, types, rate, concurrency, shadow or private allowance: only the flags given", setup: setupEndpointsUpdate, args: "ID|NAME"},
+	"test":          {summary: "send a test event (postbox.test) to an endpoint now, and print its answer", setup: setupEndpointsTest, args: "ID|NAME"},
+	"attempts":      {summary: "list an endpoint's latest delivery attempts", setup: setupEndpointsAttempts, args: "ID|NAME"},
 }
 
 // endpointsStore opens --db and returns its endpoints, once the schema is
@@ -61,16 +62,16 @@ func endpointsOf(s *dburl.Store) store.Endpoints {
 	return s.SQLite
 }
 
-// endpointArg reads the one positional argument, an endpoint id.
-func endpointArg(fs *flag.FlagSet) (uuid.UUID, error) {
-	if fs.NArg() != 1 {
-		return uuid.Nil, fmt.Errorf("%w: give one endpoint id", errUsage)
+// endpointArg reads the one positional argument: an endpoint's id or
+// name.
+func endpointArg(fs *flag.FlagSet) (string, error) {
+	switch {
+	case fs.NArg() != 1:
+		return "", fmt.Errorf("%w: give one endpoint, by id or name", errUsage)
+	case fs.Arg(0) == "":
+		return "", fmt.Errorf("%w: \"\" is not an endpoint id nor a name", errUsage)
 	}
-	id, err := uuid.Parse(fs.Arg(0))
-	if err != nil {
-		return uuid.Nil, fmt.Errorf("%w: %q is not an endpoint id (a UUID)", errUsage, fs.Arg(0))
-	}
-	return id, nil
+	return fs.Arg(0), nil
 }
 
 // notFound turns store.ErrEndpointNotFound into one clear line; other
@@ -95,10 +96,11 @@ func secretOrNew(given string) (secret string, generated bool, err error) {
 	return given, false, nil
 }
 
-// endpointCommand is a subcommand that acts on one endpoint, given by id:
-// run gets the store, opened read-only or not, and the id. check, when not
-// nil, checks the subcommand's flags before anything is opened.
-func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, check func() error, run func(ctx context.Context, s store.Endpoints, id uuid.UUID) error) func(context.Context) error {
+// endpointCommand is a subcommand that acts on one endpoint, given by id or
+// name: run gets the store, opened read-only or not, and the endpoint as
+// stored. check, when not nil, checks the subcommand's flags before
+// anything is opened.
+func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, check func() error, run func(ctx context.Context, s store.Endpoints, e store.Endpoint) error) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
 	return func(ctx context.Context) error {
@@ -107,7 +109,7 @@ func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, check func
 				return err
 			}
 		}
-		id, err := endpointArg(fs)
+		arg, err := endpointArg(fs)
 		if err != nil {
 			return err
 		}
@@ -116,7 +118,11 @@ func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, check func
 			return err
 		}
 		defer closeDB()
-		return notFound(id, run(ctx, s, id))
+		e, err := findEndpoint(ctx, s, arg)
+		if err != nil {
+			return err
+		}
+		return notFound(e.ID, run(ctx, s, e))
 	}
 }
 
@@ -137,31 +143,21 @@ func (r *rateFlag) Set(s string) error {
 func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
-	var rate rateFlag
-	fs.Var(&rate, "rate", "most deliveries started per second, R/s (0/s: no limit)")
-	var (
-		rawURL      = fs.String("url", "", "the endpoint's URL (http or https)")
-		name        = fs.String("name", "", "a name for people")
-		types       = fs.String("types", "", "comma-separated globs on the event type, such as 'order.*,payment.succeeded' (empty: every event)")
-		secret      = fs.String("secret", "", "signing secret whsec_<base64> (HMAC, v1), or an ed25519 secret key whsk_<base64> (v1a, see postbox keys generate; the endpoint verifies with its whpk_) (default: a new whsec_, printed once)")
-		concurrency = fs.Int("concurrency", 8, "most deliveries in flight to the endpoint at once")
-		shadow      = fs.Bool("shadow", false, "a shadow endpoint: receives a copy; its failures are dropped, never dead letters")
-	)
+	var f endpointFields
+	f.register(fs, 8)
+	secret := fs.String("secret", "", "signing secret whsec_<base64> (HMAC, v1), or an ed25519 secret key whsk_<base64> (v1a, see postbox keys generate; the endpoint verifies with its whpk_) (default: a new whsec_, printed once)")
 	return func(ctx context.Context) error {
-		if err := required("url", *rawURL); err != nil {
+		if err := required("url", f.url); err != nil {
 			return err
 		}
-		if err := checkEndpointURL(*rawURL); err != nil {
-			return err
-		}
-		filter := store.SplitTypes(*types)
-		if err := endpoint.ValidateTypes(filter); err != nil {
-			return fmt.Errorf("%w: --types: %v", errUsage, err)
-		}
-		if *concurrency < 1 {
-			return fmt.Errorf("%w: --concurrency %d: at least 1", errUsage, *concurrency)
-		}
+		e := store.Endpoint{Name: f.name, URL: f.url, Types: store.SplitTypes(f.types), RatePerSecond: float64(f.rate),
+			Concurrency: f.concurrency, Shadow: f.shadow, AllowPrivate: f.allowPrivate}
 		key, generated, err := secretOrNew(*secret)
+		if err != nil {
+			return err
+		}
+		e.Secret = key
+		warning, err := checkEndpointFields(ctx, e, true)
 		if err != nil {
 			return err
 		}
@@ -170,15 +166,14 @@ func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		defer closeDB()
-		e, err := s.EndpointCreate(ctx, store.Endpoint{Name: *name, URL: *rawURL, Types: filter, Secret: key,
-			RatePerSecond: float64(rate), Concurrency: *concurrency, Shadow: *shadow})
-		if err != nil {
+		if e, err = s.EndpointCreate(ctx, e); err != nil {
 			return err
 		}
 		fmt.Printf("endpoint %s added\n", e.ID)
 		if generated {
 			fmt.Printf("secret %s\n(shown once: give it to the receiver, it verifies the signatures with it)\n", key)
 		}
+		warn(warning)
 		return nil
 	}
 }
@@ -203,6 +198,7 @@ type endpointJSON struct {
 	Shadow              bool                  `json:"shadow"`
 	RatePerSecond       float64               `json:"rate_per_second"`
 	Concurrency         int                   `json:"concurrency"`
+	AllowPrivate        bool                  `json:"allow_private"`
 	Secret              string                `json:"secret_fingerprint"`
 	PreviousSecret      string                `json:"previous_secret_fingerprint,omitempty"`
 	PreviousSecretUntil *time.Time            `json:"previous_secret_until,omitempty"`
@@ -213,7 +209,7 @@ type endpointJSON struct {
 
 func toJSON(e store.Endpoint) endpointJSON {
 	j := endpointJSON{ID: e.ID, Name: e.Name, URL: redactSinkURL(e.URL), Types: e.Types, State: e.State, Shadow: e.Shadow,
-		RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, Secret: endpoint.Fingerprint(e.Secret), CreatedAt: e.CreatedAt}
+		RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, AllowPrivate: e.AllowPrivate, Secret: endpoint.Fingerprint(e.Secret), CreatedAt: e.CreatedAt}
 	if e.PreviousSecret != "" && time.Now().Before(e.PreviousSecretUntil) {
 		j.PreviousSecret, j.PreviousSecretUntil = endpoint.Fingerprint(e.PreviousSecret), &e.PreviousSecretUntil
 	}
@@ -258,6 +254,9 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 			if e.Shadow {
 				state += ",shadow"
 			}
+			if e.AllowPrivate {
+				state += ",private"
+			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, printable.String(e.Name), printable.String(state), printable.String(e.URL), typesText(e.Types),
 				rateText(e.RatePerSecond), e.Concurrency, e.Secret)
 		}
@@ -281,12 +280,8 @@ func rateText(r float64) string {
 
 func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 	asJSON := fs.Bool("json", false, "print JSON")
-	return endpointCommand("show", true, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
-		e, err := s.EndpointGet(ctx, id)
-		if err != nil {
-			return err
-		}
-		counts, err := s.DeliveryCounts(ctx, id)
+	return endpointCommand("show", true, fs, nil, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
+		counts, err := s.DeliveryCounts(ctx, e.ID)
 		if err != nil {
 			return err
 		}
@@ -303,8 +298,8 @@ func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 func printEndpoint(w io.Writer, e endpointJSON) {
 	fmt.Fprintf(w, "id           %s\nname         %s\nurl          %s\ntypes        %s\nstate        %s\n",
 		e.ID, printable.String(e.Name), printable.String(e.URL), typesText(e.Types), printable.String(e.State))
-	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nsecret       %s\n",
-		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, printable.String(e.Secret))
+	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nprivate      %s\nsecret       %s\n",
+		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, privateText(e.AllowPrivate), printable.String(e.Secret))
 	if e.PreviousSecretUntil != nil {
 		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable.String(e.PreviousSecret), e.PreviousSecretUntil.Format(time.RFC3339))
 	}
@@ -318,14 +313,22 @@ func printEndpoint(w io.Writer, e endpointJSON) {
 	}
 }
 
+// privateText says whether an endpoint may reach private addresses.
+func privateText(allowed bool) string {
+	if allowed {
+		return "allowed (--allow-private): deliveries may reach loopback, private and link-local addresses"
+	}
+	return "refused (the SSRF guard's default; --allow-private allows them)"
+}
+
 // endpointStateCommand is enable or disable.
 func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Context) error {
 	return func(fs *flag.FlagSet) func(context.Context) error {
-		return endpointCommand(state, false, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
-			if err := s.EndpointSetState(ctx, id, state); err != nil {
+		return endpointCommand(state, false, fs, nil, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
+			if err := s.EndpointSetState(ctx, e.ID, state); err != nil {
 				return err
 			}
-			fmt.Printf("endpoint %s %s\n", id, state)
+			fmt.Printf("endpoint %s %s\n", e.ID, state)
 			return nil
 		})
 	}
@@ -333,26 +336,22 @@ func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Cont
 
 func setupEndpointsRemove(fs *flag.FlagSet) func(context.Context) error {
 	dryRun := fs.Bool("dry-run", false, "remove nothing: say which endpoint and how many deliveries would go")
-	return endpointCommand("remove", false, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	return endpointCommand("remove", false, fs, nil, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
 		if *dryRun {
-			return previewRemove(ctx, os.Stdout, s, id)
+			return previewRemove(ctx, os.Stdout, s, e)
 		}
-		if err := s.EndpointDelete(ctx, id); err != nil {
+		if err := s.EndpointDelete(ctx, e.ID); err != nil {
 			return err
 		}
-		fmt.Printf("endpoint %s removed, with its deliveries and attempts\n", id)
+		fmt.Printf("endpoint %s removed, with its deliveries and attempts\n", e.ID)
 		return nil
 	})
 }
 
 // previewRemove is remove --dry-run: the endpoint and what would be
 // removed with it.
-func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, id uuid.UUID) error {
-	e, err := s.EndpointGet(ctx, id)
-	if err != nil {
-		return err
-	}
-	c, err := s.DeliveryCounts(ctx, id)
+func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, e store.Endpoint) error {
+	c, err := s.DeliveryCounts(ctx, e.ID)
 	if err != nil {
 		return err
 	}
@@ -364,40 +363,43 @@ func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, id uuid.
 }
 
 func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
-	return endpointCommand("retry", false, fs, nil, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
-		if _, err := s.EndpointGet(ctx, id); err != nil {
+	var db dbFlags
+	db.register(fs)
+	return func(ctx context.Context) error {
+		arg, err := endpointArg(fs)
+		if err != nil {
 			return err
 		}
-		total := 0
-		for {
-			n, err := s.DeliveryRetryFailed(ctx, id, store.FailedBatchMax)
-			total += n
-			if err != nil {
-				return fmt.Errorf("%d failed deliveries sent back, then: %w", total, err)
-			}
-			if n < store.FailedBatchMax {
-				break
-			}
+		s, err := db.open(ctx, "endpoints retry", false)
+		if err != nil {
+			return err
 		}
-		fmt.Printf("endpoint %s: %d failed deliveries sent back to the queue\n", id, total)
-		return nil
-	})
+		defer s.Close()
+		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
+			return err
+		}
+		e, err := findEndpoint(ctx, endpointsOf(s), arg)
+		if err != nil {
+			return err
+		}
+		return retryFailed(ctx, s.Outbox, store.FailedSelection{All: true, FailedFilter: store.FailedFilter{Endpoint: e.ID}}, "failed deliveries")
+	}
 }
 
 func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
 	secret := fs.String("secret", "", "the new secret, whsec_<base64> or whsk_<base64> (default: a new whsec_, printed once)")
 	grace := fs.Duration("grace", 24*time.Hour, "how long the old secret keeps signing beside the new one")
 	check := func() error { return notNegative(fs, "grace") }
-	return endpointCommand("rotate-secret", false, fs, check, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
+	return endpointCommand("rotate-secret", false, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
 		key, generated, err := secretOrNew(*secret)
 		if err != nil {
 			return err
 		}
 		until := time.Now().Add(*grace)
-		if err := s.EndpointRotateSecret(ctx, id, key, until); err != nil {
+		if err := s.EndpointRotateSecret(ctx, e.ID, key, until); err != nil {
 			return err
 		}
-		fmt.Printf("endpoint %s: new secret %s; the old one signs too until %s\n", id, endpoint.Fingerprint(key), until.Format(time.RFC3339))
+		fmt.Printf("endpoint %s: new secret %s; the old one signs too until %s\n", e.ID, endpoint.Fingerprint(key), until.Format(time.RFC3339))
 		if generated {
 			fmt.Printf("secret %s\n(shown once)\n", key)
 		}
@@ -410,12 +412,8 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 	g.register(fs)
 	timeout := fs.Duration("timeout", webhook.TimeoutDefault, "timeout of the request")
 	check := func() error { return positive(fs, "timeout") }
-	return endpointCommand("test", true, fs, check, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
-		e, err := s.EndpointGet(ctx, id)
-		if err != nil {
-			return err
-		}
-		client, _, err := g.client(*timeout)
+	return endpointCommand("test", true, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
+		client, err := g.endpointClient(e, *timeout)
 		if err != nil {
 			return err
 		}
@@ -438,11 +436,8 @@ func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	limit := fs.Int("limit", 50, "most attempts listed, the most recent first")
 	check := func() error { return positive(fs, "limit") }
-	return endpointCommand("attempts", true, fs, check, func(ctx context.Context, s store.Endpoints, id uuid.UUID) error {
-		if _, err := s.EndpointGet(ctx, id); err != nil {
-			return err
-		}
-		attempts, err := s.AttemptList(ctx, id, *limit)
+	return endpointCommand("attempts", true, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
+		attempts, err := s.AttemptList(ctx, e.ID, *limit)
 		if err != nil {
 			return err
 		}
@@ -457,10 +452,13 @@ func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 			return nil
 		}
 		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+		// The error is the last column, whole: what it says (such as the
+		// SSRF guard's refusal and the flag that allows the address) is
+		// what an operator reads the attempts for.
 		fmt.Fprintln(w, "AT\tEVENT\tTYPE\tATTEMPT\tSTATUS\tDURATION\tERROR")
 		for _, a := range attempts {
 			fmt.Fprintf(w, "%s\t%s\t%s\t%d\t%d\t%v\t%s\n", a.At.Format(time.RFC3339), a.EventID, oneLine(a.EventType, 100), a.Attempt,
-				a.StatusCode, a.Duration.Round(time.Millisecond), oneLine(a.Error, 100))
+				a.StatusCode, a.Duration.Round(time.Millisecond), wholeLine(a.Error))
 		}
 		return w.Flush()
 	})

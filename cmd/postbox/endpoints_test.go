@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/http"
 	"path/filepath"
 	"regexp"
 	"slices"
@@ -103,18 +104,23 @@ func TestEndpointsCommandsAddListShowRotateRemove(t *testing.T) {
 
 // The shipped relay in endpoints mode delivers events written by plain SQL
 // to two endpoints with different filters: each receives exactly its own,
-// and the attempts are listed; a third, dead, endpoint's failures
-// dead-letter only its own deliveries.
+// the attempts are listed, and the metrics count each endpoint's
+// deliveries under its name and the fan-out apart. An endpoint that
+// answers 410 dead-letters only its own deliveries, which endpoints retry
+// sends back; one that refuses connections is an outage of its lane: its
+// deliveries wait, burning no attempt.
 func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 	s, db := schemaStore(t)
 	orders := receiver.New(t, secret, nil)
 	all := receiver.New(t, secret, nil)
-	ordersID := addEndpointCmd(t, db, "--url", orders.URL, "--types", "order.*", "--secret", secret)
-	allID := addEndpointCmd(t, db, "--url", all.URL, "--secret", secret)
+	ordersID := addEndpointCmd(t, db, "--url", orders.URL, "--allow-private", "--name", "orders", "--types", "order.*", "--secret", secret)
+	allID := addEndpointCmd(t, db, "--url", all.URL, "--allow-private", "--name", "all", "--secret", secret)
+	gone := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int { return http.StatusGone })
+	goneID := addEndpointCmd(t, db, "--url", gone.URL, "--allow-private", "--name", "gone", "--secret", secret)
 	dead := receiver.New(t, secret, nil)
 	dead.Server.Close() // refuses connections from now on
-	deadID := addEndpointCmd(t, db, "--url", dead.URL, "--secret", secret)
-	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "100ms", "--metrics-addr", "127.0.0.1:0",
+	deadID := addEndpointCmd(t, db, "--url", dead.URL, "--allow-private", "--name", "dead", "--secret", secret)
+	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--poll", "100ms", "--metrics-addr", "127.0.0.1:0",
 		"--max-attempts", "2", "--backoff-min", "10ms", "--backoff-max", "20ms", "--breaker-failures", "1000")...)
 	want := map[string][]string{}
 	for i := range 20 {
@@ -137,8 +143,10 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 			t.Errorf("%s received %d events, want exactly its %d", name, len(got), len(want[name]))
 		}
 	}
-	if !strings.Contains(logs.String(), "endpoints mode") || !strings.Contains(logs.String(), "endpoints=3") {
-		t.Errorf("the relay did not say at start that it fans out to 3 endpoints:\n%s", logs)
+	for _, line := range []string{"endpoints mode", "endpoints=4", "fan-out", "ssrf_guard="} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("the relay did not say at start %q:\n%s", line, logs)
+		}
 	}
 	deliveries := func(id uuid.UUID) store.DeliveryCounts {
 		var shown struct {
@@ -149,13 +157,20 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 		}
 		return shown.Deliveries
 	}
-	waitFor(t, "the dead endpoint's deliveries dead-lettered", 20*time.Second, func() bool { return deliveries(deadID).Failed == 20 })
+	waitFor(t, "the gone endpoint's deliveries dead-lettered", 20*time.Second, func() bool { return deliveries(goneID).Failed == 20 })
 	for id, n := range map[uuid.UUID]int64{ordersID: 10, allID: 20} {
 		if c := deliveries(id); c != (store.DeliveryCounts{Done: n}) {
 			t.Errorf("a live endpoint's deliveries: %+v, want %d done and nothing failed", c, n)
 		}
 	}
-	if out := runOK(t, append([]string{"endpoints", "retry", deadID.String()}, db...)...); !strings.Contains(out, "20 failed deliveries sent back") {
+	// By now a refused connection counted as an attempt would have failed
+	// the dead endpoint's deliveries (2 attempts, 20ms apart) as the gone
+	// one's were.
+	if c := deliveries(deadID); c.Failed != 0 || c.Pending+c.Processing != 20 {
+		t.Errorf("the endpoint refusing connections: %+v, want its 20 deliveries waiting, none failed", c)
+	}
+	gone.Server.Close()
+	if out := runOK(t, append([]string{"endpoints", "retry", goneID.String()}, db...)...); !strings.Contains(out, "retried 20 failed deliveries") {
 		t.Errorf("endpoints retry printed %q", out)
 	}
 	var url string
@@ -166,9 +181,23 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 		}
 		return m != nil
 	})
+	delivered := map[string]string{"outcome": "delivered"}
 	waitFor(t, "the deliveries counted", 10*time.Second, func() bool {
-		return sum(scrape(t, url), "postbox_endpoint_deliveries_total", map[string]string{"outcome": "delivered"}) == 30
+		return sum(scrape(t, url), "postbox_deliveries_total", delivered) == 30
 	})
+	m := scrape(t, url)
+	if n := sum(m, "postbox_deliveries_total", map[string]string{"outcome": "delivered", "endpoint": "orders"}); n != 10 {
+		t.Errorf("postbox_deliveries_total{endpoint=\"orders\",outcome=\"delivered\"} = %v, want 10", n)
+	}
+	if n := sum(m, "postbox_deliveries_total", map[string]string{"outcome": "failed", "endpoint": "gone"}); n != 20 {
+		t.Errorf("postbox_deliveries_total{endpoint=\"gone\",outcome=\"failed\"} = %v, want 20", n)
+	}
+	if n := sum(m, "postbox_fanout_events_total", delivered); n != 20 {
+		t.Errorf("postbox_fanout_events_total{outcome=\"delivered\"} = %v, want the 20 events fanned out", n)
+	}
+	if n := sum(m, "postbox_endpoint_lanes", nil); n != 4 {
+		t.Errorf("postbox_endpoint_lanes = %v, want 4", n)
+	}
 	waitFor(t, "the attempts logged", 10*time.Second, func() bool {
 		var attempts []store.Attempt
 		out := runOK(t, append([]string{"endpoints", "attempts", "--json", ordersID.String()}, db...)...)
@@ -181,7 +210,7 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 func TestEndpointsRelayKilledMidFanOutWritesNoDuplicates(t *testing.T) {
 	s, db := schemaStore(t)
 	rc := receiver.New(t, secret, nil)
-	id := addEndpointCmd(t, db, "--url", rc.URL, "--secret", secret)
+	id := addEndpointCmd(t, db, "--url", rc.URL, "--allow-private", "--secret", secret)
 	const n = 3000
 	_, err := s.Pool().Exec(context.Background(), "insert into "+s.Table("outbox_events")+
 		"(aggregate_type, aggregate_id, event_type, payload) select 'order', i::text, 'order.created', '{}' from generate_series(1, $1) i", n)
@@ -233,8 +262,8 @@ func deliveryRows(t *testing.T, s *postgres.Store, endpointID uuid.UUID) int {
 func TestEndpointsTestCommand(t *testing.T) {
 	_, db := schemaStore(t)
 	rc := receiver.New(t, secret, nil)
-	id := addEndpointCmd(t, db, "--url", rc.URL, "--secret", secret)
-	out := runOK(t, append([]string{"endpoints", "test", "--allow-private-endpoints", id.String()}, db...)...)
+	id := addEndpointCmd(t, db, "--url", rc.URL, "--allow-private", "--secret", secret)
+	out := runOK(t, append([]string{"endpoints", "test", id.String()}, db...)...)
 	if !strings.Contains(out, "delivered") || len(rc.Accepted()) != 1 || rc.Accepted()[0].EventType != "postbox.test" {
 		t.Errorf("endpoints test printed %q; the receiver accepted %d requests, want one postbox.test", out, len(rc.Accepted()))
 	}
@@ -252,7 +281,7 @@ func TestEndpointsRelayOnSQLite(t *testing.T) {
 	db := []string{"--db", "sqlite:" + path}
 	runOK(t, append([]string{"migrate"}, db...)...)
 	rc := receiver.New(t, secret, nil)
-	id := addEndpointCmd(t, db, "--url", rc.URL, "--types", "order.*", "--secret", secret)
+	id := addEndpointCmd(t, db, "--url", rc.URL, "--allow-private", "--types", "order.*", "--secret", secret)
 	s, err := sqlite.Open(context.Background(), path, sqlite.Config{})
 	if err != nil {
 		t.Fatal(err)
@@ -276,18 +305,31 @@ func TestEndpointsRelayOnSQLite(t *testing.T) {
 	})
 }
 
-// Without --allow-private-endpoints the SSRF guard refuses endpoints on
-// loopback and the cloud metadata address at connect time: they get no
-// request, their deliveries fail at once (no retry can help), and the
-// attempts say why; an allowed endpoint beside them is delivered to.
+// An endpoint whose address the SSRF guard refuses at connect time (one
+// registered before the check at registration, or a name that resolves to
+// another address by then: written here through the store) gets no
+// request: its deliveries fail at once, and the attempts table and failed
+// show say why, whole, with the flag that allows it. An endpoint allowed
+// private addresses beside it is delivered to.
 func TestEndpointsRelayRefusesPrivateAddresses(t *testing.T) {
 	s, db := schemaStore(t)
+	ctx := context.Background()
 	local := receiver.New(t, secret, nil)
-	localID := addEndpointCmd(t, db, "--url", local.URL, "--secret", secret)
-	metadataID := addEndpointCmd(t, db, "--url", "http://169.254.169.254/latest/meta-data/", "--secret", secret)
+	allowed := receiver.New(t, secret, nil)
+	addEndpointCmd(t, db, "--url", allowed.URL, "--allow-private", "--secret", secret)
+	add := func(name, url string) uuid.UUID {
+		e, err := s.EndpointCreate(ctx, store.Endpoint{Name: name, URL: url, Secret: secret, Concurrency: 2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return e.ID
+	}
+	localID := add("local", local.URL)
+	metadataID := add("metadata", "http://169.254.169.254/latest/meta-data/")
 	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--poll", "100ms", "--timeout", "2s")...)
+	var events []string
 	for i := range 3 {
-		insertTyped(t, s, fmt.Sprint(i), "order.created")
+		events = append(events, insertTyped(t, s, fmt.Sprint(i), "order.created"))
 	}
 	failed := func(id uuid.UUID) int64 {
 		var shown struct {
@@ -299,20 +341,28 @@ func TestEndpointsRelayRefusesPrivateAddresses(t *testing.T) {
 		return shown.Deliveries.Failed
 	}
 	waitFor(t, "the refused deliveries failed", 30*time.Second, func() bool { return failed(localID) == 3 && failed(metadataID) == 3 })
+	allowed.WaitAccepted(t, 3, 20*time.Second)
 	if n := len(local.Accepted()); n != 0 {
 		t.Fatalf("the loopback endpoint received %d requests", n)
 	}
-	for id, why := range map[uuid.UUID]string{localID: "127.0.0.1 is loopback", metadataID: "169.254.169.254 is link-local (cloud metadata)"} {
+	for id, why := range map[uuid.UUID]string{localID: "127.0.0.1 is loopback: refused; allow it with --allow-private",
+		metadataID: "169.254.169.254 is link-local (cloud metadata): refused; allow it with --allow-private"} {
 		var out string
 		deadline := time.Now().Add(10 * time.Second)
 		for out = ""; !strings.Contains(out, why); time.Sleep(50 * time.Millisecond) {
 			if time.Now().After(deadline) {
-				t.Fatalf("the attempts do not say %q:\n%s", why, out)
+				t.Fatalf("the attempts table does not say %q, whole:\n%s", why, out)
 			}
-			out = runOK(t, append([]string{"endpoints", "attempts", "--json", id.String()}, db...)...)
+			out = runOK(t, append([]string{"endpoints", "attempts", id.String()}, db...)...)
 		}
 	}
-	if !strings.Contains(logs.String(), "refusing private, loopback and link-local addresses") {
+	show := runOK(t, append([]string{"failed", "show", events[0]}, db...)...)
+	for _, want := range []string{"endpoint    local (" + localID.String() + ")", "endpoint    metadata (" + metadataID.String() + ")", "127.0.0.1 is loopback: refused"} {
+		if !strings.Contains(show, want) {
+			t.Errorf("failed show of an event refused at two endpoints lacks %q:\n%s", want, show)
+		}
+	}
+	if !strings.Contains(logs.String(), "refusing private, loopback and link-local addresses, except to endpoints added with --allow-private") {
 		t.Errorf("the relay did not say at start that the guard is on:\n%s", logs)
 	}
 }

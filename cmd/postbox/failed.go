@@ -18,6 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/store"
 )
@@ -38,7 +39,11 @@ const batchSizeEnv = "POSTBOX_FAILED_BATCH_SIZE"
 // failedEventJSON is one event in the JSON of "failed list" and "failed
 // show".
 type failedEventJSON struct {
-	ID            uuid.UUID         `json:"id"`
+	ID uuid.UUID `json:"id"`
+	// Endpoint and EndpointName name the webhook endpoint of a failed
+	// delivery (--endpoint); absent for an outbox event.
+	Endpoint      *uuid.UUID        `json:"endpoint,omitempty"`
+	EndpointName  string            `json:"endpoint_name,omitempty"`
 	Status        string            `json:"status"`
 	EventType     string            `json:"event_type"`
 	AggregateType string            `json:"aggregate_type"`
@@ -51,7 +56,7 @@ type failedEventJSON struct {
 	Payload       json.RawMessage   `json:"payload"`
 }
 
-func eventJSON(r store.Record) failedEventJSON {
+func eventJSON(r store.Record, names endpointNames) failedEventJSON {
 	e := failedEventJSON{
 		ID: r.ID, Status: r.Status, EventType: r.EventType, AggregateType: r.AggregateType, AggregateID: r.AggregateID,
 		Attempts: r.Attempts, LastError: r.LastError, CreatedAt: r.CreatedAt.UTC(), Headers: r.Headers, Payload: r.Payload,
@@ -60,7 +65,77 @@ func eventJSON(r store.Record) failedEventJSON {
 		at := r.ProcessedAt.UTC()
 		e.FailedAt = &at
 	}
+	if r.Endpoint != uuid.Nil {
+		id := r.Endpoint
+		e.Endpoint, e.EndpointName = &id, names[id]
+	}
 	return e
+}
+
+// endpointNames are the names of the endpoints by id; an endpoint without
+// a name is named by its id.
+type endpointNames map[uuid.UUID]string
+
+// name is how a table shows endpoint id.
+func (n endpointNames) name(id uuid.UUID) string {
+	if name, ok := n[id]; ok && name != "" {
+		return name
+	}
+	return id.String()
+}
+
+// endpointFlag is --endpoint of the dead-letter commands: where they look,
+// the outbox (not given) or webhook endpoints' failed deliveries.
+type endpointFlag struct {
+	value string
+	set   bool
+}
+
+func (f *endpointFlag) String() string { return f.value }
+
+func (f *endpointFlag) Set(v string) error {
+	if v == "" {
+		return errors.New("empty: give an endpoint's id or name, or all")
+	}
+	f.value, f.set = v, true
+	return nil
+}
+
+func (f *endpointFlag) register(fs *flag.FlagSet, verb string) {
+	fs.Var(f, "endpoint", "work on the failed deliveries of this webhook endpoint (its id or name), or of every endpoint (all), instead of the outbox's failed events: "+verb+" (endpoints mode)")
+}
+
+// resolve returns the FailedFilter.Endpoint of the flag (uuid.Nil when not
+// given: the outbox) and the names of the endpoints of s.
+func (f *endpointFlag) resolve(ctx context.Context, s *dburl.Store) (uuid.UUID, endpointNames, error) {
+	names := endpointNames{}
+	if !f.set {
+		return uuid.Nil, names, nil
+	}
+	es := endpointsOf(s)
+	all, err := es.EndpointList(ctx)
+	if err != nil {
+		return uuid.Nil, nil, err
+	}
+	for _, e := range all {
+		names[e.ID] = e.Name
+	}
+	if f.value == "all" {
+		return store.AnyEndpoint, names, nil
+	}
+	e, err := findEndpoint(ctx, es, f.value)
+	if err != nil {
+		return uuid.Nil, nil, fmt.Errorf("--endpoint: %w", err)
+	}
+	return e.ID, names, nil
+}
+
+// what names the failed rows the commands act on: events, or deliveries.
+func (f *endpointFlag) what() string {
+	if f.set {
+		return "failed deliveries"
+	}
+	return "failed events"
 }
 
 // ageFlag is a duration flag that also takes days ("7d").
@@ -116,6 +191,8 @@ func setupFailedList(fs *flag.FlagSet) func(context.Context) error {
 	groupBy := fs.String("group-by", "", "\"error\": list the groups of failures by error fingerprint instead, with counts, first and last seen")
 	scan := fs.Int("scan", store.FailedGroupsScanDefault, "--group-by error reads at most this many failed events, the most recent first")
 	asJSON := fs.Bool("json", false, "print JSON")
+	var ep endpointFlag
+	ep.register(fs, "list them, each with its endpoint, or group them by error across endpoints")
 	return func(ctx context.Context) error {
 		if err := positive(fs, "limit", "scan"); err != nil {
 			return err
@@ -139,40 +216,65 @@ func setupFailedList(fs *flag.FlagSet) func(context.Context) error {
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
 		}
+		var names endpointNames
+		if filter.Endpoint, names, err = ep.resolve(ctx, s); err != nil {
+			return err
+		}
 		if *groupBy == "error" {
 			groups, err := s.Outbox.FailedGroups(ctx, store.FailedGroupsParams{FailedFilter: filter, Scan: *scan})
 			if err != nil {
 				return err
 			}
-			return printGroups(os.Stdout, groups, *asJSON)
+			return printGroups(os.Stdout, groups, *asJSON, ep.set)
 		}
 		page, err := s.Outbox.FailedList(ctx, store.FailedListParams{FailedFilter: filter, After: cursor, Limit: *limit})
 		if err != nil {
 			return err
 		}
-		return printFailedPage(os.Stdout, page, *asJSON)
+		if err := printFailedPage(os.Stdout, page, *asJSON, names, ep.set); err != nil {
+			return err
+		}
+		if !ep.set && !*asJSON {
+			return hintEndpointFailures(ctx, os.Stdout, s.Outbox)
+		}
+		return nil
 	}
 }
 
-func printFailedPage(w io.Writer, page store.FailedPage, asJSON bool) error {
+// printFailedPage prints a page of failed events, or of failed deliveries
+// (deliveries), each with its endpoint named from names.
+func printFailedPage(w io.Writer, page store.FailedPage, asJSON bool, names endpointNames, deliveries bool) error {
 	if asJSON {
 		out := struct {
 			Events []failedEventJSON `json:"events"`
 			Next   string            `json:"next,omitempty"`
 		}{Events: []failedEventJSON{}, Next: page.Next.String()}
 		for _, r := range page.Events {
-			out.Events = append(out.Events, eventJSON(r))
+			out.Events = append(out.Events, eventJSON(r, names))
 		}
 		return writeJSON(w, out)
 	}
 	if len(page.Events) == 0 {
-		fmt.Fprintln(w, "no failed events")
+		if deliveries {
+			fmt.Fprintln(w, "no failed deliveries")
+		} else {
+			fmt.Fprintln(w, "no failed events")
+		}
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "ID\tTYPE\tATTEMPTS\tFAILED\tLAST ERROR")
+	if deliveries {
+		fmt.Fprintln(tw, "ID\tENDPOINT\tTYPE\tATTEMPTS\tFAILED\tLAST ERROR")
+	} else {
+		fmt.Fprintln(tw, "ID\tTYPE\tATTEMPTS\tFAILED\tLAST ERROR")
+	}
 	for _, r := range page.Events {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%s\t%s\n", r.ID, oneLine(r.EventType, 100), r.Attempts, age(r.ProcessedAt), oneLine(r.LastError, 100))
+		if deliveries {
+			fmt.Fprintf(tw, "%s\t%s\t", r.ID, oneLine(names.name(r.Endpoint), 40))
+		} else {
+			fmt.Fprintf(tw, "%s\t", r.ID)
+		}
+		fmt.Fprintf(tw, "%s\t%d\t%s\t%s\n", oneLine(r.EventType, 100), r.Attempts, age(r.ProcessedAt), oneLine(r.LastError, 100))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -183,7 +285,18 @@ func printFailedPage(w io.Writer, page store.FailedPage, asJSON bool) error {
 	return nil
 }
 
-func printGroups(w io.Writer, g store.FailedGroups, asJSON bool) error {
+// hintEndpointFailures says, under a list of the outbox's failed events,
+// when endpoints' deliveries failed too: they are listed apart.
+func hintEndpointFailures(ctx context.Context, w io.Writer, dl store.DeadLetters) error {
+	page, err := dl.FailedList(ctx, store.FailedListParams{FailedFilter: store.FailedFilter{Endpoint: store.AnyEndpoint}, Limit: 1})
+	if err != nil || len(page.Events) == 0 {
+		return err
+	}
+	fmt.Fprintln(w, "endpoints' deliveries failed too: postbox failed list --endpoint all lists them")
+	return nil
+}
+
+func printGroups(w io.Writer, g store.FailedGroups, asJSON, deliveries bool) error {
 	if asJSON {
 		out := struct {
 			Groups   []store.FailureGroup `json:"groups"`
@@ -195,8 +308,12 @@ func printGroups(w io.Writer, g store.FailedGroups, asJSON bool) error {
 		}
 		return writeJSON(w, out)
 	}
+	what, flag := "events", ""
+	if deliveries {
+		what, flag = "deliveries", " --endpoint E"
+	}
 	if len(g.Groups) == 0 {
-		fmt.Fprintln(w, "no failed events")
+		fmt.Fprintln(w, "no failed "+what)
 		return nil
 	}
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
@@ -208,9 +325,9 @@ func printGroups(w io.Writer, g store.FailedGroups, asJSON bool) error {
 		return err
 	}
 	if !g.Complete {
-		fmt.Fprintf(w, "counts are those of the %d most recent failed events; more failed earlier (--scan reads more)\n", g.Scanned)
+		fmt.Fprintf(w, "counts are those of the %d most recent failed %s; more failed earlier (--scan reads more)\n", g.Scanned, what)
 	}
-	fmt.Fprintln(w, "retry or purge a group: postbox failed retry --group GROUP, postbox failed purge --group GROUP --older-than D")
+	fmt.Fprintf(w, "retry or purge a group: postbox failed retry%[1]s --group GROUP, postbox failed purge%[1]s --group GROUP --older-than D\n", flag)
 	return nil
 }
 
@@ -232,20 +349,25 @@ func age(t time.Time) string {
 	return fmt.Sprintf("%dd ago", int(d.Hours()/24))
 }
 
-// oneLine is s on one line, its runs of white space made one space, made
-// printable, cut to at most n characters.
+// oneLine is s on one line (wholeLine), cut to at most n characters.
 func oneLine(s string, n int) string {
-	s = printable.String(strings.Join(strings.Fields(s), " "))
+	s = wholeLine(s)
 	if r := []rune(s); len(r) > n {
 		return string(r[:n-1]) + "…"
 	}
 	return s
 }
 
+// wholeLine is s on one line, its runs of white space made one space, made
+// printable.
+func wholeLine(s string) string { return printable.String(strings.Join(strings.Fields(s), " ")) }
+
 func setupFailedShow(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, "print JSON: the outbox's event, or with --endpoint an array of the event's failed deliveries (the text shows both)")
+	var ep endpointFlag
+	ep.register(fs, "show each endpoint's failed delivery of the event")
 	return func(ctx context.Context) error {
 		if fs.NArg() != 1 {
 			return fmt.Errorf("%w: give one event id", errUsage)
@@ -262,22 +384,104 @@ func setupFailedShow(fs *flag.FlagSet) func(context.Context) error {
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
 		}
-		r, err := s.Outbox.Get(ctx, id)
-		if errors.Is(err, store.ErrNotFound) {
-			return fmt.Errorf("no event %s in the outbox (delivered and deleted, purged, or never written)", id)
+		if ep.set {
+			return showDeliveries(ctx, s, &ep, id, *asJSON)
 		}
-		if err != nil {
+		r, err := s.Outbox.Get(ctx, id)
+		inOutbox := err == nil
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
 			return err
 		}
 		if *asJSON {
-			return writeJSON(os.Stdout, eventJSON(r))
+			if !inOutbox {
+				return fmt.Errorf("no event %s in the outbox (delivered and deleted, purged, or never written; --endpoint all shows its failed deliveries to endpoints)", id)
+			}
+			return writeJSON(os.Stdout, eventJSON(r, nil))
 		}
-		printRecord(os.Stdout, r)
+		if inOutbox {
+			printRecord(os.Stdout, r, nil)
+		}
+		// In endpoints mode the outbox's row is done (or gone) once fanned
+		// out: the event's failures are its deliveries'.
+		ep = endpointFlag{value: "all", set: true}
+		endpointID, names, err := ep.resolve(ctx, s)
+		if err != nil || len(names) == 0 {
+			if !inOutbox && err == nil {
+				err = fmt.Errorf("no event %s in the outbox (delivered and deleted, purged, or never written)", id)
+			}
+			return err
+		}
+		records, err := failedDeliveries(ctx, s.Outbox, endpointID, id)
+		if err != nil {
+			return err
+		}
+		if !inOutbox && len(records) == 0 {
+			return fmt.Errorf("no event %s in the outbox, nor a failed delivery of it to an endpoint (delivered and deleted, purged, or never written)", id)
+		}
+		for _, r := range records {
+			fmt.Println()
+			printRecord(os.Stdout, r, names)
+		}
 		return nil
 	}
 }
 
-func printRecord(w io.Writer, r store.Record) {
+// showDeliveries is failed show --endpoint: each failed delivery of event
+// id to the endpoints of ep.
+func showDeliveries(ctx context.Context, s *dburl.Store, ep *endpointFlag, id uuid.UUID, asJSON bool) error {
+	endpointID, names, err := ep.resolve(ctx, s)
+	if err != nil {
+		return err
+	}
+	records, err := failedDeliveries(ctx, s.Outbox, endpointID, id)
+	if err != nil {
+		return err
+	}
+	if asJSON {
+		out := make([]failedEventJSON, len(records))
+		for i, r := range records {
+			out[i] = eventJSON(r, names)
+		}
+		return writeJSON(os.Stdout, out)
+	}
+	if len(records) == 0 {
+		return fmt.Errorf("no failed delivery of event %s to %s (delivered, retried, purged, or never written)", id, ep.value)
+	}
+	for i, r := range records {
+		if i > 0 {
+			fmt.Println()
+		}
+		printRecord(os.Stdout, r, names)
+	}
+	return nil
+}
+
+// failedDeliveries returns the failed deliveries of event id to endpoint
+// (an id, or store.AnyEndpoint), the most recent failure first: it reads
+// the endpoints' failed deliveries page by page, as failed list does.
+func failedDeliveries(ctx context.Context, dl store.DeadLetters, endpoint, id uuid.UUID) ([]store.Record, error) {
+	var out []store.Record
+	var after store.FailedCursor
+	for {
+		page, err := dl.FailedList(ctx, store.FailedListParams{FailedFilter: store.FailedFilter{Endpoint: endpoint}, After: after, Limit: store.FailedListLimitMax})
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range page.Events {
+			if r.ID == id {
+				out = append(out, r)
+			}
+		}
+		if page.Next.IsZero() {
+			return out, nil
+		}
+		after = page.Next
+	}
+}
+
+// printRecord prints one outbox event, or one endpoint's delivery of it
+// (its endpoint named from names).
+func printRecord(w io.Writer, r store.Record, names endpointNames) {
 	stamp := func(t time.Time) string {
 		if t.IsZero() {
 			return "-"
@@ -285,6 +489,9 @@ func printRecord(w io.Writer, r store.Record) {
 		return t.UTC().Format("2006-01-02 15:04:05.000 UTC") + " (" + age(t) + ")"
 	}
 	fmt.Fprintf(w, "id          %s\n", r.ID)
+	if r.Endpoint != uuid.Nil {
+		fmt.Fprintf(w, "endpoint    %s (%s)\n", printable.String(names.name(r.Endpoint)), r.Endpoint)
+	}
 	fmt.Fprintf(w, "status      %s\n", printable.String(r.Status))
 	fmt.Fprintf(w, "event type  %s\n", printable.String(r.EventType))
 	fmt.Fprintf(w, "aggregate   %s %s\n", printable.String(r.AggregateType), printable.String(r.AggregateID))
@@ -364,6 +571,8 @@ func setupFailedRetry(fs *flag.FlagSet) func(context.Context) error {
 	db.register(fs)
 	var sel selectionFlags
 	sel.register(fs, true)
+	var ep endpointFlag
+	ep.register(fs, "send them back to their endpoints' queues")
 	return func(ctx context.Context) error {
 		if err := refuseEmpty(fs, "type", "group"); err != nil {
 			return err
@@ -383,14 +592,10 @@ func setupFailedRetry(fs *flag.FlagSet) func(context.Context) error {
 			}
 		}
 		if chosen != 1 {
-			return fmt.Errorf("%w: say which failed events to retry: --all, --type T, --group G or event ids (one of them)", errUsage)
+			return fmt.Errorf("%w: say which %s to retry: --all, --type T, --group G or event ids (one of them)", errUsage, ep.what())
 		}
 		if sel.group != "" && !store.ValidGroupID(sel.group) {
 			return fmt.Errorf("%w: --group %q: a group is 12 hex digits (postbox failed list --group-by error)", errUsage, sel.group)
-		}
-		batch, err := batchSize()
-		if err != nil {
-			return err
 		}
 		s, err := db.open(ctx, "failed retry", false)
 		if err != nil {
@@ -400,20 +605,31 @@ func setupFailedRetry(fs *flag.FlagSet) func(context.Context) error {
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
 		}
-		p := newProgress(os.Stdout, "retried")
-		n, err := s.Outbox.FailedRetry(ctx, store.FailedRetryParams{
-			FailedSelection: store.FailedSelection{All: sel.all, IDs: ids, Group: sel.group,
-				FailedFilter: store.FailedFilter{EventType: sel.eventType}},
-			BatchSize: batch,
-			Progress:  p.update,
-		})
-		p.end()
+		endpoint, _, err := ep.resolve(ctx, s)
 		if err != nil {
-			return stoppedError("retried", "retry", n, err)
+			return err
 		}
-		fmt.Printf("retried %d failed events: they are pending again, and running relays deliver them\n", n)
-		return nil
+		return retryFailed(ctx, s.Outbox, store.FailedSelection{All: sel.all, IDs: ids, Group: sel.group,
+			FailedFilter: store.FailedFilter{Endpoint: endpoint, EventType: sel.eventType}}, ep.what())
 	}
+}
+
+// retryFailed is failed retry (and endpoints retry): it sends the failed
+// events or deliveries (what) sel selects back to their queue, batch by
+// batch, showing its progress.
+func retryFailed(ctx context.Context, dl store.DeadLetters, sel store.FailedSelection, what string) error {
+	batch, err := batchSize()
+	if err != nil {
+		return err
+	}
+	p := newProgress(os.Stdout, "retried")
+	n, err := dl.FailedRetry(ctx, store.FailedRetryParams{FailedSelection: sel, BatchSize: batch, Progress: p.update})
+	p.end()
+	if err != nil {
+		return stoppedError("retried", "retry", what, n, err)
+	}
+	fmt.Printf("retried %d %s: they are pending again, and running relays deliver them\n", n, what)
+	return nil
 }
 
 func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
@@ -423,6 +639,8 @@ func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
 	sel.register(fs, false)
 	fs.Var(&sel.olderThan, "older-than", "required: delete the events that failed longer ago than this duration (90m, 12h, 7d)")
 	dryRun := fs.Bool("dry-run", false, fmt.Sprintf("delete nothing: say how many failed events would be deleted, and list the %d most recent", dryRunListed))
+	var ep endpointFlag
+	ep.register(fs, "delete them")
 	return func(ctx context.Context) error {
 		if err := refuseEmpty(fs, "type", "group"); err != nil {
 			return err
@@ -448,10 +666,14 @@ func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
 		}
+		endpoint, names, err := ep.resolve(ctx, s)
+		if err != nil {
+			return err
+		}
 		selection := store.FailedSelection{Group: sel.group,
-			FailedFilter: store.FailedFilter{EventType: sel.eventType, FailedBefore: sel.olderThan.ago()}}
+			FailedFilter: store.FailedFilter{Endpoint: endpoint, EventType: sel.eventType, FailedBefore: sel.olderThan.ago()}}
 		if *dryRun {
-			return previewPurge(ctx, os.Stdout, s.Outbox, selection)
+			return previewPurge(ctx, os.Stdout, s.Outbox, selection, names, ep.what())
 		}
 		p := newProgress(os.Stdout, "purged")
 		n, err := s.Outbox.FailedPurge(ctx, store.FailedPurgeParams{
@@ -461,9 +683,9 @@ func setupFailedPurge(fs *flag.FlagSet) func(context.Context) error {
 		})
 		p.end()
 		if err != nil {
-			return stoppedError("purged", "purge", n, err)
+			return stoppedError("purged", "purge", ep.what(), n, err)
 		}
-		fmt.Printf("purged %d failed events\n", n)
+		fmt.Printf("purged %d %s\n", n, ep.what())
 		return nil
 	}
 }
@@ -488,16 +710,16 @@ const dryRunListed = 20
 // previewPurge is purge --dry-run: it reads the failed events sel selects,
 // as the purge would, and prints how many there are and the dryRunListed
 // most recent.
-func previewPurge(ctx context.Context, w io.Writer, dl store.DeadLetters, sel store.FailedSelection) error {
+func previewPurge(ctx context.Context, w io.Writer, dl store.DeadLetters, sel store.FailedSelection, names endpointNames, what string) error {
 	n, first, err := selectFailed(ctx, dl, sel, dryRunListed)
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(w, "would purge %d failed events (--dry-run: nothing deleted)\n", n)
+	fmt.Fprintf(w, "would purge %d %s (--dry-run: nothing deleted)\n", n, what)
 	if n == 0 {
 		return nil
 	}
-	if err := printFailedPage(w, store.FailedPage{Events: first}, false); err != nil {
+	if err := printFailedPage(w, store.FailedPage{Events: first}, false, names, sel.Endpoint != uuid.Nil); err != nil {
 		return err
 	}
 	if more := n - len(first); more > 0 {
@@ -534,11 +756,11 @@ func selectFailed(ctx context.Context, dl store.DeadLetters, sel store.FailedSel
 
 // stoppedError says how far a retry or purge went before err stopped it,
 // and that running it again carries on.
-func stoppedError(done, verb string, n int, err error) error {
+func stoppedError(done, verb, what string, n int, err error) error {
 	if errors.Is(err, context.Canceled) {
-		return fmt.Errorf("interrupted: %s %d failed events, each batch whole; run the same command again to %s the rest", done, n, verb)
+		return fmt.Errorf("interrupted: %s %d %s, each batch whole; run the same command again to %s the rest", done, n, what, verb)
 	}
-	return fmt.Errorf("%s %d failed events, then: %w; run the same command again to %s the rest", done, n, err, verb)
+	return fmt.Errorf("%s %d %s, then: %w; run the same command again to %s the rest", done, n, what, err, verb)
 }
 
 // progress shows how many events a retry or purge changed so far: one line

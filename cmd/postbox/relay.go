@@ -12,6 +12,7 @@ import (
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/relay/presence"
+	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -31,12 +32,12 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		backoffMax   = fs.Duration("backoff-max", relay.BackoffMaxDefault, "longest delay before a retry")
 		maxAttempts  = fs.Int("max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
 		batch        = fs.Int("batch", relay.BatchSizeDefault, "most events claimed at once")
-		concurrency  = fs.Int("concurrency", 0, fmt.Sprintf("most deliveries in progress at once (0: the default, %d for webhooks, %d for a broker, whose publishes are pipelined on one connection)", relay.ConcurrencyDefault, brokerConcurrencyDefault))
-		pubBatch     = fs.Int("publish-batch", 0, fmt.Sprintf("publish up to this many events at once, through a sink that publishes batches (0: the default, %d for nats, 1 elsewhere: one event per publish)", natsPublishBatchDefault))
-		ordered      = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order (PostgreSQL: run \"postbox migrate --ordered\" once first)")
-		poll         = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval")
+		concurrency  = fs.Int("concurrency", 0, fmt.Sprintf("most deliveries in progress at once (0: the default, %d for webhooks and the fan-out of --endpoints, %d for a broker, whose publishes are pipelined on one connection); with --endpoints, the fan-out's: each endpoint's lane has the endpoint's own concurrency (postbox endpoints add|update --concurrency)", relay.ConcurrencyDefault, brokerConcurrencyDefault))
+		pubBatch     = fs.Int("publish-batch", 0, fmt.Sprintf("publish up to this many events at once, through a sink that publishes batches (0: the default, %d for nats, %d for the fan-out of --endpoints, which writes their deliveries in one statement; 1 elsewhere: one event per publish)", natsPublishBatchDefault, fanOutPublishBatchDefault))
+		ordered      = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order; with --endpoints, to each endpoint, one endpoint's failures holding back only its own lane (PostgreSQL: run \"postbox migrate --ordered\" once first)")
+		poll         = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval; with --endpoints, also how often one query looks for the lanes' due deliveries (retries, deliveries written by other relays)")
 		noListen     = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
-		retention    = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever)")
+		retention    = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever); with --endpoints, the outbox's events once fanned out (deliveries: --attempts-retention)")
 		shutdown     = fs.Duration("shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
 		probe        = fs.Duration("probe-interval", relay.ProbeIntervalDefault, "while the sink is unreachable (connections refused, every request timing out, a broker connection down), the longest wait between two probes: one event sent alone; such failures count no attempt")
 		metricsAddr  = fs.String("metrics-addr", "", "serve GET /metrics (Prometheus) and GET /healthz on HOST:PORT, such as 127.0.0.1:9090 (off when empty)")
@@ -71,6 +72,9 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if endpoints.on && *sinkURL != "" {
 			return fmt.Errorf("%w: give --endpoints or --sink (--webhook-url), not both", errUsage)
 		}
+		if err := endpoints.checkModeFlags(fs); err != nil {
+			return err
+		}
 		if !endpoints.on {
 			if err := required("sink", *sinkURL); err != nil {
 				return err
@@ -84,7 +88,11 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if *concurrency == 0 {
 			*concurrency = concurrencyDefault(*sinkURL)
 		}
-		if *pubBatch == 0 {
+		switch {
+		case *pubBatch != 0:
+		case endpoints.on:
+			*pubBatch = fanOutPublishBatchDefault
+		default:
 			*pubBatch = publishBatchDefault(*sinkURL)
 		}
 		opts := sinkOptions{
@@ -102,23 +110,20 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 				}
 			}()
 		}
-		if err := checkPublishBatch(sink, *pubBatch); err != nil {
-			return err
+		if !endpoints.on {
+			if err := checkPublishBatch(sink, *pubBatch); err != nil {
+				return err
+			}
 		}
 		s, err := db.open(ctx, "relay", false)
 		if err != nil {
 			return err
 		}
 		defer s.Close()
-		var fanOut *endpointsRelay
 		if endpoints.on {
 			if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{Ordered: *ordered}); err != nil {
 				return err
 			}
-			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, opts, *lease, *maxAttempts, *backoffMin, *backoffMax); err != nil {
-				return err
-			}
-			sink = &openedSink{Sink: fanOut.fanOut}
 		}
 		var stream relay.Stream
 		var walStream *postgres.WAL
@@ -140,12 +145,45 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 				return err
 			}
 			observer = metrics.prom.Relay()
-			if fanOut != nil {
-				fanOut.register(metrics.reg)
+			if endpoints.on {
+				observer = metrics.prom.FanOut()
 			}
 			if walStream != nil {
 				metrics.reg.MustRegister(observe.NewWALSlotCollector(walStream.Slot(), walSlotState(walStream)))
 			}
+		}
+		closeMetrics := func() {
+			if metrics != nil {
+				_ = metrics.ln.Close()
+			}
+		}
+		var fanOut *endpointsRelay
+		if endpoints.on {
+			sch, err := signature.ParseScheme(*scheme)
+			if err != nil {
+				closeMetrics()
+				return fmt.Errorf("%w: --signature: %v", errUsage, err)
+			}
+			c := endpointsConfig{
+				// Every relay flag that applies to a delivery applies to
+				// each lane; Concurrency, Retention, DedupWindow,
+				// PollInterval and the observer are the supervisor's to set
+				// per lane.
+				lane: relay.Config{Logger: logger, Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
+					BatchSize: *batch, ClaimBytes: *claimBytes, Ordered: *ordered, ShutdownTimeout: *shutdown, ProbeInterval: *probe, Tracer: tracer},
+				scheme: sch, timeout: *timeout, poll: *poll,
+			}
+			if metrics != nil {
+				c.prom = metrics.prom
+			}
+			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, c, s.Outbox.String()); err != nil {
+				closeMetrics()
+				return err
+			}
+			if metrics != nil {
+				fanOut.register(metrics.reg)
+			}
+			sink = &openedSink{Sink: fanOut.fanOut}
 		}
 		mode, sinkDesc, sinkSecrets := "", "endpoints from the database", []string(nil)
 		switch {
@@ -160,6 +198,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		hb, err := presence.New(presence.Config{Store: presenceOf(s), Sink: sinkDesc, Mode: mode, Version: buildVersion(),
 			Secrets: sinkSecrets, Every: *heartbeat, Logger: logger})
 		if err != nil {
+			closeMetrics()
 			return fmt.Errorf("%w: --heartbeat: %v", errUsage, err)
 		}
 		r, err := relay.New(relay.Config{
@@ -171,9 +210,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			DedupWindow: dedupWindow(*dedupWin), ClaimBytes: *claimBytes,
 		})
 		if err != nil {
-			if metrics != nil {
-				_ = metrics.ln.Close()
-			}
+			closeMetrics()
 			return withFlagNames(err, relayConfigFlags)
 		}
 		if metrics != nil {

@@ -11,6 +11,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/relay/presence"
 	"github.com/postbox-go/postbox/store"
@@ -36,6 +38,68 @@ type statusJSON struct {
 	// Relays are the relays' rows in the presence table, the one started
 	// first first.
 	Relays []relayJSON `json:"relays"`
+	// EndpointDeliveries sums up the deliveries of Endpoints, when there
+	// are endpoints (endpoints mode): the outbox's counts above are those
+	// of the events the fan-out has yet to write deliveries for.
+	EndpointDeliveries *deliveriesJSON `json:"endpoint_deliveries,omitempty"`
+	// Endpoints are the webhook endpoints' deliveries, the oldest endpoint
+	// first.
+	Endpoints []endpointStatusJSON `json:"endpoints,omitempty"`
+}
+
+// deliveriesJSON counts endpoint deliveries by status.
+type deliveriesJSON struct {
+	Pending    int64 `json:"pending"`
+	Processing int64 `json:"processing"`
+	Failed     int64 `json:"failed"`
+	Dropped    int64 `json:"dropped"`
+	// OldestPendingAgeSeconds is the age of the oldest pending delivery
+	// (due or waiting for a retry); 0 when there is none.
+	OldestPendingAgeSeconds float64 `json:"oldest_pending_age_seconds"`
+}
+
+// endpointStatusJSON is one endpoint in status.
+type endpointStatusJSON struct {
+	ID     uuid.UUID `json:"id"`
+	Name   string    `json:"name"`
+	State  string    `json:"state"`
+	Shadow bool      `json:"shadow"`
+	deliveriesJSON
+	// FailingSince is when the endpoint's current run of failed attempts
+	// began (its relay's breaker pauses it, and disables it after
+	// --disable-after); absent while its last attempt succeeded.
+	FailingSince *time.Time `json:"failing_since,omitempty"`
+}
+
+// endpointsStatus reads the deliveries of every endpoint of s: nil when
+// there is no endpoint.
+func endpointsStatus(ctx context.Context, s store.Endpoints) (*deliveriesJSON, []endpointStatusJSON, error) {
+	all, err := s.EndpointList(ctx)
+	if err != nil || len(all) == 0 {
+		return nil, nil, err
+	}
+	total := &deliveriesJSON{}
+	out := make([]endpointStatusJSON, 0, len(all))
+	for _, e := range all {
+		c, err := s.DeliveryCounts(ctx, e.ID)
+		if err != nil {
+			return nil, nil, err
+		}
+		j := endpointStatusJSON{ID: e.ID, Name: e.Name, State: e.State, Shadow: e.Shadow, deliveriesJSON: deliveriesJSON{
+			Pending: c.Pending, Processing: c.Processing, Failed: c.Failed, Dropped: c.Dropped,
+			OldestPendingAgeSeconds: c.OldestPendingAge.Seconds()}}
+		if !e.FailingSince.IsZero() {
+			since := e.FailingSince
+			j.FailingSince = &since
+		}
+		total.Pending += c.Pending
+		total.Processing += c.Processing
+		total.Failed += c.Failed
+		total.Dropped += c.Dropped
+		total.OldestPendingAgeSeconds = max(total.OldestPendingAgeSeconds, j.OldestPendingAgeSeconds)
+		out = append(out, j)
+	}
+	return total, out, nil
 }
 
 // relayJSON is one relay's row in the presence table.
@@ -215,6 +279,9 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 				return statusJSON{}, err
 			}
 			out.Relays, out.SinkDown = relaysOf(rows)
+			if out.EndpointDeliveries, out.Endpoints, err = endpointsStatus(ctx, endpointsOf(s)); err != nil {
+				return statusJSON{}, err
+			}
 			if wal != nil {
 				slot, err := wal.State(ctx)
 				if err != nil {
@@ -303,7 +370,12 @@ func printStatus(w io.Writer, st statusJSON, asJSON bool) error {
 		}
 		fmt.Fprintf(w, "wal slot    %s: %d bytes of WAL retained, %s\n", sl.Name, sl.RetainedBytes, streamed)
 	}
-	printRelays(w, st.Relays)
+	if d := st.EndpointDeliveries; d != nil {
+		fmt.Fprintf(w, "endpoint deliveries  %d pending, %d processing, %d failed, oldest pending %s (%d endpoints, below)\n",
+			d.Pending, d.Processing, d.Failed, seconds(d.OldestPendingAgeSeconds).Round(time.Millisecond), len(st.Endpoints))
+	}
+	printRelays(w, st.Relays, st.EndpointDeliveries != nil)
+	printEndpointsStatus(w, st.Endpoints)
 	if len(st.Types) == 0 && st.OtherTypes == nil {
 		return nil
 	}
@@ -319,8 +391,43 @@ func printStatus(w io.Writer, st statusJSON, asJSON bool) error {
 	return tw.Flush()
 }
 
-// printRelays prints the relays section of status' text.
-func printRelays(w io.Writer, relays []relayJSON) {
+// seconds is a JSON number of seconds as a duration.
+func seconds(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }
+
+// printEndpointsStatus prints the endpoints section of status' text.
+func printEndpointsStatus(w io.Writer, endpoints []endpointStatusJSON) {
+	if len(endpoints) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "endpoint\tstate\tpending\tprocessing\tfailed\toldest pending\tfailing")
+	for _, e := range endpoints {
+		name := e.Name
+		if name == "" {
+			name = e.ID.String()
+		}
+		state := e.State
+		if e.Shadow {
+			state += ",shadow"
+		}
+		failing := "-"
+		if e.FailingSince != nil {
+			failing = "since " + e.FailingSince.UTC().Format(time.RFC3339) + " (" + since(*e.FailingSince) + ")"
+		}
+		oldest := "-"
+		if e.Pending > 0 {
+			oldest = roundAge(seconds(e.OldestPendingAgeSeconds))
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", oneLine(name, 60), printable.String(state), e.Pending, e.Processing, e.Failed, oldest, failing)
+	}
+	_ = tw.Flush()
+}
+
+// printRelays prints the relays section of status' text; endpoints says
+// whether there are endpoint deliveries, which an endpoints-mode relay's
+// state points to.
+func printRelays(w io.Writer, relays []relayJSON, endpoints bool) {
 	if len(relays) == 0 {
 		fmt.Fprintln(w, "relays      none running (no relay has written its presence)")
 		return
@@ -331,6 +438,12 @@ func printRelays(w io.Writer, relays []relayJSON) {
 	for _, r := range relays {
 		age := time.Duration(r.HeartbeatAgeSeconds * float64(time.Second))
 		state := "sink up"
+		if r.Mode == presence.ModeEndpoints {
+			state = "fan-out up"
+			if endpoints {
+				state += "; each endpoint's deliveries below"
+			}
+		}
 		switch {
 		case r.Stale:
 			state = "STALE: no heartbeat for " + roundAge(age) + " (crashed, hung, or cut off from the database); " + prunedIn(r)

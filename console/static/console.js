@@ -51,8 +51,17 @@ function startSelection() {
   }
 }
 
+// The failed page's selector of where dead letters are read (the outbox,
+// every endpoint, one endpoint) shows the choice at once, with the
+// filters as they are.
+function startEndpointSelector() {
+  const select = document.getElementById("endpoint-select");
+  if (select && select.form) select.addEventListener("change", () => select.form.requestSubmit());
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const main = document.getElementById("main");
   if (main) startRefresh(main);
   startSelection();
+  startEndpointSelector();
 });

@@ -4,6 +4,7 @@ import (
 	"context"
 	_ "embed"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,7 +31,9 @@ func (s *Store) FailedGroups(ctx context.Context, p store.FailedGroupsParams) (s
 }
 
 // FailedRetry sends failed events back to the queue in batches, and wakes
-// the listening relays after each (see store.DeadLetters).
+// the listening relays after each; failed deliveries of endpoints
+// (FailedFilter.Endpoint) wake no one: package endpoint polls for them
+// (see store.DeadLetters).
 func (s *Store) FailedRetry(ctx context.Context, p store.FailedRetryParams) (int, error) {
 	return s.dead.Retry(ctx, p)
 }
@@ -83,6 +86,20 @@ func cursorArgs(f store.FailedFilter, after store.FailedCursor, limit int) []any
 	return append(filterArgs(f), at, seq, limit)
 }
 
+// statement returns the name of the dead-letter statement query works on
+// for f (failed_list: the outbox's; delivery_failed_list: the endpoints'
+// deliveries), and args with, for deliveries, the endpoint appended as the
+// last parameter (null for store.AnyEndpoint).
+func statement(query string, f store.FailedFilter, args []any) (string, []any) {
+	switch f.Endpoint {
+	case uuid.Nil:
+		return query, args
+	case store.AnyEndpoint:
+		return "delivery_" + query, append(args, nil)
+	}
+	return "delivery_" + query, append(args, f.Endpoint)
+}
+
 func nullTime(t time.Time) any {
 	if t.IsZero() {
 		return nil
@@ -91,22 +108,51 @@ func nullTime(t time.Time) any {
 }
 
 func (d deadLetterSQL) ListFailed(ctx context.Context, f store.FailedFilter, after store.FailedCursor, limit int) ([]store.Record, error) {
-	rows, err := d.s.pool.Query(ctx, d.s.sql.Get("failed_list"), cursorArgs(f, after, limit)...)
+	query, args := statement("failed_list", f, cursorArgs(f, after, limit))
+	rows, err := d.s.pool.Query(ctx, d.s.sql.Get(query), args...)
 	if err != nil {
 		return nil, err
 	}
-	return pgx.CollectRows(rows, scanRecord)
+	if f.Endpoint == uuid.Nil {
+		return pgx.CollectRows(rows, scanRecord)
+	}
+	return pgx.CollectRows(rows, scanDeliveryRecord)
+}
+
+// scanDeliveryRecord reads one row of delivery_failed_list: its endpoint,
+// then the columns of scanRecord.
+func scanDeliveryRecord(row pgx.CollectableRow) (store.Record, error) {
+	var endpoint uuid.UUID
+	r, err := scanRecord(endpointFirst{row, &endpoint})
+	r.Endpoint = endpoint
+	return r, err
+}
+
+// endpointFirst is a row whose first column, the endpoint, Scan reads into
+// endpoint before the columns it is given.
+type endpointFirst struct {
+	pgx.CollectableRow
+	endpoint *uuid.UUID
+}
+
+func (r endpointFirst) Scan(dest ...any) error {
+	return r.CollectableRow.Scan(append([]any{r.endpoint}, dest...)...)
 }
 
 func (d deadLetterSQL) ScanFailed(ctx context.Context, f store.FailedFilter, after store.FailedCursor, limit int) ([]sqlstore.FailedRow, error) {
-	rows, err := d.s.pool.Query(ctx, d.s.sql.Get("failed_scan"), cursorArgs(f, after, limit)...)
+	query, args := statement("failed_scan", f, cursorArgs(f, after, limit))
+	rows, err := d.s.pool.Query(ctx, d.s.sql.Get(query), args...)
 	if err != nil {
 		return nil, err
 	}
 	return pgx.CollectRows(rows, func(row pgx.CollectableRow) (sqlstore.FailedRow, error) {
 		var r sqlstore.FailedRow
 		var processed pgtype.Timestamptz
-		err := row.Scan(&r.ID, &processed, &r.Cursor.OutboxSeq, &r.LastError)
+		dest := []any{&r.ID, &processed, &r.Cursor.OutboxSeq, &r.LastError}
+		if f.Endpoint != uuid.Nil {
+			dest = slices.Insert(dest, 1, any(&r.Endpoint))
+		}
+		err := row.Scan(dest...)
 		r.Cursor.ProcessedAt = finiteTime(processed)
 		return r, err
 	})
@@ -114,7 +160,9 @@ func (d deadLetterSQL) ScanFailed(ctx context.Context, f store.FailedFilter, aft
 
 func (d deadLetterSQL) Retry(ctx context.Context, f store.FailedFilter, ids []uuid.UUID, limit int) (int, error) {
 	n, err := d.change(ctx, "failed_retry", f, ids, limit)
-	if err != nil || n == 0 {
+	if err != nil || n == 0 || f.Endpoint != uuid.Nil {
+		// The lanes of endpoints do not listen: package endpoint polls
+		// for their due deliveries (store.Endpoints.DeliveryDue).
 		return n, err
 	}
 	if _, err := d.s.pool.Exec(ctx, d.s.sql.Get("failed_notify")); err != nil {
@@ -127,7 +175,8 @@ func (d deadLetterSQL) Purge(ctx context.Context, f store.FailedFilter, ids []uu
 	return d.change(ctx, "failed_purge", f, ids, limit)
 }
 
-// change runs query (up to limit rows) or, for ids, query_ids.
+// change runs query (up to limit rows) or, for ids, query_ids, on the
+// outbox or the deliveries (statement).
 func (d deadLetterSQL) change(ctx context.Context, query string, f store.FailedFilter, ids []uuid.UUID, limit int) (int, error) {
 	args := filterArgs(f)
 	if ids != nil {
@@ -136,6 +185,7 @@ func (d deadLetterSQL) change(ctx context.Context, query string, f store.FailedF
 	} else {
 		args = append(args, limit)
 	}
+	query, args = statement(query, f, args)
 	tag, err := d.s.pool.Exec(ctx, d.s.sql.Get(query), args...)
 	if err != nil {
 		return 0, err

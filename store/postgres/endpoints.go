@@ -3,16 +3,18 @@ package postgres
 import (
 	"context"
 	_ "embed"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
-	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
@@ -26,7 +28,7 @@ var _ store.Endpoints = (*Store)(nil)
 func (s *Store) EndpointCreate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
 	e = sqlstore.NewEndpoint(e)
 	err := s.pool.QueryRow(ctx, s.sql.Get("endpoint_create"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
-		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State).Scan(&e.CreatedAt, &e.UpdatedAt)
+		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State, e.AllowPrivate).Scan(&e.CreatedAt, &e.UpdatedAt)
 	if err != nil {
 		return e, fmt.Errorf("postgres: create endpoint: %w", err)
 	}
@@ -68,7 +70,7 @@ func scanEndpoint(row pgx.CollectableRow) (store.Endpoint, error) {
 	// Times that take every value: an infinity reads as the zero time.
 	var prevUntil, failing, created, updated pgtype.Timestamptz
 	err := row.Scan(&e.ID, &e.Name, &e.URL, &types, &e.Secret, &e.PreviousSecret, &prevUntil,
-		&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.State, &failing, &created, &updated)
+		&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &created, &updated)
 	e.Types = store.SplitTypes(types)
 	e.PreviousSecretUntil, e.FailingSince = finiteTime(prevUntil), finiteTime(failing)
 	e.CreatedAt, e.UpdatedAt = finiteTime(created), finiteTime(updated)
@@ -141,26 +143,35 @@ func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-// DeliveryInsert writes one delivery of ev per endpoint, idempotently.
+// DeliveryInsert writes the deliveries of a batch of routes in one
+// statement, numbered in the routes' order (see store.Endpoints).
 func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
-	total := 0
+	var n int
 	for _, r := range routes {
-		n, err := s.deliveryInsertOne(ctx, r.Event, r.Endpoints)
-		if err != nil {
-			return total, err
+		n += len(r.Endpoints)
+	}
+	if n == 0 {
+		return 0, nil
+	}
+	events, endpoints := make([][16]byte, 0, n), make([][16]byte, 0, n)
+	aggTypes, aggIDs, types := make([]string, 0, n), make([]string, 0, n), make([]string, 0, n)
+	payloads, headers := make([]string, 0, n), make([]string, 0, n)
+	available := make([]pgtype.Timestamptz, 0, n)
+	for _, r := range routes {
+		ev := r.Event
+		h := "{}"
+		if len(ev.Headers) > 0 {
+			b, _ := json.Marshal(ev.Headers) // a map of strings always encodes
+			h = string(b)
 		}
-		total += n
+		at := pgtype.Timestamptz{Time: ev.AvailableAt, Valid: !ev.AvailableAt.IsZero()}
+		for _, id := range r.Endpoints {
+			events, endpoints = append(events, ev.ID), append(endpoints, id)
+			aggTypes, aggIDs, types = append(aggTypes, ev.AggregateType), append(aggIDs, ev.AggregateID), append(types, ev.EventType)
+			payloads, headers, available = append(payloads, string(ev.Payload)), append(headers, h), append(available, at)
+		}
 	}
-	return total, nil
-}
-
-func (s *Store) deliveryInsertOne(ctx context.Context, ev postbox.Event, endpoints []uuid.UUID) (int, error) {
-	headers := ev.Headers
-	if headers == nil {
-		headers = map[string]string{}
-	}
-	tag, err := s.pool.Exec(ctx, s.sql.Get("delivery_insert"), ev.ID, ev.AggregateType, ev.AggregateID,
-		ev.EventType, string(ev.Payload), headers, nullTime(ev.AvailableAt), rawIDs(endpoints))
+	tag, err := s.pool.Exec(ctx, s.sql.Get("delivery_insert"), events, endpoints, aggTypes, aggIDs, types, payloads, headers, available)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: insert deliveries: %w", err)
 	}
@@ -242,10 +253,12 @@ func (s *Store) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.
 // DeliveryCounts counts one endpoint's deliveries by status.
 func (s *Store) DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (store.DeliveryCounts, error) {
 	var c store.DeliveryCounts
-	err := s.pool.QueryRow(ctx, s.sql.Get("delivery_counts"), endpointID).Scan(&c.Pending, &c.Processing, &c.Done, &c.Failed, &c.Dropped)
+	var age float64
+	err := s.pool.QueryRow(ctx, s.sql.Get("delivery_counts"), endpointID).Scan(&c.Pending, &c.Processing, &c.Done, &c.Failed, &c.Dropped, &age)
 	if err != nil {
 		return c, fmt.Errorf("postgres: count deliveries: %w", err)
 	}
+	c.OldestPendingAge = time.Duration(age * float64(time.Second))
 	return c, nil
 }
 
@@ -315,10 +328,238 @@ func (s *Store) EndpointsPurge(ctx context.Context, before time.Time, limit int)
 	return total, nil
 }
 
-// EndpointUpdate is not written yet (see store.Endpoints).
+// EndpointUpdate changes an endpoint's settings (see store.Endpoints).
 func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
-	return store.Endpoint{}, errors.New("not implemented yet")
+	rows, err := s.pool.Query(ctx, s.sql.Get("endpoint_update"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
+		e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate)
+	if err != nil {
+		return store.Endpoint{}, fmt.Errorf("postgres: update endpoint: %w", err)
+	}
+	got, err := pgx.CollectExactlyOneRow(rows, scanEndpoint)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return got, fmt.Errorf("postgres: endpoint %s: %w", e.ID, store.ErrEndpointNotFound)
+	}
+	if err != nil {
+		return got, fmt.Errorf("postgres: update endpoint: %w", err)
+	}
+	return got, nil
 }
 
-// EndpointLane is not written yet (see store.Endpoints).
-func (s *Store) EndpointLane(e store.Endpoint) store.Source { return nil }
+// EndpointLane returns the Source of e's deliveries (see store.Endpoints):
+// its claims lease each row on its own (status processing, lease_owner,
+// lease_expires_at) and count the attempt in the row.
+func (s *Store) EndpointLane(e store.Endpoint) store.Source {
+	return &lane{s: s, id: e.ID, name: e.Name, shadow: e.Shadow}
+}
+
+// lane is one endpoint's deliveries as a store.Source.
+type lane struct {
+	s      *Store
+	id     uuid.UUID
+	name   string
+	shadow bool
+	// walkedTo is the last aggregate an ordered claim's walk for heads
+	// took: the next walk starts after it (nil: at the first aggregate).
+	walkedTo atomic.Pointer[aggregateKey]
+}
+
+// endpoint is what the lane knows of its endpoint.
+func (l *lane) endpoint() store.Endpoint {
+	return store.Endpoint{ID: l.id, Name: l.name, Shadow: l.shadow}
+}
+
+// String names the store, its schema and the endpoint (name and id).
+func (l *lane) String() string {
+	return l.s.String() + " " + sqlstore.LaneName(l.endpoint())
+}
+
+// CheckSchema checks the store's migrations: ordered claims need nothing
+// more than them (the index of migration 0009).
+func (l *lane) CheckSchema(ctx context.Context, _ store.SchemaParams) error {
+	return l.s.CheckSchema(ctx, store.SchemaParams{})
+}
+
+// Listen returns an error wrapping store.ErrCannotListen: package endpoint
+// wakes its lanes itself.
+func (l *lane) Listen(context.Context, func(store.Listening), func()) error {
+	return sqlstore.LaneCannotListen("postgres", l.endpoint())
+}
+
+// Claim leases due deliveries of the endpoint (lane_claim,
+// lane_claim_ordered), committed asynchronously as the outbox's claims
+// are, and returns them in sequence order.
+func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+	batch := &pgx.Batch{}
+	batch.Queue(l.s.sql.Get("relay_async_commit"))
+	if p.Ordered {
+		from := l.walkedTo.Load()
+		start := aggregateKey{}
+		if from != nil {
+			start = *from
+		}
+		batch.Queue(l.s.sql.Get("lane_claim_ordered"), l.id, p.Limit, p.Owner, p.Lease.Milliseconds(), start.typ, start.id, p.MaxBytes, from == nil)
+	} else {
+		after := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+		if !p.After.IsZero() {
+			after = pgtype.Timestamptz{Time: p.After.AvailableAt, Valid: true}
+		}
+		batch.Queue(l.s.sql.Get("lane_claim"), l.id, p.Limit, p.Owner, p.Lease.Milliseconds(), after, p.After.Seq, p.MaxBytes)
+	}
+	results := l.s.pool.SendBatch(ctx, batch)
+	defer results.Close()
+	if _, err := results.Exec(); err != nil {
+		return nil, fmt.Errorf("postgres: claim deliveries of endpoint %s: %w", l.id, err)
+	}
+	rows, err := results.Query()
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim deliveries of endpoint %s: %w", l.id, err)
+	}
+	// Each row scans into r, in types that take every value the columns
+	// hold: a row the store cannot read is returned with Delivery.Invalid,
+	// never failing the claim, which has leased it.
+	var (
+		r       laneRow
+		walkEnd bool
+		to      *aggregateKey
+	)
+	dest := []any{(*[16]byte)(&r.d.ID), &r.d.OutboxSeq, &r.d.AggregateType, &r.d.AggregateID, &r.d.EventType, &r.d.Payload, &r.headers, &r.attempts, &r.created, &r.available}
+	if p.Ordered {
+		dest = append(dest, &walkEnd)
+	}
+	out, err := pgx.AppendRows(make([]store.Delivery, 0, min(p.Limit, claimPresize)), rows, func(row pgx.CollectableRow) (store.Delivery, error) {
+		r = laneRow{}
+		if err := row.Scan(dest...); err != nil {
+			return r.d, err
+		}
+		if walkEnd {
+			to = &aggregateKey{r.d.AggregateType, r.d.AggregateID}
+		}
+		return r.delivery(), nil
+	})
+	if err == nil {
+		err = results.Close()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim deliveries of endpoint %s: %w", l.id, err)
+	}
+	if p.Ordered {
+		// A walk that took the aggregate of to goes on after it; a claim
+		// that found fewer heads than it asked for walked to the last
+		// aggregate (or needed no walk): the next walk starts at the first.
+		switch {
+		case to != nil && len(out) >= p.Limit:
+			l.walkedTo.Store(to)
+		case len(out) < p.Limit:
+			l.walkedTo.Store(nil)
+		}
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].OutboxSeq < out[j].OutboxSeq })
+	return out, nil
+}
+
+// laneRow is one row of a lane's claim as scanned: the columns that may
+// hold values no delivery has in types that take them.
+type laneRow struct {
+	d                  store.Delivery
+	headers            []byte
+	attempts           int64 // before the claim counted it
+	created, available pgtype.Timestamptz
+}
+
+// delivery is the row as a delivery, its problems in Invalid (the fields
+// they name left zero).
+func (r *laneRow) delivery() store.Delivery {
+	d := r.d
+	var bad sqlstore.Problems
+	var problem string
+	d.Attempt, problem = sqlstore.Attempt(r.attempts)
+	bad.Add("attempts", problem)
+	d.CreatedAt, problem = readTime(r.created)
+	bad.Add("created_at", problem)
+	d.AvailableAt, problem = readTime(r.available)
+	bad.Add("available_at", problem)
+	bad.Add("event_type", sqlstore.EventTypeProblem(d.EventType))
+	d.Headers, problem = sqlstore.DecodeHeaders(r.headers)
+	bad.Add("headers", problem)
+	if bad != nil {
+		d.Invalid = bad.String()
+	}
+	return d
+}
+
+// Settle records a batch of outcomes in one statement (lane_settle),
+// committed asynchronously unless it releases deliveries (as the outbox's
+// Settle). Error texts are cleaned and cut (store.ErrorText).
+func (l *lane) Settle(ctx context.Context, p store.SettleParams) error {
+	retryIDs := make([][16]byte, len(p.Retry))
+	retryAt := make([]time.Time, len(p.Retry))
+	retryErr := make([]string, len(p.Retry))
+	for i, r := range p.Retry {
+		retryIDs[i], retryAt[i], retryErr[i] = r.ID, r.AvailableAt, store.ErrorText(r.LastError, sqlstore.ErrorTextMax)
+	}
+	failIDs := make([][16]byte, len(p.Failed))
+	failErr := make([]string, len(p.Failed))
+	for i, f := range p.Failed {
+		failIDs[i], failErr[i] = f.ID, store.ErrorText(f.LastError, sqlstore.ErrorTextMax)
+	}
+	released := make([][16]byte, len(p.Release))
+	for i, r := range p.Release {
+		released[i] = r.ID
+	}
+	batch := &pgx.Batch{}
+	if len(p.Release) == 0 {
+		batch.Queue(l.s.sql.Get("relay_async_commit"))
+	}
+	batch.Queue(l.s.sql.Get("lane_settle"), l.id, p.Owner, rawIDs(p.Done), p.KeepDone, retryIDs, retryAt, retryErr,
+		failIDs, failErr, l.shadow, released)
+	if err := l.s.pool.SendBatch(ctx, batch).Close(); err != nil {
+		return fmt.Errorf("postgres: settle deliveries of endpoint %s: %w", l.id, err)
+	}
+	return nil
+}
+
+// ExtendLease renews the leases of those of ids still leased to owner, and
+// returns them in the order of ids.
+func (l *lane) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	rows, err := l.s.pool.Query(ctx, l.s.sql.Get("lane_extend_lease"), l.id, owner, rawIDs(ids), lease.Milliseconds())
+	if err != nil {
+		return nil, fmt.Errorf("postgres: extend leases on endpoint %s: %w", l.id, err)
+	}
+	renewed, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: extend leases on endpoint %s: %w", l.id, err)
+	}
+	return sqlstore.HeldInOrder(ids, renewed), nil
+}
+
+// ReclaimExpired returns the endpoint's deliveries whose lease expired to
+// the queue, or fails (drops) those that used p.MaxAttempts.
+func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
+	rows, err := l.s.pool.Query(ctx, l.s.sql.Get("lane_reclaim_expired"), l.id, p.MaxAttempts, l.shadow)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reclaim expired leases on endpoint %s: %w", l.id, err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
+		var r store.Reclaimed
+		err := row.Scan(&r.Owner, &r.Events)
+		return r, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: reclaim expired leases on endpoint %s: %w", l.id, err)
+	}
+	return out, nil
+}
+
+// PurgeDone deletes up to limit of the endpoint's finished (done or
+// dropped) deliveries processed before before, and up to limit of its
+// attempts made before it, and reports how many rows it deleted in all.
+func (l *lane) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+	var n int
+	if err := l.s.pool.QueryRow(ctx, l.s.sql.Get("lane_purge_done"), l.id, before, limit).Scan(&n); err != nil {
+		return 0, fmt.Errorf("postgres: purge finished deliveries of endpoint %s: %w", l.id, err)
+	}
+	return n, nil
+}

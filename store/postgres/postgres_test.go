@@ -69,3 +69,7 @@ func TestHostileRows(t *testing.T) {
 		}
 	})
 }
+
+func TestLaneConformance(t *testing.T) {
+	storetest.RunLane(t, func(t *testing.T) store.Endpoints { return pgtest.Store(t) })
+}

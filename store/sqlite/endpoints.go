@@ -7,12 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
+	"slices"
+	"sort"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
@@ -27,7 +30,7 @@ func (s *Store) EndpointCreate(ctx context.Context, e store.Endpoint) (store.End
 	e = sqlstore.NewEndpoint(e)
 	now := time.Now().Truncate(time.Microsecond)
 	_, err := s.exec(ctx, "endpoint_create", e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
-		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State, now.UnixMicro())
+		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State, now.UnixMicro(), e.AllowPrivate)
 	if err != nil {
 		return e, fmt.Errorf("sqlite: create endpoint: %w", err)
 	}
@@ -57,7 +60,12 @@ func (s *Store) EndpointList(ctx context.Context) ([]store.Endpoint, error) {
 }
 
 func (s *Store) endpoints(ctx context.Context, tail string, args ...any) ([]store.Endpoint, error) {
-	rows, err := s.db.QueryContext(ctx, s.sql.Get("endpoint_columns")+tail, args...)
+	return scanEndpoints(s.db.QueryContext(ctx, s.sql.Get("endpoint_columns")+tail, args...))
+}
+
+// scanEndpoints reads the rows of endpoint_columns or endpoint_update, and
+// closes them.
+func scanEndpoints(rows *sql.Rows, err error) ([]store.Endpoint, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -69,7 +77,7 @@ func (s *Store) endpoints(ctx context.Context, tail string, args ...any) ([]stor
 		// Times as any: see scanRecords.
 		var prevUntil, failing, created, updated any
 		if err := rows.Scan(&e.ID, &e.Name, &e.URL, &types, &e.Secret, &e.PreviousSecret, &prevUntil,
-			&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.State, &failing, &created, &updated); err != nil {
+			&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &created, &updated); err != nil {
 			return nil, err
 		}
 		e.Types = store.SplitTypes(types)
@@ -78,6 +86,24 @@ func (s *Store) endpoints(ctx context.Context, tail string, args ...any) ([]stor
 		out = append(out, e)
 	}
 	return out, rows.Err()
+}
+
+// EndpointUpdate changes an endpoint's settings (see store.Endpoints).
+func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
+	var got []store.Endpoint
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		got, err = scanEndpoints(tx.QueryContext(ctx, s.sql.Get("endpoint_update"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
+			e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate, time.Now().UnixMicro()))
+		return err
+	})
+	if err != nil {
+		return store.Endpoint{}, fmt.Errorf("sqlite: update endpoint: %w", err)
+	}
+	if len(got) == 0 {
+		return store.Endpoint{}, fmt.Errorf("sqlite: endpoint %s: %w", e.ID, store.ErrEndpointNotFound)
+	}
+	return got[0], nil
 }
 
 // EndpointSetState changes an endpoint's state (see store.Endpoints).
@@ -142,32 +168,46 @@ func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-// DeliveryInsert writes one delivery of ev per endpoint, idempotently.
-func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
-	total := 0
-	for _, r := range routes {
-		n, err := s.deliveryInsertOne(ctx, r.Event, r.Endpoints)
-		if err != nil {
-			return total, err
-		}
-		total += n
-	}
-	return total, nil
+// deliveryRow is one delivery as delivery_insert reads it from JSON.
+type deliveryRow struct {
+	EventID       uuid.UUID `json:"event_id"`
+	EndpointID    uuid.UUID `json:"endpoint_id"`
+	AggregateType string    `json:"aggregate_type"`
+	AggregateID   string    `json:"aggregate_id"`
+	EventType     string    `json:"event_type"`
+	Payload       string    `json:"payload"`
+	Headers       string    `json:"headers"`
+	AvailableAt   int64     `json:"available_at"`
 }
 
-func (s *Store) deliveryInsertOne(ctx context.Context, ev postbox.Event, endpoints []uuid.UUID) (int, error) {
-	headers := []byte("{}")
-	if len(ev.Headers) > 0 {
-		headers, _ = json.Marshal(ev.Headers) // a map of strings: cannot fail
-	}
-	ids, _ := json.Marshal(endpoints) // uuid.UUID marshals as a string: cannot fail
+// DeliveryInsert writes the deliveries of a batch of routes in one
+// statement, numbered in the routes' order (see store.Endpoints).
+func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
+	var rows []deliveryRow
 	now := time.Now().UnixMicro()
-	available := now
-	if !ev.AvailableAt.IsZero() {
-		available = ev.AvailableAt.UnixMicro()
+	for _, r := range routes {
+		ev := r.Event
+		headers := []byte("{}")
+		if len(ev.Headers) > 0 {
+			headers, _ = json.Marshal(ev.Headers) // a map of strings: cannot fail
+		}
+		available := now
+		if !ev.AvailableAt.IsZero() {
+			available = ev.AvailableAt.UnixMicro()
+		}
+		for _, id := range r.Endpoints {
+			rows = append(rows, deliveryRow{ev.ID, id, ev.AggregateType, ev.AggregateID, ev.EventType,
+				string(ev.Payload), string(headers), available})
+		}
 	}
-	n, err := s.exec(ctx, "delivery_insert", ev.ID, ev.AggregateType, ev.AggregateID, ev.EventType,
-		string(ev.Payload), string(headers), available, string(ids), now)
+	if len(rows) == 0 {
+		return 0, nil
+	}
+	b, err := json.Marshal(rows)
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: insert deliveries: %w", err)
+	}
+	n, err := s.exec(ctx, "delivery_insert", string(b), now)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: insert deliveries: %w", err)
 	}
@@ -287,9 +327,13 @@ func (s *Store) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.
 // DeliveryCounts counts one endpoint's deliveries by status.
 func (s *Store) DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (store.DeliveryCounts, error) {
 	var c store.DeliveryCounts
-	err := s.db.QueryRowContext(ctx, s.sql.Get("delivery_counts"), endpointID).Scan(&c.Pending, &c.Processing, &c.Done, &c.Failed, &c.Dropped)
+	var oldest any // see scanRecords
+	err := s.db.QueryRowContext(ctx, s.sql.Get("delivery_counts"), endpointID).Scan(&c.Pending, &c.Processing, &c.Done, &c.Failed, &c.Dropped, &oldest)
 	if err != nil {
 		return c, fmt.Errorf("sqlite: count deliveries: %w", err)
+	}
+	if t, problem := timeValue(oldest); oldest != nil && problem == "" {
+		c.OldestPendingAge = max(0, time.Since(t))
 	}
 	return c, nil
 }
@@ -371,10 +415,312 @@ func (s *Store) EndpointsPurge(ctx context.Context, before time.Time, limit int)
 	return total, nil
 }
 
-// EndpointUpdate is not written yet (see store.Endpoints).
-func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
-	return store.Endpoint{}, errors.New("not implemented yet")
+// EndpointLane returns the Source of e's deliveries (see store.Endpoints):
+// its claims lease each row (status processing, lease_owner,
+// lease_expires_at) and count the attempt in it, in write transactions
+// that run one at a time.
+func (s *Store) EndpointLane(e store.Endpoint) store.Source {
+	return &lane{s: s, e: store.Endpoint{ID: e.ID, Name: e.Name, Shadow: e.Shadow}}
 }
 
-// EndpointLane is not written yet (see store.Endpoints).
-func (s *Store) EndpointLane(e store.Endpoint) store.Source { return nil }
+// lane is one endpoint's deliveries as a store.Source.
+type lane struct {
+	s *Store
+	e store.Endpoint // ID, Name and Shadow only
+	// walkedTo is the last aggregate an ordered claim's walk for heads
+	// took: the next walk starts after it (nil: at the first aggregate).
+	walkedTo atomic.Pointer[aggregateKey]
+}
+
+// aggregateKey names one aggregate.
+type aggregateKey struct{ typ, id string }
+
+// String names the store's file and the endpoint (name and id).
+func (l *lane) String() string { return l.s.String() + " " + sqlstore.LaneName(l.e) }
+
+// CheckSchema checks the store's migrations: ordered claims need nothing
+// more than them (the index of migration 0009).
+func (l *lane) CheckSchema(ctx context.Context, _ store.SchemaParams) error {
+	return l.s.CheckSchema(ctx, store.SchemaParams{})
+}
+
+// Listen returns an error wrapping store.ErrCannotListen: package endpoint
+// wakes its lanes itself.
+func (l *lane) Listen(context.Context, func(store.Listening), func()) error {
+	return sqlstore.LaneCannotListen("sqlite", l.e)
+}
+
+// Claim leases due deliveries of the endpoint in one write transaction and
+// returns them in sequence order. An ordered claim takes the heads of the
+// oldest due deliveries (lane_window_heads), walks the endpoint's
+// aggregates for more only when that window was full of deliveries queued
+// behind their heads (lane_walk_heads), and leases what it found
+// (lane_take).
+func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+	if err := checkLimit("claim", p.Limit); err != nil || p.Limit == 0 {
+		return nil, err
+	}
+	now := time.Now()
+	args := []any{
+		sql.Named("endpoint", l.e.ID),
+		sql.Named("owner", p.Owner),
+		sql.Named("limit", p.Limit),
+		sql.Named("now", now.UnixMicro()),
+		sql.Named("lease_until", now.Add(p.Lease).UnixMicro()),
+		sql.Named("max_bytes", p.MaxBytes),
+	}
+	var out []store.Delivery
+	var walkedTo *aggregateKey
+	err := l.s.inTx(ctx, func(tx *sql.Tx) error {
+		out, walkedTo = nil, nil
+		query, queryArgs := l.s.sql.Get("lane_claim"), slices.Clip(args)
+		if p.Ordered {
+			seqs, to, err := l.heads(ctx, tx, p.Limit, queryArgs)
+			if err != nil || len(seqs) == 0 {
+				walkedTo = to
+				return err
+			}
+			list, _ := json.Marshal(seqs) // integers: cannot fail
+			query, queryArgs, walkedTo = l.s.sql.Get("lane_take"), append(queryArgs, sql.Named("seqs", string(list))), to
+		} else {
+			afterAt := int64(math.MinInt64) // before every delivery
+			if !p.After.IsZero() {
+				afterAt = p.After.AvailableAt.UnixMicro()
+			}
+			queryArgs = append(queryArgs, sql.Named("after_at", afterAt), sql.Named("after_seq", p.After.Seq))
+		}
+		rows, err := tx.QueryContext(ctx, query, queryArgs...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		// Each row scans into values of any type, as the outbox's claim
+		// does: a row the store cannot read is returned with
+		// Delivery.Invalid, never failing the claim.
+		var r claimedRow
+		dest := []any{&r.d.ID, &r.d.OutboxSeq, &r.aggregateType, &r.aggregateID, &r.eventType, &r.payload, &r.headers, &r.attempts, &r.created, &r.available}
+		for rows.Next() {
+			r = claimedRow{}
+			if err := rows.Scan(dest...); err != nil {
+				return err
+			}
+			out = append(out, r.delivery())
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: claim deliveries of %s: %w", sqlstore.LaneName(l.e), err)
+	}
+	if p.Ordered {
+		l.walkedTo.Store(walkedTo)
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].OutboxSeq < out[j].OutboxSeq })
+	return out, nil
+}
+
+// heads finds up to limit heads for an ordered claim, in tx: those of the
+// window, then those of the walk when it is needed. It returns where the
+// next walk starts: after the last aggregate this walk took, at the first
+// aggregate (nil) when it walked past the last one, and where the last
+// walk left it when no walk was needed.
+func (l *lane) heads(ctx context.Context, tx *sql.Tx, limit int, args []any) ([]int64, *aggregateKey, error) {
+	window := sqlstore.LaneWindow * limit
+	args = slices.Clip(args)
+	rows, err := tx.QueryContext(ctx, l.s.sql.Get("lane_window_heads"), append(args, sql.Named("window", window))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	var heads []int64
+	seen := 0
+	for rows.Next() {
+		var seq int64
+		var head bool
+		if err := rows.Scan(&seq, &head); err != nil {
+			rows.Close()
+			return nil, nil, err
+		}
+		seen++
+		if head && len(heads) < limit {
+			heads = append(heads, seq)
+		}
+	}
+	rows.Close()
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	from := l.walkedTo.Load()
+	if seen < window || len(heads) >= limit {
+		return heads, from, nil
+	}
+	start := aggregateKey{}
+	if from != nil {
+		start = *from
+	}
+	rows, err = tx.QueryContext(ctx, l.s.sql.Get("lane_walk_heads"), append(args, sql.Named("from_start", from == nil),
+		sql.Named("walk_type", start.typ), sql.Named("walk_id", start.id))...)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer rows.Close()
+	found := map[int64]bool{}
+	for _, seq := range heads {
+		found[seq] = true
+	}
+	var to *aggregateKey
+	for rows.Next() && len(heads) < limit {
+		var seq int64
+		var key aggregateKey
+		if err := rows.Scan(&seq, &key.typ, &key.id); err != nil {
+			return nil, nil, err
+		}
+		to = &key
+		if !found[seq] {
+			heads = append(heads, seq)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return nil, nil, err
+	}
+	if len(heads) < limit {
+		to = nil // walked past the last aggregate: start again at the first
+	}
+	return heads, to, nil
+}
+
+// Settle records a batch of outcomes in one write transaction (see
+// store.Source); error texts are cleaned and cut (store.ErrorText).
+func (l *lane) Settle(ctx context.Context, p store.SettleParams) error {
+	if len(p.Done) == 0 && len(p.Retry) == 0 && len(p.Failed) == 0 && len(p.Release) == 0 {
+		return nil
+	}
+	endpoint := sql.Named("endpoint", l.e.ID)
+	owner := sql.Named("owner", p.Owner)
+	now := sql.Named("now", time.Now().UnixMicro())
+	var steps []func(tx *sql.Tx) error
+	step := func(query string, args ...any) {
+		steps = append(steps, func(tx *sql.Tx) error {
+			_, err := tx.ExecContext(ctx, l.s.sql.Get(query), append(args, endpoint)...)
+			return err
+		})
+	}
+	if len(p.Done) > 0 {
+		if p.KeepDone {
+			step("lane_settle_done", idList(p.Done), now)
+		} else {
+			step("lane_settle_delete", idList(p.Done))
+		}
+	}
+	if len(p.Retry) > 0 {
+		rs := make([]settleRetry, len(p.Retry))
+		for i, r := range p.Retry {
+			rs[i] = settleRetry{ID: r.ID, At: r.AvailableAt.UnixMicro(), Error: store.ErrorText(r.LastError, sqlstore.ErrorTextMax)}
+		}
+		b, _ := json.Marshal(rs) // ids, integers and valid text: cannot fail
+		step("lane_settle_retry", sql.Named("retries", string(b)), owner)
+	}
+	if len(p.Failed) > 0 {
+		fs := make([]settleFailure, len(p.Failed))
+		for i, f := range p.Failed {
+			fs[i] = settleFailure{ID: f.ID, Error: store.ErrorText(f.LastError, sqlstore.ErrorTextMax)}
+		}
+		b, _ := json.Marshal(fs) // ids and valid text: cannot fail
+		step("lane_settle_failed", sql.Named("failures", string(b)), owner, now, sql.Named("shadow", l.e.Shadow))
+	}
+	if len(p.Release) > 0 {
+		ids := make([]uuid.UUID, len(p.Release))
+		for i, r := range p.Release {
+			ids[i] = r.ID
+		}
+		step("lane_release", idList(ids), owner)
+	}
+	err := l.s.inTx(ctx, func(tx *sql.Tx) error {
+		for _, run := range steps {
+			if err := run(tx); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("sqlite: settle deliveries of %s: %w", sqlstore.LaneName(l.e), err)
+	}
+	return nil
+}
+
+// ExtendLease renews the leases of those of ids still leased to owner, and
+// returns them in the order of ids.
+func (l *lane) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	var renewed []uuid.UUID
+	err := l.s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		renewed, err = sqlstore.CollectRows[uuid.UUID](tx.QueryContext(ctx, l.s.sql.Get("lane_extend_lease"), idList(ids),
+			sql.Named("endpoint", l.e.ID), sql.Named("owner", owner), sql.Named("lease_until", time.Now().Add(lease).UnixMicro())))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: extend leases on %s: %w", sqlstore.LaneName(l.e), err)
+	}
+	return sqlstore.HeldInOrder(ids, renewed), nil
+}
+
+// ReclaimExpired returns the endpoint's deliveries whose lease expired to
+// the queue, or fails (drops) those that used p.MaxAttempts.
+func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
+	var out []store.Reclaimed
+	endpoint := sql.Named("endpoint", l.e.ID)
+	now := sql.Named("now", time.Now().UnixMicro())
+	err := l.s.inTx(ctx, func(tx *sql.Tx) error {
+		out = nil
+		rows, err := tx.QueryContext(ctx, l.s.sql.Get("lane_expired_owners"), endpoint, now)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var r store.Reclaimed
+			if err := rows.Scan(&r.Owner, &r.Events); err != nil {
+				return err
+			}
+			out = append(out, r)
+		}
+		if err := rows.Err(); err != nil || len(out) == 0 {
+			return err
+		}
+		_, err = tx.ExecContext(ctx, l.s.sql.Get("lane_reclaim_expired"), endpoint, now,
+			sql.Named("max_attempts", p.MaxAttempts), sql.Named("shadow", l.e.Shadow))
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: reclaim expired leases on %s: %w", sqlstore.LaneName(l.e), err)
+	}
+	return out, nil
+}
+
+// PurgeDone deletes up to limit of the endpoint's finished (done or
+// dropped) deliveries processed before before, and up to limit of its
+// attempts made before it, and reports how many rows it deleted in all.
+func (l *lane) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+	if err := checkLimit("purge finished deliveries", limit); err != nil || limit == 0 {
+		return 0, err
+	}
+	var total int64
+	err := l.s.inTx(ctx, func(tx *sql.Tx) error {
+		total = 0
+		for _, query := range []string{"lane_purge_deliveries", "lane_purge_attempts"} {
+			n, err := rowsAffected(tx.ExecContext(ctx, l.s.sql.Get(query), sql.Named("endpoint", l.e.ID),
+				sql.Named("before", before.UnixMicro()), sql.Named("limit", limit)))
+			if err != nil {
+				return err
+			}
+			total += n
+		}
+		return nil
+	})
+	if err != nil {
+		return 0, fmt.Errorf("sqlite: purge finished deliveries of %s: %w", sqlstore.LaneName(l.e), err)
+	}
+	return int(total), nil
+}

@@ -493,11 +493,20 @@ func checkLimit(op string, limit int) error {
 	return nil
 }
 
+// recordRows are the rows scanRecords reads: *sql.Rows, or rows that read
+// a column of their own before (endpointFirst).
+type recordRows interface {
+	Next() bool
+	Scan(dest ...any) error
+	Err() error
+	Close() error
+}
+
 // scanRecords reads the rows of get, list or failed_list. Columns that may
 // hold a value of another type (SQLite keeps what it was given) scan as
 // any and read as the zero value when they are not what they should be,
 // so that such a row never breaks the status tools that list it.
-func scanRecords(rows *sql.Rows) ([]store.Record, error) {
+func scanRecords(rows recordRows) ([]store.Record, error) {
 	defer rows.Close()
 	var out []store.Record
 	for rows.Next() {

@@ -166,6 +166,7 @@ func testDeliveryClaimSettle(t *testing.T, s store.Endpoints) {
 		t.Fatal(err)
 	}
 	c, err := s.DeliveryCounts(ctx, a.ID)
+	c.OldestPendingAge = 0 // RunLane tests it
 	if want := (store.DeliveryCounts{Pending: 1, Processing: 1, Done: 1}); err != nil || c != want {
 		t.Fatalf("counts = %+v, %v; want %+v (r1 may not settle r2's claim)", c, err, want)
 	}
@@ -173,7 +174,7 @@ func testDeliveryClaimSettle(t *testing.T, s store.Endpoints) {
 	if len(retried) != 1 || retried[0].ID != events[1].ID || retried[0].Attempt != 2 || retried[0].LastError != "503" {
 		t.Fatalf("retry claim = %+v", retried)
 	}
-	if c, _ := s.DeliveryCounts(ctx, b.ID); c != (store.DeliveryCounts{Pending: 3}) {
+	if c, _ := s.DeliveryCounts(ctx, b.ID); countsOnly(c) != (store.DeliveryCounts{Pending: 3}) {
 		t.Errorf("the other endpoint's counts = %+v, want 3 pending", c)
 	}
 	idle := newEndpoint(t, s, "idle")
@@ -309,4 +310,10 @@ func testAttempts(t *testing.T, s store.Endpoints) {
 	if n, _ := s.EndpointsPurge(ctx, time.Now().Add(time.Hour), 10); n != 2 {
 		t.Errorf("purged %d recent rows, want the last attempt and the done delivery", n)
 	}
+}
+
+// countsOnly is c without its OldestPendingAge.
+func countsOnly(c store.DeliveryCounts) store.DeliveryCounts {
+	c.OldestPendingAge = 0
+	return c
 }

@@ -15,7 +15,10 @@ import (
 // FailedRow is what grouping reads of a failed event: where it is in the
 // list, and its last error.
 type FailedRow struct {
-	ID        uuid.UUID
+	ID uuid.UUID
+	// Endpoint is the endpoint of a failed delivery; zero for an outbox
+	// event.
+	Endpoint  uuid.UUID
 	Cursor    store.FailedCursor
 	LastError string
 }
@@ -25,6 +28,11 @@ type FailedRow struct {
 // lists are in the order of store.FailedCursor: the most recent failure
 // first, then the highest sequence number; after is the cursor of the row
 // before the first one wanted (zero: from the start).
+//
+// Each method works on the outbox's failed events when f.Endpoint is zero,
+// and on the failed deliveries of endpoint f.Endpoint (of every endpoint
+// for store.AnyEndpoint) otherwise: ids are then event ids, and the
+// sequence numbers of the cursors the deliveries' own.
 type DeadLetterSQL interface {
 	// ListFailed runs failed_list: up to limit failed events that f lets
 	// through, after the cursor.
@@ -165,11 +173,11 @@ func (dl *DeadLetters) change(ctx context.Context, op string, sel store.FailedSe
 		}
 		return fmt.Errorf("%s: %s failed events: stopped after %d: %w", dl.store, op, done, context.Cause(ctx))
 	}
-	run := func(ids []uuid.UUID, limit int) (int, error) {
+	run := func(f store.FailedFilter, ids []uuid.UUID, limit int) (int, error) {
 		if err := stopped(); err != nil {
 			return 0, err
 		}
-		n, err := step(work, sel.FailedFilter, ids, limit)
+		n, err := step(work, f, ids, limit)
 		if err != nil {
 			return 0, fmt.Errorf("%s: %s failed events (after %d): %w", dl.store, op, done, err)
 		}
@@ -193,14 +201,14 @@ func (dl *DeadLetters) change(ctx context.Context, op string, sel store.FailedSe
 		return done, err
 	case len(sel.IDs) > 0:
 		for chunk := range slices.Chunk(sel.IDs, batch) {
-			if _, err := run(chunk, len(chunk)); err != nil {
+			if _, err := run(sel.FailedFilter, chunk, len(chunk)); err != nil {
 				return done, err
 			}
 		}
 		return done, nil
 	}
 	for {
-		n, err := run(nil, batch)
+		n, err := run(sel.FailedFilter, nil, batch)
 		if err != nil || n < batch {
 			return done, err
 		}
@@ -209,8 +217,10 @@ func (dl *DeadLetters) change(ctx context.Context, op string, sel store.FailedSe
 
 // changeGroup reads every failed event that sel's filter lets through, a
 // batch at a time, and runs step on those of sel's group (and of sel.IDs,
-// when set) in each batch.
-func (dl *DeadLetters) changeGroup(work context.Context, sel store.FailedSelection, batch int, stopped func() error, run func([]uuid.UUID, int) (int, error)) error {
+// when set) in each batch. The failed deliveries of store.AnyEndpoint are
+// changed one endpoint at a time (a step per endpoint present in the
+// batch): an event's deliveries to other endpoints may be in other groups.
+func (dl *DeadLetters) changeGroup(work context.Context, sel store.FailedSelection, batch int, stopped func() error, run func(store.FailedFilter, []uuid.UUID, int) (int, error)) error {
 	var only map[uuid.UUID]bool
 	if len(sel.IDs) > 0 {
 		only = make(map[uuid.UUID]bool, len(sel.IDs))
@@ -227,14 +237,24 @@ func (dl *DeadLetters) changeGroup(work context.Context, sel store.FailedSelecti
 		if err != nil {
 			return fmt.Errorf("%s: read failed events: %w", dl.store, err)
 		}
-		var ids []uuid.UUID
+		// The rows' endpoints in the order first met (the outbox's: zero
+		// only), and the ids of the group's rows of each.
+		var endpoints []uuid.UUID
+		ids := map[uuid.UUID][]uuid.UUID{}
 		for _, r := range rows {
 			if (only == nil || only[r.ID]) && store.ErrorGroupID(store.ErrorFingerprint(r.LastError)) == sel.Group {
-				ids = append(ids, r.ID)
+				if _, met := ids[r.Endpoint]; !met {
+					endpoints = append(endpoints, r.Endpoint)
+				}
+				ids[r.Endpoint] = append(ids[r.Endpoint], r.ID)
 			}
 		}
-		if len(ids) > 0 {
-			if _, err := run(ids, len(ids)); err != nil {
+		for _, e := range endpoints {
+			f := sel.FailedFilter
+			if e != uuid.Nil {
+				f.Endpoint = e
+			}
+			if _, err := run(f, ids[e], len(ids[e])); err != nil {
 				return err
 			}
 		}

@@ -1,0 +1,220 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/endpoint/guard"
+	"github.com/postbox-go/postbox/internal/printable"
+	"github.com/postbox-go/postbox/store"
+)
+
+// endpointFields are the flags of the fields "endpoints add" sets and
+// "endpoints update" changes.
+type endpointFields struct {
+	url          string
+	name         string
+	types        string
+	rate         rateFlag
+	concurrency  int
+	shadow       bool
+	allowPrivate bool
+}
+
+// allowPrivateHelp is the help of --allow-private, which says what the
+// registration's check does with a host that does not resolve.
+const allowPrivateHelp = "let this endpoint reach loopback, private and link-local addresses (an internal endpoint): without it, a --url whose host is or resolves to one is refused here, and the relay's SSRF guard refuses it at every connection " +
+	"(a host that does not resolve now is accepted with a warning: the relay checks the addresses at every connection)"
+
+func (f *endpointFields) register(fs *flag.FlagSet, concurrencyDefault int) {
+	fs.Var(&f.rate, "rate", "most deliveries started per second, R/s (0/s: no limit)")
+	fs.StringVar(&f.url, "url", "", "the endpoint's URL (http or https)")
+	fs.StringVar(&f.name, "name", "", "a name for people, which commands also take instead of the id")
+	fs.StringVar(&f.types, "types", "", "comma-separated globs on the event type, such as 'order.*,payment.succeeded' (empty: every event)")
+	fs.IntVar(&f.concurrency, "concurrency", concurrencyDefault, "most deliveries in flight to the endpoint at once")
+	fs.BoolVar(&f.shadow, "shadow", false, "a shadow endpoint: receives a copy; its failures are dropped, never dead letters")
+	fs.BoolVar(&f.allowPrivate, "allow-private", false, allowPrivateHelp)
+}
+
+// resolveTimeout bounds the name resolution of an endpoint's host at
+// registration.
+const resolveTimeout = 5 * time.Second
+
+// checkEndpointAddress is the SSRF guard at registration: it refuses a URL
+// whose host is, or resolves to, an address the relay's guard refuses
+// (loopback, private, link-local and the other special ranges of package
+// guard) unless allowPrivate, with an error that names --allow-private.
+// Addresses no endpoint can have (unspecified, multicast, broadcast) are
+// refused whatever allowPrivate. A host that does not resolve is accepted:
+// the returned warning says so (the relay's guard checks the addresses at
+// every connection, whatever they resolve to then). Errors name the host,
+// never the URL's path or query.
+func checkEndpointAddress(ctx context.Context, rawURL string, allowPrivate bool, resolver *net.Resolver) (warning string, err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("%w: --url: not a URL", errUsage)
+	}
+	host := u.Hostname()
+	g, err := guard.New(guard.Config{AllowPrivate: allowPrivate})
+	if err != nil {
+		return "", err
+	}
+	if addr, err := netip.ParseAddr(host); err == nil {
+		return "", refusedAddress(g.Check(addr), "")
+	}
+	if resolver == nil {
+		resolver = net.DefaultResolver
+	}
+	ctx, cancel := context.WithTimeout(ctx, resolveTimeout)
+	defer cancel()
+	addrs, err := resolver.LookupNetIP(ctx, "ip", host)
+	if err != nil {
+		var dnsErr *net.DNSError
+		reason := "the lookup failed"
+		if errors.As(err, &dnsErr) {
+			reason = dnsErr.Err
+		}
+		return fmt.Sprintf("warning: --url: host %s does not resolve now (%s): accepted unchecked; the relay's SSRF guard checks its addresses at every connection", printable.String(host), reason), nil
+	}
+	for _, addr := range addrs {
+		if err := refusedAddress(g.Check(addr), host); err != nil {
+			return "", err
+		}
+	}
+	return "", nil
+}
+
+// refusedAddress turns a refusal of the guard into the registration's
+// error; host is the name that resolved to the address, "" for an address
+// given as such.
+func refusedAddress(err error, host string) error {
+	var blocked *guard.BlockedError
+	if !errors.As(err, &blocked) {
+		return err
+	}
+	what := blocked.Addr.String()
+	if host != "" {
+		what = "host " + printable.String(host) + " resolves to " + what + ", which"
+	}
+	if !blocked.Private {
+		return fmt.Errorf("%w: --url: %s is %s: no endpoint can be reached there", errUsage, what, blocked.Rule)
+	}
+	return fmt.Errorf("%w: --url: %s is %s, which the relay's SSRF guard refuses: give --allow-private to let this endpoint reach private addresses", errUsage, what, blocked.Rule)
+}
+
+// checkEndpointFields checks the fields of e, as add and update store
+// them; checkAddress says whether to run the SSRF check on e.URL (see
+// checkEndpointAddress), whose warning it returns, for the command to
+// print once it succeeded.
+func checkEndpointFields(ctx context.Context, e store.Endpoint, checkAddress bool) (warning string, err error) {
+	if err := checkEndpointURL(e.URL); err != nil {
+		return "", err
+	}
+	if err := endpoint.ValidateTypes(e.Types); err != nil {
+		return "", fmt.Errorf("%w: --types: %v", errUsage, err)
+	}
+	if e.Concurrency < 1 {
+		return "", fmt.Errorf("%w: --concurrency %d: at least 1", errUsage, e.Concurrency)
+	}
+	if !checkAddress {
+		return "", nil
+	}
+	return checkEndpointAddress(ctx, e.URL, e.AllowPrivate, nil)
+}
+
+// warn prints a command's warning, if any, to stderr.
+func warn(warning string) {
+	if warning != "" {
+		fmt.Fprintln(os.Stderr, warning)
+	}
+}
+
+// findEndpoint returns the endpoint arg names: its id, or its name when
+// arg is no id and exactly one endpoint has it.
+func findEndpoint(ctx context.Context, s store.Endpoints, arg string) (store.Endpoint, error) {
+	if id, err := uuid.Parse(arg); err == nil {
+		e, err := s.EndpointGet(ctx, id)
+		return e, notFound(id, err)
+	}
+	all, err := s.EndpointList(ctx)
+	if err != nil {
+		return store.Endpoint{}, err
+	}
+	var found []store.Endpoint
+	for _, e := range all {
+		if e.Name == arg {
+			found = append(found, e)
+		}
+	}
+	switch len(found) {
+	case 0:
+		return store.Endpoint{}, fmt.Errorf("no endpoint named %q (postbox endpoints list shows them)", printable.String(arg))
+	case 1:
+		return found[0], nil
+	}
+	return store.Endpoint{}, fmt.Errorf("%d endpoints are named %q: give the id of one (postbox endpoints list shows them)", len(found), printable.String(arg))
+}
+
+func setupEndpointsUpdate(fs *flag.FlagSet) func(context.Context) error {
+	var f endpointFields
+	f.register(fs, 0)
+	return endpointCommand("update", false, fs, nil, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
+		var changed []string
+		fs.Visit(func(fl *flag.Flag) {
+			switch fl.Name {
+			case "url":
+				e.URL = f.url
+			case "name":
+				e.Name = f.name
+			case "types":
+				e.Types = store.SplitTypes(f.types)
+			case "rate":
+				e.RatePerSecond = float64(f.rate)
+			case "concurrency":
+				e.Concurrency = f.concurrency
+			case "shadow":
+				e.Shadow = f.shadow
+			case "allow-private":
+				e.AllowPrivate = f.allowPrivate
+			default:
+				return
+			}
+			changed = append(changed, fl.Name)
+		})
+		if len(changed) == 0 {
+			return fmt.Errorf("%w: nothing to change: give --url, --name, --types, --rate, --concurrency, --shadow or --allow-private", errUsage)
+		}
+		// The address is checked again when it or its allowance changes:
+		// an endpoint registered before the check existed keeps working
+		// while other fields change.
+		warning, err := checkEndpointFields(ctx, e, isFlagSet(fs, "url") || isFlagSet(fs, "allow-private"))
+		if err != nil {
+			return err
+		}
+		if _, err := s.EndpointUpdate(ctx, e); err != nil {
+			return err
+		}
+		fmt.Printf("endpoint %s updated: %s\n", e.ID, strings.Join(changed, ", "))
+		warn(warning)
+		return nil
+	})
+}
+
+// isFlagSet reports whether the flag name was given, on the command line
+// or by its environment variable.
+func isFlagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
+}

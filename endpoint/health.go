@@ -1,0 +1,84 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// healthCallTimeout bounds the store calls that record an endpoint's
+// health.
+const healthCallTimeout = 5 * time.Second
+
+// health follows whether one endpoint's attempts fail: it records when a
+// run of failures begins (store.Endpoints.EndpointFailing) and ends
+// (EndpointRecovered), and disables the endpoint once its attempts all
+// failed for Config.DisableAfter, stopping its lane.
+type health struct {
+	s    *Supervisor
+	e    store.Endpoint
+	log  *slog.Logger
+	stop func()
+
+	mu           sync.Mutex
+	failingSince time.Time
+	// disabling is set by the attempt that disables the endpoint.
+	disabling atomic.Bool
+}
+
+// record notes the outcome of an attempt that ended at now (err nil: it
+// succeeded).
+func (h *health) record(err error, now time.Time) {
+	h.mu.Lock()
+	since := h.failingSince
+	h.mu.Unlock()
+	if err == nil {
+		if since.IsZero() {
+			return
+		}
+		h.setFailingSince(time.Time{})
+		ctx, cancel := context.WithTimeout(context.Background(), healthCallTimeout)
+		defer cancel()
+		if err := h.s.cfg.Store.EndpointRecovered(ctx, h.e.ID); err != nil && !errors.Is(err, store.ErrEndpointNotFound) {
+			h.log.Warn("recording the endpoint's recovery failed", "error", err)
+		}
+		h.log.Info("endpoint answers again", "failing_for", now.Sub(since).Round(time.Millisecond))
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), healthCallTimeout)
+	defer cancel()
+	if since.IsZero() {
+		var err error
+		if since, err = h.s.cfg.Store.EndpointFailing(ctx, h.e.ID, now); err != nil {
+			if !errors.Is(err, store.ErrEndpointNotFound) {
+				h.log.Warn("recording the endpoint's failure failed", "error", err)
+			}
+			return
+		}
+		h.setFailingSince(since)
+	}
+	if now.Sub(since) < h.s.cfg.DisableAfter || !h.disabling.CompareAndSwap(false, true) {
+		return
+	}
+	if err := h.s.cfg.Store.EndpointSetState(ctx, h.e.ID, store.EndpointAutoDisabled); err != nil {
+		h.log.Warn("disabling the failing endpoint failed; the next failure tries again", "error", err)
+		h.disabling.Store(false)
+		return
+	}
+	h.s.autoDisabled.Add(1)
+	h.log.Warn(fmt.Sprintf("endpoint disabled: every attempt failed for %v; its deliveries wait: postbox endpoints enable %s delivers them",
+		now.Sub(since).Round(time.Second), h.e.ID), "failing_since", since, "last_error", err)
+	h.stop()
+}
+
+func (h *health) setFailingSince(t time.Time) {
+	h.mu.Lock()
+	h.failingSince = t
+	h.mu.Unlock()
+}

@@ -1,0 +1,132 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook"
+	"github.com/postbox-go/postbox/store"
+)
+
+// lane is one enabled endpoint's relay, draining the endpoint's deliveries
+// (store.Endpoints.EndpointLane) through its sink chain.
+type lane struct {
+	e store.Endpoint
+	// key is what the lane was built from (settingsKey): when it changes,
+	// the lane is built again.
+	key   string
+	relay *relay.Relay
+	// wake wakes the relay's claim loop (wakeSource.Listen).
+	wake chan struct{}
+	// cancel stops the relay; stopping is set (under Supervisor.mu) once
+	// it was called.
+	cancel   context.CancelFunc
+	stopping bool
+	// pool is the lane's own connection pool, if any (see withCapture):
+	// its idle connections are closed when the lane ends.
+	pool *http.Transport
+}
+
+// poke wakes the lane's relay, if it waits.
+func (l *lane) poke() {
+	select {
+	case l.wake <- struct{}{}:
+	default:
+	}
+}
+
+// settingsKey is what a lane is built from at now: the endpoint's URL,
+// secrets (a rotation's grace period that ended changes them), rate,
+// concurrency, shadow and allow-private settings.
+func settingsKey(e store.Endpoint, now time.Time) string {
+	return fmt.Sprint(e.URL, "|", strings.Join(e.Secrets(now), " "), "|", e.RatePerSecond, "|", e.Concurrency,
+		"|", e.Shadow, "|", e.AllowPrivate)
+}
+
+// wakeSource is an endpoint's lane as its relay sees it: the store's, but
+// for Listen, which is the supervisor's wake-ups (the fan-out's, and its
+// due-poll's).
+type wakeSource struct {
+	store.Source
+	wake <-chan struct{}
+}
+
+// wakeChannel is how a lane's relay names its wake-ups (Stats.Channel).
+const wakeChannel = "endpoint wake-ups"
+
+func (w wakeSource) Listen(ctx context.Context, ready func(store.Listening), notify func()) error {
+	ready(store.Listening{Channel: wakeChannel})
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-w.wake:
+			notify()
+		}
+	}
+}
+
+// newLane builds the lane of e at now: its sink chain and its relay.
+func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
+	src := s.cfg.Store.EndpointLane(e)
+	if src == nil {
+		return nil, errors.New("the store returned no lane for the endpoint (store.Endpoints.EndpointLane)")
+	}
+	wc := s.cfg.Webhook
+	client, pool := withCapture(s.cfg.Client(e), max(e.Concurrency, 1))
+	wc.URL, wc.Secrets, wc.MaxConcurrency, wc.Client = e.URL, e.Secrets(now), e.Concurrency, client
+	hook, err := webhook.New(wc)
+	if err != nil {
+		return nil, err
+	}
+	l := &lane{e: e, key: settingsKey(e, now), wake: make(chan struct{}, 1), pool: pool}
+	log := s.cfg.Relay.Logger.With("endpoint", e.ID, "endpoint_name", e.Name)
+	if e.Shadow {
+		// A shadow endpoint never alerts: its lane logs at info level at
+		// most (a delivery that used its attempts is dropped).
+		log = slog.New(quietHandler{log.Handler()}).With("shadow", true)
+	}
+	h := &health{s: s, e: e, log: log, stop: func() { s.stopLane(l) }, failingSince: e.FailingSince}
+	var chain sink.Sink = &attemptLog{next: hook, endpoint: e.ID, log: s.attempts, health: h}
+	if e.RatePerSecond > 0 {
+		chain = &rateLimited{next: chain, bucket: newTokenBucket(e.RatePerSecond)}
+	}
+	chain = &breakerSink{
+		next: chain,
+		b:    &breaker{threshold: s.cfg.BreakerFailures, pauseMin: s.cfg.BreakerPauseMin, pauseMax: s.cfg.BreakerPauseMax},
+		opened: func(pause time.Duration, cause error) {
+			s.breakerOpened.Add(1)
+			log.Warn(fmt.Sprintf("endpoint breaker open after %d failed attempts in a row: deliveries paused, then probed with one event at a time; no attempt counts meanwhile",
+				s.cfg.BreakerFailures), "pause", pause, "last_error", cause)
+		},
+		closed: func() { log.Info("endpoint breaker closed: the probe was delivered") },
+	}
+	rc := s.cfg.Relay
+	rc.Store = wakeSource{Source: src, wake: l.wake}
+	rc.Sink = chain
+	rc.Owner = s.cfg.Relay.Owner + " endpoint " + e.ID.String()
+	rc.Concurrency = e.Concurrency
+	rc.Observer = nil
+	if s.cfg.Observer != nil {
+		rc.Observer = s.cfg.Observer(e)
+	}
+	rc.Retention = s.cfg.Retention
+	rc.DedupWindow = -1
+	rc.PollInterval = lanePollInterval
+	rc.Stream = nil
+	rc.DisableListen = false // the wake-ups are in-process: no pooler in the way
+	rc.Logger = log
+	r, err := relay.New(rc)
+	if err != nil {
+		return nil, err
+	}
+	l.relay = r
+	return l, nil
+}

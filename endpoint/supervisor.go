@@ -1,0 +1,334 @@
+package endpoint
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+// Supervisor runs endpoints mode: one lane, a relay.Relay, per enabled
+// endpoint, and the FanOut that writes their deliveries. See the package
+// documentation.
+type Supervisor struct {
+	cfg      Config
+	fanOut   *FanOut
+	attempts *batcher[store.Attempt]
+	// refreshNow asks Run to read the endpoints again at once (a lane
+	// stopped: its endpoint may need a new one).
+	refreshNow chan struct{}
+	// fatal receives the error of a lane that could not start (tables not
+	// migrated, ordered claims not ready): Run returns it.
+	fatal chan error
+
+	mu sync.Mutex
+	// lanes are the lanes by endpoint, those stopping included until their
+	// relay's Run returns; running is false once Run stops them all.
+	lanes   map[uuid.UUID]*lane
+	running bool
+	// refused are the settings (settingsKey) of the endpoints whose lane
+	// could not be built, logged once until they change.
+	refused map[uuid.UUID]string
+	lanesWG sync.WaitGroup
+	// retired sums the Stats of the lanes that ended.
+	retired Stats
+
+	breakerOpened, autoDisabled atomic.Int64
+}
+
+// Stats are the counts of endpoints mode since New: the lanes' deliveries
+// (summed over lanes, those that ended included, as relay.Stats counts
+// them), the fan-out's writes, and the endpoints' health.
+type Stats struct {
+	// Delivered, Retried, Failed and Released are the lanes' relay.Stats
+	// counts. Dropped counts the deliveries of shadow endpoints that used
+	// their attempts (store.StatusDropped): not in Failed.
+	Delivered, Retried, Failed, Dropped, Released int64
+	// Written counts the deliveries the fan-out wrote, and Unrouted the
+	// events it wrote none for (FanOut.Written, FanOut.Unrouted).
+	Written, Unrouted int64
+	// BreakerOpened counts the times an endpoint's breaker opened (not its
+	// reopening after a failed probe); AutoDisabled the endpoints disabled
+	// for failing Config.DisableAfter.
+	BreakerOpened, AutoDisabled int64
+	// Lanes is the number of lanes delivering now.
+	Lanes int
+}
+
+// New validates cfg, fills its defaults and returns a Supervisor, refusing
+// an invalid Config with an error that names the field.
+func New(cfg Config) (*Supervisor, error) {
+	cfg, err := cfg.withDefaults()
+	if err != nil {
+		return nil, err
+	}
+	s := &Supervisor{
+		cfg:        cfg,
+		refreshNow: make(chan struct{}, 1),
+		fatal:      make(chan error, 1),
+		lanes:      map[uuid.UUID]*lane{},
+		refused:    map[uuid.UUID]string{},
+	}
+	s.fanOut = &FanOut{store: cfg.Store, refreshEvery: cfg.RefreshEvery, written: s.wake}
+	s.attempts = newBatcher(cfg.AttemptsBatch, cfg.AttemptsFlush, func(ctx context.Context, a []store.Attempt) {
+		if err := cfg.Store.AttemptInsert(ctx, a); err != nil {
+			cfg.Logger.Warn("writing the attempts log failed; these attempts are not logged", "attempts", len(a), "error", err)
+		}
+	})
+	return s, nil
+}
+
+// FanOut is the sink of the relay that drains the outbox in endpoints
+// mode: it writes the deliveries and wakes the lanes they are for.
+func (s *Supervisor) FanOut() *FanOut { return s.fanOut }
+
+// Run runs the lanes until ctx is done; then each lane shuts down as a
+// relay does (deliveries in flight get Relay.ShutdownTimeout, the rest go
+// back to the queue), the attempts log is written, and Run returns nil. It
+// returns an error, once every lane stopped, when a lane cannot start for
+// a reason that holds for all (relay.Run's: the tables not migrated,
+// ordered claims not ready).
+func (s *Supervisor) Run(ctx context.Context) error {
+	var writer sync.WaitGroup
+	writer.Go(s.attempts.run)
+	s.mu.Lock()
+	s.running = true
+	s.mu.Unlock()
+	s.cfg.Logger.Info("endpoints supervisor started: one relay per enabled endpoint", "owner", s.cfg.Relay.Owner,
+		"refresh_every", s.cfg.RefreshEvery, "poll_interval", s.cfg.PollInterval, "ordered", s.cfg.Relay.Ordered,
+		"breaker_failures", s.cfg.BreakerFailures, "disable_after", s.cfg.DisableAfter, "retention", s.cfg.Retention)
+
+	laneCtx, stopLanes := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopLanes()
+	refresh := time.NewTicker(s.cfg.RefreshEvery)
+	defer refresh.Stop()
+	poll := time.NewTicker(s.cfg.PollInterval)
+	defer poll.Stop()
+	var err error
+	s.refresh(laneCtx)
+loop:
+	for {
+		select {
+		case <-ctx.Done():
+			break loop
+		case err = <-s.fatal:
+			break loop
+		case <-refresh.C:
+			s.refresh(laneCtx)
+		case <-s.refreshNow:
+			s.refresh(laneCtx)
+		case <-poll.C:
+			s.pollDue(ctx)
+		}
+	}
+	s.mu.Lock()
+	s.running = false
+	for _, l := range s.lanes {
+		s.stopLaneLocked(l)
+	}
+	s.mu.Unlock()
+	s.lanesWG.Wait()
+	s.attempts.close()
+	writer.Wait()
+	st := s.Stats()
+	s.cfg.Logger.Info("endpoints supervisor stopped", "delivered", st.Delivered, "retried", st.Retried, "failed", st.Failed,
+		"dropped", st.Dropped, "written", st.Written, "unrouted", st.Unrouted)
+	return err
+}
+
+// refresh reads the endpoints, gives them to the fan-out, starts a lane
+// for each enabled endpoint that has none, stops the lanes of the others,
+// and restarts a lane whose settings changed (once the old one stopped).
+func (s *Supervisor) refresh(ctx context.Context) {
+	all, err := s.cfg.Store.EndpointList(ctx)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Logger.Warn("reading the endpoints failed; the lanes keep running as they are", "error", err)
+		}
+		return
+	}
+	now := time.Now()
+	s.fanOut.setRoutes(all, now)
+	want := map[uuid.UUID]store.Endpoint{}
+	for _, e := range all {
+		if e.State == store.EndpointEnabled {
+			want[e.ID] = e
+		}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !s.running {
+		return
+	}
+	for id, l := range s.lanes {
+		if e, ok := want[id]; !l.stopping && (!ok || settingsKey(e, now) != l.key) {
+			what := "endpoint no longer enabled: its lane stops"
+			if ok {
+				what = "endpoint settings changed: its lane restarts"
+			}
+			s.cfg.Logger.Info(what, "endpoint", id, "endpoint_name", l.e.Name)
+			s.stopLaneLocked(l)
+		}
+	}
+	for id, e := range want {
+		if _, ok := s.lanes[id]; ok {
+			continue // running, or stopping: started again once stopped
+		}
+		key := settingsKey(e, now)
+		if s.refused[id] == key {
+			continue
+		}
+		delete(s.refused, id)
+		if err := s.startLaneLocked(ctx, e, now); err != nil {
+			s.refused[id] = key
+			s.cfg.Logger.Error("endpoint not delivered to: its lane cannot start until its settings change", "endpoint", e.ID, "endpoint_name", e.Name, "error", err)
+		}
+	}
+	for id := range s.refused {
+		if _, ok := want[id]; !ok {
+			delete(s.refused, id)
+		}
+	}
+}
+
+// startLaneLocked starts the lane of e; s.mu is held.
+func (s *Supervisor) startLaneLocked(ctx context.Context, e store.Endpoint, now time.Time) error {
+	l, err := s.newLane(e, now)
+	if err != nil {
+		return err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	l.cancel = cancel
+	s.lanes[e.ID] = l
+	s.cfg.Logger.Info("endpoint lane starting", "endpoint", e.ID, "endpoint_name", e.Name, "types", e.Types,
+		"rate_per_second", e.RatePerSecond, "concurrency", e.Concurrency, "shadow", e.Shadow, "allow_private", e.AllowPrivate)
+	s.lanesWG.Go(func() {
+		defer cancel()
+		err := l.relay.Run(runCtx)
+		s.laneEnded(l, err)
+	})
+	return nil
+}
+
+// laneEnded retires l, whose relay's Run returned err.
+func (s *Supervisor) laneEnded(l *lane, err error) {
+	if l.pool != nil {
+		l.pool.CloseIdleConnections()
+	}
+	s.mu.Lock()
+	s.retired.add(laneStats(l))
+	if s.lanes[l.e.ID] == l {
+		delete(s.lanes, l.e.ID)
+	}
+	running := s.running
+	s.mu.Unlock()
+	switch {
+	case err != nil && (errors.Is(err, store.ErrNotMigrated) || errors.Is(err, store.ErrOrderedNotReady)):
+		select {
+		case s.fatal <- err:
+		default:
+		}
+	case err != nil:
+		s.cfg.Logger.Error("endpoint lane stopped", "endpoint", l.e.ID, "endpoint_name", l.e.Name, "error", err)
+	}
+	if running {
+		select {
+		case s.refreshNow <- struct{}{}:
+		default:
+		}
+	}
+}
+
+// stopLane stops l (its endpoint was disabled for failing too long).
+func (s *Supervisor) stopLane(l *lane) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.stopLaneLocked(l)
+}
+
+func (s *Supervisor) stopLaneLocked(l *lane) {
+	if !l.stopping {
+		l.stopping = true
+		l.cancel()
+	}
+}
+
+// pollDue wakes the lanes that have deliveries due, in one query for all:
+// deliveries written by other processes, retries scheduled by other
+// relays, deliveries of an endpoint enabled again.
+func (s *Supervisor) pollDue(ctx context.Context) {
+	s.mu.Lock()
+	ids := make([]uuid.UUID, 0, len(s.lanes))
+	for id, l := range s.lanes {
+		if !l.stopping {
+			ids = append(ids, id)
+		}
+	}
+	s.mu.Unlock()
+	if len(ids) == 0 {
+		return
+	}
+	due, err := s.cfg.Store.DeliveryDue(ctx, ids)
+	if err != nil {
+		if ctx.Err() == nil {
+			s.cfg.Logger.Warn("looking for due deliveries failed", "error", err)
+		}
+		return
+	}
+	s.wake(due)
+}
+
+// wake wakes the lanes of endpoints.
+func (s *Supervisor) wake(endpoints []uuid.UUID) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, id := range endpoints {
+		if l, ok := s.lanes[id]; ok && !l.stopping {
+			l.poke()
+		}
+	}
+}
+
+// Stats returns the counts since New. It is safe to call from any
+// goroutine while Run runs.
+func (s *Supervisor) Stats() Stats {
+	s.mu.Lock()
+	st := s.retired
+	for _, l := range s.lanes {
+		st.add(laneStats(l))
+		if !l.stopping {
+			st.Lanes++
+		}
+	}
+	s.mu.Unlock()
+	st.Written, st.Unrouted = s.fanOut.Written(), s.fanOut.Unrouted()
+	st.BreakerOpened, st.AutoDisabled = s.breakerOpened.Load(), s.autoDisabled.Load()
+	return st
+}
+
+// laneStats are the counts of l's relay, a shadow endpoint's failures
+// counted as dropped.
+func laneStats(l *lane) Stats {
+	r := l.relay.Stats()
+	st := Stats{Delivered: r.Delivered, Retried: r.Retried, Released: r.Released}
+	if l.e.Shadow {
+		st.Dropped = r.Failed
+	} else {
+		st.Failed = r.Failed
+	}
+	return st
+}
+
+// add adds the lane counts of o to st.
+func (st *Stats) add(o Stats) {
+	st.Delivered += o.Delivered
+	st.Retried += o.Retried
+	st.Failed += o.Failed
+	st.Dropped += o.Dropped
+	st.Released += o.Released
+}

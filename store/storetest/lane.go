@@ -1,0 +1,824 @@
+package storetest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/store"
+)
+
+// RunLane runs the conformance suite of endpoint lanes
+// (store.Endpoints.EndpointLane), of the Endpoints methods that lanes
+// brought (EndpointUpdate, Endpoint.AllowPrivate, the batched
+// DeliveryInsert, DeliveryCounts.OldestPendingAge), and runs a relay over a
+// lane.
+func RunLane(t *testing.T, newStore NewEndpoints) {
+	tests := []struct {
+		name string
+		run  func(t *testing.T, s store.Endpoints)
+	}{
+		{"ClaimTakesDueDeliveriesInClaimOrder", testLaneClaimOrder},
+		{"ClaimAfterCursor", testLaneClaimAfter},
+		{"ClaimMaxBytes", testLaneClaimMaxBytes},
+		{"ClaimCountsAttemptsAndLeasesRows", testLaneClaimAttempts},
+		{"NoClaimUnlessEnabled", testLaneClaimEnabledOnly},
+		{"SettleDoneDeletesOrKeeps", testLaneSettleDone},
+		{"SettleRetryFailRelease", testLaneSettleRetryFailRelease},
+		{"SettleShadowFailureIsDropped", testLaneSettleShadow},
+		{"RetryAndFailOnlyByOwner", testLaneSettleOwner},
+		{"ExtendLeaseReturnsWhatIsHeld", testLaneExtendLease},
+		{"ReclaimExpiredCountsAndFails", testLaneReclaim},
+		{"PurgeDoneOfTheEndpointOnly", testLanePurge},
+		{"OrderedClaimsHeadsPerEndpointAndAggregate", testLaneOrdered},
+		{"OrderedClaimFindsHeadsBehindTheirSuccessors", testLaneOrderedWalk},
+		{"LanesOfTwoEndpointsAreApart", testLanesApart},
+		{"SchemaListenString", testLaneSource},
+		{"InsertBatchOrderAndIdempotence", testLaneInsertBatch},
+		{"EndpointUpdate", testEndpointUpdate},
+		{"AllowPrivateRoundTrip", testAllowPrivate},
+		{"OldestPendingAge", testDeliveryOldestPendingAge},
+		{"RelayDrainsALane", testRelayOverLane},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore(t)) })
+	}
+}
+
+// laneEvent is an event of aggregate ("order", agg) with a JSON string
+// payload (its text is the same in every store).
+func laneEvent(agg string, availableAt time.Time) postbox.Event {
+	return postbox.Event{ID: uuid.Must(uuid.NewV7()), AggregateType: "order", AggregateID: agg, EventType: "order.updated",
+		Payload: []byte(`"0123456789"`), Headers: map[string]string{"traceparent": "00-y"}, AvailableAt: availableAt}
+}
+
+// route writes one delivery of each event to each endpoint, in order.
+func route(t *testing.T, s store.Endpoints, events []postbox.Event, endpoints ...uuid.UUID) {
+	t.Helper()
+	routes := make([]store.Route, len(events))
+	for i, ev := range events {
+		routes[i] = store.Route{Event: ev, Endpoints: endpoints}
+	}
+	n, err := s.DeliveryInsert(context.Background(), routes)
+	if err != nil || n != len(events)*len(endpoints) {
+		t.Fatalf("insert: %d, %v; want %d", n, err, len(events)*len(endpoints))
+	}
+}
+
+// laneEvents returns n events of aggregate agg, due at once.
+func laneEvents(n int, agg string) []postbox.Event {
+	out := make([]postbox.Event, n)
+	for i := range out {
+		out[i] = laneEvent(agg, time.Time{})
+	}
+	return out
+}
+
+func claimLane(t *testing.T, l store.Source, p store.ClaimParams) []store.Delivery {
+	t.Helper()
+	if p.Lease == 0 {
+		p.Lease = time.Minute
+	}
+	got, err := l.Claim(context.Background(), p)
+	if err != nil {
+		t.Fatalf("claim %+v: %v", p, err)
+	}
+	for _, d := range got {
+		if d.Invalid != "" {
+			t.Fatalf("claimed delivery %s is invalid: %s", d.ID, d.Invalid)
+		}
+	}
+	return got
+}
+
+func settleLane(t *testing.T, l store.Source, p store.SettleParams) {
+	t.Helper()
+	if err := l.Settle(context.Background(), p); err != nil {
+		t.Fatalf("settle: %v", err)
+	}
+}
+
+func deliveryIDs(ds []store.Delivery) []uuid.UUID {
+	out := make([]uuid.UUID, len(ds))
+	for i, d := range ds {
+		out[i] = d.ID
+	}
+	return out
+}
+
+func eventIDs(evs []postbox.Event) []uuid.UUID {
+	out := make([]uuid.UUID, len(evs))
+	for i, ev := range evs {
+		out[i] = ev.ID
+	}
+	return out
+}
+
+func sameIDs(t *testing.T, what string, got, want []uuid.UUID) {
+	t.Helper()
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Fatalf("%s = %v, want %v", what, got, want)
+	}
+}
+
+// delivery returns the endpoint's delivery of event id, as DeliveryList
+// reads it (ok false when there is none).
+func delivery(t *testing.T, s store.Endpoints, endpoint, id uuid.UUID) (store.EndpointDelivery, bool) {
+	t.Helper()
+	list, err := s.DeliveryList(context.Background(), endpoint, "", 1000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, d := range list {
+		if d.ID == id {
+			return d, true
+		}
+	}
+	return store.EndpointDelivery{}, false
+}
+
+func counts(t *testing.T, s store.Endpoints, endpoint uuid.UUID) store.DeliveryCounts {
+	t.Helper()
+	c, err := s.DeliveryCounts(context.Background(), endpoint)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return countsOnly(c)
+}
+
+func testLaneClaimOrder(t *testing.T, s store.Endpoints) {
+	a := newEndpoint(t, s, "a")
+	now := time.Now()
+	events := []postbox.Event{
+		laneEvent("1", now.Add(-time.Minute)),
+		laneEvent("2", now.Add(-3*time.Minute)),
+		laneEvent("3", now.Add(-2*time.Minute)),
+		laneEvent("4", now.Add(time.Hour)), // not due
+	}
+	route(t, s, events, a.ID)
+	l := s.EndpointLane(a)
+	got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 2})
+	// The two first due in claim order, returned in sequence order.
+	sameIDs(t, "claim", deliveryIDs(got), []uuid.UUID{events[1].ID, events[2].ID})
+	if got[0].OutboxSeq >= got[1].OutboxSeq {
+		t.Errorf("seqs %d, %d: want the order the deliveries were written in", got[0].OutboxSeq, got[1].OutboxSeq)
+	}
+	d, ev := got[0], events[1]
+	if d.AggregateType != "order" || d.AggregateID != "2" || d.EventType != ev.EventType || string(d.Payload) != string(ev.Payload) ||
+		d.Headers["traceparent"] != "00-y" || d.Attempt != 1 || d.Lease != 0 || d.CreatedAt.IsZero() ||
+		!d.AvailableAt.Equal(ev.AvailableAt.Truncate(time.Microsecond)) {
+		t.Errorf("delivery = %+v, want a copy of %+v due at its AvailableAt, attempt 1, lease 0", d, ev)
+	}
+	rest := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10})
+	sameIDs(t, "second claim", deliveryIDs(rest), []uuid.UUID{events[0].ID})
+	if more := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10}); len(more) != 0 {
+		t.Errorf("third claim = %v, want nothing (leased, or not due)", deliveryIDs(more))
+	}
+}
+
+func testLaneClaimAfter(t *testing.T, s store.Endpoints) {
+	a := newEndpoint(t, s, "a")
+	events := laneEvents(5, "1")
+	route(t, s, events, a.ID)
+	l := s.EndpointLane(a)
+	first := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 2})
+	sameIDs(t, "claim", deliveryIDs(first), eventIDs(events[:2]))
+	// Released, the first two are pending again but behind the cursor.
+	settleLane(t, l, store.SettleParams{Owner: "r", Release: []store.Released{{ID: events[0].ID}, {ID: events[1].ID}}})
+	after := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, After: store.PositionOf(first[1])})
+	sameIDs(t, "claim after the cursor", deliveryIDs(after), eventIDs(events[2:]))
+	again := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10})
+	sameIDs(t, "claim without a cursor", deliveryIDs(again), eventIDs(events[:2]))
+}
+
+func testLaneClaimMaxBytes(t *testing.T, s store.Endpoints) {
+	a := newEndpoint(t, s, "a")
+	events := laneEvents(5, "1") // payloads of 12 bytes
+	route(t, s, events, a.ID)
+	l := s.EndpointLane(a)
+	got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, MaxBytes: 30})
+	sameIDs(t, "claim of 30 bytes", deliveryIDs(got), eventIDs(events[:2]))
+	got = claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, MaxBytes: 5})
+	sameIDs(t, "claim of 5 bytes", deliveryIDs(got), eventIDs(events[2:3]))
+	got = claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, MaxBytes: 24})
+	sameIDs(t, "claim of 24 bytes", deliveryIDs(got), eventIDs(events[3:5]))
+}
+
+func testLaneClaimAttempts(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a := newEndpoint(t, s, "a")
+	events := laneEvents(2, "1")
+	route(t, s, events, a.ID)
+	l := s.EndpointLane(a)
+	got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 1})
+	sameIDs(t, "claim", deliveryIDs(got), eventIDs(events[:1]))
+	d, _ := delivery(t, s, a.ID, events[0].ID)
+	if d.Status != store.StatusProcessing || d.Attempt != 1 {
+		t.Errorf("claimed row = %s, %d attempts; want processing, 1", d.Status, d.Attempt)
+	}
+	if d, _ := delivery(t, s, a.ID, events[1].ID); d.Status != store.StatusPending || d.Attempt != 0 {
+		t.Errorf("row not claimed = %s, %d attempts; want pending, 0 (rows are leased one by one)", d.Status, d.Attempt)
+	}
+	due := time.Now().Add(-time.Second).Truncate(time.Microsecond)
+	settleLane(t, l, store.SettleParams{Owner: "r", Retry: []store.Retry{{ID: events[0].ID, AvailableAt: due, LastError: "503"}}})
+	got = claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 2})
+	if len(got) != 2 || got[0].ID != events[0].ID || got[0].Attempt != 2 || !got[0].AvailableAt.Equal(due) || got[1].Attempt != 1 {
+		t.Fatalf("claim after a retry = %+v; want the retried delivery as attempt 2, due at its retry, then the other as attempt 1", got)
+	}
+	// Each row has its own lease: one extended, one settled, independently.
+	kept, err := l.ExtendLease(ctx, "r", []uuid.UUID{events[1].ID}, time.Minute)
+	sameIDs(t, "extended", kept, eventIDs(events[1:]))
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func testLaneClaimEnabledOnly(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a := newEndpoint(t, s, "a")
+	route(t, s, laneEvents(2, "1"), a.ID)
+	l := s.EndpointLane(a)
+	for _, state := range []string{store.EndpointDisabled, store.EndpointAutoDisabled} {
+		if err := s.EndpointSetState(ctx, a.ID, state); err != nil {
+			t.Fatal(err)
+		}
+		for _, ordered := range []bool{false, true} {
+			if got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, Ordered: ordered}); len(got) != 0 {
+				t.Errorf("claim (ordered %v) of a %s endpoint = %v, want nothing", ordered, state, deliveryIDs(got))
+			}
+		}
+	}
+	if err := s.EndpointSetState(ctx, a.ID, store.EndpointEnabled); err != nil {
+		t.Fatal(err)
+	}
+	if got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10}); len(got) != 2 {
+		t.Errorf("claim once enabled = %v, want both", deliveryIDs(got))
+	}
+}
+
+func testLaneSettleDone(t *testing.T, s store.Endpoints) {
+	a := newEndpoint(t, s, "a")
+	events := laneEvents(3, "1")
+	route(t, s, events, a.ID)
+	l := s.EndpointLane(a)
+	claimLane(t, l, store.ClaimParams{Owner: "r1", Limit: 3})
+	settleLane(t, l, store.SettleParams{Owner: "r1", Done: []uuid.UUID{events[0].ID}})
+	if _, ok := delivery(t, s, a.ID, events[0].ID); ok {
+		t.Error("a delivered delivery is still there, want it deleted")
+	}
+	settleLane(t, l, store.SettleParams{Owner: "r1", Done: []uuid.UUID{events[1].ID}, KeepDone: true})
+	if d, ok := delivery(t, s, a.ID, events[1].ID); !ok || d.Status != store.StatusDone {
+		t.Errorf("a delivered delivery kept = %+v, %v; want done", d, ok)
+	}
+	// Done applies whoever holds the delivery.
+	settleLane(t, l, store.SettleParams{Owner: "r2", Done: []uuid.UUID{events[2].ID}, KeepDone: true})
+	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Done: 2}) {
+		t.Errorf("counts = %+v, want 2 done", c)
+	}
+}
+
+func testLaneSettleRetryFailRelease(t *testing.T, s store.Endpoints) {
+	a := newEndpoint(t, s, "a")
+	events := laneEvents(3, "1")
+	route(t, s, events, a.ID)
+	l := s.EndpointLane(a)
+	claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 3})
+	later := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	settleLane(t, l, store.SettleParams{Owner: "r",
+		Retry:   []store.Retry{{ID: events[0].ID, AvailableAt: later, LastError: "503 \xff\x00"}},
+		Failed:  []store.Failure{{ID: events[1].ID, LastError: "410 gone"}},
+		Release: []store.Released{{ID: events[2].ID}},
+	})
+	retried, _ := delivery(t, s, a.ID, events[0].ID)
+	if retried.Status != store.StatusPending || !retried.AvailableAt.Equal(later) || retried.LastError != "503 \uFFFD\uFFFD" || retried.Attempt != 1 {
+		t.Errorf("retried = %+v; want pending at %v, its error cleaned, 1 attempt", retried, later)
+	}
+	failed, _ := delivery(t, s, a.ID, events[1].ID)
+	if failed.Status != store.StatusFailed || failed.LastError != "410 gone" || failed.Attempt != 1 {
+		t.Errorf("failed = %+v; want failed with its error", failed)
+	}
+	released, _ := delivery(t, s, a.ID, events[2].ID)
+	if released.Status != store.StatusPending || released.Attempt != 0 {
+		t.Errorf("released = %+v; want pending, its attempt not counted", released)
+	}
+	got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 3})
+	if len(got) != 1 || got[0].ID != events[2].ID || got[0].Attempt != 1 {
+		t.Errorf("claim = %+v; want the released delivery, attempt 1 again", got)
+	}
+}
+
+func testLaneSettleShadow(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	shadow, err := s.EndpointCreate(ctx, store.Endpoint{Name: "shadow", URL: "https://example.com/s", Secret: "whsec_s", Concurrency: 1, Shadow: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	events := laneEvents(1, "1")
+	route(t, s, events, shadow.ID)
+	l := s.EndpointLane(shadow)
+	claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 1})
+	settleLane(t, l, store.SettleParams{Owner: "r", Failed: []store.Failure{{ID: events[0].ID, LastError: "500"}}})
+	if d, _ := delivery(t, s, shadow.ID, events[0].ID); d.Status != store.StatusDropped || d.LastError != "500" {
+		t.Errorf("shadow's failed delivery = %+v; want dropped", d)
+	}
+}
+
+func testLaneSettleOwner(t *testing.T, s store.Endpoints) {
+	a := newEndpoint(t, s, "a")
+	events := laneEvents(3, "1")
+	route(t, s, events, a.ID)
+	l := s.EndpointLane(a)
+	claimLane(t, l, store.ClaimParams{Owner: "r1", Limit: 3})
+	settleLane(t, l, store.SettleParams{Owner: "r2",
+		Retry:   []store.Retry{{ID: events[0].ID, AvailableAt: time.Now(), LastError: "x"}},
+		Failed:  []store.Failure{{ID: events[1].ID, LastError: "x"}},
+		Release: []store.Released{{ID: events[2].ID}},
+	})
+	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Processing: 3}) {
+		t.Errorf("counts after another relay's settle = %+v, want the 3 still processing", c)
+	}
+	for _, ev := range events {
+		if d, _ := delivery(t, s, a.ID, ev.ID); d.LastError != "" || d.Attempt != 1 {
+			t.Errorf("delivery = %+v, want untouched", d)
+		}
+	}
+}
+
+func testLaneExtendLease(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a := newEndpoint(t, s, "a")
+	events := laneEvents(4, "1")
+	route(t, s, events, a.ID)
+	l := s.EndpointLane(a)
+	claimLane(t, l, store.ClaimParams{Owner: "r1", Limit: 3})
+	claimLane(t, l, store.ClaimParams{Owner: "r2", Limit: 1})
+	settleLane(t, l, store.SettleParams{Owner: "r1", Done: []uuid.UUID{events[1].ID}})
+	kept, err := l.ExtendLease(ctx, "r1", eventIDs(events), time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// events[1] was settled, events[3] is r2's.
+	sameIDs(t, "extended", kept, []uuid.UUID{events[0].ID, events[2].ID})
+	if kept, err := l.ExtendLease(ctx, "r1", nil, time.Minute); err != nil || len(kept) != 0 {
+		t.Errorf("extend nothing = %v, %v", kept, err)
+	}
+}
+
+func testLaneReclaim(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
+	events := laneEvents(3, "1")
+	route(t, s, events, a.ID, b.ID)
+	la, lb := s.EndpointLane(a), s.EndpointLane(b)
+	claimLane(t, la, store.ClaimParams{Owner: "r1", Limit: 2, Lease: time.Millisecond})
+	claimLane(t, la, store.ClaimParams{Owner: "r2", Limit: 1, Lease: time.Hour})
+	claimLane(t, lb, store.ClaimParams{Owner: "r1", Limit: 3, Lease: time.Millisecond})
+	time.Sleep(20 * time.Millisecond) // past the short leases
+	got, err := la.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: 2})
+	if err != nil || len(got) != 1 || got[0] != (store.Reclaimed{Owner: "r1", Events: 2}) {
+		t.Fatalf("reclaim = %+v, %v; want r1's 2 deliveries (r2's lease holds)", got, err)
+	}
+	d, _ := delivery(t, s, a.ID, events[0].ID)
+	if d.Status != store.StatusPending || d.Attempt != 1 || !strings.Contains(d.LastError, "r1") || !strings.Contains(d.LastError, "expired") {
+		t.Errorf("reclaimed = %+v; want pending, the attempt counted, the expired lease said", d)
+	}
+	if c := counts(t, s, b.ID); c != (store.DeliveryCounts{Processing: 3}) {
+		t.Errorf("the other endpoint's counts = %+v, want its 3 expired leases left to its own lane", c)
+	}
+	// The second expired lease uses the last attempt: failed.
+	claimLane(t, la, store.ClaimParams{Owner: "r1", Limit: 2, Lease: time.Millisecond})
+	time.Sleep(20 * time.Millisecond)
+	got, err = la.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: 2})
+	if err != nil || len(got) != 1 || got[0] != (store.Reclaimed{Owner: "r1", Events: 2}) {
+		t.Fatalf("second reclaim = %+v, %v", got, err)
+	}
+	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Processing: 1, Failed: 2}) {
+		t.Errorf("counts = %+v, want the two failed after their 2 attempts", c)
+	}
+	// A shadow endpoint's drops instead.
+	if _, err := s.EndpointUpdate(ctx, store.Endpoint{ID: b.ID, Name: b.Name, URL: b.URL, Concurrency: 1, Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	b.Shadow = true
+	got, err = s.EndpointLane(b).ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: 1})
+	if err != nil || len(got) != 1 || got[0] != (store.Reclaimed{Owner: "r1", Events: 3}) {
+		t.Fatalf("shadow's reclaim = %+v, %v", got, err)
+	}
+	if c := counts(t, s, b.ID); c != (store.DeliveryCounts{Dropped: 3}) {
+		t.Errorf("shadow's counts = %+v, want 3 dropped", c)
+	}
+	if got, err := la.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: 2}); err != nil || len(got) != 0 {
+		t.Errorf("reclaim with nothing expired = %+v, %v", got, err)
+	}
+}
+
+func testLanePurge(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
+	events := laneEvents(4, "1")
+	route(t, s, events, a.ID, b.ID)
+	for _, e := range []store.Endpoint{a, b} {
+		l := s.EndpointLane(e)
+		claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 3})
+		settleLane(t, l, store.SettleParams{Owner: "r", KeepDone: true, Done: eventIDs(events[:2]),
+			Failed: []store.Failure{{ID: events[2].ID, LastError: "x"}}})
+	}
+	if _, err := s.EndpointUpdate(ctx, store.Endpoint{ID: a.ID, Name: a.Name, URL: a.URL, Concurrency: 1, Shadow: true}); err != nil {
+		t.Fatal(err)
+	}
+	a.Shadow = true
+	la := s.EndpointLane(a)
+	claimLane(t, la, store.ClaimParams{Owner: "r", Limit: 1})
+	settleLane(t, la, store.SettleParams{Owner: "r", Failed: []store.Failure{{ID: events[3].ID, LastError: "x"}}})
+	var attempts []store.Attempt
+	for _, e := range []uuid.UUID{a.ID, b.ID} {
+		attempts = append(attempts, store.Attempt{EndpointID: e, EventID: events[0].ID, Attempt: 1, At: time.Now().Add(-time.Minute)})
+	}
+	if err := s.AttemptInsert(ctx, attempts); err != nil {
+		t.Fatal(err)
+	}
+	if n, err := la.PurgeDone(ctx, time.Now().Add(-time.Hour), 10); err != nil || n != 0 {
+		t.Errorf("purge before an hour ago = %d, %v; want nothing that old", n, err)
+	}
+	total := 0
+	for {
+		n, err := la.PurgeDone(ctx, time.Now().Add(time.Hour), 2)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if n > 4 {
+			t.Fatalf("one purge deleted %d rows, want at most 2 of each table", n)
+		}
+		total += n
+		if n < 2 {
+			break
+		}
+	}
+	// 2 done, 1 dropped and 1 attempt; the failed delivery stays.
+	if total != 4 {
+		t.Errorf("purged %d rows, want 4", total)
+	}
+	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Failed: 1}) {
+		t.Errorf("counts = %+v, want the dead letter left", c)
+	}
+	if c := counts(t, s, b.ID); c != (store.DeliveryCounts{Pending: 1, Done: 2, Failed: 1}) {
+		t.Errorf("the other endpoint's counts = %+v, want them untouched", c)
+	}
+	if got, _ := s.AttemptList(ctx, b.ID, 10); len(got) != 1 {
+		t.Errorf("the other endpoint's attempts = %d, want 1 untouched", len(got))
+	}
+	if got, _ := s.AttemptList(ctx, a.ID, 10); len(got) != 0 {
+		t.Errorf("the endpoint's attempts = %d, want purged", len(got))
+	}
+}
+
+func testLaneOrdered(t *testing.T, s store.Endpoints) {
+	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
+	x, y := laneEvents(3, "x"), laneEvents(2, "y")
+	route(t, s, []postbox.Event{x[0], y[0], x[1], y[1], x[2]}, a.ID, b.ID)
+	la, lb := s.EndpointLane(a), s.EndpointLane(b)
+	ordered := func(l store.Source) []uuid.UUID {
+		t.Helper()
+		return deliveryIDs(claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, Ordered: true}))
+	}
+	sameIDs(t, "heads", ordered(la), []uuid.UUID{x[0].ID, y[0].ID})
+	sameIDs(t, "heads, while they are processing", ordered(la), nil)
+	// The other endpoint's heads are its own.
+	sameIDs(t, "the other endpoint's heads", ordered(lb), []uuid.UUID{x[0].ID, y[0].ID})
+	settleLane(t, lb, store.SettleParams{Owner: "r", Done: []uuid.UUID{x[0].ID, y[0].ID}})
+	sameIDs(t, "the other endpoint's next heads", ordered(lb), []uuid.UUID{x[1].ID, y[1].ID})
+
+	// A head waiting for a retry holds its aggregate back; a delivered
+	// one frees the next.
+	settleLane(t, la, store.SettleParams{Owner: "r", Done: []uuid.UUID{y[0].ID},
+		Retry: []store.Retry{{ID: x[0].ID, AvailableAt: time.Now().Add(time.Hour), LastError: "503"}}})
+	sameIDs(t, "heads after a retry", ordered(la), []uuid.UUID{y[1].ID})
+	// A failed head holds nothing back.
+	settleLane(t, la, store.SettleParams{Owner: "r", Done: []uuid.UUID{y[1].ID}})
+	sameIDs(t, "heads while x's waits", ordered(la), nil)
+	// Enabling makes the pending deliveries due at once: x's head is due
+	// again; failed, it frees x[1].
+	if err := s.EndpointSetState(context.Background(), a.ID, store.EndpointEnabled); err != nil {
+		t.Fatal(err)
+	}
+	sameIDs(t, "the retried head", ordered(la), []uuid.UUID{x[0].ID})
+	settleLane(t, la, store.SettleParams{Owner: "r", Failed: []store.Failure{{ID: x[0].ID, LastError: "410"}}})
+	sameIDs(t, "heads after a dead letter", ordered(la), []uuid.UUID{x[1].ID})
+	settleLane(t, la, store.SettleParams{Owner: "r", Done: []uuid.UUID{x[1].ID}})
+	sameIDs(t, "last head", ordered(la), []uuid.UUID{x[2].ID})
+}
+
+// A head retried behind more of its successors than an ordered claim's
+// window holds is still found (the window alone would see only its
+// successors), and every delivery goes in order; the events without an
+// aggregate (the least key, ("", "")) are one aggregate too.
+func testLaneOrderedWalk(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a := newEndpoint(t, s, "a")
+	old := time.Now().Add(-time.Hour)
+	var x []postbox.Event
+	for range 12 {
+		ev := laneEvent("", old)
+		ev.AggregateType = ""
+		x = append(x, ev)
+	}
+	z := laneEvents(2, "z")
+	route(t, s, append(append([]postbox.Event{}, x...), z...), a.ID)
+	l := s.EndpointLane(a)
+	first := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 1, Ordered: true})
+	sameIDs(t, "first head", deliveryIDs(first), eventIDs(x[:1]))
+	// Retried now: due, but behind its 11 successors in claim order.
+	settleLane(t, l, store.SettleParams{Owner: "r", Retry: []store.Retry{{ID: x[0].ID, AvailableAt: time.Now().Add(-time.Millisecond)}}})
+	var got []uuid.UUID
+	for range 2 * (len(x) + len(z)) {
+		ds := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 1, Ordered: true})
+		if len(ds) == 0 {
+			break
+		}
+		got = append(got, ds[0].ID)
+		settleLane(t, l, store.SettleParams{Owner: "r", Done: deliveryIDs(ds)})
+	}
+	var gotX, gotZ []uuid.UUID
+	for _, id := range got {
+		if id == z[0].ID || id == z[1].ID {
+			gotZ = append(gotZ, id)
+		} else {
+			gotX = append(gotX, id)
+		}
+	}
+	sameIDs(t, "x delivered", gotX, eventIDs(x))
+	sameIDs(t, "z delivered", gotZ, eventIDs(z))
+	if c, err := s.DeliveryCounts(ctx, a.ID); err != nil || countsOnly(c) != (store.DeliveryCounts{}) {
+		t.Errorf("counts = %+v, %v; want every delivery made", c, err)
+	}
+}
+
+func testLanesApart(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
+	events := laneEvents(2, "1")
+	route(t, s, events, a.ID, b.ID)
+	la, lb := s.EndpointLane(a), s.EndpointLane(b)
+	claimLane(t, la, store.ClaimParams{Owner: "r", Limit: 10})
+	if c := counts(t, s, b.ID); c != (store.DeliveryCounts{Pending: 2}) {
+		t.Fatalf("b's counts after a's claim = %+v", c)
+	}
+	claimLane(t, lb, store.ClaimParams{Owner: "r", Limit: 1})
+	// b's lane settles, extends and releases only b's rows.
+	if kept, err := lb.ExtendLease(ctx, "r", eventIDs(events), time.Minute); err != nil || len(kept) != 1 || kept[0] != events[0].ID {
+		t.Errorf("b extends %v, %v; want only its own", kept, err)
+	}
+	settleLane(t, lb, store.SettleParams{Owner: "r", Done: eventIDs(events[:1]), Failed: []store.Failure{{ID: events[1].ID, LastError: "x"}}})
+	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Processing: 2}) {
+		t.Errorf("a's counts after b's settle = %+v, want its 2 still processing", c)
+	}
+	if c := counts(t, s, b.ID); c != (store.DeliveryCounts{Pending: 1}) {
+		t.Errorf("b's counts = %+v, want 1 done (deleted) and 1 pending (not leased: not failed)", c)
+	}
+	if n, err := lb.PurgeDone(ctx, time.Now().Add(time.Hour), 10); err != nil || n != 0 {
+		t.Errorf("b purges %d, %v; want nothing", n, err)
+	}
+}
+
+func testLaneSource(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a, err := s.EndpointCreate(ctx, store.Endpoint{Name: "billing-hooks", URL: "https://user:hunter2@example.com/x", Secret: "whsec_topsecret", Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := s.EndpointLane(a)
+	if err := l.CheckSchema(ctx, store.SchemaParams{Ordered: true}); err != nil {
+		t.Errorf("CheckSchema = %v", err)
+	}
+	err = l.Listen(ctx, func(store.Listening) { t.Error("ready called") }, func() { t.Error("notify called") })
+	if !errors.Is(err, store.ErrCannotListen) {
+		t.Errorf("Listen = %v, want ErrCannotListen", err)
+	}
+	name := l.String()
+	if !strings.Contains(name, "billing-hooks") || !strings.Contains(name, a.ID.String()) ||
+		strings.Contains(name, "hunter2") || strings.Contains(name, "topsecret") {
+		t.Errorf("String = %q, want the endpoint's name and id, no secret", name)
+	}
+}
+
+func testLaneInsertBatch(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a, b, gone := newEndpoint(t, s, "a"), newEndpoint(t, s, "b"), newEndpoint(t, s, "gone")
+	if err := s.EndpointDelete(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	later := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	e1, e2, e3 := laneEvent("1", time.Time{}), laneEvent("2", later), laneEvent("3", time.Time{})
+	e1.Headers = nil
+	routes := []store.Route{
+		{Event: e3, Endpoints: []uuid.UUID{b.ID, a.ID}},
+		{Event: e1, Endpoints: []uuid.UUID{a.ID, gone.ID}},
+		{Event: e2, Endpoints: []uuid.UUID{a.ID}},
+		{Event: e3, Endpoints: []uuid.UUID{a.ID}}, // already in this batch
+	}
+	before := time.Now().Add(-time.Minute)
+	if n, err := s.DeliveryInsert(ctx, routes); err != nil || n != 4 {
+		t.Fatalf("insert = %d, %v; want 4 (the removed endpoint's skipped, the repeated route kept once)", n, err)
+	}
+	list, err := s.DeliveryList(ctx, a.ID, "", 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := make([]uuid.UUID, len(list))
+	for i, d := range list {
+		got[i] = d.ID
+	}
+	sameIDs(t, "a's deliveries in sequence order", got, []uuid.UUID{e3.ID, e1.ID, e2.ID})
+	if d := list[1]; d.AvailableAt.Before(before) || d.AvailableAt.After(time.Now().Add(time.Minute)) || len(d.Headers) != 0 || d.Status != store.StatusPending {
+		t.Errorf("delivery of an event due at once = %+v; want due now, no headers", d)
+	}
+	if d := list[2]; !d.AvailableAt.Equal(later) {
+		t.Errorf("delivery of an event due later = %v, want %v", d.AvailableAt, later)
+	}
+	// Again, with one new route: only it is written.
+	e4 := laneEvent("4", time.Time{})
+	if n, err := s.DeliveryInsert(ctx, append(routes, store.Route{Event: e4, Endpoints: []uuid.UUID{b.ID}})); err != nil || n != 1 {
+		t.Fatalf("insert again = %d, %v; want 1", n, err)
+	}
+	if n, err := s.DeliveryInsert(ctx, nil); err != nil || n != 0 {
+		t.Errorf("insert of nothing = %d, %v", n, err)
+	}
+	// Claims follow the sequence of the batch.
+	ds := claimLane(t, s.EndpointLane(b), store.ClaimParams{Owner: "r", Limit: 10})
+	sameIDs(t, "b's claim", deliveryIDs(ds), []uuid.UUID{e3.ID, e4.ID})
+}
+
+func testEndpointUpdate(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a := newEndpoint(t, s, "a", "order.*")
+	if err := s.EndpointRotateSecret(ctx, a.ID, "whsec_next", time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndpointSetState(ctx, a.ID, store.EndpointDisabled); err != nil {
+		t.Fatal(err)
+	}
+	want := store.Endpoint{ID: a.ID, Name: "a2", URL: "https://example.org/hook", Types: []string{"payment.*", "refund.issued"},
+		RatePerSecond: 7.5, Concurrency: 3, Shadow: true, AllowPrivate: true,
+		Secret: "ignored", State: store.EndpointEnabled} // secrets and state are not changed
+	got, err := s.EndpointUpdate(ctx, want)
+	if err != nil {
+		t.Fatal(err)
+	}
+	stored, err := s.EndpointGet(ctx, a.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range []store.Endpoint{got, stored} {
+		if e.Name != want.Name || e.URL != want.URL || fmt.Sprint(e.Types) != fmt.Sprint(want.Types) || e.RatePerSecond != 7.5 ||
+			e.Concurrency != 3 || !e.Shadow || !e.AllowPrivate || e.Secret != "whsec_next" || e.PreviousSecret != a.Secret ||
+			e.State != store.EndpointDisabled || !e.CreatedAt.Equal(a.CreatedAt) || e.UpdatedAt.Before(a.UpdatedAt) {
+			t.Errorf("updated endpoint = %+v, want the settings of %+v, its secrets and state kept", e, want)
+		}
+	}
+	if _, err := s.EndpointUpdate(ctx, store.Endpoint{ID: uuid.New(), Name: "x", URL: "https://x", Concurrency: 1}); !errors.Is(err, store.ErrEndpointNotFound) {
+		t.Errorf("update of an unknown endpoint: %v, want ErrEndpointNotFound", err)
+	}
+}
+
+func testAllowPrivate(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	created, err := s.EndpointCreate(ctx, store.Endpoint{Name: "local", URL: "http://127.0.0.1:9/x", Secret: "whsec_l", Concurrency: 1, AllowPrivate: true})
+	if err != nil || !created.AllowPrivate {
+		t.Fatalf("create = %+v, %v", created, err)
+	}
+	other := newEndpoint(t, s, "public")
+	if got, err := s.EndpointGet(ctx, created.ID); err != nil || !got.AllowPrivate {
+		t.Errorf("get = %+v, %v; want AllowPrivate", got, err)
+	}
+	all, err := s.EndpointList(ctx)
+	if err != nil || len(all) != 2 || !all[0].AllowPrivate || all[1].AllowPrivate || all[1].ID != other.ID {
+		t.Errorf("list = %+v, %v; want AllowPrivate on the first only", all, err)
+	}
+	created.AllowPrivate = false
+	if got, err := s.EndpointUpdate(ctx, created); err != nil || got.AllowPrivate {
+		t.Errorf("update = %+v, %v; want AllowPrivate off", got, err)
+	}
+}
+
+func testDeliveryOldestPendingAge(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a := newEndpoint(t, s, "a")
+	if c, err := s.DeliveryCounts(ctx, a.ID); err != nil || c.OldestPendingAge != 0 {
+		t.Fatalf("age with nothing pending = %v, %v; want 0", c.OldestPendingAge, err)
+	}
+	events := []postbox.Event{laneEvent("1", time.Time{}), laneEvent("1", time.Now().Add(time.Hour))}
+	route(t, s, events, a.ID)
+	time.Sleep(5 * time.Millisecond) // so that the deliveries have an age
+	l := s.EndpointLane(a)
+	claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10})
+	// The one waiting (not due) counts; the one processing does not.
+	c, err := s.DeliveryCounts(ctx, a.ID)
+	if err != nil || c.OldestPendingAge <= 0 {
+		t.Fatalf("age = %v, %v; want that of the delivery waiting", c.OldestPendingAge, err)
+	}
+	settleLane(t, l, store.SettleParams{Owner: "r", Done: eventIDs(events)})
+	if c, err := s.DeliveryCounts(ctx, a.ID); err != nil || c.OldestPendingAge != 0 {
+		t.Errorf("age once delivered = %v, %v; want 0", c.OldestPendingAge, err)
+	}
+}
+
+// recordingSink records what it publishes, failing the first attempt of
+// the events in failFirst with a retryable error.
+type recordingSink struct {
+	mu        sync.Mutex
+	failFirst map[uuid.UUID]bool
+	published []sink.Message // accepted
+	attempts  map[uuid.UUID][]int
+}
+
+func (s *recordingSink) Publish(_ context.Context, m *sink.Message) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.attempts[m.ID] = append(s.attempts[m.ID], m.Attempt)
+	if s.failFirst[m.ID] && m.Attempt == 1 {
+		return &sink.Error{Kind: sink.Retryable, Err: errors.New("try again")}
+	}
+	s.published = append(s.published, *m)
+	return nil
+}
+
+func (s *recordingSink) String() string { return "recording sink" }
+
+func (s *recordingSink) Destination() sink.Destination {
+	return sink.Destination{System: "test", Name: "recording"}
+}
+
+func (s *recordingSink) count() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.published)
+}
+
+// A relay drains a lane in ordered mode: every delivery of the endpoint
+// once, each aggregate's in order, a retried one on its second attempt;
+// another endpoint's deliveries are left alone.
+func testRelayOverLane(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
+	var events []postbox.Event
+	for i := range 20 {
+		events = append(events, laneEvent([]string{"p", "q"}[i%2], time.Time{}))
+	}
+	route(t, s, events, a.ID, b.ID)
+	rec := &recordingSink{failFirst: map[uuid.UUID]bool{events[2].ID: true}, attempts: map[uuid.UUID][]int{}}
+	r, err := relay.New(relay.Config{
+		Store: s.EndpointLane(a), Sink: rec, Owner: "lane-relay", Ordered: true,
+		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		PollInterval: 10 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		BatchSize: 4, Concurrency: 4,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, stop := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	deadline := time.Now().Add(30 * time.Second)
+	for rec.count() < len(events) && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("relay: %v", err)
+	}
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.published) != len(events) {
+		t.Fatalf("published %d deliveries, want %d", len(rec.published), len(events))
+	}
+	want, got := map[string][]uuid.UUID{}, map[string][]uuid.UUID{}
+	for _, ev := range events {
+		want[ev.AggregateID] = append(want[ev.AggregateID], ev.ID)
+	}
+	for _, m := range rec.published {
+		got[m.AggregateID] = append(got[m.AggregateID], m.ID)
+	}
+	for agg := range want {
+		sameIDs(t, "aggregate "+agg+" published", got[agg], want[agg])
+	}
+	if got := rec.attempts[events[2].ID]; fmt.Sprint(got) != "[1 2]" {
+		t.Errorf("attempts of the retried delivery = %v, want [1 2]", got)
+	}
+	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{}) {
+		t.Errorf("counts = %+v, want every delivery made and deleted", c)
+	}
+	if c := counts(t, s, b.ID); c != (store.DeliveryCounts{Pending: int64(len(events))}) {
+		t.Errorf("the other endpoint's counts = %+v, want its deliveries untouched", c)
+	}
+}
