@@ -183,20 +183,21 @@ func TestChaosFirstFaultStrikesConnectedRelays(t *testing.T) {
 	}
 }
 
-// Endpoints mode: the relays run `postbox relay --endpoints` to two
-// endpoints, each with a fifth of its requests failing at random besides
-// the faults; every event is applied exactly once by each endpoint's
-// consumer, and the report says so per endpoint.
+// Endpoints mode, ordered: the relays run `postbox relay --endpoints
+// --ordered` to two endpoints, each with a fifth of its requests failing at
+// random besides the faults; every event is applied exactly once by each
+// endpoint's consumer, in order per aggregate, and the report says so per
+// endpoint.
 func TestChaosEndpointsChecksEachEndpoint(t *testing.T) {
 	faults := []string{chaos.FaultKill, chaos.FaultHTTP5xx}
-	rep := runChaos(t, "--endpoints", "2", "--duration", "8s", "--events-per-second", "100", "--faults", strings.Join(faults, ","))
+	rep := runChaos(t, "--endpoints", "2", "--ordered", "--duration", "8s", "--events-per-second", "100", "--faults", strings.Join(faults, ","))
 	checkExactlyOnce(t, rep, faults)
 	if len(rep.Endpoints) != 2 || rep.RandomFailures != chaos.RandomFailuresDefault {
 		t.Fatalf("endpoints %+v, random failures %v: want two endpoint rows and %v", rep.Endpoints, rep.RandomFailures, chaos.RandomFailuresDefault)
 	}
 	for _, e := range rep.Endpoints {
-		if e.AppliedOnce != rep.Total.Produced || e.Lost != 0 || e.AppliedTwice != 0 || e.DeadLettered != 0 || e.StillPending != 0 {
-			t.Errorf("endpoint %+v: want each of the %d events applied once", e, rep.Total.Produced)
+		if e.AppliedOnce != rep.Total.Produced || e.Lost != 0 || e.AppliedTwice != 0 || e.OutOfOrder != 0 || e.DeadLettered != 0 || e.StillPending != 0 {
+			t.Errorf("endpoint %+v: want each of the %d events applied once, in order", e, rep.Total.Produced)
 		}
 		if e.MaxDeliveries < 2 {
 			t.Errorf("endpoint %s: no event delivered twice: the random failures did not bite (%+v)", e.Name, e)
