@@ -30,8 +30,9 @@ const (
 // lanePollInterval is the PollInterval of every lane's relay: the
 // supervisor wakes a lane when deliveries are written for it (the fan-out)
 // or fall due (its due-poll), and the relay wakes itself for the retries it
-// scheduled, so the lane's own poll is only a safety net.
-const lanePollInterval = time.Minute
+// scheduled, so the lane's own poll is only a safety net (for a wake-up
+// lost with a connection: ten lanes claim once a second between them).
+const lanePollInterval = 10 * time.Second
 
 // Config configures endpoints mode. Only Store is required; a zero field
 // takes its default, a negative one is refused.

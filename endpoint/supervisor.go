@@ -147,11 +147,19 @@ loop:
 	return err
 }
 
+// supervisorCallTimeout bounds the supervisor's own store calls (reading
+// the endpoints, the due-poll): a connection lost without a word (a
+// network that drops packets) must not stop the refreshes and wake-ups of
+// every lane, which the next call, on another connection, resumes.
+const supervisorCallTimeout = 10 * time.Second
+
 // refresh reads the endpoints, gives them to the fan-out, starts a lane
 // for each enabled endpoint that has none, stops the lanes of the others,
 // and restarts a lane whose settings changed (once the old one stopped).
 func (s *Supervisor) refresh(ctx context.Context) {
-	all, err := s.cfg.Store.EndpointList(ctx)
+	callCtx, cancel := context.WithTimeout(ctx, supervisorCallTimeout)
+	all, err := s.cfg.Store.EndpointList(callCtx)
+	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
 			s.cfg.Logger.Warn("reading the endpoints failed; the lanes keep running as they are", "error", err)
@@ -279,7 +287,9 @@ func (s *Supervisor) pollDue(ctx context.Context) {
 	if len(ids) == 0 {
 		return
 	}
-	due, err := s.cfg.Store.DeliveryDue(ctx, ids)
+	callCtx, cancel := context.WithTimeout(ctx, supervisorCallTimeout)
+	due, err := s.cfg.Store.DeliveryDue(callCtx, ids)
+	cancel()
 	if err != nil {
 		if ctx.Err() == nil {
 			s.cfg.Logger.Warn("looking for due deliveries failed", "error", err)
