@@ -80,9 +80,18 @@ type Config struct {
 	// disabled (store.EndpointAutoDisabled) and its lane stopped
 	// (DisableAfterDefault, 5 days); enabling it delivers what waits.
 	DisableAfter time.Duration
-	// Retention is how long delivered rows and attempts are kept
-	// (RetentionDefault, 7 days); each lane purges its own.
+	// Retention is how long attempts, dropped deliveries and (with
+	// KeepDelivered) delivered ones are kept (RetentionDefault, 7 days);
+	// each lane purges its own.
 	Retention time.Duration
+	// KeepDelivered keeps each delivered delivery, marked done, until
+	// Retention. Otherwise (the default, and the fast setting, as the
+	// relay's for outbox events) a delivery is deleted once delivered: the
+	// attempts log keeps the record of every attempt. A delivery kept also
+	// keeps the fan-out from writing it again when the relay over the
+	// outbox crashed before recording the event fanned out: deleted, it is
+	// delivered again then, with the same webhook-id (an inbox absorbs it).
+	KeepDelivered bool
 	// RefreshEvery is how often the endpoints are read again: lanes are
 	// started, stopped and restarted, and the fan-out routes, within it
 	// (RefreshEveryDefault).

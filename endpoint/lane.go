@@ -52,10 +52,18 @@ func settingsKey(e store.Endpoint, now time.Time) string {
 
 // wakeSource is an endpoint's lane as its relay sees it: the store's, but
 // for Listen, which is the supervisor's wake-ups (the fan-out's, and its
-// due-poll's).
+// due-poll's), and Settle, which keeps delivered deliveries only with
+// Config.KeepDelivered (the lane's relay would keep them whenever it
+// purges, and it purges for the attempts log).
 type wakeSource struct {
 	store.Source
-	wake <-chan struct{}
+	wake          <-chan struct{}
+	keepDelivered bool
+}
+
+func (w wakeSource) Settle(ctx context.Context, p store.SettleParams) error {
+	p.KeepDone = w.keepDelivered
+	return w.Source.Settle(ctx, p)
 }
 
 // wakeChannel is how a lane's relay names its wake-ups (Stats.Channel).
@@ -109,7 +117,7 @@ func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
 		closed: func() { log.Info("endpoint breaker closed: the probe was delivered") },
 	}
 	rc := s.cfg.Relay
-	rc.Store = wakeSource{Source: src, wake: l.wake}
+	rc.Store = wakeSource{Source: src, wake: l.wake, keepDelivered: s.cfg.KeepDelivered}
 	rc.Sink = chain
 	rc.Owner = s.cfg.Relay.Owner + " endpoint " + e.ID.String()
 	rc.Concurrency = e.Concurrency

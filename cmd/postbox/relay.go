@@ -37,7 +37,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		ordered      = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order; with --endpoints, to each endpoint, one endpoint's failures holding back only its own lane (PostgreSQL: run \"postbox migrate --ordered\" once first)")
 		poll         = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval; with --endpoints, also how often one query looks for the lanes' due deliveries (retries, deliveries written by other relays)")
 		noListen     = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
-		retention    = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever); with --endpoints, the outbox's events once fanned out (deliveries: --attempts-retention)")
+		retention    = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever); with --endpoints, the outbox's events once fanned out, and when not 0 the endpoints' delivered deliveries are kept too, until --attempts-retention")
 		shutdown     = fs.Duration("shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
 		probe        = fs.Duration("probe-interval", relay.ProbeIntervalDefault, "while the sink is unreachable (connections refused, every request timing out, a broker connection down), the longest wait between two probes: one event sent alone; such failures count no attempt")
 		metricsAddr  = fs.String("metrics-addr", "", "serve GET /metrics (Prometheus) and GET /healthz on HOST:PORT, such as 127.0.0.1:9090 (off when empty)")
@@ -171,7 +171,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 				// per lane.
 				lane: relay.Config{Logger: logger, Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
 					BatchSize: *batch, ClaimBytes: *claimBytes, Ordered: *ordered, ShutdownTimeout: *shutdown, ProbeInterval: *probe, Tracer: tracer},
-				scheme: sch, timeout: *timeout, poll: *poll,
+				scheme: sch, timeout: *timeout, poll: *poll, keepDelivered: *retention != 0,
 			}
 			if metrics != nil {
 				c.prom = metrics.prom

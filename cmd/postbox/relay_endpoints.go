@@ -108,7 +108,7 @@ func (e *endpointsFlags) register(fs *flag.FlagSet) {
 		"and one lane per enabled endpoint delivers its own, with the relay's flags (--lease, --backoff-*, --max-attempts, --probe-interval, --timeout, --batch, --claim-bytes, --ordered, --signature) and the endpoint's own concurrency and rate")
 	e.guard.register(fs)
 	fs.DurationVar(&e.disableAfter, "disable-after", endpoint.DisableAfterDefault, "with --endpoints: disable an endpoint whose attempts all failed for this long")
-	fs.DurationVar(&e.retention, "attempts-retention", endpoint.RetentionDefault, "with --endpoints: how long attempts and delivered deliveries are kept")
+	fs.DurationVar(&e.retention, "attempts-retention", endpoint.RetentionDefault, "with --endpoints: how long attempts, dropped deliveries and (with --retention) delivered ones are kept")
 	fs.IntVar(&e.breaker, "breaker-failures", endpoint.BreakerFailuresDefault, "with --endpoints: consecutive failed attempts that open an endpoint's breaker: its lane then probes it, counting no attempt, as the relay does a sink it finds unreachable")
 }
 
@@ -164,6 +164,9 @@ type endpointsConfig struct {
 	poll time.Duration
 	// prom, when not nil, observes each lane with its endpoint's label.
 	prom *observe.Prometheus
+	// keepDelivered: --retention keeps delivered events, and so the lanes
+	// keep delivered deliveries (until --attempts-retention).
+	keepDelivered bool
 }
 
 // newEndpointsRelay builds the supervisor on s, and logs what the relay
@@ -206,6 +209,7 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 			return strictClient
 		},
 		BreakerFailures: f.breaker, DisableAfter: f.disableAfter, Retention: f.retention, PollInterval: c.poll,
+		KeepDelivered: c.keepDelivered,
 	}
 	if c.prom != nil {
 		cfg.Observer = func(e store.Endpoint) relay.Observer { return c.prom.Endpoint(endpointLabel(e)) }
