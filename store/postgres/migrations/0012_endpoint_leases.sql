@@ -19,7 +19,8 @@ create table {schema}.endpoint_leases (
   ids         uuid[] not null,
   expires_at  timestamptz not null
 );
-create index endpoint_leases_endpoint_idx on {schema}.endpoint_leases (endpoint_id);
+create index endpoint_leases_endpoint_idx
+  on {schema}.endpoint_leases (endpoint_id);
 
 -- 2. No delivery is 'processing' any more. A delivery that a relay of the
 --    previous version was delivering when this migration ran goes back to
