@@ -332,14 +332,25 @@ with owned as (
   -- Read only when there are retries or failures to check.
   select unnest(ids) as id from {schema}.endpoint_leases
   where endpoint_id = $1 and owner = $2 and cardinality($5::uuid[]) + cardinality($8::uuid[]) > 0
+), delivered_rows as (
+  -- The delivered deliveries' row ids: one primary-key probe per id, a
+  -- subquery per id, whatever the planner believes of the endpoint's
+  -- backlog (a join with the ids, a few hundred of them, may read all of
+  -- it: see above). A delivery changed by another statement since (a
+  -- reclaim) has moved: it is left as that statement left it, and
+  -- delivered again (at least once).
+  select array(
+    select (select d.ctid from {schema}.endpoint_deliveries d
+            where d.event_id = i.id and d.endpoint_id = $1 and d.status not in ('done', 'failed', 'dropped'))
+    from unnest($3::uuid[]) as i(id)) as row_ids
 ), delivered as (
   delete from {schema}.endpoint_deliveries
-  where not $4::bool and event_id in (select unnest($3::uuid[])) and endpoint_id = $1
+  where not $4::bool and ctid = any((select row_ids from delivered_rows)::tid[]) and endpoint_id = $1
     and status not in ('done', 'failed', 'dropped')
 ), kept as (
   update {schema}.endpoint_deliveries
   set status = 'done', processed_at = now(), last_error = null
-  where $4::bool and event_id in (select unnest($3::uuid[])) and endpoint_id = $1
+  where $4::bool and ctid = any((select row_ids from delivered_rows)::tid[]) and endpoint_id = $1
     and status not in ('done', 'failed', 'dropped')
 ), retried as (
   update {schema}.endpoint_deliveries d
