@@ -81,7 +81,8 @@ type EndpointDelivery struct {
 	// Status is pending, processing, done, failed or dropped.
 	Status string
 	// Attempt is the number of the attempt a claim starts (from 1); in
-	// other reads, the attempts made so far.
+	// other reads, the attempts made so far, that of a processing
+	// delivery (in flight) included.
 	Attempt     int
 	AvailableAt time.Time
 	LastError   string
@@ -162,22 +163,32 @@ type Endpoints interface {
 	EndpointRecovered(ctx context.Context, id uuid.UUID) error
 
 	// EndpointLane returns the Source of e's deliveries, which a relay
-	// drains to deliver them (see package endpoint). It differs from an
-	// outbox's Source in these ways:
+	// drains to deliver them (see package endpoint). Its claims lease
+	// deliveries as the outbox's do: one lease per claim (Delivery.Lease is
+	// the claim's lease id), the deliveries themselves left pending, and a
+	// claim skips those a lease of e lists. It differs from an outbox's
+	// Source in these ways:
 	//   - Claim takes only due pending deliveries of e, and none while e
-	//     is not enabled in the store; it leases each row on its own
-	//     (Delivery.Lease is zero) and counts an attempt. Delivery.Event is
-	//     the delivery's copy of the event, OutboxSeq the delivery's own
-	//     sequence number (the order the fan-out wrote them in). Ordered
-	//     claims keep each aggregate's deliveries to e in that order.
+	//     is not enabled in the store. Delivery.Attempt is the attempts
+	//     ended so far plus one; Delivery.Event is the delivery's copy of
+	//     the event, OutboxSeq the delivery's own sequence number (the
+	//     order the fan-out wrote them in). Ordered claims keep each
+	//     aggregate's deliveries to e in that order: a leased head, or one
+	//     waiting for a retry, holds its successors back.
 	//   - Settle: Done deliveries are marked done with the time (KeepDone)
-	//     or deleted; Failed ones become StatusDropped when e is a shadow
-	//     endpoint. Ended and DedupWindow are ignored (rows are leased one
-	//     by one; dedup keys are the outbox's).
+	//     or deleted; Retry and Failed count the attempt, and Failed ones
+	//     become StatusDropped when e is a shadow endpoint; Ended drops the
+	//     claims' leases. DedupWindow is ignored (dedup keys are the
+	//     outbox's).
+	//   - ReclaimExpired counts a failed attempt for each delivery still
+	//     pending that an expired lease of e lists, and drops the lease.
 	//   - PurgeDone deletes e's finished (done or dropped) deliveries, and
 	//     e's attempts, older than before.
 	//   - Listen returns ErrCannotListen: package endpoint wakes the lanes
 	//     itself (its fan-out, and one poll for all lanes: DeliveryDue).
+	// Deliveries that a lease lists (until it ends or is reclaimed) are
+	// StatusProcessing to DeliveryCounts and DeliveryList, which count their
+	// attempt in flight; no row holds that status.
 	// Only e.ID, e.Name and e.Shadow are read.
 	EndpointLane(e Endpoint) Source
 
@@ -189,8 +200,9 @@ type Endpoints interface {
 	// routes, in one statement. It returns how many it wrote.
 	DeliveryInsert(ctx context.Context, routes []Route) (int, error)
 	// DeliveryDue returns the endpoints, among those given, that have
-	// deliveries due now (pending, available): one index probe per
-	// endpoint, what package endpoint polls instead of claiming for each.
+	// deliveries due now (pending, available, not leased): one index probe
+	// per endpoint, what package endpoint polls instead of claiming for
+	// each.
 	DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error)
 	// DeliveryCounts counts one endpoint's deliveries by status.
 	DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (DeliveryCounts, error)

@@ -288,8 +288,8 @@ func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.End
 }
 
 // EndpointLane returns the Source of e's deliveries (see store.Endpoints):
-// its claims lease each row on its own (status processing, lease_owner,
-// lease_expires_at) and count the attempt in the row.
+// its claims lease deliveries as the outbox's lease events, one
+// endpoint_leases row per claim (see endpoints.sql).
 func (s *Store) EndpointLane(e store.Endpoint) store.Source {
 	return &lane{s: s, id: e.ID, name: e.Name, shadow: e.Shadow}
 }
@@ -328,11 +328,13 @@ func (l *lane) Listen(context.Context, func(store.Listening), func()) error {
 }
 
 // Claim leases due deliveries of the endpoint (lane_claim,
-// lane_claim_ordered), committed asynchronously as the outbox's claims
-// are, and returns them in sequence order.
+// lane_claim_ordered) in the lane's claims' turn (lane_claim_lock),
+// committed asynchronously as the outbox's claims are, and returns them in
+// sequence order.
 func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(l.s.sql.Get("relay_async_commit"))
+	batch.Queue(l.s.sql.Get("lane_claim_lock"), l.id)
 	if p.Ordered {
 		from := l.walkedTo.Load()
 		start := aggregateKey{}
@@ -349,8 +351,10 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery
 	}
 	results := l.s.pool.SendBatch(ctx, batch)
 	defer results.Close()
-	if _, err := results.Exec(); err != nil {
-		return nil, fmt.Errorf("postgres: claim deliveries of endpoint %s: %w", l.id, err)
+	for range 2 {
+		if _, err := results.Exec(); err != nil {
+			return nil, fmt.Errorf("postgres: claim deliveries of endpoint %s: %w", l.id, err)
+		}
 	}
 	rows, err := results.Query()
 	if err != nil {
@@ -364,7 +368,7 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery
 		walkEnd bool
 		to      *aggregateKey
 	)
-	dest := []any{(*[16]byte)(&r.d.ID), &r.d.OutboxSeq, &r.d.AggregateType, &r.d.AggregateID, &r.d.EventType, &r.d.Payload, &r.headers, &r.attempts, &r.created, &r.available}
+	dest := []any{(*[16]byte)(&r.d.ID), &r.d.OutboxSeq, &r.d.AggregateType, &r.d.AggregateID, &r.d.EventType, &r.d.Payload, &r.headers, &r.attempts, &r.created, &r.available, &r.d.Lease}
 	if p.Ordered {
 		dest = append(dest, &walkEnd)
 	}
@@ -404,7 +408,7 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery
 type laneRow struct {
 	d                  store.Delivery
 	headers            []byte
-	attempts           int64 // before the claim counted it
+	attempts           int64 // the attempts that ended before the claim
 	created, available pgtype.Timestamptz
 }
 
@@ -429,48 +433,70 @@ func (r *laneRow) delivery() store.Delivery {
 	return d
 }
 
-// Settle records a batch of outcomes in one statement (lane_settle),
-// committed asynchronously unless it releases deliveries (as the outbox's
-// Settle). Error texts are cleaned and cut (store.ErrorText).
+// Settle records a batch of outcomes in one statement (lane_settle), under
+// the owner's lease lock, committed asynchronously unless it releases
+// deliveries (as the outbox's Settle). Error texts are cleaned and cut
+// (store.ErrorText).
 func (l *lane) Settle(ctx context.Context, p store.SettleParams) error {
 	retryIDs := make([][16]byte, len(p.Retry))
 	retryAt := make([]time.Time, len(p.Retry))
 	retryErr := make([]string, len(p.Retry))
+	// The deliveries that leave their lease, and the claim of each (0: any).
+	leaving := make([][16]byte, 0, len(p.Retry)+len(p.Failed)+len(p.Release))
+	leavingClaims := make([]int64, 0, cap(leaving))
 	for i, r := range p.Retry {
 		retryIDs[i], retryAt[i], retryErr[i] = r.ID, r.AvailableAt, store.ErrorText(r.LastError, sqlstore.ErrorTextMax)
+		leaving, leavingClaims = append(leaving, r.ID), append(leavingClaims, r.Lease)
 	}
 	failIDs := make([][16]byte, len(p.Failed))
 	failErr := make([]string, len(p.Failed))
 	for i, f := range p.Failed {
 		failIDs[i], failErr[i] = f.ID, store.ErrorText(f.LastError, sqlstore.ErrorTextMax)
+		leaving, leavingClaims = append(leaving, f.ID), append(leavingClaims, f.Lease)
 	}
-	released := make([][16]byte, len(p.Release))
-	for i, r := range p.Release {
-		released[i] = r.ID
+	for _, r := range p.Release {
+		leaving, leavingClaims = append(leaving, r.ID), append(leavingClaims, r.Lease)
+	}
+	ended := p.Ended
+	if ended == nil {
+		ended = []int64{}
 	}
 	batch := &pgx.Batch{}
 	if len(p.Release) == 0 {
 		batch.Queue(l.s.sql.Get("relay_async_commit"))
 	}
+	batch.Queue(l.s.sql.Get("lane_lease_lock"), l.id, p.Owner)
 	batch.Queue(l.s.sql.Get("lane_settle"), l.id, p.Owner, rawIDs(p.Done), p.KeepDone, retryIDs, retryAt, retryErr,
-		failIDs, failErr, l.shadow, released)
+		failIDs, failErr, l.shadow, leaving, leavingClaims, ended)
 	if err := l.s.pool.SendBatch(ctx, batch).Close(); err != nil {
 		return fmt.Errorf("postgres: settle deliveries of endpoint %s: %w", l.id, err)
 	}
 	return nil
 }
 
-// ExtendLease renews the leases of those of ids still leased to owner, and
-// returns them in the order of ids.
+// ExtendLease renews owner's leases that list any of ids, under its lease
+// lock (one round trip), and returns those of ids still held, in the order
+// of ids.
 func (l *lane) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
-	rows, err := l.s.pool.Query(ctx, l.s.sql.Get("lane_extend_lease"), l.id, owner, rawIDs(ids), lease.Milliseconds())
-	if err != nil {
-		return nil, fmt.Errorf("postgres: extend leases on endpoint %s: %w", l.id, err)
+	batch := &pgx.Batch{}
+	batch.Queue(l.s.sql.Get("lane_lease_lock"), l.id, owner)
+	batch.Queue(l.s.sql.Get("lane_extend_lease"), l.id, owner, rawIDs(ids), lease.Milliseconds())
+	results := l.s.pool.SendBatch(ctx, batch)
+	defer results.Close()
+	var renewed []uuid.UUID
+	_, err := results.Exec()
+	if err == nil {
+		var rows pgx.Rows
+		if rows, err = results.Query(); err == nil {
+			renewed, err = pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+		}
 	}
-	renewed, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err == nil {
+		err = results.Close()
+	}
 	if err != nil {
 		return nil, fmt.Errorf("postgres: extend leases on endpoint %s: %w", l.id, err)
 	}
@@ -478,16 +504,30 @@ func (l *lane) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, l
 }
 
 // ReclaimExpired returns the endpoint's deliveries whose lease expired to
-// the queue, or fails (drops) those that used p.MaxAttempts.
+// the queue, or fails (drops) those that used p.MaxAttempts. It takes the
+// lease lock of each expired relay first, in one order, in a transaction
+// of its own (two round trips; it runs a few times per lease period).
 func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
-	rows, err := l.s.pool.Query(ctx, l.s.sql.Get("lane_reclaim_expired"), l.id, p.MaxAttempts, l.shadow)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: reclaim expired leases on endpoint %s: %w", l.id, err)
-	}
-	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
-		var r store.Reclaimed
-		err := row.Scan(&r.Owner, &r.Events)
-		return r, err
+	var out []store.Reclaimed
+	err := pgx.BeginFunc(ctx, l.s.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, l.s.sql.Get("lane_reclaim_lock"), l.id)
+		if err != nil {
+			return err
+		}
+		owners, err := pgx.CollectRows(rows, pgx.RowTo[string])
+		if err != nil || len(owners) == 0 {
+			return err
+		}
+		rows, err = tx.Query(ctx, l.s.sql.Get("lane_reclaim_expired"), l.id, p.MaxAttempts, l.shadow, owners)
+		if err != nil {
+			return err
+		}
+		out, err = pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.Reclaimed, error) {
+			var r store.Reclaimed
+			err := row.Scan(&r.Owner, &r.Events)
+			return r, err
+		})
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: reclaim expired leases on endpoint %s: %w", l.id, err)

@@ -63,22 +63,53 @@ order by r.n
 on conflict (event_id, endpoint_id) do nothing;
 
 -- name: delivery_due
+-- An endpoint has deliveries due when one of its due pending deliveries is
+-- not leased: the leased ids of the endpoints asked about are hashed once
+-- (an uncorrelated NOT IN), and each endpoint's probe skips its deliveries
+-- in flight.
+with leased as materialized (
+  select l.endpoint_id, unnest(l.ids) as id from {schema}.endpoint_leases l
+  where l.endpoint_id = any($1::uuid[])
+)
 select e.id from unnest($1::uuid[]) e(id)
 where exists (select 1 from {schema}.endpoint_deliveries d
-              where d.endpoint_id = e.id and d.status = 'pending' and d.available_at <= now());
+              where d.endpoint_id = e.id and d.status = 'pending' and d.available_at <= now()
+                and (d.endpoint_id, d.event_id) not in (select endpoint_id, id from leased));
 
 -- name: delivery_counts
-select count(*) filter (where status = 'pending'), count(*) filter (where status = 'processing'),
+-- Leased deliveries (pending rows that a lease of the endpoint lists, until
+-- the lease ends or is reclaimed) count as processing, not pending; the
+-- oldest pending age is that of the oldest delivery no relay holds.
+with leased as materialized (
+  select distinct unnest(ids) as id from {schema}.endpoint_leases where endpoint_id = $1
+), rows as (
+  select d.status, d.created_at, d.status = 'pending' and d.event_id in (select id from leased) as in_flight
+  from {schema}.endpoint_deliveries d where d.endpoint_id = $1
+)
+select count(*) filter (where status = 'pending' and not in_flight), count(*) filter (where in_flight),
        count(*) filter (where status = 'done'), count(*) filter (where status = 'failed'),
        count(*) filter (where status = 'dropped'),
-       coalesce(extract(epoch from now() - min(created_at) filter (where status = 'pending' and isfinite(created_at))), 0)::float8
-from {schema}.endpoint_deliveries where endpoint_id = $1;
+       coalesce(extract(epoch from now() - min(created_at) filter (where status = 'pending' and not in_flight and isfinite(created_at))), 0)::float8
+from rows;
 
 -- name: delivery_list
+-- A leased delivery reads as 'processing', its attempt in flight counted
+-- (as the attempt a claim returned); $2 'processing' lists those.
+with leased as materialized (
+  select distinct unnest(ids) as id from {schema}.endpoint_leases where endpoint_id = $1
+)
 select event_id, aggregate_type, aggregate_id, event_type, payload, headers,
-       endpoint_id, status, attempts, available_at, coalesce(last_error, ''), created_at
-from {schema}.endpoint_deliveries
-where endpoint_id = $1 and ($2 = '' or status = $2)
+       endpoint_id, status, attempts, available_at, last_error, created_at
+from (
+  select d.event_id, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers, d.endpoint_id,
+         case when f.in_flight then 'processing' else d.status end as status,
+         d.attempts::bigint + f.in_flight::int as attempts,
+         d.available_at, coalesce(d.last_error, '') as last_error, d.created_at, d.seq
+  from {schema}.endpoint_deliveries d,
+       lateral (select d.status = 'pending' and d.event_id in (select id from leased) as in_flight) f
+  where d.endpoint_id = $1 and ($2 = '' or d.status = case when $2 = 'processing' then 'pending' else $2 end)
+) x
+where $2 = '' or x.status = $2
 order by seq
 limit $3;
 
@@ -95,60 +126,85 @@ order by id desc
 limit $2;
 
 -- Queries of an endpoint's lane (store.Endpoints.EndpointLane), the Source
--- a relay drains to deliver the endpoint's deliveries. Unlike the
--- outbox's claims, a lane's claim leases each row on its own: status
--- 'processing', lease_owner, lease_expires_at. Each query's $1 is the
--- endpoint. The attempt is counted at the claim (attempts), saturating
--- below the bound of the outbox's retries, so that no row can make a
--- claim, a settle or a reclaim fail; the claim returns the attempts
--- before it, which the store reads defensively (a row it cannot read
--- fails alone). A claim locks the rows it takes (FOR UPDATE SKIP LOCKED:
--- concurrent claims of one lane skip each other's rows) and updates them
--- by their ctid, which the lock keeps still until the statement ends: one
--- TID probe per row, whatever the endpoint's backlog.
+-- a relay drains to deliver the endpoint's deliveries. Each query's $1 is
+-- the endpoint. A lane leases deliveries as the outbox leases events (see
+-- the top of queries.sql): a claim reads the endpoint's due pending
+-- deliveries that no lease of the endpoint lists and writes one
+-- endpoint_leases row naming them (its id is the Delivery.Lease of each);
+-- it never updates the deliveries. Claims of one lane take turns on an
+-- advisory lock (lane_claim_lock, in the same implicit transaction), so
+-- each sees every lease committed before it. attempts counts the attempts
+-- that ended: a claim returns it, and the attempt it starts is the next;
+-- a retry, a failure or an expired lease counts one, saturating below the
+-- bound of the outbox's retries, so that no row can make a settle or a
+-- reclaim fail. Delivered deliveries are deleted (or marked done when
+-- kept); retried, failed and released ones leave their lease; delivered
+-- ones stay listed, holding nothing back, until the relay ends the claim
+-- (SettleParams.Ended) or the lease expires.
+--
+-- The statements that find deliveries by id (settles, renewals, reclaims,
+-- the ordered claim's heads) say "status not in ('done', 'failed',
+-- 'dropped')" for "pending" (no delivery is 'processing' since migration
+-- 0012): written "status = 'pending'", the partial indexes of pending
+-- deliveries match it, and the planner, whose statistics of a backlog are
+-- often stale, reads every pending delivery of the endpoint (a bitmap scan
+-- of its whole backlog, 50 to 250 ms with 20,000 deliveries) instead of one
+-- primary-key probe per id.
+
+-- name: lane_claim_lock
+select pg_advisory_xact_lock(hashtextextended('postbox lane claim {schema} ' || $1::text, 0));
 
 -- name: lane_claim
 -- Leases to relay $3, for $4 milliseconds, up to $2 due pending deliveries
--- after ($5, $6) in claim order (available_at, seq: the outbox's After
--- cursor; '-infinity' from the head), none while the endpoint is not
--- enabled; $7, when positive, bounds the claim by payload bytes as the
--- outbox's claim_bounded does (the first row always taken; payloads are
--- rendered as text only then).
-with due as (
-  select d.ctid as row_id, d.seq, d.available_at, d.attempts, d.payload
+-- not leased, after ($5, $6) in claim order (available_at, seq: the
+-- outbox's After cursor; '-infinity' from the head), none while the
+-- endpoint is not enabled; $7, when positive, bounds the claim by payload
+-- bytes as the outbox's claim_bounded does (the first row always taken;
+-- payloads are rendered as text only then). The leased ids are hashed once
+-- (an uncorrelated NOT IN).
+with leased as (
+  select unnest(ids) as id from {schema}.endpoint_leases where endpoint_id = $1
+), due as (
+  select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers,
+         d.attempts, d.created_at, d.available_at
   from {schema}.endpoint_deliveries d
   where d.endpoint_id = $1 and d.status = 'pending' and d.available_at <= now()
     and (d.available_at, d.seq) > ($5::timestamptz, $6::bigint)
+    and d.event_id not in (select id from leased)
     and exists (select 1 from {schema}.endpoints e where e.id = $1 and e.state = 'enabled')
   order by d.available_at, d.seq
   limit $2
-  for update skip locked
 ), taken as (
-  select t.row_id, t.attempts from (
-    select u.row_id, u.attempts,
+  select t.event_id, t.seq, t.aggregate_type, t.aggregate_id, t.event_type, t.payload, t.headers,
+         t.attempts, t.created_at, t.available_at
+  from (
+    select u.*,
       sum(case when $7::bigint > 0 then octet_length(u.payload::text) else 0 end)
         over (order by u.available_at, u.seq rows unbounded preceding) as total,
       row_number() over (order by u.available_at, u.seq) as n
     from due u) t
   where $7::bigint <= 0 or t.n = 1 or t.total <= $7::bigint
+), lease as (
+  insert into {schema}.endpoint_leases (endpoint_id, owner, ids, expires_at)
+  select $1, $3, array_agg(event_id), now() + $4::bigint * interval '1 millisecond' from taken
+  having count(*) > 0
+  returning id
 )
-update {schema}.endpoint_deliveries d
-set status = 'processing', attempts = least(d.attempts, 999999999) + 1, lease_owner = $3,
-    lease_expires_at = now() + $4::bigint * interval '1 millisecond'
-from taken
-where d.ctid = taken.row_id
-returning d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers,
-          taken.attempts::bigint, d.created_at, d.available_at;
+select event_id, seq, aggregate_type, aggregate_id, event_type, payload, headers,
+       attempts::bigint, created_at, available_at, (select id from lease)
+from taken;
 
 -- name: lane_claim_ordered
 -- lane_claim in ordered mode (After is ignored): only the head of each
--- aggregate, the lowest seq among the endpoint's pending or processing
--- deliveries of the aggregate, when it is pending and due. Failed, done and
--- dropped deliveries hold nothing back. As the outbox's claim_ordered, two
--- ways find heads, so that no claim reads the whole backlog:
+-- aggregate, the lowest seq among the endpoint's pending deliveries of the
+-- aggregate, when it is due and not leased: a head being delivered or
+-- waiting for a retry is still pending, so it holds its successors back.
+-- Failed, done and dropped deliveries hold nothing back. As the outbox's
+-- claim_ordered, two ways find heads, so that no claim reads the whole
+-- backlog:
 -- - window: the oldest due deliveries (4 × $2 of them, in claim order),
 --   those of them that are heads, each checked with one probe of
---   endpoint_deliveries_aggregate_open_idx: the common case;
+--   endpoint_deliveries_aggregate_pending_idx: the common case;
 -- - walk: only when the window was full yet holds fewer than $2 heads (a
 --   head waiting for a retry, or reclaimed, behind its successors in claim
 --   order), the head of each aggregate of the endpoint from the first ($8)
@@ -161,7 +217,9 @@ returning d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.p
 --   wrap round within one claim, as the outbox's does: an aggregate before
 --   ($5, $6) waits for the next claim).
 -- $7 is lane_claim's byte bound, on the heads.
-with recursive enabled as (
+with recursive leased as (
+  select unnest(ids) as id from {schema}.endpoint_leases where endpoint_id = $1
+), enabled as (
   select exists (select 1 from {schema}.endpoints e where e.id = $1 and e.state = 'enabled') as yes
 ), window_rows as (
   select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at
@@ -172,13 +230,14 @@ with recursive enabled as (
   limit 4 * $2::int
 ), window_heads as (
   -- A scalar subquery per row: one index probe each, never a join that
-  -- reads every open delivery.
+  -- reads every pending delivery.
   select w.event_id, w.seq, w.aggregate_type, w.aggregate_id, w.available_at, null::int as step
   from window_rows w
-  where w.seq = (
-    select min(p.seq) from {schema}.endpoint_deliveries p
-    where p.endpoint_id = $1 and p.aggregate_type = w.aggregate_type
-      and p.aggregate_id = w.aggregate_id and p.status in ('pending', 'processing'))
+  where w.event_id not in (select id from leased)
+    and w.seq = (
+      select min(p.seq) from {schema}.endpoint_deliveries p
+      where p.endpoint_id = $1 and p.aggregate_type = w.aggregate_type
+        and p.aggregate_id = w.aggregate_id and p.status = 'pending')
   limit $2
 ), heads as (
   -- The walk: the head of the first aggregate ($8, the events without one
@@ -186,24 +245,24 @@ with recursive enabled as (
   -- then of the next aggregate each time; each step is one index probe (a
   -- branch whose $8 is false runs none).
   select s.*, 1 as step from (
-    (select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at, d.status
+    (select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at
      from {schema}.endpoint_deliveries d
-     where $8::bool and d.endpoint_id = $1 and d.status in ('pending', 'processing')
+     where $8::bool and d.endpoint_id = $1 and d.status = 'pending'
      order by d.aggregate_type, d.aggregate_id, d.seq
      limit 1)
     union all
-    (select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at, d.status
+    (select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at
      from {schema}.endpoint_deliveries d
-     where not $8::bool and d.endpoint_id = $1 and d.status in ('pending', 'processing')
+     where not $8::bool and d.endpoint_id = $1 and d.status = 'pending'
        and (d.aggregate_type, d.aggregate_id) > ($5::text, $6::text)
      order by d.aggregate_type, d.aggregate_id, d.seq
      limit 1)) s
   union all
-  select n.event_id, n.seq, n.aggregate_type, n.aggregate_id, n.available_at, n.status, h.step + 1
+  select n.event_id, n.seq, n.aggregate_type, n.aggregate_id, n.available_at, h.step + 1
   from heads h, lateral (
-    select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at, d.status
+    select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.available_at
     from {schema}.endpoint_deliveries d
-    where d.endpoint_id = $1 and d.status in ('pending', 'processing')
+    where d.endpoint_id = $1 and d.status = 'pending'
       and (d.aggregate_type, d.aggregate_id) > (h.aggregate_type, h.aggregate_id)
     order by d.aggregate_type, d.aggregate_id, d.seq
     limit 1) n
@@ -214,7 +273,8 @@ with recursive enabled as (
   from heads h
   where (select count(*) from window_heads) < $2
     and (select count(*) from window_rows) = 4 * $2::bigint
-    and h.status = 'pending' and h.available_at <= now()
+    and h.available_at <= now()
+    and h.event_id not in (select id from leased)
     and h.event_id not in (select event_id from window_heads)
   limit $2
 ), candidates as (
@@ -222,98 +282,165 @@ with recursive enabled as (
   order by c.available_at, c.seq
   limit $2
 ), due as (
-  select d.ctid as row_id, d.seq, d.available_at, d.attempts, d.payload, c.step
+  -- One primary-key probe per head.
+  select d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers,
+         d.attempts, d.created_at, d.available_at, c.step
   from {schema}.endpoint_deliveries d
   join candidates c on c.event_id = d.event_id
-  where d.endpoint_id = $1 and d.status = 'pending'
-  for update of d skip locked
+  where d.endpoint_id = $1 and d.status not in ('done', 'failed', 'dropped')
 ), taken as (
-  select t.row_id, t.attempts, t.step from (
-    select u.row_id, u.attempts, u.step,
+  select t.event_id, t.seq, t.aggregate_type, t.aggregate_id, t.event_type, t.payload, t.headers,
+         t.attempts, t.created_at, t.available_at, t.step
+  from (
+    select u.*,
       sum(case when $7::bigint > 0 then octet_length(u.payload::text) else 0 end)
         over (order by u.available_at, u.seq rows unbounded preceding) as total,
       row_number() over (order by u.available_at, u.seq) as n
     from due u) t
   where $7::bigint <= 0 or t.n = 1 or t.total <= $7::bigint
+), lease as (
+  insert into {schema}.endpoint_leases (endpoint_id, owner, ids, expires_at)
+  select $1, $3, array_agg(event_id), now() + $4::bigint * interval '1 millisecond' from taken
+  having count(*) > 0
+  returning id
 )
-update {schema}.endpoint_deliveries d
-set status = 'processing', attempts = least(d.attempts, 999999999) + 1, lease_owner = $3,
-    lease_expires_at = now() + $4::bigint * interval '1 millisecond'
-from taken
-where d.ctid = taken.row_id
-returning d.event_id, d.seq, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers,
-          taken.attempts::bigint, d.created_at, d.available_at,
-          coalesce(taken.step = (select max(step) from taken), false);
+select event_id, seq, aggregate_type, aggregate_id, event_type, payload, headers,
+       attempts::bigint, created_at, available_at, (select id from lease),
+       coalesce(step = (select max(step) from taken), false)
+from taken;
+
+-- name: lane_lease_lock
+-- Every statement that changes the leases of relay $2 on endpoint $1
+-- (lane_extend_lease, lane_settle, lane_reclaim_expired) first takes this
+-- lock, in the same transaction, as the outbox's lease_lock.
+select pg_advisory_xact_lock(hashtextextended('postbox lane lease {schema} ' || $1::text || ' ' || $2, 0));
 
 -- name: lane_settle
--- A batch of outcomes in one statement. Delivered ($3, whoever holds them)
--- are deleted, or marked done when $4 keeps them; retries ($5 ids, $6
--- times, $7 errors) go back to pending at their time, failures ($8 ids, $9
--- errors) end failed, or dropped for a shadow endpoint ($10), and releases
--- ($11) go back to pending without the attempt the claim counted: all
--- three only for rows still leased to relay $2. Each kind finds its rows
--- with "event_id in (select unnest(ids))": one primary-key probe per id,
+-- A batch of outcomes in one statement, as the outbox's settle. Delivered
+-- ($3, whoever holds them) are deleted, or marked done when $4 keeps them;
+-- retries ($5 ids, $6 times, $7 errors) and failures ($8 ids, $9 errors,
+-- dropped for a shadow endpoint, $10) count the attempt, only for
+-- deliveries a lease of relay $2 lists. $11, the retried, failed and
+-- released ids, leave relay $2's leases: each the lease of its claim in
+-- $12 (0: every lease of relay $2). $13, the claims of relay $2 that this
+-- settle ends, are deleted whole. Each kind finds its deliveries with
+-- "event_id in (select unnest(ids))": one primary-key probe per id,
 -- whatever the endpoint's backlog (written "event_id = any(ids)", the
--- planner reads the endpoint's whole backlog, or every row in flight, as
--- soon as a batch has a few hundred ids).
-with delivered as (
+-- planner reads the endpoint's whole backlog as soon as a batch has a few
+-- hundred ids).
+with owned as (
+  -- Read only when there are retries or failures to check.
+  select unnest(ids) as id from {schema}.endpoint_leases
+  where endpoint_id = $1 and owner = $2 and cardinality($5::uuid[]) + cardinality($8::uuid[]) > 0
+), delivered_rows as (
+  -- The delivered deliveries' row ids: one primary-key probe per id, a
+  -- subquery per id, whatever the planner believes of the endpoint's
+  -- backlog (a join with the ids, a few hundred of them, may read all of
+  -- it: see above). A delivery changed by another statement since (a
+  -- reclaim) has moved: it is left as that statement left it, and
+  -- delivered again (at least once).
+  select array(
+    select (select d.ctid from {schema}.endpoint_deliveries d
+            where d.event_id = i.id and d.endpoint_id = $1 and d.status not in ('done', 'failed', 'dropped'))
+    from unnest($3::uuid[]) as i(id)) as row_ids
+), delivered as (
   delete from {schema}.endpoint_deliveries
-  where not $4::bool and event_id in (select unnest($3::uuid[])) and endpoint_id = $1
-    and status in ('pending', 'processing')
+  where not $4::bool and ctid = any((select row_ids from delivered_rows)::tid[]) and endpoint_id = $1
+    and status not in ('done', 'failed', 'dropped')
 ), kept as (
   update {schema}.endpoint_deliveries
-  set status = 'done', processed_at = now(), last_error = null, lease_owner = null, lease_expires_at = null
-  where $4::bool and event_id in (select unnest($3::uuid[])) and endpoint_id = $1
-    and status in ('pending', 'processing')
+  set status = 'done', processed_at = now(), last_error = null
+  where $4::bool and ctid = any((select row_ids from delivered_rows)::tid[]) and endpoint_id = $1
+    and status not in ('done', 'failed', 'dropped')
 ), retried as (
   update {schema}.endpoint_deliveries d
-  set status = 'pending', available_at = r.available_at, last_error = r.last_error,
-      lease_owner = null, lease_expires_at = null
+  set available_at = r.available_at, attempts = least(d.attempts, 999999999) + 1, last_error = r.last_error
   from unnest($5::uuid[], $6::timestamptz[], $7::text[]) as r(id, available_at, last_error)
   where d.event_id in (select unnest($5::uuid[])) and d.endpoint_id = $1 and d.event_id = r.id
-    and d.status = 'processing' and d.lease_owner = $2
+    and d.status not in ('done', 'failed', 'dropped') and d.event_id in (select id from owned)
 ), failed as (
   update {schema}.endpoint_deliveries d
   set status = case when $10::bool then 'dropped' else 'failed' end, processed_at = now(),
-      last_error = f.last_error, lease_owner = null, lease_expires_at = null
+      attempts = least(d.attempts, 999999999) + 1, last_error = f.last_error
   from unnest($8::uuid[], $9::text[]) as f(id, last_error)
   where d.event_id in (select unnest($8::uuid[])) and d.endpoint_id = $1 and d.event_id = f.id
-    and d.status = 'processing' and d.lease_owner = $2
+    and d.status not in ('done', 'failed', 'dropped') and d.event_id in (select id from owned)
+), ended as (
+  delete from {schema}.endpoint_leases
+  where endpoint_id = $1 and owner = $2 and id = any($13::bigint[])
+), remaining as (
+  -- What each lease row of relay $2 not ended keeps (null: nothing) when
+  -- $11 leaves, in one hash join of its ids with $11; read only when $11
+  -- is not empty.
+  select l.id, count(*) as held, array_agg(x.id) filter (where s.id is null) as rest
+  from {schema}.endpoint_leases l
+  cross join lateral unnest(l.ids) as x(id)
+  left join unnest($11::uuid[], $12::bigint[]) as s(id, lease)
+    on s.id = x.id and (s.lease = 0 or s.lease = l.id)
+  where l.endpoint_id = $1 and l.owner = $2 and cardinality($11::uuid[]) > 0 and not l.id = any($13::bigint[])
+  group by l.id
+), emptied as (
+  delete from {schema}.endpoint_leases l using remaining r
+  where l.id = r.id and r.rest is null
 )
-update {schema}.endpoint_deliveries
-set status = 'pending', attempts = greatest(attempts - 1, 0), lease_owner = null, lease_expires_at = null
-where event_id in (select unnest($11::uuid[])) and endpoint_id = $1 and status = 'processing' and lease_owner = $2;
+update {schema}.endpoint_leases l
+set ids = r.rest
+from remaining r
+where l.id = r.id and cardinality(r.rest) < r.held;
 
 -- name: lane_extend_lease
--- Renews, for $4 milliseconds, the leases of those of $3 still leased to
--- relay $2, and returns them.
-update {schema}.endpoint_deliveries
-set lease_expires_at = now() + $4::bigint * interval '1 millisecond'
-where event_id in (select unnest($3::uuid[])) and endpoint_id = $1 and status = 'processing' and lease_owner = $2
-returning event_id;
+-- Renews, for $4 milliseconds, the leases of relay $2 on endpoint $1 that
+-- list any of $3, and returns those of $3 still held: listed and pending
+-- (a delivered or failed one stays listed until its claim ends). A lease
+-- listing none of them is a claim the relay never learned of: it is left
+-- to expire.
+with renewed as (
+  update {schema}.endpoint_leases
+  set expires_at = now() + $4::bigint * interval '1 millisecond'
+  where endpoint_id = $1 and owner = $2 and ids && $3::uuid[]
+  returning ids
+)
+select d.event_id from {schema}.endpoint_deliveries d
+where d.event_id in (select unnest($3::uuid[])) and d.endpoint_id = $1
+  and d.status not in ('done', 'failed', 'dropped')
+  and d.event_id in (select unnest(ids) from renewed);
+
+-- name: lane_reclaim_lock
+-- Takes the lane_lease_lock of every relay whose lease on endpoint $1
+-- expired, in one order (of the lock keys), and returns those relays:
+-- lane_reclaim_expired, in the same transaction, changes their leases only.
+select x.owner
+from (
+  select o.owner, hashtextextended('postbox lane lease {schema} ' || $1::text || ' ' || o.owner, 0) as k
+  from (select distinct owner from {schema}.endpoint_leases where endpoint_id = $1 and expires_at < now()) o
+  order by k
+) x
+cross join lateral (select pg_advisory_xact_lock(x.k)) locked;
 
 -- name: lane_reclaim_expired
--- The endpoint's deliveries whose lease expired: the attempt the claim
--- counted failed; they go back to pending, due now, or end failed (dropped
--- for a shadow endpoint, $3) once they have used $2 attempts. Returns, for
--- each relay, how many of its deliveries changed. It reads the endpoint's
--- processing rows (those in flight) through
--- endpoint_deliveries_endpoint_idx: no index of leases, which every claim
--- would write.
+-- The expired leases on endpoint $1 of the relays $4 (whose locks
+-- lane_reclaim_lock took) are deleted; each of their deliveries still
+-- pending counts a failed attempt: it is due now, or ends failed (dropped
+-- for a shadow endpoint, $3) once it has used $2 attempts. Returns, for
+-- each relay, how many of its deliveries changed.
 with expired as (
-  select event_id, lease_owner from {schema}.endpoint_deliveries
-  where endpoint_id = $1 and status = 'processing' and lease_expires_at < now()
+  delete from {schema}.endpoint_leases
+  where endpoint_id = $1 and expires_at < now() and owner = any($4::text[])
+  returning owner, ids
+), leased as (
+  select unnest(ids) as id, owner from expired
 ), changed as (
   update {schema}.endpoint_deliveries d
-  set status = case when d.attempts < $2 then 'pending' when $3::bool then 'dropped' else 'failed' end,
-      processed_at = case when d.attempts >= $2 then now() end,
+  set status = case when least(d.attempts, 999999999) + 1 < $2 then 'pending'
+                    when $3::bool then 'dropped' else 'failed' end,
+      processed_at = case when least(d.attempts, 999999999) + 1 >= $2 then now() end,
+      attempts = least(d.attempts, 999999999) + 1,
       available_at = now(),
-      last_error = 'lease of relay ' || x.lease_owner || ' expired before the delivery was settled',
-      lease_owner = null, lease_expires_at = null
-  from expired x
-  where d.endpoint_id = $1 and d.event_id = x.event_id and d.status = 'processing'
-    and d.lease_owner = x.lease_owner and d.lease_expires_at < now()
-  returning x.lease_owner as owner
+      last_error = 'lease of relay ' || x.owner || ' expired before the delivery was settled'
+  from leased x
+  where d.event_id in (select id from leased) and d.endpoint_id = $1 and d.event_id = x.id
+    and d.status not in ('done', 'failed', 'dropped')
+  returning x.owner
 )
 select owner, count(*) from changed group by owner order by owner;
 

@@ -12,9 +12,10 @@ import (
 
 // BenchmarkLaneClaimSettle is BenchmarkClaimSettle on an endpoint's lane:
 // claim a batch of the endpoint's deliveries, settle it as delivered,
-// until the b.N-delivery backlog is drained; nine other endpoints hold as
-// many deliveries each, which the lane must not read. Ordered claims take
-// one delivery of each of b.N aggregates.
+// ending its claim (as a relay does), until the b.N-delivery backlog is
+// drained; nine other endpoints hold as many deliveries each, which the
+// lane must not read. Ordered claims take one delivery of each of b.N
+// aggregates.
 func BenchmarkLaneClaimSettle(b *testing.B) {
 	for _, ordered := range []bool{false, true} {
 		for _, batch := range []int{256, 2000} {
@@ -49,7 +50,7 @@ from generate_series(1, $1::int) as g, `+s.Table("endpoints")+` e`, b.N)
 					if err != nil || len(got) == 0 {
 						b.Fatalf("claim: %d, %v", len(got), err)
 					}
-					if err := lane.Settle(ctx, store.SettleParams{Owner: "bench", Done: ids(got)}); err != nil {
+					if err := lane.Settle(ctx, store.SettleParams{Owner: "bench", Done: ids(got), Ended: []int64{got[0].Lease}}); err != nil {
 						b.Fatal(err)
 					}
 					claimed += len(got)

@@ -332,9 +332,8 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 }
 
 // EndpointLane returns the Source of e's deliveries (see store.Endpoints):
-// its claims lease each row (status processing, lease_owner,
-// lease_expires_at) and count the attempt in it, in write transactions
-// that run one at a time.
+// its claims lease deliveries with one endpoint_leases row each (see
+// endpoints.sql), in write transactions that run one at a time.
 func (s *Store) EndpointLane(e store.Endpoint) store.Source {
 	return &lane{s: s, e: store.Endpoint{ID: e.ID, Name: e.Name, Shadow: e.Shadow}}
 }
@@ -367,10 +366,11 @@ func (l *lane) Listen(context.Context, func(store.Listening), func()) error {
 }
 
 // Claim leases due deliveries of the endpoint in one write transaction and
-// returns them in sequence order. An ordered claim takes the heads of the
+// returns them in sequence order: it reads them (lane_claim) and writes
+// their lease (lane_lease). An ordered claim takes the heads of the
 // oldest due deliveries (lane_window_heads), walks the endpoint's
 // aggregates for more only when that window was full of deliveries queued
-// behind their heads (lane_walk_heads), and leases what it found
+// behind their heads (lane_walk_heads), and reads what it found
 // (lane_take).
 func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
 	if err := checkLimit("claim", p.Limit); err != nil || p.Limit == 0 {
@@ -409,7 +409,6 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery
 		if err != nil {
 			return err
 		}
-		defer rows.Close()
 		// Each row scans into values of any type, as the outbox's claim
 		// does: a row the store cannot read is returned with
 		// Delivery.Invalid, never failing the claim.
@@ -418,11 +417,25 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery
 		for rows.Next() {
 			r = claimedRow{}
 			if err := rows.Scan(dest...); err != nil {
+				rows.Close()
 				return err
 			}
 			out = append(out, r.delivery())
 		}
-		return rows.Err()
+		rows.Close()
+		if err := rows.Err(); err != nil || len(out) == 0 {
+			return err
+		}
+		ids := make([]uuid.UUID, len(out))
+		for i, d := range out {
+			ids[i] = d.ID
+		}
+		var lease int64
+		err = tx.QueryRowContext(ctx, l.s.sql.Get("lane_lease"), append(slices.Clip(args), idList(ids))...).Scan(&lease)
+		for i := range out {
+			out[i].Lease = lease
+		}
+		return err
 	})
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: claim deliveries of %s: %w", sqlstore.LaneName(l.e), err)
@@ -506,7 +519,7 @@ func (l *lane) heads(ctx context.Context, tx *sql.Tx, limit int, args []any) ([]
 // Settle records a batch of outcomes in one write transaction (see
 // store.Source); error texts are cleaned and cut (store.ErrorText).
 func (l *lane) Settle(ctx context.Context, p store.SettleParams) error {
-	if len(p.Done) == 0 && len(p.Retry) == 0 && len(p.Failed) == 0 && len(p.Release) == 0 {
+	if len(p.Done) == 0 && len(p.Retry) == 0 && len(p.Failed) == 0 && len(p.Release) == 0 && len(p.Ended) == 0 {
 		return nil
 	}
 	endpoint := sql.Named("endpoint", l.e.ID)
@@ -542,13 +555,25 @@ func (l *lane) Settle(ctx context.Context, p store.SettleParams) error {
 		b, _ := json.Marshal(fs) // ids and valid text: cannot fail
 		step("lane_settle_failed", sql.Named("failures", string(b)), owner, now, sql.Named("shadow", l.e.Shadow))
 	}
-	if len(p.Release) > 0 {
-		ids := make([]uuid.UUID, len(p.Release))
-		for i, r := range p.Release {
-			ids[i] = r.ID
-		}
-		step("lane_release", idList(ids), owner)
+	// The deliveries that leave their lease, and the claim of each (0:
+	// any), after the outcomes that check the lease.
+	var leaving []leavingLease
+	for _, r := range p.Retry {
+		leaving = append(leaving, leavingLease{r.ID, r.Lease})
 	}
+	for _, f := range p.Failed {
+		leaving = append(leaving, leavingLease{f.ID, f.Lease})
+	}
+	for _, r := range p.Release {
+		leaving = append(leaving, leavingLease{r.ID, r.Lease})
+	}
+	ended, _ := json.Marshal(append([]int64{}, p.Ended...)) // integers: cannot fail
+	endedArg := sql.Named("ended", string(ended))
+	if len(leaving) > 0 {
+		b, _ := json.Marshal(leaving) // ids and integers: cannot fail
+		step("lane_leave", sql.Named("leaving", string(b)), owner, endedArg)
+	}
+	step("lane_end", owner, endedArg)
 	err := l.s.inTx(ctx, func(tx *sql.Tx) error {
 		for _, run := range steps {
 			if err := run(tx); err != nil {
@@ -563,17 +588,26 @@ func (l *lane) Settle(ctx context.Context, p store.SettleParams) error {
 	return nil
 }
 
-// ExtendLease renews the leases of those of ids still leased to owner, and
-// returns them in the order of ids.
+// leavingLease is one delivery leaving its lease (lane_leave), as JSON.
+type leavingLease struct {
+	ID    uuid.UUID `json:"id"`
+	Lease int64     `json:"lease"`
+}
+
+// ExtendLease renews owner's leases that list any of ids (lane_extend_lease),
+// and returns those of ids still held (lane_held), in the order of ids.
 func (l *lane) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	var renewed []uuid.UUID
 	err := l.s.inTx(ctx, func(tx *sql.Tx) error {
-		var err error
-		renewed, err = sqlstore.CollectRows[uuid.UUID](tx.QueryContext(ctx, l.s.sql.Get("lane_extend_lease"), idList(ids),
-			sql.Named("endpoint", l.e.ID), sql.Named("owner", owner), sql.Named("lease_until", time.Now().Add(lease).UnixMicro())))
+		args := []any{idList(ids), sql.Named("endpoint", l.e.ID), sql.Named("owner", owner)}
+		_, err := tx.ExecContext(ctx, l.s.sql.Get("lane_extend_lease"), append(args, sql.Named("lease_until", time.Now().Add(lease).UnixMicro()))...)
+		if err != nil {
+			return err
+		}
+		renewed, err = sqlstore.CollectRows[uuid.UUID](tx.QueryContext(ctx, l.s.sql.Get("lane_held"), args...))
 		return err
 	})
 	if err != nil {
@@ -582,8 +616,9 @@ func (l *lane) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, l
 	return sqlstore.HeldInOrder(ids, renewed), nil
 }
 
-// ReclaimExpired returns the endpoint's deliveries whose lease expired to
-// the queue, or fails (drops) those that used p.MaxAttempts.
+// ReclaimExpired returns the deliveries of the endpoint's expired leases to
+// the queue, or fails (drops) those that used p.MaxAttempts, and deletes
+// those leases.
 func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
 	var out []store.Reclaimed
 	endpoint := sql.Named("endpoint", l.e.ID)
@@ -602,11 +637,14 @@ func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]sto
 			}
 			out = append(out, r)
 		}
-		if err := rows.Err(); err != nil || len(out) == 0 {
+		if err := rows.Err(); err != nil {
 			return err
 		}
 		_, err = tx.ExecContext(ctx, l.s.sql.Get("lane_reclaim_expired"), endpoint, now,
 			sql.Named("max_attempts", p.MaxAttempts), sql.Named("shadow", l.e.Shadow))
+		if err == nil {
+			_, err = tx.ExecContext(ctx, l.s.sql.Get("lane_reclaim_leases"), endpoint, now)
+		}
 		return err
 	})
 	if err != nil {

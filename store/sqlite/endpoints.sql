@@ -62,23 +62,49 @@ order by r.key
 on conflict (event_id, endpoint_id) do nothing;
 
 -- name: delivery_due
--- ?1 is a JSON array of endpoint ids, ?2 now.
+-- ?1 is a JSON array of endpoint ids, ?2 now. An endpoint has deliveries
+-- due when one of its due pending deliveries is not leased.
 select e.value from json_each(?1) e
 where exists (select 1 from {prefix}endpoint_deliveries d
-              where d.endpoint_id = e.value and d.status = 'pending' and d.available_at <= ?2);
+              where d.endpoint_id = e.value and d.status = 'pending' and d.available_at <= ?2
+                and d.event_id not in (
+                  select x.value from {prefix}endpoint_leases l, json_each(l.ids) x
+                  where l.endpoint_id = e.value));
 
 -- name: delivery_counts
-select count(*) filter (where status = 'pending'), count(*) filter (where status = 'processing'),
+-- Leased deliveries (pending rows that a lease of the endpoint lists, until
+-- the lease ends or is reclaimed) count as processing, not pending; the
+-- oldest pending delivery is the oldest no relay holds.
+with leased as (
+  select distinct x.value as id from {prefix}endpoint_leases l, json_each(l.ids) x where l.endpoint_id = ?1
+), deliveries as (
+  select status, created_at, status = 'pending' and event_id in (select id from leased) as in_flight
+  from {prefix}endpoint_deliveries where endpoint_id = ?1
+)
+select count(*) filter (where status = 'pending' and not in_flight), count(*) filter (where in_flight),
        count(*) filter (where status = 'done'), count(*) filter (where status = 'failed'),
        count(*) filter (where status = 'dropped'),
-       min(created_at) filter (where status = 'pending')
-from {prefix}endpoint_deliveries where endpoint_id = ?1;
+       min(created_at) filter (where status = 'pending' and not in_flight)
+from deliveries;
 
 -- name: delivery_list
+-- A leased delivery reads as 'processing', its attempt in flight counted
+-- (as the attempt a claim returned); ?2 'processing' lists those.
+with leased as (
+  select distinct x.value as id from {prefix}endpoint_leases l, json_each(l.ids) x where l.endpoint_id = ?1
+)
 select event_id, aggregate_type, aggregate_id, event_type, payload, headers,
-       endpoint_id, status, attempts, available_at, coalesce(last_error, ''), created_at
-from {prefix}endpoint_deliveries
-where endpoint_id = ?1 and (?2 = '' or status = ?2)
+       endpoint_id, status, attempts, available_at, last_error, created_at
+from (
+  select d.event_id, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers, d.endpoint_id,
+         case when d.in_flight then 'processing' else d.status end as status,
+         case when d.in_flight and typeof(d.attempts) = 'integer' then d.attempts + 1 else d.attempts end as attempts,
+         d.available_at, coalesce(d.last_error, '') as last_error, d.created_at, d.seq
+  from (
+    select e.*, e.status = 'pending' and e.event_id in (select id from leased) as in_flight
+    from {prefix}endpoint_deliveries e
+    where e.endpoint_id = ?1 and (?2 = '' or e.status = case when ?2 = 'processing' then 'pending' else ?2 end)) d)
+where ?2 = '' or status = ?2
 order by seq
 limit ?3;
 
@@ -99,50 +125,64 @@ limit ?2;
 
 -- Queries of an endpoint's lane (store.Endpoints.EndpointLane), the Source
 -- a relay drains to deliver the endpoint's deliveries, with named
--- parameters as queries.sql: :endpoint is the endpoint. A claim leases
--- each row (status 'processing', lease_owner, lease_expires_at) and counts
--- the attempt in it, leaving a value no row should hold as it is, for the
--- claim to report (Delivery.Invalid). Write transactions run one at a
--- time: claims wait for each other instead of skipping each other's rows.
+-- parameters as queries.sql: :endpoint is the endpoint. A lane leases
+-- deliveries as the PostgreSQL outbox leases events: a claim reads the
+-- endpoint's due pending deliveries that no lease of the endpoint lists,
+-- and writes one endpoint_leases row naming them (ids, a JSON array; its id
+-- is the Delivery.Lease of each); it never updates the deliveries. attempts
+-- counts the attempts that ended: a claim returns the attempt it starts,
+-- attempts + 1, when the value is in bounds, and any other value as it is,
+-- for the claim to report (Delivery.Invalid); a retry, a failure or an
+-- expired lease counts one (a value out of bounds left as it is). Write
+-- transactions run one at a time: each claim sees every lease before it.
 
 -- name: lane_claim
--- Leases to relay :owner, until :lease_until, up to :limit due pending
--- deliveries after (:after_at, :after_seq) in claim order, none while the
--- endpoint is not enabled; :max_bytes, when positive, bounds the claim by
--- payload bytes as the outbox's claim does.
-update {prefix}endpoint_deliveries
-set status = 'processing', lease_owner = :owner, lease_expires_at = :lease_until,
-    attempts = case when typeof(attempts) = 'integer' and attempts between 0 and 999999999
-      then attempts + 1 else attempts end
-where seq in (
-  select seq from (
-    select seq,
-      sum(case when :max_bytes > 0 then octet_length(payload) else 0 end)
-        over (order by available_at, seq rows unbounded preceding) as total,
-      row_number() over (order by available_at, seq) as n
-    from (
-      select seq, available_at, payload from {prefix}endpoint_deliveries
-      where endpoint_id = :endpoint and status = 'pending' and available_at <= :now
-        and (available_at, seq) > (:after_at, :after_seq)
-        and exists (select 1 from {prefix}endpoints where id = :endpoint and state = 'enabled')
-      order by available_at, seq
-      limit :limit))
-  where :max_bytes <= 0 or n = 1 or total <= :max_bytes)
-returning event_id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at, available_at;
+-- Up to :limit due pending deliveries not leased, after (:after_at,
+-- :after_seq) in claim order, none while the endpoint is not enabled;
+-- :max_bytes, when positive, bounds the claim by payload bytes as the
+-- outbox's claim does. lane_lease then leases them.
+select event_id, seq, aggregate_type, aggregate_id, event_type, payload, headers,
+       case when typeof(attempts) = 'integer' and attempts between 0 and 999999999
+         then attempts + 1 else attempts end,
+       created_at, available_at
+from (
+  select *,
+    sum(case when :max_bytes > 0 then octet_length(payload) else 0 end)
+      over (order by available_at, seq rows unbounded preceding) as total,
+    row_number() over (order by available_at, seq) as n
+  from (
+    select * from {prefix}endpoint_deliveries
+    where endpoint_id = :endpoint and status = 'pending' and available_at <= :now
+      and (available_at, seq) > (:after_at, :after_seq)
+      and event_id not in (
+        select x.value from {prefix}endpoint_leases l, json_each(l.ids) x where l.endpoint_id = :endpoint)
+      and exists (select 1 from {prefix}endpoints where id = :endpoint and state = 'enabled')
+    order by available_at, seq
+    limit :limit))
+where :max_bytes <= 0 or n = 1 or total <= :max_bytes
+order by seq;
+
+-- name: lane_lease
+-- The lease of a claim: :ids, a JSON array of the event ids it took.
+insert into {prefix}endpoint_leases (endpoint_id, owner, ids, expires_at)
+values (:endpoint, :owner, :ids, :lease_until)
+returning id;
 
 -- name: lane_window_heads
 -- The first step of an ordered claim: the endpoint's oldest due
 -- deliveries (a window of :window in claim order), none while the endpoint
--- is not enabled, each with whether it is a head: the lowest seq among the
--- endpoint's pending or processing deliveries of its aggregate (one probe
--- of endpoint_deliveries_aggregate_open_idx each). The store takes heads
+-- is not enabled, each with whether it is a head not leased: the lowest seq
+-- among the endpoint's pending deliveries of its aggregate (one probe of
+-- endpoint_deliveries_aggregate_pending_idx each). The store takes heads
 -- from the start of the window, up to the claim's limit.
-select w.seq, not exists (
+select w.seq, w.event_id not in (
+    select x.value from {prefix}endpoint_leases l, json_each(l.ids) x where l.endpoint_id = :endpoint)
+  and not exists (
   select 1 from {prefix}endpoint_deliveries p
   where p.endpoint_id = :endpoint and p.aggregate_type = w.aggregate_type and p.aggregate_id = w.aggregate_id
-    and p.status in ('pending', 'processing') and p.seq < w.seq)
+    and p.status = 'pending' and p.seq < w.seq)
 from (
-  select seq, aggregate_type, aggregate_id, available_at from {prefix}endpoint_deliveries
+  select seq, event_id, aggregate_type, aggregate_id, available_at from {prefix}endpoint_deliveries
   where endpoint_id = :endpoint and status = 'pending' and available_at <= :now
     and exists (select 1 from {prefix}endpoints where id = :endpoint and state = 'enabled')
   order by available_at, seq
@@ -154,23 +194,23 @@ order by w.available_at, w.seq;
 -- yet held fewer than :limit heads (a head waiting for a retry, or
 -- reclaimed, behind its successors in claim order): the head of each of
 -- the endpoint's aggregates from the first (:from_start) or after
--- (:walk_type, :walk_id) in key order, one
--- index probe each, up to :limit due pending ones; each row with its
--- aggregate, where the next walk starts. Its cost grows with the
--- aggregates walked, never with the deliveries queued behind their heads.
+-- (:walk_type, :walk_id) in key order, one index probe each, up to :limit
+-- due ones not leased; each row with its aggregate, where the next walk
+-- starts. Its cost grows with the aggregates walked, never with the
+-- deliveries queued behind their heads.
 with recursive walk(seq, aggregate_type, aggregate_id) as (
   -- The first aggregate (:from_start, the events without one included:
   -- ("", "") is the least key), or the first after the last walk's.
   select * from (
     select * from (
       select seq, aggregate_type, aggregate_id from {prefix}endpoint_deliveries
-      where :from_start and endpoint_id = :endpoint and status in ('pending', 'processing')
+      where :from_start and endpoint_id = :endpoint and status = 'pending'
       order by aggregate_type, aggregate_id, seq
       limit 1)
     union all
     select * from (
       select seq, aggregate_type, aggregate_id from {prefix}endpoint_deliveries
-      where not :from_start and endpoint_id = :endpoint and status in ('pending', 'processing')
+      where not :from_start and endpoint_id = :endpoint and status = 'pending'
         and (aggregate_type, aggregate_id) > (:walk_type, :walk_id)
       order by aggregate_type, aggregate_id, seq
       limit 1))
@@ -179,7 +219,7 @@ with recursive walk(seq, aggregate_type, aggregate_id) as (
   from walk w
   join {prefix}endpoint_deliveries n on n.seq = (
     select d.seq from {prefix}endpoint_deliveries d
-    where d.endpoint_id = :endpoint and d.status in ('pending', 'processing')
+    where d.endpoint_id = :endpoint and d.status = 'pending'
       and (d.aggregate_type, d.aggregate_id) > (w.aggregate_type, w.aggregate_id)
     order by d.aggregate_type, d.aggregate_id, d.seq
     limit 1)
@@ -189,97 +229,145 @@ with recursive walk(seq, aggregate_type, aggregate_id) as (
 select w.seq, w.aggregate_type, w.aggregate_id
 from walk w
 cross join {prefix}endpoint_deliveries d on d.seq = w.seq
-where d.status = 'pending' and d.available_at <= :now
+where d.available_at <= :now
+  and d.event_id not in (
+    select x.value from {prefix}endpoint_leases l, json_each(l.ids) x where l.endpoint_id = :endpoint)
 limit :limit;
 
 -- name: lane_take
--- The last step of an ordered claim: leases the heads found (:seqs, a JSON
--- array), in claim order up to :max_bytes as lane_claim does.
-update {prefix}endpoint_deliveries
-set status = 'processing', lease_owner = :owner, lease_expires_at = :lease_until,
-    attempts = case when typeof(attempts) = 'integer' and attempts between 0 and 999999999
-      then attempts + 1 else attempts end
-where seq in (
-  select seq from (
-    select seq,
-      sum(case when :max_bytes > 0 then octet_length(payload) else 0 end)
-        over (order by available_at, seq rows unbounded preceding) as total,
-      row_number() over (order by available_at, seq) as n
-    from {prefix}endpoint_deliveries
-    where seq in (select value from json_each(:seqs)) and endpoint_id = :endpoint and status = 'pending')
-  where :max_bytes <= 0 or n = 1 or total <= :max_bytes)
-returning event_id, seq, aggregate_type, aggregate_id, event_type, payload, headers, attempts, created_at, available_at;
+-- The last step of an ordered claim: the heads found (:seqs, a JSON
+-- array), in claim order up to :max_bytes as lane_claim; lane_lease then
+-- leases them.
+select event_id, seq, aggregate_type, aggregate_id, event_type, payload, headers,
+       case when typeof(attempts) = 'integer' and attempts between 0 and 999999999
+         then attempts + 1 else attempts end,
+       created_at, available_at
+from (
+  select *,
+    sum(case when :max_bytes > 0 then octet_length(payload) else 0 end)
+      over (order by available_at, seq rows unbounded preceding) as total,
+    row_number() over (order by available_at, seq) as n
+  from {prefix}endpoint_deliveries
+  where seq in (select value from json_each(:seqs)) and endpoint_id = :endpoint and status = 'pending')
+where :max_bytes <= 0 or n = 1 or total <= :max_bytes
+order by seq;
 
 -- name: lane_settle_delete
 -- :ids, a JSON array of delivered ids, whoever holds them.
 delete from {prefix}endpoint_deliveries
 where event_id in (select value from json_each(:ids)) and endpoint_id = :endpoint
-  and status in ('pending', 'processing');
+  and status = 'pending';
 
 -- name: lane_settle_done
 -- :ids, a JSON array of delivered ids, whoever holds them, kept done.
 update {prefix}endpoint_deliveries
-set status = 'done', processed_at = :now, last_error = null, lease_owner = null, lease_expires_at = null
+set status = 'done', processed_at = :now, last_error = null
 where event_id in (select value from json_each(:ids)) and endpoint_id = :endpoint
-  and status in ('pending', 'processing');
+  and status = 'pending';
 
 -- name: lane_settle_retry
--- :retries, a JSON array of {"id", "at", "error"}, for deliveries still
--- leased to :owner: pending again, due at their time.
+-- :retries, a JSON array of {"id", "at", "error"}, for deliveries a lease
+-- of :owner lists: due at their time, the attempt counted.
 update {prefix}endpoint_deliveries as d
-set status = 'pending', available_at = r.at, last_error = r.error, lease_owner = null, lease_expires_at = null
+set available_at = r.at, last_error = r.error,
+    attempts = case when typeof(d.attempts) = 'integer' and d.attempts between 0 and 999999999
+      then d.attempts + 1 else d.attempts end
 from (select value ->> 'id' as id, value ->> 'at' as at, value ->> 'error' as error
       from json_each(:retries)) as r
-where d.event_id = r.id and d.endpoint_id = :endpoint and d.lease_owner = :owner and d.status = 'processing';
+where d.event_id = r.id and d.endpoint_id = :endpoint and d.status = 'pending'
+  and d.event_id in (
+    select x.value from {prefix}endpoint_leases l, json_each(l.ids) x
+    where l.endpoint_id = :endpoint and l.owner = :owner);
 
 -- name: lane_settle_failed
--- :failures, a JSON array of {"id", "error"}, for deliveries still leased
--- to :owner: failed, or dropped for a shadow endpoint (:shadow).
+-- :failures, a JSON array of {"id", "error"}, for deliveries a lease of
+-- :owner lists: failed, or dropped for a shadow endpoint (:shadow), the
+-- attempt counted.
 update {prefix}endpoint_deliveries as d
 set status = case when :shadow then 'dropped' else 'failed' end, processed_at = :now, last_error = f.error,
-    lease_owner = null, lease_expires_at = null
+    attempts = case when typeof(d.attempts) = 'integer' and d.attempts between 0 and 999999999
+      then d.attempts + 1 else d.attempts end
 from (select value ->> 'id' as id, value ->> 'error' as error
       from json_each(:failures)) as f
-where d.event_id = f.id and d.endpoint_id = :endpoint and d.lease_owner = :owner and d.status = 'processing';
+where d.event_id = f.id and d.endpoint_id = :endpoint and d.status = 'pending'
+  and d.event_id in (
+    select x.value from {prefix}endpoint_leases l, json_each(l.ids) x
+    where l.endpoint_id = :endpoint and l.owner = :owner);
 
--- name: lane_release
--- :ids, leased to :owner, go back to pending without the attempt the
--- claim counted.
-update {prefix}endpoint_deliveries
-set status = 'pending', attempts = max(attempts - 1, 0), lease_owner = null, lease_expires_at = null
-where event_id in (select value from json_each(:ids)) and endpoint_id = :endpoint
-  and lease_owner = :owner and status = 'processing';
+-- name: lane_leave
+-- :leaving, a JSON array of {"id", "lease"}: each id leaves the lease of
+-- :owner named (0: every lease of :owner); the leases ended (:ended, a
+-- JSON array of lease ids) are deleted by lane_end.
+update {prefix}endpoint_leases as l
+set ids = (
+  select json_group_array(x.value) from json_each(l.ids) x
+  where not exists (
+    select 1 from json_each(:leaving) s
+    where s.value ->> 'id' = x.value and (s.value ->> 'lease' = 0 or s.value ->> 'lease' = l.id)))
+where l.endpoint_id = :endpoint and l.owner = :owner
+  and l.id not in (select value from json_each(:ended))
+  and exists (
+    select 1 from json_each(l.ids) x, json_each(:leaving) s
+    where s.value ->> 'id' = x.value and (s.value ->> 'lease' = 0 or s.value ->> 'lease' = l.id));
+
+-- name: lane_end
+-- The leases of :owner ended (:ended, a JSON array of lease ids), and
+-- those that hold nothing any more.
+delete from {prefix}endpoint_leases
+where endpoint_id = :endpoint and owner = :owner
+  and (id in (select value from json_each(:ended)) or json_array_length(ids) = 0);
 
 -- name: lane_extend_lease
--- Renews the leases of those of :ids still leased to :owner, and returns
--- them.
-update {prefix}endpoint_deliveries
-set lease_expires_at = :lease_until
-where event_id in (select value from json_each(:ids)) and endpoint_id = :endpoint
-  and lease_owner = :owner and status = 'processing'
-returning event_id;
+-- Renews the leases of :owner that list any of :ids; lane_held then reads
+-- which of them are still held.
+update {prefix}endpoint_leases as l
+set expires_at = :lease_until
+where l.endpoint_id = :endpoint and l.owner = :owner
+  and exists (select 1 from json_each(l.ids) x where x.value in (select value from json_each(:ids)));
+
+-- name: lane_held
+-- Those of :ids that a lease of :owner lists and that are still pending (a
+-- delivered or failed one stays listed until its claim ends).
+select d.event_id from {prefix}endpoint_deliveries d
+where d.event_id in (select value from json_each(:ids)) and d.endpoint_id = :endpoint and d.status = 'pending'
+  and d.event_id in (
+    select x.value from {prefix}endpoint_leases l, json_each(l.ids) x
+    where l.endpoint_id = :endpoint and l.owner = :owner);
 
 -- name: lane_expired_owners
--- The relays whose lease of the endpoint's deliveries expired, and how
--- many deliveries each held; run in the transaction of
+-- The relays whose lease on the endpoint expired, and how many of the
+-- deliveries they list are still pending; run in the transaction of
 -- lane_reclaim_expired, before it.
-select coalesce(lease_owner, '?'), count(*)
-from {prefix}endpoint_deliveries
-where endpoint_id = :endpoint and status = 'processing' and lease_expires_at < :now
-group by lease_owner
-order by lease_owner;
+select l.owner, count(d.seq)
+from {prefix}endpoint_leases l
+cross join json_each(l.ids) x
+left join {prefix}endpoint_deliveries d
+  on d.event_id = x.value and d.endpoint_id = :endpoint and d.status = 'pending'
+where l.endpoint_id = :endpoint and l.expires_at < :now
+group by l.owner
+having count(d.seq) > 0
+order by l.owner;
 
 -- name: lane_reclaim_expired
--- The endpoint's deliveries whose lease expired: the attempt the claim
--- counted failed; they go back to pending, due now, or end failed (dropped
--- for a shadow endpoint) once they have used :max_attempts.
-update {prefix}endpoint_deliveries
-set status = case when attempts < :max_attempts then 'pending' when :shadow then 'dropped' else 'failed' end,
-    processed_at = case when attempts >= :max_attempts then :now end,
+-- The deliveries that the expired leases on the endpoint list and that are
+-- still pending count a failed attempt: due now, or failed (dropped for a
+-- shadow endpoint) once they have used :max_attempts. lane_reclaim_leases
+-- then deletes the leases.
+update {prefix}endpoint_deliveries as d
+set status = case when not (typeof(d.attempts) = 'integer' and d.attempts between 0 and 999999999) then d.status
+                  when d.attempts + 1 < :max_attempts then 'pending'
+                  when :shadow then 'dropped' else 'failed' end,
+    processed_at = case when typeof(d.attempts) = 'integer' and d.attempts + 1 >= :max_attempts then :now end,
+    attempts = case when typeof(d.attempts) = 'integer' and d.attempts between 0 and 999999999
+      then d.attempts + 1 else d.attempts end,
     available_at = :now,
-    last_error = 'lease of relay ' || coalesce(lease_owner, '?') || ' expired before the delivery was settled',
-    lease_owner = null, lease_expires_at = null
-where endpoint_id = :endpoint and status = 'processing' and lease_expires_at < :now;
+    last_error = 'lease of relay ' || x.owner || ' expired before the delivery was settled'
+from (select x.value as id, l.owner from {prefix}endpoint_leases l, json_each(l.ids) x
+      where l.endpoint_id = :endpoint and l.expires_at < :now) as x
+where d.event_id = x.id and d.endpoint_id = :endpoint and d.status = 'pending';
+
+-- name: lane_reclaim_leases
+delete from {prefix}endpoint_leases where endpoint_id = :endpoint and expires_at < :now;
 
 -- name: lane_purge_deliveries
 -- Up to :limit of the endpoint's finished (done or dropped) deliveries

@@ -397,7 +397,7 @@ func TestTablePrefix(t *testing.T) {
 		tables = append(tables, name)
 	}
 	rows.Close()
-	if got := strings.Join(tables, " "); got != "app_endpoint_attempts app_endpoint_deliveries app_endpoints app_inbox_events app_inbox_sequences app_outbox_events app_outbox_held_keys app_postbox_migrations app_relay_presence" {
+	if got := strings.Join(tables, " "); got != "app_endpoint_attempts app_endpoint_deliveries app_endpoint_leases app_endpoints app_inbox_events app_inbox_sequences app_outbox_events app_outbox_held_keys app_postbox_migrations app_relay_presence" {
 		t.Fatalf("tables: %s", got)
 	}
 	if got := s.Table("outbox_events"); got != `"app_outbox_events"` {

@@ -32,7 +32,8 @@ func RunLane(t *testing.T, newStore NewEndpoints) {
 		{"ClaimTakesDueDeliveriesInClaimOrder", testLaneClaimOrder},
 		{"ClaimAfterCursor", testLaneClaimAfter},
 		{"ClaimMaxBytes", testLaneClaimMaxBytes},
-		{"ClaimCountsAttemptsAndLeasesRows", testLaneClaimAttempts},
+		{"ClaimCountsAttemptsAndLeases", testLaneClaimAttempts},
+		{"EndedClaimsAndReleases", testLaneEnded},
 		{"NoClaimUnlessEnabled", testLaneClaimEnabledOnly},
 		{"SettleDoneDeletesOrKeeps", testLaneSettleDone},
 		{"SettleRetryFailRelease", testLaneSettleRetryFailRelease},
@@ -177,12 +178,15 @@ func testLaneClaimOrder(t *testing.T, s store.Endpoints) {
 	}
 	d, ev := got[0], events[1]
 	if d.AggregateType != "order" || d.AggregateID != "2" || d.EventType != ev.EventType || string(d.Payload) != string(ev.Payload) ||
-		d.Headers["traceparent"] != "00-y" || d.Attempt != 1 || d.Lease != 0 || d.CreatedAt.IsZero() ||
+		d.Headers["traceparent"] != "00-y" || d.Attempt != 1 || d.Lease == 0 || got[1].Lease != d.Lease || d.CreatedAt.IsZero() ||
 		!d.AvailableAt.Equal(ev.AvailableAt.Truncate(time.Microsecond)) {
-		t.Errorf("delivery = %+v, want a copy of %+v due at its AvailableAt, attempt 1, lease 0", d, ev)
+		t.Errorf("delivery = %+v, want a copy of %+v due at its AvailableAt, attempt 1, the claim's lease", d, ev)
 	}
 	rest := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10})
 	sameIDs(t, "second claim", deliveryIDs(rest), []uuid.UUID{events[0].ID})
+	if rest[0].Lease == 0 || rest[0].Lease == d.Lease {
+		t.Errorf("second claim's lease = %d, want its own (the first's: %d)", rest[0].Lease, d.Lease)
+	}
 	if more := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10}); len(more) != 0 {
 		t.Errorf("third claim = %v, want nothing (leased, or not due)", deliveryIDs(more))
 	}
@@ -229,7 +233,7 @@ func testLaneClaimAttempts(t *testing.T, s store.Endpoints) {
 		t.Errorf("claimed row = %s, %d attempts; want processing, 1", d.Status, d.Attempt)
 	}
 	if d, _ := delivery(t, s, a.ID, events[1].ID); d.Status != store.StatusPending || d.Attempt != 0 {
-		t.Errorf("row not claimed = %s, %d attempts; want pending, 0 (rows are leased one by one)", d.Status, d.Attempt)
+		t.Errorf("delivery not claimed = %s, %d attempts; want pending, 0", d.Status, d.Attempt)
 	}
 	due := time.Now().Add(-time.Second).Truncate(time.Microsecond)
 	settleLane(t, l, store.SettleParams{Owner: "r", Retry: []store.Retry{{ID: events[0].ID, AvailableAt: due, LastError: "503"}}})
@@ -237,11 +241,45 @@ func testLaneClaimAttempts(t *testing.T, s store.Endpoints) {
 	if len(got) != 2 || got[0].ID != events[0].ID || got[0].Attempt != 2 || !got[0].AvailableAt.Equal(due) || got[1].Attempt != 1 {
 		t.Fatalf("claim after a retry = %+v; want the retried delivery as attempt 2, due at its retry, then the other as attempt 1", got)
 	}
-	// Each row has its own lease: one extended, one settled, independently.
-	kept, err := l.ExtendLease(ctx, "r", []uuid.UUID{events[1].ID}, time.Minute)
+	// Leased together, one is extended, the other settled.
+	settleLane(t, l, store.SettleParams{Owner: "r", Done: eventIDs(events[:1])})
+	kept, err := l.ExtendLease(ctx, "r", eventIDs(events), time.Minute)
 	sameIDs(t, "extended", kept, eventIDs(events[1:]))
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// A claim's lease holds what it leased until each delivery is settled or
+// released; ending the claim (SettleParams.Ended) after its deliveries
+// were settled frees nothing else; an outcome naming an earlier claim
+// (Released.Lease) leaves a newer claim of the same delivery alone.
+func testLaneEnded(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a := newEndpoint(t, s, "a")
+	events := laneEvents(3, "1")
+	route(t, s, events, a.ID)
+	l := s.EndpointLane(a)
+	first := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 2})
+	second := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 2})
+	sameIDs(t, "second claim", deliveryIDs(second), eventIDs(events[2:]))
+	// The first claim ends: one delivered, one released.
+	settleLane(t, l, store.SettleParams{Owner: "r", Done: eventIDs(events[:1]),
+		Release: []store.Released{{ID: events[1].ID, Lease: first[1].Lease}}, Ended: []int64{first[0].Lease}})
+	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Pending: 1, Processing: 1}) {
+		t.Errorf("counts after the first claim ended = %+v, want 1 pending (released), 1 processing (the second claim's)", c)
+	}
+	again := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10})
+	sameIDs(t, "claim after the release", deliveryIDs(again), eventIDs(events[1:2]))
+	if again[0].Attempt != 1 {
+		t.Errorf("released delivery claimed again as attempt %d, want 1", again[0].Attempt)
+	}
+	// A release naming the first claim leaves the third claim's lease.
+	settleLane(t, l, store.SettleParams{Owner: "r", Release: []store.Released{{ID: events[1].ID, Lease: first[1].Lease}}})
+	if kept, err := l.ExtendLease(ctx, "r", eventIDs(events), time.Minute); err != nil {
+		t.Fatal(err)
+	} else {
+		sameIDs(t, "still held", kept, eventIDs(events[1:]))
 	}
 }
 
