@@ -69,6 +69,8 @@ func startSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.Confi
 		Webhook:      webhook.Config{Timeout: 5 * time.Second},
 		PollInterval: 50 * time.Millisecond, RefreshEvery: 100 * time.Millisecond,
 		BreakerFailures: 1000, AttemptsFlush: 20 * time.Millisecond,
+		// The tests count delivered deliveries: they are kept.
+		KeepDelivered: true,
 	}
 	if tweak != nil {
 		tweak(&cfg)

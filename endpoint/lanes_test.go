@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"io"
 	"log/slog"
 	"math/rand/v2"
@@ -517,5 +518,30 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 		if _, err := endpoint.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)
 		}
+	}
+}
+
+// TestDeliveredDeletedUnlessKept: by default a delivered delivery is
+// deleted once delivered (the attempts log keeps its record); with
+// KeepDelivered it stays, marked done.
+func TestDeliveredDeletedUnlessKept(t *testing.T) {
+	for _, keep := range []bool{false, true} {
+		t.Run(fmt.Sprint("KeepDelivered=", keep), func(t *testing.T) {
+			s := pgStore(t)
+			rc := receiver.New(t, secret, nil)
+			e := addEndpoint(t, s, "a", rc.URL, nil)
+			sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = keep })
+			fanOut(t, sup.FanOut(), "a", "b")
+			rc.WaitAccepted(t, 2, 10*time.Second)
+			want := store.DeliveryCounts{}
+			if keep {
+				want.Done = 2
+			}
+			waitFor(t, 5*time.Second, fmt.Sprintf("counts %+v", want), func() bool { return counts(t, s, e.ID) == want })
+			waitFor(t, 5*time.Second, "two attempts logged", func() bool {
+				attempts, _ := s.AttemptList(context.Background(), e.ID, 10)
+				return len(attempts) == 2
+			})
+		})
 	}
 }
