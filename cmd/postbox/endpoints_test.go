@@ -120,7 +120,9 @@ func TestEndpointsRelayDeliversByFilter(t *testing.T) {
 	dead := receiver.New(t, secret, nil)
 	dead.Server.Close() // refuses connections from now on
 	deadID := addEndpointCmd(t, db, "--url", dead.URL, "--allow-private", "--name", "dead", "--secret", secret)
-	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--poll", "100ms", "--metrics-addr", "127.0.0.1:0",
+	// --retention keeps the delivered events, and so the delivered
+	// deliveries, which this test counts.
+	logs, _ := startRelayLogged(t, append(db, "--endpoints", "--poll", "100ms", "--metrics-addr", "127.0.0.1:0", "--retention", "1h",
 		"--max-attempts", "2", "--backoff-min", "10ms", "--backoff-max", "20ms", "--breaker-failures", "1000")...)
 	want := map[string][]string{}
 	for i := range 20 {
