@@ -219,12 +219,13 @@ func TestEndpointsRelayKilledMidFanOutWritesNoDuplicates(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, pid := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--batch", "100", "--lease", "2s", "--timeout", "1s")...)
+	// --retention keeps the delivered deliveries, whose rows are counted.
+	_, pid := startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--batch", "100", "--lease", "2s", "--timeout", "1s", "--retention", "1h")...)
 	waitFor(t, "the fan-out started", 30*time.Second, func() bool { return deliveryRows(t, s, id) > 0 })
 	if err := syscall.Kill(pid, syscall.SIGKILL); err != nil {
 		t.Fatal(err)
 	}
-	startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--lease", "2s", "--timeout", "1s")...)
+	startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--lease", "2s", "--timeout", "1s", "--retention", "1h")...)
 	// A delivery the killed relay made but did not settle is made again
 	// (at least once): count the distinct events.
 	waitFor(t, "every event received", 60*time.Second, func() bool {
@@ -295,7 +296,7 @@ func TestEndpointsRelayOnSQLite(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "50ms")...)
+	startRelayLogged(t, append(db, "--endpoints", "--allow-private-endpoints", "--poll", "50ms", "--retention", "1h")...)
 	rc.WaitAccepted(t, 10, 20*time.Second)
 	for _, d := range rc.Accepted() {
 		if d.EventType != "order.created" {
