@@ -41,6 +41,24 @@ func (s *breakerSink) Publish(ctx context.Context, m *sink.Message) error {
 		}
 		return err
 	}
+	if kind, _, code := sink.Classify(err); err != nil && (kind == sink.Permanent || kind == sink.Rejected) {
+		// About this event, not the endpoint failing: a 4xx or a 410 (the
+		// endpoint answered: a run of failures ends, as after a success),
+		// or a refusal before any request (the SSRF guard, an event the
+		// sink cannot send), which says nothing of the endpoint. Either
+		// way the relay gets the error as it is, to fail or reject the
+		// event, not an outage to probe.
+		if code == 0 {
+			if probe {
+				s.b.abandon()
+			}
+			return err
+		}
+		if change, _ := s.b.record(nil, probe, time.Now()); change == breakerClosed {
+			s.closed()
+		}
+		return err
+	}
 	change, pause := s.b.record(err, probe, time.Now())
 	switch change {
 	case breakerOpened:

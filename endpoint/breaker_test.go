@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"context"
 	"errors"
 	"testing"
 	"time"
@@ -48,4 +49,32 @@ func TestBreakerPausesGrowAndOneProbeGoes(t *testing.T) {
 func unavailable(err error) bool {
 	kind, _, _ := sink.Classify(err)
 	return err != nil && kind == sink.Unavailable
+}
+
+// answering is a sink that fails every publish with err.
+type answering struct{ err error }
+
+func (a answering) Publish(context.Context, *sink.Message) error { return a.err }
+func (answering) String() string                                 { return "answering" }
+func (answering) Destination() sink.Destination                  { return sink.Destination{} }
+
+// TestBreakerLetsEventFailuresThrough: errors about the event (a 4xx, a
+// 410, a refusal of the SSRF guard) never open the breaker nor come back
+// as sink.Unavailable: the relay must fail or reject the event, not probe
+// an outage for days.
+func TestBreakerLetsEventFailuresThrough(t *testing.T) {
+	for _, err := range []error{
+		&sink.Error{Kind: sink.Rejected, StatusCode: 400, Err: errors.New("bad request")},
+		&sink.Error{Kind: sink.Permanent, StatusCode: 410, Err: errors.New("gone")},
+		&sink.Error{Kind: sink.Permanent, Err: errors.New("the SSRF guard refused to connect")},
+	} {
+		s := &breakerSink{next: answering{err}, b: &breaker{threshold: 2, pauseMin: time.Minute, pauseMax: time.Minute},
+			opened: func(time.Duration, error) { t.Errorf("%v opened the breaker", err) }, closed: func() {}}
+		for range 5 {
+			got := s.Publish(context.Background(), &sink.Message{})
+			if kind, _, _ := sink.Classify(got); kind == sink.Unavailable {
+				t.Fatalf("%v came back as %v: an outage", err, got)
+			}
+		}
+	}
 }

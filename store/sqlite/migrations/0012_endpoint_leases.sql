@@ -23,10 +23,12 @@ create index {prefix}endpoint_leases_endpoint_idx
 --    previous version was delivering when this migration ran goes back to
 --    'pending', due now, its attempt counted (that relay's claim counted it
 --    in attempts): it is delivered again, never lost. That relay's settle
---    of it still deletes it once delivered; its retry or failure of it,
---    which looks for 'processing', changes nothing. lease_owner and
---    lease_expires_at stay in the table, unused (null), and 'processing'
---    in its check.
+--    of it, which looks for 'processing', changes nothing: the delivery
+--    is sent again (at least once). Stop the relays of the previous
+--    version in endpoints mode before migrating: one left running
+--    claims as it did, unseen by this version's lanes and reclaims.
+--    lease_owner and lease_expires_at stay in the table, unused (null),
+--    and 'processing' in its check.
 update {prefix}endpoint_deliveries
 set status = 'pending',
     available_at = cast(round((julianday('now') - 2440587.5) * 86400000) as integer) * 1000,
