@@ -13,6 +13,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/jackc/pgx/v5"
 	"github.com/prometheus/client_golang/prometheus"
@@ -634,5 +635,43 @@ func TestFanOutCountedApart(t *testing.T) {
 	}
 	if got := value(t, reg, "postbox_claimed_events_total", nil); got < 4 {
 		t.Errorf("claimed_events_total = %v, want at least 4", got)
+	}
+}
+
+// TestLongLabelsAreCut: an event type of a megabyte (plain SQL writes
+// anything) labels its series with its first 128 bytes, valid UTF-8.
+func TestLongLabelsAreCut(t *testing.T) {
+	reg, m := newMetrics(t, observe.Options{})
+	long := "é" + strings.Repeat("x", 1<<20)
+	m.Relay().Attempted(relay.Attempt{EventType: long, Outcome: relay.OutcomeDelivered, Sent: true})
+	m.Relay().Attempted(relay.Attempt{EventType: long + "y", Outcome: relay.OutcomeDelivered, Sent: true})
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	labels, delivered := map[string]bool{}, 0.0
+	for _, f := range families {
+		if f.GetName() != "postbox_deliveries_total" {
+			continue
+		}
+		for _, mt := range f.GetMetric() {
+			for _, l := range mt.GetLabel() {
+				if l.GetName() == "event_type" {
+					labels[l.GetValue()] = true
+					delivered += mt.GetCounter().GetValue()
+				}
+			}
+		}
+	}
+	if len(labels) != 1 {
+		t.Errorf("%d event_type labels, want the two long types under one", len(labels))
+	}
+	for v := range labels {
+		if len(v) > 128 || !utf8.ValidString(v) || !strings.HasPrefix(v, "éxx") {
+			t.Errorf("event_type label of %d bytes %q..., want the first 128 bytes", len(v), v[:min(len(v), 10)])
+		}
+	}
+	if delivered != 2 {
+		t.Errorf("the two long types counted %v, want 2", delivered)
 	}
 }

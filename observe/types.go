@@ -51,23 +51,42 @@ func (c *cappedTypes[T]) add(value string) T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	old := *c.known.Load()
-	if v, ok := old[value]; ok {
+	label := labelOf(value)
+	if v, ok := old[label]; ok {
 		return v
 	}
 	if len(old) >= c.max {
 		c.full.Store(true)
 		return c.other()
 	}
-	label := value
-	if !utf8.ValidString(label) {
-		label = strings.ToValidUTF8(label, "\uFFFD")
-	}
 	v := c.build(label)
 	m := make(map[string]T, len(old)+1)
 	for k, x := range old {
 		m[k] = x
 	}
-	m[value] = v
+	m[label] = v
 	c.known.Store(&m)
 	return v
+}
+
+// maxLabelBytes bounds a label value: an event type or an endpoint name
+// written by plain SQL may be megabytes long, and would be kept in every
+// series it labels.
+const maxLabelBytes = 128
+
+// labelOf is value as a label: valid UTF-8, at most maxLabelBytes (cut on
+// a character's start). Values alike up to the cut share their label.
+func labelOf(value string) string {
+	label := value
+	if !utf8.ValidString(label) {
+		label = strings.ToValidUTF8(label, "\uFFFD")
+	}
+	if len(label) <= maxLabelBytes {
+		return label
+	}
+	cut := maxLabelBytes
+	for cut > 0 && !utf8.RuneStart(label[cut]) {
+		cut--
+	}
+	return label[:cut]
 }
