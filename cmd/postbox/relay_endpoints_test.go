@@ -1,18 +1,12 @@
 package main_test
 
 import (
-	"crypto/hmac"
-	"crypto/sha256"
-	"encoding/hex"
 	"fmt"
 	"hash/fnv"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,20 +38,7 @@ func TestRelayFlagsRefusedByMode(t *testing.T) {
 // with its own secret, in the X-Signature scheme.
 func TestEndpointsRelayXSignature(t *testing.T) {
 	s, db := schemaStore(t)
-	var good, bad atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		mac := hmac.New(sha256.New, []byte(secret))
-		mac.Write([]byte(r.Header.Get("X-Timestamp")))
-		mac.Write(body)
-		if r.Header.Get("X-Event-Id") != "" && hmac.Equal([]byte(r.Header.Get("X-Signature")), []byte("sha256="+hex.EncodeToString(mac.Sum(nil)))) {
-			good.Add(1)
-			return
-		}
-		bad.Add(1)
-		w.WriteHeader(http.StatusUnauthorized)
-	}))
-	t.Cleanup(srv.Close)
+	srv, good, bad := xSignatureReceiver(t, secret)
 	addEndpointCmd(t, db, "--url", srv.URL, "--allow-private", "--secret", secret)
 	for i := range 5 {
 		insertTyped(t, s, fmt.Sprint(i), "order.created")

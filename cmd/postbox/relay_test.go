@@ -140,20 +140,7 @@ func TestShippedRelayWebhookFlags(t *testing.T) {
 func TestShippedRelayXSignature(t *testing.T) {
 	s, db := schemaStore(t)
 	const raw = "an-article-style-secret-of-32-bytes!"
-	var good, bad atomic.Int64
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
-		mac := hmac.New(sha256.New, []byte(raw))
-		mac.Write([]byte(r.Header.Get("X-Timestamp")))
-		mac.Write(body)
-		if r.Header.Get("X-Event-Id") != "" && hmac.Equal([]byte(r.Header.Get("X-Signature")), []byte("sha256="+hex.EncodeToString(mac.Sum(nil)))) {
-			good.Add(1)
-			return
-		}
-		bad.Add(1)
-		w.WriteHeader(http.StatusUnauthorized)
-	}))
-	t.Cleanup(srv.Close)
+	srv, good, bad := xSignatureReceiver(t, raw)
 	enqueueN(t, s, 5)
 	logs, _ := startRelayLogged(t, append(db, "--webhook-url", srv.URL, "--webhook-secret", raw, "--signature", "x-signature")...)
 	waitFor(t, "5 verified deliveries", 10*time.Second, func() bool { return good.Load() == 5 })
@@ -234,4 +221,26 @@ func TestStalledRelayDoesNotSendLostEvents(t *testing.T) {
 	if twice > stopped+1 {
 		t.Fatalf("%d events were sent twice (the stalled relay had %d delivered and at most one in flight when it stopped): a relay sent events after its lease expired", twice, stopped)
 	}
+}
+
+// xSignatureReceiver is a receiver that verifies the article's X-Signature
+// headers with secret: it counts the requests signed right (good) and the
+// others (bad, answered 401).
+func xSignatureReceiver(t *testing.T, secret string) (srv *httptest.Server, good, bad *atomic.Int64) {
+	t.Helper()
+	good, bad = new(atomic.Int64), new(atomic.Int64)
+	srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+		mac := hmac.New(sha256.New, []byte(secret))
+		mac.Write([]byte(r.Header.Get("X-Timestamp")))
+		mac.Write(body)
+		if r.Header.Get("X-Event-Id") != "" && hmac.Equal([]byte(r.Header.Get("X-Signature")), []byte("sha256="+hex.EncodeToString(mac.Sum(nil)))) {
+			good.Add(1)
+			return
+		}
+		bad.Add(1)
+		w.WriteHeader(http.StatusUnauthorized)
+	}))
+	t.Cleanup(srv.Close)
+	return srv, good, bad
 }
