@@ -106,6 +106,29 @@ type DeliveryCounts struct {
 type Route struct {
 	Event     postbox.Event
 	Endpoints []uuid.UUID
+	// Tried, when not nil, holds one entry per endpoint of Endpoints (same
+	// index): what the fan-out's own attempt at that endpoint left, before
+	// any delivery was written (package endpoint offers an event to an
+	// idle endpoint's lane directly, and writes a delivery only when that
+	// attempt did not deliver it). The zero Tried is an endpoint not
+	// tried: a pending delivery, due when the event is, as without Tried.
+	Tried []Tried
+}
+
+// Tried is what an attempt made before its delivery was written left: the
+// delivery is written as the lane's settle of that attempt would have left
+// it.
+type Tried struct {
+	// Attempts is how many attempts ended (0: not tried, or tried and
+	// released without counting, as when the endpoint was unreachable).
+	Attempts int
+	// Status is StatusPending (due again at RetryAt, or when the event is
+	// if RetryAt is zero), StatusFailed or StatusDropped (finished, with
+	// LastError, processed now), or StatusDone (delivered: written only
+	// when delivered deliveries are kept). Empty means StatusPending.
+	Status    string
+	RetryAt   time.Time
+	LastError string
 }
 
 // Attempt is one delivery attempt, as the attempts log keeps it.
@@ -192,13 +215,21 @@ type Endpoints interface {
 	// Only e.ID, e.Name and e.Shadow are read.
 	EndpointLane(e Endpoint) Source
 
-	// DeliveryInsert writes one pending delivery of each route's event for
-	// each of its endpoints, due when the event is (its AvailableAt; at
-	// once when zero) (those still in the store),
+	// DeliveryInsert writes one delivery of each route's event for each of
+	// its endpoints (those still in the store): pending, due when the event
+	// is (its AvailableAt; at once when zero), or as Route.Tried says,
 	// idempotently: a delivery of the same (event, endpoint) already
 	// written is left as it is. Deliveries are numbered in the order of
-	// routes, in one statement. It returns how many it wrote.
+	// routes, in one statement. It returns how many it wrote. A Tried
+	// whose Status is not one of those it names is refused with an error,
+	// and nothing is written.
 	DeliveryInsert(ctx context.Context, routes []Route) (int, error)
+	// DeliveryPending returns the endpoints, among those given, that have a
+	// pending delivery, due or not, leased or not: one index probe per
+	// endpoint. The fan-out offers an event directly only to an endpoint
+	// with none, so that nothing it delivers overtakes a delivery already
+	// queued (in ordered mode, one of the same aggregate).
+	DeliveryPending(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error)
 	// DeliveryDue returns the endpoints, among those given, that have
 	// deliveries due now (pending, available, not leased): one index probe
 	// per endpoint, what package endpoint polls instead of claiming for
