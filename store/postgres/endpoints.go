@@ -144,8 +144,16 @@ func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
 }
 
 // DeliveryInsert writes the deliveries of a batch of routes in one
-// statement, numbered in the routes' order (see store.Endpoints).
+// statement, numbered in the routes' order (see store.Endpoints): a batch
+// whose routes were all untried (no Route.Tried, or only zero ones) with
+// delivery_insert, one with tried endpoints with delivery_insert_tried,
+// which takes four arrays more. A batch with a Tried that
+// sqlstore.CheckRoutes refuses writes nothing.
 func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
+	tried, err := sqlstore.CheckRoutes(routes)
+	if err != nil {
+		return 0, fmt.Errorf("postgres: insert deliveries: %w", err)
+	}
 	var n int
 	for _, r := range routes {
 		n += len(r.Endpoints)
@@ -171,11 +179,37 @@ func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, 
 			payloads, headers, available = append(payloads, string(ev.Payload)), append(headers, h), append(available, at)
 		}
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.Get("delivery_insert"), events, endpoints, aggTypes, aggIDs, types, payloads, headers, available)
+	query, args := "delivery_insert", []any{events, endpoints, aggTypes, aggIDs, types, payloads, headers, available}
+	if tried {
+		query, args = "delivery_insert_tried", append(args, triedArrays(routes, n)...)
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.Get(query), args...)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: insert deliveries: %w", err)
 	}
 	return int(tag.RowsAffected()), nil
+}
+
+// triedArrays are the arrays that delivery_insert_tried takes beside
+// delivery_insert's, for the n deliveries of routes (checked by
+// sqlstore.CheckRoutes): status, attempts, retry time (null: the event's)
+// and last error (null: none), as the sqlstore.Tried functions write them.
+func triedArrays(routes []store.Route, n int) []any {
+	statuses, attempts := make([]string, 0, n), make([]int32, 0, n)
+	retryAt, lastErrors := make([]pgtype.Timestamptz, 0, n), make([]pgtype.Text, 0, n)
+	for _, r := range routes {
+		for i := range r.Endpoints {
+			var t store.Tried
+			if r.Tried != nil {
+				t = r.Tried[i]
+			}
+			status, text := sqlstore.TriedStatus(t), sqlstore.TriedError(t)
+			statuses, attempts = append(statuses, status), append(attempts, sqlstore.TriedAttempts(t))
+			retryAt = append(retryAt, pgtype.Timestamptz{Time: t.RetryAt, Valid: status == store.StatusPending && !t.RetryAt.IsZero()})
+			lastErrors = append(lastErrors, pgtype.Text{String: text, Valid: text != ""})
+		}
+	}
+	return []any{statuses, attempts, retryAt, lastErrors}
 }
 
 func scanDelivery(row pgx.CollectableRow) (store.EndpointDelivery, error) {
@@ -190,6 +224,20 @@ func scanDelivery(row pgx.CollectableRow) (store.EndpointDelivery, error) {
 	d.Headers, _ = sqlstore.DecodeHeaders(headers)
 	d.AvailableAt, d.CreatedAt = finiteTime(available), finiteTime(created)
 	return d, err
+}
+
+// DeliveryPending returns the endpoints among those given with pending
+// deliveries (delivery_pending: one index probe each).
+func (s *Store) DeliveryPending(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := s.pool.Query(ctx, s.sql.Get("delivery_pending"), rawIDs(endpoints))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: pending deliveries: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
+	if err != nil {
+		return nil, fmt.Errorf("postgres: pending deliveries: %w", err)
+	}
+	return out, nil
 }
 
 // DeliveryDue returns the endpoints among those given with due deliveries.

@@ -62,6 +62,38 @@ where exists (select 1 from {schema}.endpoints e where e.id = r.endpoint_id)
 order by r.n
 on conflict (event_id, endpoint_id) do nothing;
 
+-- name: delivery_insert_tried
+-- delivery_insert for a batch in which some endpoints were tried before
+-- their delivery was written (store.Route.Tried), each row as the lane's
+-- settle of that attempt would have left it: $9 its status, $10 the
+-- attempts that ended, $11 when a pending one is due again (null: when the
+-- event is), $12 its last error (null: none). A finished one (failed,
+-- dropped, done) is processed now. A statement of its own, so that
+-- delivery_insert, the fan-out's common case, carries none of these
+-- arrays.
+insert into {schema}.endpoint_deliveries
+  (event_id, endpoint_id, aggregate_type, aggregate_id, event_type, payload, headers, available_at,
+   status, attempts, last_error, processed_at)
+select r.event_id, r.endpoint_id, r.aggregate_type, r.aggregate_id, r.event_type, r.payload::jsonb,
+       r.headers::jsonb, coalesce(r.retry_at, r.available_at, now()),
+       r.status, r.attempts, r.last_error, case when r.status <> 'pending' then now() end
+from unnest($1::uuid[], $2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::timestamptz[],
+            $9::text[], $10::int[], $11::timestamptz[], $12::text[])
+       with ordinality as r(event_id, endpoint_id, aggregate_type, aggregate_id, event_type, payload, headers, available_at,
+                            status, attempts, retry_at, last_error, n)
+where exists (select 1 from {schema}.endpoints e where e.id = r.endpoint_id)
+order by r.n
+on conflict (event_id, endpoint_id) do nothing;
+
+-- name: delivery_pending
+-- An endpoint has a pending delivery, due or not, leased or not: one probe
+-- of endpoint_deliveries_pending_idx (endpoint_id, available_at, seq) where
+-- pending, which the first entry of the endpoint answers, whatever its
+-- backlog.
+select e.id from unnest($1::uuid[]) e(id)
+where exists (select 1 from {schema}.endpoint_deliveries d
+              where d.endpoint_id = e.id and d.status = 'pending');
+
 -- name: delivery_due
 -- An endpoint has deliveries due when one of its due pending deliveries is
 -- not leased: the leased ids of the endpoints asked about are hashed once

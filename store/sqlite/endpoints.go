@@ -168,7 +168,10 @@ func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
 	return nil
 }
 
-// deliveryRow is one delivery as delivery_insert reads it from JSON.
+// deliveryRow is one delivery as delivery_insert reads it from JSON. The
+// fields of a tried endpoint (store.Route.Tried) are left out of an
+// untried one's object: delivery_insert reads their absence as a pending
+// delivery never attempted.
 type deliveryRow struct {
 	EventID       uuid.UUID `json:"event_id"`
 	EndpointID    uuid.UUID `json:"endpoint_id"`
@@ -178,11 +181,20 @@ type deliveryRow struct {
 	Payload       string    `json:"payload"`
 	Headers       string    `json:"headers"`
 	AvailableAt   int64     `json:"available_at"`
+	Status        string    `json:"status,omitempty"`
+	Attempts      int32     `json:"attempts,omitempty"`
+	LastError     string    `json:"last_error,omitempty"`
 }
 
 // DeliveryInsert writes the deliveries of a batch of routes in one
-// statement, numbered in the routes' order (see store.Endpoints).
+// statement, numbered in the routes' order (see store.Endpoints); a tried
+// endpoint's is written as its store.Tried says (available_at: its RetryAt
+// when pending and not zero). A batch with a Tried that
+// sqlstore.CheckRoutes refuses writes nothing.
 func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
+	if _, err := sqlstore.CheckRoutes(routes); err != nil {
+		return 0, fmt.Errorf("sqlite: insert deliveries: %w", err)
+	}
 	var rows []deliveryRow
 	now := time.Now().UnixMicro()
 	for _, r := range routes {
@@ -195,9 +207,17 @@ func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, 
 		if !ev.AvailableAt.IsZero() {
 			available = ev.AvailableAt.UnixMicro()
 		}
-		for _, id := range r.Endpoints {
-			rows = append(rows, deliveryRow{ev.ID, id, ev.AggregateType, ev.AggregateID, ev.EventType,
-				string(ev.Payload), string(headers), available})
+		for i, id := range r.Endpoints {
+			row := deliveryRow{ev.ID, id, ev.AggregateType, ev.AggregateID, ev.EventType,
+				string(ev.Payload), string(headers), available, "", 0, ""}
+			if r.Tried != nil {
+				t := r.Tried[i]
+				row.Status, row.Attempts, row.LastError = sqlstore.TriedStatus(t), sqlstore.TriedAttempts(t), sqlstore.TriedError(t)
+				if row.Status == store.StatusPending && !t.RetryAt.IsZero() {
+					row.AvailableAt = t.RetryAt.UnixMicro()
+				}
+			}
+			rows = append(rows, row)
 		}
 	}
 	if len(rows) == 0 {
@@ -239,6 +259,17 @@ func scanDeliveries(rows *sql.Rows, err error) ([]store.EndpointDelivery, error)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, err
+	}
+	return out, nil
+}
+
+// DeliveryPending returns the endpoints among those given with pending
+// deliveries (delivery_pending: one index probe each).
+func (s *Store) DeliveryPending(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
+	ids, _ := json.Marshal(endpoints) // uuid.UUID marshals as a string: cannot fail
+	out, err := sqlstore.CollectRows[uuid.UUID](s.db.QueryContext(ctx, s.sql.Get("delivery_pending"), string(ids)))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: pending deliveries: %w", err)
 	}
 	return out, nil
 }

@@ -51,15 +51,30 @@ update {prefix}endpoints set failing_since = null where id = ?1 and failing_sinc
 -- The deliveries of a batch of routes: ?1 is a JSON array of rows, one per
 -- (event, endpoint), numbered (seq) in the array's order; ?2 is now. Rows
 -- of endpoints no longer in the table are skipped, and a delivery already
--- written for (event, endpoint) is kept.
+-- written for (event, endpoint) is kept. A row of an endpoint tried before
+-- its delivery was written (store.Route.Tried) has its status, attempts
+-- and last_error (absent: pending, 0, null), and is processed now when
+-- finished (failed, dropped, done); its available_at is already its
+-- RetryAt when it has one.
 insert into {prefix}endpoint_deliveries
-  (event_id, endpoint_id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, created_at)
+  (event_id, endpoint_id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, created_at,
+   status, attempts, last_error, processed_at)
 select r.value ->> 'event_id', r.value ->> 'endpoint_id', r.value ->> 'aggregate_type', r.value ->> 'aggregate_id',
-       r.value ->> 'event_type', r.value ->> 'payload', r.value ->> 'headers', r.value ->> 'available_at', ?2
+       r.value ->> 'event_type', r.value ->> 'payload', r.value ->> 'headers', r.value ->> 'available_at', ?2,
+       coalesce(r.value ->> 'status', 'pending'), coalesce(r.value ->> 'attempts', 0), r.value ->> 'last_error',
+       case when coalesce(r.value ->> 'status', 'pending') <> 'pending' then ?2 end
 from json_each(?1) r
 where exists (select 1 from {prefix}endpoints e where e.id = r.value ->> 'endpoint_id')
 order by r.key
 on conflict (event_id, endpoint_id) do nothing;
+
+-- name: delivery_pending
+-- ?1 is a JSON array of endpoint ids. An endpoint has a pending delivery,
+-- due or not, leased or not: one probe of endpoint_deliveries_pending_idx
+-- (endpoint_id, available_at, seq) where pending.
+select e.value from json_each(?1) e
+where exists (select 1 from {prefix}endpoint_deliveries d
+              where d.endpoint_id = e.value and d.status = 'pending');
 
 -- name: delivery_due
 -- ?1 is a JSON array of endpoint ids, ?2 now. An endpoint has deliveries

@@ -6,10 +6,12 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"strings"
 	"sync"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -22,8 +24,8 @@ import (
 // RunLane runs the conformance suite of endpoint lanes
 // (store.Endpoints.EndpointLane), of the Endpoints methods that lanes
 // brought or that wake them (EndpointUpdate, Endpoint.AllowPrivate, the
-// batched DeliveryInsert, DeliveryCounts.OldestPendingAge, DeliveryDue), and
-// runs a relay over a lane.
+// batched DeliveryInsert and its Route.Tried, DeliveryCounts.OldestPendingAge,
+// DeliveryDue, DeliveryPending), and runs a relay over a lane.
 func RunLane(t *testing.T, newStore NewEndpoints) {
 	tests := []struct {
 		name string
@@ -51,6 +53,12 @@ func RunLane(t *testing.T, newStore NewEndpoints) {
 		{"AllowPrivateRoundTrip", testAllowPrivate},
 		{"OldestPendingAge", testDeliveryOldestPendingAge},
 		{"DueNamesEndpointsWithDueDeliveries", testDeliveryDue},
+		{"InsertTriedAsTheLaneWouldHaveLeftIt", testInsertTried},
+		{"InsertTriedFailedIsADeadLetter", testInsertTriedDeadLetter},
+		{"InsertTriedMixedBatch", testInsertTriedMixed},
+		{"InsertTriedRefusedWritesNothing", testInsertTriedRefused},
+		{"InsertTriedHostileValues", testInsertTriedHostile},
+		{"PendingNamesEndpointsWithPendingDeliveries", testDeliveryPending},
 		{"RelayDrainsALane", testRelayOverLane},
 	}
 	for _, tc := range tests {
@@ -795,6 +803,318 @@ func testDeliveryDue(t *testing.T, s store.Endpoints) {
 	sameIDs(t, "due", got, []uuid.UUID{due.ID})
 	if got, err := s.DeliveryDue(ctx, nil); err != nil || len(got) != 0 {
 		t.Errorf("due among no endpoints = %v, %v; want none", got, err)
+	}
+}
+
+// insertTried writes one delivery of each event to endpoint e, as tried
+// says (same index), in one batch, and fails t unless all were written.
+func insertTried(t *testing.T, s store.Endpoints, e uuid.UUID, events []postbox.Event, tried []store.Tried) {
+	t.Helper()
+	routes := make([]store.Route, len(events))
+	for i, ev := range events {
+		routes[i] = store.Route{Event: ev, Endpoints: []uuid.UUID{e}, Tried: []store.Tried{tried[i]}}
+	}
+	if n, err := s.DeliveryInsert(context.Background(), routes); err != nil || n != len(events) {
+		t.Fatalf("insert of tried deliveries = %d, %v; want %d", n, err, len(events))
+	}
+}
+
+// A delivery written with a Tried is what the lane's settle of that
+// attempt would have left: a pending one due at its RetryAt (not claimed
+// before it) with its attempts counted, claimed as the attempt after them;
+// failed and dropped ones finished with their error; a done one delivered
+// (no error), not pending, purged with the kept deliveries; the zero Tried
+// a delivery never attempted, due when the event is.
+func testInsertTried(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a := newEndpoint(t, s, "a")
+	past := time.Now().Add(-time.Minute).Truncate(time.Microsecond)
+	future := time.Now().Add(24 * time.Hour).Truncate(time.Microsecond)
+	events := laneEvents(6, "1")
+	tried := []store.Tried{
+		{Attempts: 1, RetryAt: past, LastError: "503"},                                // pending (empty status), due
+		{Status: store.StatusPending, Attempts: 2, RetryAt: future, LastError: "429"}, // waiting for its retry
+		{Status: store.StatusFailed, Attempts: 3, LastError: "410 gone"},
+		{Status: store.StatusDropped, Attempts: 1, LastError: "500"},
+		{Status: store.StatusDone, Attempts: 1, LastError: "a delivered delivery has none"},
+		{}, // not tried
+	}
+	before := time.Now().Add(-time.Minute)
+	insertTried(t, s, a.ID, events, tried)
+	want := []struct {
+		status    string
+		attempt   int
+		lastError string
+		at        time.Time // zero: about now
+	}{
+		{store.StatusPending, 1, "503", past},
+		{store.StatusPending, 2, "429", future},
+		{store.StatusFailed, 3, "410 gone", time.Time{}},
+		{store.StatusDropped, 1, "500", time.Time{}},
+		{store.StatusDone, 1, "", time.Time{}},
+		{store.StatusPending, 0, "", time.Time{}},
+	}
+	for i, w := range want {
+		d, ok := delivery(t, s, a.ID, events[i].ID)
+		if !ok || d.Status != w.status || d.Attempt != w.attempt || d.LastError != w.lastError {
+			t.Errorf("delivery %d = %+v (found: %v); want %s, %d attempts, error %q", i, d, ok, w.status, w.attempt, w.lastError)
+		}
+		if !w.at.IsZero() && !d.AvailableAt.Equal(w.at) || w.at.IsZero() && (d.AvailableAt.Before(before) || d.AvailableAt.After(time.Now().Add(time.Minute))) {
+			t.Errorf("delivery %d due at %v, want %v (zero: now)", i, d.AvailableAt, w.at)
+		}
+	}
+	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Pending: 3, Failed: 1, Dropped: 1, Done: 1}) {
+		t.Errorf("counts = %+v, want 3 pending, 1 of each finished status", c)
+	}
+	// The one due again and the untried one are claimed, each as its next
+	// attempt; the one waiting for its retry is not, ordered or not.
+	l := s.EndpointLane(a)
+	got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10})
+	sameIDs(t, "claim", deliveryIDs(got), []uuid.UUID{events[0].ID, events[5].ID})
+	if got[0].Attempt != 2 || got[1].Attempt != 1 {
+		t.Errorf("claimed attempts = %d, %d; want 2 (one attempt made before), 1", got[0].Attempt, got[1].Attempt)
+	}
+	// Once events[0] is delivered, the head of the aggregate is the
+	// delivery waiting for its retry: an ordered claim takes nothing, the
+	// untried events[5] held back behind it.
+	settleLane(t, l, store.SettleParams{Owner: "r", Done: eventIDs(events[:1]), Release: []store.Released{{ID: events[5].ID}}})
+	if got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10, Ordered: true}); len(got) != 0 {
+		t.Errorf("ordered claim = %v, want nothing while the head waits for its retry", deliveryIDs(got))
+	}
+	// The finished kept ones, done and dropped, are purged; the dead letter
+	// stays.
+	if n, err := l.PurgeDone(ctx, time.Now().Add(time.Hour), 10); err != nil || n != 2 {
+		t.Errorf("purge = %d, %v; want the done and the dropped deliveries", n, err)
+	}
+	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Pending: 2, Failed: 1}) {
+		t.Errorf("counts after the purge = %+v, want 2 pending, the failed one", c)
+	}
+}
+
+// A failed Tried is a dead letter of its endpoint, as a failed settle's.
+func testInsertTriedDeadLetter(t *testing.T, s store.Endpoints) {
+	dl, ok := s.(store.DeadLetters)
+	if !ok {
+		t.Skip("the store has no dead letters")
+	}
+	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
+	events := laneEvents(2, "1")
+	insertTried(t, s, a.ID, events, []store.Tried{{Status: store.StatusFailed, Attempts: 4, LastError: "410 gone"}, {Attempts: 1, LastError: "503"}})
+	route(t, s, events[:1], b.ID)
+	page, err := dl.FailedList(context.Background(), store.FailedListParams{FailedFilter: store.FailedFilter{Endpoint: a.ID}, Limit: 10})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(page.Events) != 1 {
+		t.Fatalf("a's dead letters = %d, want the failed Tried only", len(page.Events))
+	}
+	r := page.Events[0]
+	if r.ID != events[0].ID || r.Endpoint != a.ID || r.Status != store.StatusFailed || r.LastError != "410 gone" ||
+		r.Attempts != 4 || r.ProcessedAt.IsZero() || r.EventType != events[0].EventType {
+		t.Errorf("dead letter = %+v; want the failed delivery of a, 4 attempts, its error, processed", r)
+	}
+	if page, err := dl.FailedList(context.Background(), store.FailedListParams{FailedFilter: store.FailedFilter{Endpoint: b.ID}, Limit: 10}); err != nil || len(page.Events) != 0 {
+		t.Errorf("b's dead letters = %+v, %v; want none", page.Events, err)
+	}
+}
+
+// A batch mixes routes without Tried, routes with Tried, and zero Tried
+// entries (endpoints not tried) beside tried ones: each delivery is
+// written as its own entry says, all numbered in the batch's order. A
+// batch whose Tried are all zero is a plain batch.
+func testInsertTriedMixed(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a, b, c := newEndpoint(t, s, "a"), newEndpoint(t, s, "b"), newEndpoint(t, s, "c")
+	later := time.Now().Add(time.Hour).Truncate(time.Microsecond)
+	evs := laneEvents(4, "1")
+	routes := []store.Route{
+		{Event: evs[0], Endpoints: []uuid.UUID{a.ID, b.ID}},
+		{Event: evs[1], Endpoints: []uuid.UUID{a.ID, b.ID, c.ID}, Tried: []store.Tried{
+			{}, {Status: store.StatusFailed, Attempts: 1, LastError: "410"}, {Attempts: 1, RetryAt: later, LastError: "503"}}},
+		{Event: evs[2], Endpoints: []uuid.UUID{c.ID}, Tried: []store.Tried{{}}},
+	}
+	if n, err := s.DeliveryInsert(ctx, routes); err != nil || n != 6 {
+		t.Fatalf("insert = %d, %v; want 6", n, err)
+	}
+	if c := counts(t, s, b.ID); c != (store.DeliveryCounts{Pending: 1, Failed: 1}) {
+		t.Errorf("b's counts = %+v, want 1 pending, 1 failed", c)
+	}
+	sameIDs(t, "a's claim", deliveryIDs(claimLane(t, s.EndpointLane(a), store.ClaimParams{Owner: "r", Limit: 10})), eventIDs(evs[:2]))
+	sameIDs(t, "b's claim", deliveryIDs(claimLane(t, s.EndpointLane(b), store.ClaimParams{Owner: "r", Limit: 10})), eventIDs(evs[:1]))
+	gotC := claimLane(t, s.EndpointLane(c), store.ClaimParams{Owner: "r", Limit: 10})
+	sameIDs(t, "c's claim", deliveryIDs(gotC), eventIDs(evs[2:3]))
+	if gotC[0].Attempt != 1 {
+		t.Errorf("c's untried delivery claimed as attempt %d, want 1", gotC[0].Attempt)
+	}
+	if d, _ := delivery(t, s, c.ID, evs[1].ID); d.Status != store.StatusPending || !d.AvailableAt.Equal(later) || d.Attempt != 1 || d.LastError != "503" {
+		t.Errorf("c's tried delivery = %+v; want pending until %v, 1 attempt, its error", d, later)
+	}
+	// The seqs follow the batch: a's deliveries in the routes' order.
+	list, err := s.DeliveryList(ctx, a.ID, "", 10)
+	if err != nil || len(list) != 2 || list[0].ID != evs[0].ID || list[1].ID != evs[1].ID {
+		t.Fatalf("a's list = %+v, %v", list, err)
+	}
+	// A batch whose Tried are all zero: plain pending deliveries.
+	if n, err := s.DeliveryInsert(ctx, []store.Route{{Event: evs[3], Endpoints: []uuid.UUID{a.ID, b.ID}, Tried: make([]store.Tried, 2)}}); err != nil || n != 2 {
+		t.Fatalf("insert of untried = %d, %v; want 2", n, err)
+	}
+	for _, e := range []uuid.UUID{a.ID, b.ID} {
+		if d, _ := delivery(t, s, e, evs[3].ID); d.Status != store.StatusPending || d.Attempt != 0 || d.LastError != "" {
+			t.Errorf("untried delivery = %+v; want pending, never attempted", d)
+		}
+	}
+}
+
+// A batch with a Tried of a status it does not name, or whose Tried does
+// not hold one entry per endpoint, is refused with an error, and nothing
+// of it is written, not even its valid routes.
+func testInsertTriedRefused(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
+	ok := store.Route{Event: laneEvent("1", time.Time{}), Endpoints: []uuid.UUID{a.ID}}
+	for name, bad := range map[string]store.Route{
+		"status processing": {Event: laneEvent("2", time.Time{}), Endpoints: []uuid.UUID{a.ID, b.ID},
+			Tried: []store.Tried{{}, {Status: store.StatusProcessing, Attempts: 1}}},
+		"status in capitals": {Event: laneEvent("2", time.Time{}), Endpoints: []uuid.UUID{a.ID},
+			Tried: []store.Tried{{Status: "FAILED"}}},
+		"status unknown":     {Event: laneEvent("2", time.Time{}), Endpoints: []uuid.UUID{a.ID}, Tried: []store.Tried{{Status: "delivered"}}},
+		"fewer Tried":        {Event: laneEvent("2", time.Time{}), Endpoints: []uuid.UUID{a.ID, b.ID}, Tried: []store.Tried{{}}},
+		"more Tried":         {Event: laneEvent("2", time.Time{}), Endpoints: []uuid.UUID{a.ID}, Tried: make([]store.Tried, 2)},
+		"empty, not nil":     {Event: laneEvent("2", time.Time{}), Endpoints: []uuid.UUID{a.ID}, Tried: []store.Tried{}},
+		"Tried, no endpoint": {Event: laneEvent("2", time.Time{}), Tried: []store.Tried{{Status: store.StatusFailed}}},
+	} {
+		for _, routes := range [][]store.Route{{ok, bad}, {bad, ok}} {
+			n, err := s.DeliveryInsert(ctx, routes)
+			if err == nil || n != 0 {
+				t.Errorf("%s: insert = %d, %v; want an error", name, n, err)
+			}
+		}
+	}
+	for _, e := range []uuid.UUID{a.ID, b.ID} {
+		if c := counts(t, s, e); c != (store.DeliveryCounts{}) {
+			t.Errorf("counts = %+v after refused batches, want nothing written", c)
+		}
+	}
+	if n, err := s.DeliveryInsert(ctx, []store.Route{ok}); err != nil || n != 1 {
+		t.Errorf("the valid route alone = %d, %v; want it written", n, err)
+	}
+}
+
+// Hostile Tried values. The rule: values a delivery can hold are written,
+// brought into the bounds the lanes keep (attempts from 0 to the
+// 1,000,000,000 at which settles saturate, an error cleaned and cut as a
+// settle's); a pending RetryAt out of the times a row may hold (years 1 to
+// 9999) is refused with an error naming RetryAt, nothing written; a
+// RetryAt that does not apply (a finished Tried) is ignored. Nothing
+// panics, nothing fails a batch without an error.
+func testInsertTriedHostile(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a := newEndpoint(t, s, "a")
+	// Year 1's first instant is the zero time: no RetryAt (due when the
+	// event is). A second later is a retry at year 1.
+	year1 := time.Date(1, 1, 1, 0, 0, 1, 0, time.UTC)
+	year9999 := time.Date(9999, 12, 31, 23, 59, 59, 0, time.UTC)
+	huge := "\xff\x00" + strings.Repeat("e", 2<<20)
+	events := laneEvents(7, "1")
+	insertTried(t, s, a.ID, events, []store.Tried{
+		{Attempts: math.MaxInt, RetryAt: year1, LastError: huge},
+		{Attempts: -5, RetryAt: year9999},
+		{Attempts: math.MinInt, Status: store.StatusFailed, LastError: huge},
+		{Status: store.StatusFailed, RetryAt: time.Date(-5, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Status: store.StatusDropped, Attempts: math.MaxInt32 + 1, RetryAt: time.Date(20000, 1, 1, 0, 0, 0, 0, time.UTC)},
+		{Attempts: 1_000_000_000},
+		{Attempts: -7}, // due: claimed as attempt 1, not as a row out of bounds
+	})
+	// A settle's error, for the bound of the huge one.
+	settled := laneEvent("2", time.Time{})
+	route(t, s, []postbox.Event{settled}, a.ID)
+	l := s.EndpointLane(a)
+	for _, d := range claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10}) {
+		if d.ID == settled.ID {
+			settleLane(t, l, store.SettleParams{Owner: "r", Retry: []store.Retry{{ID: d.ID, AvailableAt: time.Now().Add(time.Hour), LastError: huge}}})
+		}
+	}
+	bound, _ := delivery(t, s, a.ID, settled.ID)
+	if len(bound.LastError) >= len(huge) || bound.LastError == "" {
+		t.Fatalf("a settle's error of %d bytes kept %d bytes, want it cut", len(huge), len(bound.LastError))
+	}
+	want := []struct {
+		status  string
+		attempt int // as DeliveryList reads it
+		bounded bool
+	}{
+		{store.StatusProcessing, 1_000_000_000 + 1, true}, // due at year 1: claimed above, its attempt in flight
+		{store.StatusPending, 0, false},
+		{store.StatusFailed, 0, true},
+		{store.StatusFailed, 0, false},
+		{store.StatusDropped, 1_000_000_000, false},
+		{store.StatusProcessing, 1_000_000_000 + 1, false},
+		{store.StatusProcessing, 1, false},
+	}
+	for i, w := range want {
+		d, ok := delivery(t, s, a.ID, events[i].ID)
+		if !ok || d.Status != w.status || d.Attempt != w.attempt {
+			t.Errorf("delivery %d = %s, %d attempts (found: %v); want %s, %d", i, d.Status, d.Attempt, ok, w.status, w.attempt)
+		}
+		if w.bounded && (d.LastError != bound.LastError || !utf8.ValidString(d.LastError) || strings.ContainsRune(d.LastError, 0)) {
+			t.Errorf("delivery %d: error of %d bytes, want it cleaned and cut as a settle's (%d bytes)", i, len(d.LastError), len(bound.LastError))
+		}
+	}
+	if d, _ := delivery(t, s, a.ID, events[0].ID); !d.AvailableAt.Equal(year1) {
+		t.Errorf("retry at year 1 read as %v", d.AvailableAt)
+	}
+	if d, _ := delivery(t, s, a.ID, events[1].ID); !d.AvailableAt.Equal(year9999) {
+		t.Errorf("retry at year 9999 read as %v", d.AvailableAt)
+	}
+	// A pending RetryAt out of years 1 to 9999 is refused.
+	for _, at := range []time.Time{time.Date(0, 12, 31, 0, 0, 0, 0, time.UTC), time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC),
+		time.Date(292277026596, 1, 1, 0, 0, 0, 0, time.UTC)} {
+		ev := laneEvent("3", time.Time{})
+		n, err := s.DeliveryInsert(ctx, []store.Route{{Event: ev, Endpoints: []uuid.UUID{a.ID}, Tried: []store.Tried{{Attempts: 1, RetryAt: at}}}})
+		if err == nil || n != 0 || !strings.Contains(err.Error(), "RetryAt") {
+			t.Errorf("retry at %v: insert = %d, %v; want an error naming RetryAt", at, n, err)
+		}
+		if _, ok := delivery(t, s, a.ID, ev.ID); ok {
+			t.Errorf("retry at %v: the delivery was written", at)
+		}
+	}
+}
+
+// DeliveryPending names the endpoints, among those asked about, that have
+// a pending delivery, due or not, leased or not: not those whose
+// deliveries all ended (failed, dropped, done), nor those with none, nor
+// ids of no endpoint.
+func testDeliveryPending(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	due, later, leased, retrying := newEndpoint(t, s, "due"), newEndpoint(t, s, "later"), newEndpoint(t, s, "leased"), newEndpoint(t, s, "retrying")
+	finished, idle, removed := newEndpoint(t, s, "finished"), newEndpoint(t, s, "idle"), newEndpoint(t, s, "removed")
+	route(t, s, laneEvents(1, "1"), due.ID, leased.ID, removed.ID)
+	route(t, s, []postbox.Event{laneEvent("2", time.Now().Add(time.Hour))}, later.ID)
+	claimLane(t, s.EndpointLane(leased), store.ClaimParams{Owner: "r", Limit: 10})
+	insertTried(t, s, retrying.ID, laneEvents(1, "3"), []store.Tried{{Attempts: 1, RetryAt: time.Now().Add(time.Hour), LastError: "503"}})
+	insertTried(t, s, finished.ID, laneEvents(3, "4"), []store.Tried{
+		{Status: store.StatusFailed, Attempts: 1, LastError: "410"}, {Status: store.StatusDropped, Attempts: 1}, {Status: store.StatusDone, Attempts: 1}})
+	if err := s.EndpointDelete(ctx, removed.ID); err != nil {
+		t.Fatal(err)
+	}
+	all := []uuid.UUID{due.ID, later.ID, leased.ID, retrying.ID, finished.ID, idle.ID, removed.ID, uuid.New()}
+	got, err := s.DeliveryPending(ctx, all)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSet(t, "pending", got, []uuid.UUID{due.ID, later.ID, leased.ID, retrying.ID})
+	// A delivery made leaves its endpoint without a pending one.
+	l := s.EndpointLane(due)
+	settleLane(t, l, store.SettleParams{Owner: "r", Done: deliveryIDs(claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10}))})
+	if got, err := s.DeliveryPending(ctx, []uuid.UUID{due.ID, later.ID}); err != nil {
+		t.Fatal(err)
+	} else {
+		sameIDs(t, "pending once due's delivery was made", got, []uuid.UUID{later.ID})
+	}
+	for _, none := range [][]uuid.UUID{nil, {}} {
+		if got, err := s.DeliveryPending(ctx, none); err != nil || len(got) != 0 {
+			t.Errorf("pending among no endpoints = %v, %v; want none", got, err)
+		}
 	}
 }
 

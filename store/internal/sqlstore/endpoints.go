@@ -61,3 +61,66 @@ func HeldInOrder(ids, held []uuid.UUID) []uuid.UUID {
 // that an ordered claim of a lane checks for heads before it walks the
 // endpoint's aggregates (as the PostgreSQL outbox's ordered claim does).
 const LaneWindow = 4
+
+// CheckRoutes checks the Tried of each route as DeliveryInsert takes it:
+// one entry per endpoint, each of a status store.Tried names, and a
+// pending one's RetryAt, when not zero, from year 1 to 9999 (the times a
+// row may hold: see TimeProblem). A batch with an entry that breaks them is
+// refused whole, so that nothing of it is written. It reports whether any
+// entry is not the zero Tried: a batch without one is written as plain
+// routes are.
+func CheckRoutes(routes []store.Route) (tried bool, err error) {
+	for i, r := range routes {
+		if r.Tried == nil {
+			continue
+		}
+		if len(r.Tried) != len(r.Endpoints) {
+			return false, fmt.Errorf("route %d (event %s): %d Tried for %d endpoints, want one per endpoint",
+				i, r.Event.ID, len(r.Tried), len(r.Endpoints))
+		}
+		for j, t := range r.Tried {
+			if t.Attempts == 0 && t.Status == "" && t.RetryAt.IsZero() && t.LastError == "" {
+				continue // not tried
+			}
+			tried = true
+			switch t.Status {
+			case "", store.StatusPending, store.StatusFailed, store.StatusDropped, store.StatusDone:
+			default:
+				return false, fmt.Errorf("route %d (event %s), endpoint %s: Tried status %q is not pending, failed, dropped or done",
+					i, r.Event.ID, r.Endpoints[j], t.Status)
+			}
+			if TriedStatus(t) == store.StatusPending && !t.RetryAt.IsZero() {
+				if problem := TimeProblem(t.RetryAt); problem != "" {
+					return false, fmt.Errorf("route %d (event %s), endpoint %s: Tried RetryAt: %s",
+						i, r.Event.ID, r.Endpoints[j], problem)
+				}
+			}
+		}
+	}
+	return tried, nil
+}
+
+// TriedStatus is the status of the delivery t writes: pending when t's is
+// empty.
+func TriedStatus(t store.Tried) string {
+	if t.Status == "" {
+		return store.StatusPending
+	}
+	return t.Status
+}
+
+// TriedAttempts is t.Attempts as a delivery's attempts column holds it:
+// from 0 to RetriesMax, the bound at which the lanes' settles saturate.
+func TriedAttempts(t store.Tried) int32 {
+	return int32(min(max(t.Attempts, 0), RetriesMax))
+}
+
+// TriedError is the last_error of the delivery t writes, cleaned and cut
+// as a settle's (ErrorTextMax); "" (written null) for a delivered one, whose
+// error a settle clears.
+func TriedError(t store.Tried) string {
+	if TriedStatus(t) == store.StatusDone {
+		return ""
+	}
+	return store.ErrorText(t.LastError, ErrorTextMax)
+}
