@@ -86,10 +86,12 @@ order by r.n
 on conflict (event_id, endpoint_id) do nothing;
 
 -- name: delivery_pending
--- An endpoint has a pending delivery, due or not, leased or not: one probe
--- of endpoint_deliveries_pending_idx (endpoint_id, available_at, seq) where
--- pending, which the first entry of the endpoint answers, whatever its
--- backlog.
+-- An endpoint has a pending delivery, due or not, leased or not: one
+-- index-only probe per endpoint of a partial index of pending deliveries
+-- that begins with endpoint_id (endpoint_deliveries_pending_idx or
+-- endpoint_deliveries_aggregate_pending_idx, as the planner picks), which
+-- the endpoint's first entry answers, whatever its backlog; the finished
+-- deliveries are in neither.
 select e.id from unnest($1::uuid[]) e(id)
 where exists (select 1 from {schema}.endpoint_deliveries d
               where d.endpoint_id = e.id and d.status = 'pending');

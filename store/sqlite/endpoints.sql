@@ -70,8 +70,10 @@ on conflict (event_id, endpoint_id) do nothing;
 
 -- name: delivery_pending
 -- ?1 is a JSON array of endpoint ids. An endpoint has a pending delivery,
--- due or not, leased or not: one probe of endpoint_deliveries_pending_idx
--- (endpoint_id, available_at, seq) where pending.
+-- due or not, leased or not: one probe per endpoint of an index that
+-- begins with endpoint_id (endpoint_deliveries_endpoint_idx, (endpoint_id,
+-- status, seq), covers it; the partial index of pending deliveries would do
+-- as well).
 select e.value from json_each(?1) e
 where exists (select 1 from {prefix}endpoint_deliveries d
               where d.endpoint_id = e.value and d.status = 'pending');
