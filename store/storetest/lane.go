@@ -867,7 +867,7 @@ func testInsertTried(t *testing.T, s store.Endpoints) {
 		t.Errorf("counts = %+v, want 3 pending, 1 of each finished status", c)
 	}
 	// The one due again and the untried one are claimed, each as its next
-	// attempt; the one waiting for its retry is not, ordered or not.
+	// attempt; the one waiting for its retry is not.
 	l := s.EndpointLane(a)
 	got := claimLane(t, l, store.ClaimParams{Owner: "r", Limit: 10})
 	sameIDs(t, "claim", deliveryIDs(got), []uuid.UUID{events[0].ID, events[5].ID})
