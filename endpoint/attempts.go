@@ -18,13 +18,15 @@ import (
 // attemptLog is the innermost sink middleware of an endpoint, around its
 // webhook sink: it writes every attempt to the attempts log (status code,
 // duration, the start of the response, the error) and tells the
-// endpoint's health how it went. A connection the SSRF guard refused is
-// returned as a permanent error that says so, whole.
+// endpoint's health how it went, and its pace how long it took. A
+// connection the SSRF guard refused is returned as a permanent error that
+// says so, whole.
 type attemptLog struct {
 	next     sink.Sink
 	endpoint uuid.UUID
 	log      *batcher[store.Attempt]
 	health   *health
+	pace     *directPace
 }
 
 func (a *attemptLog) Publish(ctx context.Context, m *sink.Message) error {
@@ -47,6 +49,7 @@ func (a *attemptLog) Publish(ctx context.Context, m *sink.Message) error {
 		// An attempt cut short (shutdown, lease lost) says nothing of the
 		// endpoint.
 		a.health.record(err, end)
+		a.pace.record(attempt.Duration)
 	}
 	return err
 }

@@ -22,8 +22,16 @@ import (
 // settings (a relay over the outbox publishing batches of 100 into the
 // fan-out, one lane per endpoint of concurrency 64): run with
 // -benchtime=5000x for a 5,000-event backlog, 50,000 deliveries. It reports
-// deliveries/s, from the start to the last delivery.
+// deliveries/s, from the start to the last delivery, and the share of the
+// deliveries the fan-out made directly (direct/delivery); the "written"
+// case writes every delivery first (Config.DirectWithin negative), the
+// baseline of the direct deliveries' ratio.
 func BenchmarkDrainToEndpoints(b *testing.B) {
+	b.Run("direct", func(b *testing.B) { drainToEndpoints(b, 0) })
+	b.Run("written", func(b *testing.B) { drainToEndpoints(b, -1) })
+}
+
+func drainToEndpoints(b *testing.B, within time.Duration) {
 	const endpoints = 10
 	s := pgtest.Store(b)
 	ctx := context.Background()
@@ -51,7 +59,7 @@ func BenchmarkDrainToEndpoints(b *testing.B) {
 		}
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	sup, err := endpoint.New(endpoint.Config{Store: s, Logger: quiet})
+	sup, err := endpoint.New(endpoint.Config{Store: s, Logger: quiet, DirectWithin: within})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -72,4 +80,5 @@ func BenchmarkDrainToEndpoints(b *testing.B) {
 	<-stopped
 	<-stopped
 	b.ReportMetric(float64(want)/elapsed.Seconds(), "deliveries/s")
+	b.ReportMetric(float64(sup.Stats().Direct)/float64(want), "direct/delivery")
 }

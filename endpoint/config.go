@@ -25,6 +25,7 @@ const (
 	PollIntervalDefault    = time.Second
 	AttemptsFlushDefault   = 200 * time.Millisecond
 	AttemptsBatchDefault   = 500
+	DirectWithinDefault    = 25 * time.Millisecond
 )
 
 // lanePollInterval is the PollInterval of every lane's relay: the
@@ -35,7 +36,7 @@ const (
 const lanePollInterval = 10 * time.Second
 
 // Config configures endpoints mode. Only Store is required; a zero field
-// takes its default, a negative one is refused.
+// takes its default, a negative one is refused (but DirectWithin).
 type Config struct {
 	// Store holds the endpoints, their deliveries and the attempts log.
 	// Required.
@@ -101,6 +102,20 @@ type Config struct {
 	// some: deliveries written by other processes, retries of another
 	// relay (PollIntervalDefault).
 	PollInterval time.Duration
+	// DirectWithin: the fan-out offers each event directly to the lane of
+	// every matching endpoint that has no delivery queued, no rate limit,
+	// and whose recent attempts took at most DirectWithin (measured by its
+	// attempts; an endpoint not measured yet gets deliveries written),
+	// waiting at most DirectWithin for one of the endpoint's delivery
+	// slots; a delivery is written only for the endpoints that did not get
+	// the event (see direct.go). It bounds how long one endpoint may hold
+	// a fan-out batch back beyond its own attempt's time
+	// (DirectWithinDefault). Negative: no event is offered, every delivery
+	// is written first; so it is with KeepDelivered, whose kept deliveries
+	// are what stops an event published again after a crash of the relay
+	// over the outbox from reaching an endpoint twice (an offer would not
+	// look for them).
+	DirectWithin time.Duration
 	// AttemptsFlush and AttemptsBatch: attempts are written together, every
 	// AttemptsFlush or once AttemptsBatch are waiting
 	// (AttemptsFlushDefault, AttemptsBatchDefault).
@@ -129,6 +144,9 @@ func (c Config) withDefaults() (Config, error) {
 		{"RefreshEvery", &c.RefreshEvery, RefreshEveryDefault},
 		{"PollInterval", &c.PollInterval, PollIntervalDefault},
 		{"AttemptsFlush", &c.AttemptsFlush, AttemptsFlushDefault},
+	}
+	if c.DirectWithin == 0 {
+		c.DirectWithin = DirectWithinDefault
 	}
 	for _, d := range durations {
 		switch {

@@ -5,12 +5,17 @@
 // Endpoints mode (postbox relay --endpoints) has two stages:
 //
 //   - The FanOut (Supervisor.FanOut) is the sink of the relay that drains
-//     the outbox. It writes one delivery per matching endpoint
-//     (store.Endpoints.DeliveryInsert: idempotent, keyed by event and
-//     endpoint, a copy of the event; a whole batch in one statement, as a
-//     sink.BatchSink) and reports the event published, so the outbox event
-//     is done at once. An event no endpoint wants is done too, and counted
-//     (FanOut.Unrouted). It wakes the lanes it wrote for.
+//     the outbox. It offers each event directly to the lanes of the
+//     matching endpoints that are idle and fast (relay.Relay.Offer: the
+//     lane's own sink chain, retry policy and observer; see direct.go and
+//     Config.DirectWithin), and writes one delivery for each other
+//     matching endpoint and each offer that did not deliver, as the lane's
+//     settle would have left it (store.Endpoints.DeliveryInsert:
+//     idempotent, keyed by event and endpoint, a copy of the event; a whole
+//     batch in one statement, as a sink.BatchSink). Then it reports the
+//     event published, so the outbox event is done. An event no endpoint
+//     wants is done too, and counted (FanOut.Unrouted). It wakes the lanes
+//     it wrote for.
 //   - Each enabled endpoint is a lane: a relay.Relay of its own over the
 //     endpoint's deliveries (store.Endpoints.EndpointLane), with the
 //     relay's claims, leases and their renewal, settle batching, outage

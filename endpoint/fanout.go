@@ -3,6 +3,7 @@ package endpoint
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -15,20 +16,32 @@ import (
 
 // FanOut is the sink of the relay that drains the outbox in endpoints mode
 // (Supervisor.FanOut): it routes each event to the endpoints whose type
-// filter matches it, writing one delivery per endpoint, wakes their lanes,
+// filter matches it, offers it directly to the lanes of those that are
+// idle and fast (see direct.go), writes one delivery for each of the
+// others (and for each offer that did not deliver it), wakes their lanes,
 // and reports the event published. It is a sink.BatchSink: a batch of
-// events is written in one statement. It is safe for concurrent use.
+// events is offered at once and its deliveries written in one statement.
+// It is safe for concurrent use.
 type FanOut struct {
 	store        store.Endpoints
 	refreshEvery time.Duration
-	// written is told the endpoints it wrote deliveries for.
+	// written is told the endpoints it wrote pending deliveries for.
 	written func(endpoints []uuid.UUID)
+	// offerable returns the lanes, among those of endpoints, that take
+	// offers of a batch of n events now (lane.takesOffers; nil when there
+	// is none), and how long an offer may wait for one of an endpoint's
+	// slots.
+	offerable func(endpoints []uuid.UUID, n int) (map[uuid.UUID]*lane, time.Duration)
+	// within is Config.DirectWithin, ordered Config.Relay.Ordered.
+	within  time.Duration
+	ordered bool
+	log     *slog.Logger
 
 	mu       sync.Mutex
 	routes   []route
 	loadedAt time.Time
 
-	unrouted, routed, deliveries atomic.Int64
+	unrouted, routed, deliveries, direct atomic.Int64
 }
 
 // route is an endpoint that receives deliveries: enabled, or auto-disabled
@@ -40,20 +53,24 @@ type route struct {
 
 var _ sink.BatchSink = (*FanOut)(nil)
 
-// Publish writes a delivery of m for each matching endpoint and returns
-// nil once they are written (an event no endpoint wants is counted by
-// Unrouted). Writing again after a crash is harmless: a delivery already
-// written is kept as it is.
+// Publish delivers m to, or writes a delivery of m for, each matching
+// endpoint, and returns nil once each has it or its delivery is written
+// (an event no endpoint wants is counted by Unrouted). Publishing again
+// after a crash is harmless: a delivery already written is kept as it is,
+// and an endpoint that has one is not offered the event again.
 func (f *FanOut) Publish(ctx context.Context, m *sink.Message) error {
 	errs := []error{nil}
 	f.PublishBatch(ctx, []*sink.Message{m}, errs)
 	return errs[0]
 }
 
-// PublishBatch writes the deliveries of every message of msgs in one
-// statement (store.Endpoints.DeliveryInsert) and sets errs[i] to what
-// Publish would have returned for msgs[i]: nil for the messages no
-// endpoint wants, the statement's error for the others when it failed.
+// PublishBatch routes every message of msgs, offers them to the idle
+// endpoints' lanes, writes the deliveries left in one statement
+// (store.Endpoints.DeliveryInsert), and sets errs[i] to what Publish would
+// have returned for msgs[i]: nil for the messages every endpoint got (or
+// no endpoint wants), the statement's error for the others when it
+// failed (they are published again later: the endpoints that got them
+// directly get them again, with the same webhook-id).
 func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []error) {
 	routes, err := f.load(ctx)
 	if err != nil {
@@ -62,6 +79,31 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 		}
 		return
 	}
+	matched := make([][]uuid.UUID, len(msgs))
+	var endpoints []uuid.UUID
+	seen := map[uuid.UUID]bool{}
+	var routedEvents int64
+	for i, m := range msgs {
+		errs[i] = nil
+		for _, r := range routes {
+			if Matches(r.types, m.EventType) {
+				matched[i] = append(matched[i], r.id)
+				if !seen[r.id] {
+					seen[r.id] = true
+					endpoints = append(endpoints, r.id)
+				}
+			}
+		}
+		if len(matched[i]) == 0 {
+			f.unrouted.Add(1)
+		} else {
+			routedEvents++
+		}
+	}
+	if len(endpoints) == 0 {
+		return
+	}
+	offered := f.offer(ctx, msgs, matched, endpoints)
 	var (
 		batch   []store.Route
 		routed  []int // the index in msgs of each route of batch
@@ -69,25 +111,34 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 		touched = map[uuid.UUID]bool{}
 	)
 	for i, m := range msgs {
-		errs[i] = nil
-		var ids []uuid.UUID
-		for _, r := range routes {
-			if Matches(r.types, m.EventType) {
-				ids = append(ids, r.id)
-				if !touched[r.id] {
-					touched[r.id] = true
-					woken = append(woken, r.id)
-				}
-			}
-		}
-		if len(ids) == 0 {
-			f.unrouted.Add(1)
+		if len(matched[i]) == 0 {
 			continue
 		}
-		batch = append(batch, store.Route{Event: m.Event, Endpoints: ids})
-		routed = append(routed, i)
+		r := store.Route{Event: m.Event}
+		for j, id := range matched[i] {
+			t, write := store.Tried{}, true
+			if offered != nil {
+				t, write = offered[i][j].tried, !offered[i][j].delivered
+			}
+			if !write {
+				continue
+			}
+			r.Endpoints = append(r.Endpoints, id)
+			if offered != nil {
+				r.Tried = append(r.Tried, t)
+			}
+			if (t.Status == "" || t.Status == store.StatusPending) && !touched[id] {
+				touched[id] = true
+				woken = append(woken, id)
+			}
+		}
+		if len(r.Endpoints) > 0 {
+			batch = append(batch, r)
+			routed = append(routed, i)
+		}
 	}
 	if len(batch) == 0 {
+		f.routed.Add(routedEvents)
 		return
 	}
 	n, err := f.store.DeliveryInsert(ctx, batch)
@@ -98,11 +149,80 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 		}
 		return
 	}
-	f.routed.Add(int64(len(batch)))
+	f.routed.Add(routedEvents)
 	f.deliveries.Add(int64(n))
-	if f.written != nil {
+	if f.written != nil && len(woken) > 0 {
 		f.written(woken)
 	}
+}
+
+// offerResult is what one offer left: delivered (nothing to write), or
+// the delivery to write.
+type offerResult struct {
+	delivered bool
+	tried     store.Tried
+}
+
+// offer offers each message to the lanes of its matched endpoints that take
+// offers (in ordered mode, only those that have no delivery queued: an
+// event delivered directly must not overtake a queued one of its
+// aggregate), all at once, and returns what each left (by message, then
+// matched endpoint; the zero offerResult where no offer was made), or nil
+// when no lane took any. In unordered mode an endpoint with deliveries
+// queued is offered events too: its lane drains the queue beside them.
+func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uuid.UUID, endpoints []uuid.UUID) [][]offerResult {
+	if f.offerable == nil || f.within <= 0 {
+		return nil
+	}
+	lanes, wait := f.offerable(endpoints, len(msgs))
+	if len(lanes) == 0 {
+		return nil
+	}
+	if f.ordered {
+		ids := make([]uuid.UUID, 0, len(lanes))
+		for id := range lanes {
+			ids = append(ids, id)
+		}
+		queued, err := f.store.DeliveryPending(ctx, ids)
+		if err != nil {
+			// Nothing is offered: every delivery is written, as without
+			// direct delivery.
+			f.log.Warn("looking for queued deliveries failed; this batch is written for the lanes, none delivered directly", "error", err)
+			return nil
+		}
+		for _, id := range queued {
+			delete(lanes, id)
+		}
+		if len(lanes) == 0 {
+			return nil
+		}
+	}
+	out := make([][]offerResult, len(msgs))
+	now := time.Now()
+	var wg sync.WaitGroup
+	for i, m := range msgs {
+		out[i] = make([]offerResult, len(matched[i]))
+		for j, id := range matched[i] {
+			l := lanes[id]
+			if l == nil {
+				continue
+			}
+			res := &out[i][j]
+			wg.Go(func() {
+				o, ok := l.offer(ctx, store.Delivery{Event: m.Event, Attempt: 1, CreatedAt: now}, wait)
+				if !ok {
+					return
+				}
+				t, write := l.tried(o)
+				*res = offerResult{delivered: !write, tried: t}
+				if !write {
+					f.direct.Add(1)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	return out
 }
 
 // load returns the routes, read again when older than RefreshEvery (the
@@ -142,16 +262,25 @@ func (f *FanOut) setRoutesLocked(all []store.Endpoint, when time.Time) {
 // delivery).
 func (f *FanOut) Unrouted() int64 { return f.unrouted.Load() }
 
-// Routed counts the events the fan-out wrote deliveries for.
+// Routed counts the events the fan-out routed to at least one endpoint.
 func (f *FanOut) Routed() int64 { return f.routed.Load() }
 
 // Written counts the deliveries written (one per event and matching
-// endpoint; one already written, by an event published again, is not
-// counted again). Deliveries made are the lanes' (Supervisor.Stats).
+// endpoint that did not get it directly; one already written, by an event
+// published again, is not counted again). Deliveries made are the lanes'
+// (Supervisor.Stats).
 func (f *FanOut) Written() int64 { return f.deliveries.Load() }
+
+// Direct counts the events delivered directly: offered to an idle
+// endpoint's lane, which delivered them without a delivery being written
+// (with Config.KeepDelivered, it is written done).
+func (f *FanOut) Direct() int64 { return f.direct.Load() }
 
 // String names the sink for logs.
 func (f *FanOut) String() string {
+	if f.within > 0 {
+		return fmt.Sprintf("webhook endpoints: fan-out to each matching endpoint, directly to idle endpoints answering within %v, else into one delivery its lane delivers", f.within)
+	}
 	return "webhook endpoints: fan-out into one delivery per matching endpoint, each endpoint's lane delivering its own"
 }
 

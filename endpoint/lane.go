@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/relay"
@@ -32,6 +33,14 @@ type lane struct {
 	// pool is the lane's own connection pool, if any (see withCapture):
 	// its idle connections are closed when the lane ends.
 	pool *http.Transport
+	// pace and slots are what the fan-out's offers need (see direct.go):
+	// how long the endpoint's attempts take, and one token per delivery
+	// the endpoint takes at once (its concurrency), held by each offer.
+	pace  directPace
+	slots chan struct{}
+	// measuring is held by the one offer that may go to the endpoint while
+	// its pace is not known.
+	measuring atomic.Bool
 }
 
 // poke wakes the lane's relay, if it waits.
@@ -94,7 +103,8 @@ func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
 	if err != nil {
 		return nil, err
 	}
-	l := &lane{e: e, key: settingsKey(e, now), wake: make(chan struct{}, 1), pool: pool}
+	l := &lane{e: e, key: settingsKey(e, now), wake: make(chan struct{}, 1), pool: pool,
+		slots: make(chan struct{}, max(e.Concurrency, 1))}
 	log := s.cfg.Relay.Logger.With("endpoint", e.ID, "endpoint_name", e.Name)
 	if e.Shadow {
 		// A shadow endpoint never alerts: its lane logs at info level at
@@ -102,7 +112,7 @@ func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
 		log = slog.New(quietHandler{log.Handler()}).With("shadow", true)
 	}
 	h := &health{s: s, e: e, log: log, stop: func() { s.stopLane(l) }, failingSince: e.FailingSince}
-	var chain sink.Sink = &attemptLog{next: hook, endpoint: e.ID, log: s.attempts, health: h}
+	var chain sink.Sink = &attemptLog{next: hook, endpoint: e.ID, log: s.attempts, health: h, pace: &l.pace}
 	if e.RatePerSecond > 0 {
 		chain = &rateLimited{next: chain, bucket: newTokenBucket(e.RatePerSecond)}
 	}

@@ -32,24 +32,38 @@ import (
 
 // In ordered mode each endpoint receives each aggregate's events in order,
 // although a fifth of the attempts fail at random, and an endpoint's
-// failures hold back only its own lane.
+// failures hold back only its own lane: with every delivery written first
+// (deliveries kept), and with the fan-out delivering directly to the
+// endpoints that have nothing queued.
 func TestOrderedLanesKeepEachAggregatesOrderPerEndpoint(t *testing.T) {
+	t.Run("written first", func(t *testing.T) { orderedLanes(t, true) })
+	t.Run("direct", func(t *testing.T) { orderedLanes(t, false) })
+}
+
+func orderedLanes(t *testing.T, keepDelivered bool) {
 	s := pgtest.OrderedStore(t)
 	const aggregates, perAggregate = 8, 12
-	flaky := func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
-		if rand.N(5) == 0 {
-			return http.StatusInternalServerError
+	// The first requests succeed: the direct case then starts with
+	// deliveries made directly (a failure queues the endpoint's next ones).
+	flaky := func() receiver.Respond {
+		var requests atomic.Int64
+		return func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+			if requests.Add(1) > 8 && rand.N(5) == 0 {
+				return http.StatusInternalServerError
+			}
+			return 0
 		}
-		return 0
 	}
-	a := receiver.New(t, secret, flaky)
-	b := receiver.New(t, secret, flaky)
+	a := receiver.New(t, secret, flaky())
+	b := receiver.New(t, secret, flaky())
 	addEndpoint(t, s, "a", a.URL, nil)
 	addEndpoint(t, s, "b", b.URL, func(e *store.Endpoint) { e.Concurrency = 8 })
 	sup := startSupervisor(t, s, func(c *endpoint.Config) {
 		c.Relay.Ordered = true
 		c.Relay.MaxAttempts = 1000
+		c.KeepDelivered = keepDelivered
 	})
+	waitFor(t, 10*time.Second, "both lanes running", func() bool { return sup.Stats().Lanes == 2 })
 	f := sup.FanOut()
 	for i := range perAggregate {
 		for agg := range aggregates {
@@ -76,6 +90,9 @@ func TestOrderedLanesKeepEachAggregatesOrderPerEndpoint(t *testing.T) {
 	}
 	if st := sup.Stats(); st.Retried == 0 || st.Failed != 0 {
 		t.Errorf("stats = %+v: want retries (a fifth of attempts failed) and no failure", st)
+	}
+	if st := sup.Stats(); keepDelivered != (st.Direct == 0) {
+		t.Errorf("stats = %+v: want deliveries made directly exactly when delivered ones are not kept", st)
 	}
 }
 

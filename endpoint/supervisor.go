@@ -49,9 +49,11 @@ type Stats struct {
 	// counts. Dropped counts the deliveries of shadow endpoints that used
 	// their attempts (store.StatusDropped): not in Failed.
 	Delivered, Retried, Failed, Dropped, Released int64
-	// Written counts the deliveries the fan-out wrote, and Unrouted the
-	// events it wrote none for (FanOut.Written, FanOut.Unrouted).
-	Written, Unrouted int64
+	// Written counts the deliveries the fan-out wrote, Direct the events
+	// it offered to a lane that delivered them without a delivery written
+	// (counted in Delivered too), and Unrouted the events no endpoint
+	// wanted (FanOut.Written, FanOut.Direct, FanOut.Unrouted).
+	Written, Direct, Unrouted int64
 	// BreakerOpened counts the times an endpoint's breaker opened (not its
 	// reopening after a failed probe); AutoDisabled the endpoints disabled
 	// for failing Config.DisableAfter.
@@ -74,7 +76,8 @@ func New(cfg Config) (*Supervisor, error) {
 		lanes:      map[uuid.UUID]*lane{},
 		refused:    map[uuid.UUID]string{},
 	}
-	s.fanOut = &FanOut{store: cfg.Store, refreshEvery: cfg.RefreshEvery, written: s.wake}
+	s.fanOut = &FanOut{store: cfg.Store, refreshEvery: cfg.RefreshEvery, written: s.wake,
+		offerable: s.offerable, within: s.directWithin(), ordered: cfg.Relay.Ordered, log: cfg.Logger}
 	s.attempts = newBatcher(cfg.AttemptsBatch, cfg.AttemptsFlush, func(ctx context.Context, a []store.Attempt) {
 		if err := cfg.Store.AttemptInsert(ctx, a); err != nil {
 			cfg.Logger.Warn("writing the attempts log failed; these attempts are not logged", "attempts", len(a), "error", err)
@@ -107,7 +110,8 @@ func (s *Supervisor) Run(ctx context.Context) error {
 	s.mu.Unlock()
 	s.cfg.Logger.Info("endpoints supervisor started: one relay per enabled endpoint", "owner", s.cfg.Relay.Owner,
 		"refresh_every", s.cfg.RefreshEvery, "poll_interval", s.cfg.PollInterval, "ordered", s.cfg.Relay.Ordered,
-		"breaker_failures", s.cfg.BreakerFailures, "disable_after", s.cfg.DisableAfter, "retention", s.cfg.Retention)
+		"breaker_failures", s.cfg.BreakerFailures, "disable_after", s.cfg.DisableAfter, "retention", s.cfg.Retention,
+		"direct_within", s.directWithin())
 
 	laneCtx, stopLanes := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLanes()
@@ -143,7 +147,7 @@ loop:
 	writer.Wait()
 	st := s.Stats()
 	s.cfg.Logger.Info("endpoints supervisor stopped", "delivered", st.Delivered, "retried", st.Retried, "failed", st.Failed,
-		"dropped", st.Dropped, "written", st.Written, "unrouted", st.Unrouted)
+		"dropped", st.Dropped, "written", st.Written, "direct", st.Direct, "unrouted", st.Unrouted)
 	return err
 }
 
@@ -299,6 +303,45 @@ func (s *Supervisor) pollDue(ctx context.Context) {
 	s.wake(due)
 }
 
+// directWithin is Config.DirectWithin, or -1 (no direct delivery) with
+// Config.KeepDelivered.
+func (s *Supervisor) directWithin() time.Duration {
+	if s.cfg.KeepDelivered {
+		return -1
+	}
+	return s.cfg.DirectWithin
+}
+
+// offerable returns the lanes, among those of endpoints, that take the
+// fan-out's offers of a batch of n events now (lane.takesOffers), or nil,
+// and how long an offer may wait for a slot (directBounds).
+func (s *Supervisor) offerable(endpoints []uuid.UUID, n int) (map[uuid.UUID]*lane, time.Duration) {
+	if s.directWithin() <= 0 {
+		return nil, 0
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	means := make([]time.Duration, 0, len(s.lanes))
+	perSlot := make([]time.Duration, 0, len(s.lanes))
+	for _, l := range s.lanes {
+		if mean, known := l.pace.measured(); known && !l.stopping {
+			means = append(means, mean)
+			perSlot = append(perSlot, mean/time.Duration(cap(l.slots)))
+		}
+	}
+	bound, wait := directBounds(s.cfg.DirectWithin, means, perSlot, n)
+	var out map[uuid.UUID]*lane
+	for _, id := range endpoints {
+		if l, ok := s.lanes[id]; ok && l.takesOffers(bound) {
+			if out == nil {
+				out = map[uuid.UUID]*lane{}
+			}
+			out[id] = l
+		}
+	}
+	return out, wait
+}
+
 // wake wakes the lanes of endpoints.
 func (s *Supervisor) wake(endpoints []uuid.UUID) {
 	s.mu.Lock()
@@ -322,7 +365,7 @@ func (s *Supervisor) Stats() Stats {
 		}
 	}
 	s.mu.Unlock()
-	st.Written, st.Unrouted = s.fanOut.Written(), s.fanOut.Unrouted()
+	st.Written, st.Direct, st.Unrouted = s.fanOut.Written(), s.fanOut.Direct(), s.fanOut.Unrouted()
 	st.BreakerOpened, st.AutoDisabled = s.breakerOpened.Load(), s.autoDisabled.Load()
 	return st
 }

@@ -78,6 +78,7 @@
 //	culprits.go   the events the sink is unreachable with, alone
 //	backoff.go    exponential backoff with full jitter, and Retry-After
 //	settle.go     the settler: outcomes recorded in batched statements
+//	offer.go      Offer: delivering an event the store does not hold, without settling it
 //	retries.go    when the retries this relay scheduled fall due
 //	lease.go      the events in flight with their local lease deadlines,
 //	              lease renewal, and reclaiming expired leases

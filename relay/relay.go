@@ -34,9 +34,12 @@ type Relay struct {
 	// while there is none or producers always notify (see store.Listening).
 	dozer atomic.Pointer[store.Dozer]
 	// counts, ready and finding are what Stats and Ready report.
-	counts  counters
-	ready   atomic.Bool
-	finding atomic.Pointer[finding]
+	counts counters
+	ready  atomic.Bool
+	// accepting is true while Run takes offers (Offer): from when its
+	// publishers start until it stops claiming.
+	accepting atomic.Bool
+	finding   atomic.Pointer[finding]
 	// health follows whether the sink can be reached (see outageTimeouts).
 	health *sinkHealth
 	// pace follows how long deliveries take, which bounds the events
@@ -149,7 +152,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	if r.cfg.Stream != nil {
 		streaming.Go(func() { r.follow(ctx, work) })
 	}
+	r.accepting.Store(true)
 	r.claimLoop(ctx, work)
+	r.accepting.Store(false)
 	streaming.Wait()
 	r.ready.Store(false)
 

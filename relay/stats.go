@@ -10,7 +10,8 @@ import (
 // grow. Outcomes (Delivered, Retried, Failed, Released) are counted once
 // they are recorded in the store: an outcome that could not be recorded
 // before the shutdown is not counted, and its event is delivered again
-// after its lease.
+// after its lease. Offered events (Relay.Offer) are counted when their
+// outcome is decided.
 type Stats struct {
 	// Claimed counts the events this relay claimed; an event claimed again
 	// for a retry counts again.
@@ -121,6 +122,21 @@ func (r *Relay) Stats() Stats {
 // that cannot listen and polls is ready. Safe to call from any goroutine,
 // for instance a health check.
 func (r *Relay) Ready() bool { return r.ready.Load() }
+
+// offered counts the outcome of an offered event (Relay.Offer) as the
+// settler counts a recorded one.
+func (c *counters) offered(a action) {
+	switch a {
+	case actionDone:
+		c.delivered.Add(1)
+	case actionRetry:
+		c.retried.Add(1)
+	case actionFail:
+		c.failed.Add(1)
+	case actionRelease:
+		c.released.Add(1)
+	}
+}
 
 // SinkAvailable reports whether the relay finds its sink reachable: false
 // during an outage (see Stats.SinkDown), true otherwise, before Run and

@@ -1,0 +1,164 @@
+package endpoint
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/store"
+)
+
+// Direct delivery. Writing a delivery for every (event, endpoint) and
+// deleting it once delivered costs the database three row writes per
+// delivery (the delivery, its delete, the lane's lease), where the relay of
+// one URL spends less than one per event: ten endpoints delivered that way
+// ran at 0.4 of the single URL's events/s. So the fan-out first offers each
+// event to the lanes of the endpoints that are idle and fast
+// (lane.takesOffers: recent attempts within Config.DirectWithin or a few
+// times the median endpoint's, no rate limit, and in ordered mode nothing
+// queued), which deliver it at once through
+// their relay (relay.Relay.Offer: the same sink chain, retry policy,
+// outage rule, observer and attempts log as a claimed delivery), and writes
+// a delivery only for the endpoints that did not get it: not offered,
+// released (unreachable: due at once, no attempt counted), to be retried
+// (one attempt counted, due after the backoff), or failed (a dead letter at
+// once). The outbox event is done once they are written, so a crash before
+// that delivers the event again to every endpoint, with the same
+// webhook-id, as a crash of the relay of one URL does.
+
+// directPace follows how long one endpoint's attempts take (every attempt,
+// offered or claimed, through the attempts log): the fan-out offers events
+// only to an endpoint whose attempts are known to be fast, so that a slow
+// endpoint never holds the others' events back.
+type directPace struct {
+	mu sync.Mutex
+	// known: at least one attempt was measured; until then the endpoint's
+	// deliveries go through its lane, which measures them.
+	known bool
+	// mean is an exponentially weighted mean of the attempts' durations,
+	// last the last one's.
+	mean, last time.Duration
+}
+
+// paceWeight is the weight of the newest attempt in directPace.mean.
+const paceWeight = 0.2
+
+// record adds an attempt that took took.
+func (p *directPace) record(took time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.known {
+		p.known, p.mean = true, took
+	} else {
+		p.mean += time.Duration(paceWeight * float64(took-p.mean))
+	}
+	p.last = took
+}
+
+// fast reports whether the endpoint's attempts take at most d (the mean
+// and the last one), and whether any was measured.
+func (p *directPace) fast(d time.Duration) (fast, known bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.known && p.mean <= d && p.last <= d, p.known
+}
+
+// measured returns the mean, and whether any attempt was measured.
+func (p *directPace) measured() (time.Duration, bool) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.mean, p.known
+}
+
+// directSpread: an endpoint is fast enough for the fan-out's offers when its
+// attempts take at most Config.DirectWithin, or at most directSpread times
+// the median endpoint's. The relative bound keeps direct delivery on when
+// every attempt slows together (a busy machine, every partner far away),
+// which only makes each fan-out batch take longer, and leaves out the
+// endpoint much slower than the rest, which would hold their events back.
+// An offer waits for one of its endpoint's slots as long as the median
+// endpoint takes to deliver directSpread times the batch (its mean over
+// its concurrency, times the batch's events), at least DirectWithin: so an
+// endpoint of low concurrency does not make every batch wait for it; what
+// it cannot take in time is written for its lane.
+const directSpread = 4
+
+// directBounds returns how long the attempts of an endpoint taking offers
+// may take, and how long an offer of a batch of n events may wait for one
+// of its endpoint's slots, given the means and the concurrencies of the
+// endpoints measured so far (both sorted in place).
+func directBounds(within time.Duration, means, perSlot []time.Duration, n int) (attempt, wait time.Duration) {
+	if len(means) == 0 {
+		return within, within
+	}
+	// The lower median: of two endpoints, the faster sets the bound.
+	slices.Sort(means)
+	slices.Sort(perSlot)
+	mid := (len(means) - 1) / 2
+	return max(within, directSpread*means[mid]), max(within, directSpread*time.Duration(n)*perSlot[mid])
+}
+
+// takesOffers reports whether the fan-out may offer l events (in ordered
+// mode, before it asks the store whether l has deliveries queued): l runs,
+// its endpoint has no rate limit (a token bucket would hold the fan-out),
+// and its attempts take at most bound or are not measured yet.
+func (l *lane) takesOffers(bound time.Duration) bool {
+	if bound <= 0 || l.stopping || l.e.RatePerSecond > 0 {
+		return false
+	}
+	fast, known := l.pace.fast(bound)
+	return fast || !known
+}
+
+// offer delivers d through l's relay (relay.Relay.Offer) once one of the
+// endpoint's delivery slots is free, waiting for one at most wait; it
+// returns false when it did not send (no slot in time, the relay not
+// taking offers, another offer measuring the endpoint).
+func (l *lane) offer(ctx context.Context, d store.Delivery, wait time.Duration) (relay.Offered, bool) {
+	if _, known := l.pace.measured(); !known {
+		// Not measured yet: one offer at a time, so that an endpoint that
+		// turns out slow holds back one fan-out batch, not many.
+		if !l.measuring.CompareAndSwap(false, true) {
+			return relay.Offered{}, false
+		}
+		defer l.measuring.Store(false)
+	}
+	select {
+	case l.slots <- struct{}{}:
+	default:
+		t := time.NewTimer(wait)
+		select {
+		case l.slots <- struct{}{}:
+			t.Stop()
+		case <-t.C:
+			return relay.Offered{}, false
+		case <-ctx.Done():
+			t.Stop()
+			return relay.Offered{}, false
+		}
+	}
+	defer func() { <-l.slots }()
+	return l.relay.Offer(ctx, d)
+}
+
+// tried is how the delivery of an event offered to l is written, given
+// what the offer returned (nothing when it was delivered: the supervisor
+// offers nothing when delivered deliveries are kept).
+func (l *lane) tried(o relay.Offered) (store.Tried, bool) {
+	switch o.Outcome {
+	case relay.OutcomeDelivered:
+		return store.Tried{}, false
+	case relay.OutcomeRetry:
+		return store.Tried{Status: store.StatusPending, Attempts: 1, RetryAt: o.RetryAt, LastError: o.LastError}, true
+	case relay.OutcomeFailed:
+		status := store.StatusFailed
+		if l.e.Shadow {
+			status = store.StatusDropped
+		}
+		return store.Tried{Status: status, Attempts: 1, LastError: o.LastError}, true
+	}
+	// Released: due at once, no attempt counted; the lane probes.
+	return store.Tried{}, true
+}

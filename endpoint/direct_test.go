@@ -1,0 +1,156 @@
+package endpoint_test
+
+import (
+	"context"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/store"
+)
+
+// enqueue writes n events of type typ, each of its own aggregate, into the
+// outbox of s.
+func enqueue(t *testing.T, s store.Outbox, typ string, n int) []uuid.UUID {
+	t.Helper()
+	events := make([]postbox.Event, n)
+	ids := make([]uuid.UUID, n)
+	for i := range events {
+		ids[i] = uuid.Must(uuid.NewV7())
+		events[i] = postbox.Event{ID: ids[i], AggregateType: "order", AggregateID: strconv.Itoa(i), EventType: typ,
+			Payload: []byte(`{"n":` + strconv.Itoa(i) + `}`)}
+	}
+	if err := s.Enqueue(context.Background(), events...); err != nil {
+		t.Fatal(err)
+	}
+	return ids
+}
+
+// An idle endpoint gets events straight from the fan-out: each exactly
+// once, with no delivery written, and its attempts logged; with direct
+// delivery off (DirectWithin negative) every delivery is written first.
+func TestDirectDeliveryWritesNoDelivery(t *testing.T) {
+	for _, direct := range []bool{true, false} {
+		t.Run(map[bool]string{true: "direct", false: "off"}[direct], func(t *testing.T) {
+			s := pgStore(t)
+			rc := receiver.New(t, secret, nil)
+			e := addEndpoint(t, s, "a", rc.URL, nil)
+			sup := startSupervisor(t, s, func(c *endpoint.Config) {
+				c.KeepDelivered = false
+				if !direct {
+					c.DirectWithin = -1
+				}
+			})
+			waitFor(t, 10*time.Second, "the lane running", func() bool { return sup.Stats().Lanes == 1 })
+			startRelay(t, s, sup.FanOut(), nil)
+			const n = 200
+			enqueue(t, s, "order.created", n)
+			rc.WaitAccepted(t, n, 30*time.Second)
+			waitFor(t, 10*time.Second, "every delivery recorded", func() bool { return sup.Stats().Delivered == n })
+			if got := len(rc.Accepted()); got != n {
+				t.Errorf("received %d requests, want each of the %d events once", got, n)
+			}
+			st := sup.Stats()
+			if st.Direct+st.Written != n {
+				t.Errorf("stats %+v: each delivery is made directly or written first", st)
+			}
+			if direct && st.Direct == 0 || !direct && st.Direct != 0 {
+				t.Errorf("stats %+v: want deliveries made directly only when DirectWithin is not negative", st)
+			}
+			if c := counts(t, s, e.ID); c != (store.DeliveryCounts{}) {
+				t.Errorf("counts = %+v, want no delivery left", c)
+			}
+			waitFor(t, 10*time.Second, "every attempt logged", func() bool {
+				a, err := s.AttemptList(context.Background(), e.ID, 2*n)
+				return err == nil && len(a) == n
+			})
+		})
+	}
+}
+
+// An offered attempt that fails is written as the lane would have settled
+// it: a 503 as a retry (one attempt counted, delivered later by the lane,
+// the receiver seeing a second attempt), a 410 as a dead letter at once.
+func TestDirectFailuresAreWrittenAsTheLaneSettles(t *testing.T) {
+	s := pgStore(t)
+	var mu sync.Mutex
+	answer := map[string]int{} // the first answer to an event, by payload
+	rc := receiver.New(t, secret, func(_ http.ResponseWriter, _ *http.Request, d receiver.Delivery, n int) int {
+		mu.Lock()
+		defer mu.Unlock()
+		if n == 1 {
+			return answer[string(d.Body)]
+		}
+		return 0
+	})
+	e := addEndpoint(t, s, "a", rc.URL, nil)
+	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = false })
+	waitFor(t, 10*time.Second, "the lane running", func() bool { return sup.Stats().Lanes == 1 })
+	f := sup.FanOut()
+	// Measured first, so that the next events are offered.
+	fanOut(t, f, "warm.up")
+	waitFor(t, 10*time.Second, "the first delivery", func() bool { return sup.Stats().Delivered == 1 })
+	mu.Lock()
+	answer[`{"n":0}`] = http.StatusServiceUnavailable
+	answer[`{"n":1}`] = http.StatusGone
+	mu.Unlock()
+	ids := fanOut(t, f, "order.retried", "order.gone")
+	if st := sup.Stats(); st.Direct != 1 || st.Written != 2 {
+		t.Fatalf("stats %+v: want the warm-up made directly (or written), the two failed offers written", st)
+	}
+	retried, gone := ids["order.retried"][0], ids["order.gone"][0]
+	waitFor(t, 10*time.Second, "the retry delivered by the lane", func() bool { return rc.Attempts(retried.String()) == 2 })
+	if n := rc.Attempts(gone.String()); n != 1 {
+		t.Errorf("the event answered 410 was sent %d times, want once", n)
+	}
+	page, err := s.FailedList(context.Background(), store.FailedListParams{FailedFilter: store.FailedFilter{Endpoint: e.ID}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if dead := page.Events; len(dead) != 1 || dead[0].ID != gone || dead[0].Retries != 1 || dead[0].LastError == "" {
+		t.Errorf("dead letters = %+v, want the event answered 410, after 1 attempt, with its error", dead)
+	}
+}
+
+// An endpoint much slower than the others is not offered events once
+// measured (one measuring offer at most): its deliveries are written for
+// its lane, while the fast endpoint keeps getting them directly.
+func TestSlowEndpointIsLeftToItsLane(t *testing.T) {
+	s := pgStore(t)
+	fast := receiver.New(t, secret, nil)
+	slow := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		time.Sleep(300 * time.Millisecond)
+		return 0
+	})
+	addEndpoint(t, s, "fast", fast.URL, nil)
+	addEndpoint(t, s, "slow", slow.URL, nil)
+	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = false; c.DirectWithin = 25 * time.Millisecond })
+	waitFor(t, 10*time.Second, "both lanes running", func() bool { return sup.Stats().Lanes == 2 })
+	const n = 20
+	fanOut(t, sup.FanOut(), make20("order.created")...)
+	fast.WaitAccepted(t, n, 30*time.Second)
+	slow.WaitAccepted(t, n, 30*time.Second)
+	st := sup.Stats()
+	if st.Direct > n+1 || st.Written < n-1 {
+		t.Errorf("stats %+v: want the slow endpoint offered at most one event (its measure), its others written", st)
+	}
+	if st.Direct == 0 {
+		t.Errorf("stats %+v: want the fast endpoint's deliveries made directly", st)
+	}
+}
+
+// make20 returns typ 20 times.
+func make20(typ string) []string {
+	out := make([]string, 20)
+	for i := range out {
+		out[i] = typ
+	}
+	return out
+}
