@@ -240,7 +240,7 @@ func checkRelayFlags(fs *flag.FlagSet) error {
 	if every := fs.Lookup("heartbeat").Value.(flag.Getter).Get().(time.Duration); every > presence.EveryMax {
 		return fmt.Errorf("%w: --heartbeat %v: at most %v (the other relays prune a row %v old)", errUsage, every, presence.EveryMax, presence.PruneAfterDefault)
 	}
-	return notNegative(fs, "concurrency", "publish-batch", "dedup-window")
+	return notNegative(fs, "concurrency", "publish-batch", "dedup-window", "direct-within")
 }
 
 // relayConfigFlags names the flag of each relay.Config field the relay's

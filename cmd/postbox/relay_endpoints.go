@@ -101,20 +101,24 @@ type endpointsFlags struct {
 	disableAfter time.Duration
 	retention    time.Duration
 	breaker      int
+	direct       time.Duration
 }
 
 func (e *endpointsFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&e.on, "endpoints", false, "deliver to the webhook endpoints in the database (postbox endpoints add): the relay drains the outbox into a fan-out that writes one delivery per matching endpoint, "+
-		"and one lane per enabled endpoint delivers its own, with the relay's flags (--lease, --backoff-*, --max-attempts, --probe-interval, --timeout, --batch, --claim-bytes, --ordered, --signature) and the endpoint's own concurrency and rate")
+	fs.BoolVar(&e.on, "endpoints", false, "deliver to the webhook endpoints in the database (postbox endpoints add): the relay drains the outbox into a fan-out that delivers directly to idle endpoints (--direct-within) and writes one delivery for each other matching endpoint, "+
+		"and one lane per enabled endpoint delivers those, with the relay's flags (--lease, --backoff-*, --max-attempts, --probe-interval, --timeout, --batch, --claim-bytes, --ordered, --signature) and the endpoint's own concurrency and rate")
 	e.guard.register(fs)
 	fs.DurationVar(&e.disableAfter, "disable-after", endpoint.DisableAfterDefault, "with --endpoints: disable an endpoint whose attempts all failed for this long")
 	fs.DurationVar(&e.retention, "attempts-retention", endpoint.RetentionDefault, "with --endpoints: how long attempts, dropped deliveries and (with --retention) delivered ones are kept")
 	fs.IntVar(&e.breaker, "breaker-failures", endpoint.BreakerFailuresDefault, "with --endpoints: consecutive failed attempts that open an endpoint's breaker: its lane then probes it, counting no attempt, as the relay does a sink it finds unreachable")
+	fs.DurationVar(&e.direct, "direct-within", endpoint.DirectWithinDefault, "with --endpoints: the fan-out delivers each event directly to the matching endpoints that have no rate limit and answer within this "+
+		"(or within 4 times the median endpoint's time), writing a delivery only for the others and for attempts that did not deliver; with --ordered, only to endpoints with nothing queued; "+
+		"0: every delivery is written first, as it always is with --retention (a kept delivery is what stops an event published again after a crash from reaching an endpoint twice)")
 }
 
 // endpointsOnlyFlags are the relay's flags that mean something only with
 // --endpoints.
-var endpointsOnlyFlags = []string{"allow-private-endpoints", "allow-cidr", "disable-after", "attempts-retention", "breaker-failures"}
+var endpointsOnlyFlags = []string{"allow-private-endpoints", "allow-cidr", "disable-after", "attempts-retention", "breaker-failures", "direct-within"}
 
 // notWithEndpoints are the relay's flags that --endpoints refuses, and why.
 var notWithEndpoints = map[string]string{
@@ -209,7 +213,15 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 			return strictClient
 		},
 		BreakerFailures: f.breaker, DisableAfter: f.disableAfter, Retention: f.retention, PollInterval: c.poll,
-		KeepDelivered: c.keepDelivered,
+		KeepDelivered: c.keepDelivered, DirectWithin: f.direct,
+	}
+	direct := fmt.Sprintf("to idle endpoints answering within %v (or 4 times the median endpoint's time)", f.direct)
+	switch {
+	case f.direct == 0:
+		cfg.DirectWithin = -1
+		direct = "off (--direct-within 0): every delivery written first"
+	case c.keepDelivered:
+		direct = "off: --retention keeps delivered deliveries, so every delivery is written first"
 	}
 	if c.prom != nil {
 		cfg.Observer = func(e store.Endpoint) relay.Observer { return c.prom.Endpoint(endpointLabel(e)) }
@@ -222,9 +234,9 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 	if c.lane.Ordered {
 		order = "ordered: each aggregate's events reach each endpoint in order"
 	}
-	c.lane.Logger.Info("endpoints mode: the relay drains the outbox into the fan-out, which writes one delivery per matching endpoint; one lane per enabled endpoint delivers its own, as a relay does (its concurrency and rate are the endpoint's)",
+	c.lane.Logger.Info("endpoints mode: the relay drains the outbox into the fan-out, which delivers directly to idle endpoints and writes one delivery for each other matching endpoint; one lane per enabled endpoint delivers those, as a relay does (its concurrency and rate are the endpoint's)",
 		"store", where, "endpoints", len(all), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", f.guard.describe(),
-		"deliveries", order, "signature", c.scheme, "due_poll", c.poll,
+		"deliveries", order, "direct_delivery", direct, "signature", c.scheme, "due_poll", c.poll,
 		"breaker_failures", f.breaker, "disable_after", f.disableAfter, "attempts_retention", f.retention)
 	if enabled == 0 {
 		c.lane.Logger.Warn("no enabled endpoint: events are marked done undelivered until one is added (postbox endpoints add)")
@@ -301,6 +313,7 @@ func (e *endpointsRelay) run(ctx context.Context, runRelay func(context.Context)
 
 // register adds to the --metrics-addr registry what the lanes' and the
 // fan-out's observers do not count: postbox_endpoint_unrouted_events_total,
+// postbox_endpoint_direct_deliveries_total,
 // postbox_endpoint_breaker_opened_total,
 // postbox_endpoint_auto_disabled_total,
 // postbox_endpoint_dropped_deliveries_total and postbox_endpoint_lanes.
@@ -311,6 +324,8 @@ func (e *endpointsRelay) register(reg prometheus.Registerer) {
 	}
 	reg.MustRegister(
 		counter("endpoint_unrouted_events_total", "Events that matched no endpoint's filter: marked done undelivered.", func(s endpoint.Stats) int64 { return s.Unrouted }),
+		counter("endpoint_direct_deliveries_total", "Deliveries the fan-out made directly, with no delivery written (--direct-within); counted in postbox_deliveries_total too.",
+			func(s endpoint.Stats) int64 { return s.Direct }),
 		counter("endpoint_breaker_opened_total", "Times an endpoint's circuit breaker opened.", func(s endpoint.Stats) int64 { return s.BreakerOpened }),
 		counter("endpoint_auto_disabled_total", "Endpoints disabled for failing too long (--disable-after).", func(s endpoint.Stats) int64 { return s.AutoDisabled }),
 		counter("endpoint_dropped_deliveries_total", "Deliveries of shadow endpoints that used their attempts: dropped, never dead letters (postbox_deliveries_total counts them failed, under the endpoint's label).",
@@ -321,7 +336,7 @@ func (e *endpointsRelay) register(reg prometheus.Registerer) {
 }
 
 func (e *endpointsRelay) log(msg string, st endpoint.Stats) {
-	e.logger.Info(msg, "lanes", st.Lanes, "unrouted_events", st.Unrouted, "deliveries_written", st.Written,
+	e.logger.Info(msg, "lanes", st.Lanes, "unrouted_events", st.Unrouted, "deliveries_written", st.Written, "delivered_directly", st.Direct,
 		"delivered", st.Delivered, "retried", st.Retried, "failed", st.Failed, "dropped", st.Dropped, "released", st.Released,
 		"breaker_opened", st.BreakerOpened, "auto_disabled", st.AutoDisabled)
 }
