@@ -112,11 +112,12 @@ func (l *lane) takesOffers(bound time.Duration) bool {
 	return fast || !known
 }
 
-// offer delivers d through l's relay (relay.Relay.Offer) once one of the
-// endpoint's delivery slots is free, waiting for one at most wait; it
-// returns false when it did not send (no slot in time, the relay not
-// taking offers, another offer measuring the endpoint).
-func (l *lane) offer(ctx context.Context, d store.Delivery, wait time.Duration) (relay.Offered, bool) {
+// offer delivers d through l's relay (relay.Relay.Offer), under ctx, once
+// one of the endpoint's delivery slots is free, waiting for one until
+// slotWait ends (the fan-out's batch shares one deadline: no timer per
+// offer); it returns false when it did not send (no slot in time, the
+// relay not taking offers, another offer measuring the endpoint).
+func (l *lane) offer(ctx, slotWait context.Context, d store.Delivery) (relay.Offered, bool) {
 	if _, known := l.pace.measured(); !known {
 		// Not measured yet: one offer at a time, so that an endpoint that
 		// turns out slow holds back one fan-out batch, not many.
@@ -128,14 +129,9 @@ func (l *lane) offer(ctx context.Context, d store.Delivery, wait time.Duration) 
 	select {
 	case l.slots <- struct{}{}:
 	default:
-		t := time.NewTimer(wait)
 		select {
 		case l.slots <- struct{}{}:
-			t.Stop()
-		case <-t.C:
-			return relay.Offered{}, false
-		case <-ctx.Done():
-			t.Stop()
+		case <-slotWait.Done():
 			return relay.Offered{}, false
 		}
 	}
@@ -161,4 +157,41 @@ func (l *lane) tried(o relay.Offered) (store.Tried, bool) {
 	}
 	// Released: due at once, no attempt counted; the lane probes.
 	return store.Tried{}, true
+}
+
+// workers runs the fan-out's offers in goroutines that outlive them: an
+// offer walks deep into the HTTP client, and a goroutine started for each
+// grew its stack through it every time (12 % of the relay's CPU in endpoints
+// mode). A task goes to an idle worker, or to a new one when none is idle;
+// a worker idle for workerIdle ends.
+type workers struct {
+	tasks chan func()
+}
+
+// workerIdle is how long a worker waits for its next task.
+const workerIdle = 10 * time.Second
+
+func newWorkers() *workers { return &workers{tasks: make(chan func())} }
+
+// run runs task in a worker.
+func (w *workers) run(task func()) {
+	select {
+	case w.tasks <- task:
+	default:
+		go w.work(task)
+	}
+}
+
+func (w *workers) work(task func()) {
+	idle := time.NewTimer(workerIdle)
+	defer idle.Stop()
+	for {
+		task()
+		idle.Reset(workerIdle)
+		select {
+		case task = <-w.tasks:
+		case <-idle.C:
+			return
+		}
+	}
 }

@@ -35,6 +35,8 @@ type FanOut struct {
 	// within is Config.DirectWithin, ordered Config.Relay.Ordered.
 	within  time.Duration
 	ordered bool
+	// workers run the offers.
+	workers *workers
 	log     *slog.Logger
 
 	mu       sync.Mutex
@@ -199,6 +201,8 @@ func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uu
 	}
 	out := make([][]offerResult, len(msgs))
 	now := time.Now()
+	slotWait, stop := context.WithTimeout(ctx, wait)
+	defer stop()
 	var wg sync.WaitGroup
 	for i, m := range msgs {
 		out[i] = make([]offerResult, len(matched[i]))
@@ -208,8 +212,10 @@ func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uu
 				continue
 			}
 			res := &out[i][j]
-			wg.Go(func() {
-				o, ok := l.offer(ctx, store.Delivery{Event: m.Event, Attempt: 1, CreatedAt: now}, wait)
+			wg.Add(1)
+			f.workers.run(func() {
+				defer wg.Done()
+				o, ok := l.offer(ctx, slotWait, store.Delivery{Event: m.Event, Attempt: 1, CreatedAt: now})
 				if !ok {
 					return
 				}

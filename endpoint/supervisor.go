@@ -77,7 +77,8 @@ func New(cfg Config) (*Supervisor, error) {
 		refused:    map[uuid.UUID]string{},
 	}
 	s.fanOut = &FanOut{store: cfg.Store, refreshEvery: cfg.RefreshEvery, written: s.wake,
-		offerable: s.offerable, within: s.directWithin(), ordered: cfg.Relay.Ordered, log: cfg.Logger}
+		offerable: s.offerable, within: s.directWithin(), ordered: cfg.Relay.Ordered, log: cfg.Logger,
+		workers: newWorkers()}
 	s.attempts = newBatcher(cfg.AttemptsBatch, cfg.AttemptsFlush, func(ctx context.Context, a []store.Attempt) {
 		if err := cfg.Store.AttemptInsert(ctx, a); err != nil {
 			cfg.Logger.Warn("writing the attempts log failed; these attempts are not logged", "attempts", len(a), "error", err)
