@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/relay"
@@ -112,17 +113,45 @@ func (l *lane) takesOffers(bound time.Duration) bool {
 	return fast || !known
 }
 
-// offer delivers d through l's relay (relay.Relay.Offer), under ctx, once
-// one of the endpoint's delivery slots is free, waiting for one until
-// slotWait ends (the fan-out's batch shares one deadline: no timer per
-// offer); it returns false when it did not send (no slot in time, the
-// relay not taking offers, another offer measuring the endpoint).
-func (l *lane) offer(ctx, slotWait context.Context, d store.Delivery) (relay.Offered, bool) {
-	if _, known := l.pace.measured(); !known {
-		// Not measured yet: one offer at a time, so that an endpoint that
-		// turns out slow holds back one fan-out batch, not many.
+// offers are the events of one fan-out batch offered to one lane: its
+// runners (up to the endpoint's concurrency) each take one of the
+// endpoint's slots and deliver the events in turn, so that a batch's
+// offers wait for a slot in a few goroutines, not one each.
+type offers struct {
+	l *lane
+	// events are the events to offer, with where each one's result goes.
+	events []offered
+	// next is the index in events of the next one to take.
+	next atomic.Int64
+}
+
+// offered is one event to offer, and where its outcome goes.
+type offered struct {
+	d   store.Delivery
+	out *offerResult
+}
+
+// runners is how many runners deliver the offers at once.
+func (o *offers) runners() int {
+	if _, known := o.l.pace.measured(); !known {
+		return 1
+	}
+	return min(cap(o.l.slots), len(o.events))
+}
+
+// run is one runner: it takes a slot, waiting until slotWait ends (the
+// batch's one deadline), and delivers the events not taken yet through
+// the lane's relay (relay.Relay.Offer), under ctx, while slotWait has not
+// ended; an event it does not take stays not offered (its delivery is
+// written). While the endpoint is not measured, one runner delivers one
+// event at a time across all batches (lane.measuring), and only one per
+// batch: an endpoint that turns out slow holds back one batch, not many.
+func (o *offers) run(ctx, slotWait context.Context, tried func(*lane, *offerResult, relay.Offered)) {
+	l := o.l
+	_, known := l.pace.measured()
+	if !known {
 		if !l.measuring.CompareAndSwap(false, true) {
-			return relay.Offered{}, false
+			return
 		}
 		defer l.measuring.Store(false)
 	}
@@ -132,11 +161,25 @@ func (l *lane) offer(ctx, slotWait context.Context, d store.Delivery) (relay.Off
 		select {
 		case l.slots <- struct{}{}:
 		case <-slotWait.Done():
-			return relay.Offered{}, false
+			return
 		}
 	}
 	defer func() { <-l.slots }()
-	return l.relay.Offer(ctx, d)
+	for slotWait.Err() == nil {
+		k := int(o.next.Add(1)) - 1
+		if k >= len(o.events) {
+			return
+		}
+		e := o.events[k]
+		r, ok := l.relay.Offer(ctx, e.d)
+		if !ok {
+			return // the lane takes no offers now: the rest are written
+		}
+		tried(l, e.out, r)
+		if !known {
+			return
+		}
+	}
 }
 
 // tried is how the delivery of an event offered to l is written, given

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
@@ -159,7 +160,7 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 }
 
 // offerResult is what one offer left: delivered (nothing to write), or
-// the delivery to write.
+// the delivery to write; the zero offerResult is an event not offered.
 type offerResult struct {
 	delivered bool
 	tried     store.Tried
@@ -200,10 +201,8 @@ func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uu
 		}
 	}
 	out := make([][]offerResult, len(msgs))
+	batches := make(map[uuid.UUID]*offers, len(lanes))
 	now := time.Now()
-	slotWait, stop := context.WithTimeout(ctx, wait)
-	defer stop()
-	var wg sync.WaitGroup
 	for i, m := range msgs {
 		out[i] = make([]offerResult, len(matched[i]))
 		for j, id := range matched[i] {
@@ -211,19 +210,30 @@ func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uu
 			if l == nil {
 				continue
 			}
-			res := &out[i][j]
+			b := batches[id]
+			if b == nil {
+				b = &offers{l: l}
+				batches[id] = b
+			}
+			b.events = append(b.events, offered{d: store.Delivery{Event: m.Event, Attempt: 1, CreatedAt: now}, out: &out[i][j]})
+		}
+	}
+	slotWait, stop := context.WithTimeout(ctx, wait)
+	defer stop()
+	tried := func(l *lane, res *offerResult, o relay.Offered) {
+		t, write := l.tried(o)
+		*res = offerResult{delivered: !write, tried: t}
+		if !write {
+			f.direct.Add(1)
+		}
+	}
+	var wg sync.WaitGroup
+	for _, b := range batches {
+		for range b.runners() {
 			wg.Add(1)
 			f.workers.run(func() {
 				defer wg.Done()
-				o, ok := l.offer(ctx, slotWait, store.Delivery{Event: m.Event, Attempt: 1, CreatedAt: now})
-				if !ok {
-					return
-				}
-				t, write := l.tried(o)
-				*res = offerResult{delivered: !write, tried: t}
-				if !write {
-					f.direct.Add(1)
-				}
+				b.run(ctx, slotWait, tried)
 			})
 		}
 	}
