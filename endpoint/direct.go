@@ -36,7 +36,7 @@ import (
 type directPace struct {
 	mu sync.Mutex
 	// known: at least one attempt was measured; until then the endpoint's
-	// deliveries go through its lane, which measures them.
+	// deliveries are written for its lane, which measures them.
 	known bool
 	// mean is an exponentially weighted mean of the attempts' durations,
 	// last the last one's.
@@ -104,13 +104,16 @@ func directBounds(within time.Duration, means, perSlot []time.Duration, n int) (
 // takesOffers reports whether the fan-out may offer l events (in ordered
 // mode, before it asks the store whether l has deliveries queued): l runs,
 // its endpoint has no rate limit (a token bucket would hold the fan-out),
-// and its attempts take at most bound or are not measured yet.
+// and its attempts are known to take at most bound. An endpoint not
+// measured yet gets its deliveries written: its lane's first attempts
+// measure it, and no fan-out batch waits for an endpoint that may turn out
+// slow.
 func (l *lane) takesOffers(bound time.Duration) bool {
 	if bound <= 0 || l.stopping || l.e.RatePerSecond > 0 {
 		return false
 	}
-	fast, known := l.pace.fast(bound)
-	return fast || !known
+	fast, _ := l.pace.fast(bound)
+	return fast
 }
 
 // offers are the events of one fan-out batch offered to one lane: its
@@ -132,29 +135,15 @@ type offered struct {
 }
 
 // runners is how many runners deliver the offers at once.
-func (o *offers) runners() int {
-	if _, known := o.l.pace.measured(); !known {
-		return 1
-	}
-	return min(cap(o.l.slots), len(o.events))
-}
+func (o *offers) runners() int { return min(cap(o.l.slots), len(o.events)) }
 
 // run is one runner: it takes a slot, waiting until slotWait ends (the
 // batch's one deadline), and delivers the events not taken yet through
 // the lane's relay (relay.Relay.Offer), under ctx, while slotWait has not
 // ended; an event it does not take stays not offered (its delivery is
-// written). While the endpoint is not measured, one runner delivers one
-// event at a time across all batches (lane.measuring), and only one per
-// batch: an endpoint that turns out slow holds back one batch, not many.
+// written).
 func (o *offers) run(ctx, slotWait context.Context, tried func(*lane, *offerResult, relay.Offered)) {
 	l := o.l
-	_, known := l.pace.measured()
-	if !known {
-		if !l.measuring.CompareAndSwap(false, true) {
-			return
-		}
-		defer l.measuring.Store(false)
-	}
 	select {
 	case l.slots <- struct{}{}:
 	default:
@@ -176,9 +165,6 @@ func (o *offers) run(ctx, slotWait context.Context, tried func(*lane, *offerResu
 			return // the lane takes no offers now: the rest are written
 		}
 		tried(l, e.out, r)
-		if !known {
-			return
-		}
 	}
 }
 

@@ -44,7 +44,7 @@ type FanOut struct {
 	routes   []route
 	loadedAt time.Time
 
-	unrouted, routed, deliveries, direct atomic.Int64
+	unrouted, routed, deliveries, offered, direct atomic.Int64
 }
 
 // route is an endpoint that receives deliveries: enabled, or auto-disabled
@@ -223,6 +223,7 @@ func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uu
 	tried := func(l *lane, res *offerResult, o relay.Offered) {
 		t, write := l.tried(o)
 		*res = offerResult{delivered: !write, tried: t}
+		f.offered.Add(1)
 		if !write {
 			f.direct.Add(1)
 		}
@@ -286,6 +287,11 @@ func (f *FanOut) Routed() int64 { return f.routed.Load() }
 // published again, is not counted again). Deliveries made are the lanes'
 // (Supervisor.Stats).
 func (f *FanOut) Written() int64 { return f.deliveries.Load() }
+
+// Offered counts the events offered to a lane and sent (delivered
+// directly or not: Offered minus Direct is the direct attempts that
+// failed, each written for its lane as its settle would have left it).
+func (f *FanOut) Offered() int64 { return f.offered.Load() }
 
 // Direct counts the events delivered directly: offered to an idle
 // endpoint's lane, which delivered them without a delivery being written

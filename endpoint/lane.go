@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"net/http"
 	"strings"
-	"sync/atomic"
 	"time"
 
 	"github.com/postbox-go/postbox/relay"
@@ -38,9 +37,6 @@ type lane struct {
 	// the endpoint takes at once (its concurrency), held by each offer.
 	pace  directPace
 	slots chan struct{}
-	// measuring is held by the one offer that may go to the endpoint while
-	// its pace is not known.
-	measuring atomic.Bool
 }
 
 // poke wakes the lane's relay, if it waits.

@@ -49,11 +49,12 @@ type Stats struct {
 	// counts. Dropped counts the deliveries of shadow endpoints that used
 	// their attempts (store.StatusDropped): not in Failed.
 	Delivered, Retried, Failed, Dropped, Released int64
-	// Written counts the deliveries the fan-out wrote, Direct the events
-	// it offered to a lane that delivered them without a delivery written
-	// (counted in Delivered too), and Unrouted the events no endpoint
-	// wanted (FanOut.Written, FanOut.Direct, FanOut.Unrouted).
-	Written, Direct, Unrouted int64
+	// Written counts the deliveries the fan-out wrote, Offered the events
+	// it offered to a lane (sent), Direct those of them delivered without
+	// a delivery written (counted in Delivered too), and Unrouted the
+	// events no endpoint wanted (FanOut.Written, FanOut.Offered,
+	// FanOut.Direct, FanOut.Unrouted).
+	Written, Offered, Direct, Unrouted int64
 	// BreakerOpened counts the times an endpoint's breaker opened (not its
 	// reopening after a failed probe); AutoDisabled the endpoints disabled
 	// for failing Config.DisableAfter.
@@ -148,7 +149,7 @@ loop:
 	writer.Wait()
 	st := s.Stats()
 	s.cfg.Logger.Info("endpoints supervisor stopped", "delivered", st.Delivered, "retried", st.Retried, "failed", st.Failed,
-		"dropped", st.Dropped, "written", st.Written, "direct", st.Direct, "unrouted", st.Unrouted)
+		"dropped", st.Dropped, "written", st.Written, "offered", st.Offered, "direct", st.Direct, "unrouted", st.Unrouted)
 	return err
 }
 
@@ -366,7 +367,7 @@ func (s *Supervisor) Stats() Stats {
 		}
 	}
 	s.mu.Unlock()
-	st.Written, st.Direct, st.Unrouted = s.fanOut.Written(), s.fanOut.Direct(), s.fanOut.Unrouted()
+	st.Written, st.Offered, st.Direct, st.Unrouted = s.fanOut.Written(), s.fanOut.Offered(), s.fanOut.Direct(), s.fanOut.Unrouted()
 	st.BreakerOpened, st.AutoDisabled = s.breakerOpened.Load(), s.autoDisabled.Load()
 	return st
 }

@@ -336,7 +336,7 @@ func (e *endpointsRelay) register(reg prometheus.Registerer) {
 }
 
 func (e *endpointsRelay) log(msg string, st endpoint.Stats) {
-	e.logger.Info(msg, "lanes", st.Lanes, "unrouted_events", st.Unrouted, "deliveries_written", st.Written, "delivered_directly", st.Direct,
+	e.logger.Info(msg, "lanes", st.Lanes, "unrouted_events", st.Unrouted, "deliveries_written", st.Written, "offered", st.Offered, "delivered_directly", st.Direct,
 		"delivered", st.Delivered, "retried", st.Retried, "failed", st.Failed, "dropped", st.Dropped, "released", st.Released,
 		"breaker_opened", st.BreakerOpened, "auto_disabled", st.AutoDisabled)
 }
