@@ -103,14 +103,17 @@ type Config struct {
 	// relay (PollIntervalDefault).
 	PollInterval time.Duration
 	// DirectWithin: the fan-out offers each event directly to the lane of
-	// every matching endpoint that has no delivery queued, no rate limit,
-	// and whose recent attempts took at most DirectWithin (measured by its
-	// attempts; an endpoint not measured yet gets deliveries written),
-	// waiting at most DirectWithin for one of the endpoint's delivery
-	// slots; a delivery is written only for the endpoints that did not get
-	// the event (see direct.go). It bounds how long one endpoint may hold
-	// a fan-out batch back beyond its own attempt's time
-	// (DirectWithinDefault). Negative: no event is offered, every delivery
+	// every matching endpoint that has no rate limit, whose recent attempts
+	// took at most DirectWithin or at most 4 times the median endpoint's
+	// (measured by its attempts; an endpoint not measured yet gets its
+	// deliveries written), and, with Relay.Ordered, no delivery queued; an
+	// offer waits for one of the endpoint's slots until its batch's
+	// deadline (the time the median endpoint takes for 4 batches, at least
+	// DirectWithin). A delivery is written only for the endpoints that did
+	// not get the event (see direct.go) (DirectWithinDefault). With
+	// Relay.Ordered the relay over the outbox must be ordered too (postbox
+	// relay --ordered is both): the fan-out writes, and does not offer, the
+	// events of an aggregate that has two in one batch. Negative: no event is offered, every delivery
 	// is written first; so it is with KeepDelivered, whose kept deliveries
 	// are what stops an event published again after a crash of the relay
 	// over the outbox from reaching an endpoint twice (an offer would not

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -58,12 +59,12 @@ func (p *directPace) record(took time.Duration) {
 	p.last = took
 }
 
-// fast reports whether the endpoint's attempts take at most d (the mean
-// and the last one), and whether any was measured.
-func (p *directPace) fast(d time.Duration) (fast, known bool) {
+// fast reports whether the endpoint's attempts are known to take at most
+// d (the mean and the last one).
+func (p *directPace) fast(d time.Duration) bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	return p.known && p.mean <= d && p.last <= d, p.known
+	return p.known && p.mean <= d && p.last <= d
 }
 
 // measured returns the mean, and whether any attempt was measured.
@@ -112,14 +113,14 @@ func (l *lane) takesOffers(bound time.Duration) bool {
 	if bound <= 0 || l.stopping || l.e.RatePerSecond > 0 {
 		return false
 	}
-	fast, _ := l.pace.fast(bound)
-	return fast
+	return l.pace.fast(bound)
 }
 
 // offers are the events of one fan-out batch offered to one lane: its
 // runners (up to the endpoint's concurrency) each take one of the
-// endpoint's slots and deliver the events in turn, so that a batch's
-// offers wait for a slot in a few goroutines, not one each.
+// endpoint's slots (shared with the lane's own deliveries: slotted) and
+// deliver the events in turn, so that a batch's offers wait for a slot in
+// a few goroutines, not one each.
 type offers struct {
 	l *lane
 	// events are the events to offer, with where each one's result goes.
@@ -154,6 +155,7 @@ func (o *offers) run(ctx, slotWait context.Context, tried func(*lane, *offerResu
 		}
 	}
 	defer func() { <-l.slots }()
+	ctx = context.WithValue(ctx, slotHeld{}, true)
 	for slotWait.Err() == nil {
 		k := int(o.next.Add(1)) - 1
 		if k >= len(o.events) {
@@ -224,3 +226,34 @@ func (w *workers) work(task func()) {
 		}
 	}
 }
+
+// slotted is the outermost sink middleware of an endpoint: each of its
+// deliveries, claimed by its lane or offered by the fan-out, holds one of
+// the endpoint's slots (lane.slots, as many as its concurrency) while it
+// runs, so that the two share the endpoint's concurrency and an offer
+// waits for a slot no longer than its batch's deadline. An offer's runner
+// holds its slot already (slotHeld in the context); a claimed delivery
+// waits for one under its own context.
+type slotted struct {
+	next  sink.Sink
+	slots chan struct{}
+}
+
+// slotHeld marks the context of a delivery whose runner holds a slot.
+type slotHeld struct{}
+
+func (s *slotted) Publish(ctx context.Context, m *sink.Message) error {
+	if ctx.Value(slotHeld{}) == nil {
+		select {
+		case s.slots <- struct{}{}:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+		defer func() { <-s.slots }()
+	}
+	return s.next.Publish(ctx, m)
+}
+
+func (s *slotted) String() string { return s.next.String() }
+
+func (s *slotted) Destination() sink.Destination { return s.next.Destination() }

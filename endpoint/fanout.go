@@ -30,9 +30,9 @@ type FanOut struct {
 	written func(endpoints []uuid.UUID)
 	// offerable returns the lanes, among those of endpoints, that take
 	// offers of a batch of n events now (lane.takesOffers; nil when there
-	// is none), and how long an offer may wait for one of an endpoint's
-	// slots.
-	offerable func(endpoints []uuid.UUID, n int) (map[uuid.UUID]*lane, time.Duration)
+	// is none), how long an offer may wait for one of an endpoint's slots,
+	// and what to call once the batch's offers ended (Supervisor.offerable).
+	offerable func(endpoints []uuid.UUID, n int) (map[uuid.UUID]*lane, time.Duration, func())
 	// within is Config.DirectWithin, ordered Config.Relay.Ordered.
 	within  time.Duration
 	ordered bool
@@ -59,21 +59,26 @@ var _ sink.BatchSink = (*FanOut)(nil)
 // Publish delivers m to, or writes a delivery of m for, each matching
 // endpoint, and returns nil once each has it or its delivery is written
 // (an event no endpoint wants is counted by Unrouted). Publishing again
-// after a crash is harmless: a delivery already written is kept as it is,
-// and an endpoint that has one is not offered the event again.
+// after a crash writes no delivery twice (one already written is kept as
+// it is), but the endpoints that got the event directly (and, in
+// unordered mode, those with its delivery still queued) get it again,
+// with the same webhook-id.
 func (f *FanOut) Publish(ctx context.Context, m *sink.Message) error {
 	errs := []error{nil}
 	f.PublishBatch(ctx, []*sink.Message{m}, errs)
 	return errs[0]
 }
 
-// PublishBatch routes every message of msgs, offers them to the idle
-// endpoints' lanes, writes the deliveries left in one statement
+// PublishBatch routes every message of msgs, offers them to the lanes
+// that take offers, writes the deliveries left in one statement
 // (store.Endpoints.DeliveryInsert), and sets errs[i] to what Publish would
 // have returned for msgs[i]: nil for the messages every endpoint got (or
 // no endpoint wants), the statement's error for the others when it
 // failed (they are published again later: the endpoints that got them
-// directly get them again, with the same webhook-id).
+// directly get them again, with the same webhook-id). Once an offer
+// delivered, the statement runs even if ctx ends meanwhile (for up to
+// insertTimeout): a shutdown then settles the events instead of sending
+// them again.
 func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []error) {
 	routes, err := f.load(ctx)
 	if err != nil {
@@ -106,7 +111,7 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 	if len(endpoints) == 0 {
 		return
 	}
-	offered := f.offer(ctx, msgs, matched, endpoints)
+	results := f.offer(ctx, msgs, matched, endpoints)
 	var (
 		batch   []store.Route
 		routed  []int // the index in msgs of each route of batch
@@ -120,14 +125,14 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 		r := store.Route{Event: m.Event}
 		for j, id := range matched[i] {
 			t, write := store.Tried{}, true
-			if offered != nil {
-				t, write = offered[i][j].tried, !offered[i][j].delivered
+			if results != nil {
+				t, write = results[i][j].tried, !results[i][j].delivered
 			}
 			if !write {
 				continue
 			}
 			r.Endpoints = append(r.Endpoints, id)
-			if offered != nil {
+			if results != nil {
 				r.Tried = append(r.Tried, t)
 			}
 			if (t.Status == "" || t.Status == store.StatusPending) && !touched[id] {
@@ -144,7 +149,13 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 		f.routed.Add(routedEvents)
 		return
 	}
-	n, err := f.store.DeliveryInsert(ctx, batch)
+	insertCtx := ctx
+	if results != nil {
+		var cancel context.CancelFunc
+		insertCtx, cancel = context.WithTimeout(context.WithoutCancel(ctx), insertTimeout)
+		defer cancel()
+	}
+	n, err := f.store.DeliveryInsert(insertCtx, batch)
 	if err != nil {
 		err = fmt.Errorf("endpoint: fan out: %w", err)
 		for _, i := range routed {
@@ -159,6 +170,11 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 	}
 }
 
+// insertTimeout bounds the statement that writes a batch's deliveries once
+// offers were made: it is not cut by the batch's context (see
+// PublishBatch).
+const insertTimeout = 10 * time.Second
+
 // offerResult is what one offer left: delivered (nothing to write), or
 // the delivery to write; the zero offerResult is an event not offered.
 type offerResult struct {
@@ -167,20 +183,24 @@ type offerResult struct {
 }
 
 // offer offers each message to the lanes of its matched endpoints that take
-// offers (in ordered mode, only those that have no delivery queued: an
-// event delivered directly must not overtake a queued one of its
-// aggregate), all at once, and returns what each left (by message, then
-// matched endpoint; the zero offerResult where no offer was made), or nil
-// when no lane took any. In unordered mode an endpoint with deliveries
-// queued is offered events too: its lane drains the queue beside them.
+// offers, all at once, and returns what each left (by message, then
+// matched endpoint; the zero offerResult where no offer was sent), or nil
+// when no lane takes offers. In ordered mode only endpoints with no
+// delivery queued are offered (an event delivered directly must not
+// overtake a queued one of its aggregate), and no event of an aggregate
+// that has two in the batch (the relay over the outbox claims one per
+// aggregate when ordered; a FanOut fed otherwise writes them in order). In
+// unordered mode an endpoint with deliveries queued is offered events too:
+// its lane drains the queue beside them, the two sharing its slots.
 func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uuid.UUID, endpoints []uuid.UUID) [][]offerResult {
 	if f.offerable == nil || f.within <= 0 {
 		return nil
 	}
-	lanes, wait := f.offerable(endpoints, len(msgs))
+	lanes, wait, done := f.offerable(endpoints, len(msgs))
 	if len(lanes) == 0 {
 		return nil
 	}
+	defer done()
 	if f.ordered {
 		ids := make([]uuid.UUID, 0, len(lanes))
 		for id := range lanes {
@@ -190,7 +210,9 @@ func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uu
 		if err != nil {
 			// Nothing is offered: every delivery is written, as without
 			// direct delivery.
-			f.log.Warn("looking for queued deliveries failed; this batch is written for the lanes, none delivered directly", "error", err)
+			if ctx.Err() == nil {
+				f.log.Warn("looking for queued deliveries failed; this batch is written for the lanes, none delivered directly", "error", err)
+			}
 			return nil
 		}
 		for _, id := range queued {
@@ -200,11 +222,18 @@ func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uu
 			return nil
 		}
 	}
+	var twice map[[2]string]bool
+	if f.ordered {
+		twice = aggregatesTwice(msgs)
+	}
 	out := make([][]offerResult, len(msgs))
 	batches := make(map[uuid.UUID]*offers, len(lanes))
 	now := time.Now()
 	for i, m := range msgs {
 		out[i] = make([]offerResult, len(matched[i]))
+		if twice[[2]string{m.AggregateType, m.AggregateID}] {
+			continue
+		}
 		for j, id := range matched[i] {
 			l := lanes[id]
 			if l == nil {
@@ -223,7 +252,9 @@ func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uu
 	tried := func(l *lane, res *offerResult, o relay.Offered) {
 		t, write := l.tried(o)
 		*res = offerResult{delivered: !write, tried: t}
-		f.offered.Add(1)
+		if o.Sent {
+			f.offered.Add(1)
+		}
 		if !write {
 			f.direct.Add(1)
 		}
@@ -293,9 +324,8 @@ func (f *FanOut) Written() int64 { return f.deliveries.Load() }
 // failed, each written for its lane as its settle would have left it).
 func (f *FanOut) Offered() int64 { return f.offered.Load() }
 
-// Direct counts the events delivered directly: offered to an idle
-// endpoint's lane, which delivered them without a delivery being written
-// (with Config.KeepDelivered, it is written done).
+// Direct counts the events delivered directly: offered to an endpoint's
+// lane, which delivered them without a delivery being written.
 func (f *FanOut) Direct() int64 { return f.direct.Load() }
 
 // String names the sink for logs.
@@ -309,4 +339,22 @@ func (f *FanOut) String() string {
 // Destination names the sink for traces.
 func (f *FanOut) Destination() sink.Destination {
 	return sink.Destination{System: "webhook", Name: "endpoints"}
+}
+
+// aggregatesTwice returns the aggregates that have more than one event in
+// msgs.
+func aggregatesTwice(msgs []*sink.Message) map[[2]string]bool {
+	seen := make(map[[2]string]bool, len(msgs))
+	var twice map[[2]string]bool
+	for _, m := range msgs {
+		k := [2]string{m.AggregateType, m.AggregateID}
+		if seen[k] {
+			if twice == nil {
+				twice = map[[2]string]bool{}
+			}
+			twice[k] = true
+		}
+		seen[k] = true
+	}
+	return twice
 }

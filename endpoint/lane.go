@@ -34,7 +34,8 @@ type lane struct {
 	pool *http.Transport
 	// pace and slots are what the fan-out's offers need (see direct.go):
 	// how long the endpoint's attempts take, and one token per delivery
-	// the endpoint takes at once (its concurrency), held by each offer.
+	// the endpoint takes at once (its concurrency), held by each of its
+	// deliveries, offered or claimed (slotted).
 	pace  directPace
 	slots chan struct{}
 }
@@ -122,6 +123,7 @@ func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
 		},
 		closed: func() { log.Info("endpoint breaker closed: the probe was delivered") },
 	}
+	chain = &slotted{next: chain, slots: l.slots}
 	rc := s.cfg.Relay
 	rc.Store = wakeSource{Source: src, wake: l.wake, keepDelivered: s.cfg.KeepDelivered}
 	rc.Sink = chain

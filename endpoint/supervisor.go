@@ -35,6 +35,9 @@ type Supervisor struct {
 	// could not be built, logged once until they change.
 	refused map[uuid.UUID]string
 	lanesWG sync.WaitGroup
+	// offering counts the fan-out's batches offering now (offerable):
+	// Run waits for them before the attempts log's last write.
+	offering sync.WaitGroup
 	// retired sums the Stats of the lanes that ended.
 	retired Stats
 
@@ -145,6 +148,7 @@ loop:
 	}
 	s.mu.Unlock()
 	s.lanesWG.Wait()
+	s.offering.Wait()
 	s.attempts.close()
 	writer.Wait()
 	st := s.Stats()
@@ -315,14 +319,19 @@ func (s *Supervisor) directWithin() time.Duration {
 }
 
 // offerable returns the lanes, among those of endpoints, that take the
-// fan-out's offers of a batch of n events now (lane.takesOffers), or nil,
-// and how long an offer may wait for a slot (directBounds).
-func (s *Supervisor) offerable(endpoints []uuid.UUID, n int) (map[uuid.UUID]*lane, time.Duration) {
+// fan-out's offers of a batch of n events now (lane.takesOffers), or nil
+// (always once Run is stopping), how long an offer may wait for a slot
+// (directBounds), and done, which the caller calls once its offers ended
+// when lanes is not nil.
+func (s *Supervisor) offerable(endpoints []uuid.UUID, n int) (lanes map[uuid.UUID]*lane, wait time.Duration, done func()) {
 	if s.directWithin() <= 0 {
-		return nil, 0
+		return nil, 0, nil
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if !s.running {
+		return nil, 0, nil
+	}
 	means := make([]time.Duration, 0, len(s.lanes))
 	perSlot := make([]time.Duration, 0, len(s.lanes))
 	for _, l := range s.lanes {
@@ -332,16 +341,19 @@ func (s *Supervisor) offerable(endpoints []uuid.UUID, n int) (map[uuid.UUID]*lan
 		}
 	}
 	bound, wait := directBounds(s.cfg.DirectWithin, means, perSlot, n)
-	var out map[uuid.UUID]*lane
 	for _, id := range endpoints {
 		if l, ok := s.lanes[id]; ok && l.takesOffers(bound) {
-			if out == nil {
-				out = map[uuid.UUID]*lane{}
+			if lanes == nil {
+				lanes = map[uuid.UUID]*lane{}
 			}
-			out[id] = l
+			lanes[id] = l
 		}
 	}
-	return out, wait
+	if lanes == nil {
+		return nil, 0, nil
+	}
+	s.offering.Add(1)
+	return lanes, wait, s.offering.Done
 }
 
 // wake wakes the lanes of endpoints.

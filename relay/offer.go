@@ -44,6 +44,11 @@ func (r *Relay) Offer(ctx context.Context, d store.Delivery) (Offered, bool) {
 	}
 	o := r.deliver(ctx, d)
 	r.counts.offered(o.action)
+	if o.action == actionRetry {
+		// The caller writes it due then: the relay wakes for it, as for
+		// the retries it settles.
+		r.scheduleRetry(o.retryAt)
+	}
 	if obs := r.cfg.Observer; obs != nil {
 		observeAttempt(obs, &o)
 	}
