@@ -229,26 +229,24 @@ func scanDelivery(row pgx.CollectableRow) (store.EndpointDelivery, error) {
 // DeliveryPending returns the endpoints among those given with pending
 // deliveries (delivery_pending: one index probe each).
 func (s *Store) DeliveryPending(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := s.pool.Query(ctx, s.sql.Get("delivery_pending"), rawIDs(endpoints))
-	if err != nil {
-		return nil, fmt.Errorf("postgres: pending deliveries: %w", err)
-	}
-	out, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
-	if err != nil {
-		return nil, fmt.Errorf("postgres: pending deliveries: %w", err)
-	}
-	return out, nil
+	return s.someEndpoints(ctx, "delivery_pending", "pending deliveries", endpoints)
 }
 
 // DeliveryDue returns the endpoints among those given with due deliveries.
 func (s *Store) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
-	rows, err := s.pool.Query(ctx, s.sql.Get("delivery_due"), rawIDs(endpoints))
+	return s.someEndpoints(ctx, "delivery_due", "due deliveries", endpoints)
+}
+
+// someEndpoints runs the named query, which returns some of the endpoints
+// it is given; what names it in an error.
+func (s *Store) someEndpoints(ctx context.Context, query, what string, endpoints []uuid.UUID) ([]uuid.UUID, error) {
+	rows, err := s.pool.Query(ctx, s.sql.Get(query), rawIDs(endpoints))
 	if err != nil {
-		return nil, fmt.Errorf("postgres: due deliveries: %w", err)
+		return nil, fmt.Errorf("postgres: %s: %w", what, err)
 	}
 	out, err := pgx.CollectRows(rows, pgx.RowTo[uuid.UUID])
 	if err != nil {
-		return nil, fmt.Errorf("postgres: due deliveries: %w", err)
+		return nil, fmt.Errorf("postgres: %s: %w", what, err)
 	}
 	return out, nil
 }
