@@ -67,7 +67,7 @@ func setupSinkSetup(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil || u.Scheme == "" {
 			return fmt.Errorf("%w: --sink: %q is not a URL (want nats://..., amqp://... or kafka://...)", errUsage, redactSinkURL(*sinkURL))
 		}
-		withCredentials(u, os.Getenv)
+		u = withEnvCredentials(u)
 		scheme := strings.ToLower(u.Scheme)
 		if err := checkSetupFlags(fs, scheme); err != nil {
 			return err

@@ -2,19 +2,26 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/url"
 	"os"
 	"strings"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/relay"
-	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/amqp"
+	"github.com/postbox-go/postbox/sink/kafka"
+	"github.com/postbox-go/postbox/sink/nats"
 	"github.com/postbox-go/postbox/sink/webhook"
 )
+
+// sinkKinds are the sinks --sink reaches, each by its URL's schemes (see
+// sink.URLKind): a new sink is its package and one entry here.
+var sinkKinds = []sink.URLKind{webhook.URL, nats.URL, amqp.URL, kafka.URL}
 
 // Environment variables that give a broker sink's credentials, so that
 // they need not be written into --sink (and a process listing).
@@ -35,43 +42,21 @@ type sinkOptions struct {
 	logger         *slog.Logger
 }
 
-// brokerConcurrencyDefault is the relay's --concurrency for a broker sink:
-// a publish waits for its acknowledgement (a few milliseconds) while
-// hundreds more go out on the same connection, so 64 at once (the webhook
-// default, one HTTP request each) would leave the broker idle.
-const brokerConcurrencyDefault = 1024
-
 // concurrencyDefault is the relay's --concurrency when it is not given:
-// brokerConcurrencyDefault for a broker sink, relay.ConcurrencyDefault for
-// webhooks (and endpoints, whose dispatcher has its own per endpoint).
+// the sink kind's, relay.ConcurrencyDefault for endpoints (whose
+// dispatcher has its own per endpoint) and a --sink that names no kind.
 func concurrencyDefault(rawURL string) int {
-	switch sinkScheme(rawURL) {
-	case "nats", "amqp", "amqps", "kafka":
-		return brokerConcurrencyDefault
+	if k, _, err := sink.Lookup(sinkKinds, rawURL); err == nil {
+		return k.Concurrency
 	}
 	return relay.ConcurrencyDefault
 }
 
-// sinkScheme is the lower-case scheme of a --sink URL, "" when it is none.
-func sinkScheme(rawURL string) string {
-	u, err := url.Parse(rawURL)
-	if err != nil {
-		return ""
-	}
-	return strings.ToLower(u.Scheme)
-}
-
-// natsPublishBatchDefault is the relay's --publish-batch for a NATS sink:
-// its publishes go out in batches and their PubAcks are collected together
-// (about a third less CPU per event than a goroutine waiting for each).
-const natsPublishBatchDefault = 256
-
 // publishBatchDefault is the relay's --publish-batch when it is not given:
-// natsPublishBatchDefault for a NATS sink, the only one that publishes
-// batches (sink.BatchSink), else 1.
+// the sink kind's, 1 for a --sink that names no kind.
 func publishBatchDefault(rawURL string) int {
-	if sinkScheme(rawURL) == "nats" {
-		return natsPublishBatchDefault
+	if k, _, err := sink.Lookup(sinkKinds, rawURL); err == nil {
+		return k.PublishBatch
 	}
 	return 1
 }
@@ -88,7 +73,13 @@ func checkPublishBatch(s *openedSink, n int) error {
 			return nil
 		}
 	}
-	return fmt.Errorf("%w: --publish-batch %d: this sink publishes one event at a time (only nats publishes batches)", errUsage, n)
+	var batching []string
+	for _, k := range sinkKinds {
+		if k.PublishBatch > 1 {
+			batching = append(batching, k.Name)
+		}
+	}
+	return fmt.Errorf("%w: --publish-batch %d: this sink publishes one event at a time (only %s publishes batches)", errUsage, n, strings.Join(batching, ", "))
 }
 
 // openedSink is a sink and what releases its connections once the relay
@@ -98,79 +89,65 @@ type openedSink struct {
 	close func() error
 }
 
-// openSink opens the sink that rawURL names, by its scheme: http or https
-// for a webhook endpoint, nats, amqp or amqps, kafka for a broker. A broker
-// sink connects at once and checks that its destination exists, so that a
-// missing stream, exchange or topic stops the relay at start with an error
-// that names it and points to "postbox sink setup" (withSetupHint).
+// openSink opens the sink of the kind that rawURL names by its scheme (see
+// sinkKinds), with the credentials of $POSTBOX_SINK_USER and
+// $POSTBOX_SINK_PASSWORD for a broker URL that has none. What the kind
+// refuses of the URL or the options is a usage error naming the flag; a
+// broker sink's error at start (it connects at once and checks that its
+// destination exists) points to "postbox sink setup" when its stream,
+// exchange or topic is missing (withSetupHint).
 func openSink(ctx context.Context, rawURL string, opts sinkOptions) (*openedSink, error) {
-	u, err := url.Parse(rawURL)
-	if err != nil || u.Scheme == "" {
-		return nil, fmt.Errorf("%w: --sink: %q is not a URL (want https://..., nats://..., amqp://... or kafka://...)", errUsage, redactSinkURL(rawURL))
-	}
-	withCredentials(u, os.Getenv)
-	switch strings.ToLower(u.Scheme) {
-	case "http", "https":
-		return openWebhookSink(u.String(), opts)
-	case "nats":
-		return openNATSSink(ctx, u, opts)
-	case "amqp", "amqps":
-		return openAMQPSink(ctx, u, opts)
-	case "kafka":
-		return openKafkaSink(ctx, u, opts)
-	}
-	return nil, fmt.Errorf("%w: --sink: unknown scheme %q (want https, http, nats, amqp, amqps or kafka)", errUsage, u.Scheme)
-}
-
-func openWebhookSink(rawURL string, opts sinkOptions) (*openedSink, error) {
-	if err := required("webhook-secret", opts.webhookSecrets); err != nil {
-		return nil, err
-	}
-	sch, err := signature.ParseScheme(opts.webhookScheme)
+	kind, u, err := sink.Lookup(sinkKinds, rawURL)
 	if err != nil {
-		return nil, fmt.Errorf("%w: --signature: %v", errUsage, err)
+		return nil, sinkUsageError(err)
 	}
-	s, err := webhook.New(webhook.Config{
-		URL:            rawURL,
-		Secrets:        strings.FieldsFunc(opts.webhookSecrets, func(r rune) bool { return r == ' ' || r == ',' }),
-		Scheme:         sch,
-		Timeout:        opts.timeout,
-		MaxConcurrency: opts.concurrency,
-	})
+	o := sink.URLOptions{
+		Timeout: opts.timeout, Concurrency: opts.concurrency, Logger: opts.logger,
+		User: os.Getenv(envSinkUser), Password: os.Getenv(envSinkPassword),
+		Secrets:   strings.FieldsFunc(opts.webhookSecrets, func(r rune) bool { return r == ' ' || r == ',' }),
+		Signature: opts.webhookScheme,
+	}
+	s, err := kind.Open(ctx, u, o)
 	if err != nil {
-		return nil, fmt.Errorf("%w: %v", errUsage, err)
-	}
-	return &openedSink{Sink: s, close: func() error { return nil }}, nil
-}
-
-// withCredentials fills the user information of a broker URL that has none
-// from $POSTBOX_SINK_USER and $POSTBOX_SINK_PASSWORD.
-func withCredentials(u *url.URL, getenv func(string) string) {
-	if u.User != nil || u.Scheme == "http" || u.Scheme == "https" {
-		return
-	}
-	user, password := getenv(envSinkUser), getenv(envSinkPassword)
-	switch {
-	case user != "" && password != "":
-		u.User = url.UserPassword(user, password)
-	case user != "":
-		u.User = url.User(user)
-	}
-}
-
-// redactSinkURL hides the secrets of a sink URL that may not parse: its
-// passwords (dburl.Redact), and a user part without a password, which a
-// NATS URL reads as a token.
-func redactSinkURL(rawURL string) string {
-	if u, err := url.Parse(rawURL); err == nil {
-		if _, has := u.User.Password(); u.User != nil && !has {
-			u.User = url.User("xxxxx")
-			rawURL = u.String()
+		if errors.As(err, new(*sink.OptionError)) {
+			return nil, sinkUsageError(err)
 		}
-		return dburl.Redact(rawURL)
+		return nil, withSetupHint(ctx, sink.WithCredentials(u, o.User, o.Password), err)
 	}
-	if at := strings.LastIndexByte(rawURL, '@'); at >= 0 {
-		return "…@" + rawURL[at+1:]
+	closeSink := func() error { return nil }
+	if c, ok := s.(io.Closer); ok {
+		closeSink = c.Close
 	}
-	return rawURL
+	return &openedSink{Sink: s, close: closeSink}, nil
 }
+
+// sinkOptionFlags names the flag that sets each option a sink kind may
+// refuse (sink.OptionError.Option).
+var sinkOptionFlags = map[string]string{"URL": "sink", "Secrets": "webhook-secret", "Signature": "signature"}
+
+// sinkUsageError is err, a sink.OptionError, as a usage error that names
+// the flag at fault.
+func sinkUsageError(err error) error {
+	var e *sink.OptionError
+	if !errors.As(err, &e) {
+		return err
+	}
+	name, ok := sinkOptionFlags[e.Option]
+	switch {
+	case !ok:
+		return fmt.Errorf("%w: %v", errUsage, e)
+	case errors.Is(e.Err, sink.ErrRequired):
+		return required(name, "")
+	}
+	return fmt.Errorf("%w: --%s: %v", errUsage, name, e.Err)
+}
+
+// withEnvCredentials is u with the credentials of $POSTBOX_SINK_USER and
+// $POSTBOX_SINK_PASSWORD when it has none (sink.WithCredentials).
+func withEnvCredentials(u *url.URL) *url.URL {
+	return sink.WithCredentials(u, os.Getenv(envSinkUser), os.Getenv(envSinkPassword))
+}
+
+// redactSinkURL is sink.Redact, through which the commands print sink and
+// endpoint URLs.
+func redactSinkURL(rawURL string) string { return sink.Redact(rawURL) }

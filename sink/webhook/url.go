@@ -1,0 +1,47 @@
+package webhook
+
+import (
+	"context"
+	"net/url"
+
+	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink"
+)
+
+// URL is the webhook's sink.URLKind: an http:// or https:// URL is the
+// endpoint, each event one signed POST to it. Its Open reads the options'
+// Secrets (required) and Signature, Timeout and Concurrency (the sink's
+// MaxConcurrency); it ignores User and Password, which are a broker's:
+// credentials of the endpoint go in the URL's user information. Nothing is
+// opened before the first publish, so nothing is to be closed.
+var URL = sink.URLKind{
+	Name:    "webhook",
+	Schemes: []string{"https", "http"},
+	// One request per publish: the sink's own default slots.
+	Concurrency:  MaxConcurrencyDefault,
+	PublishBatch: 1,
+	Open:         openURL,
+}
+
+// openURL is URL's Open. Every refusal is an OptionError: a webhook's
+// Config says all that can be wrong before a request is sent.
+func openURL(_ context.Context, u *url.URL, o sink.URLOptions) (sink.Sink, error) {
+	if len(o.Secrets) == 0 {
+		return nil, &sink.OptionError{Option: "Secrets", Err: sink.ErrRequired}
+	}
+	scheme, err := signature.ParseScheme(o.Signature)
+	if err != nil {
+		return nil, &sink.OptionError{Option: "Signature", Err: err}
+	}
+	s, err := New(Config{
+		URL:            u.String(),
+		Secrets:        o.Secrets,
+		Scheme:         scheme,
+		Timeout:        o.Timeout,
+		MaxConcurrency: o.Concurrency,
+	})
+	if err != nil {
+		return nil, &sink.OptionError{Err: err}
+	}
+	return s, nil
+}
