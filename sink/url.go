@@ -23,8 +23,9 @@ import (
 type URLKind struct {
 	// Name names the kind in messages: "webhook", "nats".
 	Name string
-	// Schemes are the schemes of the kind's URLs, in lower case, the one
-	// to suggest first (Lookup's errors name it) first.
+	// Schemes are the schemes of the kind's URLs, in lower case, at least
+	// one: the first is the one Lookup suggests to a text that is not a
+	// URL.
 	Schemes []string
 	// Concurrency is the publishes a relay keeps in flight at once by
 	// default: a few dozen for one request each (a webhook), many more
