@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/endpoint/guard"
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook/guard"
 	"github.com/postbox-go/postbox/store"
 )
 

@@ -59,7 +59,7 @@ func Example() {
 	}
 
 	quiet := slog.New(slog.DiscardHandler) // default: slog.Default()
-	// Client: give it the SSRF-guarded client (package endpoint/guard) in
+	// Client: give it the SSRF-guarded client (package sink/webhook/guard) in
 	// production; Relay configures every lane as a relay.
 	sup, err := endpoint.New(endpoint.Config{Store: s, Logger: quiet, Relay: relay.Config{MaxAttempts: 10}})
 	if err != nil {

@@ -19,7 +19,6 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
-	"github.com/postbox-go/postbox/endpoint/guard"
 	"github.com/postbox-go/postbox/internal/logbuf"
 	"github.com/postbox-go/postbox/internal/pgtest"
 	"github.com/postbox-go/postbox/internal/receiver"
@@ -27,6 +26,7 @@ import (
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
+	"github.com/postbox-go/postbox/sink/webhook/guard"
 	"github.com/postbox-go/postbox/store"
 )
 

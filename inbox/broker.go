@@ -10,11 +10,11 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox"
 )
 
 // Broker consumers (packages inbox/nats, inbox/amqp, inbox/kafka) read the
-// relay's broker wire format (see package sink) into an Event with
+// relay's broker wire format (see package postbox) into an Event with
 // EventFromBroker, hand it to the application's Process function, and
 // settle the message by the Verdict of its outcome: acknowledge only once
 // the inbox transaction has committed, so the exactly-once effect holds
@@ -23,17 +23,17 @@ import (
 // EventFromBroker decodes a broker message of the wire format into an
 // Event. header returns a header's value ("" when absent); messageID is the
 // broker's own message id (Nats-Msg-Id, AMQP message_id; "" when the broker
-// has none), used when the message lacks sink.HeaderEventID. The body is
+// has none), used when the message lacks postbox.HeaderEventID. The body is
 // the payload, unchanged. A message without a valid event id, or with
 // headers no sender of the format writes, reports ErrInvalidEvent: it can
 // never be processed (Verdict Discard).
 func EventFromBroker(header func(name string) string, messageID string, body []byte) (*Event, error) {
-	rawID := header(sink.HeaderEventID)
+	rawID := header(postbox.HeaderEventID)
 	if rawID == "" {
 		rawID = messageID
 	}
 	if rawID == "" {
-		return nil, fmt.Errorf("%w: the message has no event id (%s header or message id)", ErrInvalidEvent, sink.HeaderEventID)
+		return nil, fmt.Errorf("%w: the message has no event id (%s header or message id)", ErrInvalidEvent, postbox.HeaderEventID)
 	}
 	id, err := uuid.Parse(rawID)
 	if err != nil {
@@ -42,9 +42,9 @@ func EventFromBroker(header func(name string) string, messageID string, body []b
 	ev := &Event{
 		ID:            id,
 		Payload:       body,
-		EventType:     header(sink.HeaderEventType),
-		AggregateType: header(sink.HeaderAggregateType),
-		AggregateID:   header(sink.HeaderAggregateID),
+		EventType:     header(postbox.HeaderEventType),
+		AggregateType: header(postbox.HeaderAggregateType),
+		AggregateID:   header(postbox.HeaderAggregateID),
 	}
 	if len(ev.EventType) > metadataMaxLen || len(ev.AggregateType) > metadataMaxLen || len(ev.AggregateID) > metadataMaxLen {
 		return nil, fmt.Errorf("%w: event %s: a Postbox-* header is longer than %d bytes", ErrInvalidEvent, id, metadataMaxLen)

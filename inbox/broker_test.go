@@ -48,7 +48,7 @@ func TestEventFromBrokerRefusesWhatCanNeverBeProcessed(t *testing.T) {
 		"id not a uuid":    {msgID: "order-42", body: `{}`},
 		"payload not json": {msgID: id, body: `{"a":`},
 		"bad sequence":     {headers: map[string]string{inbox.HeaderSequence: "-3"}, msgID: id, body: `{}`},
-		"huge hint":        {headers: map[string]string{sink.HeaderEventType: string(make([]byte, 10000))}, msgID: id, body: `{}`},
+		"huge hint":        {headers: map[string]string{postbox.HeaderEventType: string(make([]byte, 10000))}, msgID: id, body: `{}`},
 	} {
 		_, err := inbox.EventFromBroker(func(n string) string { return c.headers[n] }, c.msgID, []byte(c.body))
 		if !errors.Is(err, inbox.ErrInvalidEvent) {

@@ -13,8 +13,8 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/signature"
-	"github.com/postbox-go/postbox/sink"
 )
 
 // Defaults of HandlerConfig.
@@ -26,14 +26,14 @@ const (
 )
 
 // Headers of event metadata besides the signature headers: the names of
-// the postbox wire format (package sink). A postbox sender signs them into
+// the postbox wire format (package postbox). A postbox sender signs them into
 // HeaderMetadataSignature (see MetadataPolicy).
 const (
 	// HeaderEventType, HeaderAggregateType and HeaderAggregateID are sent
-	// by the relay's sinks (see the wire format in package sink).
-	HeaderEventType     = sink.HeaderEventType
-	HeaderAggregateType = sink.HeaderAggregateType
-	HeaderAggregateID   = sink.HeaderAggregateID
+	// by the relay's sinks (see the wire format in package postbox).
+	HeaderEventType     = postbox.HeaderEventType
+	HeaderAggregateType = postbox.HeaderAggregateType
+	HeaderAggregateID   = postbox.HeaderAggregateID
 	// HeaderSequence is the event's per-aggregate sequence number (Event.Seq),
 	// when the sender sets it; the relay sends it when the event's own
 	// headers hold it. A Process function may take the number from the

@@ -62,13 +62,13 @@ func TestBrokerHeadersWin(t *testing.T) {
 		got[name] = value
 	})
 	want := map[string]string{
-		"traceparent":            "00-1-2-01",
-		sink.HeaderEventID:       m.ID.String(),
-		sink.HeaderEventType:     "order.paid",
-		sink.HeaderAggregateType: "order",
-		sink.HeaderAggregateID:   "42",
-		sink.HeaderAttempt:       "3",
-		sink.HeaderContentType:   sink.ContentTypeJSON,
+		"traceparent":               "00-1-2-01",
+		postbox.HeaderEventID:       m.ID.String(),
+		postbox.HeaderEventType:     "order.paid",
+		postbox.HeaderAggregateType: "order",
+		postbox.HeaderAggregateID:   "42",
+		postbox.HeaderAttempt:       "3",
+		postbox.HeaderContentType:   postbox.ContentTypeJSON,
 	}
 	if len(got) != len(want) {
 		t.Fatalf("headers %v, want %v", got, want)

@@ -15,8 +15,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/endpoint"
-	"github.com/postbox-go/postbox/endpoint/guard"
 	"github.com/postbox-go/postbox/internal/printable"
+	"github.com/postbox-go/postbox/sink/webhook/guard"
 	"github.com/postbox-go/postbox/store"
 )
 

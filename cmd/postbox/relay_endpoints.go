@@ -16,11 +16,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postbox-go/postbox/endpoint"
-	"github.com/postbox-go/postbox/endpoint/guard"
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink/webhook"
+	"github.com/postbox-go/postbox/sink/webhook/guard"
 	"github.com/postbox-go/postbox/store"
 )
 

@@ -62,13 +62,10 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kgo"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
 	"github.com/postbox-go/postbox/internal/kafkalog"
 )
-
-// HeaderDebeziumID is the header in which Debezium's Outbox Event Router
-// (and the relay's Kafka sink) send the event id.
-const HeaderDebeziumID = "id"
 
 const (
 	// fetchMaxWait bounds an idle fetch, and so how long a resumed
@@ -376,7 +373,7 @@ func (c *Consumer) process(ctx context.Context, rec *kgo.Record) error {
 		return ""
 	}
 	// Debezium's header converter may write the id as a JSON string.
-	debeziumID := strings.Trim(header(HeaderDebeziumID), `"`)
+	debeziumID := strings.Trim(header(postbox.HeaderDebeziumID), `"`)
 	ev, err := inbox.EventFromBroker(header, debeziumID, rec.Value)
 	if err != nil {
 		return err

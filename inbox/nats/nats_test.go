@@ -167,7 +167,7 @@ func TestConsumeAppliesEachEventOnce(t *testing.T) {
 	ids := f.publish(t, 200)
 	for _, id := range ids[:20] { // the same events again, past de-duplication
 		msg := natsgo.NewMsg(f.prefix + ".order.paid")
-		msg.Header.Set(sink.HeaderEventID, id.String())
+		msg.Header.Set(postbox.HeaderEventID, id.String())
 		msg.Header.Set(jetstream.MsgIDHeader, id.String()+"-again")
 		msg.Data = []byte(`{}`)
 		if _, err := f.js.PublishMsg(t.Context(), msg); err != nil {

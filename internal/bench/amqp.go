@@ -9,6 +9,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/amqpconn"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
@@ -201,7 +202,7 @@ func (b *amqpBench) clientPublish(ctx context.Context, p *progress, n int) (floa
 		headers := amqp091.Table{}
 		sink.BrokerHeaders(m, func(name, value string) { headers[name] = value })
 		msgs[i] = amqp091.Publishing{
-			Headers: headers, ContentType: sink.ContentTypeJSON, DeliveryMode: amqp091.Persistent,
+			Headers: headers, ContentType: postbox.ContentTypeJSON, DeliveryMode: amqp091.Persistent,
 			MessageId: m.ID.String(), Type: m.EventType, Timestamp: time.Now(), Body: m.Payload,
 		}
 	}

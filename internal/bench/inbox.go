@@ -21,7 +21,6 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
 	"github.com/postbox-go/postbox/signature"
-	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
@@ -234,11 +233,11 @@ func postInbox(ctx context.Context, client *http.Client, signer *signature.Signe
 		return err
 	}
 	h := req.Header
-	h.Set(sink.HeaderContentType, sink.ContentTypeJSON)
-	h.Set(sink.HeaderEventType, "order.created")
-	h.Set(sink.HeaderAggregateType, "order")
-	h.Set(sink.HeaderAggregateID, ev.payload.OrderID.String())
-	h.Set(sink.HeaderAttempt, "1")
+	h.Set(postbox.HeaderContentType, postbox.ContentTypeJSON)
+	h.Set(postbox.HeaderEventType, "order.created")
+	h.Set(postbox.HeaderAggregateType, "order")
+	h.Set(postbox.HeaderAggregateID, ev.payload.OrderID.String())
+	h.Set(postbox.HeaderAttempt, "1")
 	if err := signer.Sign(h, ev.id.String(), time.Now(), body); err != nil {
 		return err
 	}

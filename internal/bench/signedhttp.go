@@ -14,7 +14,6 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/signature"
-	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
 )
 
@@ -86,12 +85,12 @@ func postSigned(ctx context.Context, client *http.Client, signer *signature.Sign
 	}
 	h := make(http.Header, 9)
 	req.Header = h
-	h.Set(sink.HeaderContentType, sink.ContentTypeJSON)
+	h.Set(postbox.HeaderContentType, postbox.ContentTypeJSON)
 	h.Set("User-Agent", webhook.UserAgentDefault)
-	h.Set(sink.HeaderEventType, ev.EventType)
-	h.Set(sink.HeaderAggregateType, ev.AggregateType)
-	h.Set(sink.HeaderAggregateID, ev.AggregateID)
-	h.Set(sink.HeaderAttempt, strconv.Itoa(1))
+	h.Set(postbox.HeaderEventType, ev.EventType)
+	h.Set(postbox.HeaderAggregateType, ev.AggregateType)
+	h.Set(postbox.HeaderAggregateID, ev.AggregateID)
+	h.Set(postbox.HeaderAttempt, strconv.Itoa(1))
 	if err := signer.Sign(h, ev.ID.String(), time.Now(), ev.Payload); err != nil {
 		return err
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/google/uuid"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/amqptest"
-	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/amqp"
 	"github.com/postbox-go/postbox/sink/sinktest"
 )
@@ -105,9 +105,9 @@ func (r *receiver) add(t *testing.T, d amqp091.Delivery) {
 		t.Errorf("message_id %q: %v", d.MessageId, err)
 		return
 	}
-	if d.DeliveryMode != amqp091.Persistent || d.ContentType != sink.ContentTypeJSON || d.Type == "" {
+	if d.DeliveryMode != amqp091.Persistent || d.ContentType != postbox.ContentTypeJSON || d.Type == "" {
 		t.Errorf("message %s: delivery mode %d, content type %q, type %q; want persistent, %s, the event type",
-			id, d.DeliveryMode, d.ContentType, d.Type, sink.ContentTypeJSON)
+			id, d.DeliveryMode, d.ContentType, d.Type, postbox.ContentTypeJSON)
 	}
 	headers := map[string]string{}
 	for name, v := range d.Headers {
@@ -116,7 +116,7 @@ func (r *receiver) add(t *testing.T, d amqp091.Delivery) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.got = append(r.got, sinktest.Delivery{
-		ID: id, EventType: d.Type, AggregateID: headers[sink.HeaderAggregateID], Payload: d.Body, Headers: headers,
+		ID: id, EventType: d.Type, AggregateID: headers[postbox.HeaderAggregateID], Payload: d.Body, Headers: headers,
 	})
 }
 

@@ -63,7 +63,7 @@ func Example() {
 	if err != nil || !ok {
 		log.Fatal("no message: ", err)
 	}
-	fmt.Println(d.Type, d.Headers[sink.HeaderAggregateID], string(d.Body), d.MessageId == m.ID.String())
+	fmt.Println(d.Type, d.Headers[postbox.HeaderAggregateID], string(d.Body), d.MessageId == m.ID.String())
 	// Output:
 	// rabbitmq amqp://127.0.0.1:5672 vhost "/" exchange "example_orders" routing key "{event_type}"
 	// order.created 42 {"order_id": 42} true

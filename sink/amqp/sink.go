@@ -26,6 +26,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/amqpconn"
 	"github.com/postbox-go/postbox/sink"
 )
@@ -113,7 +114,7 @@ func publishing(m *sink.Message) amqp091.Publishing {
 	sink.BrokerHeaders(m, func(name, value string) { headers[name] = value })
 	return amqp091.Publishing{
 		Headers:      headers,
-		ContentType:  sink.ContentTypeJSON,
+		ContentType:  postbox.ContentTypeJSON,
 		DeliveryMode: amqp091.Persistent,
 		MessageId:    m.ID.String(),
 		Type:         m.EventType,

@@ -8,8 +8,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/kafkatest"
-	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/kafka"
 	"github.com/postbox-go/postbox/sink/sinktest"
 )
@@ -51,8 +51,8 @@ func TestConformance(t *testing.T) {
 							headers[h.Key] = string(h.Value)
 						}
 						ds = append(ds, sinktest.Delivery{
-							ID:          uuid.MustParse(headers[sink.HeaderEventID]),
-							EventType:   headers[sink.HeaderEventType],
+							ID:          uuid.MustParse(headers[postbox.HeaderEventID]),
+							EventType:   headers[postbox.HeaderEventType],
 							AggregateID: string(rec.Key),
 							Payload:     rec.Value,
 							Headers:     headers,

@@ -32,13 +32,10 @@ import (
 	"github.com/twmb/franz-go/pkg/sasl/plain"
 	"github.com/twmb/franz-go/pkg/sasl/scram"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/kafkalog"
 	"github.com/postbox-go/postbox/sink"
 )
-
-// HeaderDebeziumID is the header in which Debezium's Outbox Event Router
-// sends the event id; the sink sends it too.
-const HeaderDebeziumID = "id"
 
 const (
 	// startTimeout bounds the checks of New: the brokers answer, the
@@ -248,11 +245,11 @@ func (s *Sink) Record(m *sink.Message) *kgo.Record {
 		Headers: make([]kgo.RecordHeader, 0, len(m.Headers)+7),
 	}
 	sink.BrokerHeaders(m, func(name, value string) {
-		if name != HeaderDebeziumID {
+		if name != postbox.HeaderDebeziumID {
 			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: name, Value: []byte(value)})
 		}
 	})
-	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: HeaderDebeziumID, Value: []byte(m.ID.String())})
+	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: postbox.HeaderDebeziumID, Value: []byte(m.ID.String())})
 	return rec
 }
 

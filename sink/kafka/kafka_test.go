@@ -50,8 +50,8 @@ func TestRecordLayoutIsDebeziums(t *testing.T) {
 		t.Fatalf("%d id headers, first %q; want one, %s", ids, kafkatest.Header(rec, "id"), m.ID)
 	}
 	for name, want := range map[string]string{
-		sink.HeaderEventID: m.ID.String(), sink.HeaderEventType: "order.created", sink.HeaderAggregateType: "order",
-		sink.HeaderAggregateID: "42", sink.HeaderContentType: sink.ContentTypeJSON, "traceparent": m.Headers["traceparent"],
+		postbox.HeaderEventID: m.ID.String(), postbox.HeaderEventType: "order.created", postbox.HeaderAggregateType: "order",
+		postbox.HeaderAggregateID: "42", postbox.HeaderContentType: postbox.ContentTypeJSON, "traceparent": m.Headers["traceparent"],
 	} {
 		if got := kafkatest.Header(rec, name); got != want {
 			t.Errorf("header %s = %q, want %q", name, got, want)

@@ -9,8 +9,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/internal/natstest"
-	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/nats"
 	"github.com/postbox-go/postbox/sink/sinktest"
 )
@@ -69,13 +69,13 @@ func readStream(t *testing.T, st jetstream.Stream) func() []sinktest.Delivery {
 		for name := range h {
 			headers[name] = h.Get(name)
 		}
-		id, _ := uuid.Parse(h.Get(sink.HeaderEventID))
+		id, _ := uuid.Parse(h.Get(postbox.HeaderEventID))
 		mu.Lock()
 		defer mu.Unlock()
 		got = append(got, sinktest.Delivery{
 			ID:          id,
-			EventType:   h.Get(sink.HeaderEventType),
-			AggregateID: h.Get(sink.HeaderAggregateID),
+			EventType:   h.Get(postbox.HeaderEventType),
+			AggregateID: h.Get(postbox.HeaderAggregateID),
 			Payload:     slices.Clone(m.Data()),
 			Headers:     maps.Clone(headers),
 		})

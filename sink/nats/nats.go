@@ -45,6 +45,7 @@ import (
 	natsgo "github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/sink"
 )
 
@@ -351,7 +352,7 @@ func newMsg(subject string, m *sink.Message, check *headerCheck) *natsgo.Msg {
 			set(name, value)
 		}
 	})
-	set(jetstream.MsgIDHeader, header[sink.HeaderEventID][0])
+	set(jetstream.MsgIDHeader, header[postbox.HeaderEventID][0])
 	return &natsgo.Msg{Subject: subject, Header: header, Data: m.Payload}
 }
 

@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/sink"
 )
 
@@ -30,8 +31,8 @@ const sinkHeaders = 6
 // (sigNames) and the others of sinkHeaders.
 func ownHeader(name string, sigNames *[3]string) bool {
 	switch name {
-	case sink.HeaderContentType, headerUserAgent, sink.HeaderEventType, sink.HeaderAggregateType,
-		sink.HeaderAggregateID, sink.HeaderAttempt, sigNames[0], sigNames[1], sigNames[2]:
+	case postbox.HeaderContentType, headerUserAgent, postbox.HeaderEventType, postbox.HeaderAggregateType,
+		postbox.HeaderAggregateID, postbox.HeaderAttempt, sigNames[0], sigNames[1], sigNames[2]:
 		return true
 	}
 	return false
@@ -73,9 +74,9 @@ func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, 
 		return nil, &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("webhook: event %s: the payload is %d bytes, over Config.MaxMessageBytes of %d", m.ID, n, s.cfg.MaxMessageBytes)}
 	}
 	for _, header := range [...]struct{ name, value string }{
-		{sink.HeaderEventType, m.EventType},
-		{sink.HeaderAggregateType, m.AggregateType},
-		{sink.HeaderAggregateID, m.AggregateID},
+		{postbox.HeaderEventType, m.EventType},
+		{postbox.HeaderAggregateType, m.AggregateType},
+		{postbox.HeaderAggregateID, m.AggregateID},
 	} {
 		if !validHeaderValue(header.value) {
 			return nil, unsendable(header.name)
@@ -108,12 +109,12 @@ func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, 
 	if s.target.authorization != "" {
 		set(headerAuthorization, s.target.authorization)
 	}
-	set(sink.HeaderContentType, sink.ContentTypeJSON)
+	set(postbox.HeaderContentType, postbox.ContentTypeJSON)
 	set(headerUserAgent, s.cfg.UserAgent)
-	set(sink.HeaderEventType, m.EventType)
-	set(sink.HeaderAggregateType, m.AggregateType)
-	set(sink.HeaderAggregateID, m.AggregateID)
-	set(sink.HeaderAttempt, strconv.Itoa(m.Attempt))
+	set(postbox.HeaderEventType, m.EventType)
+	set(postbox.HeaderAggregateType, m.AggregateType)
+	set(postbox.HeaderAggregateID, m.AggregateID)
+	set(postbox.HeaderAttempt, strconv.Itoa(m.Attempt))
 	if err := s.signer.Sign(h, m.ID.String(), s.now(), m.Payload); err != nil {
 		return nil, fmt.Errorf("webhook: %w", err)
 	}

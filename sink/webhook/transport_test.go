@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/endpoint/guard"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
+	"github.com/postbox-go/postbox/sink/webhook/guard"
 )
 
 func TestRedirectsAreNotFollowed(t *testing.T) {

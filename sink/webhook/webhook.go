@@ -40,9 +40,9 @@ import (
 	"net/http"
 	"time"
 
-	"github.com/postbox-go/postbox/endpoint/guard"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook/guard"
 )
 
 // Sink publishes messages to one webhook endpoint. It is safe for

@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/endpoint/guard"
+	"github.com/postbox-go/postbox/sink/webhook/guard"
 )
 
 const testTimeout = 5 * time.Second

@@ -12,9 +12,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/endpoint/guard"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
+	"github.com/postbox-go/postbox/sink/webhook/guard"
 )
 
 // A client through the guard cannot reach the cloud metadata service; the
