@@ -8,7 +8,7 @@ import (
 
 // The headers of the event metadata that a metadata signature covers, and
 // the header that carries it. They are the names of the postbox wire format
-// (package sink).
+// (the root package's wire.go).
 const (
 	HeaderEventType     = "Postbox-Event-Type"
 	HeaderAggregateType = "Postbox-Aggregate-Type"

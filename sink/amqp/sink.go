@@ -6,8 +6,8 @@
 // Messages are published with the mandatory flag: a message that no queue
 // is bound for is returned by the server, and its Publish fails (retried,
 // then failed by the relay) instead of vanishing. The body is the event's
-// payload, unchanged; the headers table holds the broker wire headers of
-// package sink (sink.BrokerHeaders), type is the event type, content_type
+// payload, unchanged; the headers table holds the broker wire headers
+// (sink.BrokerHeaders), type is the event type, content_type
 // application/json.
 //
 // Publishes go out on a few channels, each with many awaiting their

@@ -6,8 +6,8 @@
 // from a template (by default Debezium's "outbox.event.{aggregate_type}"),
 // the key is the aggregate id (so one aggregate stays in one partition, in
 // order), the value is the payload exactly as stored, and the header "id"
-// holds the event id. The broker wire headers of package sink
-// (Postbox-Event-Id, Postbox-Event-Type, ..., Content-Type) and the
+// holds the event id. The broker wire headers (sink.BrokerHeaders:
+// Postbox-Event-Id, Postbox-Event-Type, ..., Content-Type) and the
 // event's own headers (traceparent) come with it.
 //
 // Publish returns nil only once the brokers have acknowledged the record.

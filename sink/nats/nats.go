@@ -3,7 +3,7 @@
 //
 // A message goes to the subject its Config.Subject template names for the
 // event ("orders.{event_type}"); its body is the payload, byte for byte; its
-// headers are the broker wire format of package sink (Postbox-Event-Id,
+// headers are the broker wire format (sink.BrokerHeaders: Postbox-Event-Id,
 // Postbox-Event-Type, Postbox-Aggregate-Type, Postbox-Aggregate-Id,
 // Postbox-Attempt, Content-Type, and the event's own, such as traceparent,
 // except those named Nats-*, which the server would act upon) plus
