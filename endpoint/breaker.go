@@ -2,9 +2,13 @@ package endpoint
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
@@ -23,9 +27,11 @@ type breakerSink struct {
 	next sink.Sink
 	b    *breaker
 	// opened and closed are told when the breaker opens (with the pause
-	// and the failure that opened it) and closes.
-	opened func(pause time.Duration, cause error)
-	closed func()
+	// and the failure that opened it) and closes; changed, after them, at
+	// every change: those and each opening again after a failed probe.
+	opened  func(pause time.Duration, cause error)
+	closed  func()
+	changed func()
 }
 
 func (s *breakerSink) Publish(ctx context.Context, m *sink.Message) error {
@@ -56,6 +62,7 @@ func (s *breakerSink) Publish(ctx context.Context, m *sink.Message) error {
 		}
 		if change, _ := s.b.record(nil, probe, time.Now()); change == breakerClosed {
 			s.closed()
+			s.changed()
 		}
 		return err
 	}
@@ -65,6 +72,9 @@ func (s *breakerSink) Publish(ctx context.Context, m *sink.Message) error {
 		s.opened(pause, err)
 	case breakerClosed:
 		s.closed()
+	}
+	if change != breakerKept {
+		s.changed()
 	}
 	if probe && err != nil {
 		return &sink.Error{Kind: sink.Unavailable, Err: fmt.Errorf("endpoint breaker open: the probe failed (next one in %v): %w", pause, err)}
@@ -111,6 +121,17 @@ func (b *breaker) admit(now time.Time) (probe bool, refusal error) {
 	}
 	b.probing = true
 	return true, nil
+}
+
+// until is when the breaker lets its next probe through; zero when it is
+// closed.
+func (b *breaker) until() time.Time {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if !b.open {
+		return time.Time{}
+	}
+	return b.openUntil
 }
 
 // abandon ends a probe that was cut short.
@@ -168,4 +189,31 @@ func (b *breaker) record(err error, probe bool, now time.Time) (breakerChange, t
 	b.open, b.probing, b.openUntil = true, false, now.Add(pause)
 	b.cause = store.ErrorText(err.Error(), breakerCauseMax)
 	return change, pause
+}
+
+// breakerRecord writes one lane's breaker to the store
+// (store.Endpoints.EndpointBreaker) when it changes, for the processes that
+// read it there (postbox status): in line, as health records the
+// endpoint's failures, bounded by healthCallTimeout; a failure is logged,
+// and the next change writes again.
+type breakerRecord struct {
+	store store.Endpoints
+	id    uuid.UUID
+	b     *breaker
+	log   *slog.Logger
+	// mu makes the writes one at a time, each of the breaker's state when
+	// it begins: deliveries in flight at once may change the breaker in
+	// turn and write in another order, and the last write is still of the
+	// last state.
+	mu sync.Mutex
+}
+
+func (r *breakerRecord) write() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), healthCallTimeout)
+	defer cancel()
+	if err := r.store.EndpointBreaker(ctx, r.id, r.b.until()); err != nil && !errors.Is(err, store.ErrEndpointNotFound) {
+		r.log.Warn("recording the endpoint's breaker failed; postbox status shows its previous state", "error", err)
+	}
 }

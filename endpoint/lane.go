@@ -113,15 +113,18 @@ func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
 	if e.RatePerSecond > 0 {
 		chain = &rateLimited{next: chain, bucket: newTokenBucket(e.RatePerSecond)}
 	}
+	b := &breaker{threshold: s.cfg.BreakerFailures, pauseMin: s.cfg.BreakerPauseMin, pauseMax: s.cfg.BreakerPauseMax}
+	rec := &breakerRecord{store: s.cfg.Store, id: e.ID, b: b, log: log}
 	chain = &breakerSink{
 		next: chain,
-		b:    &breaker{threshold: s.cfg.BreakerFailures, pauseMin: s.cfg.BreakerPauseMin, pauseMax: s.cfg.BreakerPauseMax},
+		b:    b,
 		opened: func(pause time.Duration, cause error) {
 			s.breakerOpened.Add(1)
 			log.Warn(fmt.Sprintf("endpoint breaker open after %d failed attempts in a row: deliveries paused, then probed with one event at a time; no attempt counts meanwhile",
 				s.cfg.BreakerFailures), "pause", pause, "last_error", cause)
 		},
-		closed: func() { log.Info("endpoint breaker closed: the probe was delivered") },
+		closed:  func() { log.Info("endpoint breaker closed: the probe was delivered") },
+		changed: rec.write,
 	}
 	chain = &slotted{next: chain, slots: l.slots}
 	rc := s.cfg.Relay
@@ -144,5 +147,13 @@ func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
 		return nil, err
 	}
 	l.relay = r
+	if !e.BreakerOpenUntil.IsZero() {
+		// A breaker the store says open is a previous lane's, left by a
+		// relay that stopped or a lane that restarted: this lane's starts
+		// closed. Written aside, as s.mu is held (the fan-out's offers
+		// wait for it); a change of this lane's breaker meanwhile is
+		// written after, as its state then (breakerRecord.mu).
+		go rec.write()
+	}
 	return l, nil
 }

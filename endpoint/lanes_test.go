@@ -212,6 +212,57 @@ func TestBreakerOpensOnFailuresProbesAndCloses(t *testing.T) {
 	waitFor(t, 5*time.Second, "all delivered", func() bool { return counts(t, s, e.ID).Done == 3 })
 }
 
+// The breaker's state is in the store for other processes (postbox
+// status): open until its next probe from when it opens, later each time a
+// failed probe opens it again, cleared when it closes; and a lane clears
+// the state a previous lane left (a relay that stopped with its breaker
+// open), its own breaker starting closed.
+func TestBreakerStateRecordedInTheStore(t *testing.T) {
+	s := pgStore(t)
+	ctx := context.Background()
+	var healthy atomic.Bool
+	rc := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+		if healthy.Load() {
+			return 0
+		}
+		return http.StatusInternalServerError
+	})
+	e := addEndpoint(t, s, "flaky", rc.URL, nil)
+	left := addEndpoint(t, s, "left open", receiver.New(t, secret, nil).URL, nil)
+	if err := s.EndpointBreaker(ctx, left.ID, time.Now().Add(time.Hour)); err != nil {
+		t.Fatal(err)
+	}
+	openUntil := func(id uuid.UUID) time.Time {
+		t.Helper()
+		got, err := s.EndpointGet(ctx, id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got.BreakerOpenUntil
+	}
+	sup := startSupervisor(t, s, func(c *endpoint.Config) {
+		c.BreakerFailures, c.BreakerPauseMin, c.BreakerPauseMax = 2, 50*time.Millisecond, 200*time.Millisecond
+		c.Relay.MaxAttempts = 1000
+	})
+	waitFor(t, 10*time.Second, "the breaker a previous lane left open cleared", func() bool { return openUntil(left.ID).IsZero() })
+	fanOut(t, sup.FanOut(), "a", "b", "c")
+	var first time.Time
+	waitFor(t, 10*time.Second, "the breaker recorded open", func() bool {
+		first = openUntil(e.ID)
+		return !first.IsZero()
+	})
+	if st := sup.Stats(); st.BreakerOpened == 0 {
+		t.Errorf("the store says the breaker is open until %v, the stats that it never opened: %+v", first, st)
+	}
+	waitFor(t, 10*time.Second, "a failed probe recorded, the breaker open until later", func() bool { return openUntil(e.ID).After(first) })
+	healthy.Store(true)
+	waitFor(t, 10*time.Second, "the breaker recorded closed", func() bool { return openUntil(e.ID).IsZero() })
+	waitFor(t, 10*time.Second, "all delivered", func() bool { return counts(t, s, e.ID).Done == 3 })
+	if until := openUntil(e.ID); !until.IsZero() {
+		t.Errorf("the breaker recorded open until %v once every delivery went through", until)
+	}
+}
+
 // A shadow endpoint's deliveries that used their attempts are dropped,
 // never failed, and its lane never alerts: it logs at info level at most.
 func TestShadowEndpointNeverDeadLetters(t *testing.T) {

@@ -60,8 +60,16 @@ type Endpoint struct {
 	// FailingSince is when the endpoint's current run of failures began;
 	// zero when its last attempt succeeded.
 	FailingSince time.Time
-	CreatedAt    time.Time
-	UpdatedAt    time.Time
+	// BreakerOpenUntil is when the circuit breaker of the endpoint's lane
+	// lets its next probe through, as the relay running the lane last
+	// recorded it (EndpointBreaker); zero while the breaker is closed. The
+	// breaker lives in that relay's memory: this is what other processes
+	// (postbox status) see of it. A relay that stopped leaves the last
+	// value it recorded, which its time dates; the endpoint's next lane
+	// clears it.
+	BreakerOpenUntil time.Time
+	CreatedAt        time.Time
+	UpdatedAt        time.Time
 }
 
 // Secrets are the secrets that sign a delivery made at now: the current
@@ -184,6 +192,11 @@ type Endpoints interface {
 	// clears it.
 	EndpointFailing(ctx context.Context, id uuid.UUID, now time.Time) (time.Time, error)
 	EndpointRecovered(ctx context.Context, id uuid.UUID) error
+	// EndpointBreaker records the state of the endpoint's circuit breaker
+	// (Endpoint.BreakerOpenUntil): open until openUntil, or closed when
+	// openUntil is zero. It returns ErrEndpointNotFound when the endpoint
+	// is not in the store.
+	EndpointBreaker(ctx context.Context, id uuid.UUID, openUntil time.Time) error
 
 	// EndpointLane returns the Source of e's deliveries, which a relay
 	// drains to deliver them (see package endpoint). Its claims lease

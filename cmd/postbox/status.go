@@ -69,6 +69,12 @@ type endpointStatusJSON struct {
 	// began (its relay's breaker pauses it, and disables it after
 	// --disable-after); absent while its last attempt succeeded.
 	FailingSince *time.Time `json:"failing_since,omitempty"`
+	// BreakerOpenUntil is when the circuit breaker of the endpoint's lane
+	// lets its next probe through, as the relay running the lane last
+	// recorded it (past: probes are due, until one is delivered); absent
+	// while the breaker is closed. A relay that stopped leaves it as it
+	// was.
+	BreakerOpenUntil *time.Time `json:"breaker_open_until,omitempty"`
 }
 
 // endpointsStatus reads the deliveries of every endpoint of s: nil when
@@ -91,6 +97,10 @@ func endpointsStatus(ctx context.Context, s store.Endpoints) (*deliveriesJSON, [
 		if !e.FailingSince.IsZero() {
 			since := e.FailingSince
 			j.FailingSince = &since
+		}
+		if !e.BreakerOpenUntil.IsZero() {
+			until := e.BreakerOpenUntil
+			j.BreakerOpenUntil = &until
 		}
 		total.Pending += c.Pending
 		total.Processing += c.Processing
@@ -401,7 +411,7 @@ func printEndpointsStatus(w io.Writer, endpoints []endpointStatusJSON) {
 	}
 	fmt.Fprintln(w)
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "endpoint\tstate\tpending\tprocessing\tfailed\toldest pending\tfailing")
+	fmt.Fprintln(tw, "endpoint\tstate\tpending\tprocessing\tfailed\toldest pending\tfailing\tbreaker")
 	for _, e := range endpoints {
 		name := e.Name
 		if name == "" {
@@ -419,9 +429,28 @@ func printEndpointsStatus(w io.Writer, endpoints []endpointStatusJSON) {
 		if e.Pending > 0 {
 			oldest = roundAge(seconds(e.OldestPendingAgeSeconds))
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\n", oneLine(name, 60), printable.String(state), e.Pending, e.Processing, e.Failed, oldest, failing)
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d\t%s\t%s\t%s\n", oneLine(name, 60), printable.String(state), e.Pending, e.Processing, e.Failed,
+			oldest, failing, breakerText(e, time.Now()))
 	}
 	_ = tw.Flush()
+}
+
+// breakerText is an endpoint's breaker in status' text at now: "-" when
+// the endpoint is not enabled (no lane runs for it: what a stopped lane
+// recorded says nothing), closed, open while its pause runs, or probing
+// once the pause ended: the breaker lets a probe through and stays open
+// until one is delivered.
+func breakerText(e endpointStatusJSON, now time.Time) string {
+	switch until := e.BreakerOpenUntil; {
+	case e.State != store.EndpointEnabled:
+		return "-"
+	case until == nil:
+		return "closed"
+	case until.After(now):
+		return "open until " + until.UTC().Format(time.RFC3339) + " (next probe in " + roundAge(until.Sub(now)) + ")"
+	default:
+		return "open, probing since " + until.UTC().Format(time.RFC3339) + " (" + roundAge(now.Sub(*until)) + ")"
+	}
 }
 
 // printRelays prints the relays section of status' text; endpoints says

@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/google/uuid"
 )
 
 // status shows each endpoint's deliveries (pending, processing, failed,
@@ -76,5 +78,59 @@ func TestStatusShowsEndpointDeliveries(t *testing.T) {
 	}
 	if strings.Contains(text, "sink up") {
 		t.Errorf("status says \"sink up\" of an endpoints-mode relay:\n%s", text)
+	}
+}
+
+// status shows each endpoint's breaker as its relay recorded it: closed,
+// open until its next probe, or probing once that time passed; "-" for an
+// endpoint that is not enabled (no lane runs for it), whatever a lane left.
+// --json gives the time as recorded, absent while the breaker is closed.
+func TestStatusShowsEndpointBreaker(t *testing.T) {
+	s, db := schemaStore(t)
+	ctx := context.Background()
+	closed := addEndpointCmd(t, db, "--url", "https://closed.invalid/hooks", "--name", "closed")
+	paused := addEndpointCmd(t, db, "--url", "https://paused.invalid/hooks", "--name", "paused")
+	probing := addEndpointCmd(t, db, "--url", "https://probing.invalid/hooks", "--name", "probing")
+	off := addEndpointCmd(t, db, "--url", "https://off.invalid/hooks", "--name", "off")
+	runOK(t, append([]string{"endpoints", "disable", off.String()}, db...)...)
+	now := time.Now().Truncate(time.Microsecond)
+	until := map[uuid.UUID]time.Time{paused: now.Add(time.Hour), probing: now.Add(-2 * time.Minute), off: now.Add(time.Hour)}
+	for id, at := range until {
+		if err := s.EndpointBreaker(ctx, id, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	var st struct {
+		Endpoints []struct {
+			ID               uuid.UUID  `json:"id"`
+			BreakerOpenUntil *time.Time `json:"breaker_open_until"`
+		} `json:"endpoints"`
+	}
+	jsonOut(t, &st, append([]string{"status", "--json"}, db...)...)
+	if len(st.Endpoints) != 4 {
+		t.Fatalf("status --json shows %d endpoints, want 4", len(st.Endpoints))
+	}
+	for _, e := range st.Endpoints {
+		want, open := until[e.ID]
+		switch {
+		case e.ID == closed && e.BreakerOpenUntil != nil:
+			t.Errorf("status --json: the closed breaker is open until %v", *e.BreakerOpenUntil)
+		case open && (e.BreakerOpenUntil == nil || !e.BreakerOpenUntil.Equal(want)):
+			t.Errorf("status --json: endpoint %s's breaker open until %v, want %v", e.ID, e.BreakerOpenUntil, want)
+		}
+	}
+
+	text := runOK(t, append([]string{"status"}, db...)...)
+	for _, want := range []*regexp.Regexp{
+		regexp.MustCompile(`(?m)breaker$`),
+		regexp.MustCompile(`(?m)^closed\s+enabled\s+.*\s+closed$`),
+		regexp.MustCompile(`(?m)^paused\s+enabled\s+.*\s+open until ` + regexp.QuoteMeta(until[paused].UTC().Format(time.RFC3339)) + ` \(next probe in (59m\S*|1h0m0s)\)$`),
+		regexp.MustCompile(`(?m)^probing\s+enabled\s+.*\s+open, probing since ` + regexp.QuoteMeta(until[probing].UTC().Format(time.RFC3339)) + ` \(2m\S*\)$`),
+		regexp.MustCompile(`(?m)^off\s+disabled\s+.*\s+-$`),
+	} {
+		if !want.MatchString(text) {
+			t.Errorf("status lacks %s:\n%s", want, text)
+		}
 	}
 }

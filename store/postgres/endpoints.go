@@ -68,11 +68,12 @@ func scanEndpoint(row pgx.CollectableRow) (store.Endpoint, error) {
 	var e store.Endpoint
 	var types string
 	// Times that take every value: an infinity reads as the zero time.
-	var prevUntil, failing, created, updated pgtype.Timestamptz
+	var prevUntil, failing, breaker, created, updated pgtype.Timestamptz
 	err := row.Scan(&e.ID, &e.Name, &e.URL, &types, &e.Secret, &e.PreviousSecret, &prevUntil,
-		&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &created, &updated)
+		&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &breaker, &created, &updated)
 	e.Types = store.SplitTypes(types)
 	e.PreviousSecretUntil, e.FailingSince = finiteTime(prevUntil), finiteTime(failing)
+	e.BreakerOpenUntil = finiteTime(breaker)
 	e.CreatedAt, e.UpdatedAt = finiteTime(created), finiteTime(updated)
 	return e, err
 }
@@ -139,6 +140,20 @@ func (s *Store) EndpointFailing(ctx context.Context, id uuid.UUID, now time.Time
 func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
 	if _, err := s.pool.Exec(ctx, s.sql.Get("endpoint_recovered"), id); err != nil {
 		return fmt.Errorf("postgres: endpoint recovered: %w", err)
+	}
+	return nil
+}
+
+// EndpointBreaker records the state of the endpoint's breaker: open until
+// openUntil, closed (null) when it is zero.
+func (s *Store) EndpointBreaker(ctx context.Context, id uuid.UUID, openUntil time.Time) error {
+	until := pgtype.Timestamptz{Time: openUntil, Valid: !openUntil.IsZero()}
+	tag, err := s.pool.Exec(ctx, s.sql.Get("endpoint_breaker"), id, until)
+	switch {
+	case err != nil:
+		return fmt.Errorf("postgres: record the breaker of endpoint %s: %w", id, err)
+	case tag.RowsAffected() == 0:
+		return fmt.Errorf("postgres: endpoint %s: %w", id, store.ErrEndpointNotFound)
 	}
 	return nil
 }

@@ -8,7 +8,8 @@ returning created_at, updated_at;
 
 -- name: endpoint_columns
 select id, name, url, types, secret, coalesce(previous_secret, ''), previous_secret_until,
-       rate_per_second, concurrency, shadow, allow_private, state, failing_since, created_at, updated_at
+       rate_per_second, concurrency, shadow, allow_private, state, failing_since, breaker_open_until,
+       created_at, updated_at
 from {schema}.endpoints
 
 -- name: endpoint_update
@@ -18,7 +19,8 @@ set name = $2, url = $3, types = $4, rate_per_second = $5, concurrency = $6, sha
     allow_private = $8, updated_at = now()
 where id = $1
 returning id, name, url, types, secret, coalesce(previous_secret, ''), previous_secret_until,
-          rate_per_second, concurrency, shadow, allow_private, state, failing_since, created_at, updated_at;
+          rate_per_second, concurrency, shadow, allow_private, state, failing_since, breaker_open_until,
+          created_at, updated_at;
 
 -- name: endpoint_set_state
 update {schema}.endpoints
@@ -46,6 +48,10 @@ returning failing_since;
 
 -- name: endpoint_recovered
 update {schema}.endpoints set failing_since = null where id = $1 and failing_since is not null;
+
+-- name: endpoint_breaker
+-- $2 null: the breaker closed.
+update {schema}.endpoints set breaker_open_until = $2 where id = $1;
 
 -- name: delivery_insert
 -- The deliveries of a batch of routes, one row per (event, endpoint) in

@@ -75,13 +75,14 @@ func scanEndpoints(rows *sql.Rows, err error) ([]store.Endpoint, error) {
 		var e store.Endpoint
 		var types string
 		// Times as any: see scanRecords.
-		var prevUntil, failing, created, updated any
+		var prevUntil, failing, breaker, created, updated any
 		if err := rows.Scan(&e.ID, &e.Name, &e.URL, &types, &e.Secret, &e.PreviousSecret, &prevUntil,
-			&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &created, &updated); err != nil {
+			&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &breaker, &created, &updated); err != nil {
 			return nil, err
 		}
 		e.Types = store.SplitTypes(types)
 		e.PreviousSecretUntil, e.FailingSince = anyTime(prevUntil), anyTime(failing)
+		e.BreakerOpenUntil = anyTime(breaker)
 		e.CreatedAt, e.UpdatedAt = anyTime(created), anyTime(updated)
 		out = append(out, e)
 	}
@@ -166,6 +167,14 @@ func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
 		return fmt.Errorf("sqlite: endpoint recovered: %w", err)
 	}
 	return nil
+}
+
+// EndpointBreaker records the state of the endpoint's breaker: open until
+// openUntil, closed (null) when it is zero.
+func (s *Store) EndpointBreaker(ctx context.Context, id uuid.UUID, openUntil time.Time) error {
+	until := sql.NullInt64{Int64: openUntil.UnixMicro(), Valid: !openUntil.IsZero()}
+	n, err := s.exec(ctx, "endpoint_breaker", id, until)
+	return endpointChanged("record the breaker of", id, n, err)
 }
 
 // deliveryRow is one delivery as delivery_insert reads it from JSON. The

@@ -27,6 +27,7 @@ func RunEndpoints(t *testing.T, newStore NewEndpoints) {
 		{"InsertIsIdempotentAndSkipsRemovedEndpoints", testDeliveryInsert},
 		{"EnableMakesPendingDue", testEndpointEnable},
 		{"FailingSinceIsKeptUntilRecovered", testEndpointFailing},
+		{"BreakerRecordedAndCleared", testEndpointBreaker},
 		{"AttemptsWrittenListedPurged", testAttempts},
 	}
 	for _, tc := range tests {
@@ -167,6 +168,57 @@ func testEndpointFailing(t *testing.T, s store.Endpoints) {
 	}
 	if got, _ := s.EndpointGet(ctx, a.ID); !got.FailingSince.IsZero() {
 		t.Errorf("failing since %v after recovery", got.FailingSince)
+	}
+}
+
+// testEndpointBreaker: the breaker's time is read back by EndpointGet and
+// EndpointList, is the endpoint's alone, replaced by a later one (a probe
+// that failed), cleared by the zero time, and an unknown endpoint is
+// ErrEndpointNotFound.
+func testEndpointBreaker(t *testing.T, s store.Endpoints) {
+	ctx := context.Background()
+	a, b := newEndpoint(t, s, "a"), newEndpoint(t, s, "b")
+	if !a.BreakerOpenUntil.IsZero() {
+		t.Fatalf("a new endpoint's breaker is open until %v", a.BreakerOpenUntil)
+	}
+	breakers := func() map[uuid.UUID]time.Time {
+		t.Helper()
+		all, err := s.EndpointList(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := map[uuid.UUID]time.Time{}
+		for _, e := range all {
+			out[e.ID] = e.BreakerOpenUntil
+		}
+		return out
+	}
+	until := time.Now().Add(5 * time.Second).Truncate(time.Microsecond)
+	for i, at := range []time.Time{until, until.Add(10 * time.Second)} {
+		if err := s.EndpointBreaker(ctx, a.ID, at); err != nil {
+			t.Fatalf("breaker %d: %v", i, err)
+		}
+		got, err := s.EndpointGet(ctx, a.ID)
+		if err != nil || !got.BreakerOpenUntil.Equal(at) {
+			t.Fatalf("breaker %d: get says open until %v, %v; want %v", i, got.BreakerOpenUntil, err, at)
+		}
+		if all := breakers(); !all[a.ID].Equal(at) || !all[b.ID].IsZero() {
+			t.Fatalf("breaker %d: list says a open until %v, b until %v; want %v and closed", i, all[a.ID], all[b.ID], at)
+		}
+	}
+	// An update returns the endpoint as stored, its breaker included.
+	a.Name = "a2"
+	if got, err := s.EndpointUpdate(ctx, a); err != nil || !got.BreakerOpenUntil.Equal(until.Add(10*time.Second)) {
+		t.Fatalf("update: breaker open until %v, %v; want %v", got.BreakerOpenUntil, err, until.Add(10*time.Second))
+	}
+	if err := s.EndpointBreaker(ctx, a.ID, time.Time{}); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := s.EndpointGet(ctx, a.ID); err != nil || !got.BreakerOpenUntil.IsZero() {
+		t.Errorf("breaker open until %v, %v after it closed; want zero", got.BreakerOpenUntil, err)
+	}
+	if err := s.EndpointBreaker(ctx, uuid.New(), until); !errors.Is(err, store.ErrEndpointNotFound) {
+		t.Errorf("breaker of an unknown endpoint: %v, want ErrEndpointNotFound", err)
 	}
 }
 
