@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
-	"regexp"
-	"slices"
 	"strings"
 	"time"
+
+	"github.com/postbox-go/postbox/internal/redact"
 )
 
 // URLKind is a kind of sink that a URL names by its scheme: what a program
@@ -148,120 +148,35 @@ func WithCredentials(u *url.URL, user, password string) *url.URL {
 	return &c
 }
 
-// mask stands for a hidden secret.
-const mask = "xxxxx"
-
 // Redact returns a sink URL fit to print in a log or an error: the
 // password of its user information reads xxxxx, and so does a user
 // without a password (which NATS reads as a token), and the value of each
-// query parameter whose name holds "password". A password holding an
-// unescaped '/', '?' or '#', which url.Parse reads as a host and a path,
-// goes by its shape too; of a text that does not parse, only what follows
-// its last '@' is shown. So is it of a text that is not written as a URL
-// (scheme://...), whose values of password keys (password=...) read xxxxx
-// too, in case it is a database's keyword/value connection string given
-// by mistake. The host, the path and the other parameters are shown, to
-// tell the URL apart: a webhook's path, which may hold a token, is for
-// messages to the one who gave it (Sink.String leaves it out of logs).
+// query parameter whose name holds "password" (redact.DSN, which also
+// hides a password holding an unescaped '/', '?' or '#' by its shape). Of
+// a text that does not parse, or is not written as a URL (scheme://...),
+// only what follows its last '@' is shown, its password keys' values
+// (password=...) hidden too, in case it is a database's keyword/value
+// connection string given by mistake. The host, the path and the other
+// parameters are shown, to tell the URL apart: a webhook's path, which
+// may hold a token, is for messages to the one who gave it (Sink.String
+// leaves it out of logs).
 func Redact(rawURL string) string {
 	u, err := url.Parse(rawURL)
-	if err != nil {
-		if at := strings.LastIndexByte(rawURL, '@'); at >= 0 {
-			return "…@" + rawURL[at+1:]
+	if err != nil || !redact.IsURL(rawURL) {
+		s := rawURL
+		if err == nil {
+			s = redact.DSN(rawURL)
 		}
-		return rawURL
-	}
-	if !hasAuthority(rawURL) {
-		s := passwordValue.ReplaceAllString(rawURL, "${1}"+mask)
 		if at := strings.LastIndexByte(s, '@'); at >= 0 {
 			return "…@" + s[at+1:]
 		}
 		return s
 	}
 	if u.User != nil {
-		if _, has := u.User.Password(); has {
-			u.User = url.UserPassword(u.User.Username(), mask)
-		} else {
-			u.User = url.User(mask)
+		if _, has := u.User.Password(); !has {
+			u.User = url.User(redact.Mask)
+			rawURL = u.String()
 		}
 	}
-	q := u.Query()
-	masked := false
-	for key := range q {
-		if isPasswordKey(key) {
-			q[key] = []string{mask}
-			masked = true
-		}
-	}
-	if masked {
-		u.RawQuery = q.Encode()
-	}
-	out := u.String()
-	for _, p := range passwords(rawURL) {
-		out = strings.ReplaceAll(out, p, mask)
-	}
-	return out
-}
-
-// hasAuthority reports whether s is written as a URL with a host part
-// (scheme://...).
-func hasAuthority(s string) bool {
-	scheme, _, ok := strings.Cut(s, "://")
-	return ok && scheme != "" && !strings.ContainsAny(scheme, " ='")
-}
-
-// passwordValue matches a password key's value in a keyword/value text
-// (password='a b', sslpassword=x): the key and '=' are group 1; a value
-// in quotes (' and \ escaped with \) runs to its closing quote, else to
-// the next white space.
-var passwordValue = regexp.MustCompile(`(?i)(\b\w*password\w*\s*=\s*)('(?:[^'\\]|\\.)*'?|\S*)`)
-
-// isPasswordKey reports whether a URL parameter holds a password.
-func isPasswordKey(key string) bool {
-	return strings.Contains(strings.ToLower(key), "password")
-}
-
-// passwords are the texts of rawURL, a scheme://... URL, that must not be
-// printed, read by their shape: its user information's password and the
-// values of its password parameters, as written and unescaped, the
-// longest first (so that a password holding another is replaced whole).
-func passwords(rawURL string) []string {
-	var out []string
-	add := func(p string) {
-		if p == "" {
-			return
-		}
-		out = append(out, p)
-		if d, err := url.QueryUnescape(p); err == nil && d != p && d != "" {
-			out = append(out, d)
-		}
-		if d, err := url.PathUnescape(p); err == nil && d != p && d != "" {
-			out = append(out, d)
-		}
-	}
-	_, rest, _ := strings.Cut(rawURL, "://")
-	head, query, _ := strings.Cut(rest, "?")
-	// The user information ends at the last '@' before the query, or, for
-	// a password holding an unescaped '?', at the last '@' of all.
-	for _, s := range []string{head, rest} {
-		if at := strings.LastIndexByte(s, '@'); at >= 0 {
-			if _, p, ok := strings.Cut(s[:at], ":"); ok {
-				add(p)
-			}
-		}
-	}
-	for kv := range strings.SplitSeq(query, "&") {
-		if k, v, ok := strings.Cut(kv, "="); ok && isPasswordKey(unescape(k)) {
-			add(v)
-		}
-	}
-	slices.SortStableFunc(out, func(a, b string) int { return len(b) - len(a) })
-	return out
-}
-
-func unescape(s string) string {
-	if d, err := url.QueryUnescape(s); err == nil {
-		return d
-	}
-	return s
+	return redact.DSN(rawURL)
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox-go/postbox/internal/redact"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 	"github.com/postbox-go/postbox/store/sqlite"
@@ -121,3 +122,18 @@ func SQLitePath(url string) (path string, ok bool) {
 	}
 	return strings.TrimPrefix(rest, "//"), true
 }
+
+// Redact returns a database URL or keyword/value DSN fit to print in a
+// log, an error or a page (redact.DSN: its passwords read xxxxx); a
+// sqlite:PATH is returned as it is. Every command prints a database URL
+// through it.
+func Redact(dsn string) string {
+	if _, ok := SQLitePath(dsn); ok {
+		return dsn
+	}
+	return redact.DSN(dsn)
+}
+
+// Scrub returns err with every password that dsn holds replaced by xxxxx
+// in its text (redact.Scrub).
+func Scrub(err error, dsn string) error { return redact.Scrub(err, dsn) }

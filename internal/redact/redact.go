@@ -1,24 +1,24 @@
-package dburl
+// Package redact hides the passwords of a connection string (a URL, or a
+// keyword/value DSN) in what is printed: logs, errors, pages. It imports
+// nothing of the module, so that the database URLs (internal/dburl) and the
+// sinks' URLs (package sink) share it.
+package redact
 
 import (
 	"net/url"
 	"strings"
 )
 
-// mask stands for a hidden password.
-const mask = "xxxxx"
+// Mask stands for a hidden password.
+const Mask = "xxxxx"
 
-// Redact returns a database URL or keyword/value DSN fit to print in a
-// log, an error or a page: the password of its user information and the
-// values of its password parameters (password, sslpassword: any key that
-// holds "password") read xxxxx. A URL that does not parse is replaced by its
-// scheme alone; a sqlite:PATH is returned as it is. Every command prints a
-// database URL through it.
-func Redact(dsn string) string {
-	if _, ok := SQLitePath(dsn); ok {
-		return dsn
-	}
-	if !isURL(dsn) {
+// DSN returns a URL or keyword/value DSN fit to print in a log, an error
+// or a page: the password of its user information and the values of its
+// password parameters (password, sslpassword: any key that holds
+// "password") read xxxxx. A URL that does not parse is replaced by its
+// scheme alone.
+func DSN(dsn string) string {
+	if !IsURL(dsn) {
 		return redactKeyValue(dsn)
 	}
 	u, err := url.Parse(dsn)
@@ -27,13 +27,13 @@ func Redact(dsn string) string {
 		return scheme + ":(unparsable URL)"
 	}
 	if _, has := u.User.Password(); has {
-		u.User = url.UserPassword(u.User.Username(), mask)
+		u.User = url.UserPassword(u.User.Username(), Mask)
 	}
 	q := u.Query()
 	masked := false
 	for key := range q {
 		if isPasswordKey(key) {
-			q[key] = []string{mask}
+			q[key] = []string{Mask}
 			masked = true
 		}
 	}
@@ -44,7 +44,7 @@ func Redact(dsn string) string {
 	// host and a path: what its shape says is a password goes too.
 	out := u.String()
 	for _, p := range passwords(dsn) {
-		out = strings.ReplaceAll(out, p, mask)
+		out = strings.ReplaceAll(out, p, Mask)
 	}
 	return out
 }
@@ -60,7 +60,7 @@ func Scrub(err error, dsn string) error {
 	msg := err.Error()
 	scrubbed := msg
 	for _, p := range passwords(dsn) {
-		scrubbed = strings.ReplaceAll(scrubbed, p, mask)
+		scrubbed = strings.ReplaceAll(scrubbed, p, Mask)
 	}
 	if scrubbed == msg {
 		return err
@@ -77,8 +77,8 @@ type scrubbedError struct {
 func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.err }
 
-// isURL reports whether dsn is written as a URL (scheme://...).
-func isURL(dsn string) bool {
+// IsURL reports whether dsn is written as a URL (scheme://...).
+func IsURL(dsn string) bool {
 	scheme, _, ok := strings.Cut(dsn, "://")
 	return ok && scheme != "" && !strings.ContainsAny(scheme, " ='")
 }
@@ -106,7 +106,7 @@ func passwords(dsn string) []string {
 			out = append(out, d)
 		}
 	}
-	if isURL(dsn) {
+	if IsURL(dsn) {
 		_, rest, _ := strings.Cut(dsn, "://")
 		head, query, _ := strings.Cut(rest, "?")
 		// The user information ends at the last '@' before the query, or,
@@ -210,13 +210,13 @@ func redactKeyValue(dsn string) string {
 			continue
 		}
 		b.WriteString(dsn[last:kv.start])
-		b.WriteString(mask)
+		b.WriteString(Mask)
 		last = kv.end
 	}
 	b.WriteString(dsn[last:])
 	out := b.String()
 	for _, p := range passwords(dsn) { // what a malformed DSN left
-		out = strings.ReplaceAll(out, p, mask)
+		out = strings.ReplaceAll(out, p, Mask)
 	}
 	return out
 }
