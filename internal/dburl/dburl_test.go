@@ -3,7 +3,6 @@ package dburl_test
 import (
 	"context"
 	"errors"
-	"fmt"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -50,44 +49,14 @@ func TestUnknownSchemeIsRedacted(t *testing.T) {
 	}
 }
 
-func TestRedactHidesPasswords(t *testing.T) {
-	for in, want := range map[string]string{
-		"postgres://app:s3cr@t@db:5432/x":                                          "postgres://app:xxxxx@db:5432/x",
-		"postgres://app@db/x?password=hunter2&sslmode=no":                          "postgres://app@db/x?password=xxxxx&sslmode=no",
-		"postgres://app@db/x?sslpassword=hunter2":                                  "postgres://app@db/x?sslpassword=xxxxx",
-		"postgres://app:hunter2@db/x?sslmode=verify-full&sslrootcert=/missing.pem": "postgres://app:xxxxx@db/x?sslmode=verify-full&sslrootcert=/missing.pem",
-		"postgres://db/x":                                      "postgres://db/x",
-		"postgres://app:12/s3cr@db/x":                          "postgres://app:xxxxx@db/x",
-		"postgres://app:12?s3cr@db/x":                          "postgres://app:xxxxx@db/x",
-		"postgres://app:hun%zzter2@db/x":                       "postgres:(unparsable URL)",
-		"sqlite:/tmp/x.db":                                     "sqlite:/tmp/x.db",
-		"host=db user=app password=hunter2 dbname=x":           "host=db user=app password=xxxxx dbname=x",
-		"host=db password='hunter2 s3cr' dbname=x":             "host=db password=xxxxx dbname=x",
-		"host=db password = 'it\\'s s3cr' sslpassword=hunter2": "host=db password = xxxxx sslpassword=xxxxx",
-	} {
-		got := dburl.Redact(in)
-		if strings.Contains(got, "s3cr") || strings.Contains(got, "hunter2") || got != want {
-			t.Errorf("Redact(%q) = %q, want %q", in, got, want)
-		}
+// A sqlite:PATH holds no password: it is printed as it is (the rest of
+// the redaction is internal/redact's, tested there).
+func TestRedactLeavesSQLitePaths(t *testing.T) {
+	if got := dburl.Redact("sqlite:/tmp/x.db"); got != "sqlite:/tmp/x.db" {
+		t.Errorf("Redact(sqlite:/tmp/x.db) = %q", got)
 	}
-}
-
-// Scrub takes every form of the URL's passwords out of an error's text
-// and keeps the error's chain.
-func TestScrubHidesPasswordsInErrors(t *testing.T) {
-	for dsn, pw := range map[string]string{
-		"postgres://app:p%40ss@db/x":                "p@ss",
-		"postgres://app:p%40ss@db/x?password=other": "other",
-		"postgres://app:broken%zz@db/x":             "broken%zz",
-		"host=db password='a b'":                    "a b",
-	} {
-		err := dburl.Scrub(fmt.Errorf("connect %s: %w", pw, os.ErrNotExist), dsn)
-		if strings.Contains(err.Error(), pw) || !errors.Is(err, os.ErrNotExist) {
-			t.Errorf("Scrub(%q): %v (is ErrNotExist: %v)", dsn, err, errors.Is(err, os.ErrNotExist))
-		}
-	}
-	if dburl.Scrub(nil, "postgres://a:b@c/d") != nil {
-		t.Error("Scrub(nil) is not nil")
+	if got := dburl.Redact("postgres://app:hunter2@db/x"); got != "postgres://app:xxxxx@db/x" {
+		t.Errorf("Redact of a PostgreSQL URL = %q, want its password hidden", got)
 	}
 }
 
