@@ -17,7 +17,7 @@ import (
 // delivery (the delivery, its delete, the lane's lease), where the relay of
 // one URL spends less than one per event: ten endpoints delivered that way
 // ran at 0.4 of the single URL's events/s. So the fan-out first offers each
-// event to the lanes of the endpoints that are idle and fast
+// event to the lanes of the endpoints measured fast
 // (lane.takesOffers: recent attempts within Config.DirectWithin or a few
 // times the median endpoint's, no rate limit, and in ordered mode nothing
 // queued), which deliver it at once through

@@ -3,9 +3,11 @@ package endpoint_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strconv"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -211,5 +213,63 @@ func TestOrderedBatchWithAnAggregateTwiceIsWritten(t *testing.T) {
 	}
 	if len(order) != 2 || order[0] != 0 || order[1] != 1 {
 		t.Errorf("the aggregate's events arrived as n %v, want 0 then 1", order)
+	}
+}
+
+// failingInsert is a store whose DeliveryInsert fails while fail is set.
+type failingInsert struct {
+	store.Endpoints
+	fail atomic.Bool
+}
+
+func (f *failingInsert) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
+	if f.fail.Load() {
+		return 0, errors.New("injected: the database is unreachable")
+	}
+	return f.Endpoints.DeliveryInsert(ctx, routes)
+}
+
+// When the deliveries of a batch cannot be written after an offer
+// delivered, the event is not reported published (the relay over the
+// outbox publishes it again): nothing is lost, and the endpoint that got
+// it directly gets it again, with the same webhook-id, as documented.
+func TestDirectThenFailedInsertPublishesAgain(t *testing.T) {
+	pg := pgStore(t)
+	s := &failingInsert{Endpoints: pg}
+	fast := receiver.New(t, secret, nil)
+	var failFirst atomic.Bool
+	failFirst.Store(true)
+	flaky := receiver.New(t, secret, func(_ http.ResponseWriter, _ *http.Request, d receiver.Delivery, _ int) int {
+		if d.EventType != "warm.up" && failFirst.CompareAndSwap(true, false) {
+			return http.StatusServiceUnavailable
+		}
+		return 0
+	})
+	addEndpoint(t, pg, "fast", fast.URL, nil)
+	addEndpoint(t, pg, "flaky", flaky.URL, nil)
+	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = false })
+	waitFor(t, 10*time.Second, "both lanes running", func() bool { return sup.Stats().Lanes == 2 })
+	fanOut(t, sup.FanOut(), "warm.up")
+	waitFor(t, 10*time.Second, "the warm-up delivered to both", func() bool { return sup.Stats().Delivered == 2 })
+
+	m := &sink.Message{Attempt: 1, Event: postbox.Event{ID: uuid.Must(uuid.NewV7()), AggregateType: "order",
+		AggregateID: "1", EventType: "order.created", Payload: []byte(`{"n":1}`)}}
+	s.fail.Store(true)
+	if err := sup.FanOut().Publish(context.Background(), m); err == nil {
+		t.Fatal("Publish reported the event published although its retry's delivery was not written")
+	}
+	if n := fast.Attempts(m.ID.String()); n != 1 {
+		t.Fatalf("the fast endpoint got the event %d times directly, want 1", n)
+	}
+	s.fail.Store(false)
+	if err := sup.FanOut().Publish(context.Background(), m); err != nil {
+		t.Fatal(err)
+	}
+	flaky.WaitAccepted(t, 2, 10*time.Second)
+	waitFor(t, 10*time.Second, "the second direct delivery", func() bool { return fast.Attempts(m.ID.String()) == 2 })
+	for _, d := range fast.Accepted() {
+		if d.EventType == "order.created" && d.ID != m.ID.String() {
+			t.Errorf("a re-sent delivery carries webhook-id %s, want the event's %s", d.ID, m.ID)
+		}
 	}
 }

@@ -6,7 +6,7 @@
 //
 //   - The FanOut (Supervisor.FanOut) is the sink of the relay that drains
 //     the outbox. It offers each event directly to the lanes of the
-//     matching endpoints that are idle and fast (relay.Relay.Offer: the
+//     matching endpoints measured fast (relay.Relay.Offer: the
 //     lane's own sink chain, retry policy and observer; see direct.go and
 //     Config.DirectWithin), and writes one delivery for each other
 //     matching endpoint and each offer that did not deliver, as the lane's

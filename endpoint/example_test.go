@@ -24,7 +24,7 @@ import (
 
 // The wiring of postbox relay --endpoints: a relay drains the outbox into
 // the supervisor's fan-out, which offers each event to the lanes of the
-// matching endpoints that are idle and fast, and writes one delivery for
+// matching endpoints measured fast, and writes one delivery for
 // each of the others (or an offer that did not deliver), waking their
 // lanes; each lane, a relay of its own, delivers its endpoint's events,
 // signed with the endpoint's secret. Stats.Direct counts the deliveries

@@ -18,7 +18,7 @@ import (
 // FanOut is the sink of the relay that drains the outbox in endpoints mode
 // (Supervisor.FanOut): it routes each event to the endpoints whose type
 // filter matches it, offers it directly to the lanes of those that are
-// idle and fast (see direct.go), writes one delivery for each of the
+// measured fast (see direct.go), writes one delivery for each of the
 // others (and for each offer that did not deliver it), wakes their lanes,
 // and reports the event published. It is a sink.BatchSink: a batch of
 // events is offered at once and its deliveries written in one statement.
