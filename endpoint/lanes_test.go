@@ -157,7 +157,10 @@ func TestUnreachableEndpointBurnsNoAttempts(t *testing.T) {
 	if len(attempts) != 1 || !strings.Contains(attempts[0].Error, "connection refused") {
 		t.Errorf("dead endpoint's last attempt %+v, want a refused connection logged", attempts)
 	}
-	if st := sup.Stats(); st.Failed != 0 || st.Released == 0 {
+	// A probe's release is counted once its settle is written, which may
+	// come after its attempt is logged.
+	waitFor(t, 10*time.Second, "the dead endpoint's probes released", func() bool { return sup.Stats().Released > 0 })
+	if st := sup.Stats(); st.Failed != 0 {
 		t.Errorf("stats = %+v, want none failed and the dead endpoint's deliveries released", st)
 	}
 	slow.WaitAccepted(t, n, 30*time.Second)
