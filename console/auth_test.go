@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/console"
-	"github.com/postbox-go/postbox/internal/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
 )
 
 const testToken = "a-token-of-enough-length"

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/console"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 

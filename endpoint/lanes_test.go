@@ -19,9 +19,9 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
-	"github.com/postbox-go/postbox/internal/logbuf"
-	"github.com/postbox-go/postbox/internal/pgtest"
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"

@@ -231,5 +231,5 @@
 // Store is the interface a database implements for the inbox
 // (store.Inbox), generic over its transaction type: store/postgres
 // implements it for pgx.Tx, store/sqlite for *sql.Tx. Every implementation
-// passes the suite in inbox/inboxtest.
+// passes the suite in postboxtest/inboxtest.
 package inbox

@@ -6,5 +6,5 @@ import "github.com/postbox-go/postbox/store"
 // documents the contract of each method. TTx is the store's transaction
 // type, which handlers receive (pgx.Tx for store/postgres, *sql.Tx for
 // store/sqlite). Every implementation passes the conformance suite in
-// inbox/inboxtest.
+// postboxtest/inboxtest.
 type Store[TTx any] = store.Inbox[TTx]

@@ -9,7 +9,7 @@ import (
 	"unicode"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"

@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/pgtest"
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store"
 )

@@ -6,8 +6,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/pgtest"
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/relay"
 )
 

@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 )

@@ -15,8 +15,8 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/postbox-go/postbox/internal/pgtest"
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store/postgres"
 )

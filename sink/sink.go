@@ -2,7 +2,7 @@
 // the Message it publishes and the errors that tell the relay whether to
 // retry. Implementations live in sub-packages: webhook (signed HTTP POSTs,
 // also the endpoint dispatcher's), nats (JetStream), amqp (RabbitMQ) and
-// kafka; all pass the shared suite in sink/sinktest.
+// kafka; all pass the shared suite in postboxtest/sinktest.
 //
 // One event never costs another anything: what the destination cannot
 // accept in one message (its size, a header's name, value or size, an

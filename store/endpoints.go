@@ -161,7 +161,7 @@ const AttemptResponseMax = 1024
 
 // Endpoints is the store of webhook endpoints, their deliveries and the
 // attempts log: what package endpoint and postbox endpoints call. Both
-// stores implement it, and pass store/storetest's RunEndpoints and RunLane.
+// stores implement it, and pass postboxtest/storetest's RunEndpoints and RunLane.
 //
 // Deliveries are delivered by package relay, one relay per enabled
 // endpoint, each draining the endpoint's lane (EndpointLane): the same

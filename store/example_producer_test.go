@@ -12,7 +12,7 @@ import (
 	"github.com/jackc/pgx/v5/stdlib"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 	"github.com/postbox-go/postbox/store/sqlite"

@@ -11,7 +11,7 @@ import (
 // Inbox is what package inbox needs of a database. TTx is the store's
 // transaction type, which handlers receive (pgx.Tx for store/postgres,
 // *sql.Tx for store/sqlite). Every implementation passes the conformance
-// suite in inbox/inboxtest; applications use package inbox, whose Store is
+// suite in postboxtest/inboxtest; applications use package inbox, whose Store is
 // this interface.
 //
 // The table is the article's inbox_events: one row per event id, with a

@@ -29,8 +29,8 @@
 //     CleanErrorText, through which stores write every error text.
 //
 // Every implementation passes the shared conformance suites,
-// store/storetest for the outbox (Run) and the endpoints (RunEndpoints),
-// inbox/inboxtest for the inbox.
+// postboxtest/storetest for the outbox (Run) and the endpoints (RunEndpoints),
+// postboxtest/inboxtest for the inbox.
 // Implementations never import the relay, package inbox or each other.
 package store
 

@@ -8,7 +8,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/postbox-go/postbox/internal/bench"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/bench"
 )
 
 func setupBench(fs *flag.FlagSet) func(context.Context) error {

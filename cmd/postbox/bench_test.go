@@ -6,7 +6,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 )
 
 // TestBenchInboxAndUnknownScenario runs `postbox bench --scenarios inbox`

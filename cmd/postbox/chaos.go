@@ -10,8 +10,8 @@ import (
 	"os"
 	"strings"
 
-	"github.com/postbox-go/postbox/internal/chaos"
-	"github.com/postbox-go/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/chaos"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 )
 
 func setupChaos(fs *flag.FlagSet) func(context.Context) error {

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/chaos"
-	"github.com/postbox-go/postbox/internal/pgtest"
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/chaos"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 )
 
 // runChaos runs `postbox chaos --json` with args and decodes its report;

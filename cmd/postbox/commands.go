@@ -10,7 +10,7 @@ import (
 	"sort"
 	"strings"
 
-	"github.com/postbox-go/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 )
 
 // command is one subcommand: its flags are declared by setup, which returns

@@ -12,8 +12,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/logbuf"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 )
 
 const consoleToken = "console-token-for-the-tests"

@@ -7,8 +7,8 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/postbox-go/postbox/internal/dburl"
-	"github.com/postbox-go/postbox/internal/demo"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/demo"
 )
 
 func setupDemo(fs *flag.FlagSet) func(context.Context) error {

@@ -16,8 +16,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/endpoint"
-	"github.com/postbox-go/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"

@@ -18,7 +18,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/store"
 )

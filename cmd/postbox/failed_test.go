@@ -22,8 +22,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/logbuf"
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
 )

@@ -14,7 +14,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 )
 
 // scrape reads GET url/metrics and parses the exposition.

@@ -5,7 +5,7 @@ import (
 	"flag"
 	"fmt"
 
-	"github.com/postbox-go/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 )
 
 func setupMigrate(fs *flag.FlagSet) func(context.Context) error {

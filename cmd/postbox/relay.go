@@ -8,7 +8,7 @@ import (
 	"os"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/relay/presence"

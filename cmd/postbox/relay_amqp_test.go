@@ -20,8 +20,8 @@ import (
 
 	"github.com/postbox-go/postbox/inbox"
 	inboxamqp "github.com/postbox-go/postbox/inbox/amqp"
-	"github.com/postbox-go/postbox/internal/amqptest"
-	"github.com/postbox-go/postbox/internal/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
 )
 
 // amqpSinkURL is the --sink of a relay publishing to exchange, without

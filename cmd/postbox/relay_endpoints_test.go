@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 )
 
 // The relay's flags that mean nothing in one mode are refused in it, by a

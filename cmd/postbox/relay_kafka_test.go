@@ -14,8 +14,8 @@ import (
 	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kmsg"
 
-	"github.com/postbox-go/postbox/internal/kafkatest"
-	"github.com/postbox-go/postbox/internal/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/kafkatest"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 

@@ -19,9 +19,9 @@ import (
 
 	"github.com/postbox-go/postbox/inbox"
 	inboxnats "github.com/postbox-go/postbox/inbox/nats"
-	"github.com/postbox-go/postbox/internal/logbuf"
-	"github.com/postbox-go/postbox/internal/natstest"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 )

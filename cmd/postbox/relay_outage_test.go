@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 )
 
 // The endpoint is down (its port refuses connections) while plain-SQL

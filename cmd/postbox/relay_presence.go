@@ -11,7 +11,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/relay/presence"
 	"github.com/postbox-go/postbox/store"

@@ -14,8 +14,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/logbuf"
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/relay/presence"
 	"github.com/postbox-go/postbox/store"
 )

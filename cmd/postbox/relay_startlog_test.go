@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/logbuf"
-	"github.com/postbox-go/postbox/internal/natstest"
-	"github.com/postbox-go/postbox/internal/pgtest"
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 )
 
 // At start, postbox relay logs what it will do, in every mode: how it finds

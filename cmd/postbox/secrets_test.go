@@ -14,8 +14,8 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/internal/natstest"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 )
 
 // secretRole is a role with a password, made for TestNoCommandPrintsThePassword

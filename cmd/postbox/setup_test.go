@@ -9,9 +9,9 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/postbox-go/postbox/internal/amqptest"
-	"github.com/postbox-go/postbox/internal/kafkatest"
-	"github.com/postbox-go/postbox/internal/natstest"
+	"github.com/postbox-go/postbox/postboxtest/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/kafkatest"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/nats"
 	"github.com/postbox-go/postbox/sink/webhook"

@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/receiver"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
 )
 
 // --sink with a webhook URL is the same as --webhook-url.

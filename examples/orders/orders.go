@@ -11,7 +11,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox-go/postbox/examples/orders/order"
+	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 )
 
 func env(vars map[string]string) func(string) string {

@@ -10,8 +10,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/examples/orders/order"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/examples/internal/order"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"

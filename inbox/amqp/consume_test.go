@@ -18,7 +18,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
 	inboxamqp "github.com/postbox-go/postbox/inbox/amqp"
-	"github.com/postbox-go/postbox/internal/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/amqptest"
 	"github.com/postbox-go/postbox/sink"
 	sinkamqp "github.com/postbox-go/postbox/sink/amqp"
 )

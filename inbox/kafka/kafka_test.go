@@ -16,8 +16,8 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
 	"github.com/postbox-go/postbox/inbox/kafka"
-	"github.com/postbox-go/postbox/internal/kafkatest"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/kafkatest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/sink"
 	sinkkafka "github.com/postbox-go/postbox/sink/kafka"
 )

@@ -22,8 +22,8 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
 	inboxnats "github.com/postbox-go/postbox/inbox/nats"
-	"github.com/postbox-go/postbox/internal/natstest"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/sink"
 	sinknats "github.com/postbox-go/postbox/sink/nats"
 )

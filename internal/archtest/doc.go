@@ -16,9 +16,10 @@
 //     dials through it);
 //   - a few imports that floors alone do not show stay forbidden: the
 //     consumer side (inbox) imports nothing of the producer side (sink),
-//     whose wire format both take from package postbox, and only the
-//     command imports the applications under internal/ (bench, chaos,
-//     demo).
+//     whose wire format both take from package postbox; the module's
+//     internal/ holds only leaf helpers (floor 0: the applications live
+//     under cmd/postbox/internal/); no library imports a test kit of
+//     postboxtest/.
 //
 // It is a package of its own, rather than tests of the root package,
 // because it is about the module as a whole and not about the vocabulary

@@ -340,24 +340,7 @@ func (e edge) String() string {
 // change that moves what it imports. A test fails on a broken rule that is
 // not listed here, and on a listed debt that is paid (the import is gone),
 // so that the list only shrinks.
-var debts = map[string][]edge{
-	"folders": {
-		// The stores' conformance suite drives a relay, with a sink,
-		// over the store it tests.
-		{from: "store/storetest", to: "relay"},
-		{from: "store/storetest", to: "sink"},
-		// The broker examples share the order domain of the orders
-		// example, inside that example's folder.
-		{from: "examples/amqp/shipping", to: "examples/orders/order"},
-		{from: "examples/nats/consumer", to: "examples/orders/order"},
-		{from: "examples/nats/producer", to: "examples/orders/order"},
-	},
-	"apps": {
-		// The pool tests cut connections with the chaos application's
-		// TCP proxy.
-		{from: "store/postgres", to: "internal/chaos", test: true},
-	},
-}
+var debts = map[string][]edge{}
 
 // settle fails t for each edge found that is not a debt of rule, and for
 // each debt of rule that was not found.
@@ -415,27 +398,40 @@ func TestConsumerSideImportsNoProducerSide(t *testing.T) {
 	settle(t, "sides", "the consumer side imports the producer side", found)
 }
 
-// apps are the applications under internal/: what postbox demo, bench and
-// chaos run.
-var apps = []string{"internal/bench", "internal/chaos", "internal/demo"}
-
-// Only the command imports the applications under internal/, and no
-// library's tests do either: what an application holds that a test needs
-// belongs in a test kit below both.
-func TestOnlyTheCommandImportsTheApps(t *testing.T) {
+// The module's internal/ folder holds only leaf helpers: each of its
+// packages imports none of the module's, so it stands on floor 0 and any
+// package may use it. The applications (postbox demo, bench, chaos) and
+// the command's database opener live under cmd/postbox/internal/, where Go
+// lets only the command import them.
+func TestInternalHoldsOnlyLeafHelpers(t *testing.T) {
 	g := loadGraph(t)
 	var found []edge
 	for _, name := range slices.Sorted(maps.Keys(g)) {
-		if name == "cmd/postbox" {
+		if within(name, "internal") {
+			found = append(found, edges(name, g[name].imports, false)...)
+		}
+	}
+	settle(t, "leaves", "a package under internal/ imports the module: it is no leaf helper, move it up (an application under cmd/postbox/internal/, a test kit under postboxtest/)", found)
+}
+
+// The test kits under postboxtest/ are for tests: no library package
+// imports one from its own files. The command's applications may (postbox
+// chaos injects its faults with netfault and httpfault), and the kits
+// build on each other.
+func TestLibrariesImportNoTestKit(t *testing.T) {
+	g := loadGraph(t)
+	var found []edge
+	for _, name := range slices.Sorted(maps.Keys(g)) {
+		if within(name, "cmd") || within(name, "postboxtest") {
 			continue
 		}
-		for _, e := range append(edges(name, g[name].imports, false), edges(name, g[name].testImports, true)...) {
-			if slices.Contains(apps, e.to) {
+		for _, e := range edges(name, g[name].imports, false) {
+			if within(e.to, "postboxtest") {
 				found = append(found, e)
 			}
 		}
 	}
-	settle(t, "apps", "only cmd/postbox imports an application", found)
+	settle(t, "kits", "a library imports a test kit", found)
 }
 
 // edges are from's imports of each of to.

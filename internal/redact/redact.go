@@ -1,6 +1,6 @@
 // Package redact hides the passwords of a connection string (a URL, or a
 // keyword/value DSN) in what is printed: logs, errors, pages. It imports
-// nothing of the module, so that the database URLs (internal/dburl) and the
+// nothing of the module, so that the database URLs (cmd/postbox/internal/dburl) and the
 // sinks' URLs (package sink) share it.
 package redact
 

@@ -11,7 +11,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/logbuf"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/relay/presence"
 	"github.com/postbox-go/postbox/store"

@@ -11,9 +11,9 @@ import (
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/sinktest"
 	"github.com/postbox-go/postbox/sink/amqp"
-	"github.com/postbox-go/postbox/sink/sinktest"
 )
 
 func TestConformance(t *testing.T) {

@@ -8,7 +8,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/amqptest"
 	"github.com/postbox-go/postbox/sink"
 )
 

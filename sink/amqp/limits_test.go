@@ -4,7 +4,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox-go/postbox/internal/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/amqptest"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/amqp"
 )

@@ -7,7 +7,7 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/postbox-go/postbox/internal/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/amqptest"
 	"github.com/postbox-go/postbox/sink/amqp"
 )
 

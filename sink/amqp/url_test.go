@@ -8,7 +8,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/amqptest"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/amqp"
 )

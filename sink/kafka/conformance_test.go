@@ -9,9 +9,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/kafkatest"
+	"github.com/postbox-go/postbox/postboxtest/kafkatest"
+	"github.com/postbox-go/postbox/postboxtest/sinktest"
 	"github.com/postbox-go/postbox/sink/kafka"
-	"github.com/postbox-go/postbox/sink/sinktest"
 )
 
 // topicSeq names each test's topic.

@@ -7,7 +7,7 @@ import (
 
 	"github.com/twmb/franz-go/pkg/kfake"
 
-	"github.com/postbox-go/postbox/internal/kafkatest"
+	"github.com/postbox-go/postbox/postboxtest/kafkatest"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/kafka"
 )

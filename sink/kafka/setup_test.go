@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox-go/postbox/internal/kafkatest"
+	"github.com/postbox-go/postbox/postboxtest/kafkatest"
 	"github.com/postbox-go/postbox/sink/kafka"
 )
 

@@ -3,7 +3,7 @@ package nats_test
 import (
 	"testing"
 
-	"github.com/postbox-go/postbox/internal/natstest"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
 	"github.com/postbox-go/postbox/sink/nats"
 )
 

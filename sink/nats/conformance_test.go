@@ -10,9 +10,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/natstest"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
+	"github.com/postbox-go/postbox/postboxtest/sinktest"
 	"github.com/postbox-go/postbox/sink/nats"
-	"github.com/postbox-go/postbox/sink/sinktest"
 )
 
 func TestConformance(t *testing.T) {

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/natstest"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/nats"
 )

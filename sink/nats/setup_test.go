@@ -9,7 +9,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/postbox-go/postbox/internal/natstest"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
 	"github.com/postbox-go/postbox/sink/nats"
 )
 

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/natstest"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/nats"
 )

@@ -10,8 +10,8 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox/postboxtest/sinktest"
 	"github.com/postbox-go/postbox/signature"
-	"github.com/postbox-go/postbox/sink/sinktest"
 	"github.com/postbox-go/postbox/sink/webhook"
 )
 

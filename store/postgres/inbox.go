@@ -16,7 +16,7 @@ import (
 )
 
 // The inbox methods below implement store.Inbox[pgx.Tx]; package store
-// documents the contract of each, and inbox/inboxtest checks it. The steps
+// documents the contract of each, and postboxtest/inboxtest checks it. The steps
 // are sqlstore.Inbox's; inboxDialect runs them on inbox.sql.
 //
 // Deliveries of one event at once serialise on its row: inbox_take waits

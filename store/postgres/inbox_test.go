@@ -9,11 +9,11 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
-	"github.com/postbox-go/postbox/inbox/inboxtest"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/inboxtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
-	"github.com/postbox-go/postbox/store/storetest"
 )
 
 var _ inbox.Store[pgx.Tx] = (*postgres.Store)(nil)

@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/store"
 )
 

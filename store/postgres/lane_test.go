@@ -9,7 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/store"
 )
 

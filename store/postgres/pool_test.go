@@ -9,8 +9,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox-go/postbox/internal/chaos"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/netfault"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 )
@@ -18,13 +18,13 @@ import (
 // proxiedPool opens a pool set up by ConfigurePool whose connections go
 // through a fault proxy to the test server, with at most maxConns
 // connections.
-func proxiedPool(t *testing.T, maxConns int32) (*pgxpool.Pool, *postgres.Sockets, *chaos.Proxy) {
+func proxiedPool(t *testing.T, maxConns int32) (*pgxpool.Pool, *postgres.Sockets, *netfault.Proxy) {
 	t.Helper()
 	cfg, err := pgxpool.ParseConfig(pgtest.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxy, err := chaos.NewProxy(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
+	proxy, err := netfault.NewProxy(net.JoinHostPort(cfg.ConnConfig.Host, strconv.Itoa(int(cfg.ConnConfig.Port))))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -48,7 +48,7 @@ func proxiedPool(t *testing.T, maxConns int32) (*pgxpool.Pool, *postgres.Sockets
 // halfOpenStatement runs a statement on a connection the proxy left
 // half-open, with a context that expires after wait, and returns how long
 // it took and its error.
-func halfOpenStatement(t *testing.T, pool *pgxpool.Pool, proxy *chaos.Proxy, wait time.Duration) (time.Duration, error) {
+func halfOpenStatement(t *testing.T, pool *pgxpool.Pool, proxy *netfault.Proxy, wait time.Duration) (time.Duration, error) {
 	t.Helper()
 	conn, err := pool.Acquire(context.Background())
 	if err != nil {

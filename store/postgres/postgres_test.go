@@ -7,10 +7,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
-	"github.com/postbox-go/postbox/store/storetest"
 )
 
 // The suite claims in ordered mode too, which needs MigrateOrdered.
@@ -48,7 +48,7 @@ func TestEndpointsConformance(t *testing.T) {
 var tableName = regexp.MustCompile(`\{[a-z_]+\}`)
 
 // The hostile rows' suite: rows a plain-SQL producer wrote with values no
-// event has fail alone (store/storetest RunHostile).
+// event has fail alone (postboxtest/storetest RunHostile).
 func TestHostileRows(t *testing.T) {
 	storetest.RunHostile(t, func(t *testing.T) storetest.Raw {
 		s := pgtest.OrderedStore(t)

@@ -3,9 +3,9 @@ package postgres_test
 import (
 	"testing"
 
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
-	"github.com/postbox-go/postbox/store/storetest"
 )
 
 func TestPresenceConformance(t *testing.T) {

@@ -15,7 +15,7 @@ import (
 )
 
 // The inbox methods below implement store.Inbox[*sql.Tx]; package store
-// documents the contract of each, and inbox/inboxtest checks it. The steps
+// documents the contract of each, and postboxtest/inboxtest checks it. The steps
 // are sqlstore.Inbox's; inboxDialect runs them on inbox.sql.
 //
 // Where the PostgreSQL store waits on the event's row lock, this one waits

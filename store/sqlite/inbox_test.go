@@ -11,10 +11,10 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
-	"github.com/postbox-go/postbox/inbox/inboxtest"
+	"github.com/postbox-go/postbox/postboxtest/inboxtest"
+	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
-	"github.com/postbox-go/postbox/store/storetest"
 )
 
 var _ inbox.Store[*sql.Tx] = (*sqlite.Store)(nil)

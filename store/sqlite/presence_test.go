@@ -3,9 +3,9 @@ package sqlite_test
 import (
 	"testing"
 
+	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
-	"github.com/postbox-go/postbox/store/storetest"
 )
 
 func TestPresenceConformance(t *testing.T) {

@@ -18,9 +18,9 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
-	"github.com/postbox-go/postbox/store/storetest"
 )
 
 // open opens a store on a new database file in t's temporary directory.
@@ -520,7 +520,7 @@ func TestLaneConformance(t *testing.T) {
 var tableName = regexp.MustCompile(`\{[a-z_]+\}`)
 
 // The hostile rows' suite: rows a plain-SQL producer wrote with values no
-// event has fail alone (store/storetest RunHostile).
+// event has fail alone (postboxtest/storetest RunHostile).
 func TestHostileRows(t *testing.T) {
 	storetest.RunHostile(t, func(t *testing.T) storetest.Raw {
 		s := newStore(t, sqlite.Config{TablePrefix: "pb_"})

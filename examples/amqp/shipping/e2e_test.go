@@ -9,9 +9,9 @@ import (
 
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/postbox-go/postbox/examples/orders/order"
-	"github.com/postbox-go/postbox/internal/amqptest"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/examples/internal/order"
+	"github.com/postbox-go/postbox/postboxtest/amqptest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/amqp"
 	"github.com/postbox-go/postbox/store/postgres"

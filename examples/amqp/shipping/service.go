@@ -13,7 +13,7 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	amqp091 "github.com/rabbitmq/amqp091-go"
 
-	"github.com/postbox-go/postbox/examples/orders/order"
+	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/inbox"
 	inboxamqp "github.com/postbox-go/postbox/inbox/amqp"
 	"github.com/postbox-go/postbox/store/postgres"

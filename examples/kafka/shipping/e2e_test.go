@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/postbox-go/postbox/examples/orders/order"
-	"github.com/postbox-go/postbox/internal/kafkatest"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/examples/internal/order"
+	"github.com/postbox-go/postbox/postboxtest/kafkatest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/kafka"
 	"github.com/postbox-go/postbox/store/postgres"

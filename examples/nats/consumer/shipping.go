@@ -13,8 +13,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/examples/nats/orderstream"
-	"github.com/postbox-go/postbox/examples/orders/order"
 	"github.com/postbox-go/postbox/inbox"
 	inboxnats "github.com/postbox-go/postbox/inbox/nats"
 	"github.com/postbox-go/postbox/store/postgres"

@@ -7,10 +7,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/examples/nats/orderstream"
-	"github.com/postbox-go/postbox/examples/orders/order"
-	"github.com/postbox-go/postbox/internal/natstest"
-	"github.com/postbox-go/postbox/internal/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/natstest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
 	sinknats "github.com/postbox-go/postbox/sink/nats"
 )

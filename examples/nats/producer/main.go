@@ -22,8 +22,8 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/examples/nats/orderstream"
-	"github.com/postbox-go/postbox/examples/orders/order"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 

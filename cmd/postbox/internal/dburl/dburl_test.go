@@ -1,0 +1,91 @@
+package dburl_test
+
+import (
+	"context"
+	"errors"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+)
+
+func TestOpenEachKind(t *testing.T) {
+	ctx := context.Background()
+	pg, err := dburl.Open(ctx, pgtest.URL(), dburl.Options{Schema: "dburl_test_unused", ApplicationName: "dburl test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pg.Close()
+	if pg.Postgres == nil || pg.SQLite != nil || pg.Outbox != pg.Postgres {
+		t.Fatalf("postgres URL opened %+v", pg)
+	}
+	var app string
+	if err := pg.Postgres.Pool().QueryRow(ctx, "select current_setting('application_name')").Scan(&app); err != nil || app != "dburl test" {
+		t.Fatalf("application_name %q, %v", app, err)
+	}
+
+	path := filepath.Join(t.TempDir(), "x.db")
+	if _, err := dburl.Open(ctx, "sqlite:"+path, dburl.Options{MustExist: true}); !errors.Is(err, os.ErrNotExist) {
+		t.Fatalf("MustExist on a missing file: %v", err)
+	}
+	lite, err := dburl.Open(ctx, "sqlite://"+path, dburl.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lite.Close()
+	if lite.SQLite == nil || lite.Postgres != nil || lite.Outbox != lite.SQLite {
+		t.Fatalf("sqlite URL opened %+v", lite)
+	}
+}
+
+func TestUnknownSchemeIsRedacted(t *testing.T) {
+	_, err := dburl.Open(context.Background(), "mysql://app:hunter2@db/x", dburl.Options{})
+	if !errors.Is(err, dburl.ErrUnknownScheme) || strings.Contains(err.Error(), "hunter2") {
+		t.Fatalf("unknown scheme: %v", err)
+	}
+}
+
+// A sqlite:PATH holds no password: it is printed as it is (the rest of
+// the redaction is internal/redact's, tested there).
+func TestRedactLeavesSQLitePaths(t *testing.T) {
+	if got := dburl.Redact("sqlite:/tmp/x.db"); got != "sqlite:/tmp/x.db" {
+		t.Errorf("Redact(sqlite:/tmp/x.db) = %q", got)
+	}
+	if got := dburl.Redact("postgres://app:hunter2@db/x"); got != "postgres://app:xxxxx@db/x" {
+		t.Errorf("Redact of a PostgreSQL URL = %q, want its password hidden", got)
+	}
+}
+
+// Open's errors on every path a password-bearing URL can take never hold
+// the password: a missing TLS file, an unreachable host, a database that
+// does not exist, a bad schema name, a keyword/value DSN.
+func TestOpenErrorsHideThePassword(t *testing.T) {
+	const pw = "Pw-s3cret-7d1"
+	host := "127.0.0.1:5432"
+	if u, err := url.Parse(pgtest.URL()); err == nil {
+		host = u.Host
+	}
+	for _, c := range []struct{ dsn, schema string }{
+		{"postgres://u:" + pw + "@" + host + "/postgres?sslmode=verify-full&sslrootcert=/missing.pem", ""},
+		{"postgres://u:" + pw + "@127.0.0.1:1/postgres?connect_timeout=5", ""},
+		{"postgres://postgres:" + pw + "@" + host + "/no_such_db_pbtest", ""},
+		{"postgres://postgres:" + pw + "@" + host + "/postgres", "bad-schema"},
+		{"postgres://postgres@" + host + "/postgres?password=" + pw + "&sslmode=verify-full&sslrootcert=/missing.pem", ""},
+		{"host=127.0.0.1 port=1 user=u password=" + pw + " dbname=x", ""},
+		{"postgres://u:" + pw + "@" + host + "/postgres?sslmode=bogus", ""},
+	} {
+		s, err := dburl.Open(context.Background(), c.dsn, dburl.Options{Schema: c.schema, MustExist: true})
+		if err == nil {
+			s.Close()
+			t.Errorf("Open(%s) succeeded", dburl.Redact(c.dsn))
+			continue
+		}
+		if strings.Contains(err.Error(), pw) {
+			t.Errorf("Open(%s): the error holds the password: %v", dburl.Redact(c.dsn), err)
+		}
+	}
+}
