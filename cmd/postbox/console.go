@@ -72,12 +72,8 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
 		}
-		var st console.Store = s.SQLite
-		if s.Postgres != nil {
-			st = s.Postgres
-		}
 		c, err := console.New(console.Config{
-			Store: st, Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger,
+			Store: s.Console, Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger,
 			SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted,
 		})
 		if err != nil {
@@ -101,7 +97,7 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		if secret == "" {
 			auth = "none (loopback only)"
 		}
-		logger.Info("console on http://"+ln.Addr().String()+"/", "store", st.String(), "read_only", *readOnly, "auth", auth,
+		logger.Info("console on http://"+ln.Addr().String()+"/", "store", s.Console.String(), "read_only", *readOnly, "auth", auth,
 			"session_idle", *idle, "session_max", *lifetime, "trusted_proxies", *proxies)
 		sampled := make(chan struct{})
 		go func() {

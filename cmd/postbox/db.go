@@ -24,7 +24,7 @@ func (d *dbFlags) register(fs *flag.FlagSet) {
 
 // open connects to the store named by --db; command names the connections
 // in pg_stat_activity. A read-only command never creates a database.
-func (d *dbFlags) open(ctx context.Context, command string, readOnly bool) (*dburl.Store, error) {
+func (d *dbFlags) open(ctx context.Context, command string, readOnly bool) (*dburl.DB, error) {
 	if err := required("db", d.url); err != nil {
 		return nil, err
 	}

@@ -16,7 +16,6 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/signature"
@@ -51,15 +50,7 @@ func endpointsStore(ctx context.Context, db *dbFlags, command string, readOnly b
 		s.Close()
 		return nil, nil, err
 	}
-	return endpointsOf(s), s.Close, nil
-}
-
-// endpointsOf is the endpoints store of an opened database.
-func endpointsOf(s *dburl.Store) store.Endpoints {
-	if s.Postgres != nil {
-		return s.Postgres
-	}
-	return s.SQLite
+	return s.Endpoints, s.Close, nil
 }
 
 // endpointArg reads the one positional argument: an endpoint's id or
@@ -378,7 +369,7 @@ func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
 		}
-		e, err := findEndpoint(ctx, endpointsOf(s), arg)
+		e, err := findEndpoint(ctx, s.Endpoints, arg)
 		if err != nil {
 			return err
 		}

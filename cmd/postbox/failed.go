@@ -107,12 +107,12 @@ func (f *endpointFlag) register(fs *flag.FlagSet, verb string) {
 
 // resolve returns the FailedFilter.Endpoint of the flag (uuid.Nil when not
 // given: the outbox) and the names of the endpoints of s.
-func (f *endpointFlag) resolve(ctx context.Context, s *dburl.Store) (uuid.UUID, endpointNames, error) {
+func (f *endpointFlag) resolve(ctx context.Context, s *dburl.DB) (uuid.UUID, endpointNames, error) {
 	names := endpointNames{}
 	if !f.set {
 		return uuid.Nil, names, nil
 	}
-	es := endpointsOf(s)
+	es := s.Endpoints
 	all, err := es.EndpointList(ctx)
 	if err != nil {
 		return uuid.Nil, nil, err
@@ -428,7 +428,7 @@ func setupFailedShow(fs *flag.FlagSet) func(context.Context) error {
 
 // showDeliveries is failed show --endpoint: each failed delivery of event
 // id to the endpoints of ep.
-func showDeliveries(ctx context.Context, s *dburl.Store, ep *endpointFlag, id uuid.UUID, asJSON bool) error {
+func showDeliveries(ctx context.Context, s *dburl.DB, ep *endpointFlag, id uuid.UUID, asJSON bool) error {
 	endpointID, names, err := ep.resolve(ctx, s)
 	if err != nil {
 		return err

@@ -35,11 +35,12 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 		if !*ordered {
 			return nil
 		}
-		if s.Postgres == nil {
+		pg, ok := s.Postgres()
+		if !ok {
 			fmt.Println("ordered relays: nothing more to do on SQLite (its migrations keep the index they need)")
 			return nil
 		}
-		if err := s.Postgres.MigrateOrdered(ctx); err != nil {
+		if err := pg.MigrateOrdered(ctx); err != nil {
 			return err
 		}
 		fmt.Println("ordered relays: index outbox_events_aggregate_open_idx is ready")
@@ -48,16 +49,18 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 }
 
 // setProducerNotify is migrate's --wal and --no-wal.
-func setProducerNotify(ctx context.Context, s *dburl.Store, wal, noWAL bool) error {
+func setProducerNotify(ctx context.Context, s *dburl.DB, wal, noWAL bool) error {
 	switch {
 	case wal && noWAL:
 		return fmt.Errorf("%w: give --wal or --no-wal, not both", errUsage)
 	case !wal && !noWAL:
 		return nil
-	case s.Postgres == nil:
+	}
+	pg, ok := s.Postgres()
+	if !ok {
 		return fmt.Errorf("%w: --wal and --no-wal are for PostgreSQL", errUsage)
 	}
-	if err := s.Postgres.SetProducerNotify(ctx, noWAL); err != nil {
+	if err := pg.SetProducerNotify(ctx, noWAL); err != nil {
 		return err
 	}
 	if wal {

@@ -176,7 +176,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 			if metrics != nil {
 				c.prom = metrics.prom
 			}
-			if fanOut, err = newEndpointsRelay(ctx, endpointsOf(s), endpoints, c, s.Outbox.String()); err != nil {
+			if fanOut, err = newEndpointsRelay(ctx, s.Endpoints, endpoints, c, s.Outbox.String()); err != nil {
 				closeMetrics()
 				return err
 			}
@@ -195,7 +195,7 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if fanOut == nil {
 			sinkDesc, sinkSecrets = describeSink(*sinkURL, *secrets)
 		}
-		hb, err := presence.New(presence.Config{Store: presenceOf(s), Sink: sinkDesc, Mode: mode, Version: buildVersion(),
+		hb, err := presence.New(presence.Config{Store: s.Presence, Sink: sinkDesc, Mode: mode, Version: buildVersion(),
 			Secrets: sinkSecrets, Every: *heartbeat, Logger: logger})
 		if err != nil {
 			closeMetrics()
@@ -262,11 +262,12 @@ func dedupWindow(d time.Duration) time.Duration {
 }
 
 // openWAL is the WAL stream of --wal on s, named by --wal-slot.
-func openWAL(s *dburl.Store, slot string) (*postgres.WAL, error) {
-	if s.Postgres == nil {
+func openWAL(s *dburl.DB, slot string) (*postgres.WAL, error) {
+	pg, ok := s.Postgres()
+	if !ok {
 		return nil, fmt.Errorf("%w: --wal needs PostgreSQL (logical replication)", errUsage)
 	}
-	w, err := s.Postgres.WAL(postgres.WALConfig{Slot: slot})
+	w, err := pg.WAL(postgres.WALConfig{Slot: slot})
 	if err != nil {
 		return nil, fmt.Errorf("%w: --wal-slot: %v", errUsage, err)
 	}

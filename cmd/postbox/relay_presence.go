@@ -11,19 +11,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/relay/presence"
-	"github.com/postbox-go/postbox/store"
 )
-
-// presenceOf is the presence table of s.
-func presenceOf(s *dburl.Store) store.Presence {
-	if s.Postgres != nil {
-		return s.Postgres
-	}
-	return s.SQLite
-}
 
 // describeSink describes the sink rawURL names for the presence table,
 // without credentials, and returns the texts that must never reach it: a

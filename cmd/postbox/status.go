@@ -252,7 +252,7 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		var wal *postgres.WAL
-		if s.Postgres != nil {
+		if _, ok := s.Postgres(); ok {
 			if wal, err = openWAL(s, *walSlot); err != nil {
 				return err
 			}
@@ -284,12 +284,12 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 				o.Processing += t.Processing
 				o.Failed += t.Failed
 			}
-			rows, err := presenceOf(s).RelayPresences(ctx)
+			rows, err := s.Presence.RelayPresences(ctx)
 			if err != nil {
 				return statusJSON{}, err
 			}
 			out.Relays, out.SinkDown = relaysOf(rows)
-			if out.EndpointDeliveries, out.Endpoints, err = endpointsStatus(ctx, endpointsOf(s)); err != nil {
+			if out.EndpointDeliveries, out.Endpoints, err = endpointsStatus(ctx, s.Endpoints); err != nil {
 				return statusJSON{}, err
 			}
 			if wal != nil {

@@ -224,7 +224,11 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 		return nil, fmt.Errorf("chaos: --db: %w", err)
 	}
 	defer s.Close()
-	r.store = s.Postgres
+	pg, ok := s.Postgres()
+	if !ok {
+		return nil, errors.New("chaos: --db: want a postgres:// URL (the fault suite cuts PostgreSQL's connections)")
+	}
+	r.store = pg
 	r.tables = newTables(r.store)
 	keep := false
 	defer func() {

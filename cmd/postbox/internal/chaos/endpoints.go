@@ -5,6 +5,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/base64"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -89,7 +90,12 @@ func (r *run) startDestinations(ctx context.Context) (string, error) {
 		if err != nil {
 			return "", fmt.Errorf("chaos: --db: %w", err)
 		}
-		d.inbox, d.closeInbox = s.Postgres, s.Close
+		pg, ok := s.Postgres()
+		if !ok {
+			s.Close()
+			return "", errors.New("chaos: --db: want a postgres:// URL")
+		}
+		d.inbox, d.closeInbox = pg, s.Close
 		if _, err := d.inbox.Migrate(ctx); err != nil {
 			return "", fmt.Errorf("chaos: migrate the inbox of %s: %w", d.name, err)
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
+	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/internal/redact"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -41,30 +42,46 @@ type Options struct {
 // cleanly before it closes their sockets (see postgres.ClosePool).
 const closeGrace = time.Second
 
-// Store is an opened store: Outbox is the store itself, and exactly one of
-// Postgres and SQLite is set.
-type Store struct {
-	Outbox   store.Outbox
-	Postgres *postgres.Store
-	SQLite   *sqlite.Store
+// DB is an opened database, seen through the contracts of package store:
+// the command line, the demo and chaos call what they need of it without
+// asking which store it is. The steps only one store can take (PostgreSQL's
+// WAL stream, ordered migration, producers' notify trigger) ask once, with
+// Postgres.
+type DB struct {
+	// Outbox is the store's outbox: what the relay drains, status reads
+	// and the dead-letter tools change.
+	Outbox store.Outbox
+	// Endpoints holds the webhook endpoints, their deliveries and the
+	// attempts log (postbox endpoints, postbox relay --endpoints).
+	Endpoints store.Endpoints
+	// Presence is the relays' presence table.
+	Presence store.Presence
+	// Console is what postbox console reads and changes.
+	Console console.Store
+
+	migrate  func(context.Context) ([]int, error)
+	postgres *postgres.Store
+	sqlite   *sqlite.Store
 	close    func()
 }
 
 // Migrate applies the store's migrations and returns the versions applied.
-func (s *Store) Migrate(ctx context.Context) ([]int, error) {
-	if s.Postgres != nil {
-		return s.Postgres.Migrate(ctx)
-	}
-	return s.SQLite.Migrate(ctx)
-}
+func (d *DB) Migrate(ctx context.Context) ([]int, error) { return d.migrate(ctx) }
+
+// Postgres returns the PostgreSQL store, and false for another store: what
+// PostgreSQL-only steps ask.
+func (d *DB) Postgres() (*postgres.Store, bool) { return d.postgres, d.postgres != nil }
+
+// SQLite returns the SQLite store, and false for another store.
+func (d *DB) SQLite() (*sqlite.Store, bool) { return d.sqlite, d.sqlite != nil }
 
 // Close closes the store's connections.
-func (s *Store) Close() { s.close() }
+func (d *DB) Close() { d.close() }
 
 // Open connects to the store url names, and checks that the server answers.
 // A PostgreSQL pool is set up by postgres.ConfigurePool, and closed by
 // postgres.ClosePool.
-func Open(ctx context.Context, url string, opt Options) (*Store, error) {
+func Open(ctx context.Context, url string, opt Options) (*DB, error) {
 	if path, ok := SQLitePath(url); ok {
 		if path == "" {
 			return nil, errors.New("sqlite:PATH needs a file path")
@@ -73,7 +90,8 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &Store{Outbox: s, SQLite: s, close: func() { _ = s.Close() }}, nil
+		return &DB{Outbox: s, Endpoints: s, Presence: s, Console: s, migrate: s.Migrate, sqlite: s,
+			close: func() { _ = s.Close() }}, nil
 	}
 	if !IsPostgres(url) {
 		return nil, fmt.Errorf("%q: %w", Redact(url), ErrUnknownScheme)
@@ -83,7 +101,7 @@ func Open(ctx context.Context, url string, opt Options) (*Store, error) {
 }
 
 // openPostgres is Open for a PostgreSQL URL.
-func openPostgres(ctx context.Context, url string, opt Options) (*Store, error) {
+func openPostgres(ctx context.Context, url string, opt Options) (*DB, error) {
 	cfg, err := pgxpool.ParseConfig(url)
 	if err != nil {
 		return nil, err
@@ -106,7 +124,7 @@ func openPostgres(ctx context.Context, url string, opt Options) (*Store, error) 
 		closePool()
 		return nil, err
 	}
-	return &Store{Outbox: s, Postgres: s, close: closePool}, nil
+	return &DB{Outbox: s, Endpoints: s, Presence: s, Console: s, migrate: s.Migrate, postgres: s, close: closePool}, nil
 }
 
 // IsPostgres reports whether url names a PostgreSQL database.

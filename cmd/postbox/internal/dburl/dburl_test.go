@@ -20,11 +20,19 @@ func TestOpenEachKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer pg.Close()
-	if pg.Postgres == nil || pg.SQLite != nil || pg.Outbox != pg.Postgres {
+	p, isPG := pg.Postgres()
+	if _, isLite := pg.SQLite(); !isPG || isLite {
 		t.Fatalf("postgres URL opened %+v", pg)
 	}
+	// The contracts are the store itself, never a wrapper that could hide
+	// a capability.
+	for _, c := range []any{pg.Outbox, pg.Endpoints, pg.Presence, pg.Console} {
+		if c != any(p) {
+			t.Fatalf("postgres URL: %T is not the store", c)
+		}
+	}
 	var app string
-	if err := pg.Postgres.Pool().QueryRow(ctx, "select current_setting('application_name')").Scan(&app); err != nil || app != "dburl test" {
+	if err := p.Pool().QueryRow(ctx, "select current_setting('application_name')").Scan(&app); err != nil || app != "dburl test" {
 		t.Fatalf("application_name %q, %v", app, err)
 	}
 
@@ -37,8 +45,14 @@ func TestOpenEachKind(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer lite.Close()
-	if lite.SQLite == nil || lite.Postgres != nil || lite.Outbox != lite.SQLite {
+	l, isLite := lite.SQLite()
+	if _, isPG := lite.Postgres(); !isLite || isPG {
 		t.Fatalf("sqlite URL opened %+v", lite)
+	}
+	for _, c := range []any{lite.Outbox, lite.Endpoints, lite.Presence, lite.Console} {
+		if c != any(l) {
+			t.Fatalf("sqlite URL: %T is not the store", c)
+		}
 	}
 }
 

@@ -100,10 +100,11 @@ func openBackend(ctx context.Context, url, schema string) (*backend, error) {
 		return nil, fmt.Errorf("demo: --db: %w", err)
 	}
 	var b *backend
-	if s.Postgres != nil {
-		b, err = newPostgresBackend(ctx, s.Postgres)
+	if pg, ok := s.Postgres(); ok {
+		b, err = newPostgresBackend(ctx, pg)
 	} else {
-		b, err = newSQLiteBackend(ctx, s.SQLite)
+		lite, _ := s.SQLite()
+		b, err = newSQLiteBackend(ctx, lite)
 	}
 	if err != nil {
 		s.Close()
