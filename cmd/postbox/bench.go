@@ -29,6 +29,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		asJSON      = fs.Bool("json", false, "print the report as JSON")
 		keep        = fs.Bool("keep", false, "keep the scratch schemas or files")
 		natsURL     = fs.String("nats-url", bench.NATSURLDefault, "NATS server with JetStream of the nats scenario")
+		kafkaSeeds  = fs.String("kafka-brokers", "", "seed brokers of the kafka scenario's Kafka cluster, `HOST:PORT`[,...], plaintext (it creates, then deletes, three topics there), e.g. 127.0.0.1:9092 of go run ./examples/kafka/devkafka; without it the scenario needs a postbox built with -tags kfake, which runs franz-go's in-memory cluster in process")
 	)
 	return func(ctx context.Context) error {
 		if err := positive(fs, "clients", "inbox-clients"); err != nil {
@@ -43,7 +44,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		cfg := bench.Config{
 			DB: *db, Scenarios: splitList(*scenarios), DrainEvents: *events, WebhookEvents: *events,
 			ScalingEvents: *events, Duration: *duration, Clients: *clients, InboxClients: *inboxClient, ReceiverLatency: *recvLatency,
-			BrokerEvents: *events, NATSURL: *natsURL, AMQPURL: *amqpURL, Quick: *quick, Keep: *keep, Progress: os.Stderr,
+			BrokerEvents: *events, NATSURL: *natsURL, KafkaBrokers: splitList(*kafkaSeeds), AMQPURL: *amqpURL, Quick: *quick, Keep: *keep, Progress: os.Stderr,
 		}
 		var err error
 		if cfg.Rates, err = parseInts("rates", *rates); err != nil {

@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/postbox-go/postbox/postboxtest/kafkatest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 )
 
@@ -84,5 +85,44 @@ func TestBenchEndpointsAgainstWebhook(t *testing.T) {
 	}
 	if want := got["endpoints.deliveries"] / got["webhook.events"]; math.Abs(got["endpoints.ratio_webhook"]-want) > 1e-9*want {
 		t.Errorf("endpoints.ratio_webhook = %v, want endpoints.deliveries / webhook.events = %v", got["endpoints.ratio_webhook"], want)
+	}
+}
+
+// TestBenchKafkaBrokers runs `postbox bench --scenarios kafka` in its own
+// process: the postbox built without -tags kfake refuses it without
+// --kafka-brokers, naming both ways to run it, and with --kafka-brokers
+// of a running cluster (kfake, started by the test) it measures the drain
+// through the Kafka sink to that cluster.
+func TestBenchKafkaBrokers(t *testing.T) {
+	cmd := command("bench", "--db", pgtest.URL(), "--scenarios", "kafka")
+	var errOut strings.Builder
+	cmd.Stderr = &errOut
+	if err := cmd.Run(); err == nil || !strings.Contains(errOut.String(), "--kafka-brokers") || !strings.Contains(errOut.String(), "-tags kfake") {
+		t.Errorf("kafka without --kafka-brokers: err %v, stderr %q; want a failure naming --kafka-brokers and -tags kfake", err, errOut.String())
+	}
+
+	_, brokers := kafkatest.NewCluster(t)
+	out := runOK(t, "bench", "--db", pgtest.URL(), "--scenarios", "kafka", "--kafka-brokers", strings.Join(brokers, ","), "--events", "1000", "--json")
+	var rep struct {
+		Measures []struct {
+			Key   string  `json:"key"`
+			Name  string  `json:"name"`
+			Value float64 `json:"value"`
+		} `json:"measures"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil {
+		t.Fatalf("report is not JSON: %v\n%s", err, out)
+	}
+	var found bool
+	for _, m := range rep.Measures {
+		if m.Key == "kafka.sink" {
+			found = true
+			if !(m.Value > 0) || !strings.Contains(m.Name, "--kafka-brokers") {
+				t.Errorf("kafka.sink %+v: want a positive rate to the cluster of --kafka-brokers", m)
+			}
+		}
+	}
+	if !found {
+		t.Errorf("no measure kafka.sink in %s", out)
 	}
 }

@@ -53,9 +53,10 @@ const (
 	// run.
 	ScenarioScaling = "scaling"
 	// ScenarioKafka drains a backlog through `postbox relay --sink
-	// kafka://...` to an in-process kfake cluster, beside franz-go
-	// producing the same records and the no-op drain. It is not part of
-	// the default run.
+	// kafka://...` to a Kafka cluster, beside franz-go producing the same
+	// records and the no-op drain. It is not part of the default run: it
+	// needs a cluster, Config.KafkaBrokers, or a build with -tags kfake,
+	// which runs franz-go's in-memory cluster in process.
 	ScenarioKafka = "kafka"
 	// ScenarioAMQP drains a backlog through a `postbox relay --sink
 	// amqp://...` child process into a RabbitMQ quorum queue, beside
@@ -113,8 +114,9 @@ func knownScenarios() []string {
 var walPairs = []string{ScenarioDrain, ScenarioDrainWAL, ScenarioLatency, ScenarioLatencyWAL, ScenarioWrite, ScenarioWriteWAL}
 
 // BrokerScenarios drain through a broker sink and need their broker besides
-// the database (a server, or kfake in process for kafka); they run only when
-// named, after AllScenarios.
+// the database (a server, or for kafka in a build with -tags kfake its
+// in-memory cluster in process); they run only when named, after
+// AllScenarios.
 var BrokerScenarios = []string{ScenarioNATS, ScenarioAMQP, ScenarioKafka}
 
 // Defaults of Config, and their --quick counterparts.
@@ -196,6 +198,12 @@ type Config struct {
 	// NATSURL is the NATS server of the nats scenario, nats://HOST:PORT
 	// with JetStream, without a query (NATSURLDefault).
 	NATSURL string
+	// KafkaBrokers are the seed brokers, HOST:PORT, of the kafka
+	// scenario's cluster (plaintext, no SASL): it creates topics of its own
+	// there and deletes them at the end. Empty: franz-go's in-memory
+	// cluster in the bench's process, in a build with -tags kfake only; in
+	// another build a run that includes kafka fails before it starts.
+	KafkaBrokers []string
 	// Quick makes the defaults small enough for a run of under a minute.
 	Quick bool
 	// Keep leaves the scratch outboxes in place.
@@ -277,6 +285,14 @@ func (c Config) withDefaults() (Config, error) {
 	for _, s := range scenarios {
 		if !slices.Contains(known, s) {
 			return c, fmt.Errorf("bench: unknown scenario %q (want %v, all or wal)", s, known)
+		}
+	}
+
+	if slices.Contains(c.Scenarios, ScenarioKafka) && len(c.KafkaBrokers) == 0 {
+		// Refused here rather than when its turn comes, after the
+		// scenarios before it ran for minutes.
+		if _, err := inProcessKafka(); err != nil {
+			return c, err
 		}
 	}
 

@@ -51,5 +51,11 @@
 // postbox_<schema>; they are dropped with the schema, and Leftovers lists
 // them.
 //
+// The kafka scenario drains to the cluster of Config.KafkaBrokers. Only a
+// build with -tags kfake (kafka_kfake.go) links franz-go's in-memory
+// cluster and runs it in the bench's process when no brokers are given;
+// the default build (kafka_nokfake.go) refuses the run instead, so that
+// the postbox users run carries no test-only module.
+//
 // The SQL the scenarios run is in sql.go, in named constants.
 package bench

@@ -2,6 +2,7 @@ package bench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"strings"
@@ -9,7 +10,6 @@ import (
 	"time"
 
 	"github.com/twmb/franz-go/pkg/kadm"
-	"github.com/twmb/franz-go/pkg/kfake"
 	"github.com/twmb/franz-go/pkg/kgo"
 
 	"github.com/postbox-go/postbox/relay"
@@ -21,9 +21,14 @@ const (
 	// kafkaRatioGoal is the goal of the kafka scenario: the drain through
 	// the Kafka sink / the lower of its two limits.
 	kafkaRatioGoal = 0.5
-	// kafkaBrokers and kafkaPartitions shape the bench's kfake cluster.
+	// kafkaBrokers and kafkaPartitions shape the bench's in-process
+	// cluster (-tags kfake); kafkaPartitions is the partition count of the
+	// topics the bench creates in a cluster of Config.KafkaBrokers too.
 	kafkaBrokers    = 3
 	kafkaPartitions = 6
+	// kafkaAdminTimeout bounds creating and deleting the scenario's topics
+	// in a cluster of Config.KafkaBrokers.
+	kafkaAdminTimeout = 30 * time.Second
 	// kafkaOffsetsEvery is how often the records of the relay's drain are
 	// counted (from the topic's end offsets, one request each time).
 	kafkaOffsetsEvery = 50 * time.Millisecond
@@ -33,33 +38,97 @@ const (
 	kafkaConcurrency = 256
 )
 
+// kafkaCluster is the Kafka cluster of the kafka scenario, its topics
+// made.
+type kafkaCluster struct {
+	// brokers are its seed brokers, HOST:PORT.
+	brokers []string
+	// what names it in the progress and the measures.
+	what string
+	// close lets it go: stops the in-process cluster, or deletes the
+	// scenario's topics from the cluster of Config.KafkaBrokers.
+	close func(context.Context) error
+}
+
+// openKafka returns the scenario's cluster with topics in it: the cluster
+// of brokers, where it creates them, or with no brokers the in-process
+// cluster of a build with -tags kfake (inProcessKafka), seeded with them.
+func openKafka(ctx context.Context, brokers, topics []string) (kafkaCluster, error) {
+	if len(brokers) == 0 {
+		start, err := inProcessKafka()
+		if err != nil {
+			return kafkaCluster{}, err
+		}
+		return start(ctx, topics)
+	}
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		return kafkaCluster{}, fmt.Errorf("kafka client for --kafka-brokers: %w", err)
+	}
+	adm := kadm.NewClient(cl)
+	create, cancel := context.WithTimeout(ctx, kafkaAdminTimeout)
+	defer cancel()
+	// Replication factor -1: the cluster's default.replication.factor,
+	// which is what its users' topics get.
+	resp, err := adm.CreateTopics(create, kafkaPartitions, -1, nil, topics...)
+	if err == nil {
+		err = resp.Error()
+	}
+	if err != nil {
+		cl.Close()
+		return kafkaCluster{}, fmt.Errorf("create the topics %v at %s (see --kafka-brokers): %w", topics, strings.Join(brokers, ","), err)
+	}
+	return kafkaCluster{
+		brokers: brokers,
+		what:    "the cluster of --kafka-brokers",
+		close: func(ctx context.Context) error {
+			defer cl.Close()
+			resp, err := adm.DeleteTopics(ctx, topics...)
+			if err == nil {
+				err = resp.Error()
+			}
+			if err != nil {
+				return fmt.Errorf("delete the topics %v: %w", topics, err)
+			}
+			return nil
+		},
+	}, nil
+}
+
 // runKafka drains a backlog (Config.BrokerEvents) through `postbox relay
 // --sink kafka://...` as a child process, with its defaults (then again
-// with --concurrency kafkaConcurrency), to a kfake
-// cluster in the bench's process (three brokers, topics of six partitions,
-// acknowledging records without keeping them, so that its memory stays
-// out of the figures), side by side with its two limits in the same run: franz-go
-// producing the same records (the sink's own layout) directly to the same
-// cluster with the same acknowledgements (acks=all, idempotent), all in
-// flight at once; and the relay library's drain of an identical backlog
-// to a no-op sink (drain-noop's measure). Each drain of the relay has a
-// topic of its own; its published count is the sum of the topic's end
-// offsets.
-func runKafka(ctx context.Context, e *env, p *progress) error {
+// with --concurrency kafkaConcurrency), to a Kafka cluster: the brokers of
+// Config.KafkaBrokers, where it creates topics of six partitions of its
+// own and deletes them at the end; or, without them and in a build with
+// -tags kfake, a kfake cluster in the bench's process (three brokers,
+// topics of six partitions, acknowledging records without keeping them,
+// so that its memory stays out of the figures). Side by side with its two
+// limits in the same run: franz-go producing the same records (the sink's
+// own layout) directly to the same cluster with the same acknowledgements
+// (acks=all, idempotent), all in flight at once; and the relay library's
+// drain of an identical backlog to a no-op sink (drain-noop's measure).
+// Each drain of the relay has a topic of its own; its published count is
+// the sum of the topic's end offsets.
+func runKafka(ctx context.Context, e *env, p *progress) (err error) {
 	n := e.cfg.BrokerEvents
-	cluster, err := kfake.NewCluster(kfake.NumBrokers(kafkaBrokers), kfake.BlackholeProduce(),
-		kfake.SeedTopics(kafkaPartitions, "bench.direct", kafkaRelayTopic(0), kafkaRelayTopic(kafkaConcurrency)))
+	directTopic := e.rep.Run + "_direct"
+	cluster, err := openKafka(ctx, e.cfg.KafkaBrokers, []string{directTopic, kafkaRelayTopic(e.rep.Run, 0), kafkaRelayTopic(e.rep.Run, kafkaConcurrency)})
 	if err != nil {
-		return fmt.Errorf("start kfake: %w", err)
+		return err
 	}
-	defer cluster.Close()
-	brokers := cluster.ListenAddrs()
+	defer func() {
+		closing, cancel := context.WithTimeout(context.WithoutCancel(ctx), kafkaAdminTimeout)
+		defer cancel()
+		err = errors.Join(err, cluster.close(closing))
+	}()
+	brokers := cluster.brokers
+	p.printf("Kafka: %s, brokers %s", cluster.what, strings.Join(brokers, ","))
 
 	noop, err := e.noopDrain(ctx, p, "kafka_noop", n)
 	if err != nil {
 		return err
 	}
-	direct, err := kafkaDirect(ctx, brokers, "bench.direct", n)
+	direct, err := kafkaDirect(ctx, brokers, directTopic, n)
 	if err != nil {
 		return err
 	}
@@ -71,7 +140,7 @@ func runKafka(ctx context.Context, e *env, p *progress) error {
 		if err != nil {
 			return err
 		}
-		topic := kafkaRelayTopic(concurrency)
+		topic := kafkaRelayTopic(e.rep.Run, concurrency)
 		sinkURL := "kafka://" + strings.Join(brokers, ",") + "?topic=" + topic
 		args := append(sc.relayFlags(), "--sink", sinkURL, "--log-level", "warn")
 		what := "`postbox relay --sink kafka://...`"
@@ -99,7 +168,7 @@ func runKafka(ctx context.Context, e *env, p *progress) error {
 	limit := min(rate(n, direct), noop)
 	r := e.rep
 	r.record(Measure{Key: "kafka.sink", Scenario: ScenarioKafka, Relay: RelayProcess, Unit: UnitEventsPerSec, Value: relayed[0],
-		Name: "drain through the Kafka sink to kfake, acks=all, defaults"})
+		Name: "drain through the Kafka sink to " + cluster.what + ", acks=all, defaults"})
 	r.record(Measure{Key: "kafka.sink_concurrency", Scenario: ScenarioKafka, Relay: RelayProcess, Unit: UnitEventsPerSec, Value: relayed[1],
 		Name: fmt.Sprintf("same, --concurrency %d", kafkaConcurrency)})
 	r.addNoRelay(ScenarioKafka, "kafka.franz_go", "franz-go producing the same records to the same cluster, acks=all", rate(n, direct), UnitEventsPerSec, nil)
@@ -111,8 +180,12 @@ func runKafka(ctx context.Context, e *env, p *progress) error {
 }
 
 // kafkaRelayTopic is the topic of the relay's drain with --concurrency
-// concurrency (0: the default).
-func kafkaRelayTopic(concurrency int) string { return "bench.relay." + strconv.Itoa(concurrency) }
+// concurrency (0: the default) in the run named run. Its name holds
+// underscores only, no dots: Kafka warns of topics with both, whose
+// metric names may collide.
+func kafkaRelayTopic(run string, concurrency int) string {
+	return run + "_relay_" + strconv.Itoa(concurrency)
+}
 
 // noopDrain drains a fresh backlog of n events to a no-op sink with the
 // relay library in process, and returns its rate.

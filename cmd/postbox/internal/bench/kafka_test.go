@@ -5,22 +5,61 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/twmb/franz-go/pkg/kadm"
+	"github.com/twmb/franz-go/pkg/kfake"
+	"github.com/twmb/franz-go/pkg/kgo"
+
 	"github.com/postbox-go/postbox/cmd/postbox/internal/bench"
+	"github.com/postbox-go/postbox/postboxtest/kafkatest"
 	"github.com/postbox-go/postbox/postboxtest/logbuf"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 )
 
-// The kafka scenario in a tiny size: its four drains each give a positive
-// rate, the ratio is sink / the lower limit, and both drains of the sink
-// ran `postbox relay --sink kafka://...` on a scratch outbox that is gone
-// afterwards.
+// The kafka scenario in a tiny size, to a cluster of Config.KafkaBrokers
+// (kfake, started by the test: the tests may link it, the command does not
+// unless built with -tags kfake): its four drains each give a positive
+// rate, the ratio is sink / the lower limit, both drains of the sink ran
+// `postbox relay --sink kafka://...` on a scratch outbox that is gone
+// afterwards, and the topics it created in the cluster are gone too.
 func TestKafkaScenario(t *testing.T) {
+	_, brokers := kafkatest.NewCluster(t, kfake.BlackholeProduce())
+	rep, relays := checkKafkaScenario(t, brokers)
+	for _, args := range relays.args {
+		if joined := strings.Join(args, " "); !strings.Contains(joined, "--sink kafka://"+strings.Join(brokers, ",")+"?topic="+rep.Run+"_relay_") {
+			t.Errorf("relay args %q: want --sink kafka://%s?topic=%s_relay_...", joined, strings.Join(brokers, ","), rep.Run)
+		}
+	}
+	if m, _ := rep.Measure("kafka.sink"); !strings.Contains(m.Name, "--kafka-brokers") {
+		t.Errorf("kafka.sink is named %q: want the cluster it measured, --kafka-brokers", m.Name)
+	}
+
+	cl, err := kgo.NewClient(kgo.SeedBrokers(brokers...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cl.Close()
+	topics, err := kadm.NewClient(cl).ListTopics(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, topic := range topics.Names() {
+		if strings.HasPrefix(topic, rep.Run) {
+			t.Errorf("topic %s left in the cluster", topic)
+		}
+	}
+}
+
+// checkKafkaScenario runs the kafka scenario in a tiny size to the cluster
+// of brokers (none: the in-process one), checks its report and scratch
+// outboxes, and returns its report and the relays it started.
+func checkKafkaScenario(t *testing.T, brokers []string) (*bench.Report, *relayCalls) {
+	t.Helper()
 	var (
 		progress logbuf.Buffer
 		relays   relayCalls
 	)
 	cfg := bench.Config{DB: pgtest.URL(), Scenarios: []string{bench.ScenarioKafka}, BrokerEvents: 2000,
-		Progress: &progress, Command: relays.command}
+		KafkaBrokers: brokers, Progress: &progress, Command: relays.command}
 	rep, err := bench.Run(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
@@ -62,4 +101,5 @@ func TestKafkaScenario(t *testing.T) {
 	if err != nil || len(left) > 0 {
 		t.Fatalf("scratch outboxes left: %v %v", left, err)
 	}
+	return rep, &relays
 }
