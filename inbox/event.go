@@ -40,7 +40,9 @@ func validate(e *Event) error {
 	return nil
 }
 
-// Outcome is what Process did with an event.
+// Outcome is what Process did with an event: Processed or Duplicate is what
+// it returns with a nil error; an Observer sees the outcome of every call,
+// Failed and Rejected too (see outcomeOf).
 type Outcome int
 
 const (
@@ -50,15 +52,31 @@ const (
 	// Duplicate: the event had been processed before; the handler did not
 	// run. Answer it as a success (HTTP 2xx, broker ack).
 	Duplicate
+	// Failed: nothing was applied and a later delivery may succeed: the
+	// handler or the store failed, the event is out of order, or another
+	// consumer holds it (Process returned an error the sender retries).
+	Failed
+	// Rejected: nothing was applied and no delivery ever will be: an
+	// invalid event, a handler's Reject (a payload that does not decode,
+	// a type without a route), a sequence number already taken.
+	Rejected
 )
 
-// String returns "processed" or "duplicate".
+// Outcomes are every Outcome, in the order of their values.
+var Outcomes = [...]Outcome{Processed, Duplicate, Failed, Rejected}
+
+// String returns "processed", "duplicate", "failed" or "rejected": the
+// words of metrics labels.
 func (o Outcome) String() string {
 	switch o {
 	case Processed:
 		return "processed"
 	case Duplicate:
 		return "duplicate"
+	case Failed:
+		return "failed"
+	case Rejected:
+		return "rejected"
 	}
 	return fmt.Sprintf("Outcome(%d)", int(o))
 }

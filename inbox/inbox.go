@@ -64,7 +64,7 @@ func (ib *Inbox[TTx]) Process(ctx context.Context, ev *Event, fn ProcessFunc[TTx
 	}
 	var h Handling
 	outcome, err := ib.process(ctx, ev, fn, &h)
-	h.EventType, h.Result = ev.EventType, resultOf(outcome, err)
+	h.EventType, h.Outcome = ev.EventType, outcomeOf(outcome, err)
 	ib.observer.Handled(h)
 	return outcome, err
 }

@@ -2,7 +2,6 @@ package inbox
 
 import (
 	"errors"
-	"fmt"
 	"time"
 )
 
@@ -16,51 +15,13 @@ type Observer interface {
 	Handled(h Handling)
 }
 
-// Result is what Process did with an event, as an Observer sees it.
-type Result uint8
-
-const (
-	// ResultProcessed: the handler ran and committed with the inbox row.
-	ResultProcessed Result = iota
-	// ResultDuplicate: the event had been processed before.
-	ResultDuplicate
-	// ResultFailed: nothing was applied and a later delivery may succeed:
-	// the handler or the store failed, the event is out of order, or
-	// another consumer holds it (Process returned an error the sender
-	// retries).
-	ResultFailed
-	// ResultRejected: nothing was applied and no delivery ever will be:
-	// an invalid event, a handler's Reject (a payload that does not
-	// decode, a type without a route), a sequence number already taken.
-	ResultRejected
-)
-
-// Results are every Result, in the order of their values.
-var Results = [...]Result{ResultProcessed, ResultDuplicate, ResultFailed, ResultRejected}
-
-// String returns "processed", "duplicate", "failed" or "rejected": the
-// words of metrics labels.
-func (r Result) String() string {
-	switch r {
-	case ResultProcessed:
-		return "processed"
-	case ResultDuplicate:
-		return "duplicate"
-	case ResultFailed:
-		return "failed"
-	case ResultRejected:
-		return "rejected"
-	}
-	return fmt.Sprintf("Result(%d)", int(r))
-}
-
 // Handling is one call of Process, as Observer.Handled receives it. It is
 // passed by value and holds no reference to the event.
 type Handling struct {
 	// EventType is the event's type, such as "order.created".
 	EventType string
-	// Result is what Process did.
-	Result Result
+	// Outcome is what Process did.
+	Outcome Outcome
 	// HandlerRan reports whether the handler (Process's fn) ran; it does
 	// not for a duplicate or an event refused before it.
 	HandlerRan bool
@@ -83,16 +44,16 @@ func WithObserver(o Observer) Option {
 	return func(opt *options) { opt.observer = o }
 }
 
-// resultOf is the Result of a call of Process that returned outcome and
-// err.
-func resultOf(outcome Outcome, err error) Result {
+// outcomeOf is the Outcome an Observer sees of a call of Process that
+// returned outcome and err.
+func outcomeOf(outcome Outcome, err error) Outcome {
 	switch {
 	case err == nil && outcome == Duplicate:
-		return ResultDuplicate
+		return Duplicate
 	case err == nil:
-		return ResultProcessed
+		return Processed
 	case errors.Is(err, ErrInvalidEvent), errors.Is(err, ErrSequenceApplied):
-		return ResultRejected
+		return Rejected
 	}
-	return ResultFailed
+	return Failed
 }

@@ -50,15 +50,15 @@ func TestObserverSeesEveryResult(t *testing.T) {
 	ok, flaky := event("order.created"), event("order.flaky")
 	calls := []struct {
 		ev   *inbox.Event
-		want inbox.Result
+		want inbox.Outcome
 		ran  bool
 	}{
-		{ok, inbox.ResultProcessed, true},
-		{ok, inbox.ResultDuplicate, false},
-		{flaky, inbox.ResultFailed, true},
-		{flaky, inbox.ResultProcessed, true},
-		{event("order.bad"), inbox.ResultRejected, true},
-		{&inbox.Event{EventType: "order.zero-id"}, inbox.ResultRejected, false},
+		{ok, inbox.Processed, true},
+		{ok, inbox.Duplicate, false},
+		{flaky, inbox.Failed, true},
+		{flaky, inbox.Processed, true},
+		{event("order.bad"), inbox.Rejected, true},
+		{&inbox.Event{EventType: "order.zero-id"}, inbox.Rejected, false},
 	}
 	for _, c := range calls {
 		_, _ = ib.Process(ctx, c.ev, fn)
@@ -68,7 +68,7 @@ func TestObserverSeesEveryResult(t *testing.T) {
 	}
 	for i, c := range calls {
 		h := obs.seen[i]
-		if h.Result != c.want || h.EventType != c.ev.EventType || h.HandlerRan != c.ran || (h.HandlerDuration > 0) != c.ran {
+		if h.Outcome != c.want || h.EventType != c.ev.EventType || h.HandlerRan != c.ran || (h.HandlerDuration > 0) != c.ran {
 			t.Errorf("call %d (%s): observed %+v, want result %v, handler ran %v", i, c.ev.EventType, h, c.want, c.ran)
 		}
 	}

@@ -45,12 +45,12 @@ func (h *Handler) process(ctx context.Context, header map[string][]string, ev *E
 		))
 	defer span.End()
 	outcome, err := h.cfg.Process(ctx, ev)
-	result := resultOf(outcome, err)
+	seen := outcomeOf(outcome, err)
 	if errors.Is(err, ErrDuplicate) {
-		result = ResultDuplicate
+		seen = Duplicate
 	}
-	span.SetAttributes(attrOutcome.String(result.String()))
-	if result == ResultFailed || result == ResultRejected {
+	span.SetAttributes(attrOutcome.String(seen.String()))
+	if seen == Failed || seen == Rejected {
 		span.SetStatus(codes.Error, err.Error())
 	}
 	return outcome, err

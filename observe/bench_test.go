@@ -34,7 +34,7 @@ func BenchmarkInboxHandled(b *testing.B) {
 	b.ReportAllocs()
 	b.RunParallel(func(pb *testing.PB) {
 		for pb.Next() {
-			o.Handled(inbox.Handling{EventType: "order.created", Result: inbox.ResultProcessed, HandlerRan: true, HandlerDuration: time.Millisecond})
+			o.Handled(inbox.Handling{EventType: "order.created", Outcome: inbox.Processed, HandlerRan: true, HandlerDuration: time.Millisecond})
 		}
 	})
 }

@@ -356,7 +356,7 @@ func TestEventTypeLabelIsCapped(t *testing.T) {
 	for i := range 10 {
 		typ := fmt.Sprintf("type.%d", i)
 		o.Attempted(relay.Attempt{EventType: typ, Outcome: relay.OutcomeDelivered, Sent: true})
-		ib.Handled(inbox.Handling{EventType: typ, Result: inbox.ResultProcessed})
+		ib.Handled(inbox.Handling{EventType: typ, Outcome: inbox.Processed})
 	}
 	o.Attempted(relay.Attempt{EventType: "type.0", Outcome: relay.OutcomeDelivered, Sent: true})
 	for _, name := range []string{"postbox_deliveries_total", "postbox_inbox_events_total"} {

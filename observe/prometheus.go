@@ -75,7 +75,7 @@ type Prometheus struct {
 	reclaimed     prometheus.Counter
 
 	inboxEvents *prometheus.CounterVec
-	inboxTypes  *cappedTypes[*[len(inbox.Results)]prometheus.Counter]
+	inboxTypes  *cappedTypes[*[len(inbox.Outcomes)]prometheus.Counter]
 	handlerTime prometheus.Histogram
 }
 
@@ -147,9 +147,9 @@ func NewPrometheus(reg prometheus.Registerer, opts Options) (*Prometheus, error)
 		}
 		return &cs
 	})
-	p.inboxTypes = newCappedTypes(opts.MaxEventTypes, OtherEventType, func(eventType string) *[len(inbox.Results)]prometheus.Counter {
-		var cs [len(inbox.Results)]prometheus.Counter
-		for i, r := range inbox.Results {
+	p.inboxTypes = newCappedTypes(opts.MaxEventTypes, OtherEventType, func(eventType string) *[len(inbox.Outcomes)]prometheus.Counter {
+		var cs [len(inbox.Outcomes)]prometheus.Counter
+		for i, r := range inbox.Outcomes {
 			cs[i] = p.inboxEvents.WithLabelValues(eventType, r.String())
 		}
 		return &cs
@@ -351,8 +351,8 @@ type inboxObserver struct{ p *Prometheus }
 // Handled counts a call of Process by event type and result, and times
 // its handler.
 func (o inboxObserver) Handled(h inbox.Handling) {
-	if int(h.Result) < len(inbox.Results) {
-		o.p.inboxTypes.get(h.EventType)[h.Result].Inc()
+	if i := int(h.Outcome) - 1; i >= 0 && i < len(inbox.Outcomes) { // Outcomes start at 1
+		o.p.inboxTypes.get(h.EventType)[i].Inc()
 	}
 	if h.HandlerRan {
 		o.p.handlerTime.Observe(h.HandlerDuration.Seconds())
