@@ -19,7 +19,11 @@
 //     whose wire format both take from package postbox; the module's
 //     internal/ holds only leaf helpers (floor 0: the applications live
 //     under cmd/postbox/internal/); no library imports a test kit of
-//     postboxtest/.
+//     postboxtest/;
+//   - the binary users run, cmd/postbox, links no test-only module
+//     (franz-go's in-memory Kafka, kfake, comes only with -tags kfake)
+//     and of postboxtest/ only the fault injectors postbox chaos and
+//     postbox demo drive.
 //
 // It is a package of its own, rather than tests of the root package,
 // because it is about the module as a whole and not about the vocabulary
