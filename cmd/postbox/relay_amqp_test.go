@@ -84,28 +84,31 @@ func TestRelayAMQPExactlyOnceThroughFaults(t *testing.T) {
 	consumer := amqptest.NewApplied(t)
 	consumerName := amqptest.Name("pbtest_consumer")
 	var failures atomic.Int64
+	inboxConsumer, err := inboxamqp.New(inboxamqp.Config{
+		URL: amqptest.URL(), Queue: queue,
+		Process: consumer.Inbox.Processor(func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
+			if err := consumer.Apply(ctx, tx, ev); err != nil {
+				return err
+			}
+			if rand.Float64() < 0.3 {
+				failures.Add(1)
+				return errors.New("the handler failed (30% of the time)")
+			}
+			return nil
+		}),
+		ConnectionName: consumerName, RedeliveryMin: 5 * time.Millisecond, RedeliveryMax: 100 * time.Millisecond,
+		Logger: slog.New(slog.DiscardHandler),
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, stopConsumer := context.WithCancel(context.Background())
 	consumed := make(chan error, 1)
-	go func() {
-		consumed <- inboxamqp.Consume(ctx, amqptest.URL(), queue, inboxamqp.Config{
-			Process: consumer.Inbox.Processor(func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
-				if err := consumer.Apply(ctx, tx, ev); err != nil {
-					return err
-				}
-				if rand.Float64() < 0.3 {
-					failures.Add(1)
-					return errors.New("the handler failed (30% of the time)")
-				}
-				return nil
-			}),
-			ConnectionName: consumerName, RedeliveryMin: 5 * time.Millisecond, RedeliveryMax: 100 * time.Millisecond,
-			Logger: slog.New(slog.DiscardHandler),
-		})
-	}()
+	go func() { consumed <- inboxConsumer.Run(ctx) }()
 	defer func() {
 		stopConsumer()
 		if err := <-consumed; err != nil {
-			t.Errorf("Consume: %v", err)
+			t.Errorf("Run: %v", err)
 		}
 	}()
 

@@ -61,19 +61,22 @@ func startNATSConsumer(t *testing.T, cons jetstream.Consumer, failRate float64) 
 		}
 		return nil
 	}
+	consumer, err := inboxnats.New(inboxnats.Config{
+		Consumer:      cons,
+		Process:       inbox.New(c.store).Processor(apply),
+		RedeliveryMin: 20 * time.Millisecond, RedeliveryMax: 200 * time.Millisecond,
+		Logger: quietLogger,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() {
-		done <- inboxnats.Consume(ctx, cons, inboxnats.Config{
-			Process:       inbox.New(c.store).Processor(apply),
-			RedeliveryMin: 20 * time.Millisecond, RedeliveryMax: 200 * time.Millisecond,
-			Logger: quietLogger,
-		})
-	}()
+	go func() { done <- consumer.Run(ctx) }()
 	t.Cleanup(func() {
 		cancel()
 		if err := <-done; err != nil {
-			t.Errorf("Consume: %v", err)
+			t.Errorf("Run: %v", err)
 		}
 	})
 	return c

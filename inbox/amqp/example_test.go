@@ -17,7 +17,7 @@ import (
 // A service applies the events of its queue "shipping" into its own
 // database, each once: the handler runs in the inbox's transaction, and
 // the message is acknowledged after it commits.
-func ExampleConsume() {
+func Example() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
 	pool, err := pgxpool.New(ctx, os.Getenv("DB_DSN"))
@@ -32,12 +32,17 @@ func ExampleConsume() {
 
 	ship := func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 		_, err := tx.Exec(ctx, "insert into shipments (order_id) values (($1::jsonb->>'order_id')::bigint)", ev.Payload)
-		return err
+		return err // an error rolls back; the message is requeued, after a delay
 	}
-	err = amqp.Consume(ctx, "amqp://guest:guest@127.0.0.1:5672/", "shipping", amqp.Config{
+	c, err := amqp.New(amqp.Config{
+		URL:     "amqp://guest:guest@127.0.0.1:5672/",
+		Queue:   "shipping",
 		Process: ib.Processor(ship),
 	})
 	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Run(ctx); err != nil { // until Ctrl-C
 		log.Fatal(err)
 	}
 }

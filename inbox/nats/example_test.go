@@ -70,8 +70,15 @@ func Example() {
 		_, err := tx.Exec(ctx, "insert into shipments (order_id) values ($1)", paid.OrderID)
 		return err // an error rolls back; the message is delivered again
 	}
-	err = inboxnats.Consume(ctx, cons, inboxnats.Config{Process: ib.Processor(ship), Concurrency: 8})
+	c, err := inboxnats.New(inboxnats.Config{
+		Consumer:    cons,
+		Process:     ib.Processor(ship),
+		Concurrency: 8,
+	})
 	if err != nil {
+		log.Fatal(err)
+	}
+	if err := c.Run(ctx); err != nil { // until SIGINT or SIGTERM
 		log.Fatal(err)
 	}
 }

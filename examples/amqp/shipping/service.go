@@ -51,7 +51,17 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 		return err
 	}
 	log.Info("booking a shipment per order.created event", "queue", cfg.Queue, "exchange", cfg.Exchange, "table", s.shipments)
-	return inboxamqp.Consume(ctx, cfg.AMQP, cfg.Queue, inboxamqp.Config{Process: s.ib.Processor(s.book), RedeliveryMin: cfg.RedeliveryMin, Logger: log})
+	c, err := inboxamqp.New(inboxamqp.Config{
+		URL:           cfg.AMQP,
+		Queue:         cfg.Queue,
+		Process:       s.ib.Processor(s.book),
+		RedeliveryMin: cfg.RedeliveryMin,
+		Logger:        log,
+	})
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
 }
 
 // migrate runs the postbox migrations and creates the shipments table. It

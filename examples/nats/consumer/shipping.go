@@ -96,10 +96,15 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	routes := inbox.NewRouter[pgx.Tx]()
 	inbox.Handle(routes, order.EventType, s.ship)
 	log.Info("shipping started", "stream", orderstream.Stream, "consumer", Durable, "fail_rate", cfg.FailRate)
-	return inboxnats.Consume(ctx, cons, inboxnats.Config{
+	c, err := inboxnats.New(inboxnats.Config{
+		Consumer:      cons,
 		Process:       inbox.New(st).Processor(routes.Apply),
-		Logger:        log,
 		RedeliveryMin: 100 * time.Millisecond,
 		RedeliveryMax: 5 * time.Second,
+		Logger:        log,
 	})
+	if err != nil {
+		return err
+	}
+	return c.Run(ctx)
 }
