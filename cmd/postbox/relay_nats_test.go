@@ -65,7 +65,7 @@ func startNATSConsumer(t *testing.T, cons jetstream.Consumer, failRate float64) 
 	done := make(chan error, 1)
 	go func() {
 		done <- inboxnats.Consume(ctx, cons, inboxnats.Config{
-			Process:       inbox.New(c.store).Processor(apply),
+			Process:       inbox.New(c.store.Driver()).Processor(apply),
 			RedeliveryMin: 20 * time.Millisecond, RedeliveryMax: 200 * time.Millisecond,
 			Logger: quietLogger,
 		})

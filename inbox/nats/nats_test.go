@@ -67,7 +67,7 @@ func newFixture(t *testing.T, ackWait time.Duration) *fixture {
 	if _, err := s.Pool().Exec(t.Context(), "create table "+table+" (event_id uuid not null)"); err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{js: js, prefix: prefix, cons: cons, sink: sk, ib: inbox.New(s), pool: s.Pool(), table: table}
+	return &fixture{js: js, prefix: prefix, cons: cons, sink: sk, ib: inbox.New(s.Driver()), pool: s.Pool(), table: table}
 }
 
 // apply is the application's handler: it writes its row, then fails at

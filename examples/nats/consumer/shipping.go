@@ -97,7 +97,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	inbox.Handle(routes, order.EventType, s.ship)
 	log.Info("shipping started", "stream", orderstream.Stream, "consumer", Durable, "fail_rate", cfg.FailRate)
 	return inboxnats.Consume(ctx, cons, inboxnats.Config{
-		Process:       inbox.New(st).Processor(routes.Apply),
+		Process:       inbox.New(st.Driver()).Processor(routes.Apply),
 		Logger:        log,
 		RedeliveryMin: 100 * time.Millisecond,
 		RedeliveryMax: 5 * time.Second,
