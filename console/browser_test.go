@@ -106,7 +106,7 @@ func TestBrowserRetryAFailedEvent(t *testing.T) {
 	sk, err := webhook.New(webhook.Config{URL: rcv.URL, Secrets: []string{webhookSecret}})
 	must(t, err)
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: quiet, Owner: "relay-browser-test", PollInterval: 200 * time.Millisecond})
+	r, err := relay.New(relay.Config{Store: s.Driver(), Sink: sk, Logger: quiet, Owner: "relay-browser-test", PollInterval: 200 * time.Millisecond})
 	must(t, err)
 	relayCtx, stopRelay := context.WithCancel(context.Background())
 	relayDone := make(chan error, 1)

@@ -21,6 +21,7 @@ import (
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
 	"github.com/postbox-go/postbox/store/sqlite"
 )
 
@@ -43,9 +44,27 @@ func sqliteStore(t *testing.T) *sqlite.Store {
 	return s
 }
 
-type outbox interface {
-	console.Store
+// engine is a store's driver: the engine's side, through which the tests
+// write what the console shows (claims, settles, deliveries, heartbeats,
+// the inbox's steps).
+type engine interface {
 	store.Outbox
+	store.Endpoints
+	store.Presence
+	inboxWriter
+}
+
+// driverOf is s's driver.
+func driverOf(t *testing.T, s console.Store) engine {
+	t.Helper()
+	switch s := s.(type) {
+	case *postgres.Store:
+		return s.Driver()
+	case *sqlite.Store:
+		return s.Driver()
+	}
+	t.Fatalf("store %T", s)
+	return nil
 }
 
 // inboxWriter is the part of the inbox stores the tests write with.
@@ -57,7 +76,7 @@ type inboxWriter interface {
 // claimInbox writes a pending inbox row; with errText, makes it failed.
 func claimInbox(t *testing.T, s console.Store, id uuid.UUID, errText string) {
 	t.Helper()
-	w := s.(inboxWriter)
+	w := driverOf(t, s)
 	if _, err := w.InboxClaim(ctxFor(t), &store.InboxClaimParams{Event: store.InboxEvent{ID: id, EventType: "order.paid"}, Owner: "w", Lease: time.Minute}); err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +98,7 @@ func ctxFor(t *testing.T) context.Context {
 // it returns their ids.
 func failEvents(t *testing.T, s console.Store, events []postbox.Event, errs []string) []uuid.UUID {
 	t.Helper()
-	o := s.(outbox)
+	o := driverOf(t, s)
 	ctx := ctxFor(t)
 	if err := o.Enqueue(ctx, events...); err != nil {
 		t.Fatal(err)
@@ -193,7 +212,7 @@ func status(t *testing.T, s console.Store, id uuid.UUID) string {
 func TestOverviewShowsCountsTypesAndRelays(t *testing.T) {
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		failEvents(t, s, []postbox.Event{orderEvent(1), orderEvent(2)}, []string{"status 503", "status 410"})
-		o := s.(outbox)
+		o := driverOf(t, s)
 		pending := orderEvent(3)
 		pending.EventType = "order.shipped"
 		if err := o.Enqueue(ctxFor(t), pending, orderEvent(4)); err != nil {
@@ -202,7 +221,7 @@ func TestOverviewShowsCountsTypesAndRelays(t *testing.T) {
 		if _, err := o.Claim(ctxFor(t), store.ClaimParams{Owner: "relay-on-host-7", Limit: 1, Lease: time.Minute}); err != nil {
 			t.Fatal(err)
 		}
-		ps := s.(store.Presence)
+		ps := driverOf(t, s)
 		down := store.RelayPresence{ID: "relay-on-host-8", Mode: "listening", Sink: "webhook https://partner.example",
 			HeartbeatEvery: time.Minute, SinkDownSince: time.Now().Add(-time.Minute), SinkError: "connection refused"}
 		if err := ps.PresenceBeat(ctxFor(t), down); err != nil {

@@ -18,7 +18,7 @@ import (
 // newEndpoint registers a webhook endpoint named name, in state state.
 func newEndpoint(t *testing.T, s console.Store, name, state string) store.Endpoint {
 	t.Helper()
-	es := s.(store.Endpoints)
+	es := driverOf(t, s)
 	e, err := es.EndpointCreate(ctxFor(t), store.Endpoint{Name: name, URL: "https://" + name + ".example/hook",
 		Secret: "whsec_" + name + "-secret-not-shown", Concurrency: 1, State: store.EndpointEnabled})
 	if err != nil {
@@ -40,7 +40,7 @@ func routeEvents(t *testing.T, s console.Store, e store.Endpoint, events ...post
 	for i, ev := range events {
 		routes[i] = store.Route{Event: ev, Endpoints: []uuid.UUID{e.ID}}
 	}
-	if n, err := s.(store.Endpoints).DeliveryInsert(ctxFor(t), routes); err != nil || n != len(events) {
+	if n, err := driverOf(t, s).DeliveryInsert(ctxFor(t), routes); err != nil || n != len(events) {
 		t.Fatalf("DeliveryInsert: %d, %v; want %d", n, err, len(events))
 	}
 }
@@ -50,7 +50,7 @@ func routeEvents(t *testing.T, s console.Store, e store.Endpoint, events ...post
 // test, saying so.
 func laneOf(t *testing.T, s console.Store, e store.Endpoint) store.Source {
 	t.Helper()
-	lane := s.(store.Endpoints).EndpointLane(e)
+	lane := driverOf(t, s).EndpointLane(e)
 	if lane == nil {
 		t.Skipf("%s has no endpoint lane (EndpointLane returns nil)", s)
 	}
@@ -81,7 +81,7 @@ func failDeliveries(t *testing.T, s console.Store, e store.Endpoint, events []po
 // deliveryStatus is the status of e's delivery of event id ("" when none).
 func deliveryStatus(t *testing.T, s console.Store, e store.Endpoint, id uuid.UUID) string {
 	t.Helper()
-	all, err := s.(store.Endpoints).DeliveryList(ctxFor(t), e.ID, "", 1000)
+	all, err := driverOf(t, s).DeliveryList(ctxFor(t), e.ID, "", 1000)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -59,11 +59,11 @@ func drainToEndpoints(b *testing.B, within time.Duration) {
 		}
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	sup, err := endpoint.New(endpoint.Config{Store: s, Logger: quiet, DirectWithin: within})
+	sup, err := endpoint.New(endpoint.Config{Store: s.Driver(), Logger: quiet, DirectWithin: within})
 	if err != nil {
 		b.Fatal(err)
 	}
-	r, err := relay.New(relay.Config{Store: s, Sink: sup.FanOut(), PublishBatch: 100, Logger: quiet})
+	r, err := relay.New(relay.Config{Store: s.Driver(), Sink: sup.FanOut(), PublishBatch: 100, Logger: quiet})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -38,8 +38,8 @@ const lanePollInterval = 10 * time.Second
 // Config configures endpoints mode. Only Store is required; a zero field
 // takes its default, a negative one is refused (but DirectWithin).
 type Config struct {
-	// Store holds the endpoints, their deliveries and the attempts log.
-	// Required.
+	// Store holds the endpoints, their deliveries and the attempts log: a
+	// store's driver, such as (*postgres.Store).Driver(). Required.
 	Store store.Endpoints
 	// Relay is the template of every lane's relay.Config. Set per lane:
 	// Store (the lane), Sink (the endpoint's sink chain), Owner

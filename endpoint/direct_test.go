@@ -176,7 +176,7 @@ func make20(typ string) []string {
 // by a relay that is not ordered) offers neither: both are written, and
 // the lane delivers them in order.
 func TestOrderedBatchWithAnAggregateTwiceIsWritten(t *testing.T) {
-	s := pgtest.OrderedStore(t)
+	s := pgtest.OrderedStore(t).Driver()
 	rc := receiver.New(t, secret, nil)
 	addEndpoint(t, s, "a", rc.URL, nil)
 	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = false; c.Relay.Ordered = true })

@@ -61,11 +61,11 @@ func Example() {
 	quiet := slog.New(slog.DiscardHandler) // default: slog.Default()
 	// Client: give it the SSRF-guarded client (package sink/webhook/guard) in
 	// production; Relay configures every lane as a relay.
-	sup, err := endpoint.New(endpoint.Config{Store: s, Logger: quiet, Relay: relay.Config{MaxAttempts: 10}})
+	sup, err := endpoint.New(endpoint.Config{Store: s.Driver(), Logger: quiet, Relay: relay.Config{MaxAttempts: 10}})
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := relay.New(relay.Config{Store: s, Sink: sup.FanOut(), PublishBatch: 100, Logger: quiet})
+	r, err := relay.New(relay.Config{Store: s.Driver(), Sink: sup.FanOut(), PublishBatch: 100, Logger: quiet})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -42,7 +42,7 @@ func TestFanOutAndLanesDeliverEachEventOnceToEachMatchingEndpoint(t *testing.T) 
 		if _, err := s.Migrate(context.Background()); err != nil {
 			t.Fatal(err)
 		}
-		testDeliverOnce(t, s, func(aggregateID, eventType string) (id string, err error) {
+		testDeliverOnce(t, s.Driver(), func(aggregateID, eventType string) (id string, err error) {
 			err = s.DB().QueryRow("insert into outbox_events (aggregate_type, aggregate_id, event_type, payload) values ('order', ?, ?, '{\"n\": 1}') returning id",
 				aggregateID, eventType).Scan(&id)
 			return id, err

@@ -148,7 +148,7 @@ func counts(t *testing.T, s store.Endpoints, id uuid.UUID) store.DeliveryCounts 
 	return c
 }
 
-func pgStore(t *testing.T) *postgres.Store { return pgtest.Store(t) }
+func pgStore(t *testing.T) *postgres.Driver { return pgtest.Store(t).Driver() }
 
 // messageOf is the message a relay would publish again for the event id,
 // rebuilt from its delivery row.

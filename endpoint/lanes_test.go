@@ -41,7 +41,7 @@ func TestOrderedLanesKeepEachAggregatesOrderPerEndpoint(t *testing.T) {
 }
 
 func orderedLanes(t *testing.T, keepDelivered bool) {
-	s := pgtest.OrderedStore(t)
+	s := pgtest.OrderedStore(t).Driver()
 	const aggregates, perAggregate = 8, 12
 	// The first requests succeed: the direct case then starts with
 	// deliveries made directly (a failure queues the endpoint's next ones).

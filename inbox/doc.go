@@ -8,7 +8,7 @@
 // same database transaction as the application's own changes, so both
 // commit or neither does:
 //
-//	ib := inbox.New(pgStore) // pgStore is a *postgres.Store
+//	ib := inbox.New(pgStore.Driver()) // pgStore is a *postgres.Store
 //
 //	out, err := ib.Process(ctx, ev, func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 //		_, err := tx.Exec(ctx, "insert into shipments(order_id) values ($1)", orderID(ev))
@@ -229,7 +229,8 @@
 // # Stores
 //
 // Store is the interface a database implements for the inbox
-// (store.Inbox), generic over its transaction type: store/postgres
-// implements it for pgx.Tx, store/sqlite for *sql.Tx. Every implementation
-// passes the suite in postboxtest/inboxtest.
+// (store.Inbox), generic over its transaction type: the driver of
+// store/postgres ((*postgres.Store).Driver()) implements it for pgx.Tx,
+// that of store/sqlite for *sql.Tx. Every implementation passes the suite
+// in postboxtest/inboxtest.
 package inbox

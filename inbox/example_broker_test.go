@@ -31,7 +31,7 @@ func (m *message) Term()         { fmt.Println("term: never redeliver") }
 func Example_broker() {
 	pgStore, close := exampleStore()
 	defer close()
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 
 	consume := func(ctx context.Context, m *message) {
 		id, err := uuid.Parse(m.ID)

@@ -25,7 +25,7 @@ func ExampleInbox_Claim() {
 	pgStore, close := exampleStore()
 	defer close()
 	ctx := context.Background()
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 
 	process := func(ctx context.Context, ev *inbox.Event) (inbox.Outcome, error) {
 		c, err := ib.Claim(ctx, ev, 2*time.Minute)

@@ -18,7 +18,7 @@ import (
 func ExampleNewHandler() {
 	pgStore, close := exampleStore()
 	defer close()
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 
 	secret := "whsec_c2VjcmV0LWtleS1vZi10aGlydHktdHdvLWJ5dGVzIQ==" // os.Getenv("WEBHOOK_SECRET")
 	h, err := inbox.NewHandler(inbox.HandlerConfig{

@@ -60,7 +60,7 @@ func ExampleRouter() {
 	pgStore, close := exampleStore()
 	defer close()
 	ctx := context.Background()
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 	r := shippingRoutes()
 
 	for _, ev := range []*inbox.Event{
@@ -102,7 +102,7 @@ func ExampleRouter_SetUnknown() {
 	pgStore, close := exampleStore()
 	defer close()
 	ctx := context.Background()
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 	r := shippingRoutes()
 	r.SetUnknown(inbox.UnknownIgnore)
 
@@ -118,7 +118,7 @@ func ExampleRouter_SetUnknown() {
 func ExampleInbox_Processor() {
 	pgStore, close := exampleStore()
 	defer close()
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 
 	secret := "whsec_c2VjcmV0LWtleS1vZi10aGlydHktdHdvLWJ5dGVzIQ==" // os.Getenv("WEBHOOK_SECRET")
 	h, err := inbox.NewHandler(inbox.HandlerConfig{
@@ -173,7 +173,7 @@ func ExampleInbox_RunRetention() {
 	defer close()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 
 	go func() {
 		// Longer than the sender's retries and dead-letter time.

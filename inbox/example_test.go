@@ -66,7 +66,7 @@ func ExampleInbox_Process() {
 	defer close()
 	ctx := context.Background()
 
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 	ev := &inbox.Event{
 		ID:            uuid.MustParse("0190f0b2-7b4c-7cc0-8d2e-3f1c9a4b5d6e"),
 		EventType:     "order.paid",
@@ -97,7 +97,7 @@ func ExampleInbox_Process_ordered() {
 	pgStore, close := exampleStore()
 	defer close()
 	ctx := context.Background()
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 
 	event := func(seq int64) *inbox.Event {
 		return &inbox.Event{ID: uuid.New(), AggregateType: "order", AggregateID: "42", Seq: seq}
@@ -123,7 +123,7 @@ func ExampleInbox_DeleteProcessedBefore() {
 	pgStore, close := exampleStore()
 	defer close()
 	ctx := context.Background()
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 
 	retention := 30 * 24 * time.Hour // longer than any sender retries
 	total := 0

@@ -62,7 +62,7 @@ func newFixture(t testing.TB, cfg inbox.HandlerConfig) *fixture {
 	if _, err := s.Migrate(ctx); err != nil {
 		t.Fatal(err)
 	}
-	f := &fixture{t: t, store: s, ib: inbox.New(s), scheme: cfg.Scheme}
+	f := &fixture{t: t, store: s, ib: inbox.New(s.Driver()), scheme: cfg.Scheme}
 	f.inbox = pgx.Identifier{schema, "inbox_events"}.Sanitize()
 	f.effects = pgx.Identifier{schema, "effects"}.Sanitize()
 	if _, err := pool.Exec(ctx, "create table "+f.effects+" (event_id uuid not null)"); err != nil {

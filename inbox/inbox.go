@@ -27,14 +27,14 @@ type Inbox[TTx any] struct {
 	observer Observer
 }
 
-// New returns an inbox on s, such as a *postgres.Store:
+// New returns an inbox on s, a store's driver, such as a *postgres.Store's:
 //
-//	ib := inbox.New(pgStore)
+//	ib := inbox.New(pgStore.Driver())
 //
 // The store's tables must exist (run its migrations first). Options add
 // what is optional, such as an Observer for metrics:
 //
-//	ib := inbox.New(pgStore, inbox.WithObserver(metrics.Inbox()))
+//	ib := inbox.New(pgStore.Driver(), inbox.WithObserver(metrics.Inbox()))
 func New[TTx any](s Store[TTx], opts ...Option) *Inbox[TTx] {
 	var o options
 	for _, opt := range opts {

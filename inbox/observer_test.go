@@ -31,7 +31,7 @@ func (o *handlings) Handled(h inbox.Handling) {
 func TestObserverSeesEveryResult(t *testing.T) {
 	s := pgtest.Store(t)
 	obs := &handlings{}
-	ib := inbox.New(s, inbox.WithObserver(obs))
+	ib := inbox.New(s.Driver(), inbox.WithObserver(obs))
 	ctx := context.Background()
 	fail := true
 	fn := func(_ context.Context, _ pgx.Tx, ev *inbox.Event) error {

@@ -29,7 +29,7 @@ type kept struct {
 func newKept(t *testing.T) *kept {
 	t.Helper()
 	s := pgtest.Store(t)
-	return &kept{t: t, store: s, ib: inbox.New(s)}
+	return &kept{t: t, store: s, ib: inbox.New(s.Driver())}
 }
 
 // done writes a done row, processed age ago.
@@ -225,7 +225,7 @@ func TestRetentionLogsFailuresAndGoesOn(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ib := inbox.New(s) // its tables do not exist yet: every delete fails
+	ib := inbox.New(s.Driver()) // its tables do not exist yet: every delete fails
 	k := &kept{t: t, store: s, ib: ib}
 	logs, stop := k.run(inbox.Retention{Every: 20 * time.Millisecond})
 	waitFor(t, "two failures are logged", func() bool {
@@ -245,7 +245,7 @@ func TestRetentionLogsFailuresAndGoesOn(t *testing.T) {
 }
 
 func TestRetentionRefusesBadConfig(t *testing.T) {
-	ib := inbox.New(pgtest.Store(t))
+	ib := inbox.New(pgtest.Store(t).Driver())
 	for field, cfg := range map[string]inbox.Retention{
 		"Retention.Keep":  {Keep: -time.Hour},
 		"Retention.Every": {Every: -time.Second},

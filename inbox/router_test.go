@@ -59,7 +59,7 @@ func newRouted(t *testing.T) *routed {
 	x := &routed{
 		t:       t,
 		store:   s,
-		ib:      inbox.New(s),
+		ib:      inbox.New(s.Driver()),
 		r:       inbox.NewRouter[pgx.Tx](),
 		applied: s.Table("applied"),
 		runs:    map[string]int{},

@@ -6,8 +6,8 @@
 //
 //	reg := prometheus.NewRegistry()
 //	m, err := observe.NewPrometheus(reg, observe.Options{})
-//	r, err := relay.New(relay.Config{Store: s, Sink: sk, Observer: m.Relay()})
-//	ib := inbox.New(s, inbox.WithObserver(m.Inbox()))
+//	r, err := relay.New(relay.Config{Store: s.Driver(), Sink: sk, Observer: m.Relay()})
+//	ib := inbox.New(s.Driver(), inbox.WithObserver(m.Inbox()))
 //
 // In endpoints mode, each endpoint's lane reports to m.Endpoint(name), so
 // that its delivery series carry endpoint=name, and the outbox relay, whose

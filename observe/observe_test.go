@@ -138,7 +138,7 @@ func value(t testing.TB, g prometheus.Gatherer, name string, labels map[string]s
 // answered 410, moves every delivery metric, and the outbox gauges follow
 // the store: 101 pending with an age before, one failed after.
 func TestRelayMetricsMove(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	reg, m := newMetrics(t, observe.Options{})
 	sampler, err := m.NewOutboxSampler(s, observe.SamplerConfig{Every: time.Hour})
 	if err != nil {
@@ -223,7 +223,7 @@ func TestRelayMetricsMove(t *testing.T) {
 // The events of a crashed relay are counted reclaimed, and leases renewed
 // while a delivery lasts longer than a third of the lease.
 func TestLeaseMetricsMove(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	ctx := context.Background()
 	if err := s.Enqueue(ctx, event("order.created", "1"), event("order.created", "2"), event("order.created", "3")); err != nil {
 		t.Fatal(err)
@@ -271,7 +271,7 @@ func TestLeaseRenewalCounts(t *testing.T) {
 // A relay whose endpoint refuses connections sets postbox_relay_sink_up to
 // 0 and counts its probes; the gauge is 1 again once the relay stops.
 func TestSinkOutageMetrics(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	if err := s.Enqueue(context.Background(), event("order.created", "1")); err != nil {
 		t.Fatal(err)
 	}
@@ -316,7 +316,7 @@ func TestSinkUpWhileNoRelaySeesItDown(t *testing.T) {
 // The inbox's outcomes and its handler's duration are counted, against a
 // real store.
 func TestInboxMetricsMove(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	reg, m := newMetrics(t, observe.Options{})
 	ib := inbox.New(s, inbox.WithObserver(m.Inbox()))
 	fails := 1
@@ -392,7 +392,7 @@ func TestEventTypeLabelIsCapped(t *testing.T) {
 // faultyStore is a PostgreSQL store whose claims and stats fail while a
 // test asks.
 type faultyStore struct {
-	*postgres.Store
+	*postgres.Driver
 	fail atomic.Bool
 }
 
@@ -402,14 +402,14 @@ func (s *faultyStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.D
 	if s.fail.Load() {
 		return nil, errInjected
 	}
-	return s.Store.Claim(ctx, p)
+	return s.Driver.Claim(ctx, p)
 }
 
 func (s *faultyStore) StatsUpTo(ctx context.Context, limit int64) (store.Stats, error) {
 	if s.fail.Load() {
 		return store.Stats{}, errInjected
 	}
-	return s.Store.StatsUpTo(ctx, limit)
+	return s.Driver.StatsUpTo(ctx, limit)
 }
 
 // healthz returns the status code and reason of GET /healthz.
@@ -428,7 +428,7 @@ func healthz(t *testing.T, h http.Handler) (int, string) {
 // with a reason while claims and samples fail, 200 again once they
 // succeed, and 503 once the relay stops.
 func TestHealthz(t *testing.T) {
-	s := &faultyStore{Store: pgtest.Store(t)}
+	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	reg, m := newMetrics(t, observe.Options{})
 	sampler, err := m.NewOutboxSampler(s, observe.SamplerConfig{Every: 50 * time.Millisecond})
 	if err != nil {
@@ -526,7 +526,7 @@ func labelValues(t testing.TB, g prometheus.Gatherer, name, label string) map[st
 // and receiver: its deliveries, durations and lags carry
 // endpoint="billing", none carries the single-URL relay's endpoint="".
 func TestEndpointLabel(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	reg, m := newMetrics(t, observe.Options{})
 	for i := range 3 {
 		if err := s.Enqueue(context.Background(), event("order.created", fmt.Sprint(i))); err != nil {
@@ -614,7 +614,7 @@ func TestEndpointLabelIsCapped(t *testing.T) {
 // postbox_fanout_*, not as deliveries; its claims count with every
 // relay's.
 func TestFanOutCountedApart(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	reg, m := newMetrics(t, observe.Options{})
 	for i := range 4 {
 		if err := s.Enqueue(context.Background(), event("order.created", fmt.Sprint(i))); err != nil {

@@ -66,7 +66,7 @@ func (s *batchSink) Destination() sink.Destination {
 // through PublishBatch, and records each one's own outcome: every event is
 // accepted once, the failures of single events in a batch are retried.
 func TestBatchesDeliverEveryEventOnce(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	bs := newBatchSink()
 	const n = 600
 	events := make([]postbox.Event, n)
@@ -129,11 +129,11 @@ func noLeaseLeft(t *testing.T, s store.Outbox) {
 // PublishBatch needs a sink that publishes batches: a wrapper that hides
 // the capability must not turn batches off without a word.
 func TestPublishBatchRefusesASinkWithoutBatches(t *testing.T) {
-	_, err := relay.New(relay.Config{Store: pgtest.Store(t), Sink: &noopSink{}, PublishBatch: 8})
+	_, err := relay.New(relay.Config{Store: pgtest.Store(t).Driver(), Sink: &noopSink{}, PublishBatch: 8})
 	if err == nil || !strings.Contains(err.Error(), "does not publish batches") {
 		t.Fatalf("New with PublishBatch and a sink without PublishBatch: %v, want an error saying so", err)
 	}
-	if _, err := relay.New(relay.Config{Store: pgtest.Store(t), Sink: &noopSink{}, PublishBatch: 1}); err != nil {
+	if _, err := relay.New(relay.Config{Store: pgtest.Store(t).Driver(), Sink: &noopSink{}, PublishBatch: 1}); err != nil {
 		t.Fatalf("PublishBatch 1 (one event per publish) with any sink: %v", err)
 	}
 }
@@ -160,7 +160,7 @@ func (s *blockingBatchSink) PublishBatch(ctx context.Context, msgs []*sink.Messa
 // taken over: none of its events counts as delivered, and they are
 // released, not retried (the attempt did not count).
 func TestBatchCutShortWhenALeaseIsLost(t *testing.T) {
-	s := &faultyStore{Store: pgtest.Store(t)}
+	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	bs := &blockingBatchSink{batchSink: newBatchSink(), started: make(chan struct{}, 1)}
 	for i := range 3 {
 		if err := s.Enqueue(context.Background(), ev(fmt.Sprint(i), 0)); err != nil {

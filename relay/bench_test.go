@@ -21,7 +21,7 @@ import (
 // receiver with the default settings (run with -benchtime=100000x for a
 // 100,000-event backlog). It reports events/s.
 func BenchmarkDrainToWebhook(b *testing.B) {
-	s := pgtest.Store(b)
+	s := pgtest.Store(b).Driver()
 	var got atomic.Int64
 	done := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -53,7 +53,7 @@ func BenchmarkDrainToWebhook(b *testing.B) {
 // arrival at the receiver, one event at a time, with the default settings
 // (LISTEN/NOTIFY wake-up). It reports the median and 99th percentile.
 func BenchmarkCommitToDelivery(b *testing.B) {
-	s := pgtest.Store(b)
+	s := pgtest.Store(b).Driver()
 	arrived := make(chan time.Time, 1)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrived <- time.Now()
@@ -104,7 +104,7 @@ func (s *noopSink) Destination() sink.Destination {
 // BenchmarkDrainToNoopSink drains a backlog of b.N events to a sink that
 // accepts everything at once, and reports events/s.
 func BenchmarkDrainToNoopSink(b *testing.B) {
-	s := pgtest.Store(b)
+	s := pgtest.Store(b).Driver()
 	fillBacklog(b, s, b.N)
 	sk := &noopSink{}
 	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: quietLogger()})
@@ -139,7 +139,7 @@ func BenchmarkDrainToNoopSink(b *testing.B) {
 }
 
 // fillBacklog enqueues n order events, a thousand per transaction.
-func fillBacklog(b *testing.B, s *postgres.Store, n int) {
+func fillBacklog(b *testing.B, s *postgres.Driver, n int) {
 	b.Helper()
 	events := make([]postbox.Event, 0, 1000)
 	for i := range n {

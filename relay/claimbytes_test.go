@@ -29,7 +29,7 @@ func largeEvent(agg string, n, size int) postbox.Event {
 // emulates MaxBytes where the store underneath ignores it.)
 func TestLargeEventsAreClaimedWithinClaimBytes(t *testing.T) {
 	const large, size, claimBytes = 8, 2 << 20, 5 << 20
-	s := newRowStore(pgtest.Store(t))
+	s := newRowStore(pgtest.Store(t).Driver())
 	s.boundBytes = true
 	var events []postbox.Event
 	for i := range large {
@@ -69,7 +69,7 @@ func TestLargeEventsAreClaimedWithinClaimBytes(t *testing.T) {
 // Claims carry ClaimBytesDefault unless told otherwise; a negative
 // ClaimBytes is refused.
 func TestClaimBytesDefault(t *testing.T) {
-	s := newRowStore(pgtest.Store(t))
+	s := newRowStore(pgtest.Store(t).Driver())
 	bs := newBatchSink()
 	start(t, relay.Config{Store: s, Sink: &orderSink{batchSink: bs}, PollInterval: 20 * time.Millisecond})
 	waitFor(t, "a claim", 10*time.Second, func() bool { return len(s.claimsSeen()) > 0 })
@@ -86,7 +86,7 @@ func TestClaimBytesDefault(t *testing.T) {
 // through, and the relay says so; the backlog drains meanwhile, and once
 // claims are fast again their size grows back.
 func TestClaimShrinksAfterATimeoutAndGrowsBack(t *testing.T) {
-	s := newRowStore(pgtest.Store(t))
+	s := newRowStore(pgtest.Store(t).Driver())
 	var slow atomic.Bool
 	slow.Store(true)
 	s.claimHook = func(_ context.Context, p store.ClaimParams) error {

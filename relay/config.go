@@ -40,8 +40,9 @@ const (
 
 // Config configures a Relay. Only Store and Sink are required.
 type Config struct {
-	// Store is what the relay drains: an outbox (store.Outbox), or a webhook
-	// endpoint's lane of deliveries (store.Endpoints.EndpointLane). Required.
+	// Store is what the relay drains: an outbox (store.Outbox: a store's
+	// driver, such as (*postgres.Store).Driver()), or a webhook endpoint's
+	// lane of deliveries (store.Endpoints.EndpointLane). Required.
 	Store store.Source
 	// Sink publishes the events. Required.
 	Sink sink.Sink

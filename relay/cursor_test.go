@@ -54,7 +54,7 @@ func (s *pacedSink) placeOf(id uuid.UUID) (place, accepted int) {
 // taken while the backlog drains, by the claim from the head that the
 // relay runs regularly: not only once the backlog is gone.
 func TestLateCommitBehindTheCursorIsDelivered(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	ctx := context.Background()
 	tx, err := s.Pool().Begin(ctx)
 	if err != nil {

@@ -24,7 +24,7 @@ func TestSettlePassesTheDedupWindow(t *testing.T) {
 		{"negative", -1, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
-			s := newRowStore(pgtest.Store(t))
+			s := newRowStore(pgtest.Store(t).Driver())
 			rcv := receiver.New(t, secret, nil)
 			stop := start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), DedupWindow: c.set,
 				PollInterval: 20 * time.Millisecond})
@@ -62,7 +62,7 @@ func TestRelayPurgesExpiredHeldKeys(t *testing.T) {
 }
 
 func testRelayPurgesExpiredHeldKeys(t *testing.T, retention time.Duration) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	ctx := context.Background()
 	kept := "insert into " + s.Schema() + ".outbox_events (event_type, payload, status, processed_at) values ('order.created', '{}', 'done', now() - interval '1 hour')"
 	if _, err := s.Pool().Exec(ctx, kept); err != nil {

@@ -18,7 +18,7 @@ func TestDozeStateTransitions(t *testing.T) {
 	dozers := make(chan store.Dozer, 1)
 	listened := make(chan error, 1)
 	go func() {
-		listened <- s.Listen(ctx, func(l store.Listening) { dozers <- l.Dozer }, func() {})
+		listened <- s.Driver().Listen(ctx, func(l store.Listening) { dozers <- l.Dozer }, func() {})
 	}()
 	t.Cleanup(func() { cancel(); <-listened })
 	var dozer store.Dozer

@@ -72,7 +72,7 @@ func Example() {
 	}
 
 	rl, err := relay.New(relay.Config{
-		Store:  s,
+		Store:  s.Driver(),
 		Sink:   hook,
 		Logger: slog.New(slog.DiscardHandler), // default: slog.Default()
 	})
@@ -129,7 +129,7 @@ func ExampleRelay_SinkAvailable() {
 		log.Fatal(err)
 	}
 	rl, err := relay.New(relay.Config{
-		Store: s, Sink: hook, Logger: slog.New(slog.DiscardHandler),
+		Store: s.Driver(), Sink: hook, Logger: slog.New(slog.DiscardHandler),
 		MaxAttempts:   1,                     // one counted failure would dead-letter the event
 		ProbeInterval: 50 * time.Millisecond, // default 5s
 	})

@@ -25,7 +25,7 @@ const logLineMax = 200 + len("… (1000000 bytes)")
 // are logged capped, with the control characters escaped, whatever the
 // handler does with them.
 func TestLoggedFieldsAreCappedAndEscaped(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	logs := newCapture()
 	e := postbox.Event{
 		ID: postbox.NewID(), AggregateType: "order\x1b]0;owned\x07", AggregateID: strings.Repeat("4", 100_000),

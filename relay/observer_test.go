@@ -100,7 +100,7 @@ func (o *recorder) snapshot() recorder {
 // one answered 410, give 100 delivered, 20 retries and one failed, with the
 // status codes, the event types and the sink call.
 func TestObserverSeesEveryAttempt(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(_ http.ResponseWriter, _ *http.Request, d receiver.Delivery, n int) int {
 		switch {
 		case d.AggregateID == "gone":
@@ -161,7 +161,7 @@ func TestObserverSeesEveryAttempt(t *testing.T) {
 // Stats counts them.
 func TestObserverSeesClaimErrorsAndLeases(t *testing.T) {
 	t.Run("claim errors", func(t *testing.T) {
-		s := &faultyStore{Store: pgtest.Store(t)}
+		s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 		s.failClaims.Store(true)
 		rcv := receiver.New(t, secret, nil)
 		obs := &recorder{}
@@ -172,7 +172,7 @@ func TestObserverSeesClaimErrorsAndLeases(t *testing.T) {
 		}
 	})
 	t.Run("reclaimed", func(t *testing.T) {
-		s := pgtest.Store(t)
+		s := pgtest.Store(t).Driver()
 		ctx := context.Background()
 		if err := s.Enqueue(ctx, ev("1", 1), ev("2", 1), ev("3", 1)); err != nil {
 			t.Fatal(err)
@@ -189,7 +189,7 @@ func TestObserverSeesClaimErrorsAndLeases(t *testing.T) {
 		}
 	})
 	t.Run("lost leases", func(t *testing.T) {
-		s := &faultyStore{Store: pgtest.Store(t)}
+		s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 		hold := make(chan struct{})
 		var requests atomic.Int32
 		rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {

@@ -22,7 +22,7 @@ func TestObserversTellEachObserver(t *testing.T) {
 	if relay.Observers(nil, one) != relay.Observer(one) {
 		t.Fatal("Observers of one is not that one")
 	}
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	ep := newSwitchedEndpoint(t, rcv)
 	a, b := &recorder{}, &recorder{}

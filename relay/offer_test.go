@@ -20,7 +20,7 @@ import (
 // attempt, released without counting when the sink is unreachable), it is
 // counted and observed, and nothing reaches the store.
 func TestOfferDecidesAsASettleWould(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	answers := map[string]int{}
 	var mu sync.Mutex
 	rcv := receiver.New(t, secret, func(_ http.ResponseWriter, _ *http.Request, d receiver.Delivery, _ int) int {

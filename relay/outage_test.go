@@ -120,7 +120,7 @@ func produce(t *testing.T, s store.Outbox) (stop func() int) {
 }
 
 // retriesCounted is the sum of the failed attempts recorded in the outbox.
-func retriesCounted(t *testing.T, s *postgres.Store) int64 {
+func retriesCounted(t *testing.T, s *postgres.Driver) int64 {
 	t.Helper()
 	var n int64
 	err := s.Pool().QueryRow(context.Background(),
@@ -135,7 +135,7 @@ func retriesCounted(t *testing.T, s *postgres.Store) int64 {
 // stops claiming and probes one event at a time, no attempt counts, nothing
 // is dead-lettered, and everything is delivered once the endpoint is back.
 func TestSinkOutageDeadLettersNothing(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	ep := newSwitchedEndpoint(t, rcv)
 	counted := &countingSink{Sink: newSink(t, ep.url(), 2*time.Second)}
@@ -198,7 +198,7 @@ func TestSinkOutageDeadLettersNothing(t *testing.T) {
 // the relay does not pause, and the event is dead-lettered after
 // MaxAttempts as before.
 func TestAnswerAboutTheEventStillCounts(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, _ *http.Request, _ receiver.Delivery, _ int) int {
 		http.Error(w, "database is on fire", http.StatusInternalServerError)
 		return receiver.Answered
@@ -224,7 +224,7 @@ func TestAnswerAboutTheEventStillCounts(t *testing.T) {
 // timeout is down too: after a few timeouts in a row the relay pauses and
 // probes, and no event runs out of attempts however long it lasts.
 func TestEveryRequestTimingOutIsAnOutage(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	var hanging atomic.Bool
 	hanging.Store(true)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, _ receiver.Delivery, _ int) int {
@@ -273,7 +273,7 @@ func TestEveryRequestTimingOutIsAnOutage(t *testing.T) {
 // The sink's own verdict, sink.Unavailable, starts an outage at once, and
 // the failed publish does not count.
 func TestUnavailableDoesNotCountAnAttempt(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	var up atomic.Bool
 	fake := &scriptedSink{publish: func(context.Context, *sink.Message) error {
 		if up.Load() {
@@ -312,7 +312,7 @@ func (s *scriptedSink) Destination() sink.Destination {
 // event, its success ends the outage, and the slow event runs out of
 // attempts as before.
 func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	slow := ev("slow", 1)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, _ int) int {
 		if d.ID == slow.ID.String() {
@@ -353,7 +353,7 @@ func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
 // A relay stopped during an outage gives back every event it holds, the
 // probes kept after a timeout included, without counting an attempt.
 func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, _ receiver.Delivery, _ int) int {
 		<-r.Context().Done()
 		return receiver.Answered
@@ -386,7 +386,7 @@ func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
 // never sent. With nothing else to probe with, the relay probes with an
 // event it kept.
 func TestOutageEndsWhenOnlyKeptProbesRemain(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	var hanging atomic.Bool
 	hanging.Store(true)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, _ receiver.Delivery, _ int) int {

@@ -35,7 +35,7 @@ func (s slowSink) Destination() sink.Destination {
 // delivery takes 100 ms, two publishers and a lease of 1 s hold at most 2
 // in delivery and 10 waiting, not the batch of 100 a claim may take.
 func TestSlowDeliveriesBoundTheEventsClaimedAhead(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	enqueue := func(from, to int) {
 		var events []postbox.Event
 		for i := from; i < to; i++ {

@@ -21,7 +21,7 @@ import (
 // success shows the event is the problem; every other event is delivered,
 // and the poison event counts its failures as rejections and ends failed.
 func TestConnectionBrokenByOneEventIsNoEndlessOutage(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	poison := ev("poison", 1)
 	var poisonSent atomic.Int64
 	fake := &scriptedSink{publish: func(_ context.Context, m *sink.Message) error {

@@ -112,7 +112,7 @@ func record(t *testing.T, s store.Outbox, id uuid.UUID) store.Record {
 // The article's plain-SQL producer, a relay, and a receiver that checks the
 // Standard Webhooks signature with its own code.
 func TestArticleInsertIsDeliveredSigned(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second)})
 
@@ -214,7 +214,7 @@ func TestReceiverFailures(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			s := pgtest.Store(t)
+			s := pgtest.Store(t).Driver()
 			rcv := receiver.New(t, secret, tc.respond)
 			backoffMin := tc.backoffMin
 			if backoffMin == 0 {
@@ -256,7 +256,7 @@ func TestReceiverFailures(t *testing.T) {
 }
 
 func TestTwoRelaysDeliverEveryEventOnce(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	const n = 3000
 	events := make([]postbox.Event, n)
@@ -305,7 +305,7 @@ func checkOrder(t *testing.T, accepted []receiver.Delivery, perAggregate map[str
 }
 
 func TestOrderedUnderRetriesWithTwoRelays(t *testing.T) {
-	s := pgtest.OrderedStore(t)
+	s := pgtest.OrderedStore(t).Driver()
 	var mu sync.Mutex
 	rnd := rand.New(rand.NewPCG(1, 2))
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
@@ -347,7 +347,7 @@ func TestOutOfOrderCommitsAreNotSkipped(t *testing.T) {
 			if ordered {
 				newStore = pgtest.OrderedStore
 			}
-			s := newStore(t)
+			s := newStore(t).Driver()
 			rcv := receiver.New(t, secret, nil)
 			start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Ordered: ordered,
 				PollInterval: 50 * time.Millisecond})
@@ -398,7 +398,7 @@ func TestOutOfOrderCommitsAreNotSkipped(t *testing.T) {
 }
 
 func TestEveryAttemptIsSignedWithAFreshTimestamp(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		if n == 1 {
 			return http.StatusInternalServerError
@@ -419,7 +419,7 @@ func TestEveryAttemptIsSignedWithAFreshTimestamp(t *testing.T) {
 }
 
 func TestGracefulStopReleasesWhatIsNotDelivered(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	release := make(chan struct{})
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		<-release
@@ -450,7 +450,7 @@ func TestGracefulStopReleasesWhatIsNotDelivered(t *testing.T) {
 
 // A retry is attempted when it falls due, not at the next poll.
 func TestRetryDoesNotWaitForThePoll(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		if n == 1 {
 			return http.StatusServiceUnavailable
@@ -468,7 +468,7 @@ func TestRetryDoesNotWaitForThePoll(t *testing.T) {
 // With the default retention, a delivered event is deleted when its
 // delivery is recorded.
 func TestDeliveredEventsAreDeletedByDefault(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	r, err := relay.New(relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Logger: quietLogger()})
 	if err != nil {

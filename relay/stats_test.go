@@ -25,7 +25,7 @@ import (
 // faultyStore is a PostgreSQL store whose claims and settles fail, and
 // whose leases are taken over, when a test asks.
 type faultyStore struct {
-	*postgres.Store
+	*postgres.Driver
 	// reclaiming is held by every reclaim, so that a take-over is not
 	// interleaved with the relay's own reclaim.
 	reclaiming sync.Mutex
@@ -44,14 +44,14 @@ func (s *faultyStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.D
 	if s.failClaims.Load() {
 		return nil, errInjected
 	}
-	return s.Store.Claim(ctx, p)
+	return s.Driver.Claim(ctx, p)
 }
 
 func (s *faultyStore) Settle(ctx context.Context, p store.SettleParams) error {
 	if s.failSettles.Add(-1) >= 0 {
 		return errInjected
 	}
-	return s.Store.Settle(ctx, p)
+	return s.Driver.Settle(ctx, p)
 }
 
 // ExtendLease, once takeOver is set, first does what another relay would
@@ -66,17 +66,17 @@ func (s *faultyStore) ExtendLease(ctx context.Context, owner string, ids []uuid.
 		if _, err := s.Pool().Exec(ctx, expire, owner); err != nil {
 			return nil, err
 		}
-		if _, err := s.Store.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: relay.MaxAttemptsDefault}); err != nil {
+		if _, err := s.Driver.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: relay.MaxAttemptsDefault}); err != nil {
 			return nil, err
 		}
 	}
-	return s.Store.ExtendLease(ctx, owner, ids, lease)
+	return s.Driver.ExtendLease(ctx, owner, ids, lease)
 }
 
 func (s *faultyStore) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
 	s.reclaiming.Lock()
 	defer s.reclaiming.Unlock()
-	return s.Store.ReclaimExpired(ctx, p)
+	return s.Driver.ReclaimExpired(ctx, p)
 }
 
 // newRelay returns a relay with a quiet logger by default.
@@ -122,7 +122,7 @@ func runRelay(t *testing.T, r *relay.Relay) (stop func()) {
 // Every outcome is counted once it is recorded: delivered at once,
 // delivered after a retry, and dead-lettered at once (410).
 func TestStatsCountOutcomes(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		switch {
 		case d.AggregateID == "gone":
@@ -153,7 +153,7 @@ func TestStatsCountOutcomes(t *testing.T) {
 // Ready is false until Run's first claim succeeds, false while claims
 // fail, true again when they succeed, and false once Run stops.
 func TestReadyFollowsClaims(t *testing.T) {
-	s := &faultyStore{Store: pgtest.Store(t)}
+	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	rcv := receiver.New(t, secret, nil)
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})
 	if r.Ready() {
@@ -183,7 +183,7 @@ func TestReadyFollowsClaims(t *testing.T) {
 
 // An outcome that could not be recorded is counted once, when it is.
 func TestStatsCountSettleErrors(t *testing.T) {
-	s := &faultyStore{Store: pgtest.Store(t)}
+	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	s.failSettles.Store(2)
 	rcv := receiver.New(t, secret, nil)
 	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second)})
@@ -198,7 +198,7 @@ func TestStatsCountSettleErrors(t *testing.T) {
 
 // At shutdown, the events not delivered are released, and counted so.
 func TestStatsCountReleasedAtShutdown(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	hold := make(chan struct{})
 	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
 		<-hold
@@ -225,7 +225,7 @@ func TestStatsCountReleasedAtShutdown(t *testing.T) {
 // The events of a crashed relay are reclaimed after its lease, counted,
 // and delivered.
 func TestStatsCountReclaimedEvents(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	ctx := context.Background()
 	if err := s.Enqueue(ctx, ev("1", 1), ev("2", 1), ev("3", 1)); err != nil {
 		t.Fatal(err)
@@ -245,7 +245,7 @@ func TestStatsCountReclaimedEvents(t *testing.T) {
 // A relay that finds, at a lease renewal, that another relay took its
 // events over counts those it had not started to send.
 func TestStatsCountLostLeases(t *testing.T) {
-	s := &faultyStore{Store: pgtest.Store(t)}
+	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	hold := make(chan struct{})
 	var requests atomic.Int32
 	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
@@ -277,7 +277,7 @@ func TestStatsCountLostLeases(t *testing.T) {
 // lease taken over: the relay does not go on sending an event another relay
 // holds (here the endpoint holds the request until the test ends).
 func TestDeliveryCutShortWhenLeaseLost(t *testing.T) {
-	s := &faultyStore{Store: pgtest.Store(t)}
+	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	hold := make(chan struct{})
 	var requests atomic.Int32
 	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
@@ -301,7 +301,7 @@ func TestDeliveryCutShortWhenLeaseLost(t *testing.T) {
 
 // A relay told not to listen says so, and why.
 func TestStatsSayWhyTheRelayPolls(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), DisableListen: true,
 		PollInterval: 20 * time.Millisecond})
@@ -316,7 +316,7 @@ func TestStatsSayWhyTheRelayPolls(t *testing.T) {
 // behind a pooler in transaction mode): Listen fails with
 // store.ErrCannotListen.
 type deafStore struct {
-	*postgres.Store
+	*postgres.Driver
 	listens atomic.Int32
 }
 
@@ -328,7 +328,7 @@ func (s *deafStore) Listen(context.Context, func(store.Listening), func()) error
 // A store that cannot listen makes the relay poll for good, say why, and
 // not try again; events are delivered by the poll.
 func TestRelayPollsWhenTheStoreCannotListen(t *testing.T) {
-	s := &deafStore{Store: pgtest.Store(t)}
+	s := &deafStore{Driver: pgtest.Store(t).Driver()}
 	rcv := receiver.New(t, secret, nil)
 	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})
 	waitFor(t, "the relay to poll", 10*time.Second, func() bool {

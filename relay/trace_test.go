@@ -30,7 +30,7 @@ const (
 // insertPlain writes an event the way a producer in any language does, with
 // plain SQL (without the headers column when headers is empty), and
 // returns its id.
-func insertPlain(t *testing.T, s *postgres.Store, aggregateID, headers string) string {
+func insertPlain(t *testing.T, s *postgres.Driver, aggregateID, headers string) string {
 	t.Helper()
 	table := pgx.Identifier{s.Schema()}.Sanitize() + ".outbox_events"
 	q := "insert into " + table + "(aggregate_type, aggregate_id, event_type, payload) values ('order', $1, 'order.created', '{}') returning id::text"
@@ -59,7 +59,7 @@ func attrs(span tracetest.SpanStub) map[attribute.Key]attribute.Value {
 // and the request carries that span's traceparent. The stored headers stay
 // as they were.
 func TestPublishSpanContinuesPlainSQLTrace(t *testing.T) {
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(_ http.ResponseWriter, _ *http.Request, _ receiver.Delivery, n int) int {
 		if n == 1 {
 			return http.StatusServiceUnavailable
@@ -149,7 +149,7 @@ func TestNoTracerNoSpanNoHeader(t *testing.T) {
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 
-	s := pgtest.Store(t)
+	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	traced := insertPlain(t, s, "1", `{"traceparent": "`+producerParent+`"}`)
 	plain := insertPlain(t, s, "2", "")

@@ -72,7 +72,7 @@ func checkUnreadableFailedAlone(t *testing.T, s store.Outbox, logs *capture, sen
 func TestUnreadableRowFailsAlone(t *testing.T) {
 	for _, batch := range []int{0, 8} {
 		t.Run(map[int]string{0: "one at a time", 8: "batches"}[batch], func(t *testing.T) {
-			s := newRowStore(pgtest.Store(t))
+			s := newRowStore(pgtest.Store(t).Driver())
 			bs := newBatchSink()
 			logs := newCapture()
 			var events []postbox.Event
@@ -115,7 +115,7 @@ func (s *batchSink) sent(id uuid.UUID) int {
 // aggregate back in ordered mode: it fails, as a head that failed
 // otherwise, and the aggregate's next events go, in order.
 func TestUnreadableHeadDoesNotBlockItsAggregate(t *testing.T) {
-	s := newRowStore(pgtest.OrderedStore(t))
+	s := newRowStore(pgtest.OrderedStore(t).Driver())
 	bs := newBatchSink()
 	logs := newCapture()
 	events := []postbox.Event{ev("A", 1), ev("A", 2), ev("A", 3), ev("B", 1)}
@@ -173,7 +173,7 @@ func (s *testStream) Follow(ctx context.Context, start func(context.Context, []u
 // An unreadable row brought by the stream (WAL mode) fails alone too, and
 // the stream's wait for it ends.
 func TestStreamedUnreadableRowFailsAlone(t *testing.T) {
-	s := newRowStore(pgtest.Store(t))
+	s := newRowStore(pgtest.Store(t).Driver())
 	s.streamOnly = true // the stream alone claims
 	bs := newBatchSink()
 	logs := newCapture()
@@ -207,7 +207,7 @@ func TestStreamedUnreadableRowFailsAlone(t *testing.T) {
 // events after it. Its failure is not recorded until the event beside it
 // was sent.
 func TestStreamedUnreadableRowHoldsNoAggregate(t *testing.T) {
-	s := newRowStore(pgtest.Store(t))
+	s := newRowStore(pgtest.Store(t).Driver())
 	s.streamOnly = true
 	bs := newBatchSink()
 	stream := &testStream{rows: s, ids: make(chan []uuid.UUID)}

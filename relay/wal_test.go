@@ -24,13 +24,13 @@ func init() { pgtest.StartLogical() }
 
 // walStore is a migrated store in WAL mode (no notify trigger) and its
 // stream; the slot and the publication are dropped when the test ends.
-func walStore(t *testing.T) (*postgres.Store, *postgres.WAL) {
+func walStore(t *testing.T) (*postgres.Driver, *postgres.WAL) {
 	t.Helper()
 	s := pgtest.LogicalStore(t)
 	if err := s.SetProducerNotify(context.Background(), false); err != nil {
 		t.Fatal(err)
 	}
-	return s, pgtest.WAL(t, s)
+	return s.Driver(), pgtest.WAL(t, s)
 }
 
 // waitStreaming waits until a relay streams the slot.
@@ -45,7 +45,7 @@ func waitStreaming(t *testing.T, w *postgres.WAL) {
 // insertSQL writes one event per transaction with the article's plain SQL
 // insert, n events for each aggregate, the aggregates interleaved; it
 // returns the server's WAL position once they are all committed.
-func insertSQL(t *testing.T, s *postgres.Store, aggregates []string, n int) pglogrepl.LSN {
+func insertSQL(t *testing.T, s *postgres.Driver, aggregates []string, n int) pglogrepl.LSN {
 	t.Helper()
 	ctx := context.Background()
 	insert := `insert into ` + s.Table("outbox_events") + `(aggregate_type, aggregate_id, event_type, payload) values ('order', $1, 'order.updated', $2)`
@@ -64,7 +64,7 @@ func insertSQL(t *testing.T, s *postgres.Store, aggregates []string, n int) pglo
 	return end
 }
 
-func confirmedFlush(t *testing.T, s *postgres.Store, w *postgres.WAL) pglogrepl.LSN {
+func confirmedFlush(t *testing.T, s *postgres.Driver, w *postgres.WAL) pglogrepl.LSN {
 	t.Helper()
 	var lsn pglogrepl.LSN
 	err := s.Pool().QueryRow(context.Background(),
@@ -210,7 +210,7 @@ func TestWALRefusesOrdered(t *testing.T) {
 // is confirmed past them all.
 func TestWALHostileRowsCostTheStreamNothing(t *testing.T) {
 	s, w := walStore(t)
-	pgtest.DropBounds(t, s)
+	pgtest.DropBounds(t, s.Store)
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour})
 	waitStreaming(t, w)

@@ -161,7 +161,10 @@ const AttemptResponseMax = 1024
 
 // Endpoints is the store of webhook endpoints, their deliveries and the
 // attempts log: what package endpoint and postbox endpoints call. Both
-// stores implement it, and pass postboxtest/storetest's RunEndpoints and RunLane.
+// stores implement it on their drivers ((*postgres.Store).Driver(); the
+// store itself holds the administration: create, update, list, delete,
+// rotate, the deliveries' counts and lists, the attempts' list), and pass
+// postboxtest/storetest's suites of endpoints and lanes.
 //
 // Deliveries are delivered by package relay, one relay per enabled
 // endpoint, each draining the endpoint's lane (EndpointLane): the same

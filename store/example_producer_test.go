@@ -88,7 +88,7 @@ func ExampleProducer() {
 		panic(err)
 	}
 
-	for _, s := range []store.Outbox{lite, pg} {
+	for _, s := range []store.Inspector{lite, pg} {
 		st, err := s.Stats(ctx)
 		if err != nil {
 			panic(err)

@@ -8,11 +8,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// Inbox is what package inbox needs of a database. TTx is the store's
+// Inbox is what package inbox needs of a database, implemented by the
+// stores' drivers ((*postgres.Store).Driver()). TTx is the store's
 // transaction type, which handlers receive (pgx.Tx for store/postgres,
 // *sql.Tx for store/sqlite). Every implementation passes the conformance
-// suite in postboxtest/inboxtest; applications use package inbox, whose Store is
-// this interface.
+// suite in postboxtest/inboxtest; applications use package inbox, whose
+// Store is this interface.
 //
 // The table is the article's inbox_events: one row per event id, with a
 // handler_status of pending, done or failed. A row is "free" when it is

@@ -71,8 +71,10 @@ type PresenceReader interface {
 
 // Presence is the presence table of the relays: one row per running relay
 // process, written by the relay (package relay/presence), read by status
-// tools. *postgres.Store and *sqlite.Store are Presences; the conformance
-// suite is storetest.RunPresence.
+// tools. The drivers of the stores ((*postgres.Store).Driver(),
+// (*sqlite.Store).Driver()) are Presences, the stores themselves
+// PresenceReaders; postboxtest/storetest's Exercise holds them to the
+// contract.
 type Presence interface {
 	PresenceReader
 	// PresenceBeat writes p's row, keyed by p.ID: it inserts it (StartedAt

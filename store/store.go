@@ -28,9 +28,17 @@
 //     ErrNotMigrated, ErrCannotListen, ErrOrderedNotReady) and
 //     CleanErrorText, through which stores write every error text.
 //
-// Every implementation passes the shared conformance suites,
-// postboxtest/storetest for the outbox (Run) and the endpoints (RunEndpoints),
-// postboxtest/inboxtest for the inbox.
+// A store splits its methods in two. The store itself holds what
+// applications call: Producer, Inspector, DeadLetters, PresenceReader,
+// InboxReader, the endpoints' administration. Its driver (the store's
+// Driver method: (*postgres.Store).Driver(), (*sqlite.Store).Driver())
+// embeds it and adds the engine's methods, so that the driver is the
+// whole of Outbox, Endpoints, Presence and Inbox: applications hand it to
+// packages relay, endpoint, relay/presence and inbox, and never call it.
+//
+// Every implementation passes the shared conformance suites, which
+// postboxtest/storetest's Exercise runs (postboxtest/inboxtest's for the
+// inbox among them).
 // Implementations never import the relay, package inbox or each other.
 package store
 
@@ -341,10 +349,11 @@ type RelayLeases struct {
 }
 
 // Source is the relay's driver interface: what package relay calls to
-// drain a queue of deliveries. An outbox is one (every Outbox is a Source);
-// a webhook endpoint's deliveries are another (Endpoints.EndpointLane), so
-// that one engine, package relay, drains both. Applications do not call
-// these methods. Like River's driver interface it may change between minor
+// drain a queue of deliveries. An outbox is one (every Outbox is a Source:
+// a store's driver, such as (*postgres.Store).Driver()); a webhook
+// endpoint's deliveries are another (Endpoints.EndpointLane), so that one
+// engine, package relay, drains both. Applications do not call these
+// methods. Like River's driver interface it may change between minor
 // versions; a store's own exported API does not.
 //
 // Every capability is a method of this interface, never an optional
@@ -398,7 +407,9 @@ type Source interface {
 
 // Outbox is a store's outbox: the relay's Source, with what status tools
 // (Inspector) and dead-letter tools (DeadLetters) read and change, and
-// Enqueue. Producers use the store's Producer (EnqueueTx) or Enqueue.
+// Enqueue. A store's driver is one (the store itself holds the Inspector,
+// DeadLetters and Enqueue, not the Source). Producers use the store's
+// Producer (EnqueueTx) or Enqueue.
 type Outbox interface {
 	Source
 	Inspector

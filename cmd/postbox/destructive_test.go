@@ -26,7 +26,7 @@ func TestDestructiveCommandsRefuseEmptyFilters(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	ids := failEvents(t, s, "order.paid", 3, func(i int) string { return "permanent: status 410" })
+	ids := failEvents(t, s.Driver(), "order.paid", 3, func(i int) string { return "permanent: status 410" })
 
 	for _, args := range [][]string{
 		{"failed", "purge", "--older-than", "0s", "--group", ""},
@@ -70,8 +70,8 @@ func TestFailedPurgeDryRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	paid := failEvents(t, s, "order.paid", 25, func(i int) string { return fmt.Sprintf("permanent: status 410: order %d", i) })
-	failEvents(t, s, "order.created", 2, func(int) string { return "timeout" })
+	paid := failEvents(t, s.Driver(), "order.paid", 25, func(i int) string { return fmt.Sprintf("permanent: status 410: order %d", i) })
+	failEvents(t, s.Driver(), "order.created", 2, func(int) string { return "timeout" })
 
 	out := runOK(t, append([]string{"failed", "purge", "--older-than", "0s", "--type", "order.paid", "--dry-run"}, db...)...)
 	if !strings.Contains(out, "would purge 25 failed events") || !strings.Contains(out, "and 5 more") {

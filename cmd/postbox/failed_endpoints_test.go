@@ -51,7 +51,7 @@ func TestFailedEndpointDeliveries(t *testing.T) {
 	failDelivery(t, s, both, partner, "order.created", "status 500: upstream 1 busy")
 	failDelivery(t, s, both, backup, "order.created", "status 500: upstream 2 busy")
 	failDelivery(t, s, partnerOnly, partner, "order.paid", "127.0.0.1 is loopback: refused")
-	outboxFailed := failEvents(t, s, "order.shipped", 1, func(int) string { return "gone" })
+	outboxFailed := failEvents(t, s.Driver(), "order.shipped", 1, func(int) string { return "gone" })
 
 	var all failedListJSON
 	jsonOut(t, &all, append([]string{"failed", "list", "--json", "--endpoint", "all"}, db...)...)

@@ -173,8 +173,8 @@ func TestFailedPurgeOlderThanAndShow(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	paid := failEvents(t, s, "order.paid", 4, func(i int) string { return fmt.Sprintf("permanent: status 410: order %d gone", i) })
-	created := failEvents(t, s, "order.created", 3, func(int) string { return "timeout" })
+	paid := failEvents(t, s.Driver(), "order.paid", 4, func(i int) string { return fmt.Sprintf("permanent: status 410: order %d gone", i) })
+	created := failEvents(t, s.Driver(), "order.created", 3, func(int) string { return "timeout" })
 
 	show := runOK(t, append([]string{"failed", "show", paid[2]}, db...)...)
 	for _, want := range []string{"status      failed", "event type  order.paid", "attempts    1", "last error  permanent: status 410: order 2 gone", "\"n\": 2", "failed      "} {
@@ -216,10 +216,10 @@ func TestFailedGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	unavailable := failEvents(t, s, "order.paid", 5, func(i int) string {
+	unavailable := failEvents(t, s.Driver(), "order.paid", 5, func(i int) string {
 		return fmt.Sprintf("retryable: status 503: upstream 10.0.0.%d busy since 2025-03-01T12:00:%02dZ", i, i)
 	})
-	refused := failEvents(t, s, "order.paid", 3, func(i int) string {
+	refused := failEvents(t, s.Driver(), "order.paid", 3, func(i int) string {
 		return fmt.Sprintf(`retryable: Post "http://127.0.0.1:%d/hook": connection refused`, 40000+i)
 	})
 
@@ -265,7 +265,7 @@ func TestFailedGroups(t *testing.T) {
 func TestFailedRetryInterruptedThenRerun(t *testing.T) {
 	s, db := schemaStore(t)
 	const n = 3000
-	failEvents(t, s, "order.paid", n, func(int) string { return "permanent: status 410: gone" })
+	failEvents(t, s.Driver(), "order.paid", n, func(int) string { return "permanent: status 410: gone" })
 
 	cmd := command(append([]string{"failed", "retry", "--all"}, db...)...)
 	cmd.Env = append(cmd.Env, "POSTBOX_FAILED_BATCH_SIZE=1")
@@ -355,7 +355,7 @@ func TestStatusByTypeAndWatch(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	failEvents(t, s, "order.paid", 3, func(int) string { return "gone" })
+	failEvents(t, s.Driver(), "order.paid", 3, func(int) string { return "gone" })
 	for i, typ := range []string{"order.created", "order.created", "user.signed_up", "order.paid"} {
 		e := postbox.Event{AggregateType: "order", AggregateID: fmt.Sprint(i), EventType: typ, Payload: []byte(`{}`)}
 		if err := s.Enqueue(context.Background(), e); err != nil {

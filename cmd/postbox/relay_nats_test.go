@@ -63,7 +63,7 @@ func startNATSConsumer(t *testing.T, cons jetstream.Consumer, failRate float64) 
 	}
 	consumer, err := inboxnats.New(inboxnats.Config{
 		Consumer:      cons,
-		Process:       inbox.New(c.store).Processor(apply),
+		Process:       inbox.New(c.store.Driver()).Processor(apply),
 		RedeliveryMin: 20 * time.Millisecond, RedeliveryMax: 200 * time.Millisecond,
 		Logger: quietLogger,
 	})

@@ -223,7 +223,7 @@ func TestRelayTwoSignalsLeaveNoPresence(t *testing.T) {
 func TestStatusSaysWhenAStaleRowGoes(t *testing.T) {
 	s, db := schemaStore(t)
 	ctx := context.Background()
-	if err := s.PresenceBeat(ctx, store.RelayPresence{ID: "crashed", Mode: "polling", HeartbeatEvery: 5 * time.Second}); err != nil {
+	if err := s.Driver().PresenceBeat(ctx, store.RelayPresence{ID: "crashed", Mode: "polling", HeartbeatEvery: 5 * time.Second}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := s.Pool().Exec(ctx, "update "+s.Table("relay_presence")+" set heartbeat_at = now() - interval '1 minute'"); err != nil {

@@ -96,7 +96,7 @@ func TestStatusShowsEndpointBreaker(t *testing.T) {
 	now := time.Now().Truncate(time.Microsecond)
 	until := map[uuid.UUID]time.Time{paused: now.Add(time.Hour), probing: now.Add(-2 * time.Minute), off: now.Add(time.Hour)}
 	for id, at := range until {
-		if err := s.EndpointBreaker(ctx, id, at); err != nil {
+		if err := s.Driver().EndpointBreaker(ctx, id, at); err != nil {
 			t.Fatal(err)
 		}
 	}

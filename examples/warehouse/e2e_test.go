@@ -86,7 +86,7 @@ func TestRelayDeliversEveryOrderExactlyOnceDespiteFaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	r, err := relay.New(relay.Config{
-		Store: shop, Sink: sink, Logger: quietLogger(),
+		Store: shop.Driver(), Sink: sink, Logger: quietLogger(),
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 		ShutdownTimeout: time.Second,
 		Retention:       time.Hour, // keep delivered events, to check them all done

@@ -110,7 +110,7 @@ func setUp(ctx context.Context, pool *pgxpool.Pool, cfg config, log *slog.Logger
 	failRate := cfg.FailRate
 	s := &service{
 		pool:         pool,
-		inbox:        inbox.New(st),
+		inbox:        inbox.New(st.Driver()),
 		log:          log,
 		reservations: st.Table("reservations"),
 		fail:         func() bool { return rand.Float64() < failRate },

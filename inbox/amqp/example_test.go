@@ -28,7 +28,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 
 	ship := func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 		_, err := tx.Exec(ctx, "insert into shipments (order_id) values (($1::jsonb->>'order_id')::bigint)", ev.Payload)

@@ -29,7 +29,7 @@ func Example() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	ib := inbox.New(pgStore)
+	ib := inbox.New(pgStore.Driver())
 
 	c, err := kafka.New(kafka.Config{
 		Brokers: []string{"127.0.0.1:9092"},

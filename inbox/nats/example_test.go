@@ -37,7 +37,7 @@ func Example() {
 	if _, err := store.Migrate(ctx); err != nil { // the inbox_events table
 		log.Fatal(err)
 	}
-	ib := inbox.New(store)
+	ib := inbox.New(store.Driver())
 
 	nc, err := natsgo.Connect("nats://127.0.0.1:4222", natsgo.MaxReconnects(-1))
 	if err != nil {

@@ -29,7 +29,7 @@ type Applied struct {
 func NewApplied(t testing.TB) *Applied {
 	t.Helper()
 	s := pgtest.Store(t)
-	a := &Applied{Store: s, Inbox: inbox.New(s), Table: s.Table("applied")}
+	a := &Applied{Store: s, Inbox: inbox.New(s.Driver()), Table: s.Table("applied")}
 	if _, err := s.Pool().Exec(context.Background(), "create table "+a.Table+" (event_id uuid not null)"); err != nil {
 		t.Fatal(err)
 	}

@@ -62,7 +62,7 @@ func (c call) String() string {
 func newApp(t *testing.T, b Broker) *app {
 	t.Helper()
 	s := pgtest.Store(t)
-	a := &app{t: t, b: b, store: s, ib: inbox.New(s), table: s.Table("applied"), logs: newLogs(), calls: map[uuid.UUID][]call{}}
+	a := &app{t: t, b: b, store: s, ib: inbox.New(s.Driver()), table: s.Table("applied"), logs: newLogs(), calls: map[uuid.UUID][]call{}}
 	_, err := s.Pool().Exec(t.Context(), "create table "+a.table+
 		" (n bigserial primary key, event_id uuid not null, aggregate_id text not null, seq bigint not null, part int not null)")
 	if err != nil {

@@ -1,15 +1,15 @@
-// Package inboxtest is the conformance suite every inbox store passes. A
-// store's own test calls Run with a function that returns a fresh, migrated
-// store (inbox tables empty) for each test, together with the means to write
-// and count a business row in the store's transactions:
+// Package inboxtest is the conformance suite every inbox store passes.
+// postboxtest/storetest's Exercise runs it with the rest of a store's
+// suites, so a store's test calls Exercise; Run takes a function that
+// returns a fresh, migrated store's driver (inbox tables empty) for each
+// test, together with the means to write and count a business row in the
+// store's transactions:
 //
-//	func TestInboxConformance(t *testing.T) {
-//		inboxtest.Run(t, func(t *testing.T) *inboxtest.Backend[pgx.Tx] {
-//			s := pgtest.Store(t)
-//			// create a business table in s's schema ...
-//			return &inboxtest.Backend[pgx.Tx]{Store: s, Effect: ..., Effects: ...}
-//		})
-//	}
+//	inboxtest.Run(t, func(t *testing.T) *inboxtest.Backend[pgx.Tx] {
+//		s := pgtest.Store(t)
+//		// create a business table in s's schema ...
+//		return &inboxtest.Backend[pgx.Tx]{Store: s.Driver(), Effect: ..., Effects: ...}
+//	})
 package inboxtest
 
 import (
@@ -30,7 +30,7 @@ import (
 
 // Backend is one store under test and a business table beside its inbox.
 type Backend[TTx any] struct {
-	// Store is a fresh, migrated store with empty inbox tables.
+	// Store is a fresh, migrated store's driver, its inbox tables empty.
 	Store inbox.Store[TTx]
 	// Effect writes one business row named key in tx: the effect whose
 	// count tells whether an event was applied once.

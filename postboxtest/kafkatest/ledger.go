@@ -28,7 +28,7 @@ type Ledger struct {
 // NewLedger creates the table in the store's schema.
 func NewLedger(t testing.TB, s *postgres.Store) *Ledger {
 	t.Helper()
-	l := &Ledger{store: s, table: s.Table("kafka_applied"), inbox: inbox.New(s)}
+	l := &Ledger{store: s, table: s.Table("kafka_applied"), inbox: inbox.New(s.Driver())}
 	if _, err := s.Pool().Exec(context.Background(), "create table "+l.table+" (event_id uuid not null)"); err != nil {
 		t.Fatal(err)
 	}

@@ -13,11 +13,8 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// NewEndpoints returns a fresh, migrated, empty store for one test.
-type NewEndpoints func(t *testing.T) store.Endpoints
-
-// RunEndpoints runs the conformance suite of store.Endpoints.
-func RunEndpoints(t *testing.T, newStore NewEndpoints) {
+// runEndpoints runs the suite of store.Endpoints.
+func runEndpoints(t *testing.T, newStore func(t *testing.T) store.Endpoints) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, s store.Endpoints)

@@ -14,45 +14,34 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// Raw is a store under test with what a plain-SQL producer has: its
-// tables, written with the store's SQL.
-type Raw struct {
+// raw is a store under test with what a plain-SQL producer has: its
+// tables, written with the store's SQL (see Subject).
+type raw struct {
 	store.Outbox
-	// Dialect is "postgres" or "sqlite": the SQL of the edge values the
-	// suite writes (see Edges).
+	// Dialect is Harness.Dialect.
 	Dialect string
-	// Exec runs one statement, in which a table's name in braces
-	// ("{outbox_events}", "{inbox_events}", "{endpoints}", ...) names the
-	// store's table.
-	Exec func(ctx context.Context, query string, args ...any) error
-	// Loosen drops the bounds that migration 0008 puts on rows (checks,
-	// insert triggers), so that the test writes rows as an older schema
-	// took them: the store must read them defensively.
-	Loosen func(t *testing.T)
+	Exec    func(ctx context.Context, query string, args ...any) error
+	Loosen  func(t *testing.T)
 }
 
-// NewRaw returns a fresh, migrated, empty store for one test, with its
-// plain-SQL access.
-type NewRaw func(t *testing.T) Raw
-
-// RunHostile runs the suite of hostile rows: rows a plain-SQL producer
+// runHostile runs the suite of hostile rows: rows a plain-SQL producer
 // wrote with values no event has, beside healthy events. Each fails alone
 // (refused at insert, or claimed with Delivery.Invalid naming its column)
 // and never costs another event anything, nor breaks a claim or a read.
-func RunHostile(t *testing.T, newStore NewRaw) {
+func runHostile(t *testing.T, newStore func(t *testing.T) raw) {
 	tests := []struct {
 		name string
-		run  func(t *testing.T, s Raw)
+		run  func(t *testing.T, s raw)
 	}{
 		{"BoundsRefuseHostileRows", testBoundsRefuse},
-		{"HostileRowFailsAlone", func(t *testing.T, s Raw) { testHostileRowFailsAlone(t, s, false) }},
-		{"HostileRowFailsAloneOrdered", func(t *testing.T, s Raw) { testHostileRowFailsAlone(t, s, true) }},
+		{"HostileRowFailsAlone", func(t *testing.T, s raw) { testHostileRowFailsAlone(t, s, false) }},
+		{"HostileRowFailsAloneOrdered", func(t *testing.T, s raw) { testHostileRowFailsAlone(t, s, true) }},
 		{"ReadsListHostileRows", testReadsListHostileRows},
-		{"DedupKeyHeldAfterDelivery", func(t *testing.T, s Raw) { testDedupKeyHeld(t, s, false) }},
-		{"DedupKeyHeldAfterDeliveryKept", func(t *testing.T, s Raw) { testDedupKeyHeld(t, s, true) }},
+		{"DedupKeyHeldAfterDelivery", func(t *testing.T, s raw) { testDedupKeyHeld(t, s, false) }},
+		{"DedupKeyHeldAfterDeliveryKept", func(t *testing.T, s raw) { testDedupKeyHeld(t, s, true) }},
 		{"DedupKeyFreeWithoutWindow", testDedupKeyFreeWithoutWindow},
-		{"ClaimBoundedByBytes", func(t *testing.T, s Raw) { testClaimBoundedByBytes(t, s, false) }},
-		{"OrderedClaimBoundedByBytes", func(t *testing.T, s Raw) { testClaimBoundedByBytes(t, s, true) }},
+		{"ClaimBoundedByBytes", func(t *testing.T, s raw) { testClaimBoundedByBytes(t, s, false) }},
+		{"OrderedClaimBoundedByBytes", func(t *testing.T, s raw) { testClaimBoundedByBytes(t, s, true) }},
 		{"PropertyHostileColumns", testPropertyHostileColumns},
 		{"OtherTablesReadHostileRows", testOtherTablesReadHostileRows},
 	}
@@ -168,7 +157,7 @@ type hostileRow struct {
 
 // insertRow writes a row with edge (a row of healthy values when edge is
 // the zero Edge), as plain SQL, and returns its id and the insert's error.
-func insertRow(ctx context.Context, s Raw, edge Edge, status string) (uuid.UUID, error) {
+func insertRow(ctx context.Context, s raw, edge Edge, status string) (uuid.UUID, error) {
 	id := postbox.NewID()
 	cols := map[string]string{
 		"id":             "'" + id.String() + "'",
@@ -239,7 +228,7 @@ func readsWork(t *testing.T, s store.Outbox) {
 }
 
 // testBoundsRefuse: the schema refuses at insert the values it bounds.
-func testBoundsRefuse(t *testing.T, s Raw) {
+func testBoundsRefuse(t *testing.T, s raw) {
 	ctx := ctxFor(t)
 	for _, e := range Edges(s.Dialect) {
 		if !e.Bounded && !e.Refused {
@@ -256,7 +245,7 @@ func testBoundsRefuse(t *testing.T, s Raw) {
 // row is claimed beside healthy events without failing the claim; it is
 // Invalid (naming its column) and fails alone with that text, the healthy
 // events are delivered at their first attempt.
-func testHostileRowFailsAlone(t *testing.T, s Raw, ordered bool) {
+func testHostileRowFailsAlone(t *testing.T, s raw, ordered bool) {
 	s.Loosen(t)
 	for i, e := range Edges(s.Dialect) {
 		if e.Outcome == Invalid && !e.Refused {
@@ -276,7 +265,7 @@ func (e Edge) Name() string {
 
 // hostileRowFailsAlone claims a row with edge e between two healthy
 // events (of aggregates numbered n) and settles them as a relay does.
-func hostileRowFailsAlone(t *testing.T, s Raw, ordered bool, e Edge, n int) {
+func hostileRowFailsAlone(t *testing.T, s raw, ordered bool, e Edge, n int) {
 	ctx := ctxFor(t)
 	healthy := []postbox.Event{event(fmt.Sprint("a", n), 1), event(fmt.Sprint("b", n), 1)}
 	enqueue(t, s, healthy[0])
@@ -324,7 +313,7 @@ func hostileRowFailsAlone(t *testing.T, s Raw, ordered bool, e Edge, n int) {
 
 // testReadsListHostileRows: rows with hostile values in every status are
 // read by every status tool without an error.
-func testReadsListHostileRows(t *testing.T, s Raw) {
+func testReadsListHostileRows(t *testing.T, s raw) {
 	s.Loosen(t)
 	ctx := ctxFor(t)
 	for _, e := range Edges(s.Dialect) {
@@ -343,7 +332,7 @@ func testReadsListHostileRows(t *testing.T, s Raw) {
 // testDedupKeyHeld: with a DedupWindow, the key of a delivered event is
 // refused, to plain SQL and to Enqueue, whether the row was deleted or
 // kept done and then purged.
-func testDedupKeyHeld(t *testing.T, s Raw, keep bool) {
+func testDedupKeyHeld(t *testing.T, s raw, keep bool) {
 	ctx := ctxFor(t)
 	key := Edge{Column: "dedup_key", SQL: "'order-42-paid'"}
 	first, err := insertRow(ctx, s, key, "")
@@ -385,7 +374,7 @@ func testDedupKeyHeld(t *testing.T, s Raw, keep bool) {
 // testDedupKeyFreeWithoutWindow: without a DedupWindow, a delivered
 // event's key is free again once its row is gone (the behaviour before
 // windows).
-func testDedupKeyFreeWithoutWindow(t *testing.T, s Raw) {
+func testDedupKeyFreeWithoutWindow(t *testing.T, s raw) {
 	ctx := ctxFor(t)
 	key := Edge{Column: "dedup_key", SQL: "'order-42-paid'"}
 	first, err := insertRow(ctx, s, key, "")
@@ -402,7 +391,7 @@ func testDedupKeyFreeWithoutWindow(t *testing.T, s Raw) {
 // testClaimBoundedByBytes: MaxBytes stops a claim before the payload that
 // would take it past the bound, and an event larger than the bound is
 // claimed alone.
-func testClaimBoundedByBytes(t *testing.T, s Raw, ordered bool) {
+func testClaimBoundedByBytes(t *testing.T, s raw, ordered bool) {
 	const mb = 1 << 20
 	big := func(agg string, size int) postbox.Event {
 		e := event(agg, 1)
@@ -466,7 +455,7 @@ func otherTableEdges(dialect string) [][3]string {
 
 // testOtherTablesReadHostileRows: rows of the inbox's and the endpoints'
 // tables with hostile values do not break their lists, counts and claims.
-func testOtherTablesReadHostileRows(t *testing.T, s Raw) {
+func testOtherTablesReadHostileRows(t *testing.T, s raw) {
 	ctx := ctxFor(t)
 	inbox, ok := s.Outbox.(store.InboxReader)
 	endpoints, ok2 := s.Outbox.(store.Endpoints)

@@ -122,14 +122,8 @@ func testRelays(t *testing.T, s store.Outbox) {
 	near("relay-b expiry", rb.LastExpiry, time.Minute)
 }
 
-// InboxReaderStore is an inbox store with its reading methods.
-type InboxReaderStore[TTx any] interface {
-	store.Inbox[TTx]
-	store.InboxReader
-}
-
-// RunInboxReader checks InboxList on fresh, migrated, empty stores.
-func RunInboxReader[TTx any](t *testing.T, newStore func(t *testing.T) InboxReaderStore[TTx]) {
+// runInboxReader checks InboxList on fresh, migrated, empty stores.
+func runInboxReader[TTx any](t *testing.T, newStore func(t *testing.T) Driver[TTx]) {
 	t.Run("InboxListByStatusMostRecentFirst", func(t *testing.T) {
 		s := newStore(t)
 		ctx := ctxFor(t)

@@ -21,12 +21,12 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// RunLane runs the conformance suite of endpoint lanes
+// runLane runs the suite of endpoint lanes
 // (store.Endpoints.EndpointLane), of the Endpoints methods that lanes
 // brought or that wake them (EndpointUpdate, Endpoint.AllowPrivate, the
 // batched DeliveryInsert and its Route.Tried, DeliveryCounts.OldestPendingAge,
 // DeliveryDue, DeliveryPending), and runs a relay over a lane.
-func RunLane(t *testing.T, newStore NewEndpoints) {
+func runLane(t *testing.T, newStore func(t *testing.T) store.Endpoints) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, s store.Endpoints)

@@ -9,11 +9,8 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// NewPresence returns a fresh, migrated, empty store for one test.
-type NewPresence func(t *testing.T) store.Presence
-
-// RunPresence runs the conformance suite of store.Presence.
-func RunPresence(t *testing.T, newStore NewPresence) {
+// runPresence runs the suite of store.Presence.
+func runPresence(t *testing.T, newStore func(t *testing.T) store.Presence) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, s store.Presence)

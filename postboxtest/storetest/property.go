@@ -44,7 +44,7 @@ type propertyRow struct {
 // written, and that every hostile row is refused at insert, delivered as
 // written when its value is one an event may have, or ends failed with an
 // error naming its column.
-func testPropertyHostileColumns(t *testing.T, s Raw) {
+func testPropertyHostileColumns(t *testing.T, s raw) {
 	rounds := envInt(t, "POSTBOX_PROPERTY_ROUNDS", propertyRounds)
 	seed := int64(envInt(t, "POSTBOX_PROPERTY_SEED", int(time.Now().UnixNano())))
 	t.Logf("seed %d (POSTBOX_PROPERTY_SEED), %d rounds (POSTBOX_PROPERTY_ROUNDS)", seed, rounds)
@@ -86,7 +86,7 @@ func testPropertyHostileColumns(t *testing.T, s Raw) {
 }
 
 // writeHealthy writes a healthy row with random values as plain SQL.
-func writeHealthy(t *testing.T, ctx context.Context, s Raw, rng *rand.Rand, rows map[uuid.UUID]*propertyRow) {
+func writeHealthy(t *testing.T, ctx context.Context, s raw, rng *rand.Rand, rows map[uuid.UUID]*propertyRow) {
 	t.Helper()
 	r := &propertyRow{
 		typ:     fmt.Sprintf("order.%d", rng.Intn(5)),
@@ -103,7 +103,7 @@ func writeHealthy(t *testing.T, ctx context.Context, s Raw, rng *rand.Rand, rows
 }
 
 // drain claims and settles as a relay does until a claim finds nothing.
-func drain(t *testing.T, ctx context.Context, s Raw, rng *rand.Rand, rows map[uuid.UUID]*propertyRow) {
+func drain(t *testing.T, ctx context.Context, s raw, rng *rand.Rand, rows map[uuid.UUID]*propertyRow) {
 	t.Helper()
 	for range 10_000 {
 		p := store.ClaimParams{Owner: "relay-p", Limit: 1 + rng.Intn(20), Lease: lease, Ordered: rng.Intn(2) == 0}
@@ -131,7 +131,7 @@ func drain(t *testing.T, ctx context.Context, s Raw, rng *rand.Rand, rows map[uu
 // settleAll settles a claim as a relay does: done when valid (deleted or
 // kept, its dedup key held or not), failed with the Invalid text
 // otherwise.
-func settleAll(t *testing.T, s Raw, rng *rand.Rand, got []store.Delivery, rows map[uuid.UUID]*propertyRow) {
+func settleAll(t *testing.T, s raw, rng *rand.Rand, got []store.Delivery, rows map[uuid.UUID]*propertyRow) {
 	t.Helper()
 	p := store.SettleParams{Owner: "relay-p", KeepDone: rng.Intn(2) == 0, DedupWindow: time.Duration(rng.Intn(2)) * time.Hour}
 	for _, d := range got {
@@ -155,7 +155,7 @@ func settleAll(t *testing.T, s Raw, rng *rand.Rand, got []store.Delivery, rows m
 }
 
 // checkRow asserts how one written row ended.
-func checkRow(t *testing.T, ctx context.Context, s Raw, id uuid.UUID, r *propertyRow) {
+func checkRow(t *testing.T, ctx context.Context, s raw, id uuid.UUID, r *propertyRow) {
 	t.Helper()
 	e := r.edge
 	rec, err := s.Get(ctx, id)

@@ -1,6 +1,8 @@
-// Package storetest is the conformance suite every postbox store passes. A
-// store's own test calls Run with a function that returns a fresh, migrated
-// store (tables empty) for each test.
+// Package storetest is the conformance suite every postbox store passes.
+// A store's own test calls Exercise once, with a Harness that returns a
+// fresh, migrated store (tables empty) for each test: Exercise runs every
+// suite, the outbox's, the endpoints', the presence table's and the
+// inbox's (postboxtest/inboxtest), on the store's driver.
 package storetest
 
 import (
@@ -19,11 +21,8 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// NewStore returns a fresh, migrated, empty store for one test.
-type NewStore func(t *testing.T) store.Outbox
-
-// Run runs the whole suite.
-func Run(t *testing.T, newStore NewStore) {
+// runOutbox runs the suite of store.Outbox.
+func runOutbox(t *testing.T, newStore func(t *testing.T) store.Outbox) {
 	tests := []struct {
 		name string
 		run  func(t *testing.T, s store.Outbox)

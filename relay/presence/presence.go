@@ -66,7 +66,8 @@ const failureLogEvery = time.Minute
 
 // Config configures a Heartbeat.
 type Config struct {
-	// Store holds the presence table. Required.
+	// Store holds the presence table: a store's driver, such as
+	// (*postgres.Store).Driver(). Required.
 	Store store.Presence
 	// Sink describes the relay's sink without credentials (a scheme and a
 	// host); it is written as given.

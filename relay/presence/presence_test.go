@@ -18,7 +18,7 @@ import (
 	"github.com/postbox-go/postbox/store/sqlite"
 )
 
-func openStore(t *testing.T, migrate bool) *sqlite.Store {
+func openStore(t *testing.T, migrate bool) *sqlite.Driver {
 	t.Helper()
 	s, err := sqlite.Open(t.Context(), filepath.Join(t.TempDir(), "postbox.db"), sqlite.Config{})
 	if err != nil {
@@ -30,7 +30,7 @@ func openStore(t *testing.T, migrate bool) *sqlite.Store {
 			t.Fatal(err)
 		}
 	}
-	return s
+	return s.Driver()
 }
 
 // state is a relay, relay-1, whose Stats the test sets.

@@ -27,7 +27,7 @@ func Example() {
 		log.Fatal(err)
 	}
 	defer s.Close()
-	r, err := relay.New(relay.Config{Store: outbox, Sink: s})
+	r, err := relay.New(relay.Config{Store: outbox.Driver(), Sink: s})
 	if err != nil {
 		log.Fatal(err)
 	}

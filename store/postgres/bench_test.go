@@ -46,7 +46,7 @@ from generate_series(1, $1::int) as g`, n)
 
 func benchClaim(b *testing.B, s *postgres.Store, batch int, ordered bool) []store.Delivery {
 	b.Helper()
-	got, err := s.Claim(context.Background(), store.ClaimParams{Owner: "bench", Limit: batch, Lease: time.Minute, Ordered: ordered})
+	got, err := s.Driver().Claim(context.Background(), store.ClaimParams{Owner: "bench", Limit: batch, Lease: time.Minute, Ordered: ordered})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -103,7 +103,7 @@ func BenchmarkClaimByteBound(b *testing.B) {
 			b.ReportAllocs()
 			b.ResetTimer()
 			for claimed := 0; claimed < b.N; {
-				got, err := s.Claim(ctx, store.ClaimParams{Owner: "bench", Limit: batch, Lease: time.Minute, MaxBytes: 64 << 20})
+				got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "bench", Limit: batch, Lease: time.Minute, MaxBytes: 64 << 20})
 				if err != nil || len(got) == 0 {
 					b.Fatalf("claim: %d, %v", len(got), err)
 				}
@@ -130,7 +130,7 @@ func BenchmarkSettle(b *testing.B) {
 			b.ResetTimer()
 			for i := 0; i < len(claimed); i += batch {
 				done := claimed[i:min(i+batch, len(claimed))]
-				if err := s.Settle(ctx, store.SettleParams{Owner: "bench", Done: done}); err != nil {
+				if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "bench", Done: done}); err != nil {
 					b.Fatal(err)
 				}
 			}
@@ -152,7 +152,7 @@ func BenchmarkClaimSettle(b *testing.B) {
 			b.ResetTimer()
 			for claimed := 0; claimed < b.N; {
 				got := benchClaim(b, s, batch, false)
-				if err := s.Settle(ctx, store.SettleParams{Owner: "bench", Done: ids(got)}); err != nil {
+				if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "bench", Done: ids(got)}); err != nil {
 					b.Fatal(err)
 				}
 				claimed += len(got)
@@ -266,7 +266,7 @@ func BenchmarkInboxProcess(b *testing.B) {
 		}
 	}
 	b.Run("serial", func(b *testing.B) {
-		ib := inbox.New(pgtest.Store(b))
+		ib := inbox.New(pgtest.Store(b).Driver())
 		b.ReportAllocs()
 		for b.Loop() {
 			process(b, ib)
@@ -274,7 +274,7 @@ func BenchmarkInboxProcess(b *testing.B) {
 		reportEventsPerSec(b)
 	})
 	b.Run("parallel", func(b *testing.B) {
-		ib := inbox.New(pgtest.Store(b))
+		ib := inbox.New(pgtest.Store(b).Driver())
 		b.ReportAllocs()
 		b.SetParallelism(4)
 		b.RunParallel(func(pb *testing.PB) {

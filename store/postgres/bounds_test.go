@@ -68,7 +68,7 @@ delete from {schema}.postbox_migrations where version = 8`)
 	if r, err := s.Get(ctx, done); err != nil || r.Status != store.StatusDone || r.ProcessedAt.IsZero() {
 		t.Errorf("delivered row: %+v, %v; want still done, processed_at in bounds", r, err)
 	}
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 1 || got[0].ID != healthy || got[0].Invalid != "" {
 		t.Fatalf("claim after the migration: %v, %v; want the healthy event alone", got, err)
 	}
@@ -86,11 +86,11 @@ func TestTransactRefusesHeldDedupKey(t *testing.T) {
 	if err := s.Enqueue(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v, %v", got, err)
 	}
-	if err := s.Settle(ctx, store.SettleParams{Owner: "relay", Done: []uuid.UUID{got[0].ID}, Ended: []int64{got[0].Lease}, DedupWindow: time.Hour}); err != nil {
+	if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "relay", Done: []uuid.UUID{got[0].ID}, Ended: []int64{got[0].Lease}, DedupWindow: time.Hour}); err != nil {
 		t.Fatal(err)
 	}
 	err = s.Transact(ctx, func(tx pgx.Tx, out *postgres.Outgoing) error {
@@ -153,7 +153,7 @@ func TestSkippedKeyDoesNotHoldTheSettle(t *testing.T) {
 	if err := s.Enqueue(ctx, first); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v, %v", got, err)
 	}
@@ -166,7 +166,7 @@ func TestSkippedKeyDoesNotHoldTheSettle(t *testing.T) {
 	if err := s.EnqueueTx(ctx, producer, again); !errors.Is(err, postbox.ErrDuplicate) {
 		t.Fatalf("EnqueueTx of a taken key: %v, want ErrDuplicate", err)
 	}
-	if err := s.Settle(ctx, store.SettleParams{Owner: "relay", Done: []uuid.UUID{got[0].ID}, Ended: []int64{got[0].Lease}, DedupWindow: time.Hour}); err != nil {
+	if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "relay", Done: []uuid.UUID{got[0].ID}, Ended: []int64{got[0].Lease}, DedupWindow: time.Hour}); err != nil {
 		t.Fatalf("settle while the producer's transaction is open: %v", err)
 	}
 }

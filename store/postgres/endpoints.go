@@ -22,8 +22,6 @@ import (
 //go:embed endpoints.sql
 var endpointsSQL string
 
-var _ store.Endpoints = (*Store)(nil)
-
 // EndpointCreate writes a new endpoint (see store.Endpoints).
 func (s *Store) EndpointCreate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
 	e = sqlstore.NewEndpoint(e)
@@ -124,9 +122,9 @@ func (s *Store) endpointTx(ctx context.Context, what string, id uuid.UUID, fn fu
 }
 
 // EndpointFailing sets FailingSince unless set, and returns it.
-func (s *Store) EndpointFailing(ctx context.Context, id uuid.UUID, now time.Time) (time.Time, error) {
+func (d *Driver) EndpointFailing(ctx context.Context, id uuid.UUID, now time.Time) (time.Time, error) {
 	var since time.Time
-	err := s.pool.QueryRow(ctx, s.sql.Get("endpoint_failing"), id, now).Scan(&since)
+	err := d.pool.QueryRow(ctx, d.sql.Get("endpoint_failing"), id, now).Scan(&since)
 	if errors.Is(err, pgx.ErrNoRows) {
 		return since, fmt.Errorf("postgres: endpoint %s: %w", id, store.ErrEndpointNotFound)
 	}
@@ -137,8 +135,8 @@ func (s *Store) EndpointFailing(ctx context.Context, id uuid.UUID, now time.Time
 }
 
 // EndpointRecovered clears FailingSince.
-func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
-	if _, err := s.pool.Exec(ctx, s.sql.Get("endpoint_recovered"), id); err != nil {
+func (d *Driver) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
+	if _, err := d.pool.Exec(ctx, d.sql.Get("endpoint_recovered"), id); err != nil {
 		return fmt.Errorf("postgres: endpoint recovered: %w", err)
 	}
 	return nil
@@ -146,9 +144,9 @@ func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
 
 // EndpointBreaker records the state of the endpoint's breaker: open until
 // openUntil, closed (null) when it is zero.
-func (s *Store) EndpointBreaker(ctx context.Context, id uuid.UUID, openUntil time.Time) error {
+func (d *Driver) EndpointBreaker(ctx context.Context, id uuid.UUID, openUntil time.Time) error {
 	until := pgtype.Timestamptz{Time: openUntil, Valid: !openUntil.IsZero()}
-	tag, err := s.pool.Exec(ctx, s.sql.Get("endpoint_breaker"), id, until)
+	tag, err := d.pool.Exec(ctx, d.sql.Get("endpoint_breaker"), id, until)
 	switch {
 	case err != nil:
 		return fmt.Errorf("postgres: record the breaker of endpoint %s: %w", id, err)
@@ -164,7 +162,7 @@ func (s *Store) EndpointBreaker(ctx context.Context, id uuid.UUID, openUntil tim
 // delivery_insert, one with tried endpoints with delivery_insert_tried,
 // which takes four arrays more. A batch with a Tried that
 // sqlstore.CheckRoutes refuses writes nothing.
-func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
+func (d *Driver) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
 	tried, err := sqlstore.CheckRoutes(routes)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: insert deliveries: %w", err)
@@ -198,7 +196,7 @@ func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, 
 	if tried {
 		query, args = "delivery_insert_tried", append(args, triedArrays(routes, n)...)
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.Get(query), args...)
+	tag, err := d.pool.Exec(ctx, d.sql.Get(query), args...)
 	if err != nil {
 		return 0, fmt.Errorf("postgres: insert deliveries: %w", err)
 	}
@@ -243,13 +241,13 @@ func scanDelivery(row pgx.CollectableRow) (store.EndpointDelivery, error) {
 
 // DeliveryPending returns the endpoints among those given with pending
 // deliveries (delivery_pending: one index probe each).
-func (s *Store) DeliveryPending(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
-	return s.someEndpoints(ctx, "delivery_pending", "pending deliveries", endpoints)
+func (d *Driver) DeliveryPending(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
+	return d.someEndpoints(ctx, "delivery_pending", "pending deliveries", endpoints)
 }
 
 // DeliveryDue returns the endpoints among those given with due deliveries.
-func (s *Store) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
-	return s.someEndpoints(ctx, "delivery_due", "due deliveries", endpoints)
+func (d *Driver) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
+	return d.someEndpoints(ctx, "delivery_due", "due deliveries", endpoints)
 }
 
 // someEndpoints runs the named query, which returns some of the endpoints
@@ -292,7 +290,7 @@ func (s *Store) DeliveryList(ctx context.Context, endpointID uuid.UUID, status s
 }
 
 // AttemptInsert writes a batch of attempts in one statement.
-func (s *Store) AttemptInsert(ctx context.Context, attempts []store.Attempt) error {
+func (d *Driver) AttemptInsert(ctx context.Context, attempts []store.Attempt) error {
 	n := len(attempts)
 	endpoints, events := make([]uuid.UUID, n), make([]uuid.UUID, n)
 	types, responses, errs := make([]string, n), make([]string, n), make([]string, n)
@@ -303,7 +301,7 @@ func (s *Store) AttemptInsert(ctx context.Context, attempts []store.Attempt) err
 		nums[i], codes[i], durations[i], at[i] = int32(a.Attempt), int32(a.StatusCode), a.Duration.Microseconds(), a.At
 		responses[i], errs[i] = sqlstore.AttemptText(a)
 	}
-	_, err := s.pool.Exec(ctx, s.sql.Get("attempt_insert"), rawIDs(endpoints), rawIDs(events), types, nums, codes, durations, responses, errs, at)
+	_, err := d.pool.Exec(ctx, d.sql.Get("attempt_insert"), rawIDs(endpoints), rawIDs(events), types, nums, codes, durations, responses, errs, at)
 	if err != nil {
 		return fmt.Errorf("postgres: write attempts: %w", err)
 	}
@@ -351,8 +349,8 @@ func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.End
 // EndpointLane returns the Source of e's deliveries (see store.Endpoints):
 // its claims lease deliveries as the outbox's lease events, one
 // endpoint_leases row per claim (see endpoints.sql).
-func (s *Store) EndpointLane(e store.Endpoint) store.Source {
-	return &lane{s: s, id: e.ID, name: e.Name, shadow: e.Shadow}
+func (d *Driver) EndpointLane(e store.Endpoint) store.Source {
+	return &lane{s: d.Store, id: e.ID, name: e.Name, shadow: e.Shadow}
 }
 
 // lane is one endpoint's deliveries as a store.Source.

@@ -42,7 +42,7 @@ func ExampleStore_WAL() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	r, err := relay.New(relay.Config{Store: s, Sink: sink, Stream: wal})
+	r, err := relay.New(relay.Config{Store: s.Driver(), Sink: sink, Stream: wal})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -23,7 +23,7 @@ func TestClaimTakesHeadersThatAreNotStrings(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "t", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "t", Limit: 10, Lease: time.Minute})
 	if err != nil {
 		t.Fatalf("claim: %v", err)
 	}

@@ -27,24 +27,24 @@ import (
 var inboxSQL string
 
 // InboxProcess writes ev's inbox row as done and runs fn in one transaction.
-func (s *Store) InboxProcess(ctx context.Context, ev *store.InboxEvent, fn func(ctx context.Context, tx pgx.Tx) error) (store.InboxResult, error) {
-	return s.inbox.Process(ctx, ev, fn)
+func (d *Driver) InboxProcess(ctx context.Context, ev *store.InboxEvent, fn func(ctx context.Context, tx pgx.Tx) error) (store.InboxResult, error) {
+	return d.inbox.Process(ctx, ev, fn)
 }
 
 // InboxClaim writes ev's inbox row pending, leased to p.Owner.
-func (s *Store) InboxClaim(ctx context.Context, p *store.InboxClaimParams) (store.InboxResult, error) {
-	return s.inbox.Claim(ctx, p)
+func (d *Driver) InboxClaim(ctx context.Context, p *store.InboxClaimParams) (store.InboxResult, error) {
+	return d.inbox.Claim(ctx, p)
 }
 
 // InboxComplete marks a claimed row done and runs fn (if not nil) in one
 // transaction.
-func (s *Store) InboxComplete(ctx context.Context, p *store.InboxCompleteParams, fn func(ctx context.Context, tx pgx.Tx) error) (store.InboxResult, error) {
-	return s.inbox.Complete(ctx, p, fn)
+func (d *Driver) InboxComplete(ctx context.Context, p *store.InboxCompleteParams, fn func(ctx context.Context, tx pgx.Tx) error) (store.InboxResult, error) {
+	return d.inbox.Complete(ctx, p, fn)
 }
 
 // InboxFail makes a claimed row failed, free for the next delivery.
-func (s *Store) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.InboxResult, error) {
-	return s.inbox.Fail(ctx, p)
+func (d *Driver) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.InboxResult, error) {
+	return d.inbox.Fail(ctx, p)
 }
 
 // InboxGet returns one inbox row, or store.ErrNotFound.
@@ -98,8 +98,8 @@ func scanInboxRecord(row pgx.CollectableRow) (store.InboxRecord, error) {
 
 // InboxDeleteProcessedBefore deletes up to limit done rows processed before
 // the given time.
-func (s *Store) InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
-	return s.deleteBefore(ctx, "inbox_delete_processed", "inbox delete processed", before, limit)
+func (d *Driver) InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	return d.deleteBefore(ctx, "inbox_delete_processed", "inbox delete processed", before, limit)
 }
 
 // inboxDialect runs the statements of inbox.sql for sqlstore.Inbox, in

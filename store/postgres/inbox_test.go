@@ -9,35 +9,10 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
-	"github.com/postbox-go/postbox/postboxtest/inboxtest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
-	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 )
-
-var _ inbox.Store[pgx.Tx] = (*postgres.Store)(nil)
-
-// backend is a migrated store with a business table, effects, beside its
-// inbox.
-func backend(t *testing.T) *inboxtest.Backend[pgx.Tx] {
-	s, schema := newStore(t)
-	effects := pgx.Identifier{schema, "effects"}.Sanitize()
-	if _, err := s.Pool().Exec(context.Background(), "create table "+effects+" (key text not null)"); err != nil {
-		t.Fatal(err)
-	}
-	return &inboxtest.Backend[pgx.Tx]{
-		Store: s,
-		Effect: func(ctx context.Context, tx pgx.Tx, key string) error {
-			_, err := tx.Exec(ctx, "insert into "+effects+" (key) values ($1)", key)
-			return err
-		},
-		Effects: func(ctx context.Context, key string) (n int, err error) {
-			err = s.Pool().QueryRow(ctx, "select count(*) from "+effects+" where key = $1", key).Scan(&n)
-			return n, err
-		},
-	}
-}
 
 // newStore returns a migrated store in a fresh schema, and the schema.
 func newStore(t *testing.T) (*postgres.Store, string) {
@@ -54,10 +29,6 @@ func newStore(t *testing.T) (*postgres.Store, string) {
 	return s, schema
 }
 
-func TestInboxConformance(t *testing.T) {
-	inboxtest.Run(t, backend)
-}
-
 // TestInboxArticleSQL: the article's consumer writes inbox rows in plain
 // SQL; such a row, left pending by a consumer that died before marking it
 // done, is taken over instead of being answered "duplicate".
@@ -71,7 +42,7 @@ func TestInboxArticleSQL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the article's insert: %v", err)
 	}
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ran := 0
 	out, err := ib.Process(ctx, &inbox.Event{ID: id, Payload: []byte(`{"order_id": 42}`)}, func(context.Context, pgx.Tx, *inbox.Event) error {
 		ran++
@@ -91,7 +62,7 @@ func TestInboxArticleSQL(t *testing.T) {
 func TestInboxSwallowedSQLError(t *testing.T) {
 	s, _ := newStore(t)
 	ctx := context.Background()
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ev := &inbox.Event{ID: postbox.NewID()}
 	_, err := ib.Process(ctx, ev, func(ctx context.Context, tx pgx.Tx, _ *inbox.Event) error {
 		_, _ = tx.Exec(ctx, "select 1/0")
@@ -113,7 +84,7 @@ func TestInboxSwallowedSQLError(t *testing.T) {
 // when the caller's context ended with the handler.
 func TestInboxRecordsFailureAfterCancel(t *testing.T) {
 	s, _ := newStore(t)
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ctx, cancel := context.WithCancel(context.Background())
 	ev := &inbox.Event{ID: postbox.NewID()}
 	_, err := ib.Process(ctx, ev, func(ctx context.Context, _ pgx.Tx, _ *inbox.Event) error {
@@ -140,7 +111,7 @@ func TestInboxMigrationIsIdempotent(t *testing.T) {
 func TestInboxEmptyPayload(t *testing.T) {
 	s := pgtest.Store(t)
 	ctx := context.Background()
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ev := &inbox.Event{ID: postbox.NewID(), Payload: []byte{}}
 	if out, err := ib.Process(ctx, ev, func(context.Context, pgx.Tx, *inbox.Event) error { return nil }); err != nil || out != inbox.Processed {
 		t.Fatalf("process: %v, %v; want processed", out, err)
@@ -148,11 +119,4 @@ func TestInboxEmptyPayload(t *testing.T) {
 	if r, err := ib.Get(ctx, ev.ID); err != nil || r.Payload != nil {
 		t.Fatalf("row %+v, %v: want no payload", r, err)
 	}
-}
-
-func TestInboxReader(t *testing.T) {
-	storetest.RunInboxReader(t, func(t *testing.T) storetest.InboxReaderStore[pgx.Tx] {
-		s, _ := newStore(t)
-		return s
-	})
 }

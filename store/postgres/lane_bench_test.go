@@ -29,7 +29,7 @@ func BenchmarkLaneClaimSettle(b *testing.B) {
 						b.Fatal(err)
 					}
 					if i == 0 {
-						lane = s.EndpointLane(e)
+						lane = s.Driver().EndpointLane(e)
 					}
 				}
 				_, err := s.Pool().Exec(ctx, `insert into `+s.Table("endpoint_deliveries")+`

@@ -27,7 +27,7 @@ func TestLaneClaimReadsHostileRowsAlone(t *testing.T) {
 	for range 3 {
 		routes = append(routes, store.Route{Event: postbox.Event{ID: postbox.NewID(), EventType: "t", Payload: []byte(`{}`)}, Endpoints: []uuid.UUID{e.ID}})
 	}
-	if _, err := s.DeliveryInsert(ctx, routes); err != nil {
+	if _, err := s.Driver().DeliveryInsert(ctx, routes); err != nil {
 		t.Fatal(err)
 	}
 	for i, set := range []string{
@@ -39,7 +39,7 @@ func TestLaneClaimReadsHostileRowsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.EndpointLane(e).Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().EndpointLane(e).Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 3 {
 		t.Fatalf("claim = %+v, %v; want the 3 rows", got, err)
 	}
@@ -87,7 +87,7 @@ delete from {schema}.postbox_migrations where version = 12`)
 		t.Fatal(err)
 	}
 	inFlight, waiting := postbox.NewID(), postbox.NewID()
-	if _, err := s.DeliveryInsert(ctx, []store.Route{
+	if _, err := s.Driver().DeliveryInsert(ctx, []store.Route{
 		{Event: postbox.Event{ID: inFlight, EventType: "t", Payload: []byte(`{}`)}, Endpoints: []uuid.UUID{e.ID}},
 		{Event: postbox.Event{ID: waiting, EventType: "t", Payload: []byte(`{}`)}, Endpoints: []uuid.UUID{e.ID}},
 	}); err != nil {
@@ -105,7 +105,7 @@ where event_id = $1`, inFlight)
 	if c, err := s.DeliveryCounts(ctx, e.ID); err != nil || c.Pending != 2 || c.Processing != 0 {
 		t.Fatalf("counts after the migration = %+v, %v; want 2 pending", c, err)
 	}
-	got, err := s.EndpointLane(e).Claim(ctx, store.ClaimParams{Owner: "new", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().EndpointLane(e).Claim(ctx, store.ClaimParams{Owner: "new", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 2 {
 		t.Fatalf("claim after the migration = %v, %v; want both deliveries", got, err)
 	}

@@ -25,7 +25,7 @@ func TestPartOfALeaseIsReleasedAndSettled(t *testing.T) {
 	if err := s.Enqueue(ctx, events...); err != nil {
 		t.Fatal(err)
 	}
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "a", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "a", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 10 {
 		t.Fatalf("claim: %d, %v", len(got), err)
 	}
@@ -43,15 +43,15 @@ func TestPartOfALeaseIsReleasedAndSettled(t *testing.T) {
 		}
 		return out
 	}
-	if err := s.Release(ctx, "a", idsOf(got[:4])); err != nil {
+	if err := s.Driver().Release(ctx, "a", idsOf(got[:4])); err != nil {
 		t.Fatal(err)
 	}
 	check(4, 6)
-	if err := s.Settle(ctx, store.SettleParams{Owner: "a", Done: idsOf(got[4:7])}); err != nil {
+	if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "a", Done: idsOf(got[4:7])}); err != nil {
 		t.Fatal(err)
 	}
 	check(4, 3)
-	if err := s.Release(ctx, "a", idsOf(got[7:])); err != nil {
+	if err := s.Driver().Release(ctx, "a", idsOf(got[7:])); err != nil {
 		t.Fatal(err)
 	}
 	check(7, 0)
@@ -78,7 +78,7 @@ func TestLeaseStatementsNeverDeadlock(t *testing.T) {
 			if b%4 == 0 {
 				lease = 100 * time.Millisecond // these expire during the round: reclaimed
 			}
-			got, err := s.Claim(ctx, store.ClaimParams{Owner: owner, Limit: perBatch, Lease: lease})
+			got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: owner, Limit: perBatch, Lease: lease})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -98,23 +98,23 @@ func TestLeaseStatementsNeverDeadlock(t *testing.T) {
 			}
 			wg.Go(func() {
 				if chunk == 0 {
-					errs <- s.Release(ctx, owner, ids)
+					errs <- s.Driver().Release(ctx, owner, ids)
 					return
 				}
 				retries := make([]store.Retry, 0, len(ids)/2)
 				for _, id := range ids[len(ids)/2:] {
 					retries = append(retries, store.Retry{ID: id, AvailableAt: time.Now(), LastError: "again"})
 				}
-				errs <- s.Settle(ctx, store.SettleParams{Owner: owner, Done: ids[:len(ids)/2], Retry: retries})
+				errs <- s.Driver().Settle(ctx, store.SettleParams{Owner: owner, Done: ids[:len(ids)/2], Retry: retries})
 			})
 		}
 		for range 4 {
 			wg.Go(func() {
-				_, err := s.ExtendLease(ctx, owner, held, time.Minute)
+				_, err := s.Driver().ExtendLease(ctx, owner, held, time.Minute)
 				errs <- err
 			})
 			wg.Go(func() {
-				_, err := s.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: 25})
+				_, err := s.Driver().ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: 25})
 				errs <- err
 			})
 		}
@@ -147,21 +147,21 @@ func TestExtendLeaseLeavesUnknownClaimsToExpire(t *testing.T) {
 	if err := s.Enqueue(ctx, events...); err != nil {
 		t.Fatal(err)
 	}
-	known, err := s.Claim(ctx, store.ClaimParams{Owner: "a", Limit: 3, Lease: time.Minute})
+	known, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "a", Limit: 3, Lease: time.Minute})
 	if err != nil || len(known) != 3 {
 		t.Fatalf("claim: %d, %v", len(known), err)
 	}
-	lost, err := s.Claim(ctx, store.ClaimParams{Owner: "a", Limit: 3, Lease: 300 * time.Millisecond})
+	lost, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "a", Limit: 3, Lease: 300 * time.Millisecond})
 	if err != nil || len(lost) != 3 {
 		t.Fatalf("claim: %d, %v", len(lost), err)
 	}
 	ids := []uuid.UUID{known[0].ID, known[1].ID, known[2].ID}
-	kept, err := s.ExtendLease(ctx, "a", ids, time.Minute)
+	kept, err := s.Driver().ExtendLease(ctx, "a", ids, time.Minute)
 	if err != nil || len(kept) != 3 {
 		t.Fatalf("extend lease: kept %d, %v; want 3", len(kept), err)
 	}
 	time.Sleep(400 * time.Millisecond)
-	reclaimed, err := s.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: 10})
+	reclaimed, err := s.Driver().ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: 10})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,7 +187,7 @@ func TestStaleReleaseLeavesTheNewerClaim(t *testing.T) {
 	}
 	claim := func() store.Delivery {
 		t.Helper()
-		got, err := s.Claim(ctx, store.ClaimParams{Owner: "a", Limit: 1, Lease: time.Minute})
+		got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "a", Limit: 1, Lease: time.Minute})
 		if err != nil || len(got) != 1 || got[0].Lease == 0 {
 			t.Fatalf("claim: %+v, %v; want the event, with its claim", got, err)
 		}
@@ -195,7 +195,7 @@ func TestStaleReleaseLeavesTheNewerClaim(t *testing.T) {
 	}
 	release := func(lease int64) {
 		t.Helper()
-		if err := s.Settle(ctx, store.SettleParams{Owner: "a", Release: []store.Released{{ID: e.ID, Lease: lease}}}); err != nil {
+		if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "a", Release: []store.Released{{ID: e.ID, Lease: lease}}}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -206,7 +206,7 @@ func TestStaleReleaseLeavesTheNewerClaim(t *testing.T) {
 	if r, err := s.Get(ctx, e.ID); err != nil || r.LeaseOwner != "a" {
 		t.Fatalf("after a late release of the first claim: %+v, %v; want leased to a by the second", r, err)
 	}
-	if got, err := s.Claim(ctx, store.ClaimParams{Owner: "b", Limit: 1, Lease: time.Minute}); err != nil || len(got) != 0 {
+	if got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "b", Limit: 1, Lease: time.Minute}); err != nil || len(got) != 0 {
 		t.Fatalf("relay b claimed %+v, %v; want nothing", got, err)
 	}
 	release(second.Lease)

@@ -74,18 +74,18 @@ var ErrNotificationsLost = errors.New("postgres: notifications do not reach the 
 // receives (see store.Listening): producers notify only while it dozes, so
 // a relay busy claiming costs their commits nothing. The connection starts
 // awake (producers do not notify it).
-func (s *Store) Listen(ctx context.Context, ready func(store.Listening), notify func()) error {
+func (d *Driver) Listen(ctx context.Context, ready func(store.Listening), notify func()) error {
 	setupCtx, cancelSetup := context.WithTimeout(ctx, listenSetupTimeout)
 	defer cancelSetup()
-	conn, err := pgx.ConnectConfig(setupCtx, s.pool.Config().ConnConfig.Copy())
+	conn, err := pgx.ConnectConfig(setupCtx, d.pool.Config().ConnConfig.Copy())
 	if err != nil {
 		return fmt.Errorf("postgres: listen: connect: %w", err)
 	}
 	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(setupCtx, "listen "+pgx.Identifier{s.channel}.Sanitize()); err != nil {
+	if _, err := conn.Exec(setupCtx, "listen "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
 		return fmt.Errorf("postgres: listen: %w", err)
 	}
-	if err := s.probe(ctx, conn); err != nil {
+	if err := d.probe(ctx, conn); err != nil {
 		if ctx.Err() != nil {
 			return nil
 		}
@@ -93,10 +93,10 @@ func (s *Store) Listen(ctx context.Context, ready func(store.Listening), notify 
 	}
 	l := &listener{
 		conn: conn, requests: make(chan dozeRequest), gone: make(chan struct{}),
-		markSQL: s.expand(dozeMarkSQL), unmarkSQL: s.expand(dozeUnmarkSQL), barrierSQL: s.expand(dozeBarrierSQL),
+		markSQL: d.expand(dozeMarkSQL), unmarkSQL: d.expand(dozeUnmarkSQL), barrierSQL: d.expand(dozeBarrierSQL),
 	}
 	defer close(l.gone)
-	ready(store.Listening{Channel: s.channel, Dozer: l})
+	ready(store.Listening{Channel: d.channel, Dozer: l})
 	return l.serve(ctx, notify)
 }
 

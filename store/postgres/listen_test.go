@@ -22,7 +22,7 @@ func listenDozing(t *testing.T, s *postgres.Store) (store.Dozer, <-chan struct{}
 	woken := make(chan struct{}, 100)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Listen(ctx, func(l store.Listening) { ready <- l.Dozer }, func() { woken <- struct{}{} })
+		done <- s.Driver().Listen(ctx, func(l store.Listening) { ready <- l.Dozer }, func() { woken <- struct{}{} })
 	}()
 	t.Cleanup(func() {
 		cancel()
@@ -152,7 +152,7 @@ func TestDozeWaitsForCommittingProducers(t *testing.T) {
 	if err != nil || !ready {
 		t.Fatalf("doze after the producer committed: %v, %v; want true", ready, err)
 	}
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 1 || got[0].ID != e.ID {
 		t.Fatalf("claim after the doze: %v, %v; want the committed event", got, err)
 	}

@@ -65,15 +65,15 @@ func (m migrator) Record(ctx context.Context, tx pgx.Tx, mig Migration) error {
 }
 
 // CheckSchema returns nil when Migrate has applied every migration of this
-// code, and, with p.Ordered, MigrateOrdered has built its index (see
-// OrderedReady). Otherwise its error wraps store.ErrNotMigrated or
-// store.ErrOrderedNotReady and says what to run.
+// code, and, with p.Ordered, MigrateOrdered has built its index (the check
+// of Driver.OrderedReady). Otherwise its error wraps store.ErrNotMigrated
+// or store.ErrOrderedNotReady and says what to run.
 func (s *Store) CheckSchema(ctx context.Context, p store.SchemaParams) error {
 	if err := sqlstore.CheckSchema(ctx, "postgres", "schema "+s.schema, poolReader{s.pool}, s.sql, Migrations); err != nil {
 		return err
 	}
 	if p.Ordered {
-		return s.OrderedReady(ctx)
+		return s.orderedIndexReady(ctx)
 	}
 	return nil
 }

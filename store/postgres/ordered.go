@@ -13,8 +13,9 @@ import (
 )
 
 // ErrOrderedIndexMissing is the error of an ordered claim, and of
-// OrderedReady, when outbox_events_aggregate_open_idx is missing or invalid.
-// Its text says what to run;
+// CheckSchema with SchemaParams.Ordered, when
+// outbox_events_aggregate_open_idx is missing or invalid. Its text says
+// what to run;
 // errors.Is(ErrOrderedIndexMissing, store.ErrOrderedNotReady) holds.
 var ErrOrderedIndexMissing error = orderedIndexMissing{}
 
@@ -93,9 +94,13 @@ func (s *Store) MigrateOrdered(ctx context.Context) error {
 // OrderedReady returns nil when ordered claims can run: the index
 // outbox_events_aggregate_open_idx exists and is valid. Otherwise it returns
 // ErrOrderedIndexMissing, whose text says what to run, or the error of the
-// check. Claim runs this check before its first ordered claim; call it at
-// start to fail early.
-func (s *Store) OrderedReady(ctx context.Context) error {
+// check. Claim runs this check before its first ordered claim, and
+// CheckSchema with SchemaParams.Ordered runs it too: that is how a relay
+// (and an application) fails early.
+func (d *Driver) OrderedReady(ctx context.Context) error { return d.orderedIndexReady(ctx) }
+
+// orderedIndexReady is OrderedReady, for CheckSchema and Claim.
+func (s *Store) orderedIndexReady(ctx context.Context) error {
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return fmt.Errorf("postgres: check the index of ordered claims: %w", err)
@@ -153,7 +158,7 @@ func (s *Store) checkOrdered(ctx context.Context) error {
 	if s.orderedReady.Load() {
 		return nil
 	}
-	return s.OrderedReady(ctx)
+	return s.orderedIndexReady(ctx)
 }
 
 // orderedIndexState says whether the index exists, and whether it is valid.

@@ -59,7 +59,7 @@ func orderedEvents(t *testing.T, s *postgres.Store) {
 // each of the two aggregates orderedEvents wrote.
 func checkOrderedClaim(t *testing.T, s *postgres.Store) {
 	t.Helper()
-	got, err := s.Claim(context.Background(), store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute, Ordered: true})
+	got, err := s.Driver().Claim(context.Background(), store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute, Ordered: true})
 	if err != nil {
 		t.Fatalf("ordered claim: %v", err)
 	}
@@ -78,15 +78,15 @@ func TestMigrateLeavesOutOrderedIndex(t *testing.T) {
 		t.Fatalf("%s exists after Migrate", orderedIndex)
 	}
 	orderedEvents(t, s)
-	err := s.OrderedReady(ctx)
+	err := s.Driver().OrderedReady(ctx)
 	if err == nil || err.Error() != orderedMessage || !errors.Is(err, postgres.ErrOrderedIndexMissing) {
 		t.Fatalf("OrderedReady: %v, want %q", err, orderedMessage)
 	}
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute, Ordered: true})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute, Ordered: true})
 	if err == nil || err.Error() != orderedMessage || !errors.Is(err, postgres.ErrOrderedIndexMissing) || len(got) != 0 {
 		t.Fatalf("ordered claim without the index: %d events, %v; want the error %q", len(got), err, orderedMessage)
 	}
-	got, err = s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
+	got, err = s.Driver().Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 3 {
 		t.Fatalf("unordered claim without the index: %d events, %v; want 3", len(got), err)
 	}
@@ -107,7 +107,7 @@ func TestMigrateOrderedCreatesValidIndex(t *testing.T) {
 	if !strings.Contains(def, "(aggregate_type, aggregate_id, seq) WHERE (status = 'pending'::text)") {
 		t.Fatalf("index definition %q", def)
 	}
-	if err := s.OrderedReady(ctx); err != nil {
+	if err := s.Driver().OrderedReady(ctx); err != nil {
 		t.Fatalf("OrderedReady: %v", err)
 	}
 	orderedEvents(t, s)
@@ -188,11 +188,11 @@ func TestMigrateOrderedRebuildsInvalidIndex(t *testing.T) {
 	if !exists || valid {
 		t.Fatalf("simulated leftover: exists %v, valid %v", exists, valid)
 	}
-	if err := s.OrderedReady(ctx); err == nil || err.Error() != orderedMessage {
+	if err := s.Driver().OrderedReady(ctx); err == nil || err.Error() != orderedMessage {
 		t.Fatalf("OrderedReady on an invalid index: %v, want %q", err, orderedMessage)
 	}
 	orderedEvents(t, s)
-	if _, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute, Ordered: true}); err == nil || err.Error() != orderedMessage {
+	if _, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute, Ordered: true}); err == nil || err.Error() != orderedMessage {
 		t.Fatalf("ordered claim on an invalid index: %v, want %q", err, orderedMessage)
 	}
 	if err := s.MigrateOrdered(ctx); err != nil {
@@ -211,7 +211,7 @@ func TestOrderedClaimRechecksAfterFailure(t *testing.T) {
 	s := pgtest.Store(t)
 	ctx := context.Background()
 	orderedEvents(t, s)
-	if _, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute, Ordered: true}); !errors.Is(err, postgres.ErrOrderedIndexMissing) {
+	if _, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute, Ordered: true}); !errors.Is(err, postgres.ErrOrderedIndexMissing) {
 		t.Fatalf("ordered claim without the index: %v", err)
 	}
 	other, err := postgres.New(s.Pool(), postgres.Config{Schema: s.Schema()})
@@ -250,11 +250,11 @@ func TestOrderedClaimServesEveryAggregateInTurn(t *testing.T) {
 	if err := s.Enqueue(ctx, ev(0)); err != nil {
 		t.Fatal(err)
 	}
-	held, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: 1, Lease: time.Minute, Ordered: true})
+	held, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "r", Limit: 1, Lease: time.Minute, Ordered: true})
 	if err != nil || len(held) != 1 {
 		t.Fatalf("claim a000's head: %d events, %v", len(held), err)
 	}
-	err = s.Settle(ctx, store.SettleParams{Owner: "r", Retry: []store.Retry{{ID: held[0].ID, AvailableAt: time.Now().Add(time.Hour), LastError: "503"}}})
+	err = s.Driver().Settle(ctx, store.SettleParams{Owner: "r", Retry: []store.Retry{{ID: held[0].ID, AvailableAt: time.Now().Add(time.Hour), LastError: "503"}}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +273,7 @@ func TestOrderedClaimServesEveryAggregateInTurn(t *testing.T) {
 	firstClaim := map[string]int{}
 	lastSeq := map[string]int64{}
 	for n := 1; n <= within; n++ {
-		got, err := s.Claim(ctx, store.ClaimParams{Owner: "r", Limit: limit, Lease: time.Minute, Ordered: true})
+		got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "r", Limit: limit, Lease: time.Minute, Ordered: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -294,7 +294,7 @@ func TestOrderedClaimServesEveryAggregateInTurn(t *testing.T) {
 			}
 			done = append(done, d.ID)
 		}
-		if err := s.Settle(ctx, store.SettleParams{Owner: "r", Done: done}); err != nil {
+		if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "r", Done: done}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -23,18 +23,18 @@ import (
 // An ordered claim needs the index MigrateOrdered builds: without it, Claim
 // returns ErrOrderedIndexMissing. The check runs before the store's first
 // ordered claim, and again after an ordered claim that failed.
-func (s *Store) Claim(ctx context.Context, p store.ClaimParams) (out []store.Delivery, err error) {
+func (d *Driver) Claim(ctx context.Context, p store.ClaimParams) (out []store.Delivery, err error) {
 	if p.Ordered {
-		return s.claimOrdered(ctx, p)
+		return d.claimOrdered(ctx, p)
 	}
 	after := pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
 	if !p.After.IsZero() {
 		after = pgtype.Timestamptz{Time: p.After.AvailableAt, Valid: true}
 	}
 	if p.MaxBytes > 0 {
-		return s.claim(ctx, s.sql.Get("claim_bounded"), p, nil, nil, after, p.After.Seq, p.MaxBytes)
+		return d.claim(ctx, d.sql.Get("claim_bounded"), p, nil, nil, after, p.After.Seq, p.MaxBytes)
 	}
-	return s.claim(ctx, s.sql.Get("claim"), p, nil, nil, after, p.After.Seq)
+	return d.claim(ctx, d.sql.Get("claim"), p, nil, nil, after, p.After.Seq)
 }
 
 // claimPresize bounds the room claim makes for its deliveries before it
@@ -147,8 +147,8 @@ func readTime(t pgtype.Timestamptz) (time.Time, string) {
 // are then delivered again. A settle that releases events commits
 // synchronously: a release forgotten by a crash would count an attempt when
 // the lease expires. Error texts are cleaned (store.CleanErrorText).
-func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
-	return s.settle(ctx, p, "settle")
+func (d *Driver) Settle(ctx context.Context, p store.SettleParams) error {
+	return d.settle(ctx, p, "settle")
 }
 
 // settle is Settle; op names it in errors.
@@ -191,16 +191,16 @@ func (s *Store) settle(ctx context.Context, p store.SettleParams, op string) err
 
 // ExtendLease renews owner's leases (every event it holds, which includes
 // ids) and returns those of ids that it still holds.
-func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
+func (d *Driver) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	// The lease lock and the renewal: one round trip, one implicit
 	// transaction.
 	batch := &pgx.Batch{}
-	batch.Queue(s.sql.Get("lease_lock"), owner)
-	batch.Queue(s.sql.Get("extend_lease"), owner, lease.Milliseconds(), ids)
-	results := s.pool.SendBatch(ctx, batch)
+	batch.Queue(d.sql.Get("lease_lock"), owner)
+	batch.Queue(d.sql.Get("extend_lease"), owner, lease.Milliseconds(), ids)
+	results := d.pool.SendBatch(ctx, batch)
 	defer results.Close()
 	held := map[uuid.UUID]bool{}
 	_, err := results.Exec()
@@ -233,7 +233,7 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 
 // Release gives events leased to owner back to the queue without counting
 // the attempt: a settle with releases alone (committed synchronously).
-func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
+func (d *Driver) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
 	if len(ids) == 0 {
 		return nil
 	}
@@ -241,17 +241,17 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 	for i, id := range ids {
 		released[i] = store.Released{ID: id}
 	}
-	return s.settle(ctx, store.SettleParams{Owner: owner, Release: released}, "release")
+	return d.settle(ctx, store.SettleParams{Owner: owner, Release: released}, "release")
 }
 
 // ReclaimExpired returns the events of crashed relays to the queue, and
 // reports how many of each relay's events it changed. It takes the lease
 // lock of each expired relay first, in one order, in a transaction of its
 // own (two round trips; it runs a few times per lease period).
-func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
+func (d *Driver) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
 	var out []store.Reclaimed
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		rows, err := tx.Query(ctx, s.sql.Get("reclaim_lock"))
+	err := pgx.BeginFunc(ctx, d.pool, func(tx pgx.Tx) error {
+		rows, err := tx.Query(ctx, d.sql.Get("reclaim_lock"))
 		if err != nil {
 			return err
 		}
@@ -259,7 +259,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 		if err != nil || len(owners) == 0 {
 			return err
 		}
-		rows, err = tx.Query(ctx, s.sql.Get("reclaim_expired"), p.MaxAttempts, owners)
+		rows, err = tx.Query(ctx, d.sql.Get("reclaim_expired"), p.MaxAttempts, owners)
 		if err != nil {
 			return err
 		}
@@ -279,12 +279,12 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 // PurgeDone deletes up to limit delivered events processed before before,
 // then up to limit dedup keys whose hold has ended (SettleParams
 // DedupWindow), and reports how many rows it deleted in all.
-func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+func (d *Driver) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := d.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
 	if err != nil {
 		return n, err
 	}
-	tag, err := s.pool.Exec(ctx, s.sql.Get("purge_held_keys"), limit)
+	tag, err := d.pool.Exec(ctx, d.sql.Get("purge_held_keys"), limit)
 	if err != nil {
 		return n, fmt.Errorf("postgres: purge held dedup keys: %w", err)
 	}

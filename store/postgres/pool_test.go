@@ -131,7 +131,7 @@ func TestWakeOnHalfOpenListenerFailsWithinItsDeadline(t *testing.T) {
 	defer cancel()
 	ready := make(chan store.Dozer, 1)
 	done := make(chan error, 1)
-	go func() { done <- s.Listen(ctx, func(l store.Listening) { ready <- l.Dozer }, func() {}) }()
+	go func() { done <- s.Driver().Listen(ctx, func(l store.Listening) { ready <- l.Dozer }, func() {}) }()
 	var dozer store.Dozer
 	select {
 	case dozer = <-ready:

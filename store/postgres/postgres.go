@@ -1,6 +1,13 @@
 // Package postgres is the PostgreSQL store of postbox, on pgx v5: the outbox
 // and inbox tables, their embedded migrations, the relay's claim and settle
 // statements, and LISTEN/NOTIFY wake-ups.
+//
+// A Store is what applications call: producers' writes (EnqueueTx,
+// Transact), migrations, and what tools read and change (Stats, the dead
+// letters, the webhook endpoints). The engine's side, the claims and
+// settles of the relay, the endpoints' deliveries, the relays' heartbeats
+// and the inbox's steps, is its Driver, which applications hand to
+// packages relay, endpoint, relay/presence and inbox without calling it.
 package postgres
 
 import (
@@ -16,7 +23,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
@@ -51,12 +57,6 @@ type Store struct {
 	// of a transaction with one event, built once.
 	insertOne [2]string
 }
-
-var (
-	_ store.Outbox           = (*Store)(nil)
-	_ store.Inbox[pgx.Tx]    = (*Store)(nil)
-	_ store.Producer[pgx.Tx] = (*Store)(nil)
-)
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
 

@@ -19,18 +19,16 @@ var presenceSQL string
 // (presence fills them).
 var presenceQueries = sqlstore.ParseQueries("postgres", func(q string) string { return q }, presenceSQL)
 
-var _ store.Presence = (*Store)(nil)
-
 // presence returns the presence query called name for the store's schema.
 func (s *Store) presence(name string) string { return s.expand(presenceQueries.Get(name)) }
 
 // PresenceBeat writes the row of relay p.ID (see store.Presence).
-func (s *Store) PresenceBeat(ctx context.Context, p store.RelayPresence) error {
+func (d *Driver) PresenceBeat(ctx context.Context, p store.RelayPresence) error {
 	var down *time.Time
 	if p.SinkDown() {
 		down = &p.SinkDownSince
 	}
-	_, err := s.pool.Exec(ctx, s.presence("presence_beat"), p.ID, p.Host, p.PID, p.Mode, p.Sink, p.Version,
+	_, err := d.pool.Exec(ctx, d.presence("presence_beat"), p.ID, p.Host, p.PID, p.Mode, p.Sink, p.Version,
 		max(p.HeartbeatEvery.Milliseconds(), 1), down, store.ErrorText(p.SinkError, store.PresenceErrorMax))
 	if err != nil {
 		return fmt.Errorf("postgres: write the presence of relay %s: %w", p.ID, err)
@@ -39,16 +37,16 @@ func (s *Store) PresenceBeat(ctx context.Context, p store.RelayPresence) error {
 }
 
 // PresenceLeave deletes the row of relay id.
-func (s *Store) PresenceLeave(ctx context.Context, id string) error {
-	if _, err := s.pool.Exec(ctx, s.presence("presence_leave"), id); err != nil {
+func (d *Driver) PresenceLeave(ctx context.Context, id string) error {
+	if _, err := d.pool.Exec(ctx, d.presence("presence_leave"), id); err != nil {
 		return fmt.Errorf("postgres: delete the presence of relay %s: %w", id, err)
 	}
 	return nil
 }
 
 // PresencePrune deletes the rows whose heartbeat is older than age.
-func (s *Store) PresencePrune(ctx context.Context, age time.Duration) (int, error) {
-	tag, err := s.pool.Exec(ctx, s.presence("presence_prune"), age.Microseconds())
+func (d *Driver) PresencePrune(ctx context.Context, age time.Duration) (int, error) {
+	tag, err := d.pool.Exec(ctx, d.presence("presence_prune"), age.Microseconds())
 	if err != nil {
 		return 0, fmt.Errorf("postgres: prune the relays' presence: %w", err)
 	}

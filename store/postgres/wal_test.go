@@ -252,7 +252,7 @@ func TestWALClaimWaitsForVisibility(t *testing.T) {
 	if again, err := w.Claim(ctx, p, ids[:1], []int64{xid}); err != nil || len(again) != 0 {
 		t.Fatalf("claim of a leased event: %v, %v", again, err)
 	}
-	other, err := s.Claim(ctx, store.ClaimParams{Owner: "poll", Limit: 10, Lease: time.Minute})
+	other, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "poll", Limit: 10, Lease: time.Minute})
 	if err != nil || len(other) != 1 || other[0].ID != polled.ID {
 		t.Fatalf("Claim after the stream's: %v, %v; want the other event alone", other, err)
 	}

@@ -66,14 +66,14 @@ func BenchmarkClaimSettle(b *testing.B) {
 	b.ReportAllocs()
 	b.ResetTimer()
 	for claimed := 0; claimed < b.N; {
-		got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: batch, Lease: time.Minute})
+		got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "relay", Limit: batch, Lease: time.Minute})
 		if err != nil {
 			b.Fatal(err)
 		}
 		if len(got) == 0 {
 			b.Fatalf("claimed %d of %d events, then nothing", claimed, b.N)
 		}
-		if err := s.Settle(ctx, store.SettleParams{Owner: "relay", Done: deliveryIDs(got)}); err != nil {
+		if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "relay", Done: deliveryIDs(got)}); err != nil {
 			b.Fatal(err)
 		}
 		claimed += len(got)

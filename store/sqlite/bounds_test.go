@@ -62,7 +62,7 @@ delete from pb_postbox_migrations where version = 8`)
 	if r, err := s.Get(ctx, done); err != nil || r.Status != store.StatusDone || r.ProcessedAt.IsZero() {
 		t.Errorf("delivered row: %+v, %v; want still done, processed_at in bounds", r, err)
 	}
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 1 || got[0].ID != healthy || got[0].Invalid != "" {
 		t.Fatalf("claim after the migration: %v, %v; want the healthy event alone", got, err)
 	}

@@ -1,7 +1,7 @@
 // Package sqlite is the SQLite store of postbox, the embedded default: the
 // outbox and inbox tables in one database file, their embedded migrations,
 // the relay's claim and settle statements, in-process wake-ups, and the
-// consumer's inbox (a *Store is an inbox.Store[*sql.Tx]). It uses
+// consumer's inbox (a store's Driver is an inbox.Store[*sql.Tx]). It uses
 // modernc.org/sqlite, a pure-Go SQLite: no cgo.
 //
 // # Use
@@ -16,6 +16,12 @@
 //	err = s.EnqueueTx(ctx, tx, postbox.Event{EventType: "order.created", Payload: body})
 //	// ...
 //	err = tx.Commit() // the relay of this process wakes now
+//
+// The relay, like packages endpoint, relay/presence and inbox, takes the
+// store's Driver, its engine's side, whose methods applications do not
+// call:
+//
+//	r, err := relay.New(relay.Config{Store: s.Driver(), Sink: sink})
 //
 // The tables keep the columns, meanings and status words of the PostgreSQL
 // store, with the same migration numbers, so the article's plain
@@ -39,7 +45,7 @@
 // At the consumer, the same Store applies each incoming event once, its
 // inbox row and the handler's business rows in one transaction of DB():
 //
-//	ib := inbox.New(s)
+//	ib := inbox.New(s.Driver())
 //	out, err := ib.Process(ctx, ev, func(ctx context.Context, tx *sql.Tx, ev *inbox.Event) error {
 //		_, err := tx.ExecContext(ctx, "insert into shipments (order_id) values (?)", orderID)
 //		return err

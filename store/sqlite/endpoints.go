@@ -23,8 +23,6 @@ import (
 //go:embed endpoints.sql
 var endpointsSQL string
 
-var _ store.Endpoints = (*Store)(nil)
-
 // EndpointCreate writes a new endpoint (see store.Endpoints).
 func (s *Store) EndpointCreate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
 	e = sqlstore.NewEndpoint(e)
@@ -147,10 +145,10 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, id uuid.UUID, secret s
 }
 
 // EndpointFailing sets FailingSince unless set, and returns it.
-func (s *Store) EndpointFailing(ctx context.Context, id uuid.UUID, now time.Time) (time.Time, error) {
+func (d *Driver) EndpointFailing(ctx context.Context, id uuid.UUID, now time.Time) (time.Time, error) {
 	var since sql.NullInt64
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		return tx.QueryRowContext(ctx, s.sql.Get("endpoint_failing"), id, now.UnixMicro()).Scan(&since)
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		return tx.QueryRowContext(ctx, d.sql.Get("endpoint_failing"), id, now.UnixMicro()).Scan(&since)
 	})
 	if errors.Is(err, sql.ErrNoRows) {
 		return time.Time{}, fmt.Errorf("sqlite: endpoint %s: %w", id, store.ErrEndpointNotFound)
@@ -162,8 +160,8 @@ func (s *Store) EndpointFailing(ctx context.Context, id uuid.UUID, now time.Time
 }
 
 // EndpointRecovered clears FailingSince.
-func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
-	if _, err := s.exec(ctx, "endpoint_recovered", id); err != nil {
+func (d *Driver) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
+	if _, err := d.exec(ctx, "endpoint_recovered", id); err != nil {
 		return fmt.Errorf("sqlite: endpoint recovered: %w", err)
 	}
 	return nil
@@ -171,9 +169,9 @@ func (s *Store) EndpointRecovered(ctx context.Context, id uuid.UUID) error {
 
 // EndpointBreaker records the state of the endpoint's breaker: open until
 // openUntil, closed (null) when it is zero.
-func (s *Store) EndpointBreaker(ctx context.Context, id uuid.UUID, openUntil time.Time) error {
+func (d *Driver) EndpointBreaker(ctx context.Context, id uuid.UUID, openUntil time.Time) error {
 	until := sql.NullInt64{Int64: openUntil.UnixMicro(), Valid: !openUntil.IsZero()}
-	n, err := s.exec(ctx, "endpoint_breaker", id, until)
+	n, err := d.exec(ctx, "endpoint_breaker", id, until)
 	return endpointChanged("record the breaker of", id, n, err)
 }
 
@@ -200,7 +198,7 @@ type deliveryRow struct {
 // endpoint's is written as its store.Tried says (available_at: its RetryAt
 // when pending and not zero). A batch with a Tried that
 // sqlstore.CheckRoutes refuses writes nothing.
-func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
+func (d *Driver) DeliveryInsert(ctx context.Context, routes []store.Route) (int, error) {
 	if _, err := sqlstore.CheckRoutes(routes); err != nil {
 		return 0, fmt.Errorf("sqlite: insert deliveries: %w", err)
 	}
@@ -236,7 +234,7 @@ func (s *Store) DeliveryInsert(ctx context.Context, routes []store.Route) (int, 
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: insert deliveries: %w", err)
 	}
-	n, err := s.exec(ctx, "delivery_insert", string(b), now)
+	n, err := d.exec(ctx, "delivery_insert", string(b), now)
 	if err != nil {
 		return 0, fmt.Errorf("sqlite: insert deliveries: %w", err)
 	}
@@ -274,9 +272,9 @@ func scanDeliveries(rows *sql.Rows, err error) ([]store.EndpointDelivery, error)
 
 // DeliveryPending returns the endpoints among those given with pending
 // deliveries (delivery_pending: one index probe each).
-func (s *Store) DeliveryPending(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
+func (d *Driver) DeliveryPending(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
 	ids, _ := json.Marshal(endpoints) // uuid.UUID marshals as a string: cannot fail
-	out, err := sqlstore.CollectRows[uuid.UUID](s.db.QueryContext(ctx, s.sql.Get("delivery_pending"), string(ids)))
+	out, err := sqlstore.CollectRows[uuid.UUID](d.db.QueryContext(ctx, d.sql.Get("delivery_pending"), string(ids)))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: pending deliveries: %w", err)
 	}
@@ -284,9 +282,9 @@ func (s *Store) DeliveryPending(ctx context.Context, endpoints []uuid.UUID) ([]u
 }
 
 // DeliveryDue returns the endpoints among those given with due deliveries.
-func (s *Store) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
+func (d *Driver) DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error) {
 	ids, _ := json.Marshal(endpoints) // uuid.UUID marshals as a string: cannot fail
-	out, err := sqlstore.CollectRows[uuid.UUID](s.db.QueryContext(ctx, s.sql.Get("delivery_due"), string(ids), time.Now().UnixMicro()))
+	out, err := sqlstore.CollectRows[uuid.UUID](d.db.QueryContext(ctx, d.sql.Get("delivery_due"), string(ids), time.Now().UnixMicro()))
 	if err != nil {
 		return nil, fmt.Errorf("sqlite: due deliveries: %w", err)
 	}
@@ -330,7 +328,7 @@ type attemptRow struct {
 }
 
 // AttemptInsert writes a batch of attempts in one statement.
-func (s *Store) AttemptInsert(ctx context.Context, attempts []store.Attempt) error {
+func (d *Driver) AttemptInsert(ctx context.Context, attempts []store.Attempt) error {
 	rows := make([]attemptRow, len(attempts))
 	for i, a := range attempts {
 		response, errText := sqlstore.AttemptText(a)
@@ -339,7 +337,7 @@ func (s *Store) AttemptInsert(ctx context.Context, attempts []store.Attempt) err
 	}
 	b, err := json.Marshal(rows)
 	if err == nil {
-		_, err = s.exec(ctx, "attempt_insert", string(b))
+		_, err = d.exec(ctx, "attempt_insert", string(b))
 	}
 	if err != nil {
 		return fmt.Errorf("sqlite: write attempts: %w", err)
@@ -374,8 +372,8 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 // EndpointLane returns the Source of e's deliveries (see store.Endpoints):
 // its claims lease deliveries with one endpoint_leases row each (see
 // endpoints.sql), in write transactions that run one at a time.
-func (s *Store) EndpointLane(e store.Endpoint) store.Source {
-	return &lane{s: s, e: store.Endpoint{ID: e.ID, Name: e.Name, Shadow: e.Shadow}}
+func (d *Driver) EndpointLane(e store.Endpoint) store.Source {
+	return &lane{s: d.Store, e: store.Endpoint{ID: e.ID, Name: e.Name, Shadow: e.Shadow}}
 }
 
 // lane is one endpoint's deliveries as a store.Source.

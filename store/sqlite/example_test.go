@@ -65,7 +65,7 @@ func ExampleStore_EnqueueTx() {
 	}
 
 	// What the relay sees.
-	deliveries, err := s.Claim(ctx, store.ClaimParams{Owner: "relay-1", Limit: 10, Lease: time.Minute})
+	deliveries, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "relay-1", Limit: 10, Lease: time.Minute})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -99,7 +99,7 @@ func Example_inbox() {
 		log.Fatal(err)
 	}
 
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ev := &inbox.Event{
 		ID:            uuid.MustParse("0190f0b2-7b4c-7cc0-8d2e-3f1c9a4b5d6e"),
 		EventType:     "order.paid",

@@ -33,24 +33,24 @@ var inboxSQL string
 // transaction. fn runs while the store's write lock is held: the other
 // writers of the database wait for it, so keep it short, and never begin
 // another write transaction of DB() inside it (it would wait for this one).
-func (s *Store) InboxProcess(ctx context.Context, ev *store.InboxEvent, fn func(ctx context.Context, tx *sql.Tx) error) (store.InboxResult, error) {
-	return s.inbox.Process(ctx, ev, handler(fn))
+func (d *Driver) InboxProcess(ctx context.Context, ev *store.InboxEvent, fn func(ctx context.Context, tx *sql.Tx) error) (store.InboxResult, error) {
+	return d.inbox.Process(ctx, ev, handler(fn))
 }
 
 // InboxClaim writes ev's inbox row pending, leased to p.Owner, and commits.
-func (s *Store) InboxClaim(ctx context.Context, p *store.InboxClaimParams) (store.InboxResult, error) {
-	return s.inbox.Claim(ctx, p)
+func (d *Driver) InboxClaim(ctx context.Context, p *store.InboxClaimParams) (store.InboxResult, error) {
+	return d.inbox.Claim(ctx, p)
 }
 
 // InboxComplete marks a claimed row done and runs fn (if not nil) in one
 // write transaction. Like InboxProcess, fn runs under the write lock.
-func (s *Store) InboxComplete(ctx context.Context, p *store.InboxCompleteParams, fn func(ctx context.Context, tx *sql.Tx) error) (store.InboxResult, error) {
-	return s.inbox.Complete(ctx, p, handler(fn))
+func (d *Driver) InboxComplete(ctx context.Context, p *store.InboxCompleteParams, fn func(ctx context.Context, tx *sql.Tx) error) (store.InboxResult, error) {
+	return d.inbox.Complete(ctx, p, handler(fn))
 }
 
 // InboxFail makes a claimed row failed, free for the next delivery.
-func (s *Store) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.InboxResult, error) {
-	return s.inbox.Fail(ctx, p)
+func (d *Driver) InboxFail(ctx context.Context, p *store.InboxFailParams) (store.InboxResult, error) {
+	return d.inbox.Fail(ctx, p)
 }
 
 // InboxGet returns one inbox row, or store.ErrNotFound.
@@ -116,8 +116,8 @@ func scanInboxRecords(rows *sql.Rows) ([]store.InboxRecord, error) {
 
 // InboxDeleteProcessedBefore deletes up to limit done rows processed before
 // the given time, oldest first, in a write transaction of its own.
-func (s *Store) InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
-	return s.deleteBefore(ctx, "inbox_delete_processed", "inbox delete processed", before, limit)
+func (d *Driver) InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	return d.deleteBefore(ctx, "inbox_delete_processed", "inbox delete processed", before, limit)
 }
 
 // inboxTx is a write transaction of the inbox steps, with the time its

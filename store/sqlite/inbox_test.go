@@ -11,44 +11,9 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
-	"github.com/postbox-go/postbox/postboxtest/inboxtest"
-	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
 )
-
-var _ inbox.Store[*sql.Tx] = (*sqlite.Store)(nil)
-
-// inboxBackend is a fresh, migrated store with a business table, effects,
-// beside its inbox.
-func inboxBackend(cfg sqlite.Config) inboxtest.NewBackend[*sql.Tx] {
-	return func(t *testing.T) *inboxtest.Backend[*sql.Tx] {
-		s := newStore(t, cfg)
-		effects := s.Table("effects")
-		if _, err := s.DB().Exec("create table " + effects + " (key text not null)"); err != nil {
-			t.Fatal(err)
-		}
-		return &inboxtest.Backend[*sql.Tx]{
-			Store: s,
-			Effect: func(ctx context.Context, tx *sql.Tx, key string) error {
-				_, err := tx.ExecContext(ctx, "insert into "+effects+" (key) values (?)", key)
-				return err
-			},
-			Effects: func(ctx context.Context, key string) (n int, err error) {
-				err = s.DB().QueryRowContext(ctx, "select count(*) from "+effects+" where key = ?", key).Scan(&n)
-				return n, err
-			},
-		}
-	}
-}
-
-func TestInboxConformance(t *testing.T) {
-	inboxtest.Run(t, inboxBackend(sqlite.Config{}))
-}
-
-func TestInboxConformanceWithTablePrefix(t *testing.T) {
-	inboxtest.Run(t, inboxBackend(sqlite.Config{TablePrefix: "app_"}))
-}
 
 // TestInboxArticleSQL: the article's consumer writes inbox rows in plain
 // SQL; such a row, left pending by a consumer that died before marking it
@@ -62,7 +27,7 @@ func TestInboxArticleSQL(t *testing.T) {
 	if err != nil {
 		t.Fatalf("the article's insert: %v", err)
 	}
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ran := 0
 	out, err := ib.Process(ctx, &inbox.Event{ID: id, Payload: []byte(`{"order_id": 42}`)}, func(context.Context, *sql.Tx, *inbox.Event) error {
 		ran++
@@ -89,7 +54,7 @@ create table children (parent_id integer references parents (id) deferrable init
 	if err != nil {
 		t.Fatal(err)
 	}
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ev := &inbox.Event{ID: postbox.NewID(), Payload: []byte(`{"parent": 1}`)}
 	_, err = ib.Process(ctx, ev, func(ctx context.Context, tx *sql.Tx, _ *inbox.Event) error {
 		_, err := tx.ExecContext(ctx, "insert into children (parent_id) values (1)")
@@ -124,7 +89,7 @@ create table children (parent_id integer references parents (id) deferrable init
 // when the caller's context ended with the handler.
 func TestInboxRecordsFailureAfterCancel(t *testing.T) {
 	s := newStore(t, sqlite.Config{})
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ctx, cancel := context.WithCancel(t.Context())
 	ev := &inbox.Event{ID: postbox.NewID()}
 	_, err := ib.Process(ctx, ev, func(ctx context.Context, _ *sql.Tx, _ *inbox.Event) error {
@@ -162,7 +127,7 @@ func TestInboxAcrossHandles(t *testing.T) {
 	outcomes := map[inbox.Outcome]int{}
 	var wg sync.WaitGroup
 	for i := range 10 {
-		ib := inbox.New([]*sqlite.Store{s1, s2}[i%2])
+		ib := inbox.New([]*sqlite.Store{s1, s2}[i%2].Driver())
 		wg.Go(func() {
 			out, err := ib.Process(t.Context(), ev, func(ctx context.Context, tx *sql.Tx, e *inbox.Event) error {
 				runs.Add(1)
@@ -194,7 +159,7 @@ func TestInboxHandlerEnqueues(t *testing.T) {
 	s := newStore(t, sqlite.Config{})
 	ctx := t.Context()
 	woke := listen(t, s)
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ev := &inbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: "42", EventType: "order.paid"}
 	forward := func(fail error) inbox.ProcessFunc[*sql.Tx] {
 		return func(ctx context.Context, tx *sql.Tx, e *inbox.Event) error {
@@ -230,18 +195,18 @@ func TestInboxHandlerEnqueues(t *testing.T) {
 func TestInboxDeleteProcessedLimit(t *testing.T) {
 	s := newStore(t, sqlite.Config{})
 	ctx := t.Context()
-	if _, err := inbox.New(s).Process(ctx, &inbox.Event{ID: postbox.NewID()},
+	if _, err := inbox.New(s.Driver()).Process(ctx, &inbox.Event{ID: postbox.NewID()},
 		func(context.Context, *sql.Tx, *inbox.Event) error { return nil }); err != nil {
 		t.Fatal(err)
 	}
 	later := time.Now().Add(time.Hour)
-	if _, err := s.InboxDeleteProcessedBefore(ctx, later, -1); err == nil {
+	if _, err := s.Driver().InboxDeleteProcessedBefore(ctx, later, -1); err == nil {
 		t.Fatal("negative limit accepted")
 	}
-	if n, err := s.InboxDeleteProcessedBefore(ctx, later, 0); err != nil || n != 0 {
+	if n, err := s.Driver().InboxDeleteProcessedBefore(ctx, later, 0); err != nil || n != 0 {
 		t.Fatalf("limit 0: %d, %v; want 0, nil", n, err)
 	}
-	if n, err := s.InboxDeleteProcessedBefore(ctx, later, 10); err != nil || n != 1 {
+	if n, err := s.Driver().InboxDeleteProcessedBefore(ctx, later, 10); err != nil || n != 1 {
 		t.Fatalf("limit 10: %d, %v; want 1, nil", n, err)
 	}
 }
@@ -251,7 +216,7 @@ func TestInboxDeleteProcessedLimit(t *testing.T) {
 func TestInboxEmptyPayload(t *testing.T) {
 	s := newStore(t, sqlite.Config{})
 	ctx := t.Context()
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	ev := &inbox.Event{ID: postbox.NewID(), Payload: []byte{}}
 	if out, err := ib.Process(ctx, ev, func(context.Context, *sql.Tx, *inbox.Event) error { return nil }); err != nil || out != inbox.Processed {
 		t.Fatalf("process: %v, %v; want processed", out, err)
@@ -265,9 +230,9 @@ func TestInboxEmptyPayload(t *testing.T) {
 // failed statement does not abort SQLite's transaction, so a handler that
 // ignores it and returns nil commits the rest of its work.
 func TestInboxSwallowedSQLError(t *testing.T) {
-	b := inboxBackend(sqlite.Config{})(t)
+	b := subject(sqlite.Config{})(t, store.SchemaParams{})
 	ctx := t.Context()
-	ib := inbox.New(b.Store)
+	ib := inbox.New(b.Driver)
 	ev := &inbox.Event{ID: postbox.NewID()}
 	out, err := ib.Process(ctx, ev, func(ctx context.Context, tx *sql.Tx, e *inbox.Event) error {
 		if _, err := tx.ExecContext(ctx, "insert into no_such_table values (1)"); err == nil {
@@ -281,10 +246,4 @@ func TestInboxSwallowedSQLError(t *testing.T) {
 	if n, err := b.Effects(ctx, ev.ID.String()); err != nil || n != 1 {
 		t.Fatalf("%d effects, %v; want the handler's other write committed", n, err)
 	}
-}
-
-func TestInboxReader(t *testing.T) {
-	storetest.RunInboxReader(t, func(t *testing.T) storetest.InboxReaderStore[*sql.Tx] {
-		return newStore(t, sqlite.Config{})
-	})
 }

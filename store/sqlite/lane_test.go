@@ -27,7 +27,7 @@ func TestLaneClaimReadsHostileRowsAlone(t *testing.T) {
 	for range 3 {
 		routes = append(routes, store.Route{Event: postbox.Event{ID: postbox.NewID(), EventType: "t", Payload: []byte(`{}`)}, Endpoints: []uuid.UUID{e.ID}})
 	}
-	if _, err := s.DeliveryInsert(ctx, routes); err != nil {
+	if _, err := s.Driver().DeliveryInsert(ctx, routes); err != nil {
 		t.Fatal(err)
 	}
 	for i, set := range []string{
@@ -38,7 +38,7 @@ func TestLaneClaimReadsHostileRowsAlone(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := s.EndpointLane(e).Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().EndpointLane(e).Claim(ctx, store.ClaimParams{Owner: "r", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 3 {
 		t.Fatalf("claim = %+v, %v; want the 3 rows", got, err)
 	}

@@ -24,22 +24,22 @@ const inProcessChannel = "in-process signal of this store's writes"
 // The wake-ups are in-process only. Events written by another process, or
 // through another database handle, are found by the relay's poll, unless
 // that writer calls Notify.
-func (s *Store) Listen(ctx context.Context, ready func(store.Listening), notify func()) error {
+func (d *Driver) Listen(ctx context.Context, ready func(store.Listening), notify func()) error {
 	ch := make(chan struct{}, 1)
-	s.listenMu.Lock()
-	s.listeners[ch] = struct{}{}
-	s.listenMu.Unlock()
+	d.listenMu.Lock()
+	d.listeners[ch] = struct{}{}
+	d.listenMu.Unlock()
 	defer func() {
-		s.listenMu.Lock()
-		delete(s.listeners, ch)
-		s.listenMu.Unlock()
+		d.listenMu.Lock()
+		delete(d.listeners, ch)
+		d.listenMu.Unlock()
 	}()
 	ready(store.Listening{Channel: inProcessChannel})
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-s.closed:
+		case <-d.closed:
 			return errClosed
 		case <-ch:
 			notify()

@@ -20,13 +20,13 @@ import (
 // them in sequence order. Write transactions run one at a time, so two
 // claims never take the same event; they wait for each other instead of
 // skipping each other's rows.
-func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+func (d *Driver) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
 	if err := checkLimit("claim", p.Limit); err != nil || p.Limit == 0 {
 		return nil, err
 	}
-	query := s.sql.Get("claim")
+	query := d.sql.Get("claim")
 	if p.Ordered {
-		query = s.sql.Get("claim_ordered")
+		query = d.sql.Get("claim_ordered")
 	}
 	now := time.Now()
 	afterAt := int64(math.MinInt64) // before every event
@@ -34,7 +34,7 @@ func (s *Store) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deliver
 		afterAt = p.After.AvailableAt.UnixMicro()
 	}
 	var out []store.Delivery
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, query,
 			sql.Named("owner", p.Owner),
 			sql.Named("limit", p.Limit),
@@ -182,7 +182,7 @@ type settleFailure struct {
 // failures and releases apply only to events still leased to p.Owner. An id
 // listed as done and as retried or failed is done. The events carry their
 // lease (there are no claims to end: p.Ended is not used).
-func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
+func (d *Driver) Settle(ctx context.Context, p store.SettleParams) error {
 	if len(p.Done) == 0 && len(p.Retry) == 0 && len(p.Failed) == 0 && len(p.Release) == 0 {
 		return nil
 	}
@@ -213,29 +213,29 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 	}
 	now := sql.Named("now", time.Now().UnixMicro())
 	owner := sql.Named("owner", p.Owner)
-	err = s.inTx(ctx, func(tx *sql.Tx) error {
+	err = d.inTx(ctx, func(tx *sql.Tx) error {
 		if done != nil && p.DedupWindow > 0 {
 			until := sql.Named("until", time.Now().Add(p.DedupWindow).UnixMicro())
-			if _, err := tx.ExecContext(ctx, s.sql.Get("hold_keys"), sql.Named("ids", string(done)), until); err != nil {
+			if _, err := tx.ExecContext(ctx, d.sql.Get("hold_keys"), sql.Named("ids", string(done)), until); err != nil {
 				return err
 			}
 		}
 		if done != nil {
-			query := s.sql.Get("settle_delete")
+			query := d.sql.Get("settle_delete")
 			if p.KeepDone {
-				query = s.sql.Get("settle_done")
+				query = d.sql.Get("settle_done")
 			}
 			if _, err := tx.ExecContext(ctx, query, sql.Named("ids", string(done)), now); err != nil {
 				return err
 			}
 		}
 		if retries != nil {
-			if _, err := tx.ExecContext(ctx, s.sql.Get("settle_retry"), sql.Named("retries", string(retries)), owner); err != nil {
+			if _, err := tx.ExecContext(ctx, d.sql.Get("settle_retry"), sql.Named("retries", string(retries)), owner); err != nil {
 				return err
 			}
 		}
 		if failures != nil {
-			if _, err := tx.ExecContext(ctx, s.sql.Get("settle_failed"), sql.Named("failures", string(failures)), owner, now); err != nil {
+			if _, err := tx.ExecContext(ctx, d.sql.Get("settle_failed"), sql.Named("failures", string(failures)), owner, now); err != nil {
 				return err
 			}
 		}
@@ -244,7 +244,7 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 			for i, r := range p.Release {
 				ids[i] = r.ID
 			}
-			if _, err := tx.ExecContext(ctx, s.sql.Get("release"), idList(ids), owner, now); err != nil {
+			if _, err := tx.ExecContext(ctx, d.sql.Get("release"), idList(ids), owner, now); err != nil {
 				return err
 			}
 		}
@@ -258,13 +258,13 @@ func (s *Store) Settle(ctx context.Context, p store.SettleParams) error {
 
 // ExtendLease renews, until lease from now, the lease of those of ids still
 // leased to owner, and returns them.
-func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
+func (d *Driver) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
 	if len(ids) == 0 {
 		return nil, nil
 	}
 	var kept []uuid.UUID
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, s.sql.Get("extend_lease"), idList(ids), sql.Named("owner", owner),
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, d.sql.Get("extend_lease"), idList(ids), sql.Named("owner", owner),
 			sql.Named("lease_until", time.Now().Add(lease).UnixMicro()))
 		if err != nil {
 			return err
@@ -287,11 +287,11 @@ func (s *Store) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, 
 
 // Release gives events leased to owner back to the queue at once, without
 // counting the attempt.
-func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
+func (d *Driver) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
 	if len(ids) == 0 {
 		return nil
 	}
-	if _, err := s.exec(ctx, "release", idList(ids), sql.Named("owner", owner),
+	if _, err := d.exec(ctx, "release", idList(ids), sql.Named("owner", owner),
 		sql.Named("now", time.Now().UnixMicro())); err != nil {
 		return fmt.Errorf("sqlite: release: %w", err)
 	}
@@ -301,11 +301,11 @@ func (s *Store) Release(ctx context.Context, owner string, ids []uuid.UUID) erro
 // ReclaimExpired returns the events of crashed relays (expired leases) to
 // the queue, or fails those that have used p.MaxAttempts, and reports how
 // many of each relay's events it changed.
-func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
+func (d *Driver) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]store.Reclaimed, error) {
 	var out []store.Reclaimed
 	now := sql.Named("now", time.Now().UnixMicro())
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		rows, err := tx.QueryContext(ctx, s.sql.Get("expired_owners"), now)
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, d.sql.Get("expired_owners"), now)
 		if err != nil {
 			return err
 		}
@@ -323,7 +323,7 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 		if len(out) == 0 {
 			return nil
 		}
-		_, err = tx.ExecContext(ctx, s.sql.Get("reclaim_expired"), sql.Named("max_attempts", p.MaxAttempts), now)
+		_, err = tx.ExecContext(ctx, d.sql.Get("reclaim_expired"), sql.Named("max_attempts", p.MaxAttempts), now)
 		return err
 	})
 	if err != nil {
@@ -335,12 +335,12 @@ func (s *Store) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]st
 // PurgeDone deletes up to limit delivered events processed before before,
 // oldest first, then up to limit dedup keys whose hold has ended
 // (SettleParams.DedupWindow), and reports how many rows it deleted in all.
-func (s *Store) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := s.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
+func (d *Driver) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+	n, err := d.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
 	if err != nil || limit == 0 {
 		return n, err
 	}
-	keys, err := s.exec(ctx, "purge_held_keys", sql.Named("now", time.Now().UnixMicro()), sql.Named("limit", limit))
+	keys, err := d.exec(ctx, "purge_held_keys", sql.Named("now", time.Now().UnixMicro()), sql.Named("limit", limit))
 	if err != nil {
 		return n, fmt.Errorf("sqlite: purge held dedup keys: %w", err)
 	}

@@ -18,20 +18,18 @@ var presenceSQL string
 // (presence fills them).
 var presenceQueries = sqlstore.ParseQueries("sqlite", func(q string) string { return q }, presenceSQL)
 
-var _ store.Presence = (*Store)(nil)
-
 // presence returns the presence query called name for the store's prefix.
 func (s *Store) presence(name string) string { return s.expand(presenceQueries.Get(name)) }
 
 // PresenceBeat writes the row of relay p.ID (see store.Presence).
-func (s *Store) PresenceBeat(ctx context.Context, p store.RelayPresence) error {
+func (d *Driver) PresenceBeat(ctx context.Context, p store.RelayPresence) error {
 	var down sql.NullInt64
 	if p.SinkDown() {
 		down = sql.NullInt64{Int64: p.SinkDownSince.UnixMicro(), Valid: true}
 	}
 	now := time.Now().UnixMicro()
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, s.presence("presence_beat"), p.ID, p.Host, p.PID, p.Mode, p.Sink, p.Version,
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, d.presence("presence_beat"), p.ID, p.Host, p.PID, p.Mode, p.Sink, p.Version,
 			now, max(p.HeartbeatEvery.Milliseconds(), 1), down, store.ErrorText(p.SinkError, store.PresenceErrorMax))
 		return err
 	})
@@ -42,9 +40,9 @@ func (s *Store) PresenceBeat(ctx context.Context, p store.RelayPresence) error {
 }
 
 // PresenceLeave deletes the row of relay id.
-func (s *Store) PresenceLeave(ctx context.Context, id string) error {
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		_, err := tx.ExecContext(ctx, s.presence("presence_leave"), id)
+func (d *Driver) PresenceLeave(ctx context.Context, id string) error {
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
+		_, err := tx.ExecContext(ctx, d.presence("presence_leave"), id)
 		return err
 	})
 	if err != nil {
@@ -54,11 +52,11 @@ func (s *Store) PresenceLeave(ctx context.Context, id string) error {
 }
 
 // PresencePrune deletes the rows whose heartbeat is older than age.
-func (s *Store) PresencePrune(ctx context.Context, age time.Duration) (int, error) {
+func (d *Driver) PresencePrune(ctx context.Context, age time.Duration) (int, error) {
 	var n int64
-	err := s.inTx(ctx, func(tx *sql.Tx) error {
+	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		n, err = rowsAffected(tx.ExecContext(ctx, s.presence("presence_prune"), time.Now().Add(-age).UnixMicro()))
+		n, err = rowsAffected(tx.ExecContext(ctx, d.presence("presence_prune"), time.Now().Add(-age).UnixMicro()))
 		return err
 	})
 	if err != nil {

@@ -16,7 +16,6 @@ import (
 
 	"modernc.org/sqlite"
 
-	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
@@ -127,12 +126,6 @@ type Store struct {
 	closeOnce sync.Once
 	closed    chan struct{}
 }
-
-var (
-	_ store.Outbox            = (*Store)(nil)
-	_ store.Inbox[*sql.Tx]    = (*Store)(nil)
-	_ store.Producer[*sql.Tx] = (*Store)(nil)
-)
 
 // Open opens (creating it if missing) the SQLite database file at path and
 // returns a store on it. path is a file name or a "file:" URI; in-memory

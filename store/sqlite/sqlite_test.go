@@ -54,14 +54,52 @@ func event(agg string, n int) postbox.Event {
 	}
 }
 
+// Every conformance suite, each test on a database file of its own.
 func TestConformance(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Outbox { return newStore(t, sqlite.Config{}) })
+	storetest.Exercise(t, storetest.Harness[*sql.Tx]{Dialect: "sqlite", New: subject(sqlite.Config{})})
 }
 
+// Every conformance suite again, on tables with a prefix, synchronous FULL.
 func TestConformanceWithTablePrefix(t *testing.T) {
-	storetest.Run(t, func(t *testing.T) store.Outbox {
-		return newStore(t, sqlite.Config{TablePrefix: "app_", Synchronous: "full"})
-	})
+	storetest.Exercise(t, storetest.Harness[*sql.Tx]{Dialect: "sqlite",
+		New: subject(sqlite.Config{TablePrefix: "pb_", Synchronous: "full"})})
+}
+
+// tableName is a table's name in braces, in the hostile suite's SQL.
+var tableName = regexp.MustCompile(`\{[a-z_]+\}`)
+
+// subject returns fresh stores for the suites, with a business table,
+// effects, beside their inbox. Every SQLite store claims in order as it
+// is: the schema parameters ask for nothing more.
+func subject(cfg sqlite.Config) func(t *testing.T, _ store.SchemaParams) storetest.Subject[*sql.Tx] {
+	return func(t *testing.T, _ store.SchemaParams) storetest.Subject[*sql.Tx] {
+		s := newStore(t, cfg)
+		effects := s.Table("effects")
+		if _, err := s.DB().Exec("create table " + effects + " (key text not null)"); err != nil {
+			t.Fatal(err)
+		}
+		return storetest.Subject[*sql.Tx]{
+			Store:  s,
+			Driver: s.Driver(),
+			Exec: func(ctx context.Context, query string, args ...any) error {
+				_, err := s.DB().ExecContext(ctx, tableName.ReplaceAllStringFunc(query, func(name string) string { return s.Table(strings.Trim(name, "{}")) }), args...)
+				return err
+			},
+			Loosen: func(t *testing.T) {
+				if _, err := s.DB().ExecContext(t.Context(), "drop trigger "+s.Table("outbox_events_bounds")); err != nil {
+					t.Fatal(err)
+				}
+			},
+			Effect: func(ctx context.Context, tx *sql.Tx, key string) error {
+				_, err := tx.ExecContext(ctx, "insert into "+effects+" (key) values (?)", key)
+				return err
+			},
+			Effects: func(ctx context.Context, key string) (n int, err error) {
+				err = s.DB().QueryRowContext(ctx, "select count(*) from "+effects+" where key = ?", key).Scan(&n)
+				return n, err
+			},
+		}
+	}
 }
 
 func TestOpenConfiguresEveryConnection(t *testing.T) {
@@ -383,7 +421,7 @@ values ('order', '42', 'order.created', '{"order_id": 42}', 'order.created:42')`
 	if r.DedupKey != "order.created:42" || r.Retries != 0 || r.Attempts != 0 || r.OutboxSeq <= 0 || r.Headers != nil {
 		t.Errorf("defaults of a plain insert: %+v", r)
 	}
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 1 || got[0].ID != r.ID || string(got[0].Payload) != `{"order_id": 42}` {
 		t.Fatalf("claim of the plain insert: %+v, %v", got, err)
 	}
@@ -446,7 +484,7 @@ func listen(t *testing.T, s *sqlite.Store) <-chan struct{} {
 	woke := make(chan struct{}, 1)
 	done := make(chan error, 1)
 	go func() {
-		done <- s.Listen(ctx, func(store.Listening) { close(ready) }, func() {
+		done <- s.Driver().Listen(ctx, func(store.Listening) { close(ready) }, func() {
 			select {
 			case woke <- struct{}{}:
 			default:
@@ -506,36 +544,4 @@ func TestCheckSchemaAndMustExist(t *testing.T) {
 	if err := s.CheckSchema(ctx, store.SchemaParams{Ordered: true}); err != nil {
 		t.Fatalf("CheckSchema after Migrate: %v", err)
 	}
-}
-
-func TestEndpointsConformance(t *testing.T) {
-	storetest.RunEndpoints(t, func(t *testing.T) store.Endpoints { return newStore(t, sqlite.Config{TablePrefix: "pb_"}) })
-}
-
-func TestLaneConformance(t *testing.T) {
-	storetest.RunLane(t, func(t *testing.T) store.Endpoints { return newStore(t, sqlite.Config{TablePrefix: "pb_"}) })
-}
-
-// tableName is a table's name in braces, in the hostile suite's SQL.
-var tableName = regexp.MustCompile(`\{[a-z_]+\}`)
-
-// The hostile rows' suite: rows a plain-SQL producer wrote with values no
-// event has fail alone (postboxtest/storetest RunHostile).
-func TestHostileRows(t *testing.T) {
-	storetest.RunHostile(t, func(t *testing.T) storetest.Raw {
-		s := newStore(t, sqlite.Config{TablePrefix: "pb_"})
-		return storetest.Raw{
-			Outbox:  s,
-			Dialect: "sqlite",
-			Exec: func(ctx context.Context, query string, args ...any) error {
-				_, err := s.DB().ExecContext(ctx, tableName.ReplaceAllStringFunc(query, func(name string) string { return s.Table(strings.Trim(name, "{}")) }), args...)
-				return err
-			},
-			Loosen: func(t *testing.T) {
-				if _, err := s.DB().ExecContext(t.Context(), "drop trigger pb_outbox_events_bounds"); err != nil {
-					t.Fatal(err)
-				}
-			},
-		}
-	})
 }

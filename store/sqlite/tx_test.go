@@ -227,7 +227,7 @@ func TestConcurrentEnqueueWhileClaiming(t *testing.T) {
 		owner := fmt.Sprintf("relay-%d", r)
 		relays.Go(func() {
 			for distinct() < total && time.Now().Before(deadline) {
-				got, err := s.Claim(ctx, store.ClaimParams{Owner: owner, Limit: 50, Lease: time.Minute})
+				got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: owner, Limit: 50, Lease: time.Minute})
 				if err != nil {
 					t.Errorf("claim: %v", err)
 					return
@@ -238,7 +238,7 @@ func TestConcurrentEnqueueWhileClaiming(t *testing.T) {
 				}
 				mu.Unlock()
 				if len(got) > 0 {
-					if err := s.Settle(ctx, store.SettleParams{Owner: owner, Done: deliveryIDs(got), KeepDone: true}); err != nil {
+					if err := s.Driver().Settle(ctx, store.SettleParams{Owner: owner, Done: deliveryIDs(got), KeepDone: true}); err != nil {
 						t.Errorf("settle: %v", err)
 						return
 					}
@@ -289,14 +289,14 @@ func TestListener(t *testing.T) {
 	waitWake(t, woke, "Enqueue")
 
 	// The relay's own writes wake nobody, or it would spin.
-	got, err := s.Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
+	got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "relay", Limit: 10, Lease: time.Minute})
 	if err != nil || len(got) != 1 {
 		t.Fatalf("claim: %v, %v", got, err)
 	}
-	if err := s.Settle(ctx, store.SettleParams{Owner: "relay", Done: deliveryIDs(got)}); err != nil {
+	if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "relay", Done: deliveryIDs(got)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.PurgeDone(ctx, time.Now().Add(time.Hour), 10); err != nil {
+	if _, err := s.Driver().PurgeDone(ctx, time.Now().Add(time.Hour), 10); err != nil {
 		t.Fatal(err)
 	}
 	noWake(t, woke, "claim, settle and purge")
@@ -329,7 +329,9 @@ func TestListenEndsWhenClosed(t *testing.T) {
 	s, _ := open(t, sqlite.Config{})
 	done := make(chan error, 1)
 	ready := make(chan struct{})
-	go func() { done <- s.Listen(context.Background(), func(store.Listening) { close(ready) }, func() {}) }()
+	go func() {
+		done <- s.Driver().Listen(context.Background(), func(store.Listening) { close(ready) }, func() {})
+	}()
 	<-ready
 	s.Close()
 	select {

@@ -74,7 +74,7 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	r, err := relay.New(relay.Config{Store: shop, Sink: sink, Logger: quiet, Retention: time.Hour})
+	r, err := relay.New(relay.Config{Store: shop.Driver(), Sink: sink, Logger: quiet, Retention: time.Hour})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -43,7 +43,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	if err != nil {
 		return err
 	}
-	s := &service{cfg: cfg, log: log, store: st, ib: inbox.New(st), shipments: st.Table("shipments")}
+	s := &service{cfg: cfg, log: log, store: st, ib: inbox.New(st.Driver()), shipments: st.Table("shipments")}
 	if err := s.migrate(ctx); err != nil {
 		return err
 	}

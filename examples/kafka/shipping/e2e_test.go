@@ -44,7 +44,7 @@ func TestEveryOrderShippedOnceThroughKafka(t *testing.T) {
 	}
 	defer sk.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r, err := relay.New(relay.Config{Store: shop, Sink: sk, Logger: quiet})
+	r, err := relay.New(relay.Config{Store: shop.Driver(), Sink: sk, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -140,7 +140,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	})
 	c, err := kafka.New(kafka.Config{
 		Brokers: cfg.Brokers, Group: cfg.Group, Topics: []string{cfg.Topic},
-		Process: inbox.New(st).Processor(routes.Apply), Logger: log,
+		Process: inbox.New(st.Driver()).Processor(routes.Apply), Logger: log,
 		RedeliveryMin: cfg.RedeliveryMin, RedeliveryMax: cfg.RedeliveryMax,
 	})
 	if err != nil {

@@ -98,7 +98,7 @@ func run(ctx context.Context, cfg config, log *slog.Logger) error {
 	log.Info("shipping started", "stream", orderstream.Stream, "consumer", Durable, "fail_rate", cfg.FailRate)
 	c, err := inboxnats.New(inboxnats.Config{
 		Consumer:      cons,
-		Process:       inbox.New(st).Processor(routes.Apply),
+		Process:       inbox.New(st.Driver()).Processor(routes.Apply),
 		RedeliveryMin: 100 * time.Millisecond,
 		RedeliveryMax: 5 * time.Second,
 		Logger:        log,

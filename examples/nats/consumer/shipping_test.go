@@ -54,7 +54,7 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sk.Close()
-	r, err := relay.New(relay.Config{Store: shop, Sink: sk, Logger: quiet})
+	r, err := relay.New(relay.Config{Store: shop.Driver(), Sink: sk, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -199,7 +199,7 @@ func newInboxOrder(i int64) inboxEvent {
 // 127.0.0.1: inbox.NewHandler, an Inbox.Processor of a Router whose
 // order.created route inserts a reservation.
 func startInboxServer(st *postgres.Store, reservations, secret string, logger *slog.Logger) (*http.Server, string, error) {
-	ib := inbox.New(st)
+	ib := inbox.New(st.Driver())
 	routes := inbox.NewRouter[pgx.Tx]()
 	insert := strings.ReplaceAll(pgInsertReservation, "{reservations}", reservations)
 	inbox.Handle(routes, "order.created", func(ctx context.Context, tx pgx.Tx, ev *inbox.Event, o inboxOrder) error {

@@ -212,7 +212,7 @@ type pgScratch struct {
 }
 
 func (s *pgScratch) name() string         { return s.schema }
-func (s *pgScratch) outbox() store.Outbox { return s.relayStore }
+func (s *pgScratch) outbox() store.Outbox { return s.relayStore.Driver() }
 
 func (s *pgScratch) sql(query string) string { return withTables(query, s.workStore.Table) }
 

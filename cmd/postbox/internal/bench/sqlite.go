@@ -109,7 +109,7 @@ type liteScratch struct {
 }
 
 func (s *liteScratch) name() string         { return s.file }
-func (s *liteScratch) outbox() store.Outbox { return s.st }
+func (s *liteScratch) outbox() store.Outbox { return s.st.Driver() }
 
 func (s *liteScratch) sql(query string) string { return withTables(query, s.st.Table) }
 

@@ -56,7 +56,7 @@ type payload struct {
 // fail at random besides the injected faults: see randomFaults.
 func startConsumer(s *postgres.Store, tables tables, dest int, secret string, hold time.Duration, randomFailures float64, logger *slog.Logger) (*consumer, error) {
 	c := &consumer{deliveries: map[uuid.UUID]int{}, randomPerMillion: int64(randomFailures * 1e6)}
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	apply := func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 		var p payload
 		if err := json.Unmarshal(ev.Payload, &p); err != nil {

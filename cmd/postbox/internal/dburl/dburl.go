@@ -2,7 +2,7 @@
 // postgresql://...) for the PostgreSQL store, sqlite:PATH for the SQLite
 // store. The command line, the demo and the examples open every store
 // through it, so that they all read a URL the same way and hand the relay
-// the store itself, never a wrapper.
+// the store's own driver, never a wrapper.
 package dburl
 
 import (
@@ -49,14 +49,16 @@ const closeGrace = time.Second
 // Postgres.
 type DB struct {
 	// Outbox is the store's outbox: what the relay drains, status reads
-	// and the dead-letter tools change.
+	// and the dead-letter tools change. Outbox, Endpoints and Presence are
+	// the store's driver (its Driver method), the engine's side of it.
 	Outbox store.Outbox
 	// Endpoints holds the webhook endpoints, their deliveries and the
 	// attempts log (postbox endpoints, postbox relay --endpoints).
 	Endpoints store.Endpoints
 	// Presence is the relays' presence table.
 	Presence store.Presence
-	// Console is what postbox console reads and changes.
+	// Console is what postbox console reads and changes: the store
+	// itself.
 	Console console.Store
 
 	migrate  func(context.Context) ([]int, error)
@@ -90,7 +92,8 @@ func Open(ctx context.Context, url string, opt Options) (*DB, error) {
 		if err != nil {
 			return nil, err
 		}
-		return &DB{Outbox: s, Endpoints: s, Presence: s, Console: s, migrate: s.Migrate, sqlite: s,
+		d := s.Driver()
+		return &DB{Outbox: d, Endpoints: d, Presence: d, Console: s, migrate: s.Migrate, sqlite: s,
 			close: func() { _ = s.Close() }}, nil
 	}
 	if !IsPostgres(url) {
@@ -124,7 +127,8 @@ func openPostgres(ctx context.Context, url string, opt Options) (*DB, error) {
 		closePool()
 		return nil, err
 	}
-	return &DB{Outbox: s, Endpoints: s, Presence: s, Console: s, migrate: s.Migrate, postgres: s, close: closePool}, nil
+	d := s.Driver()
+	return &DB{Outbox: d, Endpoints: d, Presence: d, Console: s, migrate: s.Migrate, postgres: s, close: closePool}, nil
 }
 
 // IsPostgres reports whether url names a PostgreSQL database.

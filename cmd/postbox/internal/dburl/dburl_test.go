@@ -10,7 +10,10 @@ import (
 	"testing"
 
 	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/store/postgres"
+	"github.com/postbox-go/postbox/store/sqlite"
 )
 
 func TestOpenEachKind(t *testing.T) {
@@ -24,12 +27,15 @@ func TestOpenEachKind(t *testing.T) {
 	if _, isLite := pg.SQLite(); !isPG || isLite {
 		t.Fatalf("postgres URL opened %+v", pg)
 	}
-	// The contracts are the store itself, never a wrapper that could hide
-	// a capability.
-	for _, c := range []any{pg.Outbox, pg.Endpoints, pg.Presence, pg.Console} {
-		if c != any(p) {
-			t.Fatalf("postgres URL: %T is not the store", c)
+	// The contracts are the store's driver (the console's, the store
+	// itself), never a wrapper that could hide a capability.
+	for _, c := range []any{pg.Outbox, pg.Endpoints, pg.Presence} {
+		if d, ok := c.(*postgres.Driver); !ok || d.Store != p {
+			t.Fatalf("postgres URL: %T is not the store's driver", c)
 		}
+	}
+	if pg.Console != console.Store(p) {
+		t.Fatalf("postgres URL: console %T is not the store", pg.Console)
 	}
 	var app string
 	if err := p.Pool().QueryRow(ctx, "select current_setting('application_name')").Scan(&app); err != nil || app != "dburl test" {
@@ -49,10 +55,13 @@ func TestOpenEachKind(t *testing.T) {
 	if _, isPG := lite.Postgres(); !isLite || isPG {
 		t.Fatalf("sqlite URL opened %+v", lite)
 	}
-	for _, c := range []any{lite.Outbox, lite.Endpoints, lite.Presence, lite.Console} {
-		if c != any(l) {
-			t.Fatalf("sqlite URL: %T is not the store", c)
+	for _, c := range []any{lite.Outbox, lite.Endpoints, lite.Presence} {
+		if d, ok := c.(*sqlite.Driver); !ok || d.Store != l {
+			t.Fatalf("sqlite URL: %T is not the store's driver", c)
 		}
+	}
+	if lite.Console != console.Store(l) {
+		t.Fatalf("sqlite URL: console %T is not the store", lite.Console)
 	}
 }
 

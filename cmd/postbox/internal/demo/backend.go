@@ -124,7 +124,7 @@ func newPostgresBackend(ctx context.Context, s *postgres.Store) (*backend, error
 	if _, err := s.Migrate(ctx); err != nil {
 		return nil, err
 	}
-	b := &backend{outbox: s, orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations"), schema: s.Schema(),
+	b := &backend{outbox: s.Driver(), orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations"), schema: s.Schema(),
 		exec: func(ctx context.Context, q string) error {
 			_, err := pool.Exec(ctx, q)
 			return err
@@ -143,7 +143,7 @@ func newPostgresBackend(ctx context.Context, s *postgres.Store) (*backend, error
 			return s.EnqueueTx(ctx, tx, ev)
 		})
 	}
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	b.process = func(ctx context.Context, ev *inbox.Event, fn func(context.Context, execer, *inbox.Event) error) (inbox.Outcome, error) {
 		return ib.Process(ctx, ev, func(ctx context.Context, tx pgx.Tx, ev *inbox.Event) error {
 			return fn(ctx, func(ctx context.Context, q string, args ...any) error {
@@ -165,7 +165,7 @@ func newSQLiteBackend(ctx context.Context, s *sqlite.Store) (*backend, error) {
 		return nil, err
 	}
 	db := s.DB()
-	b := &backend{outbox: s, orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations")}
+	b := &backend{outbox: s.Driver(), orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations")}
 	for _, q := range []string{fmt.Sprintf(createOrdersSQL, b.orders), fmt.Sprintf(createReservationsSQL, b.reservations)} {
 		if _, err := db.ExecContext(ctx, q); err != nil {
 			return nil, err
@@ -186,7 +186,7 @@ func newSQLiteBackend(ctx context.Context, s *sqlite.Store) (*backend, error) {
 		}
 		return tx.Commit()
 	}
-	ib := inbox.New(s)
+	ib := inbox.New(s.Driver())
 	b.process = func(ctx context.Context, ev *inbox.Event, fn func(context.Context, execer, *inbox.Event) error) (inbox.Outcome, error) {
 		return ib.Process(ctx, ev, func(ctx context.Context, tx *sql.Tx, ev *inbox.Event) error {
 			return fn(ctx, func(ctx context.Context, q string, args ...any) error {
