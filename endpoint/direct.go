@@ -131,7 +131,7 @@ type offers struct {
 
 // offered is one event to offer, and where its outcome goes.
 type offered struct {
-	d   store.Delivery
+	d   store.ClaimedEvent
 	out *offerResult
 }
 

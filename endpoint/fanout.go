@@ -244,7 +244,7 @@ func (f *FanOut) offer(ctx context.Context, msgs []*sink.Message, matched [][]uu
 				b = &offers{l: l}
 				batches[id] = b
 			}
-			b.events = append(b.events, offered{d: store.Delivery{Event: m.Event, Attempt: 1, CreatedAt: now}, out: &out[i][j]})
+			b.events = append(b.events, offered{d: store.ClaimedEvent{Event: m.Event, Attempt: 1, CreatedAt: now}, out: &out[i][j]})
 		}
 	}
 	slotWait, stop := context.WithTimeout(ctx, wait)

@@ -398,7 +398,7 @@ type faultyStore struct {
 
 var errInjected = errors.New("injected failure")
 
-func (s *faultyStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+func (s *faultyStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error) {
 	if s.fail.Load() {
 		return nil, errInjected
 	}

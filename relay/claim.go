@@ -110,7 +110,7 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 // claim leases up to limit due events of up to maxBytes of payload (at
 // least one event) after the position after (zero: from the head) to this
 // relay and records them in flight.
-func (r *Relay) claim(ctx context.Context, limit, maxBytes int, after store.ClaimPosition) ([]store.Delivery, error) {
+func (r *Relay) claim(ctx context.Context, limit, maxBytes int, after store.ClaimPosition) ([]store.ClaimedEvent, error) {
 	// The claim sees every event committed before it: a wake-up already
 	// received asks for nothing more.
 	select {
@@ -141,7 +141,7 @@ func (r *Relay) claim(ctx context.Context, limit, maxBytes int, after store.Clai
 
 // claimed records a claim begun at start that returned batch and err: for
 // the Observer, and, when it succeeded, its events in flight.
-func (r *Relay) claimed(batch []store.Delivery, start time.Time, err error) error {
+func (r *Relay) claimed(batch []store.ClaimedEvent, start time.Time, err error) error {
 	if obs := r.cfg.Observer; obs != nil {
 		obs.Claimed(len(batch), time.Since(start), err)
 	}

@@ -84,7 +84,7 @@ type probeRun struct {
 }
 
 // ended records the outcome o of a probe of d.
-func (p *probeRun) ended(d store.Delivery, o outcome) {
+func (p *probeRun) ended(d store.ClaimedEvent, o outcome) {
 	switch {
 	case !o.unreachable:
 		*p = probeRun{}
@@ -96,6 +96,6 @@ func (p *probeRun) ended(d store.Delivery, o outcome) {
 }
 
 // stuck reports whether the probes of d failed culpritProbes times in a row.
-func (p *probeRun) stuck(d store.Delivery) bool {
+func (p *probeRun) stuck(d store.ClaimedEvent) bool {
 	return p.id == d.ID && p.failures >= culpritProbes
 }

@@ -35,7 +35,7 @@ func (c *claimCursor) next(now time.Time) store.ClaimPosition {
 // events or in bytes), the next claim starts after its last event in claim
 // order; otherwise from the head. So does a batch from a store that does
 // not say when its events fell due.
-func (c *claimCursor) claimed(batch []store.Delivery, full bool) {
+func (c *claimCursor) claimed(batch []store.ClaimedEvent, full bool) {
 	if !full || len(batch) == 0 {
 		c.after = store.ClaimPosition{}
 		return

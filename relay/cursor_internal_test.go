@@ -8,8 +8,8 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-func delivery(due time.Time, seq int64) store.Delivery {
-	return store.Delivery{Event: postbox.Event{AvailableAt: due}, OutboxSeq: seq}
+func delivery(due time.Time, seq int64) store.ClaimedEvent {
+	return store.ClaimedEvent{Event: postbox.Event{AvailableAt: due}, OutboxSeq: seq}
 }
 
 func TestClaimCursor(t *testing.T) {
@@ -20,33 +20,33 @@ func TestClaimCursor(t *testing.T) {
 	}
 	// A full claim: the next starts after its last event in claim order,
 	// which is not the last in sequence order.
-	c.claimed([]store.Delivery{delivery(t0.Add(-2*time.Second), 9), delivery(t0.Add(-time.Second), 3), delivery(t0.Add(-3*time.Second), 1)}, true)
+	c.claimed([]store.ClaimedEvent{delivery(t0.Add(-2*time.Second), 9), delivery(t0.Add(-time.Second), 3), delivery(t0.Add(-3*time.Second), 1)}, true)
 	want := store.ClaimPosition{AvailableAt: t0.Add(-time.Second), Seq: 3}
 	if got := c.next(t0.Add(time.Millisecond)); got != want {
 		t.Fatalf("claim after a full one starts after %+v, want %+v", got, want)
 	}
-	c.claimed([]store.Delivery{delivery(t0, 10), delivery(t0, 11)}, true)
+	c.claimed([]store.ClaimedEvent{delivery(t0, 10), delivery(t0, 11)}, true)
 	want = store.ClaimPosition{AvailableAt: t0, Seq: 11}
 	if got := c.next(t0.Add(2 * time.Millisecond)); got != want {
 		t.Fatalf("claim after two full ones starts after %+v, want %+v", got, want)
 	}
 	// Every fromHeadEvery, from the head all the same.
-	c.claimed([]store.Delivery{delivery(t0, 12)}, true)
+	c.claimed([]store.ClaimedEvent{delivery(t0, 12)}, true)
 	if got := c.next(t0.Add(fromHeadEvery)); !got.IsZero() {
 		t.Fatalf("claim %s after the last from the head starts after %+v, want from the head", fromHeadEvery, got)
 	}
 	// A claim that was not full: the backlog is drained.
-	c.claimed([]store.Delivery{delivery(t0, 13), delivery(t0, 14)}, true)
-	c.claimed([]store.Delivery{delivery(t0, 15)}, false)
+	c.claimed([]store.ClaimedEvent{delivery(t0, 13), delivery(t0, 14)}, true)
+	c.claimed([]store.ClaimedEvent{delivery(t0, 15)}, false)
 	if got := c.next(t0.Add(fromHeadEvery + time.Millisecond)); !got.IsZero() {
 		t.Fatalf("claim after one that was not full starts after %+v, want from the head", got)
 	}
 	// A store that does not say when its events fell due.
-	c.claimed([]store.Delivery{{OutboxSeq: 16}}, true)
+	c.claimed([]store.ClaimedEvent{{OutboxSeq: 16}}, true)
 	if got := c.next(t0.Add(fromHeadEvery + 2*time.Millisecond)); !got.IsZero() {
 		t.Fatalf("claim after events without due times starts after %+v, want from the head", got)
 	}
-	c.claimed([]store.Delivery{delivery(t0, 17)}, true)
+	c.claimed([]store.ClaimedEvent{delivery(t0, 17)}, true)
 	c.reset()
 	if got := c.next(t0.Add(fromHeadEvery + 3*time.Millisecond)); !got.IsZero() {
 		t.Fatalf("claim after a reset starts after %+v, want from the head", got)

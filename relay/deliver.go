@@ -22,7 +22,7 @@ const (
 
 // outcome is the result of one delivery attempt.
 type outcome struct {
-	delivery store.Delivery
+	delivery store.ClaimedEvent
 	// claimed identifies the lease the delivery ran under (when its claim
 	// began): settling it must not end a lease of the same event claimed
 	// again since.
@@ -53,7 +53,7 @@ const maxErrorLen = 1024
 
 // job is one claimed event handed to the publishers.
 type job struct {
-	delivery store.Delivery
+	delivery store.ClaimedEvent
 	// probe: the claim loop sent it alone, during an outage of the sink,
 	// and waits for its outcome.
 	probe bool
@@ -122,10 +122,10 @@ func (r *Relay) publishOne(ctx context.Context, c *cutter, j job) outcome {
 }
 
 // unreadable fails d, a row the store could not read as an event
-// (store.Delivery.Invalid), without sending it: whatever is wrong with it
+// (store.ClaimedEvent.Invalid), without sending it: whatever is wrong with it
 // stays wrong, and its other fields may be zero. Nothing is counted
 // against another event, nor against the sink's health.
-func (r *Relay) unreadable(d store.Delivery) outcome {
+func (r *Relay) unreadable(d store.ClaimedEvent) outcome {
 	why := store.ErrorText("postbox: unreadable row: "+d.Invalid, maxErrorLen)
 	r.log.Error("unreadable row; event moved to failed without sending it",
 		"event_id", d.ID, "outbox_seq", d.OutboxSeq, "invalid", logText(d.Invalid))
@@ -134,7 +134,7 @@ func (r *Relay) unreadable(d store.Delivery) outcome {
 
 // deliver publishes one event and decides what becomes of it, in a publish
 // span when Config.Tracer is set.
-func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
+func (r *Relay) deliver(ctx context.Context, d store.ClaimedEvent) outcome {
 	msg := &sink.Message{Event: d.Event, Attempt: d.Attempt}
 	if r.cfg.Tracer == nil {
 		return r.attempt(ctx, d, msg)
@@ -148,7 +148,7 @@ func (r *Relay) deliver(ctx context.Context, d store.Delivery) outcome {
 // deliveryAttrs are the log attributes of an attempt to deliver d that
 // took took. They are built only when logged: a delivery that succeeds
 // logs at debug level, usually off.
-func deliveryAttrs(d store.Delivery, took time.Duration) []any {
+func deliveryAttrs(d store.ClaimedEvent, took time.Duration) []any {
 	return []any{
 		"event_id", d.ID, "event_type", logText(d.EventType),
 		"aggregate_type", logText(d.AggregateType), "aggregate_id", logText(d.AggregateID),
@@ -157,7 +157,7 @@ func deliveryAttrs(d store.Delivery, took time.Duration) []any {
 }
 
 // attempt publishes msg, the message of d, and decides what becomes of it.
-func (r *Relay) attempt(ctx context.Context, d store.Delivery, msg *sink.Message) outcome {
+func (r *Relay) attempt(ctx context.Context, d store.ClaimedEvent, msg *sink.Message) outcome {
 	start := time.Now()
 	err := r.cfg.Sink.Publish(ctx, msg)
 	end := time.Now()
@@ -166,7 +166,7 @@ func (r *Relay) attempt(ctx context.Context, d store.Delivery, msg *sink.Message
 
 // decide decides what becomes of d after an attempt, under ctx, that
 // returned err at end and took took.
-func (r *Relay) decide(ctx context.Context, d store.Delivery, err error, took time.Duration, end time.Time) outcome {
+func (r *Relay) decide(ctx context.Context, d store.ClaimedEvent, err error, took time.Duration, end time.Time) outcome {
 	sent := outcome{delivery: d, sent: true, took: took, age: end.Sub(d.CreatedAt)}
 	if err == nil {
 		r.sinkOutcome(nil, 0)

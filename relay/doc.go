@@ -51,7 +51,7 @@
 //
 // # One row cannot hold the others
 //
-// A row the store could not read as an event (store.Delivery.Invalid)
+// A row the store could not read as an event (store.ClaimedEvent.Invalid)
 // fails at once, unsent, with the store's reason in its last_error; an
 // event the sink refuses fails alone after its attempts; and what the
 // relay logs of producers' and receivers' text (types, aggregates, errors)

@@ -114,7 +114,7 @@ func (r *Relay) reclaimExpired(ctx context.Context) {
 type inflight struct {
 	mu     sync.Mutex
 	leases map[uuid.UUID]lease
-	// open counts, for each claim (store.Delivery.Lease) of a store that
+	// open counts, for each claim (store.ClaimedEvent.Lease) of a store that
 	// keeps one lease per claim, its events whose outcome is not recorded
 	// yet: the settle that records the last ones ends the claim.
 	open map[int64]int
@@ -140,7 +140,7 @@ func newInflight() *inflight {
 }
 
 // add records a batch whose claim began at claimed, leased for lease.
-func (f *inflight) add(ds []store.Delivery, claimed time.Time, lease time.Duration) {
+func (f *inflight) add(ds []store.ClaimedEvent, claimed time.Time, lease time.Duration) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	for _, d := range ds {
@@ -219,7 +219,7 @@ func (f *inflight) expire(now time.Time) {
 }
 
 // heldLease names one lease of the in-flight set: an event, when the claim
-// that took it began, and that claim's store.Delivery.Lease.
+// that took it began, and that claim's store.ClaimedEvent.Lease.
 type heldLease struct {
 	id      uuid.UUID
 	claimed time.Time

@@ -13,11 +13,11 @@ import (
 // the new lease stays, and its delivery starts.
 func TestSettlingKeepsALeaseClaimedAgain(t *testing.T) {
 	f := newInflight()
-	d := store.Delivery{Event: postbox.Event{ID: postbox.NewID()}}
+	d := store.ClaimedEvent{Event: postbox.Event{ID: postbox.NewID()}}
 	first := time.Now()
-	f.add([]store.Delivery{d}, first, time.Minute)
+	f.add([]store.ClaimedEvent{d}, first, time.Minute)
 	second := first.Add(time.Millisecond)
-	f.add([]store.Delivery{d}, second, time.Minute) // claimed again
+	f.add([]store.ClaimedEvent{d}, second, time.Minute) // claimed again
 	f.remove([]heldLease{{id: d.ID, claimed: first}})
 	if f.count() != 1 || f.claimedAt(d.ID) != second {
 		t.Fatalf("the lease claimed again was removed with the first one's outcome")
@@ -37,9 +37,9 @@ func TestSettlingKeepsALeaseClaimedAgain(t *testing.T) {
 func TestClaimEndsWithItsLastOutcome(t *testing.T) {
 	f := newInflight()
 	now := time.Now()
-	a := store.Delivery{Event: postbox.Event{ID: postbox.NewID()}, Lease: 7}
-	b := store.Delivery{Event: postbox.Event{ID: postbox.NewID()}, Lease: 7}
-	f.add([]store.Delivery{a, b}, now, time.Minute)
+	a := store.ClaimedEvent{Event: postbox.Event{ID: postbox.NewID()}, Lease: 7}
+	b := store.ClaimedEvent{Event: postbox.Event{ID: postbox.NewID()}, Lease: 7}
+	f.add([]store.ClaimedEvent{a, b}, now, time.Minute)
 	first := []heldLease{{id: a.ID, claimed: now, claim: 7}}
 	if got := f.ending(first); len(got) != 0 {
 		t.Fatalf("claim ended by %d of its 2 outcomes: %v", len(first), got)
@@ -48,7 +48,7 @@ func TestClaimEndsWithItsLastOutcome(t *testing.T) {
 	// a is claimed again by claim 8 before b's outcome.
 	again := a
 	again.Lease = 8
-	f.add([]store.Delivery{again}, now.Add(time.Millisecond), time.Minute)
+	f.add([]store.ClaimedEvent{again}, now.Add(time.Millisecond), time.Minute)
 	last := []heldLease{{id: b.ID, claimed: now, claim: 7}}
 	if got := f.ending(last); len(got) != 1 || got[0] != 7 {
 		t.Fatalf("claims ended by the last outcome of claim 7: %v, want [7]", got)

@@ -38,7 +38,7 @@ type Offered struct {
 // released). It returns false, without sending, when the relay takes no
 // offers now: before Run, once Run's context ended, or while the sink is
 // unreachable (the relay probes it with its own claims).
-func (r *Relay) Offer(ctx context.Context, d store.Delivery) (Offered, bool) {
+func (r *Relay) Offer(ctx context.Context, d store.ClaimedEvent) (Offered, bool) {
 	if !r.accepting.Load() || r.health.isDown() {
 		return Offered{}, false
 	}

@@ -42,14 +42,14 @@ func TestOfferDecidesAsASettleWould(t *testing.T) {
 		mu.Lock()
 		answers[e.ID.String()] = status
 		mu.Unlock()
-		o, ok := r.Offer(context.Background(), store.Delivery{Event: e, Attempt: attempt, CreatedAt: time.Now()})
+		o, ok := r.Offer(context.Background(), store.ClaimedEvent{Event: e, Attempt: attempt, CreatedAt: time.Now()})
 		if !ok {
 			t.Fatalf("offer of attempt %d answered %d: not taken", attempt, status)
 		}
 		return o
 	}
 
-	if _, ok := r.Offer(context.Background(), store.Delivery{Event: ev("a", 0), Attempt: 1}); ok {
+	if _, ok := r.Offer(context.Background(), store.ClaimedEvent{Event: ev("a", 0), Attempt: 1}); ok {
 		t.Fatal("a relay that does not run took an offer")
 	}
 	stop := runRelay(t, r)
@@ -87,7 +87,7 @@ func TestOfferDecidesAsASettleWould(t *testing.T) {
 	rcv.Server.Close()
 	var released bool
 	for range 10 {
-		o, ok := r.Offer(context.Background(), store.Delivery{Event: ev("b", 1), Attempt: 1, CreatedAt: time.Now()})
+		o, ok := r.Offer(context.Background(), store.ClaimedEvent{Event: ev("b", 1), Attempt: 1, CreatedAt: time.Now()})
 		if !ok {
 			break
 		}
@@ -104,12 +104,12 @@ func TestOfferDecidesAsASettleWould(t *testing.T) {
 	if !released {
 		t.Error("no offer reached the closed receiver")
 	}
-	if _, ok := r.Offer(context.Background(), store.Delivery{Event: ev("b", 2), Attempt: 1}); ok || r.SinkAvailable() {
+	if _, ok := r.Offer(context.Background(), store.ClaimedEvent{Event: ev("b", 2), Attempt: 1}); ok || r.SinkAvailable() {
 		t.Error("a relay whose sink is unreachable took an offer")
 	}
 
 	stop()
-	if _, ok := r.Offer(context.Background(), store.Delivery{Event: ev("c", 1), Attempt: 1}); ok {
+	if _, ok := r.Offer(context.Background(), store.ClaimedEvent{Event: ev("c", 1), Attempt: 1}); ok {
 		t.Error("a stopped relay took an offer")
 	}
 }

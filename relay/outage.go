@@ -86,7 +86,7 @@ type sinkHealth struct {
 	// kept are the probes that timed out during the outage, still leased:
 	// the claim loop delivers them once it is over, or hands them over for
 	// release when it stops (no probe is kept after that: keeping).
-	kept    []store.Delivery
+	kept    []store.ClaimedEvent
 	keeping bool
 }
 
@@ -193,7 +193,7 @@ func gatewayAnswer(err error) bool {
 // beginProbe tells the health that a probe of d begins, and reports
 // whether d is the suspect: the event of the last probe a gateway
 // answered (see outageTimeouts).
-func (h *sinkHealth) beginProbe(d store.Delivery) (suspect bool) {
+func (h *sinkHealth) beginProbe(d store.ClaimedEvent) (suspect bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	h.answered, h.repeat = false, false
@@ -211,7 +211,7 @@ func (h *sinkHealth) probeAlone() {
 
 // endProbe tells the health that the probe of d has its outcome: d
 // becomes the suspect when a gateway answered it.
-func (h *sinkHealth) endProbe(d store.Delivery) {
+func (h *sinkHealth) endProbe(d store.ClaimedEvent) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if h.answered {
@@ -233,7 +233,7 @@ func causeOf(err error) string {
 // keep keeps d, a probe that timed out, until the outage ends, unless it
 // ended meanwhile, limit are kept already or the claim loop stopped; it
 // reports whether it did.
-func (h *sinkHealth) keep(d store.Delivery, limit int) bool {
+func (h *sinkHealth) keep(d store.ClaimedEvent, limit int) bool {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if !h.down || !h.keeping || len(h.kept) >= limit {
@@ -245,7 +245,7 @@ func (h *sinkHealth) keep(d store.Delivery, limit int) bool {
 
 // takeOneKept returns the probe kept first, and forgets it; ok is false
 // when none is kept.
-func (h *sinkHealth) takeOneKept() (d store.Delivery, ok bool) {
+func (h *sinkHealth) takeOneKept() (d store.ClaimedEvent, ok bool) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if len(h.kept) == 0 {
@@ -258,7 +258,7 @@ func (h *sinkHealth) takeOneKept() (d store.Delivery, ok bool) {
 
 // takeKept returns the probes kept, and forgets them; with last (the claim
 // loop stops) no probe is kept from then on.
-func (h *sinkHealth) takeKept(last bool) []store.Delivery {
+func (h *sinkHealth) takeKept(last bool) []store.ClaimedEvent {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	kept := h.kept
@@ -356,7 +356,7 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 		batch = append(batch, d)
 	}
 	probe := batch[0]
-	var held *store.Delivery
+	var held *store.ClaimedEvent
 	if r.run.stuck(probe) {
 		// The sink was unreachable at every probe of this event: probe
 		// with another, holding this one, to tell whether it is the
@@ -403,7 +403,7 @@ func (r *Relay) probe(ctx context.Context, poll *time.Timer, work chan<- job) er
 // another event, is known. That probe got through: held is a culprit,
 // and is sent at once, its failures counting from now on. It did not:
 // the sink is down, and held is released.
-func (r *Relay) judgeHeld(held store.Delivery, o outcome, work chan<- job) {
+func (r *Relay) judgeHeld(held store.ClaimedEvent, o outcome, work chan<- job) {
 	if o.action == actionDone {
 		r.culprits.add(held.ID)
 		r.log.Warn(fmt.Sprintf("the sink was unreachable at %d probes in a row with one event, and reachable with another: "+

@@ -54,7 +54,7 @@ func (s *rowStore) markUnreadable(id uuid.UUID, why string) {
 	s.unreadable[id] = why
 }
 
-func (s *rowStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+func (s *rowStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error) {
 	if s.streamOnly {
 		s.record(p)
 		return nil, nil
@@ -63,7 +63,7 @@ func (s *rowStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.Deli
 }
 
 // claimStreamed is Claim, for a test stream too.
-func (s *rowStore) claimStreamed(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+func (s *rowStore) claimStreamed(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error) {
 	s.record(p)
 	if s.claimHook != nil {
 		if err := s.claimHook(ctx, p); err != nil {
@@ -84,7 +84,7 @@ func (s *rowStore) claimStreamed(ctx context.Context, p store.ClaimParams) ([]st
 		s.sizes[d.ID] = int64(len(d.Payload))
 		s.held += int64(len(d.Payload))
 		if why, ok := s.unreadable[d.ID]; ok {
-			batch[i] = store.Delivery{OutboxSeq: d.OutboxSeq, Lease: d.Lease, Invalid: why}
+			batch[i] = store.ClaimedEvent{OutboxSeq: d.OutboxSeq, Lease: d.Lease, Invalid: why}
 			batch[i].ID = d.ID
 		}
 	}
@@ -95,8 +95,8 @@ func (s *rowStore) claimStreamed(ctx context.Context, p store.ClaimParams) ([]st
 // bounded claims as p asks, p.MaxBytes included, through claims of one
 // event each: it stops before the event that would take the payloads past
 // p.MaxBytes (but takes one at least), which it releases.
-func (s *rowStore) bounded(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
-	var batch []store.Delivery
+func (s *rowStore) bounded(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error) {
+	var batch []store.ClaimedEvent
 	total := int64(0)
 	one := p
 	one.Limit = 1

@@ -13,9 +13,9 @@ import (
 // flight, or in an ordered relay, it writes at once.
 func TestSettlerLingersOnlyWhileMoreCanCome(t *testing.T) {
 	r := &Relay{inflight: newInflight()}
-	a := store.Delivery{Event: postbox.Event{ID: postbox.NewID()}}
-	b := store.Delivery{Event: postbox.Event{ID: postbox.NewID()}}
-	r.inflight.add([]store.Delivery{a, b}, time.Now(), time.Minute)
+	a := store.ClaimedEvent{Event: postbox.Event{ID: postbox.NewID()}}
+	b := store.ClaimedEvent{Event: postbox.Event{ID: postbox.NewID()}}
+	r.inflight.add([]store.ClaimedEvent{a, b}, time.Now(), time.Minute)
 	one := []outcome{{delivery: a}}
 	if !r.linger(one) {
 		t.Error("one outcome of two in flight: the settler does not wait for the other")

@@ -31,7 +31,7 @@ const (
 // the trace context in the event's headers (a new trace when they hold
 // none), and sets the span's own trace context in a copy of those headers
 // in msg: the stored event is never modified.
-func (r *Relay) startPublish(ctx context.Context, d store.Delivery, msg *sink.Message) (context.Context, trace.Span) {
+func (r *Relay) startPublish(ctx context.Context, d store.ClaimedEvent, msg *sink.Message) (context.Context, trace.Span) {
 	dest := r.destination
 	ctx, span := r.cfg.Tracer.Start(tracecontext.Extract(ctx, d.Headers), "publish "+dest.Name,
 		trace.WithSpanKind(trace.SpanKindProducer),

@@ -39,7 +39,7 @@ type Stream interface {
 }
 
 // StreamClaim is the claim of a batch of a Stream (see Stream.Follow).
-type StreamClaim = func(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error)
+type StreamClaim = func(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error)
 
 // streamRetry is how long a relay waits before following the stream again
 // after it stopped (another relay streams it: this one is its hot standby).
@@ -122,12 +122,12 @@ type streamOrder struct {
 // aggregateKey names an aggregate.
 type aggregateKey struct{ typ, id string }
 
-func keyOf(d store.Delivery) aggregateKey { return aggregateKey{d.AggregateType, d.AggregateID} }
+func keyOf(d store.ClaimedEvent) aggregateKey { return aggregateKey{d.AggregateType, d.AggregateID} }
 
 // streamedBatch is a batch entered in a streamOrder.
 type streamedBatch struct {
 	o     *streamOrder
-	waves [][]store.Delivery
+	waves [][]store.ClaimedEvent
 	// after are the events of earlier batches that must be settled
 	// before the first wave is sent.
 	after []<-chan struct{}
@@ -140,7 +140,7 @@ type streamedBatch struct {
 // enter records the events of waves, a batch about to be delivered, as the
 // last of their aggregates, and returns the batch, with the events of
 // earlier batches it waits for.
-func (o *streamOrder) enter(waves [][]store.Delivery) *streamedBatch {
+func (o *streamOrder) enter(waves [][]store.ClaimedEvent) *streamedBatch {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.last == nil {
@@ -190,7 +190,7 @@ func (t *streamedBatch) end() {
 // claimStreamed leases, with the stream's claim, the events of ids that
 // are due and not leased (the others were delivered already, are held by
 // another claim, or are scheduled later), and records them in flight.
-func (r *Relay) claimStreamed(ctx context.Context, ids []uuid.UUID, claim StreamClaim) ([]store.Delivery, error) {
+func (r *Relay) claimStreamed(ctx context.Context, ids []uuid.UUID, claim StreamClaim) ([]store.ClaimedEvent, error) {
 	claimCtx, cancel := context.WithTimeout(ctx, leasedCallTimeout(r.cfg.Lease))
 	defer cancel()
 	start := time.Now()
@@ -202,14 +202,14 @@ func (r *Relay) claimStreamed(ctx context.Context, ids []uuid.UUID, claim Stream
 // at once: the k-th wave holds the k-th event of each aggregate, in the
 // order of ids (the commit order). The rows the store could not read,
 // whose aggregate is not known, go in the first wave, and fail there.
-func commitWaves(claimed []store.Delivery, ids []uuid.UUID) [][]store.Delivery {
-	byID := make(map[uuid.UUID]store.Delivery, len(claimed))
+func commitWaves(claimed []store.ClaimedEvent, ids []uuid.UUID) [][]store.ClaimedEvent {
+	byID := make(map[uuid.UUID]store.ClaimedEvent, len(claimed))
 	for _, d := range claimed {
 		byID[d.ID] = d
 	}
 	type aggregate struct{ typ, id string }
 	seen := map[aggregate]int{}
-	var waves [][]store.Delivery
+	var waves [][]store.ClaimedEvent
 	for _, id := range ids {
 		d, ok := byID[id]
 		if !ok {

@@ -65,9 +65,9 @@ const (
 // ErrNotFound is returned when an event id is not in the store.
 var ErrNotFound = errors.New("store: event not found")
 
-// Delivery is an event claimed by a relay: the relay holds its lease until it
+// ClaimedEvent is an event claimed by a relay: the relay holds its lease until it
 // settles, extends or releases it.
-type Delivery struct {
+type ClaimedEvent struct {
 	// Event is the event as the producer wrote it (DedupKey is not read
 	// back); AvailableAt is when this attempt fell due: the first
 	// delivery's time or the retry's.
@@ -133,7 +133,7 @@ type ClaimPosition struct {
 func (p ClaimPosition) IsZero() bool { return p.AvailableAt.IsZero() && p.Seq == 0 }
 
 // PositionOf is d's place in claim order.
-func PositionOf(d Delivery) ClaimPosition {
+func PositionOf(d ClaimedEvent) ClaimPosition {
 	return ClaimPosition{AvailableAt: d.AvailableAt, Seq: d.OutboxSeq}
 }
 
@@ -381,7 +381,7 @@ type Source interface {
 	// good).
 	Listen(ctx context.Context, ready func(Listening), notify func()) error
 	// Claim leases due events to p.Owner and returns them in sequence order.
-	Claim(ctx context.Context, p ClaimParams) ([]Delivery, error)
+	Claim(ctx context.Context, p ClaimParams) ([]ClaimedEvent, error)
 	// Settle records delivered, retried and failed events atomically (one
 	// statement where the database allows), and ends p.Owner's lease on
 	// them. Done ids are deleted (or marked done, with KeepDone) whoever

@@ -95,7 +95,7 @@ func laneEvents(n int, agg string) []postbox.Event {
 	return out
 }
 
-func claimLane(t *testing.T, l store.Source, p store.ClaimParams) []store.Delivery {
+func claimLane(t *testing.T, l store.Source, p store.ClaimParams) []store.ClaimedEvent {
 	t.Helper()
 	if p.Lease == 0 {
 		p.Lease = time.Minute
@@ -119,7 +119,7 @@ func settleLane(t *testing.T, l store.Source, p store.SettleParams) {
 	}
 }
 
-func deliveryIDs(ds []store.Delivery) []uuid.UUID {
+func deliveryIDs(ds []store.ClaimedEvent) []uuid.UUID {
 	out := make([]uuid.UUID, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID

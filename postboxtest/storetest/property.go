@@ -131,7 +131,7 @@ func drain(t *testing.T, ctx context.Context, s raw, rng *rand.Rand, rows map[uu
 // settleAll settles a claim as a relay does: done when valid (deleted or
 // kept, its dedup key held or not), failed with the Invalid text
 // otherwise.
-func settleAll(t *testing.T, s raw, rng *rand.Rand, got []store.Delivery, rows map[uuid.UUID]*propertyRow) {
+func settleAll(t *testing.T, s raw, rng *rand.Rand, got []store.ClaimedEvent, rows map[uuid.UUID]*propertyRow) {
 	t.Helper()
 	p := store.SettleParams{Owner: "relay-p", KeepDone: rng.Intn(2) == 0, DedupWindow: time.Duration(rng.Intn(2)) * time.Hour}
 	for _, d := range got {

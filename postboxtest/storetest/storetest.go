@@ -89,7 +89,7 @@ func enqueue(t *testing.T, s store.Outbox, events ...postbox.Event) {
 	}
 }
 
-func claim(t *testing.T, s store.Outbox, p store.ClaimParams) []store.Delivery {
+func claim(t *testing.T, s store.Outbox, p store.ClaimParams) []store.ClaimedEvent {
 	t.Helper()
 	if p.Owner == "" {
 		p.Owner = "relay-a"
@@ -126,7 +126,7 @@ func get(t *testing.T, s store.Outbox, id uuid.UUID) store.Record {
 	return r
 }
 
-func ids(ds []store.Delivery) []uuid.UUID {
+func ids(ds []store.ClaimedEvent) []uuid.UUID {
 	out := make([]uuid.UUID, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID

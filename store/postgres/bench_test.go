@@ -44,7 +44,7 @@ from generate_series(1, $1::int) as g`, n)
 	}
 }
 
-func benchClaim(b *testing.B, s *postgres.Store, batch int, ordered bool) []store.Delivery {
+func benchClaim(b *testing.B, s *postgres.Store, batch int, ordered bool) []store.ClaimedEvent {
 	b.Helper()
 	got, err := s.Driver().Claim(context.Background(), store.ClaimParams{Owner: "bench", Limit: batch, Lease: time.Minute, Ordered: ordered})
 	if err != nil {
@@ -56,7 +56,7 @@ func benchClaim(b *testing.B, s *postgres.Store, batch int, ordered bool) []stor
 	return got
 }
 
-func ids(ds []store.Delivery) []uuid.UUID {
+func ids(ds []store.ClaimedEvent) []uuid.UUID {
 	out := make([]uuid.UUID, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID

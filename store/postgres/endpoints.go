@@ -390,7 +390,7 @@ func (l *lane) Listen(context.Context, func(store.Listening), func()) error {
 // lane_claim_ordered) in the lane's claims' turn (lane_claim_lock),
 // committed asynchronously as the outbox's claims are, and returns them in
 // sequence order.
-func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error) {
 	batch := &pgx.Batch{}
 	batch.Queue(l.s.sql.Get("relay_async_commit"))
 	batch.Queue(l.s.sql.Get("lane_claim_lock"), l.id)
@@ -431,7 +431,7 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery
 	if p.Ordered {
 		dest = append(dest, &walkEnd)
 	}
-	out, err := pgx.AppendRows(make([]store.Delivery, 0, min(p.Limit, claimPresize)), rows, func(row pgx.CollectableRow) (store.Delivery, error) {
+	out, err := pgx.AppendRows(make([]store.ClaimedEvent, 0, min(p.Limit, claimPresize)), rows, func(row pgx.CollectableRow) (store.ClaimedEvent, error) {
 		r = laneRow{}
 		if err := row.Scan(dest...); err != nil {
 			return r.d, err
@@ -465,7 +465,7 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery
 // laneRow is one row of a lane's claim as scanned: the columns that may
 // hold values no delivery has in types that take them.
 type laneRow struct {
-	d                  store.Delivery
+	d                  store.ClaimedEvent
 	headers            []byte
 	attempts           int64 // the attempts that ended before the claim
 	created, available pgtype.Timestamptz
@@ -473,7 +473,7 @@ type laneRow struct {
 
 // delivery is the row as a delivery, its problems in Invalid (the fields
 // they name left zero).
-func (r *laneRow) delivery() store.Delivery {
+func (r *laneRow) delivery() store.ClaimedEvent {
 	d := r.d
 	var bad sqlstore.Problems
 	var problem string

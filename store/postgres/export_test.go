@@ -21,7 +21,7 @@ func (s *Store) Query(name string) string { return s.sql.Get(name) }
 
 // Claim is the claim Follow hands its start with a batch of ids written by
 // the transactions xids, for tests.
-func (w *WAL) Claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
+func (w *WAL) Claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.ClaimedEvent, error) {
 	return w.claim(ctx, p, ids, xids)
 }
 

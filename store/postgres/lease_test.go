@@ -36,7 +36,7 @@ func TestPartOfALeaseIsReleasedAndSettled(t *testing.T) {
 			t.Fatalf("stats %+v, %v; want %d pending, %d processing", st, err, pending, processing)
 		}
 	}
-	idsOf := func(ds []store.Delivery) []uuid.UUID {
+	idsOf := func(ds []store.ClaimedEvent) []uuid.UUID {
 		out := make([]uuid.UUID, len(ds))
 		for i, d := range ds {
 			out[i] = d.ID
@@ -185,7 +185,7 @@ func TestStaleReleaseLeavesTheNewerClaim(t *testing.T) {
 	if err := s.Enqueue(ctx, e); err != nil {
 		t.Fatal(err)
 	}
-	claim := func() store.Delivery {
+	claim := func() store.ClaimedEvent {
 		t.Helper()
 		got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: "a", Limit: 1, Lease: time.Minute})
 		if err != nil || len(got) != 1 || got[0].Lease == 0 {

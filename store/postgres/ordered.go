@@ -124,7 +124,7 @@ type aggregateKey struct{ typ, id string }
 // walks the aggregates for their heads, the walk starts after the
 // aggregate where the store's previous walk ended, and goes round: under a
 // backlog that keeps the walk running, every aggregate gets its turn.
-func (s *Store) claimOrdered(ctx context.Context, p store.ClaimParams) (out []store.Delivery, err error) {
+func (s *Store) claimOrdered(ctx context.Context, p store.ClaimParams) (out []store.ClaimedEvent, err error) {
 	if err := s.checkOrdered(ctx); err != nil {
 		return nil, err
 	}
@@ -141,7 +141,7 @@ func (s *Store) claimOrdered(ctx context.Context, p store.ClaimParams) (out []st
 		walkEnd bool
 		to      *aggregateKey
 	)
-	out, err = s.claim(ctx, s.sql.Get("claim_ordered"), p, []any{&walkEnd}, func(d store.Delivery) {
+	out, err = s.claim(ctx, s.sql.Get("claim_ordered"), p, []any{&walkEnd}, func(d store.ClaimedEvent) {
 		if walkEnd {
 			to = &aggregateKey{d.AggregateType, d.AggregateID}
 		}

@@ -23,7 +23,7 @@ import (
 // An ordered claim needs the index MigrateOrdered builds: without it, Claim
 // returns ErrOrderedIndexMissing. The check runs before the store's first
 // ordered claim, and again after an ordered claim that failed.
-func (d *Driver) Claim(ctx context.Context, p store.ClaimParams) (out []store.Delivery, err error) {
+func (d *Driver) Claim(ctx context.Context, p store.ClaimParams) (out []store.ClaimedEvent, err error) {
 	if p.Ordered {
 		return d.claimOrdered(ctx, p)
 	}
@@ -46,7 +46,7 @@ const claimPresize = 4096
 // (claim_lock), and returns the events it leased in sequence order. The
 // query's columns after the event's are scanned into extra, and each row is
 // passed to seen (when not nil) once scanned.
-func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, extra []any, seen func(store.Delivery), args ...any) (out []store.Delivery, err error) {
+func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, extra []any, seen func(store.ClaimedEvent), args ...any) (out []store.ClaimedEvent, err error) {
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("relay_async_commit"))
 	batch.Queue(s.sql.Get("claim_lock"), s.lockKey("claim"))
@@ -73,7 +73,7 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 	// The id scans as 16 bytes: scanned as a uuid.UUID (an sql.Scanner)
 	// it would go through its text form.
 	dest := append([]any{(*[16]byte)(&r.d.ID), &r.d.OutboxSeq, &r.d.AggregateType, &r.d.AggregateID, &r.d.EventType, &r.d.Payload, &r.headers, &r.attempt, &r.created, &r.available, &r.d.Lease}, extra...)
-	out, err = pgx.AppendRows(make([]store.Delivery, 0, min(p.Limit, claimPresize)), rows, func(row pgx.CollectableRow) (store.Delivery, error) {
+	out, err = pgx.AppendRows(make([]store.ClaimedEvent, 0, min(p.Limit, claimPresize)), rows, func(row pgx.CollectableRow) (store.ClaimedEvent, error) {
 		r = claimedRow{}
 		if err := row.Scan(dest...); err != nil {
 			return r.d, err
@@ -97,7 +97,7 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 // claimedRow is one row of a claim as scanned: the columns that may hold
 // values no event has in types that take them.
 type claimedRow struct {
-	d                  store.Delivery
+	d                  store.ClaimedEvent
 	headers            []byte
 	attempt            int64 // retries + 1, as the claim counted it
 	created, available pgtype.Timestamptz
@@ -105,7 +105,7 @@ type claimedRow struct {
 
 // delivery is the row as a delivery, its problems in Invalid (the fields
 // they name left zero).
-func (r *claimedRow) delivery() store.Delivery {
+func (r *claimedRow) delivery() store.ClaimedEvent {
 	d := r.d
 	var bad sqlstore.Problems
 	var problem string

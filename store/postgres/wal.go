@@ -225,7 +225,7 @@ type committed struct {
 }
 
 // WALClaim is the claim of a batch that Follow hands to start.
-type WALClaim = func(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error)
+type WALClaim = func(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error)
 
 // walStart is Follow's start.
 type walStart = func(ctx context.Context, ids []uuid.UUID, claim WALClaim) (wait func() error)
@@ -410,7 +410,7 @@ func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan commi
 	if len(ids) == 0 {
 		return b, nil
 	}
-	wait := start(ctx, ids, func(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+	wait := start(ctx, ids, func(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error) {
 		return w.claim(ctx, p, ids, xids)
 	})
 	go func() { b.done <- wait() }()
@@ -425,7 +425,7 @@ func (w *WAL) startBatch(ctx context.Context, first committed, txns <-chan commi
 // the common case is one round trip; when it found nothing, wal_visible
 // tells transactions not visible yet (claim again, after a pause) from
 // events already taken.
-func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
+func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.ClaimedEvent, error) {
 	for wait := 100 * time.Microsecond; ; wait = min(2*wait, 10*time.Millisecond) {
 		got, err := w.claimIDs(ctx, p, ids, xids)
 		if err != nil || len(got) > 0 {
@@ -453,10 +453,10 @@ func (w *WAL) claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, x
 // claimIDs runs claim_ids once: a row no event can be read from comes back
 // with Invalid saying why (the query's last column) instead of failing the
 // claim of the batch.
-func (w *WAL) claimIDs(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.Delivery, error) {
+func (w *WAL) claimIDs(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, xids []int64) ([]store.ClaimedEvent, error) {
 	var invalid string
 	var bad map[uuid.UUID]string
-	got, err := w.s.claim(ctx, w.s.sql.Get("claim_ids"), p, []any{&invalid}, func(d store.Delivery) {
+	got, err := w.s.claim(ctx, w.s.sql.Get("claim_ids"), p, []any{&invalid}, func(d store.ClaimedEvent) {
 		if invalid != "" {
 			if bad == nil {
 				bad = map[uuid.UUID]string{}

@@ -479,7 +479,7 @@ func TestWALClaimReadsHostileRowsAsInvalid(t *testing.T) {
 	w := pgtest.WAL(t, s)
 	ctx := context.Background()
 	var mu sync.Mutex
-	claimed := map[uuid.UUID]store.Delivery{}
+	claimed := map[uuid.UUID]store.ClaimedEvent{}
 	ctxFollow, cancel := context.WithCancel(ctx)
 	t.Cleanup(cancel)
 	done := make(chan error, 1)

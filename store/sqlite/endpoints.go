@@ -410,7 +410,7 @@ func (l *lane) Listen(context.Context, func(store.Listening), func()) error {
 // aggregates for more only when that window was full of deliveries queued
 // behind their heads (lane_walk_heads), and reads what it found
 // (lane_take).
-func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error) {
 	if err := checkLimit("claim", p.Limit); err != nil || p.Limit == 0 {
 		return nil, err
 	}
@@ -423,7 +423,7 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery
 		sql.Named("lease_until", now.Add(p.Lease).UnixMicro()),
 		sql.Named("max_bytes", p.MaxBytes),
 	}
-	var out []store.Delivery
+	var out []store.ClaimedEvent
 	var walkedTo *aggregateKey
 	err := l.s.inTx(ctx, func(tx *sql.Tx) error {
 		out, walkedTo = nil, nil

@@ -42,7 +42,7 @@ func TestLaneClaimReadsHostileRowsAlone(t *testing.T) {
 	if err != nil || len(got) != 3 {
 		t.Fatalf("claim = %+v, %v; want the 3 rows", got, err)
 	}
-	byID := map[uuid.UUID]store.Delivery{}
+	byID := map[uuid.UUID]store.ClaimedEvent{}
 	for _, d := range got {
 		byID[d.ID] = d
 	}

@@ -20,7 +20,7 @@ import (
 // them in sequence order. Write transactions run one at a time, so two
 // claims never take the same event; they wait for each other instead of
 // skipping each other's rows.
-func (d *Driver) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+func (d *Driver) Claim(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error) {
 	if err := checkLimit("claim", p.Limit); err != nil || p.Limit == 0 {
 		return nil, err
 	}
@@ -33,7 +33,7 @@ func (d *Driver) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delive
 	if !p.After.IsZero() {
 		afterAt = p.After.AvailableAt.UnixMicro()
 	}
-	var out []store.Delivery
+	var out []store.ClaimedEvent
 	err := d.inTx(ctx, func(tx *sql.Tx) error {
 		rows, err := tx.QueryContext(ctx, query,
 			sql.Named("owner", p.Owner),
@@ -73,7 +73,7 @@ func (d *Driver) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delive
 // claimedRow is one row of a claim as scanned, each column that may hold
 // a value of another type as any.
 type claimedRow struct {
-	d                                     store.Delivery
+	d                                     store.ClaimedEvent
 	aggregateType, aggregateID, eventType any
 	payload, headers                      any
 	attempts, created, available          any
@@ -81,7 +81,7 @@ type claimedRow struct {
 
 // delivery is the row as a delivery, its problems in Invalid (the fields
 // they name left zero).
-func (r *claimedRow) delivery() store.Delivery {
+func (r *claimedRow) delivery() store.ClaimedEvent {
 	d := r.d
 	var bad sqlstore.Problems
 	var problem string

@@ -270,7 +270,7 @@ func TestConcurrentEnqueueWhileClaiming(t *testing.T) {
 	}
 }
 
-func deliveryIDs(ds []store.Delivery) []uuid.UUID {
+func deliveryIDs(ds []store.ClaimedEvent) []uuid.UUID {
 	out := make([]uuid.UUID, len(ds))
 	for i, d := range ds {
 		out[i] = d.ID

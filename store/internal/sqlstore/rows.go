@@ -21,7 +21,7 @@ var (
 )
 
 // Problems collects what is wrong with one row, column by column: the text
-// of store.Delivery.Invalid. Its zero value is a row without a problem; it
+// of store.ClaimedEvent.Invalid. Its zero value is a row without a problem; it
 // allocates only for a row that has one.
 type Problems []string
 

@@ -31,7 +31,7 @@ func (c *crashable) check() error {
 	return nil
 }
 
-func (c *crashable) Claim(ctx context.Context, p store.ClaimParams) ([]store.Delivery, error) {
+func (c *crashable) Claim(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error) {
 	if err := c.check(); err != nil {
 		return nil, err
 	}
