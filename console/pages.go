@@ -121,7 +121,7 @@ func (c *Console) fail(w http.ResponseWriter, what string, err error) {
 
 // overviewPage is the overview's data.
 type overviewPage struct {
-	Stats store.Stats
+	Stats store.StatusCounts
 	Types []store.TypeStats
 	// At is when the counts were read.
 	At     time.Time

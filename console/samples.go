@@ -21,7 +21,7 @@ type sample struct {
 	seq        int64
 	unfinished int64
 	failed     int64
-	stats      store.Stats
+	stats      store.StatusCounts
 	types      []store.TypeStats
 	// endpoints are the webhook endpoints with their deliveries' counts;
 	// endpointsError is true when they could not be read.

@@ -59,7 +59,7 @@ func drainToEndpoints(b *testing.B, within time.Duration) {
 		}
 	}
 	quiet := slog.New(slog.DiscardHandler)
-	sup, err := endpoint.New(endpoint.Config{Store: s.Driver(), Logger: quiet, DirectWithin: within})
+	sup, err := endpoint.New(endpoint.SupervisorConfig{Store: s.Driver(), Logger: quiet, DirectWithin: within})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -35,9 +35,9 @@ const (
 // lost with a connection: ten lanes claim once a second between them).
 const lanePollInterval = 10 * time.Second
 
-// Config configures endpoints mode. Only Store is required; a zero field
+// SupervisorConfig configures endpoints mode. Only Store is required; a zero field
 // takes its default, a negative one is refused (but DirectWithin).
-type Config struct {
+type SupervisorConfig struct {
 	// Store holds the endpoints, their deliveries and the attempts log: a
 	// store's driver, such as (*postgres.Store).Driver(). Required.
 	Store store.Endpoints
@@ -131,7 +131,7 @@ type Config struct {
 
 // withDefaults fills the zero fields and validates the rest, with an error
 // that names the field.
-func (c Config) withDefaults() (Config, error) {
+func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 	if c.Store == nil {
 		return c, errors.New("endpoint: Config.Store is required")
 	}

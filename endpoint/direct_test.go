@@ -47,7 +47,7 @@ func TestDirectDeliveryWritesNoDelivery(t *testing.T) {
 			s := pgStore(t)
 			rc := receiver.New(t, secret, nil)
 			e := addEndpoint(t, s, "a", rc.URL, nil)
-			sup := startSupervisor(t, s, func(c *endpoint.Config) {
+			sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) {
 				c.KeepDelivered = false
 				if !direct {
 					c.DirectWithin = -1
@@ -100,7 +100,7 @@ func TestDirectFailuresAreWrittenAsTheLaneSettles(t *testing.T) {
 		return 0
 	})
 	e := addEndpoint(t, s, "a", rc.URL, nil)
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = false })
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.KeepDelivered = false })
 	waitFor(t, 10*time.Second, "the lane running", func() bool { return sup.Stats().Lanes == 1 })
 	f := sup.FanOut()
 	// Measured first (written, delivered by the lane), so that the next
@@ -146,7 +146,7 @@ func TestSlowEndpointIsLeftToItsLane(t *testing.T) {
 	})
 	addEndpoint(t, s, "fast", fast.URL, nil)
 	e := addEndpoint(t, s, "slow", slow.URL, nil)
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = false; c.DirectWithin = 25 * time.Millisecond })
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.KeepDelivered = false; c.DirectWithin = 25 * time.Millisecond })
 	waitFor(t, 10*time.Second, "both lanes running", func() bool { return sup.Stats().Lanes == 2 })
 	fanOut(t, sup.FanOut(), "warm.up")
 	waitFor(t, 10*time.Second, "the warm-up delivered to both", func() bool { return sup.Stats().Delivered == 2 })
@@ -179,7 +179,7 @@ func TestOrderedBatchWithAnAggregateTwiceIsWritten(t *testing.T) {
 	s := pgtest.OrderedStore(t).Driver()
 	rc := receiver.New(t, secret, nil)
 	addEndpoint(t, s, "a", rc.URL, nil)
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = false; c.Relay.Ordered = true })
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.KeepDelivered = false; c.Relay.Ordered = true })
 	waitFor(t, 10*time.Second, "the lane running", func() bool { return sup.Stats().Lanes == 1 })
 	fanOut(t, sup.FanOut(), "warm.up")
 	waitFor(t, 10*time.Second, "the warm-up delivered", func() bool { return sup.Stats().Delivered == 1 })
@@ -247,7 +247,7 @@ func TestDirectThenFailedInsertPublishesAgain(t *testing.T) {
 	})
 	addEndpoint(t, pg, "fast", fast.URL, nil)
 	addEndpoint(t, pg, "flaky", flaky.URL, nil)
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = false })
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.KeepDelivered = false })
 	waitFor(t, 10*time.Second, "both lanes running", func() bool { return sup.Stats().Lanes == 2 })
 	fanOut(t, sup.FanOut(), "warm.up")
 	waitFor(t, 10*time.Second, "the warm-up delivered to both", func() bool { return sup.Stats().Delivered == 2 })

@@ -61,7 +61,7 @@ func Example() {
 	quiet := slog.New(slog.DiscardHandler) // default: slog.Default()
 	// Client: give it the SSRF-guarded client (package sink/webhook/guard) in
 	// production; Relay configures every lane as a relay.
-	sup, err := endpoint.New(endpoint.Config{Store: s.Driver(), Logger: quiet, Relay: relay.Config{MaxAttempts: 10}})
+	sup, err := endpoint.New(endpoint.SupervisorConfig{Store: s.Driver(), Logger: quiet, Relay: relay.Config{MaxAttempts: 10}})
 	if err != nil {
 		log.Fatal(err)
 	}

@@ -147,7 +147,7 @@ func TestFanOutPublishBatchResultsPerEvent(t *testing.T) {
 	a := addEndpoint(t, s, "a", "http://127.0.0.1:9/", nil, "order.*")
 	b := addEndpoint(t, s, "b", "http://127.0.0.1:9/", nil, "order.paid")
 	// The routes read once are kept: a statement can fail after it.
-	f := newSupervisor(t, s, func(c *endpoint.Config) { c.RefreshEvery = time.Hour }).FanOut()
+	f := newSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.RefreshEvery = time.Hour }).FanOut()
 	batch := func(ctx context.Context, types ...string) ([]*sink.Message, []error) {
 		var msgs []*sink.Message
 		for i, typ := range types {
@@ -199,7 +199,7 @@ func TestFanOutAgainAfterCrashWritesNoDuplicate(t *testing.T) {
 		return 0
 	})
 	e := addEndpoint(t, s, "a", rc.URL, nil)
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.Retention = time.Hour })
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.Retention = time.Hour })
 	f := sup.FanOut()
 	ids := fanOut(t, f, "order.created")
 	rc.WaitAccepted(t, 1, 10*time.Second)

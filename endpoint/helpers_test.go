@@ -58,9 +58,9 @@ func refusingURL(t *testing.T) string {
 
 // startSupervisor runs a supervisor with quick test settings until the
 // test ends.
-func startSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.Config)) *endpoint.Supervisor {
+func startSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.SupervisorConfig)) *endpoint.Supervisor {
 	t.Helper()
-	cfg := endpoint.Config{
+	cfg := endpoint.SupervisorConfig{
 		Store: s, Logger: testLogger(t),
 		Relay: relay.Config{
 			Lease: 5 * time.Second, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
@@ -172,9 +172,9 @@ func messageOf(t *testing.T, s store.Endpoints, id string) *sink.Message {
 }
 
 // newSupervisor returns a supervisor with quick test settings, not running.
-func newSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.Config)) *endpoint.Supervisor {
+func newSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.SupervisorConfig)) *endpoint.Supervisor {
 	t.Helper()
-	cfg := endpoint.Config{Store: s, Logger: testLogger(t), RefreshEvery: time.Millisecond}
+	cfg := endpoint.SupervisorConfig{Store: s, Logger: testLogger(t), RefreshEvery: time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -58,7 +58,7 @@ func orderedLanes(t *testing.T, keepDelivered bool) {
 	b := receiver.New(t, secret, flaky())
 	addEndpoint(t, s, "a", a.URL, nil)
 	addEndpoint(t, s, "b", b.URL, func(e *store.Endpoint) { e.Concurrency = 8 })
-	sup := startSupervisor(t, s, func(c *endpoint.Config) {
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) {
 		c.Relay.Ordered = true
 		c.Relay.MaxAttempts = 1000
 		c.KeepDelivered = keepDelivered
@@ -121,7 +121,7 @@ func TestUnreachableEndpointBurnsNoAttempts(t *testing.T) {
 	eh := addEndpoint(t, s, "healthy", healthy.URL, nil)
 	es := addEndpoint(t, s, "slow", slow.URL, func(e *store.Endpoint) { e.Concurrency = 2 })
 	ed := addEndpoint(t, s, "dead", refusingURL(t), nil)
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.Relay.MaxAttempts = 2 })
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.Relay.MaxAttempts = 2 })
 	types := make([]string, n)
 	for i := range types {
 		types[i] = "order.created"
@@ -188,7 +188,7 @@ func TestBreakerOpensOnFailuresProbesAndCloses(t *testing.T) {
 		return http.StatusInternalServerError
 	})
 	e := addEndpoint(t, s, "flaky", rc.URL, func(e *store.Endpoint) { e.Concurrency = 2 })
-	sup = startSupervisor(t, s, func(c *endpoint.Config) {
+	sup = startSupervisor(t, s, func(c *endpoint.SupervisorConfig) {
 		c.BreakerFailures, c.BreakerPauseMin, c.BreakerPauseMax = 2, 50*time.Millisecond, 200*time.Millisecond
 		c.Relay.MaxAttempts = maxAttempts
 	})
@@ -243,7 +243,7 @@ func TestBreakerStateRecordedInTheStore(t *testing.T) {
 		}
 		return got.BreakerOpenUntil
 	}
-	sup := startSupervisor(t, s, func(c *endpoint.Config) {
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) {
 		c.BreakerFailures, c.BreakerPauseMin, c.BreakerPauseMax = 2, 50*time.Millisecond, 200*time.Millisecond
 		c.Relay.MaxAttempts = 1000
 	})
@@ -275,7 +275,7 @@ func TestShadowEndpointNeverDeadLetters(t *testing.T) {
 	})
 	e := addEndpoint(t, s, "shadow", rc.URL, func(e *store.Endpoint) { e.Shadow = true })
 	var logs logbuf.Buffer
-	sup := startSupervisor(t, s, func(c *endpoint.Config) {
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) {
 		c.Relay.MaxAttempts = 2
 		c.Relay.Logger = slog.New(slog.NewTextHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug}))
 	})
@@ -306,7 +306,7 @@ func TestAutoDisableThenEnableDeliversTheAccumulated(t *testing.T) {
 		return http.StatusInternalServerError
 	})
 	e := addEndpoint(t, s, "down", rc.URL, nil)
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.DisableAfter = 300 * time.Millisecond })
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.DisableAfter = 300 * time.Millisecond })
 	f := sup.FanOut()
 	fanOut(t, f, "a", "b")
 	waitFor(t, 10*time.Second, "the endpoint auto-disabled", func() bool {
@@ -437,7 +437,7 @@ func TestAttemptsLogWrittenAndPurged(t *testing.T) {
 		return 0
 	})
 	e := addEndpoint(t, s, "a", rc.URL, nil)
-	sup := startSupervisor(t, s, func(c *endpoint.Config) { c.Retention = time.Hour })
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.Retention = time.Hour })
 	fanOut(t, sup.FanOut(), "a")
 	rc.WaitAccepted(t, 1, 10*time.Second)
 	var attempts []store.Attempt
@@ -454,7 +454,7 @@ func TestAttemptsLogWrittenAndPurged(t *testing.T) {
 	}
 	waitFor(t, 5*time.Second, "the delivery kept, done", func() bool { return counts(t, s, e.ID) == store.DeliveryCounts{Done: 1} })
 
-	startSupervisor(t, s, func(c *endpoint.Config) { c.Retention = time.Millisecond })
+	startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.Retention = time.Millisecond })
 	waitFor(t, 5*time.Second, "the attempts and the delivered row purged", func() bool {
 		attempts, _ = s.AttemptList(context.Background(), e.ID, 10)
 		return len(attempts) == 0 && counts(t, s, e.ID) == store.DeliveryCounts{}
@@ -481,7 +481,7 @@ func TestGuardRefusalSaysSoWhole(t *testing.T) {
 		return g.Client(5 * time.Second)
 	}
 	guarded, private := client(false), client(true)
-	sup := startSupervisor(t, s, func(c *endpoint.Config) {
+	sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) {
 		c.Client = func(e store.Endpoint) *http.Client {
 			if e.AllowPrivate {
 				return private
@@ -583,16 +583,16 @@ func TestTransportHeaderOfAnEventReachesNoEndpoint(t *testing.T) {
 func TestNewRefusesAnInvalidConfig(t *testing.T) {
 	s := pgStore(t)
 	for _, c := range []struct {
-		cfg  endpoint.Config
+		cfg  endpoint.SupervisorConfig
 		want string
 	}{
-		{endpoint.Config{}, "Config.Store"},
-		{endpoint.Config{Store: s, BreakerFailures: -1}, "Config.BreakerFailures"},
-		{endpoint.Config{Store: s, BreakerPauseMin: time.Minute, BreakerPauseMax: time.Second}, "Config.BreakerPauseMax"},
-		{endpoint.Config{Store: s, DisableAfter: -time.Second}, "Config.DisableAfter"},
-		{endpoint.Config{Store: s, Relay: relay.Config{Lease: time.Millisecond}}, "Config.Relay: relay: Config.Lease"},
-		{endpoint.Config{Store: s, Relay: relay.Config{PublishBatch: 10}}, "Config.Relay.PublishBatch"},
-		{endpoint.Config{Store: s, Webhook: webhook.Config{Timeout: -time.Second}}, "Config.Webhook: webhook: Config.Timeout"},
+		{endpoint.SupervisorConfig{}, "Config.Store"},
+		{endpoint.SupervisorConfig{Store: s, BreakerFailures: -1}, "Config.BreakerFailures"},
+		{endpoint.SupervisorConfig{Store: s, BreakerPauseMin: time.Minute, BreakerPauseMax: time.Second}, "Config.BreakerPauseMax"},
+		{endpoint.SupervisorConfig{Store: s, DisableAfter: -time.Second}, "Config.DisableAfter"},
+		{endpoint.SupervisorConfig{Store: s, Relay: relay.Config{Lease: time.Millisecond}}, "Config.Relay: relay: Config.Lease"},
+		{endpoint.SupervisorConfig{Store: s, Relay: relay.Config{PublishBatch: 10}}, "Config.Relay.PublishBatch"},
+		{endpoint.SupervisorConfig{Store: s, Webhook: webhook.Config{Timeout: -time.Second}}, "Config.Webhook: webhook: Config.Timeout"},
 	} {
 		if _, err := endpoint.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)
@@ -609,7 +609,7 @@ func TestDeliveredDeletedUnlessKept(t *testing.T) {
 			s := pgStore(t)
 			rc := receiver.New(t, secret, nil)
 			e := addEndpoint(t, s, "a", rc.URL, nil)
-			sup := startSupervisor(t, s, func(c *endpoint.Config) { c.KeepDelivered = keep })
+			sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) { c.KeepDelivered = keep })
 			fanOut(t, sup.FanOut(), "a", "b")
 			rc.WaitAccepted(t, 2, 10*time.Second)
 			want := store.DeliveryCounts{}

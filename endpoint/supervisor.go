@@ -16,7 +16,7 @@ import (
 // endpoint, and the FanOut that writes their deliveries. See the package
 // documentation.
 type Supervisor struct {
-	cfg      Config
+	cfg      SupervisorConfig
 	fanOut   *FanOut
 	attempts *batcher[store.Attempt]
 	// refreshNow asks Run to read the endpoints again at once (a lane
@@ -39,15 +39,15 @@ type Supervisor struct {
 	// Run waits for them before the attempts log's last write.
 	offering sync.WaitGroup
 	// retired sums the Stats of the lanes that ended.
-	retired Stats
+	retired SupervisorStats
 
 	breakerOpened, autoDisabled atomic.Int64
 }
 
-// Stats are the counts of endpoints mode since New: the lanes' deliveries
-// (summed over lanes, those that ended included, as relay.Stats counts
+// SupervisorStats are the counts of endpoints mode since New: the lanes' deliveries
+// (summed over lanes, those that ended included, as relay.SupervisorStats counts
 // them), the fan-out's writes, and the endpoints' health.
-type Stats struct {
+type SupervisorStats struct {
 	// Delivered, Retried, Failed and Released are the lanes' relay.Stats
 	// counts. Dropped counts the deliveries of shadow endpoints that used
 	// their attempts (store.StatusDropped): not in Failed.
@@ -68,7 +68,7 @@ type Stats struct {
 
 // New validates cfg, fills its defaults and returns a Supervisor, refusing
 // an invalid Config with an error that names the field.
-func New(cfg Config) (*Supervisor, error) {
+func New(cfg SupervisorConfig) (*Supervisor, error) {
 	cfg, err := cfg.withDefaults()
 	if err != nil {
 		return nil, err
@@ -369,7 +369,7 @@ func (s *Supervisor) wake(endpoints []uuid.UUID) {
 
 // Stats returns the counts since New. It is safe to call from any
 // goroutine while Run runs.
-func (s *Supervisor) Stats() Stats {
+func (s *Supervisor) Stats() SupervisorStats {
 	s.mu.Lock()
 	st := s.retired
 	for _, l := range s.lanes {
@@ -386,9 +386,9 @@ func (s *Supervisor) Stats() Stats {
 
 // laneStats are the counts of l's relay, a shadow endpoint's failures
 // counted as dropped.
-func laneStats(l *lane) Stats {
+func laneStats(l *lane) SupervisorStats {
 	r := l.relay.Stats()
-	st := Stats{Delivered: r.Delivered, Retried: r.Retried, Released: r.Released}
+	st := SupervisorStats{Delivered: r.Delivered, Retried: r.Retried, Released: r.Released}
 	if l.e.Shadow {
 		st.Dropped = r.Failed
 	} else {
@@ -398,7 +398,7 @@ func laneStats(l *lane) Stats {
 }
 
 // add adds the lane counts of o to st.
-func (st *Stats) add(o Stats) {
+func (st *SupervisorStats) add(o SupervisorStats) {
 	st.Delivered += o.Delivered
 	st.Retried += o.Retried
 	st.Failed += o.Failed

@@ -405,9 +405,9 @@ func (s *faultyStore) Claim(ctx context.Context, p store.ClaimParams) ([]store.C
 	return s.Driver.Claim(ctx, p)
 }
 
-func (s *faultyStore) StatsUpTo(ctx context.Context, limit int64) (store.Stats, error) {
+func (s *faultyStore) StatsUpTo(ctx context.Context, limit int64) (store.StatusCounts, error) {
 	if s.fail.Load() {
-		return store.Stats{}, errInjected
+		return store.StatusCounts{}, errInjected
 	}
 	return s.Driver.StatsUpTo(ctx, limit)
 }

@@ -91,7 +91,7 @@ func waitFor(t *testing.T, what string, timeout time.Duration, cond func() bool)
 	}
 }
 
-func stats(t *testing.T, s store.Outbox) store.Stats {
+func stats(t *testing.T, s store.Outbox) store.StatusCounts {
 	t.Helper()
 	st, err := s.Stats(context.Background())
 	if err != nil {
@@ -487,7 +487,7 @@ func TestDeliveredEventsAreDeletedByDefault(t *testing.T) {
 		_, err := s.Get(context.Background(), e.ID)
 		return errors.Is(err, store.ErrNotFound)
 	})
-	if st := stats(t, s); st != (store.Stats{}) {
+	if st := stats(t, s); st != (store.StatusCounts{}) {
 		t.Fatalf("stats after delivery: %+v, want all zero", st)
 	}
 }

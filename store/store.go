@@ -210,8 +210,8 @@ type ReclaimParams struct {
 	MaxAttempts int
 }
 
-// Stats are the counts by status and the age of the oldest pending event.
-type Stats struct {
+// StatusCounts are the counts by status and the age of the oldest pending event.
+type StatusCounts struct {
 	Pending    int64 `json:"pending"`
 	Processing int64 `json:"processing"`
 	Done       int64 `json:"done"`
@@ -303,13 +303,13 @@ var ErrCannotListen = errors.New("store: this store cannot notify relays")
 // consoles call. Applications may depend on it alone.
 type Inspector interface {
 	// Stats counts events by status.
-	Stats(ctx context.Context) (Stats, error)
+	Stats(ctx context.Context) (StatusCounts, error)
 	// StatsUpTo is Stats at a cost bounded whatever the outbox holds, for
 	// gauges sampled often: each count stops at limit (a count equal to
 	// limit means at least that many), and OldestPendingAge is the age of
 	// the event first in line (the first due in claim order that no relay
 	// holds), read from the claim's index.
-	StatsUpTo(ctx context.Context, limit int64) (Stats, error)
+	StatsUpTo(ctx context.Context, limit int64) (StatusCounts, error)
 	// StatsByType counts the pending, processing and failed events of
 	// each event type that has any, the most numerous type first (then by
 	// name). Delivered events are not counted: their number is Stats'. It

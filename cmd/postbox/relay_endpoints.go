@@ -203,7 +203,7 @@ func newEndpointsRelay(ctx context.Context, s store.Endpoints, f endpointsFlags,
 	// clones into a pool of its own, sized by the endpoint's concurrency.
 	strictClient := &http.Client{Transport: strict.Transport(c.timeout)}
 	privateClient := &http.Client{Transport: private.Transport(c.timeout)}
-	cfg := endpoint.Config{
+	cfg := endpoint.SupervisorConfig{
 		Store: s, Logger: c.lane.Logger, Relay: c.lane,
 		Webhook: webhook.Config{Scheme: c.scheme, Timeout: c.timeout},
 		Client: func(e store.Endpoint) *http.Client {
@@ -288,7 +288,7 @@ func (e *endpointsRelay) run(ctx context.Context, runRelay func(context.Context)
 	wg.Go(func() {
 		tick := time.NewTicker(time.Minute)
 		defer tick.Stop()
-		var last endpoint.Stats
+		var last endpoint.SupervisorStats
 		for {
 			select {
 			case <-dctx.Done():
@@ -318,24 +318,24 @@ func (e *endpointsRelay) run(ctx context.Context, runRelay func(context.Context)
 // postbox_endpoint_auto_disabled_total,
 // postbox_endpoint_dropped_deliveries_total and postbox_endpoint_lanes.
 func (e *endpointsRelay) register(reg prometheus.Registerer) {
-	counter := func(name, help string, value func(endpoint.Stats) int64) prometheus.Collector {
+	counter := func(name, help string, value func(endpoint.SupervisorStats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "postbox", Name: name, Help: help},
 			func() float64 { return float64(value(e.supervisor.Stats())) })
 	}
 	reg.MustRegister(
-		counter("endpoint_unrouted_events_total", "Events that matched no endpoint's filter: marked done undelivered.", func(s endpoint.Stats) int64 { return s.Unrouted }),
+		counter("endpoint_unrouted_events_total", "Events that matched no endpoint's filter: marked done undelivered.", func(s endpoint.SupervisorStats) int64 { return s.Unrouted }),
 		counter("endpoint_direct_deliveries_total", "Deliveries the fan-out made directly, with no delivery written (--direct-within); counted in postbox_deliveries_total too.",
-			func(s endpoint.Stats) int64 { return s.Direct }),
-		counter("endpoint_breaker_opened_total", "Times an endpoint's circuit breaker opened.", func(s endpoint.Stats) int64 { return s.BreakerOpened }),
-		counter("endpoint_auto_disabled_total", "Endpoints disabled for failing too long (--disable-after).", func(s endpoint.Stats) int64 { return s.AutoDisabled }),
+			func(s endpoint.SupervisorStats) int64 { return s.Direct }),
+		counter("endpoint_breaker_opened_total", "Times an endpoint's circuit breaker opened.", func(s endpoint.SupervisorStats) int64 { return s.BreakerOpened }),
+		counter("endpoint_auto_disabled_total", "Endpoints disabled for failing too long (--disable-after).", func(s endpoint.SupervisorStats) int64 { return s.AutoDisabled }),
 		counter("endpoint_dropped_deliveries_total", "Deliveries of shadow endpoints that used their attempts: dropped, never dead letters (postbox_deliveries_total counts them failed, under the endpoint's label).",
-			func(s endpoint.Stats) int64 { return s.Dropped }),
+			func(s endpoint.SupervisorStats) int64 { return s.Dropped }),
 		prometheus.NewGaugeFunc(prometheus.GaugeOpts{Namespace: "postbox", Name: "endpoint_lanes", Help: "Endpoint lanes delivering now: one per enabled endpoint."},
 			func() float64 { return float64(e.supervisor.Stats().Lanes) }),
 	)
 }
 
-func (e *endpointsRelay) log(msg string, st endpoint.Stats) {
+func (e *endpointsRelay) log(msg string, st endpoint.SupervisorStats) {
 	e.logger.Info(msg, "lanes", st.Lanes, "unrouted_events", st.Unrouted, "deliveries_written", st.Written, "offered", st.Offered, "delivered_directly", st.Direct,
 		"delivered", st.Delivered, "retried", st.Retried, "failed", st.Failed, "dropped", st.Dropped, "released", st.Released,
 		"breaker_opened", st.BreakerOpened, "auto_disabled", st.AutoDisabled)

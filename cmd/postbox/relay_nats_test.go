@@ -134,7 +134,7 @@ func produce(ctx context.Context, t *testing.T, s *postgres.Store, from, to int,
 }
 
 // outbox returns the outbox's counts by status ("processing": leased).
-func outbox(t *testing.T, s *postgres.Store) store.Stats {
+func outbox(t *testing.T, s *postgres.Store) store.StatusCounts {
 	t.Helper()
 	st, err := s.Stats(context.Background())
 	if err != nil {

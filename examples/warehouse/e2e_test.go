@@ -99,7 +99,7 @@ func TestRelayDeliversEveryOrderExactlyOnceDespiteFaults(t *testing.T) {
 	go func() { ran <- r.Run(runCtx) }()
 
 	start := time.Now()
-	var st store.Stats
+	var st store.StatusCounts
 	for {
 		if st, err = shop.Stats(ctx); err != nil {
 			t.Fatal(err)

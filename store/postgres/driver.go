@@ -12,7 +12,7 @@ import (
 // Applications hand it to those packages and do not call its methods:
 //
 //	relay.Config{Store: pg.Driver()}
-//	endpoint.Config{Store: pg.Driver()}
+//	endpoint.SupervisorConfig{Store: pg.Driver()}
 //	presence.Config{Store: pg.Driver()}
 //	inbox.New(pg.Driver())
 //

@@ -303,22 +303,22 @@ func (s *Store) deleteBefore(ctx context.Context, query, op string, before time.
 }
 
 // Stats counts events by status.
-func (s *Store) Stats(ctx context.Context) (store.Stats, error) {
+func (s *Store) Stats(ctx context.Context) (store.StatusCounts, error) {
 	return s.stats(ctx, "stats")
 }
 
 // StatsUpTo counts events by status, each count stopping at limit (see
 // store.Inspector).
-func (s *Store) StatsUpTo(ctx context.Context, limit int64) (store.Stats, error) {
+func (s *Store) StatsUpTo(ctx context.Context, limit int64) (store.StatusCounts, error) {
 	if limit < 1 {
-		return store.Stats{}, fmt.Errorf("postgres: stats: limit %d: want at least 1", limit)
+		return store.StatusCounts{}, fmt.Errorf("postgres: stats: limit %d: want at least 1", limit)
 	}
 	return s.stats(ctx, "stats_up_to", limit)
 }
 
 // stats runs a query of the counts (stats, stats_up_to).
-func (s *Store) stats(ctx context.Context, query string, args ...any) (store.Stats, error) {
-	var st store.Stats
+func (s *Store) stats(ctx context.Context, query string, args ...any) (store.StatusCounts, error) {
+	var st store.StatusCounts
 	var age float64
 	err := s.pool.QueryRow(ctx, s.sql.Get(query), args...).Scan(&st.Pending, &st.Processing, &st.Done, &st.Failed, &age)
 	if err != nil {

@@ -12,7 +12,7 @@ import (
 // Applications hand it to those packages and do not call its methods:
 //
 //	relay.Config{Store: db.Driver()}
-//	endpoint.Config{Store: db.Driver()}
+//	endpoint.SupervisorConfig{Store: db.Driver()}
 //	presence.Config{Store: db.Driver()}
 //	inbox.New(db.Driver())
 //
