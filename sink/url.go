@@ -3,6 +3,7 @@ package sink
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"log/slog"
 	"net/url"
@@ -44,6 +45,28 @@ type URLKind struct {
 	// Open refuses its URL or options with an *OptionError, before
 	// anything is opened; its other errors are the destination's.
 	Open func(ctx context.Context, u *url.URL, o URLOptions) (Sink, error)
+	// Describe describes u, one of the kind's URLs, for what others
+	// read (the relays' presence table, which postbox status and the
+	// console show): the kind and what tells its destination apart, never
+	// a credential; and returns the parts of u that must never be shown
+	// there, which a sink's error may quote (a token in a webhook's path,
+	// the values of parameters that may hold credentials: DescribeQuery).
+	// Callers use the package's Describe, which adds the password and the
+	// options' secrets. Nil: the kind's name, u's scheme and host, and
+	// every value of u's query a secret.
+	Describe func(u *url.URL) (desc string, secrets []string)
+	// Setup, when set, is the kind's part of "postbox sink setup": it
+	// registers the kind's own settings on fs, as flags whose help begins
+	// with the kind's Name (their names distinct from the other kinds'),
+	// and returns what creates the resources the kind's sinks need (see
+	// SetupFunc). Nil: the kind's sinks need nothing created (a
+	// webhook).
+	Setup func(fs *flag.FlagSet) SetupFunc
+	// SetupAlternative, when set, says what else than Setup gives a sink
+	// the resources it finds missing at start (Kafka: a URL parameter
+	// that lets the brokers create topics), for the error that points to
+	// the setup.
+	SetupAlternative string
 }
 
 // URLOptions are the settings a program gives every URLKind's Open; each

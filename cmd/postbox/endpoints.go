@@ -173,7 +173,7 @@ func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 func checkEndpointURL(raw string) error {
 	u, err := url.Parse(raw)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%w: --url %q: want an absolute http:// or https:// URL", errUsage, redactSinkURL(raw))
+		return fmt.Errorf("%w: --url %q: want an absolute http:// or https:// URL", errUsage, sink.Redact(raw))
 	}
 	return nil
 }
@@ -199,7 +199,7 @@ type endpointJSON struct {
 }
 
 func toJSON(e store.Endpoint) endpointJSON {
-	j := endpointJSON{ID: e.ID, Name: e.Name, URL: redactSinkURL(e.URL), Types: e.Types, State: e.State, Shadow: e.Shadow,
+	j := endpointJSON{ID: e.ID, Name: e.Name, URL: sink.Redact(e.URL), Types: e.Types, State: e.State, Shadow: e.Shadow,
 		RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, AllowPrivate: e.AllowPrivate, Secret: endpoint.Fingerprint(e.Secret), CreatedAt: e.CreatedAt}
 	if e.PreviousSecret != "" && time.Now().Before(e.PreviousSecretUntil) {
 		j.PreviousSecret, j.PreviousSecretUntil = endpoint.Fingerprint(e.PreviousSecret), &e.PreviousSecretUntil
@@ -416,9 +416,9 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 			AggregateID: e.ID.String(), Payload: []byte(`{"test":true}`)}
 		start := time.Now()
 		if err := wh.Publish(ctx, &sink.Message{Event: ev, Attempt: 1}); err != nil {
-			return fmt.Errorf("test event %s to %s failed after %v: %w", ev.ID, redactSinkURL(e.URL), time.Since(start).Round(time.Millisecond), err)
+			return fmt.Errorf("test event %s to %s failed after %v: %w", ev.ID, sink.Redact(e.URL), time.Since(start).Round(time.Millisecond), err)
 		}
-		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, printable.String(redactSinkURL(e.URL)), time.Since(start).Round(time.Millisecond))
+		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, printable.String(sink.Redact(e.URL)), time.Since(start).Round(time.Millisecond))
 		return nil
 	})
 }

@@ -14,7 +14,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/postbox-go/postbox/observe"
-	"github.com/postbox-go/postbox/store"
 )
 
 // metricsShutdownTimeout bounds the metrics server's shutdown, after the
@@ -24,60 +23,40 @@ const metricsShutdownTimeout = 5 * time.Second
 // metricsServer is the listener of --metrics-addr: GET /metrics and GET
 // /healthz, on a server of its own.
 type metricsServer struct {
-	reg     *prometheus.Registry
-	prom    *observe.Prometheus
-	sampler *observe.OutboxSampler
-	ln      net.Listener
-	log     *slog.Logger
+	// reg holds the Go and process collectors, and the metrics the
+	// service registers on it (service.RelayConfig.Metrics).
+	reg *prometheus.Registry
+	ln  net.Listener
+	log *slog.Logger
 }
 
-// newMetricsServer registers the metrics and the Go and process collectors
-// on a registry of its own, and listens on addr; the relay's observer is
-// prom.Relay(). Serve starts it.
-func newMetricsServer(addr string, in store.Inspector, every time.Duration, log *slog.Logger) (*metricsServer, error) {
+// newMetricsServer registers the Go and process collectors on a registry
+// of its own, and listens on addr; serve starts it.
+func newMetricsServer(addr string, log *slog.Logger) (*metricsServer, error) {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	prom, err := observe.NewPrometheus(reg, observe.Options{})
-	if err != nil {
-		return nil, err
-	}
-	sampler, err := prom.NewOutboxSampler(in, observe.SamplerConfig{Every: every})
-	if err != nil {
-		return nil, fmt.Errorf("%w: --metrics-sample: %v", errUsage, err)
-	}
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--metrics-addr: %w", err)
 	}
-	return &metricsServer{reg: reg, prom: prom, sampler: sampler, ln: ln, log: log}, nil
+	return &metricsServer{reg: reg, ln: ln, log: log}, nil
 }
 
-// serve samples the outbox and serves until the returned function is
-// called, which shuts the server down gracefully. ready is the relay's
-// Ready.
-func (m *metricsServer) serve(ready func() bool) (stop func()) {
-	m.reg.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
-		Namespace: "postbox", Name: "relay_ready",
-		Help: "1 while the relay runs and its last claim succeeded (relay.Ready), 0 otherwise.",
-	}, func() float64 {
-		if ready() {
-			return 1
-		}
-		return 0
-	}))
+// close closes the listener of a server that did not serve (serve's stop
+// closes it otherwise).
+func (m *metricsServer) close() { _ = m.ln.Close() }
+
+// serve serves until the returned function is called, which shuts the
+// server down gracefully; health is what /healthz checks (the relay's,
+// service.Relay.Health).
+func (m *metricsServer) serve(health observe.Health) (stop func()) {
 	srv := &http.Server{
-		Handler:           observe.Handler(m.reg, observe.Health{Ready: ready, Outbox: m.sampler}),
+		Handler:           observe.Handler(m.reg, health),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,
 		IdleTimeout:       time.Minute,
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	sampled := make(chan struct{})
-	go func() {
-		defer close(sampled)
-		m.sampler.Run(ctx)
-	}()
 	served := make(chan struct{})
 	go func() {
 		defer close(served)
@@ -96,8 +75,6 @@ func (m *metricsServer) serve(ready func() bool) (stop func()) {
 		defer done()
 		_ = srv.Shutdown(shutdownCtx)
 		<-served
-		cancel()
-		<-sampled
 	}
 }
 

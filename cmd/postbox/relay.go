@@ -1,7 +1,9 @@
 package main
 
 import (
+	"cmp"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"log/slog"
@@ -12,221 +14,250 @@ import (
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/relay/presence"
-	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/service"
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
+// relayFlags are the flags of postbox relay.
+type relayFlags struct {
+	db        dbFlags
+	endpoints endpointsFlags
+
+	sinkURL, webhookURL, secrets, scheme                              string
+	timeout, lease, backoffMin, backoffMax, poll, retention, shutdown time.Duration
+	probe, metricsEvery, dedupWindow, heartbeat                       time.Duration
+	maxAttempts, batch, concurrency, publishBatch, claimBytes         int
+	ordered, noListen, wal, walDropSlot                               bool
+	metricsAddr, logLevel, logFormat, walSlot                         string
+}
+
+func (f *relayFlags) register(fs *flag.FlagSet) {
+	f.db.register(fs)
+	fs.StringVar(&f.sinkURL, "sink", "", "where events go, chosen by scheme: https://... (a webhook endpoint), nats://HOST:PORT?subject=TEMPLATE, amqp://USER:PASS@HOST:PORT/VHOST?exchange=NAME&routing_key=TEMPLATE, kafka://BROKER,...?topic=TEMPLATE; a broker's credentials may come from $POSTBOX_SINK_USER and $POSTBOX_SINK_PASSWORD")
+	fs.StringVar(&f.webhookURL, "webhook-url", "", "endpoint that receives the events (http or https); the same as --sink with a webhook URL")
+	fs.StringVar(&f.secrets, "webhook-secret", "", "signing key: whsec_<base64> (HMAC, v1) or raw, or whsk_<base64> (ed25519, v1a; see postbox keys generate); several separated by spaces or commas during a rotation")
+	fs.StringVar(&f.scheme, "signature", "standard", "signature scheme: standard (Standard Webhooks) or x-signature")
+	fs.DurationVar(&f.timeout, "timeout", webhook.TimeoutDefault, "timeout of one publish: a webhook request, a broker's acknowledgement")
+	fs.DurationVar(&f.lease, "lease", relay.LeaseDefault, "how long a claimed event stays reserved to this relay")
+	fs.DurationVar(&f.backoffMin, "backoff-min", relay.BackoffMinDefault, "shortest delay before a retry")
+	fs.DurationVar(&f.backoffMax, "backoff-max", relay.BackoffMaxDefault, "longest delay before a retry")
+	fs.IntVar(&f.maxAttempts, "max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
+	fs.IntVar(&f.batch, "batch", relay.BatchSizeDefault, "most events claimed at once")
+	fs.IntVar(&f.concurrency, "concurrency", 0, fmt.Sprintf("most deliveries in progress at once (0: the default, %d for webhooks and the fan-out of --endpoints, %d for a broker, whose publishes are pipelined on one connection); with --endpoints, the fan-out's: each endpoint's lane has the endpoint's own concurrency (postbox endpoints add|update --concurrency)", relay.ConcurrencyDefault, concurrencyDefault("nats://")))
+	fs.IntVar(&f.publishBatch, "publish-batch", 0, fmt.Sprintf("publish up to this many events at once, through a sink that publishes batches (0: the default, %d for nats, %d for the fan-out of --endpoints, which writes their deliveries in one statement; 1 elsewhere: one event per publish)", publishBatchDefault("nats://"), fanOutPublishBatchDefault))
+	fs.BoolVar(&f.ordered, "ordered", false, "deliver the events of one aggregate one at a time, in order; with --endpoints, to each endpoint, one endpoint's failures holding back only its own lane (PostgreSQL: run \"postbox migrate --ordered\" once first)")
+	fs.DurationVar(&f.poll, "poll", relay.PollIntervalDefault, "fallback poll interval; with --endpoints, also how often one query looks for the lanes' due deliveries (retries, deliveries written by other relays)")
+	fs.BoolVar(&f.noListen, "no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
+	fs.DurationVar(&f.retention, "retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever); with --endpoints, the outbox's events once fanned out, and when not 0 the endpoints' delivered deliveries are kept too, until --attempts-retention")
+	fs.DurationVar(&f.shutdown, "shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
+	fs.DurationVar(&f.probe, "probe-interval", relay.ProbeIntervalDefault, "while the sink is unreachable (connections refused, every request timing out, a broker connection down), the longest wait between two probes: one event sent alone; such failures count no attempt")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve GET /metrics (Prometheus) and GET /healthz on HOST:PORT, such as 127.0.0.1:9090 (off when empty)")
+	fs.DurationVar(&f.metricsEvery, "metrics-sample", observe.SampleEveryDefault, "how often the outbox's counts are sampled for --metrics-addr (one query each time)")
+	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
+	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
+	fs.BoolVar(&f.wal, "wal", false, "WAL mode (PostgreSQL, wal_level = logical, a user with REPLICATION): deliver the outbox's inserts as they commit, streamed from a logical replication slot; poll for retries (see docs/wal.md; \"postbox migrate --wal\" lets producers skip the notify trigger)")
+	fs.StringVar(&f.walSlot, "wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_<database>_<schema>)")
+	fs.BoolVar(&f.walDropSlot, "wal-drop-slot", false, "drop the replication slot and the publication of --wal, and exit (stop the relays streaming it first)")
+	fs.DurationVar(&f.dedupWindow, "dedup-window", relay.DedupWindowDefault, "how long a delivered event's dedup_key stays taken, whatever --retention (0: free again once the event's row is deleted)")
+	fs.IntVar(&f.claimBytes, "claim-bytes", relay.ClaimBytesDefault, "the payload bytes one claim takes and the relay holds at once, at most (an event larger than that is still taken, alone)")
+	fs.DurationVar(&f.heartbeat, "heartbeat", presence.EveryDefault, fmt.Sprintf("how often the relay renews its row in the presence table, which postbox status reads (its mode, whether it finds the sink down); a row %d beats old is shown stale", store.PresenceStaleBeats))
+	f.endpoints.register(fs)
+}
+
 func setupRelay(fs *flag.FlagSet) func(context.Context) error {
-	var db dbFlags
-	db.register(fs)
-	var (
-		sinkURL      = fs.String("sink", "", "where events go, chosen by scheme: https://... (a webhook endpoint), nats://HOST:PORT?subject=TEMPLATE, amqp://USER:PASS@HOST:PORT/VHOST?exchange=NAME&routing_key=TEMPLATE, kafka://BROKER,...?topic=TEMPLATE; a broker's credentials may come from $POSTBOX_SINK_USER and $POSTBOX_SINK_PASSWORD")
-		url          = fs.String("webhook-url", "", "endpoint that receives the events (http or https); the same as --sink with a webhook URL")
-		secrets      = fs.String("webhook-secret", "", "signing key: whsec_<base64> (HMAC, v1) or raw, or whsk_<base64> (ed25519, v1a; see postbox keys generate); several separated by spaces or commas during a rotation")
-		scheme       = fs.String("signature", "standard", "signature scheme: standard (Standard Webhooks) or x-signature")
-		timeout      = fs.Duration("timeout", webhook.TimeoutDefault, "timeout of one publish: a webhook request, a broker's acknowledgement")
-		lease        = fs.Duration("lease", relay.LeaseDefault, "how long a claimed event stays reserved to this relay")
-		backoffMin   = fs.Duration("backoff-min", relay.BackoffMinDefault, "shortest delay before a retry")
-		backoffMax   = fs.Duration("backoff-max", relay.BackoffMaxDefault, "longest delay before a retry")
-		maxAttempts  = fs.Int("max-attempts", relay.MaxAttemptsDefault, "attempts before an event is moved to failed")
-		batch        = fs.Int("batch", relay.BatchSizeDefault, "most events claimed at once")
-		concurrency  = fs.Int("concurrency", 0, fmt.Sprintf("most deliveries in progress at once (0: the default, %d for webhooks and the fan-out of --endpoints, %d for a broker, whose publishes are pipelined on one connection); with --endpoints, the fan-out's: each endpoint's lane has the endpoint's own concurrency (postbox endpoints add|update --concurrency)", relay.ConcurrencyDefault, concurrencyDefault("nats://")))
-		pubBatch     = fs.Int("publish-batch", 0, fmt.Sprintf("publish up to this many events at once, through a sink that publishes batches (0: the default, %d for nats, %d for the fan-out of --endpoints, which writes their deliveries in one statement; 1 elsewhere: one event per publish)", publishBatchDefault("nats://"), fanOutPublishBatchDefault))
-		ordered      = fs.Bool("ordered", false, "deliver the events of one aggregate one at a time, in order; with --endpoints, to each endpoint, one endpoint's failures holding back only its own lane (PostgreSQL: run \"postbox migrate --ordered\" once first)")
-		poll         = fs.Duration("poll", relay.PollIntervalDefault, "fallback poll interval; with --endpoints, also how often one query looks for the lanes' due deliveries (retries, deliveries written by other relays)")
-		noListen     = fs.Bool("no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
-		retention    = fs.Duration("retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever); with --endpoints, the outbox's events once fanned out, and when not 0 the endpoints' delivered deliveries are kept too, until --attempts-retention")
-		shutdown     = fs.Duration("shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
-		probe        = fs.Duration("probe-interval", relay.ProbeIntervalDefault, "while the sink is unreachable (connections refused, every request timing out, a broker connection down), the longest wait between two probes: one event sent alone; such failures count no attempt")
-		metricsAddr  = fs.String("metrics-addr", "", "serve GET /metrics (Prometheus) and GET /healthz on HOST:PORT, such as 127.0.0.1:9090 (off when empty)")
-		metricsEvery = fs.Duration("metrics-sample", observe.SampleEveryDefault, "how often the outbox's counts are sampled for --metrics-addr (one query each time)")
-		logLevel     = fs.String("log-level", "info", "debug, info, warn or error")
-		logFormat    = fs.String("log-format", "text", "text or json")
-		wal          = fs.Bool("wal", false, "WAL mode (PostgreSQL, wal_level = logical, a user with REPLICATION): deliver the outbox's inserts as they commit, streamed from a logical replication slot; poll for retries (see docs/wal.md; \"postbox migrate --wal\" lets producers skip the notify trigger)")
-		walSlot      = fs.String("wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_<database>_<schema>)")
-		walDropSlot  = fs.Bool("wal-drop-slot", false, "drop the replication slot and the publication of --wal, and exit (stop the relays streaming it first)")
-		dedupWin     = fs.Duration("dedup-window", relay.DedupWindowDefault, "how long a delivered event's dedup_key stays taken, whatever --retention (0: free again once the event's row is deleted)")
-		claimBytes   = fs.Int("claim-bytes", relay.ClaimBytesDefault, "the payload bytes one claim takes and the relay holds at once, at most (an event larger than that is still taken, alone)")
-		heartbeat    = fs.Duration("heartbeat", presence.EveryDefault, fmt.Sprintf("how often the relay renews its row in the presence table, which postbox status reads (its mode, whether it finds the sink down); a row %d beats old is shown stale", store.PresenceStaleBeats))
-	)
-	var endpoints endpointsFlags
-	endpoints.register(fs)
+	f := &relayFlags{}
+	f.register(fs)
 	return func(ctx context.Context) error {
-		if err := checkRelayFlags(fs); err != nil {
+		if err := f.check(fs); err != nil {
 			return err
 		}
-		if *walDropSlot {
-			if err := refuseEmpty(fs, "wal-slot"); err != nil {
-				return err
-			}
-			return dropWALSlot(ctx, &db, *walSlot)
+		if f.walDropSlot {
+			return dropWALSlot(ctx, &f.db, f.walSlot)
 		}
-		if *sinkURL != "" && *url != "" {
-			return fmt.Errorf("%w: give --sink or --webhook-url, not both", errUsage)
-		}
-		if *sinkURL == "" {
-			*sinkURL = *url
-		}
-		if endpoints.on && *sinkURL != "" {
-			return fmt.Errorf("%w: give --endpoints or --sink (--webhook-url), not both", errUsage)
-		}
-		if err := endpoints.checkModeFlags(fs); err != nil {
-			return err
-		}
-		if !endpoints.on {
-			if err := required("sink", *sinkURL); err != nil {
-				return err
-			}
-		}
-		logger, err := newLogger(*logLevel, *logFormat)
-		if err != nil {
-			return err
-		}
-		setRelayGC(os.Getenv, logger)
-		if *concurrency == 0 {
-			*concurrency = concurrencyDefault(*sinkURL)
-		}
-		switch {
-		case *pubBatch != 0:
-		case endpoints.on:
-			*pubBatch = fanOutPublishBatchDefault
-		default:
-			*pubBatch = publishBatchDefault(*sinkURL)
-		}
-		opts := sinkOptions{
-			timeout: *timeout, concurrency: *concurrency,
-			webhookSecrets: *secrets, webhookScheme: *scheme, logger: logger,
-		}
-		var sink *openedSink
-		if !endpoints.on {
-			if sink, err = openSink(ctx, *sinkURL, opts); err != nil {
-				return err
-			}
-			defer func() {
-				if err := sink.close(); err != nil {
-					logger.Warn("closing the sink", "sink", sink.String(), "error", err)
-				}
-			}()
-		}
-		if !endpoints.on {
-			if err := checkPublishBatch(sink, *pubBatch); err != nil {
-				return err
-			}
-		}
-		s, err := db.open(ctx, "relay", false)
-		if err != nil {
-			return err
-		}
-		defer s.Close()
-		if endpoints.on {
-			if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{Ordered: *ordered}); err != nil {
-				return err
-			}
-		}
-		var stream relay.Stream
-		var walStream *postgres.WAL
-		if *wal {
-			if walStream, err = openWAL(s, *walSlot); err != nil {
-				return err
-			}
-			stream = walStream
-		}
-		tracer, stopTracing, err := setupTracing(ctx, os.Getenv, logger)
-		if err != nil {
-			return err
-		}
-		defer stopTracing() // after Run: flushes the last spans
-		var metrics *metricsServer
-		var observer relay.Observer
-		if *metricsAddr != "" {
-			if metrics, err = newMetricsServer(*metricsAddr, s.Outbox, *metricsEvery, logger); err != nil {
-				return err
-			}
-			observer = metrics.prom.Relay()
-			if endpoints.on {
-				observer = metrics.prom.FanOut()
-			}
-			if walStream != nil {
-				metrics.reg.MustRegister(observe.NewWALSlotCollector(walStream.Slot(), walSlotState(walStream)))
-			}
-		}
-		closeMetrics := func() {
-			if metrics != nil {
-				_ = metrics.ln.Close()
-			}
-		}
-		var fanOut *endpointsRelay
-		if endpoints.on {
-			sch, err := signature.ParseScheme(*scheme)
-			if err != nil {
-				closeMetrics()
-				return fmt.Errorf("%w: --signature: %v", errUsage, err)
-			}
-			c := endpointsConfig{
-				// Every relay flag that applies to a delivery applies to
-				// each lane; Concurrency, Retention, DedupWindow,
-				// PollInterval and the observer are the supervisor's to set
-				// per lane.
-				lane: relay.Config{Logger: logger, Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
-					BatchSize: *batch, ClaimBytes: *claimBytes, Ordered: *ordered, ShutdownTimeout: *shutdown, ProbeInterval: *probe, Tracer: tracer},
-				scheme: sch, timeout: *timeout, poll: *poll, keepDelivered: *retention != 0,
-			}
-			if metrics != nil {
-				c.prom = metrics.prom
-			}
-			if fanOut, err = newEndpointsRelay(ctx, s.Endpoints, endpoints, c, s.Outbox.String()); err != nil {
-				closeMetrics()
-				return err
-			}
-			if metrics != nil {
-				fanOut.register(metrics.reg)
-			}
-			sink = &openedSink{Sink: fanOut.fanOut}
-		}
-		mode, sinkDesc, sinkSecrets := "", "endpoints from the database", []string(nil)
-		switch {
-		case fanOut != nil:
-			mode = presence.ModeEndpoints
-		case *wal:
-			mode = presence.ModeWAL
-		}
-		if fanOut == nil {
-			sinkDesc, sinkSecrets = describeSink(*sinkURL, *secrets)
-		}
-		hb, err := presence.New(presence.Config{Store: s.Presence, Sink: sinkDesc, Mode: mode, Version: buildVersion(),
-			Secrets: sinkSecrets, Every: *heartbeat, Logger: logger})
-		if err != nil {
-			closeMetrics()
-			return fmt.Errorf("%w: --heartbeat: %v", errUsage, err)
-		}
-		owner := "" // the relay's default
-		if fanOut != nil {
-			owner = fanOut.supervisor.Owner() // the lanes' leases name the same process
-		}
-		r, err := relay.New(relay.Config{
-			Store: s.Outbox, Sink: sink.Sink, PublishBatch: *pubBatch, Logger: logger, Owner: owner,
-			Lease: *lease, BackoffMin: *backoffMin, BackoffMax: *backoffMax, MaxAttempts: *maxAttempts,
-			BatchSize: *batch, Concurrency: *concurrency, Ordered: *ordered,
-			PollInterval: *poll, DisableListen: *noListen, Retention: *retention, ShutdownTimeout: *shutdown,
-			ProbeInterval: *probe, Observer: relay.Observers(observer, hb), Tracer: tracer, Stream: stream,
-			DedupWindow: dedupWindow(*dedupWin), ClaimBytes: *claimBytes,
-		})
-		if err != nil {
-			closeMetrics()
-			return withFlagNames(err, relayConfigFlags)
-		}
-		if metrics != nil {
-			stop := metrics.serve(r.Ready)
-			defer stop() // after Run: /healthz says 503 while the relay stops
-		}
-		run := func(ctx context.Context) error { return runWithPresence(ctx, hb, r, r.Run) }
-		if fanOut != nil {
-			return fanOut.run(ctx, run)
-		}
-		return run(ctx)
+		return runRelay(ctx, f)
 	}
+}
+
+// check refuses the flags that do not go together, and takes --webhook-url
+// for --sink.
+func (f *relayFlags) check(fs *flag.FlagSet) error {
+	if err := checkRelayFlags(fs); err != nil {
+		return err
+	}
+	if f.walDropSlot {
+		return refuseEmpty(fs, "wal-slot")
+	}
+	if f.sinkURL != "" && f.webhookURL != "" {
+		return fmt.Errorf("%w: give --sink or --webhook-url, not both", errUsage)
+	}
+	f.sinkURL = cmp.Or(f.sinkURL, f.webhookURL)
+	if f.endpoints.on && f.sinkURL != "" {
+		return fmt.Errorf("%w: give --endpoints or --sink (--webhook-url), not both", errUsage)
+	}
+	if err := f.endpoints.checkModeFlags(fs); err != nil {
+		return err
+	}
+	if !f.endpoints.on {
+		return required("sink", f.sinkURL)
+	}
+	return nil
+}
+
+// runRelay is postbox relay: it opens the sink (or reads the endpoints),
+// the database, tracing and the metrics listener, and runs what they make
+// with package service until ctx ends.
+func runRelay(ctx context.Context, f *relayFlags) error {
+	logger, err := newLogger(f.logLevel, f.logFormat)
+	if err != nil {
+		return err
+	}
+	setRelayGC(os.Getenv, logger)
+	cfg := service.RelayConfig{Relay: f.relayConfig(logger), MetricsSample: f.metricsEvery}
+	if !f.endpoints.on {
+		sk, err := f.openSink(ctx, cfg.Relay)
+		if err != nil {
+			return err
+		}
+		defer sk.closeLogged(logger)
+		cfg.Sink = sk.Sink
+	}
+	s, err := f.db.open(ctx, "relay", false)
+	if err != nil {
+		return err
+	}
+	defer s.Close()
+	walStream, err := f.useDB(&cfg, s)
+	if err != nil {
+		return err
+	}
+	tracer, stopTracing, err := setupTracing(ctx, os.Getenv, logger)
+	if err != nil {
+		return err
+	}
+	defer stopTracing() // after Run: flushes the last spans
+	cfg.Relay.Tracer = tracer
+	var metrics *metricsServer
+	if f.metricsAddr != "" {
+		if metrics, err = newMetricsServer(f.metricsAddr, logger); err != nil {
+			return err
+		}
+		defer metrics.close()
+		cfg.Metrics = metrics.reg
+		if walStream != nil {
+			metrics.reg.MustRegister(observe.NewWALSlotCollector(walStream.Slot(), walSlotState(walStream)))
+		}
+	}
+	r, err := service.NewRelay(ctx, cfg)
+	if err != nil {
+		return serviceConfigError(err)
+	}
+	if metrics != nil {
+		stop := metrics.serve(r.Health())
+		defer stop() // after Run: /healthz says 503 while the relay stops
+	}
+	untrack := track(r)
+	defer untrack()
+	return r.Run(ctx)
+}
+
+// useDB fills cfg with what the relay uses of the database s: its outbox,
+// its presence table, its endpoints in endpoints mode, and the WAL stream
+// of --wal, which it returns.
+func (f *relayFlags) useDB(cfg *service.RelayConfig, s *dburl.DB) (*postgres.WAL, error) {
+	cfg.Outbox = s.Outbox
+	cfg.Presence = f.presence(s.Presence)
+	if f.endpoints.on {
+		var err error
+		if cfg.Endpoints, err = f.endpoints.config(s.Endpoints, f.scheme, f.timeout); err != nil {
+			return nil, err
+		}
+	}
+	if !f.wal {
+		return nil, nil
+	}
+	w, err := openWAL(s, f.walSlot)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Relay.Stream = w
+	return w, nil
+}
+
+// relayConfig is the relay's settings of the flags: the relay's over the
+// outbox, and its lanes' in endpoints mode (see service.RelayConfig.Relay).
+func (f *relayFlags) relayConfig(logger *slog.Logger) relay.Config {
+	concurrency, publishBatch := f.concurrency, f.publishBatch
+	if concurrency == 0 {
+		concurrency = concurrencyDefault(f.sinkURL)
+	}
+	switch {
+	case publishBatch != 0:
+	case f.endpoints.on:
+		publishBatch = fanOutPublishBatchDefault
+	default:
+		publishBatch = publishBatchDefault(f.sinkURL)
+	}
+	return relay.Config{
+		PublishBatch: publishBatch, Logger: logger,
+		Lease: f.lease, BackoffMin: f.backoffMin, BackoffMax: f.backoffMax, MaxAttempts: f.maxAttempts,
+		BatchSize: f.batch, Concurrency: concurrency, Ordered: f.ordered,
+		PollInterval: f.poll, DisableListen: f.noListen, Retention: f.retention, ShutdownTimeout: f.shutdown,
+		ProbeInterval: f.probe, DedupWindow: dedupWindow(f.dedupWindow), ClaimBytes: f.claimBytes,
+	}
+}
+
+// openSink opens the sink of --sink for the relay rc configures, refusing
+// a --publish-batch the sink does not take.
+func (f *relayFlags) openSink(ctx context.Context, rc relay.Config) (*openedSink, error) {
+	sk, err := openSink(ctx, f.sinkURL, sinkOptions{
+		timeout: f.timeout, concurrency: rc.Concurrency,
+		webhookSecrets: f.secrets, webhookScheme: f.scheme, logger: rc.Logger,
+	})
+	if err != nil {
+		return nil, err
+	}
+	if err := checkPublishBatch(sk, rc.PublishBatch); err != nil {
+		sk.closeLogged(rc.Logger)
+		return nil, err
+	}
+	return sk, nil
+}
+
+// presence is the relay's row in the presence table of p: its sink
+// described without secrets (sink.Describe), or endpoints mode's.
+func (f *relayFlags) presence(p store.Presence) *service.PresenceConfig {
+	c := &service.PresenceConfig{Store: p, Version: buildVersion(), Every: f.heartbeat}
+	if !f.endpoints.on {
+		c.Sink, c.Secrets = sink.Describe(sinkKinds, f.sinkURL, sink.URLOptions{
+			Password: os.Getenv(envSinkPassword), Secrets: splitSecrets(f.secrets),
+		})
+	}
+	return c
+}
+
+// serviceConfigError rewrites service.NewRelay's refusal of what the flags
+// gave (a *service.ConfigError) as a usage error naming the flags.
+func serviceConfigError(err error) error {
+	var e *service.ConfigError
+	if !errors.As(err, &e) {
+		return err
+	}
+	switch e.Field {
+	case "Relay":
+		return withFlagNames(e.Err, relayConfigFlags)
+	case "Endpoints":
+		return endpointsConfigError(e.Err)
+	case "Endpoints.Guard":
+		return fmt.Errorf("%w: SSRF guard: %v", errUsage, e.Err)
+	case "Presence":
+		return fmt.Errorf("%w: --heartbeat: %v", errUsage, e.Err)
+	case "MetricsSample":
+		return fmt.Errorf("%w: --metrics-sample: %v", errUsage, e.Err)
+	}
+	return fmt.Errorf("%w: %v", errUsage, err)
 }
 
 // checkRelayFlags refuses the relay's numeric flags that are out of range

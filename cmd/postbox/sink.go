@@ -89,6 +89,13 @@ type openedSink struct {
 	close func() error
 }
 
+// closeLogged closes the sink, logging its error.
+func (s *openedSink) closeLogged(logger *slog.Logger) {
+	if err := s.close(); err != nil {
+		logger.Warn("closing the sink", "sink", s.String(), "error", err)
+	}
+}
+
 // openSink opens the sink of the kind that rawURL names by its scheme (see
 // sinkKinds), with the credentials of $POSTBOX_SINK_USER and
 // $POSTBOX_SINK_PASSWORD for a broker URL that has none. What the kind
@@ -104,7 +111,7 @@ func openSink(ctx context.Context, rawURL string, opts sinkOptions) (*openedSink
 	o := sink.URLOptions{
 		Timeout: opts.timeout, Concurrency: opts.concurrency, Logger: opts.logger,
 		User: os.Getenv(envSinkUser), Password: os.Getenv(envSinkPassword),
-		Secrets:   strings.FieldsFunc(opts.webhookSecrets, func(r rune) bool { return r == ' ' || r == ',' }),
+		Secrets:   splitSecrets(opts.webhookSecrets),
 		Signature: opts.webhookScheme,
 	}
 	s, err := kind.Open(ctx, u, o)
@@ -112,7 +119,7 @@ func openSink(ctx context.Context, rawURL string, opts sinkOptions) (*openedSink
 		if errors.As(err, new(*sink.OptionError)) {
 			return nil, sinkUsageError(err)
 		}
-		return nil, withSetupHint(ctx, sink.WithCredentials(u, o.User, o.Password), err)
+		return nil, withSetupHint(ctx, kind, sink.WithCredentials(u, o.User, o.Password), err)
 	}
 	closeSink := func() error { return nil }
 	if c, ok := s.(io.Closer); ok {
@@ -148,6 +155,8 @@ func withEnvCredentials(u *url.URL) *url.URL {
 	return sink.WithCredentials(u, os.Getenv(envSinkUser), os.Getenv(envSinkPassword))
 }
 
-// redactSinkURL is sink.Redact, through which the commands print sink and
-// endpoint URLs.
-func redactSinkURL(rawURL string) string { return sink.Redact(rawURL) }
+// splitSecrets is the keys of --webhook-secret, separated by spaces or
+// commas.
+func splitSecrets(flagValue string) []string {
+	return strings.FieldsFunc(flagValue, func(r rune) bool { return r == ' ' || r == ',' })
+}

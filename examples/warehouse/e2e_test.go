@@ -13,6 +13,7 @@ import (
 	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
+	relayservice "github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -85,11 +86,16 @@ func TestRelayDeliversEveryOrderExactlyOnceDespiteFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := relay.New(relay.Config{
-		Store: shop.Driver(), Sink: sink, Logger: quietLogger(),
-		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
-		ShutdownTimeout: time.Second,
-		Retention:       time.Hour, // keep delivered events, to check them all done
+	// The relay postbox relay runs (package service), with its row in the
+	// presence table.
+	r, err := relayservice.NewRelay(ctx, relayservice.RelayConfig{
+		Outbox: shop.Driver(), Sink: sink, Presence: &relayservice.PresenceConfig{Store: shop.Driver()},
+		Relay: relay.Config{
+			Logger:     quietLogger(),
+			BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
+			ShutdownTimeout: time.Second,
+			Retention:       time.Hour, // keep delivered events, to check them all done
+		},
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -111,7 +117,7 @@ func TestRelayDeliversEveryOrderExactlyOnceDespiteFaults(t *testing.T) {
 	}
 	stop()
 	if err := <-ran; err != nil {
-		t.Fatalf("relay.Run: %v", err)
+		t.Fatalf("Run: %v", err)
 	}
 	t.Logf("%d events delivered in %v: %d faults injected, %d answers lost, %d duplicates answered",
 		st.Done, time.Since(start).Round(time.Millisecond), w.faults.Load(), lossy.lost.Load(), lossy.duplicates.Load())

@@ -2,6 +2,7 @@ package amqp
 
 import (
 	"context"
+	"flag"
 	"net/url"
 
 	"github.com/postbox-go/postbox/sink"
@@ -21,6 +22,35 @@ var URL = sink.URLKind{
 	Concurrency:  1024,
 	PublishBatch: 1,
 	Open:         openURL,
+	Describe: func(u *url.URL) (string, []string) {
+		return sink.DescribeQuery(u, "amqp "+u.Scheme+"://"+u.Host+u.EscapedPath(), "exchange", "routing_key")
+	},
+	Setup: setupURL,
+}
+
+// setupURL is URL's Setup: the sink's exchange (Setup), and the queue
+// bound to it that the flags ask for.
+func setupURL(fs *flag.FlagSet) sink.SetupFunc {
+	var s SetupConfig
+	fs.StringVar(&s.Queue, "queue", "", "amqp: also declare this durable quorum queue and bind it to the exchange")
+	fs.StringVar(&s.BindingKey, "binding-key", BindingKeyDefault, "amqp: the binding key of --queue (# is every routing key)")
+	return func(ctx context.Context, u *url.URL, o sink.SetupOptions) ([]sink.SetupStep, error) {
+		cfg, err := ParseURL(u.String())
+		if err != nil {
+			return nil, &sink.OptionError{Option: "URL", Err: err}
+		}
+		if o.Timeout != 0 {
+			cfg.DialTimeout = o.Timeout
+		}
+		sc := s
+		sc.DryRun = o.DryRun
+		steps, err := Setup(ctx, cfg, sc)
+		out := make([]sink.SetupStep, len(steps))
+		for i, st := range steps {
+			out[i] = sink.SetupStep{Resource: st.Resource, Settings: st.Settings, Created: st.Created}
+		}
+		return out, err
+	}
 }
 
 // openURL is URL's Open.

@@ -2,8 +2,10 @@ package amqp_test
 
 import (
 	"errors"
+	"flag"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,5 +103,25 @@ func TestURLOpenRefuses(t *testing.T) {
 	_, err = openURL(t, amqptest.URL()+"?exchange="+amqptest.Name("pbtest_missing"), sink.URLOptions{Timeout: 5 * time.Second})
 	if err == nil || errors.As(err, &refused) || !strings.Contains(err.Error(), "does not exist") {
 		t.Errorf("a missing exchange: %v, want the sink's error, not an OptionError", err)
+	}
+}
+
+// A RabbitMQ sink is described by its server, vhost, exchange and routing
+// key, never its password.
+func TestURLDescribe(t *testing.T) {
+	desc, secrets := sink.Describe([]sink.URLKind{amqp.URL}, "amqp://u:p4ss-word@h:5672/vh?exchange=orders&routing_key={event_type}", sink.URLOptions{})
+	if desc != "amqp amqp://h:5672/vh exchange=orders routing_key={event_type}" || !slices.Contains(secrets, "p4ss-word") {
+		t.Errorf("Describe = %q, %q", desc, secrets)
+	}
+}
+
+// The setup refuses a URL the sink would refuse, before connecting.
+func TestURLSetupRefusesBadURLs(t *testing.T) {
+	setup := amqp.URL.Setup(flag.NewFlagSet("setup", flag.ContinueOnError))
+	u, _ := url.Parse("amqp://127.0.0.1:1/")
+	_, err := setup(t.Context(), u, sink.SetupOptions{DryRun: true})
+	var refused *sink.OptionError
+	if !errors.As(err, &refused) || refused.Option != "URL" {
+		t.Fatalf("setup of a URL without exchange: %v, want an OptionError for the URL", err)
 	}
 }

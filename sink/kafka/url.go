@@ -2,7 +2,11 @@ package kafka
 
 import (
 	"context"
+	"errors"
+	"flag"
+	"math"
 	"net/url"
+	"strings"
 
 	"github.com/postbox-go/postbox/sink"
 )
@@ -20,6 +24,43 @@ var URL = sink.URLKind{
 	Concurrency:  1024,
 	PublishBatch: 1,
 	Open:         openURL,
+	Describe: func(u *url.URL) (string, []string) {
+		return sink.DescribeQuery(u, "kafka "+u.Scheme+"://"+u.Host, "topic")
+	},
+	Setup:            setupURL,
+	SetupAlternative: "add allow_auto_topic_creation=true to the sink URL",
+}
+
+// setupURL is URL's Setup: the sink's topics (Setup), with the partitions
+// and replicas the flags ask for, and the topics they name when the
+// sink's topic is a template.
+func setupURL(fs *flag.FlagSet) sink.SetupFunc {
+	partitions := fs.Int("partitions", PartitionsDefault, "kafka: the partitions of each topic created")
+	replicationFactor := fs.Int("replication-factor", ReplicationFactorDefault, "kafka: the replicas of each topic created (3 keeps an acknowledged record through the loss of a broker; 1 for a single broker)")
+	topics := fs.String("topics", "", "kafka: the topics to create, separated by commas, when the sink's topic is a template (outbox.event.{aggregate_type}: outbox.event.order,outbox.event.payment)")
+	return func(ctx context.Context, u *url.URL, o sink.SetupOptions) ([]sink.SetupStep, error) {
+		cfg, err := ParseURL(u.String())
+		if err != nil {
+			return nil, &sink.OptionError{Option: "URL", Err: err}
+		}
+		if *partitions < 1 || *replicationFactor < 1 || *replicationFactor > math.MaxInt16 {
+			return nil, &sink.OptionError{Err: errors.New("--partitions and --replication-factor must be positive")}
+		}
+		var names []string
+		for topic := range strings.SplitSeq(*topics, ",") {
+			if topic = strings.TrimSpace(topic); topic != "" {
+				names = append(names, topic)
+			}
+		}
+		steps, err := Setup(ctx, cfg, SetupConfig{
+			Topics: names, Partitions: int32(*partitions), ReplicationFactor: int16(*replicationFactor), DryRun: o.DryRun,
+		})
+		out := make([]sink.SetupStep, len(steps))
+		for i, st := range steps {
+			out[i] = sink.SetupStep{Resource: st.Resource, Settings: st.Settings, Created: st.Created}
+		}
+		return out, err
+	}
 }
 
 // openURL is URL's Open.

@@ -2,8 +2,10 @@ package kafka_test
 
 import (
 	"errors"
+	"flag"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -96,5 +98,38 @@ func TestURLOpenRefuses(t *testing.T) {
 	_, err := openURL(t, kafkatest.URL(brokers, "topic=missing"), sink.URLOptions{Timeout: 10 * time.Second})
 	if err == nil || errors.As(err, &refused) || !strings.Contains(err.Error(), `topic "missing" does not exist`) {
 		t.Errorf("a missing topic: %v, want the sink's error, not an OptionError", err)
+	}
+}
+
+// A Kafka sink is described by its brokers and topic; the other
+// parameters' values are secrets.
+func TestURLDescribe(t *testing.T) {
+	desc, secrets := sink.Describe([]sink.URLKind{kafka.URL}, "kafka://b1:9092,b2:9092?topic=orders&client_id=abcd", sink.URLOptions{})
+	if desc != "kafka kafka://b1:9092,b2:9092 topic=orders" || !slices.Contains(secrets, "abcd") {
+		t.Errorf("Describe = %q, %q", desc, secrets)
+	}
+}
+
+// The setup refuses a URL the sink would refuse, and partitions or
+// replicas that are not positive, before connecting.
+func TestURLSetupRefuses(t *testing.T) {
+	for _, c := range []struct {
+		raw  string
+		args []string
+	}{
+		{"kafka://127.0.0.1:1?topik=x", nil},
+		{"kafka://127.0.0.1:1?topic=x", []string{"--partitions", "0"}},
+		{"kafka://127.0.0.1:1?topic=x", []string{"--replication-factor", "40000"}},
+	} {
+		fs := flag.NewFlagSet("setup", flag.ContinueOnError)
+		setup := kafka.URL.Setup(fs)
+		if err := fs.Parse(c.args); err != nil {
+			t.Fatal(err)
+		}
+		u, _ := url.Parse(c.raw)
+		_, err := setup(t.Context(), u, sink.SetupOptions{DryRun: true})
+		if !errors.As(err, new(*sink.OptionError)) {
+			t.Errorf("setup of %s %v: %v, want an OptionError", c.raw, c.args, err)
+		}
 	}
 }

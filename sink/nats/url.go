@@ -2,6 +2,7 @@ package nats
 
 import (
 	"context"
+	"flag"
 	"net/url"
 
 	"github.com/postbox-go/postbox/sink"
@@ -24,6 +25,34 @@ var URL = sink.URLKind{
 	// about a third less CPU per event than a goroutine waiting for each.
 	PublishBatch: 256,
 	Open:         openURL,
+	Describe: func(u *url.URL) (string, []string) {
+		return sink.DescribeQuery(u, "nats "+u.Scheme+"://"+u.Host, "subject")
+	},
+	Setup: setupURL,
+}
+
+// setupURL is URL's Setup: the stream that captures the sink's subjects
+// (Setup), its duplicate window and replicas set by the flags.
+func setupURL(fs *flag.FlagSet) sink.SetupFunc {
+	var s SetupConfig
+	fs.DurationVar(&s.DuplicateWindow, "duplicate-window", DuplicateWindowDefault, "nats: the stream's duplicate window, in which a retried publish (same Nats-Msg-Id) is stored once; the default covers a default relay's longest wait before a retry (--backoff-max 10m, or --lease 30s) plus a --timeout")
+	fs.IntVar(&s.Replicas, "replicas", 1, "nats: the stream's replicas (up to the cluster's servers)")
+	return func(ctx context.Context, u *url.URL, o sink.SetupOptions) ([]sink.SetupStep, error) {
+		cfg, err := ParseURL(u.String())
+		if err != nil {
+			return nil, &sink.OptionError{Option: "URL", Err: err}
+		}
+		if o.Timeout != 0 {
+			cfg.Timeout = o.Timeout
+		}
+		sc := s
+		sc.DryRun = o.DryRun
+		st, err := Setup(ctx, cfg, sc)
+		if err != nil {
+			return nil, err
+		}
+		return []sink.SetupStep{{Resource: st.Resource, Settings: st.Settings, Created: st.Created}}, nil
+	}
 }
 
 // openURL is URL's Open.

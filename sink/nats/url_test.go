@@ -2,9 +2,11 @@ package nats_test
 
 import (
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -127,5 +129,25 @@ func TestURLOpenRefuses(t *testing.T) {
 	_, err = openURL(t, natstest.URL()+"?subject="+strings.ToLower(natstest.Name("nostream"))+".x", sink.URLOptions{Timeout: 5 * time.Second})
 	if err == nil || errors.As(err, &refused) {
 		t.Errorf("no stream: %v, want the sink's error, not an OptionError", err)
+	}
+}
+
+// A NATS sink is described by its server and subject; the other
+// parameters' values are secrets.
+func TestURLDescribe(t *testing.T) {
+	desc, secrets := sink.Describe([]sink.URLKind{nats.URL}, "nats://h:4222?subject=orders.{event_type}&token=tok-123", sink.URLOptions{})
+	if desc != "nats nats://h:4222 subject=orders.{event_type}" || !slices.Contains(secrets, "tok-123") {
+		t.Errorf("Describe = %q, %q", desc, secrets)
+	}
+}
+
+// The setup refuses a URL the sink would refuse, before connecting.
+func TestURLSetupRefusesBadURLs(t *testing.T) {
+	setup := nats.URL.Setup(flag.NewFlagSet("setup", flag.ContinueOnError))
+	u, _ := url.Parse("nats://127.0.0.1:1?subjet=x")
+	_, err := setup(t.Context(), u, sink.SetupOptions{DryRun: true})
+	var refused *sink.OptionError
+	if !errors.As(err, &refused) || refused.Option != "URL" {
+		t.Fatalf("setup of a misspelt URL: %v, want an OptionError for the URL", err)
 	}
 }

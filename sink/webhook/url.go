@@ -21,6 +21,22 @@ var URL = sink.URLKind{
 	Concurrency:  MaxConcurrencyDefault,
 	PublishBatch: 1,
 	Open:         openURL,
+	Describe:     describeURL,
+}
+
+// describeURL is URL's Describe: a webhook is described by its scheme and
+// host alone, as in its log lines, its path and query (which may hold a
+// token) reading "/…" and kept as secrets.
+func describeURL(u *url.URL) (string, []string) {
+	desc := "webhook " + u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		desc += "/…"
+	}
+	desc, secrets := sink.DescribeQuery(u, desc)
+	if len(u.Path) > 1 {
+		secrets = append(secrets, u.Path)
+	}
+	return desc, secrets
 }
 
 // openURL is URL's Open. Every refusal is an OptionError: a webhook's

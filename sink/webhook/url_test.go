@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net/url"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -100,5 +101,25 @@ func TestURLOpenRefuses(t *testing.T) {
 				t.Errorf("got %q, want it to say %q without the URL or a secret", err, c.says)
 			}
 		})
+	}
+}
+
+// A webhook is described by its scheme and host: its path and query, which
+// may hold a token, read "/…" and are secrets, as is its password.
+func TestURLDescribe(t *testing.T) {
+	desc, secrets := sink.Describe([]sink.URLKind{webhook.URL}, "https://hook:pw-123@hooks.example.com/t0ken-path?sig=abcd", sink.URLOptions{})
+	if desc != "webhook https://hooks.example.com/…" {
+		t.Errorf("desc %q", desc)
+	}
+	for _, want := range []string{"pw-123", "/t0ken-path", "abcd", "sig=abcd"} {
+		if !slices.Contains(secrets, want) {
+			t.Errorf("secrets %q lack %q", secrets, want)
+		}
+	}
+	if desc, _ := sink.Describe([]sink.URLKind{webhook.URL}, "http://127.0.0.1:8080/", sink.URLOptions{}); desc != "webhook http://127.0.0.1:8080" {
+		t.Errorf("desc of a URL without path %q", desc)
+	}
+	if webhook.URL.Setup != nil {
+		t.Error("a webhook has a setup")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/postbox-go/postbox/postboxtest/amqptest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
+	relayservice "github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/sink/amqp"
 	"github.com/postbox-go/postbox/store/postgres"
 )
@@ -74,7 +75,8 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	r, err := relay.New(relay.Config{Store: shop.Driver(), Sink: sink, Logger: quiet, Retention: time.Hour})
+	r, err := relayservice.NewRelay(ctx, relayservice.RelayConfig{Outbox: shop.Driver(), Sink: sink, Presence: &relayservice.PresenceConfig{Store: shop.Driver()},
+		Relay: relay.Config{Logger: quiet, Retention: time.Hour}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +86,7 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 	defer func() {
 		stopRelay()
 		if err := <-ran; err != nil {
-			t.Errorf("relay.Run: %v", err)
+			t.Errorf("Run: %v", err)
 		}
 	}()
 

@@ -11,6 +11,7 @@ import (
 	"github.com/postbox-go/postbox/postboxtest/kafkatest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/sink/kafka"
 	"github.com/postbox-go/postbox/store/postgres"
 )
@@ -44,7 +45,8 @@ func TestEveryOrderShippedOnceThroughKafka(t *testing.T) {
 	}
 	defer sk.Close()
 	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r, err := relay.New(relay.Config{Store: shop.Driver(), Sink: sk, Logger: quiet})
+	r, err := service.NewRelay(ctx, service.RelayConfig{Outbox: shop.Driver(), Sink: sk, Presence: &service.PresenceConfig{Store: shop.Driver()},
+		Relay: relay.Config{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/postbox-go/postbox/postboxtest/natstest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/service"
 	sinknats "github.com/postbox-go/postbox/sink/nats"
 )
 
@@ -54,7 +55,8 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sk.Close()
-	r, err := relay.New(relay.Config{Store: shop.Driver(), Sink: sk, Logger: quiet})
+	r, err := service.NewRelay(ctx, service.RelayConfig{Outbox: shop.Driver(), Sink: sk, Presence: &service.PresenceConfig{Store: shop.Driver()},
+		Relay: relay.Config{Logger: quiet}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,7 +9,7 @@ import (
 
 	"github.com/google/uuid"
 
-	"github.com/postbox-go/postbox/relay"
+	"github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -89,9 +89,7 @@ func (r *relayRunner) start(ctx context.Context) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	st := &crashable{Outbox: r.backend.outbox}
-	cfg := relayConfig(r.backend, r.sink)
-	cfg.Store = st
-	rl, err := relay.New(cfg)
+	rl, err := service.NewRelay(ctx, service.RelayConfig{Outbox: st, Sink: r.sink, Relay: relayConfig()})
 	if err != nil {
 		panic(err) // the demo's own configuration is valid
 	}

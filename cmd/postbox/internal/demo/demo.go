@@ -167,7 +167,7 @@ func Run(ctx context.Context, cfg Config) (rep Report, err error) {
 
 	err = produce(ctx, b, cfg, &c, func() {
 		relays.crashAndRestart(ctx)
-		say(cfg, fmt.Sprintf("relay crashed (nothing released, nothing settled); a new relay takes over and reclaims its events when their lease (%v) expires", relayConfig(b, sink).Lease))
+		say(cfg, fmt.Sprintf("relay crashed (nothing released, nothing settled); a new relay takes over and reclaims its events when their lease (%v) expires", relayConfig().Lease))
 	})
 	if err == nil {
 		err = waitSettled(ctx, b)
@@ -269,9 +269,9 @@ func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard
 
 // relayConfig is the demo's relay: short backoff and lease, so faults and
 // the crash resolve within seconds.
-func relayConfig(b *backend, s *countingSink) relay.Config {
+func relayConfig() relay.Config {
 	return relay.Config{
-		Store: b.outbox, Sink: s, Logger: quietLogger(),
+		Logger:     quietLogger(),
 		BackoffMin: 20 * time.Millisecond, BackoffMax: 500 * time.Millisecond,
 		Lease: time.Second, PollInterval: 100 * time.Millisecond,
 		MaxAttempts: 50, ShutdownTimeout: time.Second,
