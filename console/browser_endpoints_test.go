@@ -3,8 +3,6 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -34,7 +33,7 @@ func TestBrowserEndpointDeadLetters(t *testing.T) {
 	routeEvents(t, s, crm, orderEvent(4), orderEvent(5))
 	must(t, s.EndpointSetState(ctx, crm.ID, store.EndpointAutoDisabled))
 
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testlog.Discard()
 	c, err := console.New(console.Config{Store: s, Logger: quiet, SampleEvery: time.Second})
 	must(t, err)
 	srv := httptest.NewServer(c)

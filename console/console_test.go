@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -20,6 +19,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
 )
@@ -118,7 +118,7 @@ type client struct {
 func serve(t *testing.T, cfg console.Config) *client {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = testlog.Discard()
 	}
 	c, err := console.New(cfg)
 	if err != nil {

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -18,6 +17,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/store"
 )
@@ -408,7 +408,7 @@ func TestHandlerAnswersProcessErrors(t *testing.T) {
 	} {
 		h, err := inbox.NewHandler(inbox.HandlerConfig{
 			Secrets: []string{standardSecret},
-			Logger:  slog.New(slog.DiscardHandler),
+			Logger:  testlog.Discard(),
 			Process: func(context.Context, *inbox.Event) (inbox.Outcome, error) {
 				return 0, fmt.Errorf("wrapped: %w", tc.err)
 			},

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
@@ -42,33 +42,16 @@ func newMetrics(t testing.TB, opts observe.Options) (*prometheus.Registry, *obse
 	return reg, m
 }
 
-// runRelay runs a relay until the test ends, or stop is called.
-func runRelay(t *testing.T, cfg relay.Config) (r *relay.Relay, stop func()) {
+// runRelay runs a relay until the test ends, or stop is called
+// (relaytest.Start), into a webhook receiver unless cfg has a sink.
+func runRelay(t *testing.T, cfg relay.Config) (r *relaytest.Running, stop func()) {
 	t.Helper()
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if cfg.Sink == nil {
 		rcv := receiver.New(t, secret, nil)
 		cfg.Sink = newSink(t, rcv.URL)
 	}
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("relay.Run: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
-	return r, stop
+	r = relaytest.Start(t, cfg)
+	return r, r.Stop
 }
 
 func newSink(t *testing.T, url string) *webhook.Sink {

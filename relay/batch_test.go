@@ -13,6 +13,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
@@ -81,7 +82,7 @@ func TestBatchesDeliverEveryEventOnce(t *testing.T) {
 	}
 	r := newRelay(t, relay.Config{Store: s, Sink: bs, PublishBatch: 32, Concurrency: 64, BatchSize: 200,
 		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, PollInterval: 10 * time.Millisecond})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	waitFor(t, "every event delivered", 20*time.Second, func() bool { return r.Stats().Delivered == n })
 
 	bs.mu.Lock()
@@ -169,7 +170,7 @@ func TestBatchCutShortWhenALeaseIsLost(t *testing.T) {
 	}
 	r := newRelay(t, relay.Config{Store: s, Sink: bs, PublishBatch: 4, Concurrency: 4,
 		Lease: 300 * time.Millisecond, PollInterval: time.Hour, ShutdownTimeout: 100 * time.Millisecond})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	select {
 	case <-bs.started:
 	case <-time.After(10 * time.Second):

@@ -9,6 +9,7 @@ import (
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store"
 )
@@ -31,7 +32,7 @@ func TestGatewayOutageDeadLettersNothing(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 2*time.Second), MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, BatchSize: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	stopProducing := produce(t, s)
 	waitFor(t, "first deliveries", 10*time.Second, func() bool { return len(rcv.Accepted()) >= 10 })
 
@@ -81,7 +82,7 @@ func TestPoisonGatewayEventDoesNotBlockTheOutbox(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 2*time.Second), MaxAttempts: 6,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	if err := s.Enqueue(context.Background(), poison); err != nil {
 		t.Fatal(err)
 	}

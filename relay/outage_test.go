@@ -16,6 +16,7 @@ import (
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
@@ -143,7 +144,7 @@ func TestSinkOutageDeadLettersNothing(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: counted, Observer: rec, MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, BatchSize: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	stopProducing := produce(t, s)
 	waitFor(t, "first deliveries", 10*time.Second, func() bool { return len(rcv.Accepted()) >= 10 })
 	if !r.SinkAvailable() {
@@ -206,7 +207,7 @@ func TestAnswerAboutTheEventStillCounts(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 2*time.Second), MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	e := ev("1", 1)
 	if err := s.Enqueue(context.Background(), e); err != nil {
 		t.Fatal(err)
@@ -238,7 +239,7 @@ func TestEveryRequestTimingOutIsAnOutage(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: counted, MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, BatchSize: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	stopProducing := produce(t, s)
 	waitFor(t, "the relay to see the sink down", 10*time.Second, func() bool { return !r.SinkAvailable() })
 	// Besides the probe under way, the probes that timed out are kept.
@@ -283,7 +284,7 @@ func TestUnavailableDoesNotCountAnAttempt(t *testing.T) {
 	}}
 	r := newRelay(t, relay.Config{Store: s, Sink: fake, MaxAttempts: 1,
 		ProbeInterval: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	e := ev("1", 1)
 	if err := s.Enqueue(context.Background(), e); err != nil {
 		t.Fatal(err)
@@ -324,7 +325,7 @@ func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 50*time.Millisecond), MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	if err := s.Enqueue(context.Background(), slow); err != nil {
 		t.Fatal(err)
 	}
@@ -360,7 +361,7 @@ func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
 	})
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 50*time.Millisecond), MaxAttempts: 3,
 		ProbeInterval: 20 * time.Millisecond, Concurrency: 4, PollInterval: 20 * time.Millisecond})
-	stop := runRelay(t, r)
+	stop := relaytest.Run(t, r).Stop
 	for i := range 20 {
 		if err := s.Enqueue(context.Background(), ev("agg", i)); err != nil {
 			t.Fatal(err)
@@ -399,7 +400,7 @@ func TestOutageEndsWhenOnlyKeptProbesRemain(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 50*time.Millisecond), MaxAttempts: 100,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, BatchSize: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	for i := range 4 {
 		if err := s.Enqueue(context.Background(), ev(strconv.Itoa(i), 1)); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 )
@@ -47,7 +48,7 @@ func TestSlowDeliveriesBoundTheEventsClaimedAhead(t *testing.T) {
 	}
 	r := newRelay(t, relay.Config{Store: s, Sink: slowSink{100 * time.Millisecond}, Concurrency: 2, BatchSize: 100,
 		Lease: time.Second, PollInterval: 10 * time.Millisecond})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	enqueue(0, 4)
 	waitFor(t, "the first deliveries", 10*time.Second, func() bool { return r.Stats().Delivered == 4 })
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
@@ -34,7 +35,7 @@ func TestConnectionBrokenByOneEventIsNoEndlessOutage(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: fake, RejectedAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	if err := s.Enqueue(context.Background(), poison); err != nil {
 		t.Fatal(err)
 	}

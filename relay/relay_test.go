@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -19,14 +17,13 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func newSink(t *testing.T, url string, timeout time.Duration) *webhook.Sink {
 	t.Helper()
@@ -38,33 +35,14 @@ func newSink(t *testing.T, url string, timeout time.Duration) *webhook.Sink {
 }
 
 // start runs a relay until the test ends (or stop is called) and waits for
-// Run to return.
+// Run to return: relaytest.Start, keeping the delivered events unless the
+// test sets a Retention.
 func start(t *testing.T, cfg relay.Config) (stop func()) {
 	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
-	}
 	if cfg.Retention == 0 {
 		cfg.Retention = time.Hour // keep delivered events, to inspect them
 	}
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("relay.Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return relaytest.Start(t, cfg).Stop
 }
 
 // payload is what the test events carry, to check order at the receiver.
@@ -470,14 +448,7 @@ func TestRetryDoesNotWaitForThePoll(t *testing.T) {
 func TestDeliveredEventsAreDeletedByDefault(t *testing.T) {
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, nil)
-	r, err := relay.New(relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	relaytest.Start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second)})
 	e := ev("1", 1)
 	if err := s.Enqueue(context.Background(), e); err != nil {
 		t.Fatal(err)

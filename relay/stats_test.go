@@ -17,6 +17,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -79,44 +80,19 @@ func (s *faultyStore) ReclaimExpired(ctx context.Context, p store.ReclaimParams)
 	return s.Store.ReclaimExpired(ctx, p)
 }
 
-// newRelay returns a relay with a quiet logger by default.
+// newRelay returns a relay, not running, with a quiet logger by default
+// (relaytest.New).
 func newRelay(t *testing.T, cfg relay.Config) *relay.Relay {
 	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
-	}
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return relaytest.New(t, cfg)
 }
 
 // run starts a relay until the test ends (or stop is called); stop waits
-// for Run to return.
-func run(t *testing.T, cfg relay.Config) (r *relay.Relay, stop func()) {
+// for Run to return (relaytest.Start).
+func run(t *testing.T, cfg relay.Config) (r *relaytest.Running, stop func()) {
 	t.Helper()
-	r = newRelay(t, cfg)
-	return r, runRelay(t, r)
-}
-
-func runRelay(t *testing.T, r *relay.Relay) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("relay.Run: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	r = relaytest.Start(t, cfg)
+	return r, r.Stop
 }
 
 // Every outcome is counted once it is recorded: delivered at once,
@@ -159,7 +135,7 @@ func TestReadyFollowsClaims(t *testing.T) {
 	if r.Ready() {
 		t.Fatal("ready before Run")
 	}
-	stop := runRelay(t, r)
+	stop := relaytest.Run(t, r).Stop
 	waitFor(t, "the relay to be ready", 10*time.Second, r.Ready)
 	s.failClaims.Store(true)
 	waitFor(t, "a claim to fail", 10*time.Second, func() bool { return r.Stats().ClaimErrors > 0 })

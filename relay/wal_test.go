@@ -14,6 +14,7 @@ import (
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store/postgres"
 )
@@ -151,21 +152,7 @@ func TestWALStandbyTakesOver(t *testing.T) {
 	waitStreaming(t, w)
 	second := cfg
 	second.Owner = "second"
-	second.Logger = nil
-	r, err := relay.New(second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	standing := make(chan error, 1)
-	go func() { standing <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-standing; err != nil {
-			t.Errorf("second relay: %v", err)
-		}
-	})
+	r := relaytest.Start(t, second)
 
 	// Its first claim (at start) done, the standby polls no more: what
 	// it delivers comes from the slot.

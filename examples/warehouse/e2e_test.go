@@ -12,6 +12,7 @@ import (
 
 	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
@@ -85,18 +86,12 @@ func TestRelayDeliversEveryOrderExactlyOnceDespiteFaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, err := relay.New(relay.Config{
-		Store: shop, Sink: sink, Logger: quietLogger(),
+	r := relaytest.Start(t, relay.Config{
+		Store: shop, Sink: sink,
 		BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 		ShutdownTimeout: time.Second,
 		Retention:       time.Hour, // keep delivered events, to check them all done
 	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, stop := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- r.Run(runCtx) }()
 
 	start := time.Now()
 	var st store.Stats
@@ -109,10 +104,7 @@ func TestRelayDeliversEveryOrderExactlyOnceDespiteFaults(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	stop()
-	if err := <-ran; err != nil {
-		t.Fatalf("relay.Run: %v", err)
-	}
+	r.Stop()
 	t.Logf("%d events delivered in %v: %d faults injected, %d answers lost, %d duplicates answered",
 		st.Done, time.Since(start).Round(time.Millisecond), w.faults.Load(), lossy.lost.Load(), lossy.duplicates.Load())
 

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,13 +20,12 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/signature"
 )
 
 // testSecret is the webhook secret of the tests (24 random bytes).
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func noEnv(string) string { return "" }
 
@@ -58,7 +56,7 @@ func newWarehouseVerifying(t *testing.T, failRate float64, secret string) *wareh
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newService(context.Background(), cfg, quietLogger())
+	s, err := newService(context.Background(), cfg, testlog.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -485,7 +483,7 @@ func TestShortSecretIsRefusedWithoutBeingQuoted(t *testing.T) {
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	const short = "tooshort-secret"
-	_, err := newService(context.Background(), config{DB: pgtest.URL(), Schema: schema, Secret: short, Addr: addrDefault}, quietLogger())
+	_, err := newService(context.Background(), config{DB: pgtest.URL(), Schema: schema, Secret: short, Addr: addrDefault}, testlog.Discard())
 	if err == nil {
 		t.Fatal("newService accepted a 15-byte secret")
 	}

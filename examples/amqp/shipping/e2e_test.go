@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -12,6 +10,8 @@ import (
 	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/postboxtest/amqptest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/amqp"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -57,7 +57,7 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 	if err := declareTopology(cfg); err != nil { // as run does, before the relay publishes
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testlog.Discard()
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
 	consumed := make(chan error, 1)
 	go func() { consumed <- run(consumerCtx, cfg, quiet) }()
@@ -74,19 +74,8 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sink.Close()
-	r, err := relay.New(relay.Config{Store: shop, Sink: sink, Logger: quiet, Retention: time.Hour})
-	if err != nil {
-		t.Fatal(err)
-	}
-	relayCtx, stopRelay := context.WithCancel(ctx)
-	ran := make(chan error, 1)
-	go func() { ran <- r.Run(relayCtx) }()
-	defer func() {
-		stopRelay()
-		if err := <-ran; err != nil {
-			t.Errorf("relay.Run: %v", err)
-		}
-	}()
+	r := relaytest.Start(t, relay.Config{Store: shop, Sink: sink, Logger: quiet, Retention: time.Hour})
+	defer r.Stop() // before the sink closes
 
 	var booked, orphans, doubled int
 	waitFor(t, "every order booked", func() bool {

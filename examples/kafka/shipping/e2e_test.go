@@ -2,14 +2,14 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/postboxtest/kafkatest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/kafka"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -43,14 +43,11 @@ func TestEveryOrderShippedOnceThroughKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sk.Close()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r, err := relay.New(relay.Config{Store: shop, Sink: sk, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
+	quiet := testlog.Discard()
+	r := relaytest.Start(t, relay.Config{Store: shop, Sink: sk, Logger: quiet})
+	defer r.Stop() // before the sink closes
 	runCtx, stop := context.WithCancel(ctx)
 	defer stop()
-	go func() { _ = r.Run(runCtx) }()
 
 	// The consumer shares the database here; in production it has its own.
 	cfg := config{DB: pgtest.URL(), Brokers: brokers, Group: "shipping", Topic: "outbox.event.order", FailRate: 0.3, Schema: schema,

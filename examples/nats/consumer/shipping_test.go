@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -11,6 +9,8 @@ import (
 	"github.com/postbox-go/postbox/examples/nats/orderstream"
 	"github.com/postbox-go/postbox/postboxtest/natstest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	sinknats "github.com/postbox-go/postbox/sink/nats"
 )
@@ -38,7 +38,7 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testlog.Discard()
 	consuming := make(chan error, 1)
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
 	go func() {
@@ -54,13 +54,7 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sk.Close()
-	r, err := relay.New(relay.Config{Store: shop, Sink: sk, Logger: quiet})
-	if err != nil {
-		t.Fatal(err)
-	}
-	relayCtx, stopRelay := context.WithCancel(ctx)
-	relaying := make(chan error, 1)
-	go func() { relaying <- r.Run(relayCtx) }()
+	r := relaytest.Start(t, relay.Config{Store: shop, Sink: sk, Logger: quiet})
 
 	var shipped, distinct int
 	deadline := time.Now().Add(60 * time.Second)
@@ -71,11 +65,8 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 			shipped = 0 // the table is not created yet
 		}
 	}
-	stopRelay()
+	r.Stop()
 	stopConsumer()
-	if err := <-relaying; err != nil {
-		t.Errorf("relay: %v", err)
-	}
 	if err := <-consuming; err != nil {
 		t.Errorf("consumer: %v", err)
 	}
