@@ -18,6 +18,7 @@ import (
 // overview's endpoint counts, the failed page switched to every endpoint
 // and to one, a delivery retried there; error texts stay text.
 func TestBrowserEndpointDeadLetters(t *testing.T) {
+	// Not parallel: each runs a browser, the heaviest load of the suite.
 	b := launchChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

@@ -87,6 +87,7 @@ func evalInt(t *testing.T, ctx context.Context, p *cdp.Page, expr string) int {
 // a POST without the CSRF token is refused; a read-only console shows no
 // action.
 func TestBrowserRetryAFailedEvent(t *testing.T) {
+	// Not parallel: each runs a browser, the heaviest load of the suite.
 	b := launchChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -362,6 +363,7 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 // ends (idle time passed on the console's clock), the open overview turns
 // into the login page instead of showing counts that no longer move.
 func TestBrowserSessionEnds(t *testing.T) {
+	// Not parallel: each runs a browser, the heaviest load of the suite.
 	b := launchChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()

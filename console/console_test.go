@@ -191,6 +191,7 @@ func status(t *testing.T, s console.Store, id uuid.UUID) string {
 }
 
 func TestOverviewShowsCountsTypesAndRelays(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		failEvents(t, s, []postbox.Event{orderEvent(1), orderEvent(2)}, []string{"status 503", "status 410"})
 		o := s.(outbox)
@@ -242,6 +243,7 @@ func TestOverviewShowsCountsTypesAndRelays(t *testing.T) {
 }
 
 func TestFailedPagesFiltersAndKeysetPagination(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		var events []postbox.Event
 		var errs []string
@@ -293,6 +295,7 @@ func TestFailedPagesFiltersAndKeysetPagination(t *testing.T) {
 }
 
 func TestActionsNeedCSRFAndConfirmation(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		ids := failEvents(t, s, []postbox.Event{orderEvent(1), orderEvent(2), orderEvent(3)}, []string{"a", "b", "c"})
 		c := serve(t, console.Config{Store: s})
@@ -342,6 +345,7 @@ func TestActionsNeedCSRFAndConfirmation(t *testing.T) {
 }
 
 func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		ids := failEvents(t, s, []postbox.Event{orderEvent(1)}, []string{"status 500"})
 		// With a token: the logout form carries a valid CSRF token, so the
@@ -382,6 +386,7 @@ const (
 )
 
 func TestPayloadsAndErrorsAreText(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		e := orderEvent(1)
 		e.Payload = []byte(xssPayload)
@@ -407,6 +412,7 @@ func TestPayloadsAndErrorsAreText(t *testing.T) {
 }
 
 func TestTokenLoginAndBearer(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	const token = "a-token-of-enough-length"
 	c := serve(t, console.Config{Store: s, Token: token})
@@ -461,6 +467,7 @@ func TestTokenLoginAndBearer(t *testing.T) {
 }
 
 func TestWithoutTokenOnlyLoopbackHostsAreServed(t *testing.T) {
+	t.Parallel()
 	c := serve(t, console.Config{Store: sqliteStore(t)})
 	req, _ := http.NewRequest(http.MethodGet, c.base+"/", nil)
 	req.Host = "rebound.example:8080"
@@ -494,6 +501,7 @@ func TestCheckAddr(t *testing.T) {
 }
 
 func TestSearchByIDAndDedupKey(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		e := orderEvent(7)
 		ids := failEvents(t, s, []postbox.Event{e}, []string{"x"})
@@ -517,6 +525,7 @@ func TestSearchByIDAndDedupKey(t *testing.T) {
 }
 
 func TestInboxShowsFailedRowsWithTheHandlersError(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		failed, pending := uuid.New(), uuid.New()
 		claimInbox(t, s, failed, "handler: <i>insufficient stock</i> for order 42")
@@ -543,6 +552,7 @@ var confirmTitle = regexp.MustCompile(`<h1 id="confirm-title">([^<]*)</h1>`)
 // The confirmation says how many failed events the action moves: those
 // the filters select, or those ticked; none left, it offers no button.
 func TestConfirmationSaysHowMany(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		ids := failEvents(t, s, []postbox.Event{orderEvent(1), orderEvent(2), orderEvent(3)}, []string{"status 503", "status 503", "status 410"})
 		c := serve(t, console.Config{Store: s})

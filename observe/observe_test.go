@@ -121,6 +121,7 @@ func value(t testing.TB, g prometheus.Gatherer, name string, labels map[string]s
 // answered 410, moves every delivery metric, and the outbox gauges follow
 // the store: 101 pending with an age before, one failed after.
 func TestRelayMetricsMove(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	reg, m := newMetrics(t, observe.Options{})
 	sampler, err := m.NewOutboxSampler(s, observe.SamplerConfig{Every: time.Hour})
@@ -206,6 +207,8 @@ func TestRelayMetricsMove(t *testing.T) {
 // The events of a crashed relay are counted reclaimed, and leases renewed
 // while a delivery lasts longer than a third of the lease.
 func TestLeaseMetricsMove(t *testing.T) {
+	// Not parallel: its 300 ms leases must be renewed in time (no lease
+	// lost), which the load of tests run beside it may delay.
 	s := pgtest.Store(t)
 	ctx := context.Background()
 	if err := s.Enqueue(ctx, event("order.created", "1"), event("order.created", "2"), event("order.created", "3")); err != nil {
@@ -254,6 +257,7 @@ func TestLeaseRenewalCounts(t *testing.T) {
 // A relay whose endpoint refuses connections sets postbox_relay_sink_up to
 // 0 and counts its probes; the gauge is 1 again once the relay stops.
 func TestSinkOutageMetrics(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	if err := s.Enqueue(context.Background(), event("order.created", "1")); err != nil {
 		t.Fatal(err)
@@ -299,6 +303,7 @@ func TestSinkUpWhileNoRelaySeesItDown(t *testing.T) {
 // The inbox's outcomes and its handler's duration are counted, against a
 // real store.
 func TestInboxMetricsMove(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	reg, m := newMetrics(t, observe.Options{})
 	ib := inbox.New(s, inbox.WithObserver(m.Inbox()))
@@ -411,6 +416,7 @@ func healthz(t *testing.T, h http.Handler) (int, string) {
 // with a reason while claims and samples fail, 200 again once they
 // succeed, and 503 once the relay stops.
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	s := &faultyStore{Store: pgtest.Store(t)}
 	reg, m := newMetrics(t, observe.Options{})
 	sampler, err := m.NewOutboxSampler(s, observe.SamplerConfig{Every: 50 * time.Millisecond})
@@ -509,6 +515,7 @@ func labelValues(t testing.TB, g prometheus.Gatherer, name, label string) map[st
 // and receiver: its deliveries, durations and lags carry
 // endpoint="billing", none carries the single-URL relay's endpoint="".
 func TestEndpointLabel(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	reg, m := newMetrics(t, observe.Options{})
 	for i := range 3 {
@@ -597,6 +604,7 @@ func TestEndpointLabelIsCapped(t *testing.T) {
 // postbox_fanout_*, not as deliveries; its claims count with every
 // relay's.
 func TestFanOutCountedApart(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	reg, m := newMetrics(t, observe.Options{})
 	for i := range 4 {

@@ -67,6 +67,7 @@ func (s *batchSink) Destination() sink.Destination {
 // through PublishBatch, and records each one's own outcome: every event is
 // accepted once, the failures of single events in a batch are retried.
 func TestBatchesDeliverEveryEventOnce(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	bs := newBatchSink()
 	const n = 600
@@ -130,6 +131,7 @@ func noLeaseLeft(t *testing.T, s store.Outbox) {
 // PublishBatch needs a sink that publishes batches: a wrapper that hides
 // the capability must not turn batches off without a word.
 func TestPublishBatchRefusesASinkWithoutBatches(t *testing.T) {
+	t.Parallel()
 	_, err := relay.New(relay.Config{Store: pgtest.Store(t), Sink: &noopSink{}, PublishBatch: 8})
 	if err == nil || !strings.Contains(err.Error(), "does not publish batches") {
 		t.Fatalf("New with PublishBatch and a sink without PublishBatch: %v, want an error saying so", err)
@@ -161,6 +163,8 @@ func (s *blockingBatchSink) PublishBatch(ctx context.Context, msgs []*sink.Messa
 // taken over: none of its events counts as delivered, and they are
 // released, not retried (the attempt did not count).
 func TestBatchCutShortWhenALeaseIsLost(t *testing.T) {
+	// Not parallel: its 300 ms leases must be renewed in time, which the
+	// load of tests run beside it may delay.
 	s := &faultyStore{Store: pgtest.Store(t)}
 	bs := &blockingBatchSink{batchSink: newBatchSink(), started: make(chan struct{}, 1)}
 	for i := range 3 {

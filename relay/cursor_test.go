@@ -55,6 +55,7 @@ func (s *pacedSink) placeOf(id uuid.UUID) (place, accepted int) {
 // taken while the backlog drains, by the claim from the head that the
 // relay runs regularly: not only once the backlog is gone.
 func TestLateCommitBehindTheCursorIsDelivered(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	ctx := context.Background()
 	tx, err := s.Pool().Begin(ctx)

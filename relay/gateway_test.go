@@ -20,6 +20,7 @@ import (
 // attempt while it lasts (the probes go to different events), and delivers
 // everything once the endpoint is back.
 func TestGatewayOutageDeadLettersNothing(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	var down atomic.Bool
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, _ *http.Request, _ receiver.Delivery, _ int) int {
@@ -70,6 +71,7 @@ func TestGatewayOutageDeadLettersNothing(t *testing.T) {
 // first other event that gets through ends the outage, and the poison
 // event, probed alone, counts its attempts and ends failed.
 func TestPoisonGatewayEventDoesNotBlockTheOutbox(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	poison := ev("poison", 1)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, _ *http.Request, d receiver.Delivery, _ int) int {

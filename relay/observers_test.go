@@ -16,6 +16,7 @@ import (
 // recorders behind it see the same claims and attempts as the relay's
 // Stats, and the same outage.
 func TestObserversTellEachObserver(t *testing.T) {
+	t.Parallel()
 	if relay.Observers() != nil || relay.Observers(nil, nil) != nil {
 		t.Fatal("Observers of none is not nil")
 	}

@@ -22,6 +22,7 @@ import (
 // attempt, released without counting when the sink is unreachable), it is
 // counted and observed, and nothing reaches the store.
 func TestOfferDecidesAsASettleWould(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	answers := map[string]int{}
 	var mu sync.Mutex

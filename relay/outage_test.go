@@ -136,6 +136,7 @@ func retriesCounted(t *testing.T, s *postgres.Store) int64 {
 // stops claiming and probes one event at a time, no attempt counts, nothing
 // is dead-lettered, and everything is delivered once the endpoint is back.
 func TestSinkOutageDeadLettersNothing(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, nil)
 	ep := newSwitchedEndpoint(t, rcv)
@@ -199,6 +200,7 @@ func TestSinkOutageDeadLettersNothing(t *testing.T) {
 // the relay does not pause, and the event is dead-lettered after
 // MaxAttempts as before.
 func TestAnswerAboutTheEventStillCounts(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, _ *http.Request, _ receiver.Delivery, _ int) int {
 		http.Error(w, "database is on fire", http.StatusInternalServerError)
@@ -225,6 +227,8 @@ func TestAnswerAboutTheEventStillCounts(t *testing.T) {
 // timeout is down too: after a few timeouts in a row the relay pauses and
 // probes, and no event runs out of attempts however long it lasts.
 func TestEveryRequestTimingOutIsAnOutage(t *testing.T) {
+	// Not parallel: its good deliveries must be answered within the
+	// 50 ms timeout, which the load of tests run beside it may delay.
 	s := pgtest.Store(t)
 	var hanging atomic.Bool
 	hanging.Store(true)
@@ -274,6 +278,7 @@ func TestEveryRequestTimingOutIsAnOutage(t *testing.T) {
 // The sink's own verdict, sink.Unavailable, starts an outage at once, and
 // the failed publish does not count.
 func TestUnavailableDoesNotCountAnAttempt(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	var up atomic.Bool
 	fake := &scriptedSink{publish: func(context.Context, *sink.Message) error {
@@ -313,6 +318,8 @@ func (s *scriptedSink) Destination() sink.Destination {
 // event, its success ends the outage, and the slow event runs out of
 // attempts as before.
 func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
+	// Not parallel: its good deliveries must be answered within the
+	// 50 ms timeout, which the load of tests run beside it may delay.
 	s := pgtest.Store(t)
 	slow := ev("slow", 1)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, _ int) int {
@@ -354,6 +361,7 @@ func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
 // A relay stopped during an outage gives back every event it holds, the
 // probes kept after a timeout included, without counting an attempt.
 func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, _ receiver.Delivery, _ int) int {
 		<-r.Context().Done()
@@ -387,6 +395,8 @@ func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
 // never sent. With nothing else to probe with, the relay probes with an
 // event it kept.
 func TestOutageEndsWhenOnlyKeptProbesRemain(t *testing.T) {
+	// Not parallel: its good deliveries must be answered within the
+	// 50 ms timeout, which the load of tests run beside it may delay.
 	s := pgtest.Store(t)
 	var hanging atomic.Bool
 	hanging.Store(true)

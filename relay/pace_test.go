@@ -36,6 +36,8 @@ func (s slowSink) Destination() sink.Destination {
 // delivery takes 100 ms, two publishers and a lease of 1 s hold at most 2
 // in delivery and 10 waiting, not the batch of 100 a claim may take.
 func TestSlowDeliveriesBoundTheEventsClaimedAhead(t *testing.T) {
+	// Not parallel: it counts what the relay claims against how long
+	// deliveries take, which the load of tests run beside it changes.
 	s := pgtest.Store(t)
 	enqueue := func(from, to int) {
 		var events []postbox.Event

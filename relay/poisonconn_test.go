@@ -22,6 +22,7 @@ import (
 // success shows the event is the problem; every other event is delivered,
 // and the poison event counts its failures as rejections and ends failed.
 func TestConnectionBrokenByOneEventIsNoEndlessOutage(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	poison := ev("poison", 1)
 	var poisonSent atomic.Int64

@@ -90,6 +90,7 @@ func record(t *testing.T, s store.Outbox, id uuid.UUID) store.Record {
 // The article's plain-SQL producer, a relay, and a receiver that checks the
 // Standard Webhooks signature with its own code.
 func TestArticleInsertIsDeliveredSigned(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second)})
@@ -126,6 +127,7 @@ func TestArticleInsertIsDeliveredSigned(t *testing.T) {
 }
 
 func TestReceiverFailures(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		respond receiver.Respond
@@ -234,6 +236,7 @@ func TestReceiverFailures(t *testing.T) {
 }
 
 func TestTwoRelaysDeliverEveryEventOnce(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, nil)
 	const n = 3000
@@ -283,6 +286,7 @@ func checkOrder(t *testing.T, accepted []receiver.Delivery, perAggregate map[str
 }
 
 func TestOrderedUnderRetriesWithTwoRelays(t *testing.T) {
+	t.Parallel()
 	s := pgtest.OrderedStore(t)
 	var mu sync.Mutex
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -319,6 +323,7 @@ func TestOrderedUnderRetriesWithTwoRelays(t *testing.T) {
 // higher seq becomes visible first) while the relay runs: nothing is
 // skipped, and ordered mode still keeps each aggregate's order.
 func TestOutOfOrderCommitsAreNotSkipped(t *testing.T) {
+	t.Parallel()
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
 			newStore := pgtest.Store
@@ -376,6 +381,7 @@ func TestOutOfOrderCommitsAreNotSkipped(t *testing.T) {
 }
 
 func TestEveryAttemptIsSignedWithAFreshTimestamp(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		if n == 1 {
@@ -397,6 +403,7 @@ func TestEveryAttemptIsSignedWithAFreshTimestamp(t *testing.T) {
 }
 
 func TestGracefulStopReleasesWhatIsNotDelivered(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	release := make(chan struct{})
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
@@ -428,6 +435,7 @@ func TestGracefulStopReleasesWhatIsNotDelivered(t *testing.T) {
 
 // A retry is attempted when it falls due, not at the next poll.
 func TestRetryDoesNotWaitForThePoll(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		if n == 1 {
@@ -446,6 +454,7 @@ func TestRetryDoesNotWaitForThePoll(t *testing.T) {
 // With the default retention, a delivered event is deleted when its
 // delivery is recorded.
 func TestDeliveredEventsAreDeletedByDefault(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, nil)
 	relaytest.Start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second)})

@@ -98,6 +98,7 @@ func run(t *testing.T, cfg relay.Config) (r *relaytest.Running, stop func()) {
 // Every outcome is counted once it is recorded: delivered at once,
 // delivered after a retry, and dead-lettered at once (410).
 func TestStatsCountOutcomes(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		switch {
@@ -129,6 +130,7 @@ func TestStatsCountOutcomes(t *testing.T) {
 // Ready is false until Run's first claim succeeds, false while claims
 // fail, true again when they succeed, and false once Run stops.
 func TestReadyFollowsClaims(t *testing.T) {
+	t.Parallel()
 	s := &faultyStore{Store: pgtest.Store(t)}
 	rcv := receiver.New(t, secret, nil)
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})
@@ -159,6 +161,7 @@ func TestReadyFollowsClaims(t *testing.T) {
 
 // An outcome that could not be recorded is counted once, when it is.
 func TestStatsCountSettleErrors(t *testing.T) {
+	t.Parallel()
 	s := &faultyStore{Store: pgtest.Store(t)}
 	s.failSettles.Store(2)
 	rcv := receiver.New(t, secret, nil)
@@ -174,6 +177,7 @@ func TestStatsCountSettleErrors(t *testing.T) {
 
 // At shutdown, the events not delivered are released, and counted so.
 func TestStatsCountReleasedAtShutdown(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	hold := make(chan struct{})
 	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
@@ -201,6 +205,8 @@ func TestStatsCountReleasedAtShutdown(t *testing.T) {
 // The events of a crashed relay are reclaimed after its lease, counted,
 // and delivered.
 func TestStatsCountReclaimedEvents(t *testing.T) {
+	// Not parallel: its 200 ms lease must be renewed in time, which the
+	// load of tests run beside it may delay.
 	s := pgtest.Store(t)
 	ctx := context.Background()
 	if err := s.Enqueue(ctx, ev("1", 1), ev("2", 1), ev("3", 1)); err != nil {
@@ -221,6 +227,8 @@ func TestStatsCountReclaimedEvents(t *testing.T) {
 // A relay that finds, at a lease renewal, that another relay took its
 // events over counts those it had not started to send.
 func TestStatsCountLostLeases(t *testing.T) {
+	// Not parallel: its 300 ms leases must be renewed in time, which the
+	// load of tests run beside it may delay.
 	s := &faultyStore{Store: pgtest.Store(t)}
 	hold := make(chan struct{})
 	var requests atomic.Int32
@@ -253,6 +261,8 @@ func TestStatsCountLostLeases(t *testing.T) {
 // lease taken over: the relay does not go on sending an event another relay
 // holds (here the endpoint holds the request until the test ends).
 func TestDeliveryCutShortWhenLeaseLost(t *testing.T) {
+	// Not parallel: its 300 ms leases must be renewed in time, which the
+	// load of tests run beside it may delay.
 	s := &faultyStore{Store: pgtest.Store(t)}
 	hold := make(chan struct{})
 	var requests atomic.Int32
@@ -277,6 +287,7 @@ func TestDeliveryCutShortWhenLeaseLost(t *testing.T) {
 
 // A relay told not to listen says so, and why.
 func TestStatsSayWhyTheRelayPolls(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	rcv := receiver.New(t, secret, nil)
 	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), DisableListen: true,
@@ -304,6 +315,7 @@ func (s *deafStore) Listen(context.Context, func(store.Listening), func()) error
 // A store that cannot listen makes the relay poll for good, say why, and
 // not try again; events are delivered by the poll.
 func TestRelayPollsWhenTheStoreCannotListen(t *testing.T) {
+	t.Parallel()
 	s := &deafStore{Store: pgtest.Store(t)}
 	rcv := receiver.New(t, secret, nil)
 	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})

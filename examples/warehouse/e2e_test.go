@@ -59,6 +59,8 @@ func (a *acks) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // are lost: every order is reserved exactly once, and the outbox ends with
 // every event done.
 func TestRelayDeliversEveryOrderExactlyOnceDespiteFaults(t *testing.T) {
+	// Not parallel: its events must all be delivered within 7 s, which the
+	// load of tests run beside it may prevent.
 	const n = 300
 	ctx := context.Background()
 
