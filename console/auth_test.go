@@ -70,6 +70,7 @@ var loopback = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8"), netip.MustPa
 // affected; after the back-off the right token logs in. One WARN line per
 // back-off step, none for the refused attempts.
 func TestLoginFailuresBackOffPerClient(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	logs := &logbuf.Buffer{}
 	c := serve(t, console.Config{Store: sqliteStore(t), Token: testToken, Now: clk.Now, TrustedProxies: loopback,
@@ -120,6 +121,7 @@ func TestLoginFailuresBackOffPerClient(t *testing.T) {
 // A wrong bearer token counts as a failed login: guessing through the
 // Authorization header backs off too.
 func TestBearerFailuresBackOff(t *testing.T) {
+	t.Parallel()
 	c := serve(t, console.Config{Store: sqliteStore(t), Token: testToken, Now: newClock().Now})
 	bearer := func(token string) (*http.Response, string) {
 		req, _ := http.NewRequest(http.MethodGet, c.base+"/", nil)
@@ -139,6 +141,7 @@ func TestBearerFailuresBackOff(t *testing.T) {
 // X-Forwarded-For from a client that is not a trusted proxy is not
 // believed: changing it does not escape the back-off.
 func TestForwardedForOfUntrustedPeerIsIgnored(t *testing.T) {
+	t.Parallel()
 	c := serve(t, console.Config{Store: sqliteStore(t), Token: testToken, Now: newClock().Now})
 	for i := range console.LoginFreeFailures {
 		res, body := c.loginAs("192.0.2."+strconv.Itoa(i+1), "wrong-token-wrong-token")
@@ -187,6 +190,7 @@ func (c *client) replay(path string, ck *http.Cookie) *http.Response {
 // Logout revokes the session on the server: the cookie replayed after
 // logout is refused.
 func TestLogoutRevokesTheSession(t *testing.T) {
+	t.Parallel()
 	c := loggedIn(t, console.Config{Store: sqliteStore(t)})
 	ck := c.sessionCookie()
 	if res := c.replay("/failed", ck); res.StatusCode != http.StatusOK {
@@ -203,6 +207,7 @@ func TestLogoutRevokesTheSession(t *testing.T) {
 // SessionMax whatever its use; the page's own refreshes (X-Refresh) do not
 // keep it alive.
 func TestSessionsExpire(t *testing.T) {
+	t.Parallel()
 	clk := newClock()
 	cfg := console.Config{Store: sqliteStore(t), Now: clk.Now, SessionIdle: 10 * time.Minute, SessionMax: time.Hour}
 	c := loggedIn(t, cfg)
@@ -245,6 +250,7 @@ func TestSessionsExpire(t *testing.T) {
 
 // A new console (a restart) knows no session of the old one.
 func TestSessionsDoNotSurviveARestart(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	old := loggedIn(t, console.Config{Store: s})
 	ck := old.sessionCookie()
@@ -258,6 +264,7 @@ func TestSessionsDoNotSurviveARestart(t *testing.T) {
 // trusted proxy (X-Forwarded-Proto: https), and not when an untrusted
 // client says so.
 func TestSecureCookieBehindTrustedProxyOnly(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	for _, tc := range []struct {
 		name    string
@@ -297,6 +304,7 @@ func TestSecureCookieBehindTrustedProxyOnly(t *testing.T) {
 // The login page says nothing about the deployment: no store, no
 // database host or name, no read-only badge.
 func TestLoginPageShowsNothingOfTheDeployment(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	c := serve(t, console.Config{Store: s, Token: testToken, ReadOnly: true})
 	for _, path := range []string{"/login", "/", "/failed"} {

@@ -3,7 +3,6 @@ package console_test
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"regexp"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
@@ -51,7 +51,7 @@ func BenchmarkConsoleMillionFailed(b *testing.B) {
 	fillFailed(b, s, 1_000_000)
 	b.Logf("filled 1,000,000 failed events in %v", time.Since(start).Round(time.Millisecond))
 	serve := func(sampled bool) string {
-		c, err := console.New(console.Config{Store: s, Logger: slog.New(slog.NewTextHandler(io.Discard, nil)), SampleEvery: time.Hour})
+		c, err := console.New(console.Config{Store: s, Logger: testlog.Discard(), SampleEvery: time.Hour})
 		if err != nil {
 			b.Fatal(err)
 		}

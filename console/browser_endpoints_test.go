@@ -3,8 +3,6 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"testing"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -19,6 +18,7 @@ import (
 // overview's endpoint counts, the failed page switched to every endpoint
 // and to one, a delivery retried there; error texts stay text.
 func TestBrowserEndpointDeadLetters(t *testing.T) {
+	// Not parallel: each runs a browser, the heaviest load of the suite.
 	b := launchChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -34,7 +34,7 @@ func TestBrowserEndpointDeadLetters(t *testing.T) {
 	routeEvents(t, s, crm, orderEvent(4), orderEvent(5))
 	must(t, s.EndpointSetState(ctx, crm.ID, store.EndpointAutoDisabled))
 
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testlog.Discard()
 	c, err := console.New(console.Config{Store: s, Logger: quiet, SampleEvery: time.Second})
 	must(t, err)
 	srv := httptest.NewServer(c)

@@ -3,8 +3,6 @@ package console_test
 import (
 	"context"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http/httptest"
 	"os"
 	"os/exec"
@@ -20,6 +18,8 @@ import (
 	"github.com/postbox-go/postbox/console/internal/cdp"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
@@ -87,6 +87,7 @@ func evalInt(t *testing.T, ctx context.Context, p *cdp.Page, expr string) int {
 // a POST without the CSRF token is refused; a read-only console shows no
 // action.
 func TestBrowserRetryAFailedEvent(t *testing.T) {
+	// Not parallel: each runs a browser, the heaviest load of the suite.
 	b := launchChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
@@ -105,16 +106,8 @@ func TestBrowserRetryAFailedEvent(t *testing.T) {
 	rcv := receiver.New(t, webhookSecret, nil)
 	sk, err := webhook.New(webhook.Config{URL: rcv.URL, Secrets: []string{webhookSecret}})
 	must(t, err)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
-	r, err := relay.New(relay.Config{Store: s.Driver(), Sink: sk, Logger: quiet, Owner: "relay-browser-test", PollInterval: 200 * time.Millisecond})
-	must(t, err)
-	relayCtx, stopRelay := context.WithCancel(context.Background())
-	relayDone := make(chan error, 1)
-	go func() { relayDone <- r.Run(relayCtx) }()
-	t.Cleanup(func() {
-		stopRelay()
-		<-relayDone
-	})
+	quiet := testlog.Discard()
+	relaytest.Start(t, relay.Config{Store: s.Driver(), Sink: sk, Logger: quiet, Owner: "relay-browser-test", PollInterval: 200 * time.Millisecond})
 
 	c, err := console.New(console.Config{Store: s, Logger: quiet, SampleEvery: time.Second})
 	must(t, err)
@@ -370,11 +363,12 @@ func waitUntil(t *testing.T, timeout time.Duration, what string, cond func() boo
 // ends (idle time passed on the console's clock), the open overview turns
 // into the login page instead of showing counts that no longer move.
 func TestBrowserSessionEnds(t *testing.T) {
+	// Not parallel: each runs a browser, the heaviest load of the suite.
 	b := launchChromium(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	clk := newClock()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testlog.Discard()
 	c, err := console.New(console.Config{Store: sqliteStore(t), Token: testToken, Logger: quiet, Now: clk.Now, SessionIdle: 10 * time.Minute})
 	must(t, err)
 	srv := httptest.NewServer(c)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
@@ -20,6 +19,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
 	"github.com/postbox-go/postbox/store/sqlite"
@@ -137,7 +137,7 @@ type client struct {
 func serve(t *testing.T, cfg console.Config) *client {
 	t.Helper()
 	if cfg.Logger == nil {
-		cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
+		cfg.Logger = testlog.Discard()
 	}
 	c, err := console.New(cfg)
 	if err != nil {
@@ -210,6 +210,7 @@ func status(t *testing.T, s console.Store, id uuid.UUID) string {
 }
 
 func TestOverviewShowsCountsTypesAndRelays(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		failEvents(t, s, []postbox.Event{orderEvent(1), orderEvent(2)}, []string{"status 503", "status 410"})
 		o := driverOf(t, s)
@@ -261,6 +262,7 @@ func TestOverviewShowsCountsTypesAndRelays(t *testing.T) {
 }
 
 func TestFailedPagesFiltersAndKeysetPagination(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		var events []postbox.Event
 		var errs []string
@@ -312,6 +314,7 @@ func TestFailedPagesFiltersAndKeysetPagination(t *testing.T) {
 }
 
 func TestActionsNeedCSRFAndConfirmation(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		ids := failEvents(t, s, []postbox.Event{orderEvent(1), orderEvent(2), orderEvent(3)}, []string{"a", "b", "c"})
 		c := serve(t, console.Config{Store: s})
@@ -361,6 +364,7 @@ func TestActionsNeedCSRFAndConfirmation(t *testing.T) {
 }
 
 func TestReadOnlyHidesAndRefusesActions(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		ids := failEvents(t, s, []postbox.Event{orderEvent(1)}, []string{"status 500"})
 		// With a token: the logout form carries a valid CSRF token, so the
@@ -401,6 +405,7 @@ const (
 )
 
 func TestPayloadsAndErrorsAreText(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		e := orderEvent(1)
 		e.Payload = []byte(xssPayload)
@@ -426,6 +431,7 @@ func TestPayloadsAndErrorsAreText(t *testing.T) {
 }
 
 func TestTokenLoginAndBearer(t *testing.T) {
+	t.Parallel()
 	s := sqliteStore(t)
 	const token = "a-token-of-enough-length"
 	c := serve(t, console.Config{Store: s, Token: token})
@@ -480,6 +486,7 @@ func TestTokenLoginAndBearer(t *testing.T) {
 }
 
 func TestWithoutTokenOnlyLoopbackHostsAreServed(t *testing.T) {
+	t.Parallel()
 	c := serve(t, console.Config{Store: sqliteStore(t)})
 	req, _ := http.NewRequest(http.MethodGet, c.base+"/", nil)
 	req.Host = "rebound.example:8080"
@@ -513,6 +520,7 @@ func TestCheckAddr(t *testing.T) {
 }
 
 func TestSearchByIDAndDedupKey(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		e := orderEvent(7)
 		ids := failEvents(t, s, []postbox.Event{e}, []string{"x"})
@@ -536,6 +544,7 @@ func TestSearchByIDAndDedupKey(t *testing.T) {
 }
 
 func TestInboxShowsFailedRowsWithTheHandlersError(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		failed, pending := uuid.New(), uuid.New()
 		claimInbox(t, s, failed, "handler: <i>insufficient stock</i> for order 42")
@@ -562,6 +571,7 @@ var confirmTitle = regexp.MustCompile(`<h1 id="confirm-title">([^<]*)</h1>`)
 // The confirmation says how many failed events the action moves: those
 // the filters select, or those ticked; none left, it offers no button.
 func TestConfirmationSaysHowMany(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		ids := failEvents(t, s, []postbox.Event{orderEvent(1), orderEvent(2), orderEvent(3)}, []string{"status 503", "status 503", "status 410"})
 		c := serve(t, console.Config{Store: s})

@@ -96,6 +96,7 @@ func deliveryStatus(t *testing.T, s console.Store, e store.Endpoint, id uuid.UUI
 // The overview sums the endpoints' deliveries beside the outbox's counts
 // and shows each endpoint's; without endpoints it shows neither.
 func TestOverviewShowsEndpointDeliveries(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		c := serve(t, console.Config{Store: s})
 		if _, body := c.get("/"); strings.Contains(body, `id="endpoint-deliveries"`) {
@@ -163,6 +164,7 @@ func failedRows(body string) (ids, keys []string) {
 // move that selection only, after the same confirmation counts, with the
 // CSRF token, never in read-only mode.
 func TestFailedPageShowsEndpointDeadLetters(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		outboxIDs := failEvents(t, s, []postbox.Event{orderEvent(1)}, []string{"status 500 from the outbox's sink"})
 		billing := newEndpoint(t, s, "billing", store.EndpointEnabled)

@@ -74,6 +74,7 @@ func insertHostile(t *testing.T, s console.Store, rows []hostileRow) []uuid.UUID
 // answers 200, a table shows each field capped and its control characters
 // escaped, and the event's own page shows the whole value.
 func TestPagesKeepWorkingWithHostileRows(t *testing.T) {
+	t.Parallel()
 	forEachStore(t, func(t *testing.T, s console.Store) {
 		rows := hostileRows()
 		ids := insertHostile(t, s, rows)
@@ -134,6 +135,7 @@ func TestPagesKeepWorkingWithHostileRows(t *testing.T) {
 // An event whose times are at the ends of what PostgreSQL holds (short of
 // infinity) shows.
 func TestPagesShowExtremeTimes(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	pgtest.DropBounds(t, s)
 	ids := insertHostile(t, s, hostileRows()[3:])
@@ -153,6 +155,7 @@ func TestPagesShowExtremeTimes(t *testing.T) {
 // take the overview down: it answers 200 with the relays, and either the
 // counts or a note that they could not be read.
 func TestOverviewSurvivesAnUnreadableRow(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	pgtest.DropBounds(t, s)
 	if _, err := s.Pool().Exec(context.Background(), fmt.Sprintf(
@@ -180,6 +183,7 @@ func TestOverviewSurvivesAnUnreadableRow(t *testing.T) {
 // the overview nor the outbox's failed events down: both say what is
 // missing and show the rest.
 func TestPagesSurviveUnreadableEndpoints(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	ids := failEvents(t, s, []postbox.Event{orderEvent(1)}, []string{"status 500"})
 	if _, err := s.Pool().Exec(context.Background(), fmt.Sprintf(`drop table %s.endpoints cascade`, s.Schema())); err != nil {

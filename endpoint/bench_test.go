@@ -3,7 +3,6 @@ package endpoint_test
 import (
 	"context"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"sync/atomic"
@@ -13,6 +12,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store"
 )
@@ -58,7 +58,7 @@ func drainToEndpoints(b *testing.B, within time.Duration) {
 			b.Fatal(err)
 		}
 	}
-	quiet := slog.New(slog.DiscardHandler)
+	quiet := testlog.Discard()
 	sup, err := endpoint.New(endpoint.SupervisorConfig{Store: s.Driver(), Logger: quiet, DirectWithin: within})
 	if err != nil {
 		b.Fatal(err)

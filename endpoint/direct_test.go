@@ -42,6 +42,7 @@ func enqueue(t *testing.T, s store.Outbox, typ string, n int) []uuid.UUID {
 // once, with no delivery written, and its attempts logged; with direct
 // delivery off (DirectWithin negative) every delivery is written first.
 func TestDirectDeliveryWritesNoDelivery(t *testing.T) {
+	t.Parallel()
 	for _, direct := range []bool{true, false} {
 		t.Run(map[bool]string{true: "direct", false: "off"}[direct], func(t *testing.T) {
 			s := pgStore(t)
@@ -88,6 +89,7 @@ func TestDirectDeliveryWritesNoDelivery(t *testing.T) {
 // it: a 503 as a retry (one attempt counted, delivered later by the lane,
 // the receiver seeing a second attempt), a 410 as a dead letter at once.
 func TestDirectFailuresAreWrittenAsTheLaneSettles(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	var mu sync.Mutex
 	answer := map[string]int{} // the first answer to an event, by payload
@@ -133,6 +135,8 @@ func TestDirectFailuresAreWrittenAsTheLaneSettles(t *testing.T) {
 // deliveries are written for its lane (they wait there while it does not
 // answer), while the fast endpoint gets every event directly.
 func TestSlowEndpointIsLeftToItsLane(t *testing.T) {
+	// Not parallel: the fast endpoint must be measured within 25 ms, which
+	// the load of tests run beside it may prevent.
 	s := pgStore(t)
 	release := make(chan struct{})
 	fast := receiver.New(t, secret, nil)
@@ -176,6 +180,7 @@ func make20(typ string) []string {
 // by a relay that is not ordered) offers neither: both are written, and
 // the lane delivers them in order.
 func TestOrderedBatchWithAnAggregateTwiceIsWritten(t *testing.T) {
+	t.Parallel()
 	s := pgtest.OrderedStore(t).Driver()
 	rc := receiver.New(t, secret, nil)
 	addEndpoint(t, s, "a", rc.URL, nil)
@@ -234,6 +239,8 @@ func (f *failingInsert) DeliveryInsert(ctx context.Context, routes []store.Route
 // outbox publishes it again): nothing is lost, and the endpoint that got
 // it directly gets it again, with the same webhook-id, as documented.
 func TestDirectThenFailedInsertPublishesAgain(t *testing.T) {
+	// Not parallel: both endpoints must be measured within 25 ms, which
+	// the load of tests run beside it may prevent.
 	pg := pgStore(t)
 	s := &failingInsert{Endpoints: pg}
 	fast := receiver.New(t, secret, nil)

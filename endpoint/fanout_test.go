@@ -24,6 +24,7 @@ import (
 // lanes, to exactly the endpoints whose filter matches them, each once,
 // signed.
 func TestFanOutAndLanesDeliverEachEventOnceToEachMatchingEndpoint(t *testing.T) {
+	t.Parallel()
 	t.Run("postgres", func(t *testing.T) {
 		s := pgStore(t)
 		testDeliverOnce(t, s, func(aggregateID, eventType string) (id string, err error) {
@@ -116,6 +117,7 @@ func testDeliverOnce(t *testing.T, s interface {
 // An event no endpoint wants is published (done) and counted; disabled
 // endpoints get no deliveries, auto-disabled ones do.
 func TestFanOutUnroutedAndDisabled(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	ctx := context.Background()
 	off := addEndpoint(t, s, "off", "http://127.0.0.1:9/", nil, "order.*")
@@ -143,6 +145,7 @@ func TestFanOutUnroutedAndDisabled(t *testing.T) {
 // result: an event no endpoint wants is published whatever happens to the
 // others, the others share the statement's fate.
 func TestFanOutPublishBatchResultsPerEvent(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	a := addEndpoint(t, s, "a", "http://127.0.0.1:9/", nil, "order.*")
 	b := addEndpoint(t, s, "b", "http://127.0.0.1:9/", nil, "order.paid")
@@ -189,6 +192,7 @@ func TestFanOutPublishBatchResultsPerEvent(t *testing.T) {
 // settled the event publishes it again: no second delivery row, no second
 // delivery, even once the first was delivered.
 func TestFanOutAgainAfterCrashWritesNoDuplicate(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	var mu sync.Mutex
 	hits := map[string]int{}

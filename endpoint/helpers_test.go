@@ -2,9 +2,7 @@ package endpoint_test
 
 import (
 	"context"
-	"log/slog"
 	"net"
-	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -15,6 +13,8 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -23,13 +23,6 @@ import (
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-func testLogger(t *testing.T) *slog.Logger {
-	if testing.Verbose() {
-		return slog.New(slog.NewTextHandler(os.Stderr, nil)).With("test", t.Name())
-	}
-	return slog.New(slog.DiscardHandler)
-}
 
 // addEndpoint writes an endpoint at url with the filter types.
 func addEndpoint(t *testing.T, s store.Endpoints, name, url string, tweak func(*store.Endpoint), types ...string) store.Endpoint {
@@ -61,7 +54,7 @@ func refusingURL(t *testing.T) string {
 func startSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.SupervisorConfig)) *endpoint.Supervisor {
 	t.Helper()
 	cfg := endpoint.SupervisorConfig{
-		Store: s, Logger: testLogger(t),
+		Store: s, Logger: testlog.New(t),
 		Relay: relay.Config{
 			Lease: 5 * time.Second, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 			ProbeInterval: 100 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
@@ -109,22 +102,11 @@ func fanOut(t *testing.T, f *endpoint.FanOut, types ...string) map[string][]uuid
 // startRelay runs a relay over the outbox of s into f until the test ends.
 func startRelay(t *testing.T, s store.Outbox, f *endpoint.FanOut, tweak func(*relay.Config)) {
 	t.Helper()
-	cfg := relay.Config{Store: s, Sink: f, Logger: testLogger(t), PollInterval: 50 * time.Millisecond, PublishBatch: 16}
+	cfg := relay.Config{Store: s, Sink: f, Logger: testlog.New(t), PollInterval: 50 * time.Millisecond, PublishBatch: 16}
 	if tweak != nil {
 		tweak(&cfg)
 	}
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := r.Run(ctx); err != nil {
-			t.Errorf("relay: %v", err)
-		}
-	})
-	t.Cleanup(func() { stop(); wg.Wait() })
+	relaytest.Start(t, cfg)
 }
 
 // waitFor polls cond until it holds, failing t after timeout.
@@ -174,7 +156,7 @@ func messageOf(t *testing.T, s store.Endpoints, id string) *sink.Message {
 // newSupervisor returns a supervisor with quick test settings, not running.
 func newSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.SupervisorConfig)) *endpoint.Supervisor {
 	t.Helper()
-	cfg := endpoint.SupervisorConfig{Store: s, Logger: testLogger(t), RefreshEvery: time.Millisecond}
+	cfg := endpoint.SupervisorConfig{Store: s, Logger: testlog.New(t), RefreshEvery: time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}

@@ -36,6 +36,7 @@ import (
 // (deliveries kept), and with the fan-out delivering directly to the
 // endpoints that have nothing queued.
 func TestOrderedLanesKeepEachAggregatesOrderPerEndpoint(t *testing.T) {
+	t.Parallel()
 	t.Run("written first", func(t *testing.T) { orderedLanes(t, true) })
 	t.Run("direct", func(t *testing.T) { orderedLanes(t, false) })
 }
@@ -108,6 +109,7 @@ func orderedLanes(t *testing.T, keepDelivered bool) {
 // deliveries are probed, no attempt counts and none fails, while a healthy
 // endpoint and a slow one receive theirs.
 func TestUnreachableEndpointBurnsNoAttempts(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	const n = 20
 	healthy := receiver.New(t, secret, nil)
@@ -171,6 +173,7 @@ func TestUnreachableEndpointBurnsNoAttempts(t *testing.T) {
 // delivery fails however many probes fail), and the breaker closes once the
 // endpoint answers again.
 func TestBreakerOpensOnFailuresProbesAndCloses(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	const maxAttempts = 3
 	var healthy atomic.Bool
@@ -221,6 +224,7 @@ func TestBreakerOpensOnFailuresProbesAndCloses(t *testing.T) {
 // the state a previous lane left (a relay that stopped with its breaker
 // open), its own breaker starting closed.
 func TestBreakerStateRecordedInTheStore(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	ctx := context.Background()
 	var healthy atomic.Bool
@@ -269,6 +273,7 @@ func TestBreakerStateRecordedInTheStore(t *testing.T) {
 // A shadow endpoint's deliveries that used their attempts are dropped,
 // never failed, and its lane never alerts: it logs at info level at most.
 func TestShadowEndpointNeverDeadLetters(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	rc := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
 		return http.StatusInternalServerError
@@ -297,6 +302,7 @@ func TestShadowEndpointNeverDeadLetters(t *testing.T) {
 // An endpoint failing for DisableAfter is disabled and its lane stopped;
 // its deliveries keep accumulating, and enabling it delivers them.
 func TestAutoDisableThenEnableDeliversTheAccumulated(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	var healthy atomic.Bool
 	rc := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
@@ -334,6 +340,7 @@ func TestAutoDisableThenEnableDeliversTheAccumulated(t *testing.T) {
 // Disabling an endpoint stops its lane: nothing more is sent to it, and
 // what was written for it waits, not failed, until it is enabled again.
 func TestDisablingStopsDeliveries(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	rc := receiver.New(t, secret, nil)
 	e := addEndpoint(t, s, "a", rc.URL, nil)
@@ -368,6 +375,8 @@ func TestDisablingStopsDeliveries(t *testing.T) {
 // During a rotation's grace period both the new and the old secret sign;
 // once it ended, the lane restarts with the new one alone.
 func TestRotationSignsWithBothSecretsDuringTheGrace(t *testing.T) {
+	// Not parallel: it gives the supervisor 300 ms to read the rotation,
+	// which the load of tests run beside it may delay.
 	s := pgStore(t)
 	type request struct {
 		h    http.Header
@@ -426,6 +435,7 @@ func TestRotationSignsWithBothSecretsDuringTheGrace(t *testing.T) {
 // Every attempt is logged, with the status and the first KiB of the
 // answer, and the log is purged after the retention.
 func TestAttemptsLogWrittenAndPurged(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	long := strings.Repeat("x", 3000)
 	rc := receiver.New(t, secret, func(w http.ResponseWriter, _ *http.Request, _ receiver.Delivery, n int) int {
@@ -468,6 +478,7 @@ func TestAttemptsLogWrittenAndPurged(t *testing.T) {
 // error that says so, whole, in the row and in the attempts log; an
 // endpoint allowed private addresses is delivered to.
 func TestGuardRefusalSaysSoWhole(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	refused := receiver.New(t, secret, nil)
 	allowed := receiver.New(t, secret, nil)
@@ -516,6 +527,7 @@ func TestGuardRefusalSaysSoWhole(t *testing.T) {
 
 // An endpoint's rate limit bounds the deliveries it receives per second.
 func TestRateLimitSpacesTheDeliveries(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	rc := receiver.New(t, secret, nil)
 	addEndpoint(t, s, "slow", rc.URL, func(e *store.Endpoint) { e.RatePerSecond = 10 })
@@ -543,6 +555,7 @@ func newSecret(t *testing.T) string {
 // partner: each of its deliveries fails alone, at its first attempt, with
 // an error naming the header, and the events beside it are delivered.
 func TestTransportHeaderOfAnEventReachesNoEndpoint(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	a := receiver.New(t, secret, nil)
 	b := receiver.New(t, secret, nil)
@@ -581,6 +594,7 @@ func TestTransportHeaderOfAnEventReachesNoEndpoint(t *testing.T) {
 
 // New refuses an invalid Config naming the field.
 func TestNewRefusesAnInvalidConfig(t *testing.T) {
+	t.Parallel()
 	s := pgStore(t)
 	for _, c := range []struct {
 		cfg  endpoint.SupervisorConfig
@@ -604,6 +618,7 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 // deleted once delivered (the attempts log keeps its record); with
 // KeepDelivered it stays, marked done.
 func TestDeliveredDeletedUnlessKept(t *testing.T) {
+	t.Parallel()
 	for _, keep := range []bool{false, true} {
 		t.Run(fmt.Sprint("KeepDelivered=", keep), func(t *testing.T) {
 			s := pgStore(t)

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"testing"
@@ -12,6 +11,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/signature"
 )
 
@@ -24,7 +24,7 @@ func BenchmarkHandler(b *testing.B) {
 }
 
 func benchmarkHandler(b *testing.B, parallel bool) {
-	f := newFixture(b, inbox.HandlerConfig{Logger: slog.New(slog.DiscardHandler)})
+	f := newFixture(b, inbox.HandlerConfig{Logger: testlog.Discard()})
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 256}, Timeout: 10 * time.Second}
 	defer client.CloseIdleConnections()
 	send := func() {
@@ -78,7 +78,7 @@ func BenchmarkHandlerOverhead(b *testing.B) {
 		b.Fatal(err)
 	}
 	h, err := inbox.NewHandler(inbox.HandlerConfig{
-		Secrets: []string{standardSecret}, Logger: slog.New(slog.DiscardHandler),
+		Secrets: []string{standardSecret}, Logger: testlog.Discard(),
 		Process: func(context.Context, *inbox.Event) (inbox.Outcome, error) { return inbox.Processed, nil },
 	})
 	if err != nil {

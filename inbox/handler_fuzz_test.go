@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
@@ -16,6 +15,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/signature"
 )
 
@@ -47,7 +47,7 @@ func FuzzHandler(f *testing.F) {
 			Scheme:       scheme,
 			Secrets:      []string{secret},
 			MaxBodyBytes: 4096,
-			Logger:       slog.New(slog.DiscardHandler),
+			Logger:       testlog.Discard(),
 			Process: func(_ context.Context, ev *inbox.Event) (inbox.Outcome, error) {
 				got = ev
 				return inbox.Processed, nil

@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
@@ -18,11 +17,13 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/inbox"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/store"
 )
 
 func TestHandlerProcessesOnce(t *testing.T) {
+	t.Parallel()
 	for _, scheme := range []signature.Scheme{signature.Standard, signature.XSignature} {
 		t.Run(scheme.String(), func(t *testing.T) {
 			f := newFixture(t, inbox.HandlerConfig{Scheme: scheme})
@@ -49,6 +50,7 @@ func TestHandlerProcessesOnce(t *testing.T) {
 // handler fails after the inbox insert, the sender retries, and the effect
 // happens exactly once.
 func TestHandlerRetryAfterFailure(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inbox.HandlerConfig{})
 	f.failures.Store(1)
 	id := postbox.NewID()
@@ -71,6 +73,7 @@ func TestHandlerRetryAfterFailure(t *testing.T) {
 }
 
 func TestHandlerConcurrentCopies(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inbox.HandlerConfig{})
 	id := postbox.NewID()
 	body := payload(id)
@@ -102,6 +105,7 @@ func TestHandlerConcurrentCopies(t *testing.T) {
 // TestHandlerRefusals: requests refused before processing; nothing is
 // stored and Process is not called.
 func TestHandlerRefusals(t *testing.T) {
+	t.Parallel()
 	big := append(append([]byte(`{"event_id":"`), bytes.Repeat([]byte("x"), inbox.MaxBodyBytesDefault)...), `"}`...)
 	for _, tc := range []struct {
 		name   string
@@ -233,6 +237,7 @@ type bodyReader struct{ *bytes.Reader }
 func (*bodyReader) Close() error { return nil }
 
 func TestHandlerMethodNotAllowedSaysAllow(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inbox.HandlerConfig{})
 	resp, err := f.srv.Client().Get(f.srv.URL)
 	if err != nil {
@@ -245,6 +250,7 @@ func TestHandlerMethodNotAllowedSaysAllow(t *testing.T) {
 }
 
 func TestHandlerSecretRotation(t *testing.T) {
+	t.Parallel()
 	oldSecret, newSecret := strings.Repeat("o", 32), strings.Repeat("n", 32)
 	f := newFixture(t, inbox.HandlerConfig{Secrets: []string{newSecret, oldSecret}})
 	for _, secrets := range [][]string{{oldSecret}, {newSecret}, {oldSecret, newSecret}} {
@@ -262,6 +268,7 @@ func TestHandlerSecretRotation(t *testing.T) {
 }
 
 func TestHandlerAllowedNetworks(t *testing.T) {
+	t.Parallel()
 	elsewhere := newFixture(t, inbox.HandlerConfig{AllowedNetworks: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}})
 	req, _ := elsewhere.newRequest()
 	elsewhere.wantAnswer(req, http.StatusForbidden, "forbidden")
@@ -278,6 +285,7 @@ func TestHandlerAllowedNetworks(t *testing.T) {
 }
 
 func TestHandlerOrdering(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inbox.HandlerConfig{RetryAfter: 1500 * time.Millisecond})
 	send := func(id uuid.UUID, seq string) (*http.Response, string) {
 		req := f.request(id.String(), payload(id), time.Now(), inbox.HeaderSequence, seq)
@@ -310,6 +318,7 @@ func TestHandlerOrdering(t *testing.T) {
 // claim; a delivery arriving meanwhile is asked to retry, one arriving
 // after is a duplicate.
 func TestHandlerClaimFlow(t *testing.T) {
+	t.Parallel()
 	working, release := make(chan struct{}), make(chan struct{})
 	var f *fixture
 	f = newFixture(t, inbox.HandlerConfig{Process: func(ctx context.Context, ev *inbox.Event) (inbox.Outcome, error) {
@@ -341,6 +350,7 @@ func TestHandlerClaimFlow(t *testing.T) {
 }
 
 func TestHandlerKeepsSecretsAndErrorsPrivate(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, inbox.HandlerConfig{})
 	f.failures.Store(1)
 	req, _ := f.newRequest()
@@ -408,7 +418,7 @@ func TestHandlerAnswersProcessErrors(t *testing.T) {
 	} {
 		h, err := inbox.NewHandler(inbox.HandlerConfig{
 			Secrets: []string{standardSecret},
-			Logger:  slog.New(slog.DiscardHandler),
+			Logger:  testlog.Discard(),
 			Process: func(context.Context, *inbox.Event) (inbox.Outcome, error) {
 				return 0, fmt.Errorf("wrapped: %w", tc.err)
 			},

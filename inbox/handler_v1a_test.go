@@ -39,6 +39,7 @@ func v1aFixture(t *testing.T, withHMAC bool) *fixture {
 // refuses with 401 a v1a delivery whose body, id or signature was changed,
 // storing nothing.
 func TestHandlerVerifiesV1a(t *testing.T) {
+	t.Parallel()
 	f := v1aFixture(t, false)
 	req, id := f.newRequest()
 	if sig := req.Header.Get("Webhook-Signature"); !strings.HasPrefix(sig, "v1a,") {
@@ -96,6 +97,7 @@ func TestHandlerVerifiesV1a(t *testing.T) {
 // During a move from v1 to v1a the handler holds the whsec_ and the whpk_:
 // deliveries signed with either, or both, are processed.
 func TestHandlerAcceptsV1AndV1aDuringTheMove(t *testing.T) {
+	t.Parallel()
 	f := v1aFixture(t, true)
 	v1a := f.signer
 	v1, err := signature.NewSigner(signature.Standard, standardSecret)

@@ -29,6 +29,7 @@ func (o *handlings) Handled(h inbox.Handling) {
 // duplicate, failed (a handler error; the retry is processed), rejected
 // (a Reject, an invalid event), and whether and how long the handler ran.
 func TestObserverSeesEveryResult(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	obs := &handlings{}
 	ib := inbox.New(s.Driver(), inbox.WithObserver(obs))

@@ -172,6 +172,7 @@ func delHeader(names ...string) func(http.Header) {
 // one. The forged delivery is refused and stores nothing; the genuine one
 // is applied as signed, and its aggregate goes on in order. On every scheme.
 func TestForgedMetadataCannotChangeWhatIsApplied(t *testing.T) {
+	t.Parallel()
 	forgeries := []struct {
 		name  string
 		forge func(http.Header)
@@ -230,6 +231,7 @@ func TestForgedMetadataCannotChangeWhatIsApplied(t *testing.T) {
 // a request without a metadata signature are taken as they came, and a
 // request with one is still checked.
 func TestMetadataUnsignedTrustsHeadersWithoutSignature(t *testing.T) {
+	t.Parallel()
 	w := newWarehouse(t, replaySchemes[0], inbox.MetadataUnsigned)
 	id := postbox.NewID()
 	unsigned := w.capture(id, "7", "1").forged(delHeader(inbox.HeaderMetadataSignature))
@@ -248,6 +250,7 @@ func TestMetadataUnsignedTrustsHeadersWithoutSignature(t *testing.T) {
 // MetadataIgnored reads no Postbox-* header: Process gets empty metadata
 // and sets it from the signed payload.
 func TestMetadataIgnoredLeavesMetadataToProcess(t *testing.T) {
+	t.Parallel()
 	var got inbox.Event
 	f := newFixture(t, inbox.HandlerConfig{
 		Metadata: inbox.MetadataIgnored,

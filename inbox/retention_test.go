@@ -133,6 +133,7 @@ const day = 24 * time.Hour
 // Only done rows older than Keep go, in batches; failed and pending rows
 // stay however old they are.
 func TestRetentionDeletesOnlyDoneRowsOlderThanKeep(t *testing.T) {
+	t.Parallel()
 	k := newKept(t)
 	var old []uuid.UUID
 	for range 5 {
@@ -170,6 +171,7 @@ func TestRetentionDeletesOnlyDoneRowsOlderThanKeep(t *testing.T) {
 
 // The zero Retention keeps rows for RetentionKeepDefault.
 func TestRetentionDefaultKeep(t *testing.T) {
+	t.Parallel()
 	k := newKept(t)
 	older := k.done(inbox.RetentionKeepDefault + time.Hour)
 	younger := k.done(inbox.RetentionKeepDefault - time.Hour)
@@ -186,6 +188,7 @@ func TestRetentionDefaultKeep(t *testing.T) {
 // Passes repeat every Every: a row that ages past Keep while the run goes
 // on is deleted by a later pass.
 func TestRetentionRunsEveryPeriod(t *testing.T) {
+	t.Parallel()
 	k := newKept(t)
 	id := k.done(0)
 	logs, stop := k.run(inbox.Retention{Keep: day, Every: 20 * time.Millisecond})
@@ -203,6 +206,7 @@ func TestRetentionRunsEveryPeriod(t *testing.T) {
 // RunRetention returns nil soon after its context ends, between passes as
 // well as before the first.
 func TestRetentionStopsWithContext(t *testing.T) {
+	t.Parallel()
 	k := newKept(t)
 	_, stop := k.run(inbox.Retention{Every: time.Hour})
 	time.Sleep(50 * time.Millisecond) // the first pass is over; the next is an hour away
@@ -220,6 +224,7 @@ func TestRetentionStopsWithContext(t *testing.T) {
 // A failing pass is logged and the run goes on: once the database works,
 // later passes succeed.
 func TestRetentionLogsFailuresAndGoesOn(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	s, err := postgres.New(pool, postgres.Config{Schema: pgtest.Schema(t, pool)})
 	if err != nil {
@@ -245,6 +250,7 @@ func TestRetentionLogsFailuresAndGoesOn(t *testing.T) {
 }
 
 func TestRetentionRefusesBadConfig(t *testing.T) {
+	t.Parallel()
 	ib := inbox.New(pgtest.Store(t).Driver())
 	for field, cfg := range map[string]inbox.Retention{
 		"Retention.Keep":  {Keep: -time.Hour},

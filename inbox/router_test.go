@@ -122,6 +122,7 @@ func (x *routed) row(id uuid.UUID) inbox.Record {
 }
 
 func TestRouterRoutesByTypeWithDecodedPayload(t *testing.T) {
+	t.Parallel()
 	x := newRouted(t)
 	created := event("order.created", `{"order_id": 42, "amount": 9900}`)
 	cancelled := event("order.cancelled", `{"order_id": 43, "reason": "out of stock"}`)
@@ -147,6 +148,7 @@ func TestRouterRoutesByTypeWithDecodedPayload(t *testing.T) {
 // Fields the payload has and the type lacks are ignored; an empty payload
 // is the zero value.
 func TestRouterDecodingIsLenient(t *testing.T) {
+	t.Parallel()
 	x := newRouted(t)
 	extra := event("order.created", `{"order_id": 7, "amount": 5, "currency": "EUR", "lines": [1, 2]}`)
 	empty := event("order.created", "")
@@ -164,6 +166,7 @@ func TestRouterDecodingIsLenient(t *testing.T) {
 }
 
 func TestRouterPayloadThatDoesNotDecodeIsRejected(t *testing.T) {
+	t.Parallel()
 	for name, payload := range map[string]string{
 		"string for a number": `{"order_id": "42", "amount": 1}`,
 		"array for an object": `[42, 1]`,
@@ -193,6 +196,7 @@ func TestRouterPayloadThatDoesNotDecodeIsRejected(t *testing.T) {
 // A route's own Reject is a rejection like a decoding failure, and rolls
 // back what the route wrote.
 func TestRouterRouteRejects(t *testing.T) {
+	t.Parallel()
 	x := newRouted(t)
 	ev := event("order.cancelled", `{"order_id": 43}`)
 	_, err := x.process(ev)
@@ -211,6 +215,7 @@ func TestRouterRouteRejects(t *testing.T) {
 }
 
 func TestRouterUnknownType(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		policy inbox.UnknownPolicy
 		set    bool // call SetUnknown; else the default
@@ -267,6 +272,7 @@ func TestRouterUnknownType(t *testing.T) {
 // A route's plain error is temporary: nothing is kept, the row is not done,
 // and the next delivery runs the route again.
 func TestRouterHandlerErrorIsRetried(t *testing.T) {
+	t.Parallel()
 	x := newRouted(t)
 	x.fail = errors.New("stock service unavailable")
 	ev := event("order.created", `{"order_id": 42, "amount": 100}`)
@@ -294,6 +300,7 @@ func TestRouterHandlerErrorIsRetried(t *testing.T) {
 }
 
 func TestRouterDuplicateDoesNotRunTheRoute(t *testing.T) {
+	t.Parallel()
 	x := newRouted(t)
 	ev := event("order.created", `{"order_id": 42, "amount": 100}`)
 	for i, want := range []inbox.Outcome{inbox.Processed, inbox.Duplicate, inbox.Duplicate} {
@@ -311,6 +318,7 @@ func TestRouterDuplicateDoesNotRunTheRoute(t *testing.T) {
 
 // The router behind the webhook handler, through Inbox.Processor.
 func TestRouterBehindWebhookHandler(t *testing.T) {
+	t.Parallel()
 	x := newRouted(t)
 	var logs logbuf.Buffer
 	h, err := inbox.NewHandler(inbox.HandlerConfig{

@@ -25,6 +25,7 @@ const (
 // a child of the request's traceparent, that names the event and what
 // became of it.
 func TestHandlerProcessSpanContinuesTrace(t *testing.T) {
+	t.Parallel()
 	exp := tracetest.NewInMemoryExporter()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	var f *fixture
@@ -87,6 +88,8 @@ func TestHandlerProcessSpanContinuesTrace(t *testing.T) {
 // Without HandlerConfig.Tracer, no span is recorded, not even by the
 // global provider.
 func TestHandlerWithoutTracerRecordsNothing(t *testing.T) {
+	// Not parallel: it sets the global tracer provider, which the other
+	// tests' handlers would record into.
 	exp := tracetest.NewInMemoryExporter()
 	prev := otel.GetTracerProvider()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))

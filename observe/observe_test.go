@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -24,6 +23,7 @@ import (
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
@@ -42,33 +42,16 @@ func newMetrics(t testing.TB, opts observe.Options) (*prometheus.Registry, *obse
 	return reg, m
 }
 
-// runRelay runs a relay until the test ends, or stop is called.
-func runRelay(t *testing.T, cfg relay.Config) (r *relay.Relay, stop func()) {
+// runRelay runs a relay until the test ends, or stop is called
+// (relaytest.Start), into a webhook receiver unless cfg has a sink.
+func runRelay(t *testing.T, cfg relay.Config) (r *relaytest.Running, stop func()) {
 	t.Helper()
-	cfg.Logger = slog.New(slog.NewTextHandler(io.Discard, nil))
 	if cfg.Sink == nil {
 		rcv := receiver.New(t, secret, nil)
 		cfg.Sink = newSink(t, rcv.URL)
 	}
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("relay.Run: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
-	return r, stop
+	r = relaytest.Start(t, cfg)
+	return r, r.Stop
 }
 
 func newSink(t *testing.T, url string) *webhook.Sink {
@@ -138,6 +121,7 @@ func value(t testing.TB, g prometheus.Gatherer, name string, labels map[string]s
 // answered 410, moves every delivery metric, and the outbox gauges follow
 // the store: 101 pending with an age before, one failed after.
 func TestRelayMetricsMove(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	reg, m := newMetrics(t, observe.Options{})
 	sampler, err := m.NewOutboxSampler(s, observe.SamplerConfig{Every: time.Hour})
@@ -223,6 +207,8 @@ func TestRelayMetricsMove(t *testing.T) {
 // The events of a crashed relay are counted reclaimed, and leases renewed
 // while a delivery lasts longer than a third of the lease.
 func TestLeaseMetricsMove(t *testing.T) {
+	// Not parallel: its 300 ms leases must be renewed in time (no lease
+	// lost), which the load of tests run beside it may delay.
 	s := pgtest.Store(t).Driver()
 	ctx := context.Background()
 	if err := s.Enqueue(ctx, event("order.created", "1"), event("order.created", "2"), event("order.created", "3")); err != nil {
@@ -271,6 +257,7 @@ func TestLeaseRenewalCounts(t *testing.T) {
 // A relay whose endpoint refuses connections sets postbox_relay_sink_up to
 // 0 and counts its probes; the gauge is 1 again once the relay stops.
 func TestSinkOutageMetrics(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	if err := s.Enqueue(context.Background(), event("order.created", "1")); err != nil {
 		t.Fatal(err)
@@ -316,6 +303,7 @@ func TestSinkUpWhileNoRelaySeesItDown(t *testing.T) {
 // The inbox's outcomes and its handler's duration are counted, against a
 // real store.
 func TestInboxMetricsMove(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	reg, m := newMetrics(t, observe.Options{})
 	ib := inbox.New(s, inbox.WithObserver(m.Inbox()))
@@ -428,6 +416,7 @@ func healthz(t *testing.T, h http.Handler) (int, string) {
 // with a reason while claims and samples fail, 200 again once they
 // succeed, and 503 once the relay stops.
 func TestHealthz(t *testing.T) {
+	t.Parallel()
 	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	reg, m := newMetrics(t, observe.Options{})
 	sampler, err := m.NewOutboxSampler(s, observe.SamplerConfig{Every: 50 * time.Millisecond})
@@ -526,6 +515,7 @@ func labelValues(t testing.TB, g prometheus.Gatherer, name, label string) map[st
 // and receiver: its deliveries, durations and lags carry
 // endpoint="billing", none carries the single-URL relay's endpoint="".
 func TestEndpointLabel(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	reg, m := newMetrics(t, observe.Options{})
 	for i := range 3 {
@@ -614,6 +604,7 @@ func TestEndpointLabelIsCapped(t *testing.T) {
 // postbox_fanout_*, not as deliveries; its claims count with every
 // relay's.
 func TestFanOutCountedApart(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	reg, m := newMetrics(t, observe.Options{})
 	for i := range 4 {

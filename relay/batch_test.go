@@ -13,6 +13,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
@@ -66,6 +67,7 @@ func (s *batchSink) Destination() sink.Destination {
 // through PublishBatch, and records each one's own outcome: every event is
 // accepted once, the failures of single events in a batch are retried.
 func TestBatchesDeliverEveryEventOnce(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	bs := newBatchSink()
 	const n = 600
@@ -81,7 +83,7 @@ func TestBatchesDeliverEveryEventOnce(t *testing.T) {
 	}
 	r := newRelay(t, relay.Config{Store: s, Sink: bs, PublishBatch: 32, Concurrency: 64, BatchSize: 200,
 		BackoffMin: time.Millisecond, BackoffMax: 5 * time.Millisecond, PollInterval: 10 * time.Millisecond})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	waitFor(t, "every event delivered", 20*time.Second, func() bool { return r.Stats().Delivered == n })
 
 	bs.mu.Lock()
@@ -129,6 +131,7 @@ func noLeaseLeft(t *testing.T, s store.Outbox) {
 // PublishBatch needs a sink that publishes batches: a wrapper that hides
 // the capability must not turn batches off without a word.
 func TestPublishBatchRefusesASinkWithoutBatches(t *testing.T) {
+	t.Parallel()
 	_, err := relay.New(relay.Config{Store: pgtest.Store(t).Driver(), Sink: &noopSink{}, PublishBatch: 8})
 	if err == nil || !strings.Contains(err.Error(), "does not publish batches") {
 		t.Fatalf("New with PublishBatch and a sink without PublishBatch: %v, want an error saying so", err)
@@ -160,6 +163,8 @@ func (s *blockingBatchSink) PublishBatch(ctx context.Context, msgs []*sink.Messa
 // taken over: none of its events counts as delivered, and they are
 // released, not retried (the attempt did not count).
 func TestBatchCutShortWhenALeaseIsLost(t *testing.T) {
+	// Not parallel: its 300 ms leases must be renewed in time, which the
+	// load of tests run beside it may delay.
 	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	bs := &blockingBatchSink{batchSink: newBatchSink(), started: make(chan struct{}, 1)}
 	for i := range 3 {
@@ -169,7 +174,7 @@ func TestBatchCutShortWhenALeaseIsLost(t *testing.T) {
 	}
 	r := newRelay(t, relay.Config{Store: s, Sink: bs, PublishBatch: 4, Concurrency: 4,
 		Lease: 300 * time.Millisecond, PollInterval: time.Hour, ShutdownTimeout: 100 * time.Millisecond})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	select {
 	case <-bs.started:
 	case <-time.After(10 * time.Second):

@@ -12,6 +12,8 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -32,7 +34,7 @@ func BenchmarkDrainToWebhook(b *testing.B) {
 	defer srv.Close()
 	fillBacklog(b, s, b.N)
 	sk := newSink(&testing.T{}, srv.URL, 10*time.Second)
-	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: quietLogger()})
+	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: testlog.Discard()})
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -58,14 +60,9 @@ func BenchmarkCommitToDelivery(b *testing.B) {
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		arrived <- time.Now()
 	}))
-	defer srv.Close()
-	r, err := relay.New(relay.Config{Store: s, Sink: newSink(&testing.T{}, srv.URL, 10*time.Second), Logger: quietLogger()})
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	go func() { _ = r.Run(ctx) }()
+	b.Cleanup(srv.Close) // after the relay stops
+	relaytest.Start(b, relay.Config{Store: s, Sink: newSink(&testing.T{}, srv.URL, 10*time.Second)})
+	ctx := context.Background()
 	// Warm up: the first event also waits for the listener to connect.
 	if err := s.Enqueue(ctx, postbox.Event{EventType: "warm-up", Payload: []byte(`{}`)}); err != nil {
 		b.Fatal(err)
@@ -107,7 +104,7 @@ func BenchmarkDrainToNoopSink(b *testing.B) {
 	s := pgtest.Store(b).Driver()
 	fillBacklog(b, s, b.N)
 	sk := &noopSink{}
-	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: quietLogger()})
+	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: testlog.Discard()})
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -28,6 +28,7 @@ func largeEvent(agg string, n, size int) postbox.Event {
 // bytes it holds are taken from the next claim's bound. (The test store
 // emulates MaxBytes where the store underneath ignores it.)
 func TestLargeEventsAreClaimedWithinClaimBytes(t *testing.T) {
+	t.Parallel()
 	const large, size, claimBytes = 8, 2 << 20, 5 << 20
 	s := newRowStore(pgtest.Store(t).Driver())
 	s.boundBytes = true
@@ -69,6 +70,7 @@ func TestLargeEventsAreClaimedWithinClaimBytes(t *testing.T) {
 // Claims carry ClaimBytesDefault unless told otherwise; a negative
 // ClaimBytes is refused.
 func TestClaimBytesDefault(t *testing.T) {
+	t.Parallel()
 	s := newRowStore(pgtest.Store(t).Driver())
 	bs := newBatchSink()
 	start(t, relay.Config{Store: s, Sink: &orderSink{batchSink: bs}, PollInterval: 20 * time.Millisecond})
@@ -86,6 +88,7 @@ func TestClaimBytesDefault(t *testing.T) {
 // through, and the relay says so; the backlog drains meanwhile, and once
 // claims are fast again their size grows back.
 func TestClaimShrinksAfterATimeoutAndGrowsBack(t *testing.T) {
+	t.Parallel()
 	s := newRowStore(pgtest.Store(t).Driver())
 	var slow atomic.Bool
 	slow.Store(true)

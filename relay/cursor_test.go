@@ -11,6 +11,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 )
@@ -54,6 +55,7 @@ func (s *pacedSink) placeOf(id uuid.UUID) (place, accepted int) {
 // taken while the backlog drains, by the claim from the head that the
 // relay runs regularly: not only once the backlog is gone.
 func TestLateCommitBehindTheCursorIsDelivered(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	ctx := context.Background()
 	tx, err := s.Pool().Begin(ctx)
@@ -78,7 +80,7 @@ func TestLateCommitBehindTheCursorIsDelivered(t *testing.T) {
 	ps := &pacedSink{}
 	r := newRelay(t, relay.Config{Store: s, Sink: ps, Concurrency: 8, BatchSize: 100,
 		PollInterval: time.Second, Lease: time.Minute})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	waitFor(t, "the backlog's first events delivered", 20*time.Second, func() bool {
 		_, accepted := ps.placeOf(late.ID)
 		return accepted >= n/8

@@ -15,6 +15,7 @@ import (
 // the value set, and zero (keys free once their row is gone) when it is
 // negative.
 func TestSettlePassesTheDedupWindow(t *testing.T) {
+	t.Parallel()
 	for _, c := range []struct {
 		name       string
 		set, wants time.Duration
@@ -56,6 +57,7 @@ func TestSettlePassesTheDedupWindow(t *testing.T) {
 // deletes no delivered event: without a positive Retention those are kept
 // by another relay (or for ever).
 func TestRelayPurgesExpiredHeldKeys(t *testing.T) {
+	t.Parallel()
 	for name, retention := range map[string]time.Duration{"no retention": 0, "kept for ever": -1} {
 		t.Run(name, func(t *testing.T) { testRelayPurgesExpiredHeldKeys(t, retention) })
 	}

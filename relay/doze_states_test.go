@@ -13,6 +13,7 @@ import (
 // connection; a producer committing is a transaction that holds the
 // producers' lock (migration 0004).
 func TestDozeStateTransitions(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	dozers := make(chan store.Dozer, 1)

@@ -21,6 +21,7 @@ import (
 // moment, or while the relay goes to doze are all delivered: no wake-up is
 // lost between a busy relay and a dozing one.
 func TestNoWakeUpLostAroundDozing(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: time.Hour})
@@ -59,6 +60,7 @@ func TestNoWakeUpLostAroundDozing(t *testing.T) {
 // An ordered relay on a PostgreSQL outbox without the index of ordered
 // claims does not start: Run says what to run.
 func TestOrderedRelayNeedsMigrateOrdered(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rl, err := relay.New(relay.Config{Store: s, Sink: newSink(t, "http://127.0.0.1:1", time.Second), Ordered: true})
 	if err != nil {
@@ -75,6 +77,7 @@ func TestOrderedRelayNeedsMigrateOrdered(t *testing.T) {
 // Retries that fall due at different times are each attempted when due,
 // not only the earliest: with polling off, the later one is delivered too.
 func TestEveryScheduledRetryWakesTheRelay(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		if n > 1 {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store"
 )
@@ -19,6 +20,7 @@ import (
 // attempt while it lasts (the probes go to different events), and delivers
 // everything once the endpoint is back.
 func TestGatewayOutageDeadLettersNothing(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	var down atomic.Bool
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, _ *http.Request, _ receiver.Delivery, _ int) int {
@@ -31,7 +33,7 @@ func TestGatewayOutageDeadLettersNothing(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 2*time.Second), MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, BatchSize: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	stopProducing := produce(t, s)
 	waitFor(t, "first deliveries", 10*time.Second, func() bool { return len(rcv.Accepted()) >= 10 })
 
@@ -69,6 +71,7 @@ func TestGatewayOutageDeadLettersNothing(t *testing.T) {
 // first other event that gets through ends the outage, and the poison
 // event, probed alone, counts its attempts and ends failed.
 func TestPoisonGatewayEventDoesNotBlockTheOutbox(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	poison := ev("poison", 1)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, _ *http.Request, d receiver.Delivery, _ int) int {
@@ -81,7 +84,7 @@ func TestPoisonGatewayEventDoesNotBlockTheOutbox(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 2*time.Second), MaxAttempts: 6,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	if err := s.Enqueue(context.Background(), poison); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,8 @@ import (
 // A delivery that takes longer than the lease keeps its lease: a second
 // relay does not take the event over and deliver it again.
 func TestLeaseIsRenewedWhileDeliveryRuns(t *testing.T) {
+	// Not parallel: its 300 ms leases must be renewed in time, which the
+	// load of tests run beside it may delay.
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
 		time.Sleep(1500 * time.Millisecond)
@@ -42,6 +44,7 @@ func TestLeaseIsRenewedWhileDeliveryRuns(t *testing.T) {
 // When the listening connection is killed (a database restart, a failover)
 // the relay reconnects and is woken by notifications again.
 func TestListenerReconnects(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: time.Hour})
@@ -76,6 +79,7 @@ func TestListenerReconnects(t *testing.T) {
 
 // Without LISTEN (connection poolers) the relay finds events by polling.
 func TestPollOnlyMode(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), DisableListen: true, PollInterval: 50 * time.Millisecond})
@@ -95,6 +99,7 @@ func TestPollOnlyMode(t *testing.T) {
 // Producers committing at the same time while the relay dozes or claims
 // on its own: the relay finds every event without waiting for its poll.
 func TestConcurrentCommitsWakeTheRelay(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: time.Hour})

@@ -25,6 +25,7 @@ const logLineMax = 200 + len("… (1000000 bytes)")
 // are logged capped, with the control characters escaped, whatever the
 // handler does with them.
 func TestLoggedFieldsAreCappedAndEscaped(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	logs := newCapture()
 	e := postbox.Event{

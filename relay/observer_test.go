@@ -100,6 +100,7 @@ func (o *recorder) snapshot() recorder {
 // one answered 410, give 100 delivered, 20 retries and one failed, with the
 // status codes, the event types and the sink call.
 func TestObserverSeesEveryAttempt(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(_ http.ResponseWriter, _ *http.Request, d receiver.Delivery, n int) int {
 		switch {
@@ -160,6 +161,8 @@ func TestObserverSeesEveryAttempt(t *testing.T) {
 // Failed claims, reclaimed events and lost leases reach the observer, as
 // Stats counts them.
 func TestObserverSeesClaimErrorsAndLeases(t *testing.T) {
+	// Not parallel: its 200 and 300 ms leases must be renewed in time,
+	// which the load of tests run beside it may delay.
 	t.Run("claim errors", func(t *testing.T) {
 		s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 		s.failClaims.Store(true)

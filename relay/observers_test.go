@@ -8,6 +8,7 @@ import (
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 )
 
@@ -15,6 +16,7 @@ import (
 // recorders behind it see the same claims and attempts as the relay's
 // Stats, and the same outage.
 func TestObserversTellEachObserver(t *testing.T) {
+	t.Parallel()
 	if relay.Observers() != nil || relay.Observers(nil, nil) != nil {
 		t.Fatal("Observers of none is not nil")
 	}
@@ -28,7 +30,7 @@ func TestObserversTellEachObserver(t *testing.T) {
 	a, b := &recorder{}, &recorder{}
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, ep.url(), 2*time.Second), Observer: relay.Observers(a, nil, b),
 		ProbeInterval: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	for i := range 10 {
 		if err := s.Enqueue(context.Background(), ev(fmt.Sprint(i), 0)); err != nil {
 			t.Fatal(err)

@@ -9,6 +9,8 @@ import (
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store"
 )
@@ -20,6 +22,7 @@ import (
 // attempt, released without counting when the sink is unreachable), it is
 // counted and observed, and nothing reaches the store.
 func TestOfferDecidesAsASettleWould(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	answers := map[string]int{}
 	var mu sync.Mutex
@@ -30,7 +33,7 @@ func TestOfferDecidesAsASettleWould(t *testing.T) {
 	})
 	obs := &recorder{}
 	r, err := relay.New(relay.Config{
-		Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Logger: quietLogger(), Observer: obs,
+		Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Logger: testlog.Discard(), Observer: obs,
 		MaxAttempts: 3, BackoffMin: time.Minute, BackoffMax: time.Hour,
 	})
 	if err != nil {
@@ -52,7 +55,7 @@ func TestOfferDecidesAsASettleWould(t *testing.T) {
 	if _, ok := r.Offer(context.Background(), store.ClaimedEvent{Event: ev("a", 0), Attempt: 1}); ok {
 		t.Fatal("a relay that does not run took an offer")
 	}
-	stop := runRelay(t, r)
+	stop := relaytest.Run(t, r).Stop
 	waitFor(t, "the relay to run", 10*time.Second, r.Ready)
 
 	if o := offer(0, 1); o.Outcome != relay.OutcomeDelivered || !o.Sent || o.LastError != "" {

@@ -16,6 +16,7 @@ import (
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
@@ -135,6 +136,7 @@ func retriesCounted(t *testing.T, s *postgres.Driver) int64 {
 // stops claiming and probes one event at a time, no attempt counts, nothing
 // is dead-lettered, and everything is delivered once the endpoint is back.
 func TestSinkOutageDeadLettersNothing(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	ep := newSwitchedEndpoint(t, rcv)
@@ -143,7 +145,7 @@ func TestSinkOutageDeadLettersNothing(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: counted, Observer: rec, MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, BatchSize: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	stopProducing := produce(t, s)
 	waitFor(t, "first deliveries", 10*time.Second, func() bool { return len(rcv.Accepted()) >= 10 })
 	if !r.SinkAvailable() {
@@ -198,6 +200,7 @@ func TestSinkOutageDeadLettersNothing(t *testing.T) {
 // the relay does not pause, and the event is dead-lettered after
 // MaxAttempts as before.
 func TestAnswerAboutTheEventStillCounts(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, _ *http.Request, _ receiver.Delivery, _ int) int {
 		http.Error(w, "database is on fire", http.StatusInternalServerError)
@@ -206,7 +209,7 @@ func TestAnswerAboutTheEventStillCounts(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 2*time.Second), MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	e := ev("1", 1)
 	if err := s.Enqueue(context.Background(), e); err != nil {
 		t.Fatal(err)
@@ -224,6 +227,8 @@ func TestAnswerAboutTheEventStillCounts(t *testing.T) {
 // timeout is down too: after a few timeouts in a row the relay pauses and
 // probes, and no event runs out of attempts however long it lasts.
 func TestEveryRequestTimingOutIsAnOutage(t *testing.T) {
+	// Not parallel: its good deliveries must be answered within the
+	// 50 ms timeout, which the load of tests run beside it may delay.
 	s := pgtest.Store(t).Driver()
 	var hanging atomic.Bool
 	hanging.Store(true)
@@ -238,7 +243,7 @@ func TestEveryRequestTimingOutIsAnOutage(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: counted, MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, BatchSize: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	stopProducing := produce(t, s)
 	waitFor(t, "the relay to see the sink down", 10*time.Second, func() bool { return !r.SinkAvailable() })
 	// Besides the probe under way, the probes that timed out are kept.
@@ -273,6 +278,7 @@ func TestEveryRequestTimingOutIsAnOutage(t *testing.T) {
 // The sink's own verdict, sink.Unavailable, starts an outage at once, and
 // the failed publish does not count.
 func TestUnavailableDoesNotCountAnAttempt(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	var up atomic.Bool
 	fake := &scriptedSink{publish: func(context.Context, *sink.Message) error {
@@ -283,7 +289,7 @@ func TestUnavailableDoesNotCountAnAttempt(t *testing.T) {
 	}}
 	r := newRelay(t, relay.Config{Store: s, Sink: fake, MaxAttempts: 1,
 		ProbeInterval: 20 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	e := ev("1", 1)
 	if err := s.Enqueue(context.Background(), e); err != nil {
 		t.Fatal(err)
@@ -312,6 +318,8 @@ func (s *scriptedSink) Destination() sink.Destination {
 // event, its success ends the outage, and the slow event runs out of
 // attempts as before.
 func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
+	// Not parallel: its good deliveries must be answered within the
+	// 50 ms timeout, which the load of tests run beside it may delay.
 	s := pgtest.Store(t).Driver()
 	slow := ev("slow", 1)
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, _ int) int {
@@ -324,7 +332,7 @@ func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 50*time.Millisecond), MaxAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	if err := s.Enqueue(context.Background(), slow); err != nil {
 		t.Fatal(err)
 	}
@@ -353,6 +361,7 @@ func TestOneSlowEventDoesNotBlockTheOthers(t *testing.T) {
 // A relay stopped during an outage gives back every event it holds, the
 // probes kept after a timeout included, without counting an attempt.
 func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, _ receiver.Delivery, _ int) int {
 		<-r.Context().Done()
@@ -360,7 +369,7 @@ func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
 	})
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 50*time.Millisecond), MaxAttempts: 3,
 		ProbeInterval: 20 * time.Millisecond, Concurrency: 4, PollInterval: 20 * time.Millisecond})
-	stop := runRelay(t, r)
+	stop := relaytest.Run(t, r).Stop
 	for i := range 20 {
 		if err := s.Enqueue(context.Background(), ev("agg", i)); err != nil {
 			t.Fatal(err)
@@ -386,6 +395,8 @@ func TestStopDuringAnOutageReleasesEverything(t *testing.T) {
 // never sent. With nothing else to probe with, the relay probes with an
 // event it kept.
 func TestOutageEndsWhenOnlyKeptProbesRemain(t *testing.T) {
+	// Not parallel: its good deliveries must be answered within the
+	// 50 ms timeout, which the load of tests run beside it may delay.
 	s := pgtest.Store(t).Driver()
 	var hanging atomic.Bool
 	hanging.Store(true)
@@ -399,7 +410,7 @@ func TestOutageEndsWhenOnlyKeptProbesRemain(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 50*time.Millisecond), MaxAttempts: 100,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, BatchSize: 20, Concurrency: 4, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	for i := range 4 {
 		if err := s.Enqueue(context.Background(), ev(strconv.Itoa(i), 1)); err != nil {
 			t.Fatal(err)

@@ -8,6 +8,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 )
@@ -35,6 +36,8 @@ func (s slowSink) Destination() sink.Destination {
 // delivery takes 100 ms, two publishers and a lease of 1 s hold at most 2
 // in delivery and 10 waiting, not the batch of 100 a claim may take.
 func TestSlowDeliveriesBoundTheEventsClaimedAhead(t *testing.T) {
+	// Not parallel: it counts what the relay claims against how long
+	// deliveries take, which the load of tests run beside it changes.
 	s := pgtest.Store(t).Driver()
 	enqueue := func(from, to int) {
 		var events []postbox.Event
@@ -47,7 +50,7 @@ func TestSlowDeliveriesBoundTheEventsClaimedAhead(t *testing.T) {
 	}
 	r := newRelay(t, relay.Config{Store: s, Sink: slowSink{100 * time.Millisecond}, Concurrency: 2, BatchSize: 100,
 		Lease: time.Second, PollInterval: 10 * time.Millisecond})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	enqueue(0, 4)
 	waitFor(t, "the first deliveries", 10*time.Second, func() bool { return r.Stats().Delivered == 4 })
 

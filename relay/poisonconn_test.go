@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
@@ -21,6 +22,7 @@ import (
 // success shows the event is the problem; every other event is delivered,
 // and the poison event counts its failures as rejections and ends failed.
 func TestConnectionBrokenByOneEventIsNoEndlessOutage(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	poison := ev("poison", 1)
 	var poisonSent atomic.Int64
@@ -34,7 +36,7 @@ func TestConnectionBrokenByOneEventIsNoEndlessOutage(t *testing.T) {
 	r := newRelay(t, relay.Config{Store: s, Sink: fake, RejectedAttempts: 3,
 		BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Retention: time.Hour})
-	runRelay(t, r)
+	relaytest.Run(t, r)
 	if err := s.Enqueue(context.Background(), poison); err != nil {
 		t.Fatal(err)
 	}

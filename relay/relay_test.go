@@ -5,8 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -19,14 +17,13 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func newSink(t *testing.T, url string, timeout time.Duration) *webhook.Sink {
 	t.Helper()
@@ -38,33 +35,14 @@ func newSink(t *testing.T, url string, timeout time.Duration) *webhook.Sink {
 }
 
 // start runs a relay until the test ends (or stop is called) and waits for
-// Run to return.
+// Run to return: relaytest.Start, keeping the delivered events unless the
+// test sets a Retention.
 func start(t *testing.T, cfg relay.Config) (stop func()) {
 	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
-	}
 	if cfg.Retention == 0 {
 		cfg.Retention = time.Hour // keep delivered events, to inspect them
 	}
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	stop = func() {
-		once.Do(func() {
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("relay.Run: %v", err)
-			}
-		})
-	}
-	t.Cleanup(stop)
-	return stop
+	return relaytest.Start(t, cfg).Stop
 }
 
 // payload is what the test events carry, to check order at the receiver.
@@ -112,6 +90,7 @@ func record(t *testing.T, s store.Outbox, id uuid.UUID) store.Record {
 // The article's plain-SQL producer, a relay, and a receiver that checks the
 // Standard Webhooks signature with its own code.
 func TestArticleInsertIsDeliveredSigned(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second)})
@@ -148,6 +127,7 @@ func TestArticleInsertIsDeliveredSigned(t *testing.T) {
 }
 
 func TestReceiverFailures(t *testing.T) {
+	t.Parallel()
 	cases := []struct {
 		name    string
 		respond receiver.Respond
@@ -256,6 +236,7 @@ func TestReceiverFailures(t *testing.T) {
 }
 
 func TestTwoRelaysDeliverEveryEventOnce(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	const n = 3000
@@ -305,6 +286,7 @@ func checkOrder(t *testing.T, accepted []receiver.Delivery, perAggregate map[str
 }
 
 func TestOrderedUnderRetriesWithTwoRelays(t *testing.T) {
+	t.Parallel()
 	s := pgtest.OrderedStore(t).Driver()
 	var mu sync.Mutex
 	rnd := rand.New(rand.NewPCG(1, 2))
@@ -341,6 +323,7 @@ func TestOrderedUnderRetriesWithTwoRelays(t *testing.T) {
 // higher seq becomes visible first) while the relay runs: nothing is
 // skipped, and ordered mode still keeps each aggregate's order.
 func TestOutOfOrderCommitsAreNotSkipped(t *testing.T) {
+	t.Parallel()
 	for _, ordered := range []bool{false, true} {
 		t.Run(fmt.Sprintf("ordered=%v", ordered), func(t *testing.T) {
 			newStore := pgtest.Store
@@ -398,6 +381,7 @@ func TestOutOfOrderCommitsAreNotSkipped(t *testing.T) {
 }
 
 func TestEveryAttemptIsSignedWithAFreshTimestamp(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		if n == 1 {
@@ -419,6 +403,7 @@ func TestEveryAttemptIsSignedWithAFreshTimestamp(t *testing.T) {
 }
 
 func TestGracefulStopReleasesWhatIsNotDelivered(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	release := make(chan struct{})
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
@@ -450,6 +435,7 @@ func TestGracefulStopReleasesWhatIsNotDelivered(t *testing.T) {
 
 // A retry is attempted when it falls due, not at the next poll.
 func TestRetryDoesNotWaitForThePoll(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		if n == 1 {
@@ -468,16 +454,10 @@ func TestRetryDoesNotWaitForThePoll(t *testing.T) {
 // With the default retention, a delivered event is deleted when its
 // delivery is recorded.
 func TestDeliveredEventsAreDeletedByDefault(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
-	r, err := relay.New(relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Logger: quietLogger()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+	relaytest.Start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second)})
 	e := ev("1", 1)
 	if err := s.Enqueue(context.Background(), e); err != nil {
 		t.Fatal(err)

@@ -17,6 +17,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -79,49 +80,25 @@ func (s *faultyStore) ReclaimExpired(ctx context.Context, p store.ReclaimParams)
 	return s.Driver.ReclaimExpired(ctx, p)
 }
 
-// newRelay returns a relay with a quiet logger by default.
+// newRelay returns a relay, not running, with a quiet logger by default
+// (relaytest.New).
 func newRelay(t *testing.T, cfg relay.Config) *relay.Relay {
 	t.Helper()
-	if cfg.Logger == nil {
-		cfg.Logger = quietLogger()
-	}
-	r, err := relay.New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r
+	return relaytest.New(t, cfg)
 }
 
 // run starts a relay until the test ends (or stop is called); stop waits
-// for Run to return.
-func run(t *testing.T, cfg relay.Config) (r *relay.Relay, stop func()) {
+// for Run to return (relaytest.Start).
+func run(t *testing.T, cfg relay.Config) (r *relaytest.Running, stop func()) {
 	t.Helper()
-	r = newRelay(t, cfg)
-	return r, runRelay(t, r)
-}
-
-func runRelay(t *testing.T, r *relay.Relay) (stop func()) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	stopped := false
-	stop = func() {
-		if !stopped {
-			stopped = true
-			cancel()
-			if err := <-done; err != nil {
-				t.Errorf("relay.Run: %v", err)
-			}
-		}
-	}
-	t.Cleanup(stop)
-	return stop
+	r = relaytest.Start(t, cfg)
+	return r, r.Stop
 }
 
 // Every outcome is counted once it is recorded: delivered at once,
 // delivered after a retry, and dead-lettered at once (410).
 func TestStatsCountOutcomes(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, n int) int {
 		switch {
@@ -153,13 +130,14 @@ func TestStatsCountOutcomes(t *testing.T) {
 // Ready is false until Run's first claim succeeds, false while claims
 // fail, true again when they succeed, and false once Run stops.
 func TestReadyFollowsClaims(t *testing.T) {
+	t.Parallel()
 	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	rcv := receiver.New(t, secret, nil)
 	r := newRelay(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})
 	if r.Ready() {
 		t.Fatal("ready before Run")
 	}
-	stop := runRelay(t, r)
+	stop := relaytest.Run(t, r).Stop
 	waitFor(t, "the relay to be ready", 10*time.Second, r.Ready)
 	s.failClaims.Store(true)
 	waitFor(t, "a claim to fail", 10*time.Second, func() bool { return r.Stats().ClaimErrors > 0 })
@@ -183,6 +161,7 @@ func TestReadyFollowsClaims(t *testing.T) {
 
 // An outcome that could not be recorded is counted once, when it is.
 func TestStatsCountSettleErrors(t *testing.T) {
+	t.Parallel()
 	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	s.failSettles.Store(2)
 	rcv := receiver.New(t, secret, nil)
@@ -198,6 +177,7 @@ func TestStatsCountSettleErrors(t *testing.T) {
 
 // At shutdown, the events not delivered are released, and counted so.
 func TestStatsCountReleasedAtShutdown(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	hold := make(chan struct{})
 	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
@@ -225,6 +205,8 @@ func TestStatsCountReleasedAtShutdown(t *testing.T) {
 // The events of a crashed relay are reclaimed after its lease, counted,
 // and delivered.
 func TestStatsCountReclaimedEvents(t *testing.T) {
+	// Not parallel: its 200 ms lease must be renewed in time, which the
+	// load of tests run beside it may delay.
 	s := pgtest.Store(t).Driver()
 	ctx := context.Background()
 	if err := s.Enqueue(ctx, ev("1", 1), ev("2", 1), ev("3", 1)); err != nil {
@@ -245,6 +227,8 @@ func TestStatsCountReclaimedEvents(t *testing.T) {
 // A relay that finds, at a lease renewal, that another relay took its
 // events over counts those it had not started to send.
 func TestStatsCountLostLeases(t *testing.T) {
+	// Not parallel: its 300 ms leases must be renewed in time, which the
+	// load of tests run beside it may delay.
 	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	hold := make(chan struct{})
 	var requests atomic.Int32
@@ -277,6 +261,8 @@ func TestStatsCountLostLeases(t *testing.T) {
 // lease taken over: the relay does not go on sending an event another relay
 // holds (here the endpoint holds the request until the test ends).
 func TestDeliveryCutShortWhenLeaseLost(t *testing.T) {
+	// Not parallel: its 300 ms leases must be renewed in time, which the
+	// load of tests run beside it may delay.
 	s := &faultyStore{Driver: pgtest.Store(t).Driver()}
 	hold := make(chan struct{})
 	var requests atomic.Int32
@@ -301,6 +287,7 @@ func TestDeliveryCutShortWhenLeaseLost(t *testing.T) {
 
 // A relay told not to listen says so, and why.
 func TestStatsSayWhyTheRelayPolls(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, nil)
 	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), DisableListen: true,
@@ -328,6 +315,7 @@ func (s *deafStore) Listen(context.Context, func(store.Listening), func()) error
 // A store that cannot listen makes the relay poll for good, say why, and
 // not try again; events are delivered by the poll.
 func TestRelayPollsWhenTheStoreCannotListen(t *testing.T) {
+	t.Parallel()
 	s := &deafStore{Driver: pgtest.Store(t).Driver()}
 	rcv := receiver.New(t, secret, nil)
 	r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond})

@@ -59,6 +59,7 @@ func attrs(span tracetest.SpanStub) map[attribute.Key]attribute.Value {
 // and the request carries that span's traceparent. The stored headers stay
 // as they were.
 func TestPublishSpanContinuesPlainSQLTrace(t *testing.T) {
+	t.Parallel()
 	s := pgtest.Store(t).Driver()
 	rcv := receiver.New(t, secret, func(_ http.ResponseWriter, _ *http.Request, _ receiver.Delivery, n int) int {
 		if n == 1 {
@@ -144,6 +145,8 @@ func TestPublishSpanContinuesPlainSQLTrace(t *testing.T) {
 // provider) and the request carries the event's headers as stored: a
 // traceparent when it has one, none otherwise.
 func TestNoTracerNoSpanNoHeader(t *testing.T) {
+	// Not parallel: it sets the global tracer provider, which the other
+	// tests' relays would record into.
 	exp := tracetest.NewInMemoryExporter()
 	prev := otel.GetTracerProvider()
 	otel.SetTracerProvider(sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp)))

@@ -70,6 +70,7 @@ func checkUnreadableFailedAlone(t *testing.T, s store.Outbox, logs *capture, sen
 // the store's reason, is never sent, is logged once, and costs the other
 // events of its claim nothing: one event at a time and in batches.
 func TestUnreadableRowFailsAlone(t *testing.T) {
+	t.Parallel()
 	for _, batch := range []int{0, 8} {
 		t.Run(map[int]string{0: "one at a time", 8: "batches"}[batch], func(t *testing.T) {
 			s := newRowStore(pgtest.Store(t).Driver())
@@ -115,6 +116,7 @@ func (s *batchSink) sent(id uuid.UUID) int {
 // aggregate back in ordered mode: it fails, as a head that failed
 // otherwise, and the aggregate's next events go, in order.
 func TestUnreadableHeadDoesNotBlockItsAggregate(t *testing.T) {
+	t.Parallel()
 	s := newRowStore(pgtest.OrderedStore(t).Driver())
 	bs := newBatchSink()
 	logs := newCapture()
@@ -173,6 +175,7 @@ func (s *testStream) Follow(ctx context.Context, start func(context.Context, []u
 // An unreadable row brought by the stream (WAL mode) fails alone too, and
 // the stream's wait for it ends.
 func TestStreamedUnreadableRowFailsAlone(t *testing.T) {
+	t.Parallel()
 	s := newRowStore(pgtest.Store(t).Driver())
 	s.streamOnly = true // the stream alone claims
 	bs := newBatchSink()
@@ -207,6 +210,7 @@ func TestStreamedUnreadableRowFailsAlone(t *testing.T) {
 // events after it. Its failure is not recorded until the event beside it
 // was sent.
 func TestStreamedUnreadableRowHoldsNoAggregate(t *testing.T) {
+	t.Parallel()
 	s := newRowStore(pgtest.Store(t).Driver())
 	s.streamOnly = true
 	bs := newBatchSink()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store/postgres"
 )
@@ -79,6 +80,7 @@ func confirmedFlush(t *testing.T, s *postgres.Driver, w *postgres.WAL) pglogrepl
 // hour away and no trigger notifies), in commit order per aggregate, and
 // the slot is confirmed past them once they are recorded.
 func TestWALDeliversPlainSQLInsertsInCommitOrder(t *testing.T) {
+	t.Parallel()
 	s, w := walStore(t)
 	rcv := receiver.New(t, secret, nil)
 	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour})
@@ -101,6 +103,7 @@ func TestWALDeliversPlainSQLInsertsInCommitOrder(t *testing.T) {
 // that takes a few milliseconds, each at random, an event is sent only
 // once the events of its aggregate in earlier batches are recorded.
 func TestWALPipelinedBatchesKeepCommitOrder(t *testing.T) {
+	t.Parallel()
 	s, w := walStore(t)
 	rcv := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
 		time.Sleep(time.Duration(rand.IntN(6000)) * time.Microsecond)
@@ -120,6 +123,7 @@ func TestWALPipelinedBatchesKeepCommitOrder(t *testing.T) {
 // A first attempt that fails is settled as a retry in the table, and the
 // polling claim delivers it.
 func TestWALRetriesGoThroughTheTable(t *testing.T) {
+	t.Parallel()
 	s, w := walStore(t)
 	rcv := receiver.New(t, secret, func(_ http.ResponseWriter, _ *http.Request, _ receiver.Delivery, n int) int {
 		if n == 1 {
@@ -142,6 +146,7 @@ func TestWALRetriesGoThroughTheTable(t *testing.T) {
 // Only one relay streams the slot; a second one stands by and takes over
 // when the first stops.
 func TestWALStandbyTakesOver(t *testing.T) {
+	t.Parallel()
 	s, w := walStore(t)
 	rcv := receiver.New(t, secret, nil)
 	cfg := relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour}
@@ -151,21 +156,7 @@ func TestWALStandbyTakesOver(t *testing.T) {
 	waitStreaming(t, w)
 	second := cfg
 	second.Owner = "second"
-	second.Logger = nil
-	r, err := relay.New(second)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-	standing := make(chan error, 1)
-	go func() { standing <- r.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-standing; err != nil {
-			t.Errorf("second relay: %v", err)
-		}
-	})
+	r := relaytest.Start(t, second)
 
 	// Its first claim (at start) done, the standby polls no more: what
 	// it delivers comes from the slot.
@@ -188,6 +179,7 @@ func TestWALStandbyTakesOver(t *testing.T) {
 // An event written before the relay streamed (no slot yet) is delivered
 // by the polling claim.
 func TestWALPollingTakesWhatTheStreamMissed(t *testing.T) {
+	t.Parallel()
 	s, w := walStore(t)
 	rcv := receiver.New(t, secret, nil)
 	insertSQL(t, s, []string{"early"}, 3)
@@ -197,6 +189,7 @@ func TestWALPollingTakesWhatTheStreamMissed(t *testing.T) {
 }
 
 func TestWALRefusesOrdered(t *testing.T) {
+	t.Parallel()
 	s, w := walStore(t)
 	_, err := relay.New(relay.Config{Store: s, Sink: newSink(t, "http://127.0.0.1:1", time.Second), Stream: w, Ordered: true})
 	if err == nil || !strings.Contains(err.Error(), "Ordered") {
@@ -209,6 +202,7 @@ func TestWALRefusesOrdered(t *testing.T) {
 // are delivered through the slot (the poll is an hour away) and the slot
 // is confirmed past them all.
 func TestWALHostileRowsCostTheStreamNothing(t *testing.T) {
+	t.Parallel()
 	s, w := walStore(t)
 	pgtest.DropBounds(t, s.Store)
 	rcv := receiver.New(t, secret, nil)

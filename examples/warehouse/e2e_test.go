@@ -12,6 +12,7 @@ import (
 
 	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	relayservice "github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -91,7 +92,7 @@ func TestRelayDeliversEveryOrderExactlyOnceDespiteFaults(t *testing.T) {
 	r, err := relayservice.NewRelay(ctx, relayservice.RelayConfig{
 		Outbox: shop.Driver(), Sink: sink, Presence: &relayservice.PresenceConfig{Store: shop.Driver()},
 		Relay: relay.Config{
-			Logger:     quietLogger(),
+			Logger:     testlog.Discard(),
 			BackoffMin: 10 * time.Millisecond, BackoffMax: 100 * time.Millisecond,
 			ShutdownTimeout: time.Second,
 			Retention:       time.Hour, // keep delivered events, to check them all done

@@ -7,7 +7,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
 	"net"
 	"net/http"
 	"net/http/httptest"
@@ -21,13 +20,12 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/signature"
 )
 
 // testSecret is the webhook secret of the tests (24 random bytes).
 const testSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
-
-func quietLogger() *slog.Logger { return slog.New(slog.NewTextHandler(io.Discard, nil)) }
 
 func noEnv(string) string { return "" }
 
@@ -58,7 +56,7 @@ func newWarehouseVerifying(t *testing.T, failRate float64, secret string) *wareh
 	if err != nil {
 		t.Fatal(err)
 	}
-	s, err := newService(context.Background(), cfg, quietLogger())
+	s, err := newService(context.Background(), cfg, testlog.Discard())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -126,6 +124,7 @@ func orderEvent(amount int64) (uuid.UUID, uuid.UUID, []byte) {
 }
 
 func TestSignedDeliveryIsAppliedOnce(t *testing.T) {
+	t.Parallel()
 	w := newWarehouse(t, 0)
 	id, orderID, body := orderEvent(9900)
 	req := signedRequest(t, w.url+"/webhook", testSecret, id, "order.created", body, time.Now())
@@ -157,6 +156,7 @@ func TestSignedDeliveryIsAppliedOnce(t *testing.T) {
 }
 
 func TestBadSignatureIsRefused(t *testing.T) {
+	t.Parallel()
 	w := newWarehouse(t, 0)
 	url := w.url + "/webhook"
 	id, _, body := orderEvent(100)
@@ -194,6 +194,7 @@ func TestBadSignatureIsRefused(t *testing.T) {
 }
 
 func TestHealth(t *testing.T) {
+	t.Parallel()
 	w := newWarehouse(t, 0)
 	for _, tc := range []struct {
 		method, path string
@@ -232,6 +233,7 @@ func TestHealth(t *testing.T) {
 // was written must leave nothing behind, and the retry must be processed,
 // not answered "duplicate".
 func TestFailedHandlerLeavesNoTraceAndTheRetryIsApplied(t *testing.T) {
+	t.Parallel()
 	w := newWarehouse(t, 1) // every handler run fails
 	id, orderID, body := orderEvent(500)
 	req := signedRequest(t, w.url+"/webhook", testSecret, id, "order.created", body, time.Now())
@@ -265,6 +267,7 @@ func TestFailedHandlerLeavesNoTraceAndTheRetryIsApplied(t *testing.T) {
 // few times before it dead-letters the event. Nothing is reserved; the
 // inbox row, when the body was JSON at all, is failed with the reason.
 func TestInvalidPayloadIsRejectedWithoutReservation(t *testing.T) {
+	t.Parallel()
 	w := newWarehouse(t, 0)
 	for name, tc := range map[string]struct{ body, reason string }{
 		"no order id":     {`{"user_id": "u_1", "amount": 100}`, `"order_id" is missing`},
@@ -298,6 +301,7 @@ func TestInvalidPayloadIsRejectedWithoutReservation(t *testing.T) {
 }
 
 func TestOtherEventTypesAreAcknowledgedWithoutReservation(t *testing.T) {
+	t.Parallel()
 	w := newWarehouse(t, 0)
 	id, _, body := orderEvent(100)
 	req := signedRequest(t, w.url+"/webhook", testSecret, id, "order.paid", body, time.Now())
@@ -320,6 +324,7 @@ func TestOtherEventTypesAreAcknowledgedWithoutReservation(t *testing.T) {
 // nothing, and the genuine one reserves the stock; with v1 (HMAC) and v1a
 // (ed25519) keys.
 func TestForgedMetadataCannotHideAnOrder(t *testing.T) {
+	t.Parallel()
 	const (
 		signingKey = "whsk_6Xb/dCcHpPea21PS1N9VY/NZW723CEc77N4rJCubMbfVKIDij2HKpMKkioLlX0dRqSKJp4AJ6p9lMicMFs6Kvg=="
 		publicKey  = "whpk_1SiA4o9hyqTCpIqC5V9HUakiiaeACeqfZTInDBbOir4="
@@ -364,6 +369,7 @@ func TestForgedMetadataCannotHideAnOrder(t *testing.T) {
 // A request in flight when the signal comes is finished and answered; then
 // serve returns nil and the port is closed.
 func TestServeShutsDownGracefully(t *testing.T) {
+	t.Parallel()
 	w := newWarehouse(t, 0)
 	inHandler, release := make(chan struct{}), make(chan struct{})
 	w.fail = func() bool { // runs inside the handler's transaction
@@ -482,10 +488,11 @@ func TestParseConfig(t *testing.T) {
 // A secret the inbox refuses stops the service at start, and the error does
 // not quote it.
 func TestShortSecretIsRefusedWithoutBeingQuoted(t *testing.T) {
+	t.Parallel()
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
 	const short = "tooshort-secret"
-	_, err := newService(context.Background(), config{DB: pgtest.URL(), Schema: schema, Secret: short, Addr: addrDefault}, quietLogger())
+	_, err := newService(context.Background(), config{DB: pgtest.URL(), Schema: schema, Secret: short, Addr: addrDefault}, testlog.Discard())
 	if err == nil {
 		t.Fatal("newService accepted a 15-byte secret")
 	}

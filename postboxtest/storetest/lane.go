@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"io"
-	"log/slog"
 	"math"
 	"strings"
 	"sync"
@@ -16,6 +14,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
@@ -1164,7 +1163,7 @@ func testRelayOverLane(t *testing.T, s store.Endpoints) {
 	rec := &recordingSink{failFirst: map[uuid.UUID]bool{events[2].ID: true}, attempts: map[uuid.UUID][]int{}}
 	r, err := relay.New(relay.Config{
 		Store: s.EndpointLane(a), Sink: rec, Owner: "lane-relay", Ordered: true,
-		Logger:       slog.New(slog.NewTextHandler(io.Discard, nil)),
+		Logger:       testlog.Discard(),
 		PollInterval: 10 * time.Millisecond, BackoffMin: 10 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
 		BatchSize: 4, Concurrency: 4,
 	})

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/postboxtest/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/relay/presence"
 	"github.com/postbox-go/postbox/store"
@@ -96,7 +97,7 @@ func TestRowFollowsTheRelay(t *testing.T) {
 	st := &state{}
 	st.set(relay.Stats{Listening: true})
 	h, err := presence.New(presence.Config{Store: s, Sink: "webhook https://example.com",
-		Version: "v9", Secrets: []string{"hunter2"}, Every: time.Hour, PruneAfter: 24 * time.Hour, Logger: slog.New(slog.DiscardHandler)})
+		Version: "v9", Secrets: []string{"hunter2"}, Every: time.Hour, PruneAfter: 24 * time.Hour, Logger: testlog.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -142,7 +143,7 @@ func TestStartPrunesRelaysLongGone(t *testing.T) {
 	if _, err := s.DB().Exec("update relay_presence set heartbeat_at = ?", time.Now().Add(-25*time.Hour).UnixMicro()); err != nil {
 		t.Fatal(err)
 	}
-	h, err := presence.New(presence.Config{Store: s, Logger: slog.New(slog.DiscardHandler)})
+	h, err := presence.New(presence.Config{Store: s, Logger: testlog.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -214,7 +215,7 @@ func TestConfigIsValidated(t *testing.T) {
 func TestRunningRelayPrunesRowsGoneStale(t *testing.T) {
 	s := openStore(t, true)
 	h, err := presence.New(presence.Config{Store: s, Every: 10 * time.Millisecond, PruneAfter: time.Minute,
-		PruneEvery: 20 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+		PruneEvery: 20 * time.Millisecond, Logger: testlog.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -238,7 +239,7 @@ func TestRunningRelayPrunesRowsGoneStale(t *testing.T) {
 // a second signal), and no later beat writes it again.
 func TestLeaveIsFinal(t *testing.T) {
 	s := openStore(t, true)
-	h, err := presence.New(presence.Config{Store: s, Every: 5 * time.Millisecond, Logger: slog.New(slog.DiscardHandler)})
+	h, err := presence.New(presence.Config{Store: s, Every: 5 * time.Millisecond, Logger: testlog.Discard()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -12,6 +10,7 @@ import (
 	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/postboxtest/amqptest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	relayservice "github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/sink/amqp"
@@ -58,7 +57,7 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 	if err := declareTopology(cfg); err != nil { // as run does, before the relay publishes
 		t.Fatal(err)
 	}
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testlog.Discard()
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
 	consumed := make(chan error, 1)
 	go func() { consumed <- run(consumerCtx, cfg, quiet) }()

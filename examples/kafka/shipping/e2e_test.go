@@ -2,14 +2,13 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/postbox-go/postbox/examples/internal/order"
 	"github.com/postbox-go/postbox/postboxtest/kafkatest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/sink/kafka"
@@ -44,7 +43,7 @@ func TestEveryOrderShippedOnceThroughKafka(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sk.Close()
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testlog.Discard()
 	r, err := service.NewRelay(ctx, service.RelayConfig{Outbox: shop.Driver(), Sink: sk, Presence: &service.PresenceConfig{Store: shop.Driver()},
 		Relay: relay.Config{Logger: quiet}})
 	if err != nil {

@@ -2,8 +2,6 @@ package main
 
 import (
 	"context"
-	"io"
-	"log/slog"
 	"testing"
 	"time"
 
@@ -11,6 +9,7 @@ import (
 	"github.com/postbox-go/postbox/examples/nats/orderstream"
 	"github.com/postbox-go/postbox/postboxtest/natstest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/service"
 	sinknats "github.com/postbox-go/postbox/sink/nats"
@@ -39,7 +38,7 @@ func TestEveryOrderShippedOnce(t *testing.T) {
 
 	pool := pgtest.Pool(t)
 	schema := pgtest.Schema(t, pool)
-	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
+	quiet := testlog.Discard()
 	consuming := make(chan error, 1)
 	consumerCtx, stopConsumer := context.WithCancel(ctx)
 	go func() {
