@@ -164,7 +164,11 @@ func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 		}
 		r.heartbeat = hb
 	}
-	rc.Observer = relay.Observers(cfg.Relay.Observer, observer, r.heartbeat)
+	var heartbeat relay.Observer // nil without Presence: a nil *Heartbeat in the interface would be called
+	if r.heartbeat != nil {
+		heartbeat = r.heartbeat
+	}
+	rc.Observer = relay.Observers(cfg.Relay.Observer, observer, heartbeat)
 	rl, err := relay.New(rc)
 	if err != nil {
 		return nil, &ConfigError{Field: "Relay", Err: err}

@@ -18,6 +18,7 @@ import (
 	"github.com/postbox-go/postbox/postboxtest/logbuf"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/postboxtest/testlog"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -192,6 +193,44 @@ func TestSinkModeDeliversWithPresence(t *testing.T) {
 // a third, which matches no event, receives nothing. The start line says
 // what endpoints mode does, the presence row says endpoints mode, and the
 // endpoint counters count the lanes.
+// Without Presence the relay keeps no presence row, and still observes its
+// sink going down (the heartbeat is the observer that is left out, not a
+// nil one that would be called).
+func TestWithoutPresenceTheSinkCanGoDown(t *testing.T) {
+	t.Parallel()
+	s := sqliteStores(t)
+	sk, err := webhook.New(webhook.Config{URL: "http://127.0.0.1:1/", Secrets: []string{secret}, Timeout: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	reg := prometheus.NewRegistry()
+	r, err := service.NewRelay(context.Background(), service.RelayConfig{
+		Outbox: s.outbox, Sink: sk, Metrics: reg,
+		Relay: relay.Config{Logger: testlog.Discard(), PollInterval: 50 * time.Millisecond, ProbeInterval: 100 * time.Millisecond},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	enqueue(t, s.outbox, 3)
+	stop := start(t, r)
+	waitFor(t, "the sink found down", func() bool {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, f := range families {
+			if f.GetName() == "postbox_relay_sink_up" && len(f.GetMetric()) > 0 {
+				return metric(t, reg, "postbox_relay_sink_up") == 0
+			}
+		}
+		return false // no series yet: the relay has not published
+	})
+	stop()
+	if rows := presences(t, s.presence); len(rows) != 0 {
+		t.Errorf("presence rows without Presence: %+v", rows)
+	}
+}
+
 func TestEndpointsModeFansOut(t *testing.T) {
 	ctx := context.Background()
 	s := pgStores(t)
