@@ -26,7 +26,11 @@ var URL = sink.URLKind{
 	PublishBatch: 256,
 	Open:         openURL,
 	Describe: func(u *url.URL) (string, []string) {
-		return sink.DescribeQuery(u, "nats "+u.Scheme+"://"+u.Host, "subject")
+		desc, secrets := sink.DescribeQuery(u, "nats "+u.Scheme+"://"+u.Host, "subject")
+		if _, hasPassword := u.User.Password(); u.User != nil && !hasPassword {
+			secrets = append(secrets, u.User.Username()) // a user without a password is a token (ParseURL)
+		}
+		return desc, secrets
 	},
 	Setup: setupURL,
 }

@@ -139,6 +139,16 @@ func TestURLDescribe(t *testing.T) {
 	if desc != "nats nats://h:4222 subject=orders.{event_type}" || !slices.Contains(secrets, "tok-123") {
 		t.Errorf("Describe = %q, %q", desc, secrets)
 	}
+	// A user without a password is a token: a secret; with a password,
+	// the password is (the user name is not).
+	desc, secrets = sink.Describe([]sink.URLKind{nats.URL}, "nats://s3cr3t-token@h:4222?subject=x", sink.URLOptions{})
+	if strings.Contains(desc, "s3cr3t") || !slices.Contains(secrets, "s3cr3t-token") {
+		t.Errorf("Describe of a token URL = %q, %q: want the token a secret, not shown", desc, secrets)
+	}
+	_, secrets = sink.Describe([]sink.URLKind{nats.URL}, "nats://alice:pa55word@h:4222?subject=x", sink.URLOptions{})
+	if !slices.Contains(secrets, "pa55word") || slices.Contains(secrets, "alice") {
+		t.Errorf("Describe of a user and password = %q: want the password alone a secret", secrets)
+	}
 }
 
 // The setup refuses a URL the sink would refuse, before connecting.
