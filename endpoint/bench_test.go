@@ -24,7 +24,7 @@ import (
 // -benchtime=5000x for a 5,000-event backlog, 50,000 deliveries. It reports
 // deliveries/s, from the start to the last delivery, and the share of the
 // deliveries the fan-out made directly (direct/delivery); the "written"
-// case writes every delivery first (Config.DirectWithin negative), the
+// case writes every delivery first (SupervisorConfig.DirectWithin negative), the
 // baseline of the direct deliveries' ratio.
 func BenchmarkDrainToEndpoints(b *testing.B) {
 	b.Run("direct", func(b *testing.B) { drainToEndpoints(b, 0) })

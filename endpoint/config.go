@@ -45,7 +45,7 @@ type SupervisorConfig struct {
 	// Store (the lane), Sink (the endpoint's sink chain), Owner
 	// (Relay.Owner plus the endpoint, so leases name both), Concurrency
 	// (the endpoint's), Observer (from Observer below), Retention
-	// (Config.Retention: delivered rows and attempts kept), DedupWindow
+	// (SupervisorConfig.Retention: delivered rows and attempts kept), DedupWindow
 	// (-1: keys are the outbox's), PollInterval (long: the supervisor wakes
 	// lanes), Stream (nil), DisableListen (false: the wake-ups are
 	// in-process, no connection pooler stands in their way), and Logger
@@ -209,7 +209,7 @@ func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 	return c, nil
 }
 
-// templateSecret checks Config.Webhook with a secret that every signature
+// templateSecret checks SupervisorConfig.Webhook with a secret that every signature
 // scheme takes.
 const templateSecret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
 

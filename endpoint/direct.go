@@ -18,7 +18,7 @@ import (
 // one URL spends less than one per event: ten endpoints delivered that way
 // ran at 0.4 of the single URL's events/s. So the fan-out first offers each
 // event to the lanes of the endpoints measured fast
-// (lane.takesOffers: recent attempts within Config.DirectWithin or a few
+// (lane.takesOffers: recent attempts within SupervisorConfig.DirectWithin or a few
 // times the median endpoint's, no rate limit, and in ordered mode nothing
 // queued), which deliver it at once through
 // their relay (relay.Relay.Offer: the same sink chain, retry policy,
@@ -75,7 +75,7 @@ func (p *directPace) measured() (time.Duration, bool) {
 }
 
 // directSpread: an endpoint is fast enough for the fan-out's offers when its
-// attempts take at most Config.DirectWithin, or at most directSpread times
+// attempts take at most SupervisorConfig.DirectWithin, or at most directSpread times
 // the median endpoint's. The relative bound keeps direct delivery on when
 // every attempt slows together (a busy machine, every partner far away),
 // which only makes each fan-out batch take longer, and leaves out the

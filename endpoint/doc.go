@@ -8,7 +8,7 @@
 //     the outbox. It offers each event directly to the lanes of the
 //     matching endpoints measured fast (relay.Relay.Offer: the
 //     lane's own sink chain, retry policy and observer; see direct.go and
-//     Config.DirectWithin), and writes one delivery for each other
+//     SupervisorConfig.DirectWithin), and writes one delivery for each other
 //     matching endpoint and each offer that did not deliver, as the lane's
 //     settle would have left it (store.Endpoints.DeliveryInsert:
 //     idempotent, keyed by event and endpoint, a copy of the event; a whole
@@ -20,26 +20,26 @@
 //     endpoint's deliveries (store.Endpoints.EndpointLane), with the
 //     relay's claims, leases and their renewal, settle batching, outage
 //     probing, backoff, Retry-After, dead letters (postbox failed), observer
-//     and tracing, configured by Config.Relay as a relay is. With
+//     and tracing, configured by SupervisorConfig.Relay as a relay is. With
 //     Relay.Ordered each endpoint receives each aggregate's events in order,
 //     one endpoint's failures holding back only its own lane.
 //
-// The Supervisor reads the endpoints every Config.RefreshEvery: it starts a
+// The Supervisor reads the endpoints every SupervisorConfig.RefreshEvery: it starts a
 // lane for each enabled endpoint, stops the lanes of endpoints disabled or
 // removed (deliveries in flight end, the rest go back to the queue), and
 // restarts a lane whose settings changed (URL, secrets, a rotation's grace
 // period that ended, rate, concurrency, shadow, allow-private). Lanes do not
-// poll the database each on its own: every Config.PollInterval one query
+// poll the database each on its own: every SupervisorConfig.PollInterval one query
 // (store.Endpoints.DeliveryDue) finds the lanes with deliveries due, written
 // by other processes or retried by other relays, and wakes them; a lane's
 // relay wakes itself for the retries it scheduled.
 //
 // A lane's sink is the endpoint's webhook sink (package sink/webhook,
-// Config.Webhook as template, signed with the endpoint's secrets: during a
+// SupervisorConfig.Webhook as template, signed with the endpoint's secrets: during a
 // rotation the old one too, until its grace period ends; the HTTP client of
-// Config.Client, the SSRF-guarded one in postbox relay) inside middleware:
+// SupervisorConfig.Client, the SSRF-guarded one in postbox relay) inside middleware:
 //
-//   - a circuit breaker: after Config.BreakerFailures failed attempts in a
+//   - a circuit breaker: after SupervisorConfig.BreakerFailures failed attempts in a
 //     row, the endpoint counts as unreachable (sink.Unavailable): the lane
 //     probes it with one event at a time, counting no attempt, and the
 //     breaker lets the first probe through after a pause that grows from
@@ -47,10 +47,10 @@
 //   - a token-bucket rate limit (store.Endpoint.RatePerSecond);
 //   - the attempts log: every attempt with its status code, duration, the
 //     start of the answer and the error, written in batches
-//     (store.Endpoints.AttemptInsert), kept for Config.Retention;
+//     (store.Endpoints.AttemptInsert), kept for SupervisorConfig.Retention;
 //   - the endpoint's health: the start of a run of failures is recorded
 //     (store.Endpoints.EndpointFailing), and an endpoint whose attempts all
-//     failed for Config.DisableAfter is disabled (store.EndpointAutoDisabled)
+//     failed for SupervisorConfig.DisableAfter is disabled (store.EndpointAutoDisabled)
 //     and its lane stopped; its deliveries wait, and enabling it delivers
 //     them.
 //
@@ -63,5 +63,5 @@
 // set credentials or the transport (see webhook.TransportHeader), or a
 // payload over the webhook's MaxMessageBytes. Shadow endpoints never
 // dead-letter: a delivery that used its attempts is dropped
-// (store.StatusDropped) and counted (Stats.Dropped).
+// (store.StatusDropped) and counted (SupervisorStats.Dropped).
 package endpoint

@@ -27,8 +27,8 @@ import (
 // matching endpoints measured fast, and writes one delivery for
 // each of the others (or an offer that did not deliver), waking their
 // lanes; each lane, a relay of its own, delivers its endpoint's events,
-// signed with the endpoint's secret. Stats.Direct counts the deliveries
-// made without a delivery written, Stats.Written those written first.
+// signed with the endpoint's secret. SupervisorStats.Direct counts the deliveries
+// made without a delivery written, SupervisorStats.Written those written first.
 func Example() {
 	ctx := context.Background()
 	pool, err := pgxpool.New(ctx, pgtest.URL()) // in an application: its own database URL

@@ -33,7 +33,7 @@ type FanOut struct {
 	// is none), how long an offer may wait for one of an endpoint's slots,
 	// and what to call once the batch's offers ended (Supervisor.offerable).
 	offerable func(endpoints []uuid.UUID, n int) (map[uuid.UUID]*lane, time.Duration, func())
-	// within is Config.DirectWithin, ordered Config.Relay.Ordered.
+	// within is SupervisorConfig.DirectWithin, ordered SupervisorConfig.Relay.Ordered.
 	within  time.Duration
 	ordered bool
 	// workers run the offers.

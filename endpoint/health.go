@@ -19,7 +19,7 @@ const healthCallTimeout = 5 * time.Second
 // health follows whether one endpoint's attempts fail: it records when a
 // run of failures begins (store.Endpoints.EndpointFailing) and ends
 // (EndpointRecovered), and disables the endpoint once its attempts all
-// failed for Config.DisableAfter, stopping its lane.
+// failed for SupervisorConfig.DisableAfter, stopping its lane.
 type health struct {
 	s    *Supervisor
 	e    store.Endpoint

@@ -59,7 +59,7 @@ func settingsKey(e store.Endpoint, now time.Time) string {
 // wakeSource is an endpoint's lane as its relay sees it: the store's, but
 // for Listen, which is the supervisor's wake-ups (the fan-out's, and its
 // due-poll's), and Settle, which keeps delivered deliveries only with
-// Config.KeepDelivered (the lane's relay would keep them whenever it
+// SupervisorConfig.KeepDelivered (the lane's relay would keep them whenever it
 // purges, and it purges for the attempts log).
 type wakeSource struct {
 	store.Source

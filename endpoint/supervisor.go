@@ -45,7 +45,7 @@ type Supervisor struct {
 }
 
 // SupervisorStats are the counts of endpoints mode since New: the lanes' deliveries
-// (summed over lanes, those that ended included, as relay.SupervisorStats counts
+// (summed over lanes, those that ended included, as relay.Stats counts
 // them), the fan-out's writes, and the endpoints' health.
 type SupervisorStats struct {
 	// Delivered, Retried, Failed and Released are the lanes' relay.Stats
@@ -60,7 +60,7 @@ type SupervisorStats struct {
 	Written, Offered, Direct, Unrouted int64
 	// BreakerOpened counts the times an endpoint's breaker opened (not its
 	// reopening after a failed probe); AutoDisabled the endpoints disabled
-	// for failing Config.DisableAfter.
+	// for failing SupervisorConfig.DisableAfter.
 	BreakerOpened, AutoDisabled int64
 	// Lanes is the number of lanes delivering now.
 	Lanes int
@@ -92,7 +92,7 @@ func New(cfg SupervisorConfig) (*Supervisor, error) {
 }
 
 // Owner is the name the lanes lease under, each followed by its endpoint:
-// Config.Relay.Owner, or the relay's default when it is empty. The relay
+// SupervisorConfig.Relay.Owner, or the relay's default when it is empty. The relay
 // that drains the outbox into the FanOut may take it, so that leases and
 // logs name one process.
 func (s *Supervisor) Owner() string { return s.cfg.Relay.Owner }
@@ -309,8 +309,8 @@ func (s *Supervisor) pollDue(ctx context.Context) {
 	s.wake(due)
 }
 
-// directWithin is Config.DirectWithin, or -1 (no direct delivery) with
-// Config.KeepDelivered.
+// directWithin is SupervisorConfig.DirectWithin, or -1 (no direct delivery) with
+// SupervisorConfig.KeepDelivered.
 func (s *Supervisor) directWithin() time.Duration {
 	if s.cfg.KeepDelivered {
 		return -1

@@ -348,7 +348,7 @@ func (p *Prometheus) Inbox() inbox.Observer { return inboxObserver{p} }
 // inboxObserver is the inbox.Observer of a Prometheus.
 type inboxObserver struct{ p *Prometheus }
 
-// Handled counts a call of Process by event type and result, and times
+// Handled counts a call of Process by event type and outcome, and times
 // its handler.
 func (o inboxObserver) Handled(h inbox.Handling) {
 	if i := int(h.Outcome) - 1; i >= 0 && i < len(inbox.Outcomes) { // Outcomes start at 1

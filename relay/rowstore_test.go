@@ -13,7 +13,7 @@ import (
 // contract, for tests that must pass whether the store underneath
 // implements it yet or not:
 //   - the claims of the events in unreadable return them as a store that
-//     cannot read their row does (Delivery.Invalid set, every field but
+//     cannot read their row does (ClaimedEvent.Invalid set, every field but
 //     ID, OutboxSeq and Lease zero);
 //   - with boundBytes, a claim takes no more payload bytes than its
 //     ClaimParams.MaxBytes (but at least one event), the rest being

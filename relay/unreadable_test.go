@@ -66,7 +66,7 @@ func checkUnreadableFailedAlone(t *testing.T, s store.Outbox, logs *capture, sen
 	}
 }
 
-// A row the store could not read (Delivery.Invalid) fails at once with
+// A row the store could not read (ClaimedEvent.Invalid) fails at once with
 // the store's reason, is never sent, is logged once, and costs the other
 // events of its claim nothing: one event at a time and in batches.
 func TestUnreadableRowFailsAlone(t *testing.T) {

@@ -203,13 +203,13 @@ type Endpoints interface {
 
 	// EndpointLane returns the Source of e's deliveries, which a relay
 	// drains to deliver them (see package endpoint). Its claims lease
-	// deliveries as the outbox's do: one lease per claim (Delivery.Lease is
+	// deliveries as the outbox's do: one lease per claim (ClaimedEvent.Lease is
 	// the claim's lease id), the deliveries themselves left pending, and a
 	// claim skips those a lease of e lists. It differs from an outbox's
 	// Source in these ways:
 	//   - Claim takes only due pending deliveries of e, and none while e
-	//     is not enabled in the store. Delivery.Attempt is the attempts
-	//     ended so far plus one; Delivery.Event is the delivery's copy of
+	//     is not enabled in the store. ClaimedEvent.Attempt is the attempts
+	//     ended so far plus one; ClaimedEvent.Event is the delivery's copy of
 	//     the event, OutboxSeq the delivery's own sequence number (the
 	//     order the fan-out wrote them in). Ordered claims keep each
 	//     aggregate's deliveries to e in that order: a leased head, or one

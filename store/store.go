@@ -150,7 +150,7 @@ type Retry struct {
 	ID          uuid.UUID
 	AvailableAt time.Time
 	LastError   string
-	// Lease is the claim the attempt came from (Delivery.Lease): see
+	// Lease is the claim the attempt came from (ClaimedEvent.Lease): see
 	// Released.Lease.
 	Lease int64
 }
@@ -159,7 +159,7 @@ type Retry struct {
 type Failure struct {
 	ID        uuid.UUID
 	LastError string
-	// Lease is the claim the attempt came from (Delivery.Lease): see
+	// Lease is the claim the attempt came from (ClaimedEvent.Lease): see
 	// Released.Lease.
 	Lease int64
 }
@@ -167,7 +167,7 @@ type Failure struct {
 // Released gives a claimed event back to the queue.
 type Released struct {
 	ID uuid.UUID
-	// Lease is the claim (Delivery.Lease) whose lease the event leaves.
+	// Lease is the claim (ClaimedEvent.Lease) whose lease the event leaves.
 	// An outcome of an earlier claim (its lease lost, the event claimed
 	// again since by the same relay) then leaves the newer claim alone.
 	// Zero: every lease of the owner.
@@ -183,7 +183,7 @@ type SettleParams struct {
 	// Release gives these events back to the queue at once, without
 	// counting an attempt (as Outbox.Release does).
 	Release []Released
-	// Ended lists the claims (Delivery.Lease) of Owner that this settle
+	// Ended lists the claims (ClaimedEvent.Lease) of Owner that this settle
 	// ends: every event they leased is settled or released, by this call or
 	// an earlier one. A store that keeps one lease per claim drops them. A
 	// claim not ended keeps listing its delivered events until it ends or

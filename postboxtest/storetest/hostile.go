@@ -26,7 +26,7 @@ type raw struct {
 
 // runHostile runs the suite of hostile rows: rows a plain-SQL producer
 // wrote with values no event has, beside healthy events. Each fails alone
-// (refused at insert, or claimed with Delivery.Invalid naming its column)
+// (refused at insert, or claimed with ClaimedEvent.Invalid naming its column)
 // and never costs another event anything, nor breaks a claim or a read.
 func runHostile(t *testing.T, newStore func(t *testing.T) raw) {
 	tests := []struct {
@@ -58,7 +58,7 @@ type Outcome int
 const (
 	// Delivered: the row is an event as written.
 	Delivered Outcome = iota
-	// Invalid: claimed with Delivery.Invalid naming the column (or refused
+	// Invalid: claimed with ClaimedEvent.Invalid naming the column (or refused
 	// at insert).
 	Invalid
 	// NeverDue: never claimed (a time that never comes), and never in the

@@ -420,7 +420,7 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.ClaimedE
 		return nil, fmt.Errorf("postgres: claim deliveries of endpoint %s: %w", l.id, err)
 	}
 	// Each row scans into r, in types that take every value the columns
-	// hold: a row the store cannot read is returned with Delivery.Invalid,
+	// hold: a row the store cannot read is returned with ClaimedEvent.Invalid,
 	// never failing the claim, which has leased it.
 	var (
 		r       laneRow

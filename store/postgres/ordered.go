@@ -96,7 +96,7 @@ func (s *Store) MigrateOrdered(ctx context.Context) error {
 // ErrOrderedIndexMissing, whose text says what to run, or the error of the
 // check. Claim runs this check before its first ordered claim, and
 // CheckSchema with SchemaParams.Ordered runs it too: that is how a relay
-// (and an application) fails early.
+// fails early, and how an application should check (Store.CheckSchema).
 func (d *Driver) OrderedReady(ctx context.Context) error { return d.orderedIndexReady(ctx) }
 
 // orderedIndexReady is OrderedReady, for CheckSchema and Claim.

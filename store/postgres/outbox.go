@@ -68,7 +68,7 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 	// Each row scans into r through one dest, made once per claim, into
 	// types that take every value the columns hold (infinite times
 	// included): a row the store cannot read as an event is returned with
-	// Delivery.Invalid, never failing the claim, which has leased it.
+	// ClaimedEvent.Invalid, never failing the claim, which has leased it.
 	var r claimedRow
 	// The id scans as 16 bytes: scanned as a uuid.UUID (an sql.Scanner)
 	// it would go through its text form.

@@ -449,7 +449,7 @@ func (l *lane) Claim(ctx context.Context, p store.ClaimParams) ([]store.ClaimedE
 		}
 		// Each row scans into values of any type, as the outbox's claim
 		// does: a row the store cannot read is returned with
-		// Delivery.Invalid, never failing the claim.
+		// ClaimedEvent.Invalid, never failing the claim.
 		var r claimedRow
 		dest := []any{&r.d.ID, &r.d.OutboxSeq, &r.aggregateType, &r.aggregateID, &r.eventType, &r.payload, &r.headers, &r.attempts, &r.created, &r.available}
 		for rows.Next() {

@@ -14,7 +14,7 @@ import (
 )
 
 // A delivery row the store cannot read comes back from a lane's claim as
-// Delivery.Invalid, naming its columns, without failing the claim or the
+// ClaimedEvent.Invalid, naming its columns, without failing the claim or the
 // rows beside it.
 func TestLaneClaimReadsHostileRowsAlone(t *testing.T) {
 	s := newStore(t, sqlite.Config{})

@@ -50,7 +50,7 @@ func (d *Driver) Claim(ctx context.Context, p store.ClaimParams) ([]store.Claime
 		defer rows.Close()
 		// Each row scans into values of any type (SQLite keeps what it was
 		// given in any column of a table that is not STRICT): a row the
-		// store cannot read as an event is returned with Delivery.Invalid,
+		// store cannot read as an event is returned with ClaimedEvent.Invalid,
 		// never failing the claim.
 		var r claimedRow
 		dest := []any{&r.d.ID, &r.d.OutboxSeq, &r.aggregateType, &r.aggregateID, &r.eventType, &r.payload, &r.headers, &r.attempts, &r.created, &r.available}

@@ -1,8 +1,8 @@
 // Package dburl opens the store a database URL names: postgres://... (or
 // postgresql://...) for the PostgreSQL store, sqlite:PATH for the SQLite
-// store. The command line, the demo and the examples open every store
-// through it, so that they all read a URL the same way and hand the relay
-// the store's own driver, never a wrapper.
+// store. The command line and its applications (demo, bench, chaos) open
+// every store through it, so that they all read a URL the same way and
+// hand the relay the store's own driver, never a wrapper.
 package dburl
 
 import (
