@@ -184,6 +184,11 @@ func New(cfg Config) (*Consumer, error) {
 	case cfg.Queue == "":
 		return nil, errors.New("inbox/amqp: Config.Queue is empty")
 	}
+	if cfg.Concurrency == 0 && cfg.Prefetch > 0 {
+		// A Prefetch set alone bounds the default Concurrency: messages
+		// beyond the prefetch would never arrive to be processed.
+		cfg.Concurrency = min(ConcurrencyDefault, cfg.Prefetch)
+	}
 	s, err := consume.Settings{
 		Process: cfg.Process, Concurrency: cfg.Concurrency,
 		RedeliveryMin: cfg.RedeliveryMin, RedeliveryMax: cfg.RedeliveryMax,

@@ -232,6 +232,15 @@ func TestNewRefusesBadConfig(t *testing.T) {
 	}
 }
 
+// A Prefetch set alone, under the default Concurrency, is no error: the
+// default Concurrency comes down to it.
+func TestNewTakesAPrefetchUnderTheDefaultConcurrency(t *testing.T) {
+	process := func(context.Context, *inbox.Event) (inbox.Outcome, error) { return inbox.Processed, nil }
+	if _, err := inboxamqp.New(inboxamqp.Config{URL: "amqp://127.0.0.1:1/", Queue: "q", Process: process, Prefetch: 8}); err != nil {
+		t.Fatalf("New with Prefetch 8 and the default Concurrency: %v", err)
+	}
+}
+
 func waitUntil(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	deadline := time.Now().Add(60 * time.Second)
