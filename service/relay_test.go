@@ -160,7 +160,7 @@ func TestSinkModeDeliversWithPresence(t *testing.T) {
 			r, err := service.NewRelay(context.Background(), service.RelayConfig{
 				Outbox: s.outbox, Sink: sk, Metrics: reg,
 				Presence: &service.PresenceConfig{Store: s.presence, Sink: "webhook under test", Version: "v-test"},
-				Relay:    relay.Config{Logger: slog.New(slog.DiscardHandler), PollInterval: 50 * time.Millisecond},
+				Relay:    relay.Config{Logger: testlog.Discard(), PollInterval: 50 * time.Millisecond},
 			})
 			if err != nil {
 				t.Fatal(err)
@@ -292,7 +292,7 @@ func TestNewRelayRefusesWrongConfigs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	quiet := relay.Config{Logger: slog.New(slog.DiscardHandler)}
+	quiet := relay.Config{Logger: testlog.Discard()}
 	withRelay := func(f func(*relay.Config)) relay.Config {
 		c := quiet
 		f(&c)
@@ -340,7 +340,7 @@ func TestEndpointsModeOnUnmigratedTables(t *testing.T) {
 	}
 	defer s.Close()
 	_, err = service.NewRelay(ctx, service.RelayConfig{Outbox: s.Driver(), Endpoints: &service.EndpointsConfig{Store: s.Driver()},
-		Relay: relay.Config{Logger: slog.New(slog.DiscardHandler)}})
+		Relay: relay.Config{Logger: testlog.Discard()}})
 	if !errors.Is(err, store.ErrNotMigrated) || errors.As(err, new(*service.ConfigError)) {
 		t.Fatalf("NewRelay on unmigrated tables: %v, want store.ErrNotMigrated", err)
 	}
