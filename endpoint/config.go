@@ -133,7 +133,7 @@ type SupervisorConfig struct {
 // that names the field.
 func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 	if c.Store == nil {
-		return c, errors.New("endpoint: Config.Store is required")
+		return c, errors.New("endpoint: SupervisorConfig.Store is required")
 	}
 	durations := []struct {
 		name string
@@ -156,7 +156,7 @@ func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 		case *d.v == 0:
 			*d.v = d.def
 		case *d.v < 0:
-			return c, fmt.Errorf("endpoint: Config.%s %v is negative", d.name, *d.v)
+			return c, fmt.Errorf("endpoint: SupervisorConfig.%s %v is negative", d.name, *d.v)
 		}
 	}
 	ints := []struct {
@@ -172,11 +172,11 @@ func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 		case *n.v == 0:
 			*n.v = n.def
 		case *n.v < 0:
-			return c, fmt.Errorf("endpoint: Config.%s %d is negative", n.name, *n.v)
+			return c, fmt.Errorf("endpoint: SupervisorConfig.%s %d is negative", n.name, *n.v)
 		}
 	}
 	if c.BreakerPauseMax < c.BreakerPauseMin {
-		return c, fmt.Errorf("endpoint: Config.BreakerPauseMax %v is below BreakerPauseMin %v", c.BreakerPauseMax, c.BreakerPauseMin)
+		return c, fmt.Errorf("endpoint: SupervisorConfig.BreakerPauseMax %v is below BreakerPauseMin %v", c.BreakerPauseMax, c.BreakerPauseMin)
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -185,7 +185,7 @@ func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 		c.Relay.Logger = c.Logger
 	}
 	if c.Relay.PublishBatch > 1 {
-		return c, fmt.Errorf("endpoint: Config.Relay.PublishBatch %d: an endpoint receives one request per event (the webhook sink publishes no batches); "+
+		return c, fmt.Errorf("endpoint: SupervisorConfig.Relay.PublishBatch %d: an endpoint receives one request per event (the webhook sink publishes no batches); "+
 			"publish batches apply to the relay that drains the outbox into the FanOut", c.Relay.PublishBatch)
 	}
 	// Check the templates as a lane would use them; the relay's default
@@ -194,13 +194,13 @@ func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 	rc.Store, rc.Sink, rc.Concurrency, rc.PollInterval, rc.Stream = nopSource{}, nopSink{}, 1, lanePollInterval, nil
 	r, err := relay.New(rc)
 	if err != nil {
-		return c, fmt.Errorf("endpoint: Config.Relay: %w", err)
+		return c, fmt.Errorf("endpoint: SupervisorConfig.Relay: %w", err)
 	}
 	c.Relay.Owner = r.Owner()
 	wc := c.Webhook
 	wc.URL, wc.Secrets, wc.MaxConcurrency = "https://example.com/", []string{templateSecret}, 1
 	if _, err := webhook.New(wc); err != nil {
-		return c, fmt.Errorf("endpoint: Config.Webhook: %w", err)
+		return c, fmt.Errorf("endpoint: SupervisorConfig.Webhook: %w", err)
 	}
 	if c.Client == nil {
 		client := newClient(c.Webhook.Timeout)

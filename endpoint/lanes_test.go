@@ -600,13 +600,13 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 		cfg  endpoint.SupervisorConfig
 		want string
 	}{
-		{endpoint.SupervisorConfig{}, "Config.Store"},
-		{endpoint.SupervisorConfig{Store: s, BreakerFailures: -1}, "Config.BreakerFailures"},
-		{endpoint.SupervisorConfig{Store: s, BreakerPauseMin: time.Minute, BreakerPauseMax: time.Second}, "Config.BreakerPauseMax"},
-		{endpoint.SupervisorConfig{Store: s, DisableAfter: -time.Second}, "Config.DisableAfter"},
-		{endpoint.SupervisorConfig{Store: s, Relay: relay.Config{Lease: time.Millisecond}}, "Config.Relay: relay: Config.Lease"},
-		{endpoint.SupervisorConfig{Store: s, Relay: relay.Config{PublishBatch: 10}}, "Config.Relay.PublishBatch"},
-		{endpoint.SupervisorConfig{Store: s, Webhook: webhook.Config{Timeout: -time.Second}}, "Config.Webhook: webhook: Config.Timeout"},
+		{endpoint.SupervisorConfig{}, "SupervisorConfig.Store"},
+		{endpoint.SupervisorConfig{Store: s, BreakerFailures: -1}, "SupervisorConfig.BreakerFailures"},
+		{endpoint.SupervisorConfig{Store: s, BreakerPauseMin: time.Minute, BreakerPauseMax: time.Second}, "SupervisorConfig.BreakerPauseMax"},
+		{endpoint.SupervisorConfig{Store: s, DisableAfter: -time.Second}, "SupervisorConfig.DisableAfter"},
+		{endpoint.SupervisorConfig{Store: s, Relay: relay.Config{Lease: time.Millisecond}}, "SupervisorConfig.Relay: relay: Config.Lease"},
+		{endpoint.SupervisorConfig{Store: s, Relay: relay.Config{PublishBatch: 10}}, "SupervisorConfig.Relay.PublishBatch"},
+		{endpoint.SupervisorConfig{Store: s, Webhook: webhook.Config{Timeout: -time.Second}}, "SupervisorConfig.Webhook: webhook: Config.Timeout"},
 	} {
 		if _, err := endpoint.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)

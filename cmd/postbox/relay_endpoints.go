@@ -147,10 +147,11 @@ func (e *endpointsFlags) config(s store.Endpoints, scheme string, timeout time.D
 }
 
 // endpointsConfigError rewrites an error of endpoint.New, which names the
-// fields of its Config and of the relay and webhook templates in it, as a
+// fields of its SupervisorConfig and of the relay and webhook templates in it, as a
 // usage error that names the relay's flags that set them.
 func endpointsConfigError(err error) error {
-	msg := strings.NewReplacer("Config.Relay: relay: Config.", "Config.", "Config.Webhook: webhook: Config.", "Config.").Replace(err.Error())
+	msg := strings.ReplaceAll(err.Error(), "SupervisorConfig.", "Config.")
+	msg = strings.NewReplacer("Config.Relay: relay: Config.", "Config.", "Config.Webhook: webhook: Config.", "Config.").Replace(msg)
 	fields := map[string]string{
 		"BreakerFailures": "breaker-failures", "DisableAfter": "disable-after", "Retention": "attempts-retention", "PollInterval": "poll",
 		"ClaimBytes": "claim-bytes", "Timeout": "timeout",
