@@ -93,9 +93,16 @@ func TestWALDeliversPlainSQLInsertsInCommitOrder(t *testing.T) {
 		return confirmedFlush(t, s, w) >= end
 	})
 	checkOrder(t, rcv.Accepted(), map[string]int{"a": 25, "b": 25, "c": 25, "d": 25})
-	if st := stats(t, s); st.Done != 100 || st.Pending != 0 {
-		t.Fatalf("stats %+v, want 100 done", st)
-	}
+	// The receiver's answer comes before the relay's settle. The slot waits
+	// for the settles of the events the stream claimed, but an event the
+	// relay's own claim took first is skipped by the stream (claimed ids
+	// that no one holds) and settled by that claim's path, maybe after the
+	// slot moved on (the table, not the slot, holds what is left to
+	// deliver): such events turn done shortly after.
+	waitFor(t, "the 100 events settled done", 10*time.Second, func() bool {
+		st := stats(t, s)
+		return st.Done == 100 && st.Pending == 0 && st.Processing == 0
+	})
 }
 
 // Batches streamed while earlier ones are still delivered (the stream
