@@ -93,12 +93,11 @@ func TestWALDeliversPlainSQLInsertsInCommitOrder(t *testing.T) {
 		return confirmedFlush(t, s, w) >= end
 	})
 	checkOrder(t, rcv.Accepted(), map[string]int{"a": 25, "b": 25, "c": 25, "d": 25})
-	// The receiver's answer comes before the relay's settle. The slot waits
-	// for the settles of the events the stream claimed, but an event the
-	// relay's own claim took first is skipped by the stream (claimed ids
-	// that no one holds) and settled by that claim's path, maybe after the
-	// slot moved on (the table, not the slot, holds what is left to
-	// deliver): such events turn done shortly after.
+	// The receiver's answer comes before the relay's settle, so the counts
+	// are waited for, not read at once: a run under load once read 98 done
+	// and 2 processing right after the slot was confirmed past the inserts
+	// (cause not established: the stream confirms a batch after its settles
+	// commit; nothing was lost or reordered).
 	waitFor(t, "the 100 events settled done", 10*time.Second, func() bool {
 		st := stats(t, s)
 		return st.Done == 100 && st.Pending == 0 && st.Processing == 0
