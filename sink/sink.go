@@ -33,6 +33,12 @@ type Message struct {
 	postbox.Event
 	// Attempt is the number of this attempt, starting at 1.
 	Attempt int
+	// ContentType is the media type of Payload, as the sink sends it (a
+	// webhook's Content-Type header, a broker's content-type property or
+	// header). Empty means postbox.ContentTypeJSON, what an outbox event's
+	// payload is; an envelope (package sink/envelope) sets another, such as
+	// CloudEvents' structured "application/cloudevents+json".
+	ContentType string
 }
 
 // Sink publishes messages. Publish returns nil only once the destination has
