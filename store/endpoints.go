@@ -31,6 +31,12 @@ const StatusDropped = "dropped"
 // ErrEndpointNotFound is returned when an endpoint id is not in the store.
 var ErrEndpointNotFound = errors.New("store: endpoint not found")
 
+// ErrEndpointChanged is returned by EndpointSeal when the endpoint's sealed
+// secrets are no longer those the caller read (another rotation or rekey
+// changed them first), and by EndpointRotateSecret when the endpoint's
+// secrets are sealed: nothing was changed; read the endpoint again.
+var ErrEndpointChanged = errors.New("store: endpoint changed")
+
 // Endpoint is one webhook endpoint: where its events go, which ones, and
 // how fast.
 type Endpoint struct {
@@ -41,9 +47,29 @@ type Endpoint struct {
 	Types []string
 	// Secret signs every delivery. PreviousSecret, until
 	// PreviousSecretUntil, signs them as well (a rotation's grace period).
+	// Secret and PreviousSecret are the clear secrets of an endpoint whose
+	// secrets are not sealed (a row written before migration 0014, until
+	// postbox endpoints rekey seals it); they are "" for a sealed one,
+	// whose secrets are in Sealed. PreviousSecretUntil, a clear column,
+	// ends the grace period of a sealed endpoint's previous secret too.
 	Secret              string
 	PreviousSecret      string
 	PreviousSecretUntil time.Time
+	// Sealed are the endpoint's secrets as package endpoint sealed them
+	// (Sealed.Data nil: not sealed, see Secret).
+	Sealed SealedSecrets
+	// Filter is a CEL expression on the event that selects, beside Types,
+	// the events the endpoint receives (package endpoint/filter compiles
+	// it; the store keeps its text); "" is no filter.
+	Filter string
+	// Envelope names the envelope deliveries are wrapped in: "" is the
+	// raw payload; the others ("standard", "cloudevents",
+	// "cloudevents-binary", ...) are package sink/envelope's. The store
+	// keeps the name.
+	Envelope string
+	// Signature is the spec of the profile that signs deliveries ("" the
+	// standard one; package signature parses it, the store keeps it).
+	Signature string
 	// RatePerSecond bounds the deliveries started per second (0: no bound).
 	RatePerSecond float64
 	// Concurrency bounds the deliveries in flight at once.
@@ -72,8 +98,31 @@ type Endpoint struct {
 	UpdatedAt        time.Time
 }
 
-// Secrets are the secrets that sign a delivery made at now: the current
-// one, and the previous one during its grace period.
+// SealedSecrets are an endpoint's secrets (signing secrets, auth
+// credentials, secret header values, a broker URL's password) as package
+// endpoint seals them with the operator's key: the store keeps them as
+// given and never sees them in clear.
+type SealedSecrets struct {
+	// Data is the sealed blob, kept byte for byte. Nil (or empty): the
+	// endpoint's secrets are not sealed: Secret and PreviousSecret hold
+	// them in clear (a row written before migration 0014).
+	Data []byte
+	// Key is the id of the key that sealed Data (keyring's key id), so
+	// that a rekey finds the rows sealed by an old key.
+	Key string
+	// Fingerprint is the fingerprints of the signing secrets, for listing
+	// endpoints without the key (not secret).
+	Fingerprint string
+	// Auth is what the sealed credentials authenticate with, for display:
+	// "basic", "bearer", "oauth2", "mtls", "headers", joined by "+"; ""
+	// for none (not secret).
+	Auth string
+}
+
+// Secrets are the clear secrets that sign a delivery made at now: the
+// current one, and the previous one during its grace period. They are
+// those of an endpoint whose secrets are not sealed: a sealed endpoint's
+// are in Sealed, which package endpoint opens.
 func (e Endpoint) Secrets(now time.Time) []string {
 	if e.PreviousSecret != "" && now.Before(e.PreviousSecretUntil) {
 		return []string{e.Secret, e.PreviousSecret}
@@ -163,7 +212,7 @@ const AttemptResponseMax = 1024
 // attempts log: what package endpoint and postbox endpoints call. Both
 // stores implement it on their drivers ((*postgres.Store).Driver(); the
 // store itself holds the administration: create, update, list, delete,
-// rotate, the deliveries' counts and lists, the attempts' list), and pass
+// rotate, seal, the deliveries' counts and lists, the attempts' list), and pass
 // postboxtest/storetest's suites of endpoints and lanes.
 //
 // Deliveries are delivered by package relay, one relay per enabled
@@ -171,16 +220,28 @@ const AttemptResponseMax = 1024
 // claims, leases, settles, retries and dead letters as the outbox's.
 type Endpoints interface {
 	// EndpointCreate writes a new endpoint (e.ID, when zero, is chosen)
-	// and returns it as stored.
+	// and returns it as stored: its settings, Filter, Envelope,
+	// Signature, and its secrets: Sealed when Sealed.Data is set (the
+	// clear column then holds "": an e that has both Sealed.Data and a
+	// Secret is refused), Secret otherwise (an unsealed endpoint, as
+	// before migration 0014). PreviousSecret and PreviousSecretUntil are
+	// not written (a new endpoint has no rotation). Filter, Envelope,
+	// Signature and Sealed's Key, Fingerprint and Auth must be valid UTF-8
+	// without NUL, or e is refused (an error that names the field, never
+	// its value) and nothing is written.
 	EndpointCreate(ctx context.Context, e Endpoint) (Endpoint, error)
 	// EndpointUpdate changes an endpoint's Name, URL, Types,
-	// RatePerSecond, Concurrency, Shadow and AllowPrivate to those of e
-	// (its secrets and state are changed by their own methods), and
-	// returns it as stored, or ErrEndpointNotFound.
+	// RatePerSecond, Concurrency, Shadow, AllowPrivate, Filter, Envelope
+	// and Signature to those of e (its secrets, sealed or not, and its
+	// state are changed by their own methods), and returns it as stored,
+	// or ErrEndpointNotFound. Filter, Envelope and Signature are checked
+	// as EndpointCreate checks them.
 	EndpointUpdate(ctx context.Context, e Endpoint) (Endpoint, error)
-	// EndpointGet returns one endpoint, or ErrEndpointNotFound.
+	// EndpointGet returns one endpoint, its sealed secrets included, or
+	// ErrEndpointNotFound.
 	EndpointGet(ctx context.Context, id uuid.UUID) (Endpoint, error)
-	// EndpointList returns every endpoint, oldest first.
+	// EndpointList returns every endpoint, its sealed secrets included,
+	// oldest first.
 	EndpointList(ctx context.Context) ([]Endpoint, error)
 	// EndpointSetState changes an endpoint's state. Enabling clears
 	// FailingSince and makes its pending deliveries due at once.
@@ -188,8 +249,23 @@ type Endpoints interface {
 	// EndpointDelete removes an endpoint with its deliveries and attempts.
 	EndpointDelete(ctx context.Context, id uuid.UUID) error
 	// EndpointRotateSecret makes secret the current one; the current one
-	// keeps signing until graceUntil.
+	// keeps signing until graceUntil. It rotates the clear secrets of an
+	// endpoint that is not sealed: on a sealed one it changes nothing and
+	// returns ErrEndpointChanged (a sealed endpoint rotates with
+	// EndpointSeal), and ErrEndpointNotFound when there is no endpoint id.
 	EndpointRotateSecret(ctx context.Context, id uuid.UUID, secret string, graceUntil time.Time) error
+	// EndpointSeal replaces the sealed secrets of endpoint id with sealed,
+	// sets PreviousSecretUntil to previousUntil (zero: none), clears the
+	// clear secrets (Secret "", no PreviousSecret) and bumps UpdatedAt, in
+	// one statement, only if the endpoint's sealed data is still was
+	// (byte for byte; nil or empty was: the endpoint is not sealed yet):
+	// a compare-and-swap, so that two rotations, or a rotation and a
+	// rekey, never lose one another. It returns ErrEndpointChanged, having
+	// changed nothing, when the endpoint's sealed data is not was, and
+	// ErrEndpointNotFound when there is no endpoint id. sealed.Data must
+	// not be empty (that would drop the endpoint's secrets), and its texts
+	// are checked as EndpointCreate checks them.
+	EndpointSeal(ctx context.Context, id uuid.UUID, sealed SealedSecrets, previousUntil time.Time, was []byte) error
 	// EndpointFailing records that the endpoint failed at now: it sets
 	// FailingSince unless already set, and returns it. EndpointRecovered
 	// clears it.

@@ -26,6 +26,11 @@ func runEndpoints(t *testing.T, newStore func(t *testing.T) store.Endpoints) {
 		{"FailingSinceIsKeptUntilRecovered", testEndpointFailing},
 		{"BreakerRecordedAndCleared", testEndpointBreaker},
 		{"AttemptsWrittenListedPurged", testAttempts},
+		{"FilterEnvelopeSignatureSealedRoundTrip", testSealedSettingsRoundTrip},
+		{"SealSwapsOnlyFromTheDataRead", testEndpointSeal},
+		{"SealRaceHasOneWinner", testEndpointSealRace},
+		{"RefusedTextsWriteNothing", testEndpointRefusedTexts},
+		{"HostileSettingsAndBlobsRoundTripExactly", testSealedHostileRoundTrip},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore(t)) })
@@ -36,7 +41,7 @@ func newEndpoint(t *testing.T, s store.Endpoints, name string, types ...string) 
 	t.Helper()
 	e, err := s.EndpointCreate(context.Background(), store.Endpoint{
 		Name: name, URL: "https://example.com/" + name, Types: types,
-		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Concurrency: 4, RatePerSecond: 2.5,
+		Secret: clearSecret, Concurrency: 4, RatePerSecond: 2.5,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -107,12 +107,20 @@ var engineMethods = []string{
 	"InboxProcess", "InboxClaim", "InboxComplete", "InboxFail", "InboxDeleteProcessedBefore",
 }
 
+// adminMethods are the methods of store.Endpoints that administer
+// endpoints (postbox endpoints calls them): the store applications hold
+// has them all.
+var adminMethods = []string{
+	"EndpointCreate", "EndpointUpdate", "EndpointGet", "EndpointList", "EndpointSetState", "EndpointDelete",
+	"EndpointRotateSecret", "EndpointSeal", "DeliveryCounts", "DeliveryList", "AttemptList",
+}
+
 // driverOnly are engine steps that one store alone has, kept off its own
 // method set too: PostgreSQL's OrderedReady.
 var driverOnly = []string{"OrderedReady"}
 
 // testSurface: the store applications hold lists none of the engine's
-// methods; its driver has them all.
+// methods, and the administration of endpoints; its driver has them all.
 func testSurface[TTx any](t *testing.T, s Subject[TTx]) {
 	user, driver := reflect.TypeOf(s.Store), reflect.TypeOf(s.Driver)
 	if user == nil || user == driver {
@@ -121,6 +129,11 @@ func testSurface[TTx any](t *testing.T, s Subject[TTx]) {
 	for _, name := range engineMethods {
 		if _, ok := driver.MethodByName(name); !ok {
 			t.Errorf("the driver %v has no method %s", driver, name)
+		}
+	}
+	for _, name := range adminMethods {
+		if _, ok := user.MethodByName(name); !ok {
+			t.Errorf("%v has no method %s: the administration of endpoints is the store's", user, name)
 		}
 	}
 	for _, name := range append(engineMethods, driverOnly...) {

@@ -24,9 +24,14 @@ var endpointsSQL string
 
 // EndpointCreate writes a new endpoint (see store.Endpoints).
 func (s *Store) EndpointCreate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
+	if err := sqlstore.CheckEndpoint(e); err != nil {
+		return e, fmt.Errorf("postgres: create endpoint: %w", err)
+	}
 	e = sqlstore.NewEndpoint(e)
 	err := s.pool.QueryRow(ctx, s.sql.Get("endpoint_create"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
-		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State, e.AllowPrivate).Scan(&e.CreatedAt, &e.UpdatedAt)
+		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State, e.AllowPrivate,
+		sqlstore.SealedArg(e.Sealed.Data), e.Sealed.Key, e.Sealed.Fingerprint, e.Sealed.Auth,
+		e.Filter, e.Envelope, e.Signature).Scan(&e.CreatedAt, &e.UpdatedAt)
 	if err != nil {
 		return e, fmt.Errorf("postgres: create endpoint: %w", err)
 	}
@@ -68,7 +73,9 @@ func scanEndpoint(row pgx.CollectableRow) (store.Endpoint, error) {
 	// Times that take every value: an infinity reads as the zero time.
 	var prevUntil, failing, breaker, created, updated pgtype.Timestamptz
 	err := row.Scan(&e.ID, &e.Name, &e.URL, &types, &e.Secret, &e.PreviousSecret, &prevUntil,
-		&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &breaker, &created, &updated)
+		&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &breaker, &created, &updated,
+		&e.Sealed.Data, &e.Sealed.Key, &e.Sealed.Fingerprint, &e.Sealed.Auth, &e.Filter, &e.Envelope, &e.Signature)
+	e.Sealed.Data = sqlstore.SealedRead(e.Sealed.Data)
 	e.Types = store.SplitTypes(types)
 	e.PreviousSecretUntil, e.FailingSince = finiteTime(prevUntil), finiteTime(failing)
 	e.BreakerOpenUntil = finiteTime(breaker)
@@ -95,12 +102,40 @@ func (s *Store) EndpointDelete(ctx context.Context, id uuid.UUID) error {
 	})
 }
 
-// EndpointRotateSecret makes secret the current one (see store.Endpoints).
+// EndpointRotateSecret makes secret the current one of an unsealed
+// endpoint (see store.Endpoints).
 func (s *Store) EndpointRotateSecret(ctx context.Context, id uuid.UUID, secret string, graceUntil time.Time) error {
-	return s.endpointTx(ctx, "rotate the secret of", id, func(tx pgx.Tx) (int64, error) {
-		tag, err := tx.Exec(ctx, s.sql.Get("endpoint_rotate_secret"), id, secret, graceUntil)
-		return tag.RowsAffected(), err
-	})
+	var rotated, found bool
+	err := s.pool.QueryRow(ctx, s.sql.Get("endpoint_rotate_secret"), id, secret, graceUntil).Scan(&rotated, &found)
+	return swapped("rotate the secret of", id, rotated, found, err)
+}
+
+// EndpointSeal replaces the endpoint's sealed secrets if they are still
+// was, in one statement (endpoint_seal; see store.Endpoints).
+func (s *Store) EndpointSeal(ctx context.Context, id uuid.UUID, sealed store.SealedSecrets, previousUntil time.Time, was []byte) error {
+	if err := sqlstore.CheckSealed(sealed); err != nil {
+		return fmt.Errorf("postgres: seal endpoint %s: %w", id, err)
+	}
+	until := pgtype.Timestamptz{Time: previousUntil, Valid: !previousUntil.IsZero()}
+	var done, found bool
+	err := s.pool.QueryRow(ctx, s.sql.Get("endpoint_seal"), id, sealed.Data, sealed.Key, sealed.Fingerprint, sealed.Auth,
+		until, sqlstore.SealedArg(was)).Scan(&done, &found)
+	return swapped("seal", id, done, found, err)
+}
+
+// swapped is the error of a conditional change of endpoint id (what names
+// it), which was made (done) or not, of an endpoint that is there (found)
+// or not.
+func swapped(what string, id uuid.UUID, done, found bool, err error) error {
+	switch {
+	case err != nil:
+		return fmt.Errorf("postgres: %s endpoint %s: %w", what, id, err)
+	case !found:
+		return fmt.Errorf("postgres: endpoint %s: %w", id, store.ErrEndpointNotFound)
+	case !done:
+		return fmt.Errorf("postgres: %s endpoint %s: %w", what, id, store.ErrEndpointChanged)
+	}
+	return nil
 }
 
 // endpointTx runs fn, which changes endpoint id and reports how many rows
@@ -331,8 +366,11 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 
 // EndpointUpdate changes an endpoint's settings (see store.Endpoints).
 func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
+	if err := sqlstore.CheckSettings(e); err != nil {
+		return store.Endpoint{}, fmt.Errorf("postgres: update endpoint %s: %w", e.ID, err)
+	}
 	rows, err := s.pool.Query(ctx, s.sql.Get("endpoint_update"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
-		e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate)
+		e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate, e.Filter, e.Envelope, e.Signature)
 	if err != nil {
 		return store.Endpoint{}, fmt.Errorf("postgres: update endpoint: %w", err)
 	}

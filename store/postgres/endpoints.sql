@@ -2,25 +2,28 @@
 -- PostgreSQL store; "{schema}" is filled in as in queries.sql.
 
 -- name: endpoint_create
-insert into {schema}.endpoints (id, name, url, types, secret, rate_per_second, concurrency, shadow, state, allow_private)
-values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+-- $5 is the clear secret of an unsealed endpoint, '' for a sealed one
+-- ($11: its sealed secrets; null: not sealed).
+insert into {schema}.endpoints (id, name, url, types, secret, rate_per_second, concurrency, shadow, state, allow_private,
+                                sealed, sealed_key, sealed_fingerprint, auth, filter, envelope, signature)
+values ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)
 returning created_at, updated_at;
 
 -- name: endpoint_columns
 select id, name, url, types, secret, coalesce(previous_secret, ''), previous_secret_until,
        rate_per_second, concurrency, shadow, allow_private, state, failing_since, breaker_open_until,
-       created_at, updated_at
+       created_at, updated_at, sealed, sealed_key, sealed_fingerprint, auth, filter, envelope, signature
 from {schema}.endpoints
 
 -- name: endpoint_update
 -- The columns of endpoint_columns, as updated.
 update {schema}.endpoints
 set name = $2, url = $3, types = $4, rate_per_second = $5, concurrency = $6, shadow = $7,
-    allow_private = $8, updated_at = now()
+    allow_private = $8, filter = $9, envelope = $10, signature = $11, updated_at = now()
 where id = $1
 returning id, name, url, types, secret, coalesce(previous_secret, ''), previous_secret_until,
           rate_per_second, concurrency, shadow, allow_private, state, failing_since, breaker_open_until,
-          created_at, updated_at;
+          created_at, updated_at, sealed, sealed_key, sealed_fingerprint, auth, filter, envelope, signature;
 
 -- name: endpoint_set_state
 update {schema}.endpoints
@@ -37,9 +40,33 @@ where endpoint_id = $1 and status = 'pending' and available_at > now();
 delete from {schema}.endpoints where id = $1;
 
 -- name: endpoint_rotate_secret
-update {schema}.endpoints
-set previous_secret = secret, previous_secret_until = $3, secret = $2, updated_at = now()
-where id = $1;
+-- The clear secrets of an unsealed endpoint; a sealed one is left as it
+-- is. It returns whether the endpoint is there (found) and whether it
+-- rotated: the CTE's read of the table sees the row as it was before the
+-- update.
+with rotated as (
+  update {schema}.endpoints
+  set previous_secret = secret, previous_secret_until = $3, secret = $2, updated_at = now()
+  where id = $1 and sealed is null
+  returning 1
+)
+select exists (select 1 from rotated), exists (select 1 from {schema}.endpoints where id = $1);
+
+-- name: endpoint_seal
+-- A compare-and-swap of the endpoint's sealed secrets ($2..$5): only if
+-- its sealed data is still $7 (null: not sealed yet). It empties the
+-- clear secrets and sets previous_secret_until to $6 (null: none). A
+-- concurrent seal of the same row waits for the row's lock and then finds
+-- the new sealed data: it changes nothing. It returns whether it sealed
+-- and whether the endpoint is there (as endpoint_rotate_secret).
+with sealed as (
+  update {schema}.endpoints
+  set sealed = $2, sealed_key = $3, sealed_fingerprint = $4, auth = $5, previous_secret_until = $6,
+      secret = '', previous_secret = null, updated_at = now()
+  where id = $1 and sealed is not distinct from $7::bytea
+  returning 1
+)
+select exists (select 1 from sealed), exists (select 1 from {schema}.endpoints where id = $1);
 
 -- name: endpoint_failing
 update {schema}.endpoints set failing_since = coalesce(failing_since, $2)

@@ -25,10 +25,15 @@ var endpointsSQL string
 
 // EndpointCreate writes a new endpoint (see store.Endpoints).
 func (s *Store) EndpointCreate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
+	if err := sqlstore.CheckEndpoint(e); err != nil {
+		return e, fmt.Errorf("sqlite: create endpoint: %w", err)
+	}
 	e = sqlstore.NewEndpoint(e)
 	now := time.Now().Truncate(time.Microsecond)
 	_, err := s.exec(ctx, "endpoint_create", e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
-		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State, now.UnixMicro(), e.AllowPrivate)
+		e.Secret, e.RatePerSecond, e.Concurrency, e.Shadow, e.State, now.UnixMicro(), e.AllowPrivate,
+		sqlstore.SealedArg(e.Sealed.Data), e.Sealed.Key, e.Sealed.Fingerprint, e.Sealed.Auth,
+		e.Filter, e.Envelope, e.Signature)
 	if err != nil {
 		return e, fmt.Errorf("sqlite: create endpoint: %w", err)
 	}
@@ -75,9 +80,11 @@ func scanEndpoints(rows *sql.Rows, err error) ([]store.Endpoint, error) {
 		// Times as any: see scanRecords.
 		var prevUntil, failing, breaker, created, updated any
 		if err := rows.Scan(&e.ID, &e.Name, &e.URL, &types, &e.Secret, &e.PreviousSecret, &prevUntil,
-			&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &breaker, &created, &updated); err != nil {
+			&e.RatePerSecond, &e.Concurrency, &e.Shadow, &e.AllowPrivate, &e.State, &failing, &breaker, &created, &updated,
+			&e.Sealed.Data, &e.Sealed.Key, &e.Sealed.Fingerprint, &e.Sealed.Auth, &e.Filter, &e.Envelope, &e.Signature); err != nil {
 			return nil, err
 		}
+		e.Sealed.Data = sqlstore.SealedRead(e.Sealed.Data)
 		e.Types = store.SplitTypes(types)
 		e.PreviousSecretUntil, e.FailingSince = anyTime(prevUntil), anyTime(failing)
 		e.BreakerOpenUntil = anyTime(breaker)
@@ -89,11 +96,14 @@ func scanEndpoints(rows *sql.Rows, err error) ([]store.Endpoint, error) {
 
 // EndpointUpdate changes an endpoint's settings (see store.Endpoints).
 func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
+	if err := sqlstore.CheckSettings(e); err != nil {
+		return store.Endpoint{}, fmt.Errorf("sqlite: update endpoint %s: %w", e.ID, err)
+	}
 	var got []store.Endpoint
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
 		got, err = scanEndpoints(tx.QueryContext(ctx, s.sql.Get("endpoint_update"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
-			e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate, time.Now().UnixMicro()))
+			e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate, time.Now().UnixMicro(), e.Filter, e.Envelope, e.Signature))
 		return err
 	})
 	if err != nil {
@@ -138,10 +148,41 @@ func (s *Store) EndpointDelete(ctx context.Context, id uuid.UUID) error {
 	return endpointChanged("remove", id, n, err)
 }
 
-// EndpointRotateSecret makes secret the current one (see store.Endpoints).
+// EndpointRotateSecret makes secret the current one of an unsealed
+// endpoint (see store.Endpoints).
 func (s *Store) EndpointRotateSecret(ctx context.Context, id uuid.UUID, secret string, graceUntil time.Time) error {
-	n, err := s.exec(ctx, "endpoint_rotate_secret", id, secret, graceUntil.UnixMicro(), time.Now().UnixMicro())
-	return endpointChanged("rotate the secret of", id, n, err)
+	return s.swap(ctx, "rotate the secret of", id, "endpoint_rotate_secret", id, secret, graceUntil.UnixMicro(), time.Now().UnixMicro())
+}
+
+// EndpointSeal replaces the endpoint's sealed secrets if they are still
+// was (endpoint_seal; see store.Endpoints).
+func (s *Store) EndpointSeal(ctx context.Context, id uuid.UUID, sealed store.SealedSecrets, previousUntil time.Time, was []byte) error {
+	if err := sqlstore.CheckSealed(sealed); err != nil {
+		return fmt.Errorf("sqlite: seal endpoint %s: %w", id, err)
+	}
+	until := sql.NullInt64{Int64: previousUntil.UnixMicro(), Valid: !previousUntil.IsZero()}
+	return s.swap(ctx, "seal", id, "endpoint_seal", id, sealed.Data, sealed.Key, sealed.Fingerprint, sealed.Auth,
+		until, sqlstore.SealedArg(was), time.Now().UnixMicro())
+}
+
+// swap runs query, a conditional change of endpoint id (what names it),
+// in a write transaction: when it changes no row, it tells an endpoint
+// whose condition failed (store.ErrEndpointChanged) from one not there
+// (endpoint_exists).
+func (s *Store) swap(ctx context.Context, what string, id uuid.UUID, query string, args ...any) error {
+	var n int64
+	var found bool
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		var err error
+		if n, err = rowsAffected(tx.ExecContext(ctx, s.sql.Get(query), args...)); err != nil || n > 0 {
+			return err
+		}
+		return tx.QueryRowContext(ctx, s.sql.Get("endpoint_exists"), id).Scan(&found)
+	})
+	if err == nil && n == 0 && found {
+		return fmt.Errorf("sqlite: %s endpoint %s: %w", what, id, store.ErrEndpointChanged)
+	}
+	return endpointChanged(what, id, int(n), err)
 }
 
 // EndpointFailing sets FailingSince unless set, and returns it.

@@ -3,25 +3,28 @@
 -- are Unix microseconds, "now" (?9 where used) comes from the caller.
 
 -- name: endpoint_create
+-- ?5 is the clear secret of an unsealed endpoint, '' for a sealed one
+-- (?12: its sealed secrets; null: not sealed).
 insert into {prefix}endpoints (id, name, url, types, secret, rate_per_second, concurrency, shadow, state,
-                               created_at, updated_at, allow_private)
-values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11);
+                               created_at, updated_at, allow_private,
+                               sealed, sealed_key, sealed_fingerprint, auth, filter, envelope, signature)
+values (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18);
 
 -- name: endpoint_columns
 select id, name, url, types, secret, coalesce(previous_secret, ''), previous_secret_until,
        rate_per_second, concurrency, shadow, allow_private, state, failing_since, breaker_open_until,
-       created_at, updated_at
+       created_at, updated_at, sealed, sealed_key, sealed_fingerprint, auth, filter, envelope, signature
 from {prefix}endpoints
 
 -- name: endpoint_update
 -- The columns of endpoint_columns, as updated.
 update {prefix}endpoints
 set name = ?2, url = ?3, types = ?4, rate_per_second = ?5, concurrency = ?6, shadow = ?7,
-    allow_private = ?8, updated_at = ?9
+    allow_private = ?8, updated_at = ?9, filter = ?10, envelope = ?11, signature = ?12
 where id = ?1
 returning id, name, url, types, secret, coalesce(previous_secret, ''), previous_secret_until,
           rate_per_second, concurrency, shadow, allow_private, state, failing_since, breaker_open_until,
-          created_at, updated_at;
+          created_at, updated_at, sealed, sealed_key, sealed_fingerprint, auth, filter, envelope, signature;
 
 -- name: endpoint_set_state
 update {prefix}endpoints
@@ -37,9 +40,26 @@ where endpoint_id = ?1 and status = 'pending' and available_at > ?2;
 delete from {prefix}endpoints where id = ?1;
 
 -- name: endpoint_rotate_secret
+-- The clear secrets of an unsealed endpoint; a sealed one is left as it
+-- is (endpoint_exists tells it from one not there).
 update {prefix}endpoints
 set previous_secret = secret, previous_secret_until = ?3, secret = ?2, updated_at = ?4
-where id = ?1;
+where id = ?1 and sealed is null;
+
+-- name: endpoint_seal
+-- A compare-and-swap of the endpoint's sealed secrets (?2..?5): only if
+-- its sealed data is still ?7 (null: not sealed yet; "is" compares blobs
+-- byte for byte, and null with null). It empties the clear secrets and
+-- sets previous_secret_until to ?6 (null: none). When it changes no row,
+-- endpoint_exists, in the same write transaction, tells a row whose
+-- sealed data changed from one not there.
+update {prefix}endpoints
+set sealed = ?2, sealed_key = ?3, sealed_fingerprint = ?4, auth = ?5, previous_secret_until = ?6,
+    secret = '', previous_secret = null, updated_at = ?8
+where id = ?1 and sealed is ?7;
+
+-- name: endpoint_exists
+select exists (select 1 from {prefix}endpoints where id = ?1);
 
 -- name: endpoint_failing
 update {prefix}endpoints set failing_since = coalesce(failing_since, ?2)

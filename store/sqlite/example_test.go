@@ -73,7 +73,7 @@ func ExampleStore_EnqueueTx() {
 		fmt.Println(d.EventType, d.AggregateType, d.AggregateID, string(d.Payload), "attempt", d.Attempt)
 	}
 	// Output:
-	// applied migrations [1 2 3 4 5 6 7 8 9 10 11 12 13]
+	// applied migrations [1 2 3 4 5 6 7 8 9 10 11 12 13 14]
 	// order.created order 42 {"order_id": 42, "total": 1000} attempt 1
 }
 

@@ -1,7 +1,10 @@
 package sqlstore
 
 import (
+	"errors"
 	"fmt"
+	"strings"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 
@@ -18,6 +21,69 @@ func NewEndpoint(e store.Endpoint) store.Endpoint {
 		e.State = store.EndpointEnabled
 	}
 	return e
+}
+
+// CheckEndpoint checks e before EndpointCreate writes it: its texts
+// (CheckSettings, and those of its sealed secrets), and that a sealed
+// endpoint has no clear secret beside its sealed ones. The errors name
+// what is wrong, never a value.
+func CheckEndpoint(e store.Endpoint) error {
+	if len(e.Sealed.Data) > 0 && e.Secret != "" {
+		return errors.New("an endpoint with sealed secrets has no clear secret")
+	}
+	if err := CheckSettings(e); err != nil {
+		return err
+	}
+	return checkSealedText(e.Sealed)
+}
+
+// CheckSettings checks the texts of e's settings that the stores keep as
+// given, before EndpointCreate or EndpointUpdate writes them: Filter,
+// Envelope and Signature must be valid UTF-8 without NUL (which
+// PostgreSQL's text cannot hold: both stores refuse them alike).
+func CheckSettings(e store.Endpoint) error {
+	return checkText("Filter", e.Filter, "Envelope", e.Envelope, "Signature", e.Signature)
+}
+
+// CheckSealed checks sealed before EndpointSeal writes it: Data is not
+// empty (sealing nothing would drop the endpoint's secrets), and its texts
+// are valid UTF-8 without NUL.
+func CheckSealed(sealed store.SealedSecrets) error {
+	if len(sealed.Data) == 0 {
+		return errors.New("no sealed data: sealing nothing would drop the endpoint's secrets")
+	}
+	return checkSealedText(sealed)
+}
+
+func checkSealedText(sealed store.SealedSecrets) error {
+	return checkText("Sealed.Key", sealed.Key, "Sealed.Fingerprint", sealed.Fingerprint, "Sealed.Auth", sealed.Auth)
+}
+
+// checkText checks pairs of a field's name and its value.
+func checkText(pairs ...string) error {
+	for i := 0; i < len(pairs); i += 2 {
+		if v := pairs[i+1]; !utf8.ValidString(v) || strings.IndexByte(v, 0) >= 0 {
+			return fmt.Errorf("endpoint's %s is not valid UTF-8 text without NUL", pairs[i])
+		}
+	}
+	return nil
+}
+
+// SealedArg is sealed data as the stores' sealed column holds it: the
+// bytes, or SQL NULL (nil) when there are none (not sealed).
+func SealedArg(data []byte) any {
+	if len(data) == 0 {
+		return nil
+	}
+	return data
+}
+
+// SealedRead is the sealed column as read: nil when it held none.
+func SealedRead(data []byte) []byte {
+	if len(data) == 0 {
+		return nil
+	}
+	return data
 }
 
 // AttemptText is an attempt's response and error as stored: cleaned, and
