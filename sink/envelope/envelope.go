@@ -40,6 +40,15 @@
 // (a UUIDv4): their events carry the time of the publish instead. Times
 // are RFC 3339 in UTC with microseconds.
 //
+// # Signatures
+//
+// Over the webhook sink, Standard and structured mode put everything in
+// the body, which the webhook signature covers. Binary mode's ce-*
+// headers are not signed: the signature covers the body (the payload) and
+// the Postbox-* metadata headers (package signature), which carry the
+// same event type, aggregate type and aggregate id; a receiver that must
+// trust them reads those, or takes structured mode.
+//
 // # Failures
 //
 // An envelope never re-encodes the payload: data holds its bytes as they

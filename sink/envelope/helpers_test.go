@@ -207,9 +207,10 @@ func unchanged(t *testing.T, m *sink.Message, e postbox.Event) {
 	}
 }
 
-// wantTime is the time the envelope of the event of id, published between
-// before and after, must carry: the id's own for a UUIDv7, and for others
-// a time between the two; truncated to the microsecond.
+// checkTime fails t when got is not the time the envelope of the event of
+// id, published between before and after, must carry: the id's own for a
+// UUIDv7, and for others a time between the two (truncated to the
+// microsecond).
 func checkTime(t *testing.T, got time.Time, id uuid.UUID, before, after time.Time) {
 	t.Helper()
 	if id.Version() == 7 {
