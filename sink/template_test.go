@@ -79,3 +79,25 @@ func TestBrokerHeadersWin(t *testing.T) {
 		}
 	}
 }
+
+// The content type is the message's, JSON when it names none; an event
+// header never replaces it.
+func TestBrokerHeadersCarryTheContentType(t *testing.T) {
+	for _, tc := range []struct{ contentType, want string }{
+		{"", postbox.ContentTypeJSON},
+		{"application/cloudevents+json; charset=utf-8", "application/cloudevents+json; charset=utf-8"},
+	} {
+		m := &sink.Message{Event: postbox.Event{
+			ID: postbox.NewID(), EventType: "order.paid", Headers: map[string]string{"Content-Type": "text/plain"},
+		}, ContentType: tc.contentType}
+		var got []string
+		sink.BrokerHeaders(m, func(name, value string) {
+			if name == postbox.HeaderContentType {
+				got = append(got, value)
+			}
+		})
+		if len(got) != 1 || got[0] != tc.want {
+			t.Errorf("ContentType %q: Content-Type headers %q, want [%q]", tc.contentType, got, tc.want)
+		}
+	}
+}

@@ -11,7 +11,8 @@ import (
 // the event's own headers first (trace context and the like), then the
 // Postbox-* headers and the content type of the wire format
 // (postbox.HeaderEventID and the others), which win over an event header
-// of the same name. Every broker sink (NATS JetStream, RabbitMQ, Kafka)
+// of the same name. The content type is m.ContentType, or
+// postbox.ContentTypeJSON when that is empty. Every broker sink (NATS JetStream, RabbitMQ, Kafka)
 // sends them with the payload as the message body, unchanged.
 func BrokerHeaders(m *Message, set func(name, value string)) {
 	for name, value := range m.Headers {
@@ -24,7 +25,11 @@ func BrokerHeaders(m *Message, set func(name, value string)) {
 	set(postbox.HeaderAggregateType, m.AggregateType)
 	set(postbox.HeaderAggregateID, m.AggregateID)
 	set(postbox.HeaderAttempt, strconv.Itoa(m.Attempt))
-	set(postbox.HeaderContentType, postbox.ContentTypeJSON)
+	contentType := m.ContentType
+	if contentType == "" {
+		contentType = postbox.ContentTypeJSON
+	}
+	set(postbox.HeaderContentType, contentType)
 }
 
 // isWireHeader reports whether name is one of the headers BrokerHeaders

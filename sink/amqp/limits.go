@@ -12,7 +12,7 @@ import (
 )
 
 // maxShortstr is the longest AMQP short string: a routing key, a header
-// name, the type and message_id properties.
+// name, the type, content_type and message_id properties.
 const maxShortstr = 255
 
 // Sizes of a content header frame (AMQP 0-9-1, 4.2.3 and 4.2.6.1): the
@@ -40,6 +40,9 @@ func (k *Sink) refusal(m *sink.Message, pub *amqp091.Publishing, frameMax int) e
 	}
 	if len(pub.Type) > maxShortstr {
 		return fmt.Errorf("amqp: event %s: the event type is %d bytes, over AMQP's %d for the type property", m.ID, len(pub.Type), maxShortstr)
+	}
+	if len(pub.ContentType) > maxShortstr {
+		return fmt.Errorf("amqp: event %s: the content type is %d bytes, over AMQP's %d for the content_type property", m.ID, len(pub.ContentType), maxShortstr)
 	}
 	if len(pub.Body) > k.s.MaxMessageBytes {
 		return fmt.Errorf("amqp: event %s: the payload is %d bytes, over Config.MaxMessageBytes of %d (the server's max_message_size)", m.ID, len(pub.Body), k.s.MaxMessageBytes)

@@ -7,8 +7,9 @@
 // is bound for is returned by the server, and its Publish fails (retried,
 // then failed by the relay) instead of vanishing. The body is the event's
 // payload, unchanged; the headers table holds the broker wire headers
-// (sink.BrokerHeaders), type is the event type, content_type
-// application/json.
+// (sink.BrokerHeaders), type is the event type, content_type the
+// message's (sink.Message.ContentType), application/json when it names
+// none.
 //
 // Publishes go out on a few channels, each with many awaiting their
 // confirms at once. When the connection or a channel closes, the sink
@@ -112,9 +113,13 @@ func (k *Sink) Publish(ctx context.Context, m *sink.Message) error {
 func publishing(m *sink.Message) amqp091.Publishing {
 	headers := amqp091.Table{}
 	sink.BrokerHeaders(m, func(name, value string) { headers[name] = value })
+	contentType := m.ContentType
+	if contentType == "" {
+		contentType = postbox.ContentTypeJSON
+	}
 	return amqp091.Publishing{
 		Headers:      headers,
-		ContentType:  postbox.ContentTypeJSON,
+		ContentType:  contentType,
 		DeliveryMode: amqp091.Persistent,
 		MessageId:    m.ID.String(),
 		Type:         m.EventType,

@@ -3,6 +3,7 @@ package amqp_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"strings"
 	"sync"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	amqp091 "github.com/rabbitmq/amqp091-go"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/amqptest"
@@ -240,4 +242,42 @@ func TestPublishEndsAtItsTimeoutWithoutConfirm(t *testing.T) {
 		t.Fatalf("Publish without a confirm: %v, want a timeout", err)
 	}
 	proxy.Thaw() // for a quick Close
+}
+
+// The content_type property (and the Content-Type header) is the
+// message's own content type, JSON when it names none; a content type
+// longer than the property can hold fails its event alone, Permanent.
+func TestContentType(t *testing.T) {
+	srv := amqptest.Connect(t)
+	exchange := srv.Exchange()
+	queue := srv.Queue(exchange, "#", nil)
+	k := newSink(t, exchange, "")
+	plain := message("order.created")
+	enveloped := message("order.created")
+	enveloped.ContentType = "application/cloudevents+json; charset=utf-8"
+	long := message("order.created")
+	long.ContentType = "application/" + strings.Repeat("x", 250)
+	for _, m := range []*sink.Message{plain, enveloped} {
+		if err := k.Publish(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	err := k.Publish(t.Context(), long)
+	if kind, _, _ := sink.Classify(err); kind != sink.Permanent || !strings.Contains(err.Error(), "content type is 262 bytes") {
+		t.Errorf("a content type of 262 bytes: %v (%v), want a Permanent error naming it", err, kind)
+	}
+	waitQueue(t, srv, queue, 2)
+	want := map[string]string{plain.ID.String(): postbox.ContentTypeJSON, enveloped.ID.String(): enveloped.ContentType}
+	srv.Do("get", func(ch *amqp091.Channel) error {
+		for range 2 {
+			d, ok, err := ch.Get(queue, true)
+			if err != nil || !ok {
+				return fmt.Errorf("get: %v (a message: %v)", err, ok)
+			}
+			if w := want[d.MessageId]; d.ContentType != w || d.Headers[postbox.HeaderContentType] != w {
+				t.Errorf("message %s: content_type %q, header %v; want %q", d.MessageId, d.ContentType, d.Headers[postbox.HeaderContentType], w)
+			}
+		}
+		return nil
+	})
 }

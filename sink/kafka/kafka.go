@@ -10,6 +10,13 @@
 // Postbox-Event-Id, Postbox-Event-Type, ..., Content-Type) and the
 // event's own headers (traceparent) come with it.
 //
+// The content type travels as "Content-Type: application/json" for an
+// event's payload, as it always has; a message that names its own
+// (sink.Message.ContentType, set by an envelope of package sink/envelope)
+// carries it in the header "content-type" instead, the name the
+// CloudEvents Kafka protocol binding reads: Kafka's header names are
+// case-sensitive.
+//
 // Publish returns nil only once the brokers have acknowledged the record.
 // Concurrent publishes share produce requests: the producer gathers the
 // records that arrive while a request is in flight, and those that arrive
@@ -234,9 +241,15 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	return s.classify(rec.Topic, fmt.Errorf("kafka: event %s to topic %q: %w", m.ID, rec.Topic, err))
 }
 
+// headerContentType is the record header of a message's own content type
+// (sink.Message.ContentType), as the CloudEvents Kafka protocol binding
+// names it.
+const headerContentType = "content-type"
+
 // Record returns the record Publish produces for m: topic from the
 // template, key = aggregate id, value = payload, headers = the broker wire
-// headers and Debezium's "id".
+// headers (the content type under headerContentType when m names its own)
+// and Debezium's "id".
 func (s *Sink) Record(m *sink.Message) *kgo.Record {
 	rec := &kgo.Record{
 		Topic:   s.topic.Expand(&m.Event),
@@ -245,9 +258,13 @@ func (s *Sink) Record(m *sink.Message) *kgo.Record {
 		Headers: make([]kgo.RecordHeader, 0, len(m.Headers)+7),
 	}
 	sink.BrokerHeaders(m, func(name, value string) {
-		if name != postbox.HeaderDebeziumID {
-			rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: name, Value: []byte(value)})
+		switch {
+		case name == postbox.HeaderDebeziumID:
+			return
+		case name == postbox.HeaderContentType && m.ContentType != "":
+			name = headerContentType
 		}
+		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: name, Value: []byte(value)})
 	})
 	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: postbox.HeaderDebeziumID, Value: []byte(m.ID.String())})
 	return rec

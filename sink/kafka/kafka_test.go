@@ -134,3 +134,40 @@ func waitRecords(t *testing.T, r *kafkatest.Reader, n int) {
 		time.Sleep(10 * time.Millisecond)
 	}
 }
+
+// A message's own content type travels in the header "content-type", the
+// name the CloudEvents Kafka binding reads, and no "Content-Type" beside
+// it; a message that names none keeps today's "Content-Type:
+// application/json". An event header of that name never replaces it.
+func TestContentTypeHeader(t *testing.T) {
+	_, brokers := kafkatest.NewCluster(t)
+	kafkatest.CreateTopic(t, brokers, "outbox.event.order", 1)
+	r := kafkatest.NewReader(t, brokers, "outbox.event.order")
+	s := newSink(t, kafka.Config{Brokers: brokers})
+	plain := message("order", "1", []byte(`{}`))
+	plain.Headers["content-type"] = "text/forged"
+	enveloped := message("order", "1", []byte(`{"specversion":"1.0"}`))
+	enveloped.ContentType = "application/cloudevents+json; charset=utf-8"
+	enveloped.Headers["Content-Type"] = "text/forged"
+	for _, m := range []*sink.Message{plain, enveloped} {
+		if err := s.Publish(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	waitRecords(t, r, 2)
+	want := []string{
+		postbox.HeaderContentType + ": " + postbox.ContentTypeJSON,
+		"content-type: " + enveloped.ContentType,
+	}
+	for i, rec := range r.Records() {
+		var got []string
+		for _, h := range rec.Headers {
+			if strings.EqualFold(h.Key, postbox.HeaderContentType) {
+				got = append(got, h.Key+": "+string(h.Value))
+			}
+		}
+		if len(got) != 1 || got[0] != want[i] {
+			t.Errorf("record %d: content type headers %q, want [%q]", i, got, want[i])
+		}
+	}
+}

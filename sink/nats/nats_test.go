@@ -258,3 +258,40 @@ func TestPublishBatchOutcomesPerMessage(t *testing.T) {
 		}
 	}
 }
+
+// The Content-Type header is the message's own content type, JSON when it
+// names none; an event header of that name never replaces it.
+func TestContentTypeHeader(t *testing.T) {
+	_, js := natstest.Connect(t, natstest.URL())
+	st, prefix := natstest.Stream(t, js, nil)
+	s := newSink(t, natstest.URL(), prefix+".{event_type}")
+	received := readStream(t, st)
+	plain := message("1", []byte(`{}`))
+	plain.Headers = map[string]string{"content-type": "text/forged"}
+	enveloped := message("1", []byte(`{"specversion":"1.0"}`))
+	enveloped.ContentType = "application/cloudevents+json; charset=utf-8"
+	for _, m := range []*sink.Message{plain, enveloped} {
+		if err := s.Publish(t.Context(), m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for len(received()) < 2 {
+		if time.Now().After(deadline) {
+			t.Fatalf("read %d messages, want 2", len(received()))
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	want := map[uuid.UUID]string{plain.ID: postbox.ContentTypeJSON, enveloped.ID: enveloped.ContentType}
+	for _, d := range received() {
+		var got []string
+		for name, value := range d.Headers {
+			if strings.EqualFold(name, postbox.HeaderContentType) {
+				got = append(got, name+": "+value)
+			}
+		}
+		if w := postbox.HeaderContentType + ": " + want[d.ID]; len(got) != 1 || got[0] != w {
+			t.Errorf("message %s: content type headers %q, want [%q]", d.ID, got, w)
+		}
+	}
+}
