@@ -29,6 +29,21 @@
 // Scheme.SignsID reports this, so that a receiver can set its own policy,
 // for example requiring the id to be repeated in the signed body.
 //
+// # Profiles
+//
+// A Profile is a scheme under other header names, for receivers migrating
+// from another provider: only the names change, never what is signed nor
+// the signature's form. ParseProfile reads "standard" and "x-signature"
+// (the schemes' own names), "svix" (Svix signs as Standard Webhooks, under
+// svix-id, svix-timestamp and svix-signature: the Svix libraries verify
+// its requests), "standard;prefix=acme" (acme-id, acme-timestamp,
+// acme-signature) and "x-signature;id=X-Acme-Id,timestamp=X-Acme-Ts,
+// signature=X-Acme-Sig"; NewProfileSigner and NewProfileVerifier sign and
+// verify under a profile's names. The names are HTTP tokens, three
+// distinct ones, none a postbox header nor one of the request's own
+// (Content-Type, Authorization, framing and hop-by-hop headers):
+// ErrInvalidProfile otherwise.
+//
 // # Metadata
 //
 // Neither scheme signs the headers beside the body, and a receiver that

@@ -8,6 +8,9 @@ var (
 	// ErrUnknownScheme is returned for a scheme that is neither Standard nor
 	// XSignature.
 	ErrUnknownScheme = errors.New("signature: unknown scheme")
+	// ErrInvalidProfile is returned for a Profile whose header names cannot
+	// serve (see Profile.Validate), or a profile ParseProfile cannot read.
+	ErrInvalidProfile = errors.New("signature: invalid profile")
 	// ErrEmptySecret is returned when no secret, or an empty one, is given.
 	ErrEmptySecret = errors.New("signature: empty secret")
 	// ErrSecretTooShort is returned for a secret (for "whsec_" secrets, a

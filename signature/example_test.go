@@ -123,3 +123,27 @@ func ExampleGenerateKeyPair() {
 	// Output:
 	// whsk_ whpk_ true <nil>
 }
+
+// A receiver migrating from Svix keeps its svix-* headers: the svix
+// profile signs as Standard Webhooks do, under Svix's names.
+func ExampleParseProfile() {
+	p, err := signature.ParseProfile("svix")
+	if err != nil {
+		panic(err)
+	}
+	s, err := signature.NewProfileSigner(p, "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw")
+	if err != nil {
+		panic(err)
+	}
+	h := http.Header{}
+	if err := s.Sign(h, "msg_p5jXN8AQM9LWM0D4loKWxJek", time.Unix(1614265330, 0), []byte(`{"test": 2432232314}`)); err != nil {
+		panic(err)
+	}
+	fmt.Println(h.Get("svix-signature"))
+
+	acme, err := signature.ParseProfile("x-signature;prefix=acme")
+	fmt.Println(acme.HeaderNames(), acme, err)
+	// Output:
+	// v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE=
+	// {Acme-Id Acme-Timestamp Acme-Signature} x-signature;prefix=Acme <nil>
+}

@@ -8,6 +8,7 @@ import (
 // Signer signs outgoing webhook requests. It is safe for concurrent use.
 type Signer struct {
 	scheme Scheme
+	names  HeaderNames // canonical
 	keys   []key
 }
 
@@ -25,14 +26,24 @@ type Signer struct {
 // SecretMinLen bytes, malformed keys (ErrMalformedSecret), and "whpk_"
 // public keys or, in XSignature, any ed25519 key (ErrWrongKeyKind).
 func NewSigner(scheme Scheme, secrets ...string) (*Signer, error) {
-	keys, err := scheme.keys(secrets, signing)
+	return NewProfileSigner(Profile{Scheme: scheme}, secrets...)
+}
+
+// NewProfileSigner returns a Signer that signs in the profile's scheme,
+// under its header names, with every one of secrets, which are written as
+// for NewSigner. It refuses a profile that Profile.Validate refuses.
+func NewProfileSigner(p Profile, secrets ...string) (*Signer, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
+	keys, err := p.Scheme.keys(secrets, signing)
 	if err != nil {
 		return nil, err
 	}
-	return &Signer{scheme: scheme, keys: keys}, nil
+	return &Signer{scheme: p.Scheme, names: p.HeaderNames(), keys: keys}, nil
 }
 
-// Sign sets the scheme's id, timestamp and signature headers on h for a
+// Sign sets the profile's id, timestamp and signature headers on h for a
 // request carrying body, and the metadata signature header
 // (HeaderMetadataSignature) over the id, the timestamp and the metadata
 // headers h holds (Metadata: event type, aggregate type and id, sequence;
@@ -57,15 +68,14 @@ func (s *Signer) Sign(h http.Header, id string, ts time.Time, body []byte) error
 	sigs := s.appendEntries(buf[:0], &message{scheme: s.scheme, id: id, timestamp: timestamp, body: body})
 	n := len(sigs)
 	sigs = s.appendEntries(sigs, &message{scheme: s.scheme, id: id, timestamp: timestamp, metadata: md, isMetadata: true})
-	// The header names are canonical (HeaderNames): set the map directly,
+	// The header names are canonical (Profile.HeaderNames): set the map directly,
 	// with one backing array for the four values, and one string for both
 	// signatures.
 	both := string(sigs)
 	values := []string{id, timestamp, both[:n], both[n:]}
-	idName, timestampName, sigName := s.scheme.HeaderNames()
-	h[idName] = values[0:1:1]
-	h[timestampName] = values[1:2:2]
-	h[sigName] = values[2:3:3]
+	h[s.names.ID] = values[0:1:1]
+	h[s.names.Timestamp] = values[1:2:2]
+	h[s.names.Signature] = values[2:3:3]
 	h[HeaderMetadataSignature] = values[3:4:4]
 	return nil
 }

@@ -18,6 +18,7 @@ type Verifier struct {
 	Now func() time.Time
 
 	scheme    Scheme
+	names     HeaderNames
 	tolerance time.Duration
 	keys      []key
 	// asymmetric is whether keys hold a public key.
@@ -36,28 +37,38 @@ type Verifier struct {
 // only the public key (PublicKey derives it), and should not hold the
 // key that signs.
 func NewVerifier(scheme Scheme, tolerance time.Duration, secrets ...string) (*Verifier, error) {
+	return NewProfileVerifier(Profile{Scheme: scheme}, tolerance, secrets...)
+}
+
+// NewProfileVerifier returns a Verifier of requests signed in the
+// profile's scheme under its header names, as NewVerifier describes. It
+// refuses a profile that Profile.Validate refuses.
+func NewProfileVerifier(p Profile, tolerance time.Duration, secrets ...string) (*Verifier, error) {
+	if err := p.Validate(); err != nil {
+		return nil, err
+	}
 	if tolerance < 0 {
 		return nil, fmt.Errorf("signature: negative tolerance %v", tolerance)
 	}
 	if tolerance == 0 {
 		tolerance = ToleranceDefault
 	}
-	keys, err := scheme.keys(secrets, verifying)
+	keys, err := p.Scheme.keys(secrets, verifying)
 	if err != nil {
 		return nil, err
 	}
-	v := &Verifier{scheme: scheme, tolerance: tolerance, keys: keys}
+	v := &Verifier{scheme: p.Scheme, names: p.HeaderNames(), tolerance: tolerance, keys: keys}
 	for _, k := range keys {
 		v.asymmetric = v.asymmetric || k.public != nil
 	}
 	return v, nil
 }
 
-// Verify checks the signature headers of a request against its body and
-// returns the event id and the timestamp they carry. The body is only
-// hashed, never parsed. HMAC signatures (v1, sha256=) are compared in
-// constant time; v1a signatures are checked with ed25519.Verify against
-// each public key. Entries of other versions are skipped. Errors
+// Verify checks the signature headers of a request (under the profile's
+// names) against its body and returns the event id and the timestamp
+// they carry. The body is only hashed, never parsed. HMAC signatures (v1,
+// sha256=) are compared in constant time; v1a signatures are checked with
+// ed25519.Verify against each public key. Entries of other versions are skipped. Errors
 // match ErrMissingHeaders, ErrInvalidID, ErrMalformedHeader,
 // ErrTimestampOutOfTolerance or ErrNoMatchingSignature, checked in that
 // order.
@@ -66,8 +77,7 @@ func NewVerifier(scheme Scheme, tolerance time.Duration, secrets ...string) (*Ve
 // sequence): VerifyMetadata does. In the XSignature scheme the returned id
 // is not covered by the signature (see Scheme.SignsID).
 func (v *Verifier) Verify(h http.Header, body []byte) (id string, ts time.Time, err error) {
-	_, _, sigName := v.scheme.HeaderNames()
-	id, timestamp, ts, got, err := v.envelope(h, sigName)
+	id, timestamp, ts, got, err := v.envelope(h, v.names.Signature)
 	if err != nil {
 		return "", time.Time{}, err
 	}
@@ -113,7 +123,7 @@ func (v *Verifier) VerifyMetadata(h http.Header) (Metadata, error) {
 // envelope reads and checks what every signature of a request depends on:
 // the id and timestamp headers, and the signature header sigName, parsed.
 func (v *Verifier) envelope(h http.Header, sigName string) (id, timestamp string, ts time.Time, got entries, err error) {
-	idName, timestampName, _ := v.scheme.HeaderNames()
+	idName, timestampName := v.names.ID, v.names.Timestamp
 	id, timestamp = h.Get(idName), h.Get(timestampName)
 	sig := strings.Join(h.Values(sigName), " ")
 	var missing []string

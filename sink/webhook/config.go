@@ -1,10 +1,13 @@
 package webhook
 
 import (
+	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/url"
+	"strings"
 	"time"
 
 	"github.com/postbox-go/postbox/signature"
@@ -39,6 +42,38 @@ type Config struct {
 	// Scheme is the signature scheme. Default signature.Standard (the zero
 	// value).
 	Scheme signature.Scheme
+	// HeaderNames rename the signature's id, timestamp and signature
+	// headers, for receivers that expect another provider's (such as
+	// signature.SvixNames): all three or none (the scheme's own). With
+	// Scheme they make a signature.Profile (signature.ParseProfile reads
+	// "svix", "standard;prefix=acme"...: set Scheme and HeaderNames to its
+	// Scheme and Names), which New checks as Profile.Validate does.
+	HeaderNames signature.HeaderNames
+	// Headers are sent with every request, such as an API key a partner's
+	// gateway asks for; values may be secret: they never show in a log
+	// line or an error. They replace an event's own headers of the same
+	// name. New refuses a name that is not an HTTP token, given twice (in
+	// another case), or that the sink sets itself (Content-Type,
+	// User-Agent, Postbox-*, the signature's); one that TransportHeader
+	// refuses (Authorization goes through Auth); and a value with a
+	// control character other than tab.
+	Headers map[string]string
+	// Auth authenticates the sink to the endpoint: Basic, Bearer or OAuth2
+	// client credentials (see Auth). Default none. It cannot be combined
+	// with credentials in the URL's user information.
+	Auth Auth
+	// ClientCertificate is presented to endpoints that ask for one
+	// (mutual TLS); ParseClientCertificate reads it from PEM. It and
+	// RootCAs are set on a clone of Client's *http.Transport
+	// (http.DefaultTransport's when Client has none, the default client's
+	// when Client is nil): New refuses a Client whose Transport is
+	// another RoundTripper. They apply to OAuth2 token requests too.
+	ClientCertificate *tls.Certificate
+	// RootCAs, when set, are the certificate authorities that the
+	// endpoint's (and the token endpoint's) certificate is verified
+	// against, in place of the system's: a partner's private CA
+	// (ParseCertPool reads a PEM bundle).
+	RootCAs *x509.CertPool
 	// Timeout bounds one whole request: connecting, sending, and reading
 	// the response. Default TimeoutDefault (10s).
 	Timeout time.Duration
@@ -102,7 +137,7 @@ func (c Config) withDefaults() Config {
 }
 
 // validate checks c before withDefaults; errors name the field and never
-// carry the URL or a secret.
+// carry the URL, a header's value or a secret.
 func (c Config) validate() error {
 	u, err := url.Parse(c.URL)
 	switch {
@@ -124,6 +159,50 @@ func (c Config) validate() error {
 		return fmt.Errorf("webhook: Config.RetryAfterMax %v is negative", c.RetryAfterMax)
 	case !validHeaderValue(c.UserAgent):
 		return errors.New("webhook: Config.UserAgent holds a control character")
+	}
+	if err := c.profile().Validate(); err != nil {
+		if errors.Is(err, signature.ErrUnknownScheme) {
+			return fmt.Errorf("webhook: Config.Scheme: %w", err)
+		}
+		return fmt.Errorf("webhook: Config.HeaderNames: %w", err)
+	}
+	if err := c.validateHeaders(); err != nil {
+		return err
+	}
+	if err := c.Auth.validate(u.User != nil); err != nil {
+		return err
+	}
+	return validateCertificate(c.ClientCertificate)
+}
+
+// profile is the signature profile of c: its Scheme and HeaderNames.
+func (c Config) profile() signature.Profile {
+	return signature.Profile{Scheme: c.Scheme, Names: c.HeaderNames}
+}
+
+// validateHeaders checks c.Headers; errors name the header, never its
+// value.
+func (c Config) validateHeaders() error {
+	sigNames := c.profile().HeaderNames()
+	own := [3]string{sigNames.ID, sigNames.Timestamp, sigNames.Signature}
+	seen := make(map[string]bool, len(c.Headers))
+	for name, value := range c.Headers {
+		canonical := http.CanonicalHeaderKey(name)
+		switch {
+		case !validHeaderName(name):
+			return fmt.Errorf("webhook: Config.Headers: %q is not a valid header name", name)
+		case seen[canonical]:
+			return fmt.Errorf("webhook: Config.Headers: %s is given twice, in different cases", canonical)
+		case canonical == headerAuthorization:
+			return errors.New("webhook: Config.Headers cannot set Authorization: use Config.Auth")
+		case ownHeader(canonical, &own) || strings.HasPrefix(canonical, "Postbox-"):
+			return fmt.Errorf("webhook: Config.Headers cannot set %s, which the sink sets itself", canonical)
+		case TransportHeader(canonical):
+			return fmt.Errorf("webhook: Config.Headers cannot set %s: credentials, proxy, hop-by-hop and framing headers are the transport's", canonical)
+		case !validHeaderValue(value):
+			return fmt.Errorf("webhook: Config.Headers: the value of %s holds a control character", canonical)
+		}
+		seen[canonical] = true
 	}
 	return nil
 }

@@ -73,3 +73,37 @@ func Example_classify() {
 	// permanent 410
 	// permanent: status 410: webhook: Gone: response "this endpoint was removed\n"
 }
+
+// A partner's endpoint behind OAuth2 client credentials and mutual TLS,
+// which also wants an API key header and Svix's header names. (Not run:
+// the PEM and the secrets come from a secret store.)
+func ExampleConfig_partner() {
+	var certPEM, keyPEM, caPEM []byte // from the secret store
+	cert, err := webhook.ParseClientCertificate(certPEM, keyPEM)
+	if err != nil {
+		panic(err)
+	}
+	roots, err := webhook.ParseCertPool(caPEM)
+	if err != nil {
+		panic(err)
+	}
+	s, err := webhook.New(webhook.Config{
+		URL:         "https://hooks.partner.example/postbox",
+		Secrets:     []string{"whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"},
+		HeaderNames: signature.SvixNames,
+		Headers:     map[string]string{"X-Api-Key": "from-the-secret-store"},
+		Auth: webhook.Auth{OAuth2: &webhook.OAuth2{
+			TokenURL:     "https://auth.partner.example/oauth/token",
+			ClientID:     "postbox",
+			ClientSecret: "from-the-secret-store",
+			Scopes:       []string{"events:write"},
+			Params:       map[string][]string{"audience": {"https://hooks.partner.example"}},
+		}},
+		ClientCertificate: &cert,
+		RootCAs:           roots,
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(s)
+}

@@ -3,7 +3,6 @@ package webhook
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"fmt"
 	"io"
 	"net/http"
@@ -43,9 +42,10 @@ type target struct {
 	// url is without an empty port ("host:"), as http.NewRequest makes
 	// it.
 	url *url.URL
-	// authorization is the Basic credentials of the URL's user
-	// information, as http.Client.Do would send them; empty when the URL
-	// has none.
+	// authorization is the static Authorization of every request: the
+	// Basic credentials of the URL's user information, as http.Client.Do
+	// would send them, or Config.Auth's Basic or Bearer; empty when there
+	// is none.
 	authorization string
 }
 
@@ -59,19 +59,27 @@ func newTarget(rawURL string) (target, error) {
 	t := target{url: u}
 	if u.User != nil {
 		password, _ := u.User.Password()
-		t.authorization = "Basic " + base64.StdEncoding.EncodeToString([]byte(u.User.Username()+":"+password))
+		t.authorization = basicAuthorization(u.User.Username(), password)
 	}
 	return t, nil
 }
 
-// newRequest builds the POST of m, signed with the current time. The
-// message's own headers never replace one the sink sets. A header of the
-// message that could never be sent, or that TransportHeader refuses, and a
-// payload over MaxMessageBytes make a sink.Permanent error: no retry can
-// help.
-func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, error) {
+// newRequest builds the POST of m, signed with the current time, with
+// authorization as its Authorization header unless empty. The message's
+// own headers never replace one the sink sets, nor a static header
+// (Config.Headers). A header of the message that could never be sent, or
+// that TransportHeader refuses, a content type that is not a valid header
+// value, and a payload over MaxMessageBytes make a sink.Permanent error:
+// no retry can help.
+func (s *Sink) newRequest(ctx context.Context, m *sink.Message, authorization string) (*http.Request, error) {
 	if n := int64(len(m.Payload)); n > s.cfg.MaxMessageBytes {
 		return nil, &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("webhook: event %s: the payload is %d bytes, over Config.MaxMessageBytes of %d", m.ID, n, s.cfg.MaxMessageBytes)}
+	}
+	contentType := m.ContentType
+	if contentType == "" {
+		contentType = postbox.ContentTypeJSON
+	} else if !validHeaderValue(contentType) || strings.TrimSpace(contentType) == "" {
+		return nil, &sink.Error{Kind: sink.Permanent, Err: fmt.Errorf("webhook: event %s: its content type is not a valid Content-Type header value", m.ID)}
 	}
 	for _, header := range [...]struct{ name, value string }{
 		{postbox.HeaderEventType, m.EventType},
@@ -82,12 +90,13 @@ func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, 
 			return nil, unsendable(header.name)
 		}
 	}
-	// Sized for every header at once (the message's, an Authorization,
-	// the sink's and the signature's), with one array behind the values
-	// set here (Sign brings its own): growing the map and a slice per
-	// header were a large share of each delivery's allocations.
-	h := make(http.Header, len(m.Headers)+1+sinkHeaders+len(s.sigNames))
-	values := make([]string, 0, len(m.Headers)+1+sinkHeaders)
+	// Sized for every header at once (the message's, the static ones, an
+	// Authorization, the sink's and the signature's), with one array
+	// behind the values set here (Sign brings its own): growing the map
+	// and a slice per header were a large share of each delivery's
+	// allocations.
+	h := make(http.Header, len(m.Headers)+len(s.headers)+1+sinkHeaders+len(s.sigNames)+1)
+	values := make([]string, 0, len(m.Headers)+len(s.headers)+1+sinkHeaders)
 	set := func(name, value string) {
 		values = append(values, value)
 		n := len(values)
@@ -98,6 +107,9 @@ func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, 
 		if ownHeader(canonical, &s.sigNames) {
 			continue
 		}
+		if _, static := s.headers[canonical]; static {
+			continue
+		}
 		if !validHeaderName(name) || !validHeaderValue(value) {
 			return nil, unsendable(name)
 		}
@@ -106,10 +118,13 @@ func (s *Sink) newRequest(ctx context.Context, m *sink.Message) (*http.Request, 
 		}
 		set(canonical, value)
 	}
-	if s.target.authorization != "" {
-		set(headerAuthorization, s.target.authorization)
+	for name, value := range s.headers {
+		set(name, value)
 	}
-	set(postbox.HeaderContentType, postbox.ContentTypeJSON)
+	if authorization != "" {
+		set(headerAuthorization, authorization)
+	}
+	set(postbox.HeaderContentType, contentType)
 	set(headerUserAgent, s.cfg.UserAgent)
 	set(postbox.HeaderEventType, m.EventType)
 	set(postbox.HeaderAggregateType, m.AggregateType)

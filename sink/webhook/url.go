@@ -2,6 +2,7 @@ package webhook
 
 import (
 	"context"
+	"fmt"
 	"net/url"
 
 	"github.com/postbox-go/postbox/signature"
@@ -10,7 +11,9 @@ import (
 
 // URL is the webhook's sink.URLKind: an http:// or https:// URL is the
 // endpoint, each event one signed POST to it. Its Open reads the options'
-// Secrets (required) and Signature, Timeout and Concurrency (the sink's
+// Secrets (required) and Signature (a profile, see
+// signature.ParseProfile: "standard", "x-signature", "svix",
+// "standard;prefix=acme"...), Timeout and Concurrency (the sink's
 // MaxConcurrency); it ignores User and Password, which are a broker's:
 // credentials of the endpoint go in the URL's user information. Nothing is
 // opened before the first publish, so nothing is to be closed.
@@ -45,14 +48,18 @@ func openURL(_ context.Context, u *url.URL, o sink.URLOptions) (sink.Sink, error
 	if len(o.Secrets) == 0 {
 		return nil, &sink.OptionError{Option: "Secrets", Err: sink.ErrRequired}
 	}
-	scheme, err := signature.ParseScheme(o.Signature)
+	if o.Signature == "" { // ParseProfile's default, but the option is required
+		return nil, &sink.OptionError{Option: "Signature", Err: fmt.Errorf("%w: none given: want a profile such as \"standard\", \"x-signature\" or \"svix\"", signature.ErrUnknownScheme)}
+	}
+	profile, err := signature.ParseProfile(o.Signature)
 	if err != nil {
 		return nil, &sink.OptionError{Option: "Signature", Err: err}
 	}
 	s, err := New(Config{
 		URL:            u.String(),
 		Secrets:        o.Secrets,
-		Scheme:         scheme,
+		Scheme:         profile.Scheme,
+		HeaderNames:    profile.Names,
 		Timeout:        o.Timeout,
 		MaxConcurrency: o.Concurrency,
 	})

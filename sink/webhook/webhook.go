@@ -1,17 +1,23 @@
 // Package webhook is the sink that delivers each message as a signed HTTP
 // POST to one endpoint.
 //
-// The body is the message payload, byte for byte, as application/json. Every
+// The body is the message payload, byte for byte, with the message's
+// ContentType as Content-Type (application/json when it has none). Every
 // attempt is signed afresh with the current time (package signature, the
-// Standard Webhooks scheme by default); the id is always the message id. The
-// event type, aggregate and attempt travel as Postbox-Event-Type,
-// Postbox-Aggregate-Type, Postbox-Aggregate-Id and Postbox-Attempt headers,
-// with the message's own headers (trace context) beside them; those never
-// replace a header the sink sets itself. An event that cannot be sent as
-// it is fails at once (sink.Permanent) and is never sent: a header that is
-// not valid HTTP (a name that is not a token, a value with a control
-// character), one that TransportHeader refuses (credentials, Proxy-*,
-// hop-by-hop and framing headers), or a payload over
+// Standard Webhooks scheme by default, under the scheme's header names or
+// those of Config.HeaderNames, such as Svix's); the id is always the
+// message id. The event type, aggregate and attempt travel as
+// Postbox-Event-Type, Postbox-Aggregate-Type, Postbox-Aggregate-Id and
+// Postbox-Attempt headers, with the message's own headers (trace context)
+// beside them; those never replace a header the sink sets itself, nor a
+// static header of Config.Headers. Config.Auth authenticates the sink
+// (Basic, Bearer, or an OAuth2 client credentials token, fetched and
+// cached), and Config.ClientCertificate and RootCAs set up mutual TLS. An
+// event that cannot be sent as it is fails at once (sink.Permanent) and is
+// never sent: a header that is not valid HTTP (a name that is not a token,
+// a value with a control character), one that TransportHeader refuses
+// (credentials, Proxy-*, hop-by-hop and framing headers), a content type
+// that is not a valid header value, or a payload over
 // Config.MaxMessageBytes.
 //
 // The answer decides what the relay does next (see sink.Classify): 2xx is
@@ -54,10 +60,16 @@ type Sink struct {
 	// (see directTransport); nil: cfg.Client.Do sends them.
 	transport http.RoundTripper
 	signer    *signature.Signer
+	profile   signature.Profile
 	// sigNames are the canonical names of the signature's headers.
 	sigNames [3]string
-	slots    chan struct{} // one token per request in flight
-	now      func() time.Time
+	// headers are Config.Headers under their canonical names.
+	headers map[string]string
+	// tokens fetches and caches the OAuth2 token; nil without
+	// Config.Auth.OAuth2.
+	tokens *oauthTokens
+	slots  chan struct{} // one token per request in flight
+	now    func() time.Time
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -69,28 +81,59 @@ func New(c Config) (*Sink, error) {
 		return nil, err
 	}
 	c = c.withDefaults()
-	c.Client = withoutRedirects(c.Client)
-	signer, err := signature.NewSigner(c.Scheme, c.Secrets...)
-	if errors.Is(err, signature.ErrUnknownScheme) {
-		return nil, fmt.Errorf("webhook: Config.Scheme: %w", err)
+	if c.ClientCertificate != nil || c.RootCAs != nil {
+		client, err := withTLS(c.Client, c.ClientCertificate, c.RootCAs)
+		if err != nil {
+			return nil, err
+		}
+		c.Client = client
 	}
-	if err != nil {
+	c.Client = withoutRedirects(c.Client)
+	profile := c.profile()
+	signer, err := signature.NewProfileSigner(profile, c.Secrets...)
+	if err != nil { // validate checked the profile
 		return nil, fmt.Errorf("webhook: Config.Secrets: %w", err)
 	}
 	t, err := newTarget(c.URL)
 	if err != nil { // validate parsed it already
 		return nil, errors.New("webhook: Config.URL must be an absolute http or https URL")
 	}
+	if auth := c.Auth.staticAuthorization(); auth != "" {
+		t.authorization = auth
+	}
 	s := &Sink{
 		cfg:       c,
+		profile:   profile,
 		target:    t,
 		transport: directTransport(c.Client),
 		signer:    signer,
+		headers:   canonicalHeaders(c.Headers),
 		slots:     make(chan struct{}, c.MaxConcurrency),
 		now:       time.Now,
 	}
-	s.sigNames[0], s.sigNames[1], s.sigNames[2] = c.Scheme.HeaderNames()
+	if c.Auth.OAuth2 != nil {
+		// The token requests go through the sink's client, bounded
+		// by Timeout each: the token source keeps its context, not a
+		// Publish's.
+		tokenClient := *c.Client
+		tokenClient.Timeout = c.Timeout
+		s.tokens = newOAuthTokens(c.Auth.OAuth2, &tokenClient)
+	}
+	names := profile.HeaderNames()
+	s.sigNames = [3]string{names.ID, names.Timestamp, names.Signature}
 	return s, nil
+}
+
+// canonicalHeaders returns headers under their canonical names.
+func canonicalHeaders(headers map[string]string) map[string]string {
+	if len(headers) == 0 {
+		return nil
+	}
+	canonical := make(map[string]string, len(headers))
+	for name, value := range headers {
+		canonical[http.CanonicalHeaderKey(name)] = value
+	}
+	return canonical
 }
 
 // Destination names the endpoint for traces: System "webhook", Name its
@@ -103,8 +146,11 @@ func (s *Sink) Destination() sink.Destination {
 func (s *Sink) where() string { return s.target.url.Scheme + "://" + s.target.url.Host }
 
 // String names the endpoint for logs: its scheme and host (the path and
-// query may hold a token, and are left out), the signature scheme, the
-// number of secrets (never their value), the concurrency and the timeout.
+// query may hold a token, and are left out), the signature profile, the
+// number of secrets (never their value), the concurrency and the timeout,
+// then the kind of Auth, the number of static headers and whether a client
+// certificate or root CAs are set (never a credential nor a header's
+// value).
 func (s *Sink) String() string {
 	where := s.where()
 	if u := s.target.url; u.Path != "" && u.Path != "/" || u.RawQuery != "" {
@@ -114,13 +160,29 @@ func (s *Sink) String() string {
 	if n := len(s.cfg.Secrets); n != 1 {
 		secrets = fmt.Sprintf("%d secrets", n)
 	}
-	return fmt.Sprintf("webhook %s, %s signatures with %s, at most %d requests at once, timeout %s",
-		where, s.cfg.Scheme, secrets, s.cfg.MaxConcurrency, s.cfg.Timeout)
+	desc := fmt.Sprintf("webhook %s, %s signatures with %s, at most %d requests at once, timeout %s",
+		where, s.profile, secrets, s.cfg.MaxConcurrency, s.cfg.Timeout)
+	if s.cfg.Auth.count() > 0 {
+		desc += ", " + s.cfg.Auth.String() + " auth"
+	}
+	if n := len(s.headers); n == 1 {
+		desc += ", 1 static header"
+	} else if n > 1 {
+		desc += fmt.Sprintf(", %d static headers", n)
+	}
+	if s.cfg.ClientCertificate != nil {
+		desc += ", a TLS client certificate"
+	}
+	if s.cfg.RootCAs != nil {
+		desc += ", its own root CAs"
+	}
+	return desc
 }
 
 // Publish POSTs m and returns nil once the endpoint answered 2xx. It waits
-// for a free slot while MaxConcurrency requests are in flight, then gives the
-// request Timeout.
+// for a free slot while MaxConcurrency requests are in flight, then, with
+// OAuth2, for a token if none is cached (a token request is bounded by
+// Timeout of its own), then gives the request Timeout.
 func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	caller := ctx
 	select {
@@ -133,9 +195,13 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		}
 	}
 	defer func() { <-s.slots }()
+	authorization, token, err := s.authorization()
+	if err != nil {
+		return err
+	}
 	ctx, cancel := context.WithTimeout(ctx, s.cfg.Timeout)
 	defer cancel()
-	req, err := s.newRequest(ctx, m)
+	req, err := s.newRequest(ctx, m, authorization)
 	if err != nil {
 		return err
 	}
@@ -152,7 +218,21 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 		}
 		return err
 	}
-	return s.readAnswer(resp)
+	err = s.readAnswer(resp)
+	if token != nil && resp.StatusCode == http.StatusUnauthorized {
+		s.tokens.invalidate(token)
+	}
+	return err
+}
+
+// authorization returns the Authorization of the next request: the OAuth2
+// token, fetched if none is cached, with its cache; the static credentials
+// of Config.Auth or the URL; or "".
+func (s *Sink) authorization() (string, *tokenSource, error) {
+	if s.tokens == nil {
+		return s.target.authorization, nil, nil
+	}
+	return s.tokens.authorization()
 }
 
 // unreachable reports whether err, a request's failure, says the endpoint
