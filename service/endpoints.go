@@ -154,10 +154,15 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 		byKind[kind]++
 	}
 	kinds := []string{"webhook (http, https)"}
+	counts := []string{fmt.Sprintf("webhook %d", byKind[webhook.URL.Name])}
 	for _, k := range ec.Kinds {
 		if k.Name != webhook.URL.Name {
 			kinds = append(kinds, k.Name+" ("+strings.Join(k.Schemes, ", ")+")")
+			counts = append(counts, fmt.Sprintf("%s %d", k.Name, byKind[k.Name]))
 		}
+	}
+	if n := byKind["unknown"]; n > 0 {
+		counts = append(counts, fmt.Sprintf("of a scheme no kind has %d (not delivered to)", n))
 	}
 	direct := fmt.Sprintf("to idle endpoints answering within %v (or 4 times the median endpoint's time)", cmp.Or(ec.DirectWithin, endpoint.DirectWithinDefault))
 	switch {
@@ -171,7 +176,7 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 		order = "ordered: each aggregate's events reach each endpoint in order"
 	}
 	log.Info("endpoints mode: the relay drains the outbox into the fan-out, which delivers directly to idle endpoints and writes one delivery for each other matching endpoint; one lane per enabled endpoint delivers those, as a relay does (its concurrency and rate are the endpoint's)",
-		"store", cfg.Outbox.String(), "endpoints", len(all), "by_kind", byKind, "kinds", strings.Join(kinds, ", "), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", describeGuard(cfg.Endpoints.Guard),
+		"store", cfg.Outbox.String(), "endpoints", len(all), "by_kind", strings.Join(counts, ", "), "kinds", strings.Join(kinds, ", "), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", describeGuard(cfg.Endpoints.Guard),
 		"deliveries", order, "direct_delivery", direct, "signature", ec.Webhook.Scheme, "due_poll", ec.PollInterval,
 		"breaker_failures", cmp.Or(ec.BreakerFailures, endpoint.BreakerFailuresDefault),
 		"disable_after", cmp.Or(ec.DisableAfter, endpoint.DisableAfterDefault), "attempts_retention", cmp.Or(ec.Retention, endpoint.RetentionDefault))
