@@ -445,3 +445,37 @@ func TestCheckURL(t *testing.T) {
 		}
 	}
 }
+
+// Whatever an endpoint's URL holds, CheckURL, DescribeURL and OpenSink's
+// refusal of it never show its password: a URL of each scheme, with a
+// host, a path and a query the fuzzer makes.
+func FuzzEndpointURLNeverShowsItsPassword(f *testing.F) {
+	for _, seed := range [][4]string{
+		{"nats", "127.0.0.1:1", "", "subject=a.{event_type}"},
+		{"nats", "h:4222", "/orders.events", ""},
+		{"amqp", "h", "/vhost", "exchange=x&routing_key={event_type}"},
+		{"amqps", "h:5671", "", "exchange="},
+		{"kafka", "b1:9092,b2:9092", "", "topic=t&sasl=plain"},
+		{"kafka", "b1", "/x", "tls=maybe"},
+		{"https", "partner.example", "/hooks/tok", "a=b"},
+		{"mqtt", "h", "", ""},
+	} {
+		f.Add(seed[0], seed[1], seed[2], seed[3])
+	}
+	const password = "Fz-pa55w0rd-Secret"
+	f.Fuzz(func(t *testing.T, scheme, host, path, query string) {
+		if strings.Contains(host+path+query+scheme, password) {
+			return
+		}
+		raw := (&url.URL{Scheme: scheme, User: url.UserPassword("user", password), Host: host, Path: path, RawQuery: query}).String()
+		if err := endpoint.CheckURL(brokerKinds, raw); err != nil && strings.Contains(err.Error(), password) {
+			t.Errorf("CheckURL(%q) shows the password: %v", raw, err)
+		}
+		if desc := endpoint.DescribeURL(brokerKinds, raw); strings.Contains(desc, password) {
+			t.Errorf("DescribeURL(%q) shows the password: %s", raw, desc)
+		}
+		if _, _, err := endpoint.LookupKind(brokerKinds, raw); err != nil && strings.Contains(err.Error(), password) {
+			t.Errorf("LookupKind(%q) shows the password: %v", raw, err)
+		}
+	})
+}
