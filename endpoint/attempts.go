@@ -16,8 +16,9 @@ import (
 )
 
 // attemptLog is the innermost sink middleware of an endpoint, around its
-// webhook sink: it writes every attempt to the attempts log (status code,
-// duration, the start of the response, the error) and tells the
+// own sink (OpenSink): it writes every attempt to the attempts log (a
+// webhook's status code and the start of its response, 0 and empty for a
+// broker; the duration, the error) and tells the
 // endpoint's health how it went, and its pace how long it took. A
 // connection the SSRF guard refused is returned as a permanent error that
 // says so, whole.

@@ -53,19 +53,32 @@ type SupervisorConfig struct {
 	// logs at info level at most: it never alerts). Everything else
 	// (Lease, BackoffMin/Max, MaxAttempts, RejectedAttempts, ProbeInterval,
 	// Ordered, Tracer, BatchSize, ClaimBytes, ShutdownTimeout...) applies
-	// to every lane exactly as to a relay. PublishBatch above 1 is refused,
-	// as a relay with a webhook sink refuses it: an endpoint receives one
-	// request per event (publish batches apply to the relay draining the
-	// outbox into the FanOut, which is a sink.BatchSink).
+	// to every lane exactly as to a relay. PublishBatch above 1 is refused:
+	// a lane publishes one event at a time, whatever its sink (publish
+	// batches apply to the relay draining the outbox into the FanOut,
+	// which is a sink.BatchSink).
 	Relay relay.Config
-	// Webhook is the template of every endpoint's webhook.Config: URL,
-	// Secrets, MaxConcurrency and Client are set per endpoint; Scheme,
-	// Timeout, MaxMessageBytes, MaxResponseBody, UserAgent... are kept.
+	// Webhook is the template of every http or https endpoint's
+	// webhook.Config: URL, Secrets, MaxConcurrency and Client are set per
+	// endpoint; Scheme, Timeout, MaxMessageBytes, MaxResponseBody,
+	// UserAgent... are kept. Its Timeout (webhook.TimeoutDefault when
+	// zero) bounds the publishes of the other endpoints too, and their
+	// sink's opening (see OpenSink).
 	Webhook webhook.Config
-	// Client returns the HTTP client of one endpoint's deliveries
-	// (postbox relay: the SSRF-guarded client, allowing private addresses
-	// when e.AllowPrivate). Default: one unguarded client for all.
+	// Client returns the HTTP client of one http or https endpoint's
+	// deliveries (postbox relay: the SSRF-guarded client, allowing private
+	// addresses when e.AllowPrivate). Default: one unguarded client for
+	// all.
 	Client func(e store.Endpoint) *http.Client
+	// Kinds are the sinks other than webhooks that an endpoint's URL may
+	// name by its scheme, with their URL parameters (the program's list,
+	// as for postbox relay --sink: nats.URL, amqp.URL, kafka.URL); see
+	// OpenSink. A lane opens its endpoint's sink before it starts, without
+	// holding the others back: while its broker cannot be reached, it is
+	// tried again at every refresh and the endpoint's deliveries wait. An
+	// endpoint whose scheme no kind has is not delivered to (logged once);
+	// its deliveries wait. Nil: endpoints are webhooks only.
+	Kinds []sink.URLKind
 	// Observer returns the relay.Observer of one endpoint's lane (nil func
 	// or nil result: none).
 	Observer func(e store.Endpoint) relay.Observer
@@ -185,8 +198,13 @@ func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 		c.Relay.Logger = c.Logger
 	}
 	if c.Relay.PublishBatch > 1 {
-		return c, fmt.Errorf("endpoint: SupervisorConfig.Relay.PublishBatch %d: an endpoint receives one request per event (the webhook sink publishes no batches); "+
+		return c, fmt.Errorf("endpoint: SupervisorConfig.Relay.PublishBatch %d: an endpoint's lane publishes one event at a time; "+
 			"publish batches apply to the relay that drains the outbox into the FanOut", c.Relay.PublishBatch)
+	}
+	for i, k := range c.Kinds {
+		if len(k.Schemes) == 0 || k.Open == nil {
+			return c, fmt.Errorf("endpoint: SupervisorConfig.Kinds[%d] %q: a kind needs Schemes and Open", i, k.Name)
+		}
 	}
 	// Check the templates as a lane would use them; the relay's default
 	// Owner is the base of the lanes'.

@@ -1,6 +1,10 @@
-// Package endpoint delivers outbox events to many webhook endpoints, each
+// Package endpoint delivers outbox events to many endpoints, each
 // receiving the event types its filter matches, each failing on its own,
-// through one delivery engine: package relay.
+// through one delivery engine: package relay. An endpoint is a webhook (an
+// http or https URL), or any other sink the program offers
+// (SupervisorConfig.Kinds: a nats://, amqp:// or kafka:// URL with the
+// parameters of postbox relay --sink), so that one event fans out to a mix
+// of them.
 //
 // Endpoints mode (postbox relay --endpoints) has two stages:
 //
@@ -34,10 +38,15 @@
 // by other processes or retried by other relays, and wakes them; a lane's
 // relay wakes itself for the retries it scheduled.
 //
-// A lane's sink is the endpoint's webhook sink (package sink/webhook,
-// SupervisorConfig.Webhook as template, signed with the endpoint's secrets: during a
-// rotation the old one too, until its grace period ends; the HTTP client of
-// SupervisorConfig.Client, the SSRF-guarded one in postbox relay) inside middleware:
+// A lane's sink is the endpoint's own sink (OpenSink) inside middleware.
+// For an http or https URL it is a webhook sink (package sink/webhook,
+// SupervisorConfig.Webhook as template, signed with the endpoint's secrets:
+// during a rotation the old one too, until its grace period ends; the HTTP
+// client of SupervisorConfig.Client, the SSRF-guarded one in postbox
+// relay). For another URL it is the sink its kind opens: one connection
+// (or client) per lane, opened before the lane starts and closed when it
+// ends; a broker that cannot be reached then holds back only that lane,
+// tried again at every refresh. The middleware, for every kind:
 //
 //   - a circuit breaker: after SupervisorConfig.BreakerFailures failed attempts in a
 //     row, the endpoint counts as unreachable (sink.Unavailable): the lane
@@ -46,7 +55,8 @@
 //     BreakerPauseMin to BreakerPauseMax;
 //   - a token-bucket rate limit (store.Endpoint.RatePerSecond);
 //   - the attempts log: every attempt with its status code, duration, the
-//     start of the answer and the error, written in batches
+//     start of the answer and the error (a broker's attempts have no status
+//     code nor answer: 0 and empty), written in batches
 //     (store.Endpoints.AttemptInsert), kept for SupervisorConfig.Retention;
 //   - the endpoint's health: the start of a run of failures is recorded
 //     (store.Endpoints.EndpointFailing), and an endpoint whose attempts all
@@ -57,11 +67,12 @@
 // An endpoint that cannot be reached at all (a connection refused, a name
 // that does not resolve) is an outage of its lane, as for a relay: no
 // attempt counts, and no delivery is dead-lettered for it. A connection the
-// SSRF guard refuses is a permanent failure whose error says so, whole. An
-// event the webhook sink refuses fails its delivery at the first attempt,
-// for every endpoint alike: a header that is not valid HTTP, one that would
-// set credentials or the transport (see webhook.TransportHeader), or a
-// payload over the webhook's MaxMessageBytes. Shadow endpoints never
+// SSRF guard (webhooks only) refuses is a permanent failure whose error
+// says so, whole. An event an endpoint's sink refuses fails its delivery at
+// the first attempt, as the sink's kind would for a relay: for a webhook, a
+// header that is not valid HTTP, one that would set credentials or the
+// transport (see webhook.TransportHeader), or a payload over the webhook's
+// MaxMessageBytes. Shadow endpoints never
 // dead-letter: a delivery that used its attempts is dropped
 // (store.StatusDropped) and counted (SupervisorStats.Dropped).
 package endpoint

@@ -331,9 +331,9 @@ func (f *FanOut) Direct() int64 { return f.direct.Load() }
 // String names the sink for logs.
 func (f *FanOut) String() string {
 	if f.within > 0 {
-		return fmt.Sprintf("webhook endpoints: fan-out to each matching endpoint, directly to idle endpoints answering within %v, else into one delivery its lane delivers", f.within)
+		return fmt.Sprintf("endpoints: fan-out to each matching endpoint, directly to idle endpoints answering within %v, else into one delivery its lane delivers", f.within)
 	}
-	return "webhook endpoints: fan-out into one delivery per matching endpoint, each endpoint's lane delivering its own"
+	return "endpoints: fan-out into one delivery per matching endpoint, each endpoint's lane delivering its own"
 }
 
 // Destination names the sink for traces.

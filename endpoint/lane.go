@@ -4,14 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
-	"net/http"
 	"strings"
 	"time"
 
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
-	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -29,15 +28,36 @@ type lane struct {
 	// it was called.
 	cancel   context.CancelFunc
 	stopping bool
-	// pool is the lane's own connection pool, if any (see withCapture):
-	// its idle connections are closed when the lane ends.
-	pool *http.Transport
+	// own is the endpoint's own sink (OpenSink), closed once the lane
+	// ended (close).
+	own sink.Sink
 	// pace and slots are what the fan-out's offers need (see direct.go):
 	// how long the endpoint's attempts take, and one token per delivery
 	// the endpoint takes at once (its concurrency), held by each of its
 	// deliveries, offered or claimed (slotted).
 	pace  directPace
 	slots chan struct{}
+}
+
+// close closes the lane's own sink once no delivery is in flight through
+// it (an offer of the fan-out may outlive the lane's relay by one attempt),
+// or once wait ended: it takes every slot of the endpoint, and keeps them
+// (the lane is over; the fan-out offers it nothing more).
+func (l *lane) close(wait time.Duration) error {
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+take:
+	for range cap(l.slots) {
+		select {
+		case l.slots <- struct{}{}:
+		case <-timer.C:
+			break take
+		}
+	}
+	if c, ok := l.own.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // poke wakes the lane's relay, if it waits.
@@ -87,29 +107,36 @@ func (w wakeSource) Listen(ctx context.Context, ready func(store.Listening), not
 	}
 }
 
-// newLane builds the lane of e at now: its sink chain and its relay.
-func (s *Supervisor) newLane(e store.Endpoint, now time.Time) (*lane, error) {
-	src := s.cfg.Store.EndpointLane(e)
-	if src == nil {
-		return nil, errors.New("the store returned no lane for the endpoint (store.Endpoints.EndpointLane)")
-	}
-	wc := s.cfg.Webhook
-	client, pool := withCapture(s.cfg.Client(e), max(e.Concurrency, 1))
-	wc.URL, wc.Secrets, wc.MaxConcurrency, wc.Client = e.URL, e.Secrets(now), e.Concurrency, client
-	hook, err := webhook.New(wc)
-	if err != nil {
-		return nil, err
-	}
-	l := &lane{e: e, key: settingsKey(e, now), wake: make(chan struct{}, 1), pool: pool,
-		slots: make(chan struct{}, max(e.Concurrency, 1))}
+// laneLogger is the logger of e's lane and sink: the relay's, with the
+// endpoint; a shadow endpoint's logs at info level at most.
+func (s *Supervisor) laneLogger(e store.Endpoint) *slog.Logger {
 	log := s.cfg.Relay.Logger.With("endpoint", e.ID, "endpoint_name", e.Name)
 	if e.Shadow {
 		// A shadow endpoint never alerts: its lane logs at info level at
 		// most (a delivery that used its attempts is dropped).
 		log = slog.New(quietHandler{log.Handler()}).With("shadow", true)
 	}
+	return log
+}
+
+// sinkConfig is what OpenSink builds the endpoints' own sinks from, log
+// receiving their lines.
+func (s *Supervisor) sinkConfig(log *slog.Logger) SinkConfig {
+	return SinkConfig{Webhook: s.cfg.Webhook, Client: s.cfg.Client, Kinds: s.cfg.Kinds, Logger: log}
+}
+
+// newLane builds the lane of e at now around own, the endpoint's sink
+// (OpenSink), which the lane closes once it ended: its sink chain and its
+// relay.
+func (s *Supervisor) newLane(e store.Endpoint, now time.Time, own sink.Sink, log *slog.Logger) (*lane, error) {
+	src := s.cfg.Store.EndpointLane(e)
+	if src == nil {
+		return nil, errors.New("the store returned no lane for the endpoint (store.Endpoints.EndpointLane)")
+	}
+	l := &lane{e: e, key: settingsKey(e, now), wake: make(chan struct{}, 1), own: own,
+		slots: make(chan struct{}, max(e.Concurrency, 1))}
 	h := &health{s: s, e: e, log: log, stop: func() { s.stopLane(l) }, failingSince: e.FailingSince}
-	var chain sink.Sink = &attemptLog{next: hook, endpoint: e.ID, log: s.attempts, health: h, pace: &l.pace}
+	var chain sink.Sink = &attemptLog{next: own, endpoint: e.ID, log: s.attempts, health: h, pace: &l.pace}
 	if e.RatePerSecond > 0 {
 		chain = &rateLimited{next: chain, bucket: newTokenBucket(e.RatePerSecond)}
 	}

@@ -3,12 +3,15 @@ package endpoint
 import (
 	"context"
 	"errors"
+	"io"
+	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -34,7 +37,12 @@ type Supervisor struct {
 	// refused are the settings (settingsKey) of the endpoints whose lane
 	// could not be built, logged once until they change.
 	refused map[uuid.UUID]string
-	lanesWG sync.WaitGroup
+	// opening are the settings of the endpoints whose sink is being opened
+	// (openLaneLocked), unreachable those of the endpoints whose sink could
+	// not be opened (a broker down), tried again at every refresh, logged
+	// once until they are opened or change.
+	opening, unreachable map[uuid.UUID]string
+	lanesWG              sync.WaitGroup
 	// offering counts the fan-out's batches offering now (offerable):
 	// Run waits for them before the attempts log's last write.
 	offering sync.WaitGroup
@@ -74,11 +82,13 @@ func New(cfg SupervisorConfig) (*Supervisor, error) {
 		return nil, err
 	}
 	s := &Supervisor{
-		cfg:        cfg,
-		refreshNow: make(chan struct{}, 1),
-		fatal:      make(chan error, 1),
-		lanes:      map[uuid.UUID]*lane{},
-		refused:    map[uuid.UUID]string{},
+		cfg:         cfg,
+		refreshNow:  make(chan struct{}, 1),
+		fatal:       make(chan error, 1),
+		lanes:       map[uuid.UUID]*lane{},
+		refused:     map[uuid.UUID]string{},
+		opening:     map[uuid.UUID]string{},
+		unreachable: map[uuid.UUID]string{},
 	}
 	s.fanOut = &FanOut{store: cfg.Store, refreshEvery: cfg.RefreshEvery, written: s.wake,
 		offerable: s.offerable, within: s.directWithin(), ordered: cfg.Relay.Ordered, log: cfg.Logger,
@@ -120,12 +130,15 @@ func (s *Supervisor) Run(ctx context.Context) error {
 
 	laneCtx, stopLanes := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLanes()
+	// The sinks being opened give up at once when Run stops.
+	opens, stopOpens := context.WithCancel(laneCtx)
+	defer stopOpens()
 	refresh := time.NewTicker(s.cfg.RefreshEvery)
 	defer refresh.Stop()
 	poll := time.NewTicker(s.cfg.PollInterval)
 	defer poll.Stop()
 	var err error
-	s.refresh(laneCtx)
+	s.refresh(laneCtx, opens)
 loop:
 	for {
 		select {
@@ -134,9 +147,9 @@ loop:
 		case err = <-s.fatal:
 			break loop
 		case <-refresh.C:
-			s.refresh(laneCtx)
+			s.refresh(laneCtx, opens)
 		case <-s.refreshNow:
-			s.refresh(laneCtx)
+			s.refresh(laneCtx, opens)
 		case <-poll.C:
 			s.pollDue(ctx)
 		}
@@ -147,6 +160,7 @@ loop:
 		s.stopLaneLocked(l)
 	}
 	s.mu.Unlock()
+	stopOpens()
 	s.lanesWG.Wait()
 	s.offering.Wait()
 	s.attempts.close()
@@ -166,7 +180,9 @@ const supervisorCallTimeout = 10 * time.Second
 // refresh reads the endpoints, gives them to the fan-out, starts a lane
 // for each enabled endpoint that has none, stops the lanes of the others,
 // and restarts a lane whose settings changed (once the old one stopped).
-func (s *Supervisor) refresh(ctx context.Context) {
+// A lane starts once its sink is opened, in a goroutine of its own under
+// opens: a broker that takes long to answer holds back no other lane.
+func (s *Supervisor) refresh(ctx, opens context.Context) {
 	callCtx, cancel := context.WithTimeout(ctx, supervisorCallTimeout)
 	all, err := s.cfg.Store.EndpointList(callCtx)
 	cancel()
@@ -203,33 +219,102 @@ func (s *Supervisor) refresh(ctx context.Context) {
 		if _, ok := s.lanes[id]; ok {
 			continue // running, or stopping: started again once stopped
 		}
+		if _, ok := s.opening[id]; ok {
+			continue // started once its sink is opened
+		}
 		key := settingsKey(e, now)
 		if s.refused[id] == key {
 			continue
 		}
 		delete(s.refused, id)
-		if err := s.startLaneLocked(ctx, e, now); err != nil {
-			s.refused[id] = key
-			s.cfg.Logger.Error("endpoint not delivered to: its lane cannot start until its settings change", "endpoint", e.ID, "endpoint_name", e.Name, "error", err)
-		}
+		s.openLaneLocked(ctx, opens, e, now, key)
 	}
-	for id := range s.refused {
-		if _, ok := want[id]; !ok {
-			delete(s.refused, id)
+	for _, m := range []map[uuid.UUID]string{s.refused, s.unreachable} {
+		for id := range m {
+			if _, ok := want[id]; !ok {
+				delete(m, id)
+			}
 		}
 	}
 }
 
-// startLaneLocked starts the lane of e; s.mu is held.
-func (s *Supervisor) startLaneLocked(ctx context.Context, e store.Endpoint, now time.Time) error {
-	l, err := s.newLane(e, now)
+// openLaneLocked opens the sink of e, whose settings are key, in a
+// goroutine of its own under opens, bounded by openTimeout, and then starts
+// its lane under ctx; s.mu is held. A sink refused for its settings (a
+// scheme no kind has, a URL parameter its kind refuses) refuses the lane
+// until they change; one that cannot be opened now (a broker down) is
+// tried again at the next refresh. Each is logged once, and so is the
+// sink opened after it could not be.
+func (s *Supervisor) openLaneLocked(ctx, opens context.Context, e store.Endpoint, now time.Time, key string) {
+	s.opening[e.ID] = key
+	log := s.laneLogger(e)
+	s.lanesWG.Go(func() {
+		openCtx, cancel := context.WithTimeout(opens, s.openTimeout())
+		own, err := OpenSink(openCtx, s.sinkConfig(log), e, now)
+		cancel()
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		delete(s.opening, e.ID)
+		switch {
+		case !s.running:
+			if err == nil {
+				s.closeSink(log, own)
+			}
+			return
+		case errors.As(err, new(*sink.OptionError)):
+			s.refuseLocked(e, key, err)
+			return
+		case err != nil:
+			if s.unreachable[e.ID] != key {
+				s.unreachable[e.ID] = key
+				log.Warn("endpoint not delivered to: its sink cannot be opened; its deliveries wait, and it is tried again at every refresh",
+					"delivers_to", DescribeURL(s.cfg.Kinds, e.URL), "error", err)
+			}
+			return
+		}
+		if _, was := s.unreachable[e.ID]; was {
+			delete(s.unreachable, e.ID)
+			log.Info("endpoint's sink opened: its lane starts, and its waiting deliveries go", "delivers_to", DescribeURL(s.cfg.Kinds, e.URL))
+		}
+		if err := s.startLaneLocked(ctx, e, now, own, log); err != nil {
+			s.closeSink(log, own)
+			s.refuseLocked(e, key, err)
+		}
+	})
+}
+
+// openTimeout bounds the opening of an endpoint's sink: a broker's connect
+// and its check that the destination exists, each bounded by the sink's
+// timeout.
+func (s *Supervisor) openTimeout() time.Duration { return 2 * sinkTimeout(s.cfg.Webhook) }
+
+// refuseLocked logs that the lane of e, whose settings are key, cannot
+// start until they change, for err; s.mu is held.
+func (s *Supervisor) refuseLocked(e store.Endpoint, key string, err error) {
+	s.refused[e.ID] = key
+	s.cfg.Logger.Error("endpoint not delivered to: its lane cannot start until its settings change; its deliveries wait",
+		"endpoint", e.ID, "endpoint_name", e.Name, "error", err)
+}
+
+// closeSink closes own, an endpoint's sink, logging its error to log.
+func (s *Supervisor) closeSink(log *slog.Logger, own sink.Sink) {
+	if c, ok := own.(io.Closer); ok {
+		if err := c.Close(); err != nil {
+			log.Warn("closing the endpoint's sink", "error", err)
+		}
+	}
+}
+
+// startLaneLocked starts the lane of e around own, its sink; s.mu is held.
+func (s *Supervisor) startLaneLocked(ctx context.Context, e store.Endpoint, now time.Time, own sink.Sink, log *slog.Logger) error {
+	l, err := s.newLane(e, now, own, log)
 	if err != nil {
 		return err
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	l.cancel = cancel
 	s.lanes[e.ID] = l
-	s.cfg.Logger.Info("endpoint lane starting", "endpoint", e.ID, "endpoint_name", e.Name, "types", e.Types,
+	s.cfg.Logger.Info("endpoint lane starting", "endpoint", e.ID, "endpoint_name", e.Name, "delivers_to", DescribeURL(s.cfg.Kinds, e.URL), "types", e.Types,
 		"rate_per_second", e.RatePerSecond, "concurrency", e.Concurrency, "shadow", e.Shadow, "allow_private", e.AllowPrivate)
 	s.lanesWG.Go(func() {
 		defer cancel()
@@ -241,9 +326,6 @@ func (s *Supervisor) startLaneLocked(ctx context.Context, e store.Endpoint, now 
 
 // laneEnded retires l, whose relay's Run returned err.
 func (s *Supervisor) laneEnded(l *lane, err error) {
-	if l.pool != nil {
-		l.pool.CloseIdleConnections()
-	}
 	s.mu.Lock()
 	s.retired.add(laneStats(l))
 	if s.lanes[l.e.ID] == l {
@@ -251,6 +333,9 @@ func (s *Supervisor) laneEnded(l *lane, err error) {
 	}
 	running := s.running
 	s.mu.Unlock()
+	if cerr := l.close(sinkTimeout(s.cfg.Webhook)); cerr != nil {
+		s.cfg.Logger.Warn("closing the endpoint's sink", "endpoint", l.e.ID, "endpoint_name", l.e.Name, "error", cerr)
+	}
 	switch {
 	case err != nil && (errors.Is(err, store.ErrNotMigrated) || errors.Is(err, store.ErrOrderedNotReady)):
 		select {

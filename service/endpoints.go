@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"strings"
 	"sync"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/sink/webhook/guard"
 	"github.com/postbox-go/postbox/store"
@@ -32,10 +34,19 @@ type EndpointsConfig struct {
 	// Signature is the scheme every endpoint's requests are signed in,
 	// each with the endpoint's own secret (default signature.Standard).
 	Signature signature.Scheme
-	// Timeout bounds each request (webhook.TimeoutDefault when zero).
+	// Timeout bounds each request, or a broker endpoint's publish, and the
+	// opening of a broker endpoint's sink (webhook.TimeoutDefault when
+	// zero).
 	Timeout time.Duration
-	// Guard is the SSRF guard every endpoint's deliveries go through, at
-	// connect time: it refuses loopback, private, link-local and the
+	// Kinds are the sinks other than webhooks an endpoint's URL may name
+	// (endpoint.SupervisorConfig.Kinds: the program's list, such as
+	// nats.URL, amqp.URL and kafka.URL, with the URL parameters of each as
+	// postbox relay --sink takes them). Nil: endpoints are webhooks only
+	// (http and https URLs).
+	Kinds []sink.URLKind
+	// Guard is the SSRF guard every http or https endpoint's deliveries go
+	// through, at connect time (a broker endpoint's address is the
+	// operator's, as a relay's --sink is): it refuses loopback, private, link-local and the
 	// other special addresses but those it allows (guard.Config); an
 	// endpoint added with AllowPrivate (postbox endpoints add
 	// --allow-private) gets it with AllowPrivate set.
@@ -81,7 +92,7 @@ func newEndpointsMode(ctx context.Context, cfg RelayConfig, prom *observe.Promet
 	}
 	ec := endpoint.SupervisorConfig{
 		Store: c.Store, Logger: log, Relay: laneTemplate(cfg.Relay),
-		Webhook: webhook.Config{Scheme: c.Signature, Timeout: timeout}, Client: client,
+		Webhook: webhook.Config{Scheme: c.Signature, Timeout: timeout}, Client: client, Kinds: c.Kinds,
 		BreakerFailures: c.BreakerFailures, DisableAfter: c.DisableAfter, Retention: c.Retention,
 		PollInterval:  cmp.Or(cfg.Relay.PollInterval, relay.PollIntervalDefault),
 		KeepDelivered: cfg.Relay.Retention != 0, DirectWithin: c.DirectWithin,
@@ -128,6 +139,7 @@ func guardedClients(g guard.Config, timeout time.Duration) (func(store.Endpoint)
 // outbox's new events), and warns when no endpoint is enabled.
 func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorConfig, all []store.Endpoint) {
 	enabled, allowedPrivate := 0, 0
+	byKind := map[string]int{}
 	for _, e := range all {
 		if e.State == store.EndpointEnabled {
 			enabled++
@@ -135,6 +147,22 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 		if e.AllowPrivate {
 			allowedPrivate++
 		}
+		kind := "unknown"
+		if k, _, err := endpoint.LookupKind(ec.Kinds, e.URL); err == nil {
+			kind = k.Name
+		}
+		byKind[kind]++
+	}
+	kinds := []string{"webhook (http, https)"}
+	counts := []string{fmt.Sprintf("webhook %d", byKind[webhook.URL.Name])}
+	for _, k := range ec.Kinds {
+		if k.Name != webhook.URL.Name {
+			kinds = append(kinds, k.Name+" ("+strings.Join(k.Schemes, ", ")+")")
+			counts = append(counts, fmt.Sprintf("%s %d", k.Name, byKind[k.Name]))
+		}
+	}
+	if n := byKind["unknown"]; n > 0 {
+		counts = append(counts, fmt.Sprintf("of a scheme no kind has %d (not delivered to)", n))
 	}
 	direct := fmt.Sprintf("to idle endpoints answering within %v (or 4 times the median endpoint's time)", cmp.Or(ec.DirectWithin, endpoint.DirectWithinDefault))
 	switch {
@@ -148,7 +176,7 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 		order = "ordered: each aggregate's events reach each endpoint in order"
 	}
 	log.Info("endpoints mode: the relay drains the outbox into the fan-out, which delivers directly to idle endpoints and writes one delivery for each other matching endpoint; one lane per enabled endpoint delivers those, as a relay does (its concurrency and rate are the endpoint's)",
-		"store", cfg.Outbox.String(), "endpoints", len(all), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", describeGuard(cfg.Endpoints.Guard),
+		"store", cfg.Outbox.String(), "endpoints", len(all), "by_kind", strings.Join(counts, ", "), "kinds", strings.Join(kinds, ", "), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", describeGuard(cfg.Endpoints.Guard),
 		"deliveries", order, "direct_delivery", direct, "signature", ec.Webhook.Scheme, "due_poll", ec.PollInterval,
 		"breaker_failures", cmp.Or(ec.BreakerFailures, endpoint.BreakerFailuresDefault),
 		"disable_after", cmp.Or(ec.DisableAfter, endpoint.DisableAfterDefault), "attempts_retention", cmp.Or(ec.Retention, endpoint.RetentionDefault))
@@ -161,7 +189,7 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 // without what is the outbox relay's alone. The supervisor sets Store,
 // Sink, Concurrency, Observer, Retention, DedupWindow, PollInterval,
 // Stream and DisableListen per lane; PublishBatch, which the fan-out
-// takes, a lane refuses (an endpoint receives one request per event).
+// takes, a lane refuses (a lane publishes one event at a time).
 func laneTemplate(c relay.Config) relay.Config {
 	c.Store, c.Sink, c.Observer, c.Stream = nil, nil, nil, nil
 	c.Concurrency, c.PublishBatch = 0, 0

@@ -6,7 +6,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net/url"
+	"log/slog"
+	"net/http"
 	"os"
 	"strconv"
 	"strings"
@@ -26,7 +27,7 @@ import (
 
 // endpointsCommands are the subcommands of "postbox endpoints".
 var endpointsCommands = map[string]command{
-	"add":           {summary: "add a webhook endpoint: prints its id and, when generated, its secret (once)", setup: setupEndpointsAdd},
+	"add":           {summary: "add an endpoint, a webhook (https://) or a broker's (nats://, amqp://, kafka://, as --sink): prints its id and, for a webhook, its secret when generated (once)", setup: setupEndpointsAdd},
 	"list":          {summary: "list the endpoints (secrets as fingerprints)", setup: setupEndpointsList},
 	"show":          {summary: "show one endpoint and its deliveries by status", setup: setupEndpointsShow, args: "ID|NAME"},
 	"enable":        {summary: "enable an endpoint: its waiting deliveries go at once", setup: endpointStateCommand(store.EndpointEnabled), args: "ID|NAME"},
@@ -35,7 +36,7 @@ var endpointsCommands = map[string]command{
 	"rotate-secret": {summary: "give an endpoint a new secret; the old one keeps signing for --grace", setup: setupEndpointsRotate, args: "ID|NAME"},
 	"retry":         {summary: "send an endpoint's failed deliveries (its dead letters) back to the queue, as never attempted: the same as postbox failed retry --endpoint ID|NAME --all", setup: setupEndpointsRetry, args: "ID|NAME"},
 	"update":        {summary: "change an endpoint's URL, name, types, rate, concurrency, shadow or private allowance: only the flags given", setup: setupEndpointsUpdate, args: "ID|NAME"},
-	"test":          {summary: "send a test event (postbox.test) to an endpoint now, and print its answer", setup: setupEndpointsTest, args: "ID|NAME"},
+	"test":          {summary: "send a test event (postbox.test) to an endpoint now, through its sink (webhook or broker), and say how it went", setup: setupEndpointsTest, args: "ID|NAME"},
 	"attempts":      {summary: "list an endpoint's latest delivery attempts", setup: setupEndpointsAttempts, args: "ID|NAME"},
 }
 
@@ -136,16 +137,28 @@ func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 	db.register(fs)
 	var f endpointFields
 	f.register(fs, 8)
-	secret := fs.String("secret", "", "signing secret whsec_<base64> (HMAC, v1), or an ed25519 secret key whsk_<base64> (v1a, see postbox keys generate; the endpoint verifies with its whpk_) (default: a new whsec_, printed once)")
+	secret := fs.String("secret", "", "a webhook's signing secret whsec_<base64> (HMAC, v1), or an ed25519 secret key whsk_<base64> (v1a, see postbox keys generate; the endpoint verifies with its whpk_) (default: a new whsec_, printed once); a broker's endpoint has none")
 	return func(ctx context.Context) error {
 		if err := required("url", f.url); err != nil {
 			return err
 		}
 		e := store.Endpoint{Name: f.name, URL: f.url, Types: store.SplitTypes(f.types), RatePerSecond: float64(f.rate),
 			Concurrency: f.concurrency, Shadow: f.shadow, AllowPrivate: f.allowPrivate}
-		key, generated, err := secretOrNew(*secret)
-		if err != nil {
-			return err
+		if err := checkEndpointURL(e.URL); err != nil {
+			return err // before a secret is generated
+		}
+		var (
+			key       string
+			generated bool
+			err       error
+		)
+		switch {
+		case isWebhook(e.URL):
+			if key, generated, err = secretOrNew(*secret); err != nil {
+				return err
+			}
+		case *secret != "":
+			return fmt.Errorf("%w: --secret: a broker's endpoint signs nothing (only webhooks, http:// and https://, have a secret)", errUsage)
 		}
 		e.Secret = key
 		warning, err := checkEndpointFields(ctx, e, true)
@@ -169,13 +182,25 @@ func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 	}
 }
 
-// checkEndpointURL refuses what is not an absolute http or https URL.
+// checkEndpointURL refuses what is neither an absolute http or https URL
+// nor a URL of one of endpointKinds that its kind takes (connecting
+// nowhere: endpoint.CheckURL), naming the schemes endpoints may have.
 func checkEndpointURL(raw string) error {
-	u, err := url.Parse(raw)
-	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return fmt.Errorf("%w: --url %q: want an absolute http:// or https:// URL", errUsage, sink.Redact(raw))
+	if err := endpoint.CheckURL(endpointKinds, raw); err != nil {
+		var refused *sink.OptionError
+		if errors.As(err, &refused) {
+			err = refused.Err
+		}
+		return fmt.Errorf("%w: --url: %v", errUsage, err)
 	}
 	return nil
+}
+
+// isWebhook reports whether an endpoint's URL is a webhook's (http or
+// https), as opposed to a broker's.
+func isWebhook(rawURL string) bool {
+	k, _, err := endpoint.LookupKind(endpointKinds, rawURL)
+	return err == nil && k.Name == webhook.URL.Name
 }
 
 // endpointJSON is one endpoint as list --json and show --json print it:
@@ -200,7 +225,10 @@ type endpointJSON struct {
 
 func toJSON(e store.Endpoint) endpointJSON {
 	j := endpointJSON{ID: e.ID, Name: e.Name, URL: sink.Redact(e.URL), Types: e.Types, State: e.State, Shadow: e.Shadow,
-		RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, AllowPrivate: e.AllowPrivate, Secret: endpoint.Fingerprint(e.Secret), CreatedAt: e.CreatedAt}
+		RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, AllowPrivate: e.AllowPrivate, CreatedAt: e.CreatedAt}
+	if e.Secret != "" { // a broker's endpoint has none
+		j.Secret = endpoint.Fingerprint(e.Secret)
+	}
 	if e.PreviousSecret != "" && time.Now().Before(e.PreviousSecretUntil) {
 		j.PreviousSecret, j.PreviousSecretUntil = endpoint.Fingerprint(e.PreviousSecret), &e.PreviousSecretUntil
 	}
@@ -249,7 +277,7 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 				state += ",private"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, printable.String(e.Name), printable.String(state), printable.String(e.URL), typesText(e.Types),
-				rateText(e.RatePerSecond), e.Concurrency, e.Secret)
+				rateText(e.RatePerSecond), e.Concurrency, secretText(e.Secret))
 		}
 		return w.Flush()
 	}
@@ -290,7 +318,7 @@ func printEndpoint(w io.Writer, e endpointJSON) {
 	fmt.Fprintf(w, "id           %s\nname         %s\nurl          %s\ntypes        %s\nstate        %s\n",
 		e.ID, printable.String(e.Name), printable.String(e.URL), typesText(e.Types), printable.String(e.State))
 	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nprivate      %s\nsecret       %s\n",
-		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, privateText(e.AllowPrivate), printable.String(e.Secret))
+		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, privateText(e.AllowPrivate), secretText(e.Secret))
 	if e.PreviousSecretUntil != nil {
 		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable.String(e.PreviousSecret), e.PreviousSecretUntil.Format(time.RFC3339))
 	}
@@ -302,6 +330,15 @@ func printEndpoint(w io.Writer, e endpointJSON) {
 		fmt.Fprintf(w, "deliveries   %d pending, %d processing, %d done, %d failed, %d dropped\n",
 			c.Pending, c.Processing, c.Done, c.Failed, c.Dropped)
 	}
+}
+
+// secretText is an endpoint's secret fingerprint as list and show print
+// it: "-" for a broker's endpoint, which has none.
+func secretText(fingerprint string) string {
+	if fingerprint == "" {
+		return "-"
+	}
+	return printable.String(fingerprint)
 }
 
 // privateText says whether an endpoint may reach private addresses.
@@ -401,21 +438,26 @@ func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
 func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 	var g guardFlags
 	g.register(fs)
-	timeout := fs.Duration("timeout", webhook.TimeoutDefault, "timeout of the request")
+	timeout := fs.Duration("timeout", webhook.TimeoutDefault, "timeout of the request, or of the broker's connection and acknowledgement")
 	check := func() error { return positive(fs, "timeout") }
 	return endpointCommand("test", true, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
 		client, err := g.endpointClient(e, *timeout)
 		if err != nil {
 			return err
 		}
-		wh, err := webhook.New(webhook.Config{URL: e.URL, Secrets: e.Secrets(time.Now()), Timeout: *timeout, Client: client})
+		start := time.Now()
+		cfg := endpoint.SinkConfig{Webhook: webhook.Config{Timeout: *timeout}, Client: func(store.Endpoint) *http.Client { return client },
+			Kinds: endpointKinds, Logger: slog.New(slog.DiscardHandler)}
+		own, err := endpoint.OpenSink(ctx, cfg, e, start)
 		if err != nil {
-			return err
+			return fmt.Errorf("test event to %s: the endpoint's sink does not open after %v: %w", sink.Redact(e.URL), time.Since(start).Round(time.Millisecond), err)
+		}
+		if c, ok := own.(io.Closer); ok {
+			defer c.Close()
 		}
 		ev := postbox.Event{ID: postbox.NewID(), EventType: "postbox.test", AggregateType: "endpoint",
 			AggregateID: e.ID.String(), Payload: []byte(`{"test":true}`)}
-		start := time.Now()
-		if err := wh.Publish(ctx, &sink.Message{Event: ev, Attempt: 1}); err != nil {
+		if err := own.Publish(ctx, &sink.Message{Event: ev, Attempt: 1}); err != nil {
 			return fmt.Errorf("test event %s to %s failed after %v: %w", ev.ID, sink.Redact(e.URL), time.Since(start).Round(time.Millisecond), err)
 		}
 		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, printable.String(sink.Redact(e.URL)), time.Since(start).Round(time.Millisecond))

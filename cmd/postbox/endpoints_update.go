@@ -39,7 +39,7 @@ const allowPrivateHelp = "let this endpoint reach loopback, private and link-loc
 
 func (f *endpointFields) register(fs *flag.FlagSet, concurrencyDefault int) {
 	fs.Var(&f.rate, "rate", "most deliveries started per second, R/s (0/s: no limit)")
-	fs.StringVar(&f.url, "url", "", "the endpoint's URL (http or https)")
+	fs.StringVar(&f.url, "url", "", "the endpoint's URL: a webhook's (https:// or http://), or a broker's as --sink takes it (nats://HOST:PORT?subject=..., amqp://HOST/VHOST?exchange=..., kafka://BROKER?topic=...)")
 	fs.StringVar(&f.name, "name", "", "a name for people, which commands also take instead of the id")
 	fs.StringVar(&f.types, "types", "", "comma-separated globs on the event type, such as 'order.*,payment.succeeded' (empty: every event)")
 	fs.IntVar(&f.concurrency, "concurrency", concurrencyDefault, "most deliveries in flight to the endpoint at once")
@@ -118,12 +118,17 @@ func refusedAddress(err error, host string) error {
 }
 
 // checkEndpointFields checks the fields of e, as add and update store
-// them; checkAddress says whether to run the SSRF check on e.URL (see
-// checkEndpointAddress), whose warning it returns, for the command to
-// print once it succeeded.
+// them; checkAddress says whether to run the SSRF check on e.URL when it
+// is a webhook's (see checkEndpointAddress; a broker's address is the
+// operator's, as --sink's is), whose warning it returns, for the command
+// to print once it succeeded.
 func checkEndpointFields(ctx context.Context, e store.Endpoint, checkAddress bool) (warning string, err error) {
 	if err := checkEndpointURL(e.URL); err != nil {
 		return "", err
+	}
+	webhookURL := isWebhook(e.URL)
+	if webhookURL && e.Secret == "" {
+		return "", fmt.Errorf("%w: --url: a webhook signs its requests, and this endpoint has no secret (it was added for a broker): give it one first with postbox endpoints rotate-secret --grace 0 %s", errUsage, e.ID)
 	}
 	if err := endpoint.ValidateTypes(e.Types); err != nil {
 		return "", fmt.Errorf("%w: --types: %v", errUsage, err)
@@ -131,7 +136,7 @@ func checkEndpointFields(ctx context.Context, e store.Endpoint, checkAddress boo
 	if e.Concurrency < 1 {
 		return "", fmt.Errorf("%w: --concurrency %d: at least 1", errUsage, e.Concurrency)
 	}
-	if !checkAddress {
+	if !checkAddress || !webhookURL {
 		return "", nil
 	}
 	return checkEndpointAddress(ctx, e.URL, e.AllowPrivate, nil)

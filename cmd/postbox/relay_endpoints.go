@@ -13,9 +13,16 @@ import (
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/sink/webhook/guard"
 	"github.com/postbox-go/postbox/store"
 )
+
+// endpointKinds are the sinks an endpoint's URL may name besides a webhook
+// (http and https URLs, which endpoints always are): those of --sink, with
+// the same URL parameters.
+var endpointKinds = slices.DeleteFunc(slices.Clone(sinkKinds), func(k sink.URLKind) bool { return k.Name == webhook.URL.Name })
 
 // guardFlags are the SSRF guard's flags.
 type guardFlags struct {
@@ -85,7 +92,7 @@ type endpointsFlags struct {
 }
 
 func (e *endpointsFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&e.on, "endpoints", false, "deliver to the webhook endpoints in the database (postbox endpoints add): the relay drains the outbox into a fan-out that delivers directly to idle endpoints (--direct-within) and writes one delivery for each other matching endpoint, "+
+	fs.BoolVar(&e.on, "endpoints", false, "deliver to the endpoints in the database (postbox endpoints add: webhooks, NATS subjects, RabbitMQ exchanges, Kafka topics): the relay drains the outbox into a fan-out that delivers directly to idle endpoints (--direct-within) and writes one delivery for each other matching endpoint, "+
 		"and one lane per enabled endpoint delivers those, with the relay's flags (--lease, --backoff-*, --max-attempts, --probe-interval, --timeout, --batch, --claim-bytes, --ordered, --signature) and the endpoint's own concurrency and rate")
 	e.guard.register(fs)
 	fs.DurationVar(&e.disableAfter, "disable-after", endpoint.DisableAfterDefault, "with --endpoints: disable an endpoint whose attempts all failed for this long")
@@ -141,7 +148,7 @@ func (e *endpointsFlags) config(s store.Endpoints, scheme string, timeout time.D
 		direct = -1 // --direct-within 0: off, where the library reads 0 as its default
 	}
 	return &service.EndpointsConfig{
-		Store: s, Signature: sch, Timeout: timeout, Guard: e.guard.config(),
+		Store: s, Signature: sch, Timeout: timeout, Guard: e.guard.config(), Kinds: endpointKinds,
 		BreakerFailures: e.breaker, DisableAfter: e.disableAfter, Retention: e.retention, DirectWithin: direct,
 	}, nil
 }
