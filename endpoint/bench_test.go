@@ -59,7 +59,7 @@ func drainToEndpoints(b *testing.B, within time.Duration) {
 		}
 	}
 	quiet := testlog.Discard()
-	sup, err := endpoint.New(endpoint.SupervisorConfig{Store: s.Driver(), Logger: quiet, DirectWithin: within})
+	sup, err := endpoint.New(endpoint.SupervisorConfig{Store: s.Driver(), Keyring: testKeyring, Logger: quiet, DirectWithin: within})
 	if err != nil {
 		b.Fatal(err)
 	}

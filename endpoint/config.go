@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -65,6 +66,13 @@ type SupervisorConfig struct {
 	// zero) bounds the publishes of the other endpoints too, and their
 	// sink's opening (see OpenSink).
 	Webhook webhook.Config
+	// Keyring opens the endpoints' sealed secrets (store.Endpoint.Sealed,
+	// see Seal). Required: an endpoint written by postbox endpoints add has
+	// its secrets sealed (one written before migration 0014, whose secrets
+	// are in clear, is delivered too, until postbox endpoints rekey seals
+	// it). An endpoint sealed by a key the keyring lacks gets no lane,
+	// logged once with the key's id.
+	Keyring *keyring.Keyring
 	// Client returns the HTTP client of one http or https endpoint's
 	// deliveries (postbox relay: the SSRF-guarded client, allowing private
 	// addresses when e.AllowPrivate). Default: one unguarded client for
@@ -147,6 +155,10 @@ type SupervisorConfig struct {
 func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 	if c.Store == nil {
 		return c, errors.New("endpoint: SupervisorConfig.Store is required")
+	}
+	if c.Keyring == nil {
+		return c, errors.New("endpoint: SupervisorConfig.Keyring is required: the endpoints' secrets are sealed under the operator's key (postbox relay reads it from " +
+			keyring.EnvVar + " or --secrets-key-file; postbox keys generate --type secrets-key makes one)")
 	}
 	durations := []struct {
 		name string

@@ -16,6 +16,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/store"
@@ -46,22 +47,35 @@ func Example() {
 		log.Fatal(err)
 	}
 
-	// A partner's endpoint, registered as postbox endpoints add does.
+	// The operator's secrets key: in production, from POSTBOX_SECRETS_KEY
+	// or a key file (keyring.Load), made once by postbox keys generate
+	// --type secrets-key.
+	keys, err := keyring.Parse(keyring.GenerateKey())
+	if err != nil {
+		log.Fatal(err)
+	}
+
+	// A partner's endpoint, registered as postbox endpoints add does: its
+	// secrets sealed, so that the database holds none in clear.
 	partner := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		body, _ := io.ReadAll(r.Body)
-		fmt.Println("partner received", r.Header.Get("Postbox-Event-Type"), string(body))
+		fmt.Println("partner received", r.Header.Get("Postbox-Event-Type"), r.Header.Get("X-Partner-Key"), string(body))
 	}))
 	defer partner.Close()
-	_, err = s.EndpointCreate(ctx, store.Endpoint{Name: "partner", URL: partner.URL, Types: []string{"order.*"},
-		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Concurrency: 8})
+	e := store.Endpoint{Name: "partner", URL: partner.URL, Types: []string{"order.*"}, Filter: `payload.order_id > 40`, Concurrency: 8}
+	err = endpoint.Seal(keys, &e, endpoint.Credentials{Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw",
+		Headers: map[string]string{"X-Partner-Key": "k-123"}})
 	if err != nil {
+		log.Fatal(err)
+	}
+	if _, err = s.EndpointCreate(ctx, e); err != nil {
 		log.Fatal(err)
 	}
 
 	quiet := slog.New(slog.DiscardHandler) // default: slog.Default()
 	// Client: give it the SSRF-guarded client (package sink/webhook/guard) in
 	// production; Relay configures every lane as a relay.
-	sup, err := endpoint.New(endpoint.SupervisorConfig{Store: s.Driver(), Logger: quiet, Relay: relay.Config{MaxAttempts: 10}})
+	sup, err := endpoint.New(endpoint.SupervisorConfig{Store: s.Driver(), Keyring: keys, Logger: quiet, Relay: relay.Config{MaxAttempts: 10}})
 	if err != nil {
 		log.Fatal(err)
 	}
@@ -95,7 +109,7 @@ func Example() {
 	st := sup.Stats()
 	fmt.Println("unrouted", st.Unrouted, "delivered", st.Delivered, "failed", st.Failed)
 	// Output:
-	// partner received order.created {"order_id": 42}
+	// partner received order.created k-123 {"order_id": 42}
 	// unrouted 1 delivered 1 failed 0
 }
 

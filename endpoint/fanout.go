@@ -12,6 +12,7 @@ import (
 
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/endpoint/filter"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -43,8 +44,16 @@ type FanOut struct {
 	mu       sync.Mutex
 	routes   []route
 	loadedAt time.Time
+	// filters are the endpoints' compiled filters by expression, kept
+	// from one read of the endpoints to the next; badFilters the
+	// expressions that do not compile, by endpoint, logged once.
+	filters    map[string]*filter.Filter
+	badFilters map[uuid.UUID]string
+	// filterLogged is when a filter's evaluation error was last logged,
+	// by endpoint (at most one line a minute each).
+	filterLogged sync.Map
 
-	unrouted, routed, deliveries, offered, direct atomic.Int64
+	unrouted, routed, deliveries, offered, direct, filtered, filterErrors atomic.Int64
 }
 
 // route is an endpoint that receives deliveries: enabled, or auto-disabled
@@ -52,6 +61,46 @@ type FanOut struct {
 type route struct {
 	id    uuid.UUID
 	types []string
+	// filter is the endpoint's content filter (nil: none); refused, an
+	// endpoint whose stored filter does not compile: it gets no event.
+	filter  *filter.Filter
+	refused bool
+}
+
+// filterLogEvery is how often one endpoint's filter errors are logged.
+const filterLogEvery = time.Minute
+
+// wants reports whether r's endpoint wants m: its type globs match, and
+// its filter, if any, holds. A filter whose evaluation fails (a key the
+// payload lacks, the cost limit, a payload that is not JSON) does not
+// hold: the event is not the endpoint's, counted by FilterErrors and
+// logged at most once a minute per endpoint. in is m's filter input, made
+// once per event when a filter needs it.
+func (f *FanOut) wants(r *route, m *sink.Message, in **filter.Input) bool {
+	if r.refused || !Matches(r.types, m.EventType) {
+		return false
+	}
+	if r.filter == nil {
+		return true
+	}
+	if *in == nil {
+		*in = filter.NewInput(m.Event)
+	}
+	ok, err := r.filter.Match(*in)
+	if err != nil {
+		f.filterErrors.Add(1)
+		now := time.Now()
+		if last, seen := f.filterLogged.Load(r.id); !seen || now.Sub(last.(time.Time)) >= filterLogEvery {
+			f.filterLogged.Store(r.id, now)
+			f.log.Warn("endpoint filter failed on an event: the event is not sent to the endpoint (such errors are logged at most once a minute per endpoint)",
+				"endpoint", r.id, "event_id", m.ID, "event_type", m.EventType, "error", err)
+		}
+		return false
+	}
+	if !ok {
+		f.filtered.Add(1)
+	}
+	return ok
 }
 
 var _ sink.BatchSink = (*FanOut)(nil)
@@ -93,8 +142,10 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 	var routedEvents int64
 	for i, m := range msgs {
 		errs[i] = nil
-		for _, r := range routes {
-			if Matches(r.types, m.EventType) {
+		var in *filter.Input
+		for k := range routes {
+			r := &routes[k]
+			if f.wants(r, m, &in) {
 				matched[i] = append(matched[i], r.id)
 				if !seen[r.id] {
 					seen[r.id] = true
@@ -298,17 +349,47 @@ func (f *FanOut) setRoutes(all []store.Endpoint, when time.Time) {
 
 func (f *FanOut) setRoutesLocked(all []store.Endpoint, when time.Time) {
 	routes := []route{}
+	filters := map[string]*filter.Filter{}
+	bad := map[uuid.UUID]string{}
 	for _, e := range all {
-		if e.State != store.EndpointDisabled {
-			routes = append(routes, route{e.ID, e.Types})
+		if e.State == store.EndpointDisabled {
+			continue
 		}
+		r := route{id: e.ID, types: e.Types}
+		if e.Filter != "" {
+			r.filter = f.filters[e.Filter]
+			if r.filter == nil {
+				var err error
+				if r.filter, err = filter.Compile(e.Filter); err != nil {
+					// Written by other means than postbox endpoints (which
+					// checks it): the endpoint gets nothing rather than
+					// everything, which its filter was there to prevent.
+					r.refused = true
+					bad[e.ID] = e.Filter
+					if f.badFilters[e.ID] != e.Filter {
+						f.log.Error("endpoint filter does not compile: the endpoint gets no event until its filter is mended (postbox endpoints update --filter)",
+							"endpoint", e.ID, "endpoint_name", e.Name, "error", err)
+					}
+				}
+			}
+			if r.filter != nil {
+				filters[e.Filter] = r.filter
+			}
+		}
+		routes = append(routes, r)
 	}
-	f.routes, f.loadedAt = routes, when
+	f.routes, f.loadedAt, f.filters, f.badFilters = routes, when, filters, bad
 }
 
 // Unrouted counts the events that matched no endpoint (published without a
 // delivery).
 func (f *FanOut) Unrouted() int64 { return f.unrouted.Load() }
+
+// Filtered counts the times an endpoint's filter turned an event of its
+// types away; FilterErrors the evaluations that failed (each turning the
+// event away too, see wants).
+func (f *FanOut) Filtered() int64     { return f.filtered.Load() }
+func (f *FanOut) FilterErrors() int64 { return f.filterErrors.Load() }
 
 // Routed counts the events the fan-out routed to at least one endpoint.
 func (f *FanOut) Routed() int64 { return f.routed.Load() }

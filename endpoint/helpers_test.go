@@ -12,6 +12,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/postboxtest/testlog"
@@ -23,6 +24,15 @@ import (
 )
 
 const secret = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"
+
+// testKeyring seals and opens the tests' endpoints' secrets.
+var testKeyring = func() *keyring.Keyring {
+	k, err := keyring.Parse(keyring.GenerateKey())
+	if err != nil {
+		panic(err)
+	}
+	return k
+}()
 
 // addEndpoint writes an endpoint at url with the filter types.
 func addEndpoint(t *testing.T, s store.Endpoints, name, url string, tweak func(*store.Endpoint), types ...string) store.Endpoint {
@@ -54,7 +64,7 @@ func refusingURL(t *testing.T) string {
 func startSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.SupervisorConfig)) *endpoint.Supervisor {
 	t.Helper()
 	cfg := endpoint.SupervisorConfig{
-		Store: s, Logger: testlog.New(t),
+		Store: s, Keyring: testKeyring, Logger: testlog.New(t),
 		Relay: relay.Config{
 			Lease: 5 * time.Second, BackoffMin: 10 * time.Millisecond, BackoffMax: 50 * time.Millisecond,
 			ProbeInterval: 100 * time.Millisecond, ShutdownTimeout: 2 * time.Second,
@@ -156,7 +166,7 @@ func messageOf(t *testing.T, s store.Endpoints, id string) *sink.Message {
 // newSupervisor returns a supervisor with quick test settings, not running.
 func newSupervisor(t *testing.T, s store.Endpoints, tweak func(*endpoint.SupervisorConfig)) *endpoint.Supervisor {
 	t.Helper()
-	cfg := endpoint.SupervisorConfig{Store: s, Logger: testlog.New(t), RefreshEvery: time.Millisecond}
+	cfg := endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, Logger: testlog.New(t), RefreshEvery: time.Millisecond}
 	if tweak != nil {
 		tweak(&cfg)
 	}

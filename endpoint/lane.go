@@ -2,6 +2,8 @@ package endpoint
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -69,11 +71,14 @@ func (l *lane) poke() {
 }
 
 // settingsKey is what a lane is built from at now: the endpoint's URL,
-// secrets (a rotation's grace period that ended changes them), rate,
-// concurrency, shadow and allow-private settings.
+// secrets, clear or sealed (a rotation's grace period that ended changes
+// them), envelope, signature profile, rate, concurrency, shadow and
+// allow-private settings. Its filter is the fan-out's.
 func settingsKey(e store.Endpoint, now time.Time) string {
-	return fmt.Sprint(e.URL, "|", strings.Join(e.Secrets(now), " "), "|", e.RatePerSecond, "|", e.Concurrency,
-		"|", e.Shadow, "|", e.AllowPrivate)
+	sealed := sha256.Sum256(e.Sealed.Data)
+	grace := now.Before(e.PreviousSecretUntil)
+	return fmt.Sprint(e.URL, "|", strings.Join(e.Secrets(now), " "), "|", hex.EncodeToString(sealed[:8]), "|", grace,
+		"|", e.Envelope, "|", e.Signature, "|", e.RatePerSecond, "|", e.Concurrency, "|", e.Shadow, "|", e.AllowPrivate)
 }
 
 // wakeSource is an endpoint's lane as its relay sees it: the store's, but
@@ -122,7 +127,7 @@ func (s *Supervisor) laneLogger(e store.Endpoint) *slog.Logger {
 // sinkConfig is what OpenSink builds the endpoints' own sinks from, log
 // receiving their lines.
 func (s *Supervisor) sinkConfig(log *slog.Logger) SinkConfig {
-	return SinkConfig{Webhook: s.cfg.Webhook, Client: s.cfg.Client, Kinds: s.cfg.Kinds, Logger: log}
+	return SinkConfig{Webhook: s.cfg.Webhook, Client: s.cfg.Client, Kinds: s.cfg.Kinds, Logger: log, Keyring: s.cfg.Keyring}
 }
 
 // newLane builds the lane of e at now around own, the endpoint's sink

@@ -601,12 +601,13 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 		want string
 	}{
 		{endpoint.SupervisorConfig{}, "SupervisorConfig.Store"},
-		{endpoint.SupervisorConfig{Store: s, BreakerFailures: -1}, "SupervisorConfig.BreakerFailures"},
-		{endpoint.SupervisorConfig{Store: s, BreakerPauseMin: time.Minute, BreakerPauseMax: time.Second}, "SupervisorConfig.BreakerPauseMax"},
-		{endpoint.SupervisorConfig{Store: s, DisableAfter: -time.Second}, "SupervisorConfig.DisableAfter"},
-		{endpoint.SupervisorConfig{Store: s, Relay: relay.Config{Lease: time.Millisecond}}, "SupervisorConfig.Relay: relay: Config.Lease"},
-		{endpoint.SupervisorConfig{Store: s, Relay: relay.Config{PublishBatch: 10}}, "SupervisorConfig.Relay.PublishBatch"},
-		{endpoint.SupervisorConfig{Store: s, Webhook: webhook.Config{Timeout: -time.Second}}, "SupervisorConfig.Webhook: webhook: Config.Timeout"},
+		{endpoint.SupervisorConfig{Store: s}, "SupervisorConfig.Keyring is required"},
+		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, BreakerFailures: -1}, "SupervisorConfig.BreakerFailures"},
+		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, BreakerPauseMin: time.Minute, BreakerPauseMax: time.Second}, "SupervisorConfig.BreakerPauseMax"},
+		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, DisableAfter: -time.Second}, "SupervisorConfig.DisableAfter"},
+		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, Relay: relay.Config{Lease: time.Millisecond}}, "SupervisorConfig.Relay: relay: Config.Lease"},
+		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, Relay: relay.Config{PublishBatch: 10}}, "SupervisorConfig.Relay.PublishBatch"},
+		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, Webhook: webhook.Config{Timeout: -time.Second}}, "SupervisorConfig.Webhook: webhook: Config.Timeout"},
 	} {
 		if _, err := endpoint.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)

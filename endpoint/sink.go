@@ -3,10 +3,12 @@ package endpoint
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net/http"
 	"net/url"
 	"slices"
@@ -14,7 +16,10 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/internal/redact"
+	"github.com/postbox-go/postbox/keyring"
+	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/envelope"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
@@ -44,6 +49,10 @@ type SinkConfig struct {
 	// Logger receives the sink's own lines (a broker connection lost and
 	// back). Default slog.Default().
 	Logger *slog.Logger
+	// Keyring opens the endpoints' sealed secrets (Open). Nil: only the
+	// endpoints whose secrets are not sealed (written before migration
+	// 0014) can be opened.
+	Keyring *keyring.Keyring
 }
 
 // OpenSink opens the sink of e at now: for an http or https URL, a webhook
@@ -65,17 +74,62 @@ func OpenSink(ctx context.Context, cfg SinkConfig, e store.Endpoint, now time.Ti
 	if err != nil {
 		return nil, err
 	}
-	concurrency := max(e.Concurrency, 1)
-	if kind.Name == webhook.URL.Name {
-		return openWebhook(cfg, e, now, concurrency)
+	env, err := ParseEnvelope(e.Envelope)
+	if err != nil {
+		return nil, &sink.OptionError{Option: "Envelope", Err: err}
 	}
+	c, err := Open(cfg.Keyring, e)
+	if err != nil {
+		return nil, &sink.OptionError{Option: "Secrets", Err: err}
+	}
+	concurrency := max(e.Concurrency, 1)
+	var s sink.Sink
+	if kind.Name == webhook.URL.Name {
+		s, err = openWebhook(cfg, e, c, now, concurrency)
+	} else {
+		s, err = openBroker(ctx, cfg, kind, u, e, c, concurrency)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if env.Kind == envelope.Raw {
+		return s, nil
+	}
+	if env.Binding, err = bindingOf(s); err == nil {
+		var wrapped sink.Sink
+		if wrapped, err = envelope.Wrap(s, env); err == nil {
+			return wrapped, nil // an io.Closer, as s is
+		}
+	}
+	_ = s.(io.Closer).Close()
+	return nil, &sink.OptionError{Option: "Envelope", Err: err}
+}
+
+// bindingOf returns the CloudEvents protocol binding of s.
+func bindingOf(s sink.Sink) (envelope.Binding, error) {
+	b, ok := envelope.BindingFor(s.Destination())
+	if !ok {
+		return 0, fmt.Errorf("no envelope binding for a %s sink", s.Destination().System)
+	}
+	return b, nil
+}
+
+// openBroker is OpenSink of a broker's endpoint: the kind's sink, with the
+// credentials taken out of its URL, and its static headers on every
+// message.
+func openBroker(ctx context.Context, cfg SinkConfig, kind sink.URLKind, u *url.URL, e store.Endpoint, c Credentials, concurrency int) (sink.Sink, error) {
 	s, err := kind.Open(ctx, u, sink.URLOptions{
 		Timeout:     sinkTimeout(cfg.Webhook),
 		Concurrency: concurrency,
 		Logger:      cmp.Or(cfg.Logger, slog.Default()),
+		User:        c.URLUser,
+		Password:    c.URLPassword,
 	})
 	if err != nil {
 		return nil, scrub(err, cfg.Kinds, e.URL)
+	}
+	if len(c.Headers) > 0 {
+		s = &withHeaders{Sink: s, headers: c.Headers}
 	}
 	if _, ok := s.(io.Closer); !ok {
 		return nopCloser{s}, nil
@@ -83,8 +137,14 @@ func OpenSink(ctx context.Context, cfg SinkConfig, e store.Endpoint, now time.Ti
 	return s, nil
 }
 
-// openWebhook is OpenSink of an http or https endpoint.
-func openWebhook(cfg SinkConfig, e store.Endpoint, now time.Time, concurrency int) (sink.Sink, error) {
+// openWebhook is OpenSink of an http or https endpoint: signed with c's
+// secrets under e's signature profile, authenticated as c says, through a
+// connection pool of its own.
+func openWebhook(cfg SinkConfig, e store.Endpoint, c Credentials, now time.Time, concurrency int) (sink.Sink, error) {
+	profile, err := signature.ParseProfile(e.Signature)
+	if err != nil {
+		return nil, &sink.OptionError{Option: "Signature", Err: err}
+	}
 	var client *http.Client
 	if cfg.Client != nil {
 		client = cfg.Client(e)
@@ -92,14 +152,97 @@ func openWebhook(cfg SinkConfig, e store.Endpoint, now time.Time, concurrency in
 	if client == nil {
 		client = newClient(cfg.Webhook.Timeout)
 	}
+	if c.TLS != nil {
+		if client, err = withClientTLS(client, *c.TLS); err != nil {
+			return nil, &sink.OptionError{Option: "TLS", Err: err}
+		}
+	}
 	client, pool := withCapture(client, concurrency)
 	wc := cfg.Webhook
-	wc.URL, wc.Secrets, wc.MaxConcurrency, wc.Client = e.URL, e.Secrets(now), e.Concurrency, client
+	wc.URL, wc.Secrets, wc.MaxConcurrency, wc.Client = e.URL, c.Signing(e, now), e.Concurrency, client
+	if e.Signature != "" {
+		// The endpoint's own profile; otherwise the template's.
+		wc.Scheme, wc.HeaderNames = profile.Scheme, profile.Names
+	}
+	wc.Headers = c.Headers
+	wc.Auth = webhookAuth(c)
 	hook, err := webhook.New(wc)
 	if err != nil {
 		return nil, &sink.OptionError{Err: err}
 	}
 	return &webhookSink{Sink: hook, pool: pool}, nil
+}
+
+// webhookAuth is the webhook.Auth of c.
+func webhookAuth(c Credentials) webhook.Auth {
+	var a webhook.Auth
+	switch {
+	case c.Basic != nil:
+		a.Basic = &webhook.BasicAuth{User: c.Basic.User, Password: c.Basic.Password}
+	case c.Bearer != "":
+		a.Bearer = c.Bearer
+	case c.OAuth2 != nil:
+		a.OAuth2 = &webhook.OAuth2{TokenURL: c.OAuth2.TokenURL, ClientID: c.OAuth2.ClientID, ClientSecret: c.OAuth2.ClientSecret,
+			Scopes: c.OAuth2.Scopes, Params: c.OAuth2.Params}
+	}
+	return a
+}
+
+// withClientTLS returns a copy of client whose transport (a clone of its
+// *http.Transport) presents t's client certificate and trusts t's CA for
+// the endpoint's server. Its errors never quote key material.
+func withClientTLS(client *http.Client, t ClientTLS) (*http.Client, error) {
+	base := client.Transport
+	if base == nil {
+		base = http.DefaultTransport
+	}
+	tr, ok := base.(*http.Transport)
+	if !ok {
+		return nil, fmt.Errorf("a client certificate or CA needs an *http.Transport, the client has a %T", base)
+	}
+	tr = tr.Clone()
+	if tr.TLSClientConfig == nil {
+		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
+	}
+	if t.CertPEM != "" || t.KeyPEM != "" {
+		cert, err := webhook.ParseClientCertificate([]byte(t.CertPEM), []byte(t.KeyPEM))
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig.Certificates = []tls.Certificate{cert}
+	}
+	if t.CAPEM != "" {
+		pool, err := webhook.ParseCertPool([]byte(t.CAPEM))
+		if err != nil {
+			return nil, err
+		}
+		tr.TLSClientConfig.RootCAs = pool
+	}
+	c := *client
+	c.Transport = tr
+	return &c, nil
+}
+
+// withHeaders sets an endpoint's static headers on every message to its
+// broker: they win over the event's own headers of the same name.
+type withHeaders struct {
+	sink.Sink
+	headers map[string]string
+}
+
+func (w *withHeaders) Publish(ctx context.Context, m *sink.Message) error {
+	c := *m
+	c.Headers = make(map[string]string, len(m.Headers)+len(w.headers))
+	maps.Copy(c.Headers, m.Headers)
+	maps.Copy(c.Headers, w.headers)
+	return w.Sink.Publish(ctx, &c)
+}
+
+func (w *withHeaders) Close() error {
+	if c, ok := w.Sink.(io.Closer); ok {
+		return c.Close()
+	}
+	return nil
 }
 
 // sinkTimeout is the timeout of a broker endpoint's publishes and of its
@@ -225,3 +368,50 @@ type scrubbedError struct {
 
 func (e *scrubbedError) Error() string { return e.msg }
 func (e *scrubbedError) Unwrap() error { return e.err }
+
+// ParseEnvelope reads an endpoint's Envelope setting: an envelope's name
+// (package sink/envelope: "" or "raw", "standard", "cloudevents",
+// "cloudevents-binary"), optionally followed by ";source=URI", the
+// CloudEvents source (envelope.SourceDefault when not given). The binding
+// is left to the sink's.
+func ParseEnvelope(spec string) (envelope.Config, error) {
+	name, params, _ := strings.Cut(spec, ";")
+	kind, err := envelope.ParseKind(strings.TrimSpace(name))
+	if err != nil {
+		return envelope.Config{}, err
+	}
+	c := envelope.Config{Kind: kind}
+	if params == "" {
+		return c, nil
+	}
+	key, value, ok := strings.Cut(params, "=")
+	if !ok || strings.TrimSpace(key) != "source" || value == "" {
+		return envelope.Config{}, fmt.Errorf("envelope %q: want NAME or NAME;source=URI", spec)
+	}
+	if kind != envelope.CloudEvents && kind != envelope.CloudEventsBinary {
+		return envelope.Config{}, fmt.Errorf("envelope %q: only the CloudEvents envelopes have a source", spec)
+	}
+	c.Source = strings.TrimSpace(value)
+	if _, err := envelope.Wrap(probeSink{}, c); err != nil {
+		return envelope.Config{}, err
+	}
+	return c, nil
+}
+
+// probeSink is a webhook that sends nothing: what ParseEnvelope checks an
+// envelope's settings on.
+type probeSink struct{}
+
+func (probeSink) Publish(context.Context, *sink.Message) error { return nil }
+func (probeSink) String() string                               { return "probe" }
+func (probeSink) Destination() sink.Destination {
+	return sink.Destination{System: webhook.URL.Name}
+}
+
+// FormatEnvelope is the Envelope setting of c, as ParseEnvelope reads it.
+func FormatEnvelope(c envelope.Config) string {
+	if c.Source == "" || c.Source == envelope.SourceDefault {
+		return c.Kind.String()
+	}
+	return c.Kind.String() + ";source=" + c.Source
+}

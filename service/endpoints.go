@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/observe"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
@@ -31,6 +33,9 @@ type EndpointsConfig struct {
 	// Store holds the endpoints, their deliveries and the attempts log:
 	// the outbox's store. Required.
 	Store store.Endpoints
+	// Keyring opens the endpoints' sealed secrets
+	// (endpoint.SupervisorConfig.Keyring). Required.
+	Keyring *keyring.Keyring
 	// Signature is the scheme every endpoint's requests are signed in,
 	// each with the endpoint's own secret (default signature.Standard).
 	Signature signature.Scheme
@@ -91,7 +96,7 @@ func newEndpointsMode(ctx context.Context, cfg RelayConfig, prom *observe.Promet
 		return nil, err
 	}
 	ec := endpoint.SupervisorConfig{
-		Store: c.Store, Logger: log, Relay: laneTemplate(cfg.Relay),
+		Store: c.Store, Keyring: c.Keyring, Logger: log, Relay: laneTemplate(cfg.Relay),
 		Webhook: webhook.Config{Scheme: c.Signature, Timeout: timeout}, Client: client, Kinds: c.Kinds,
 		BreakerFailures: c.BreakerFailures, DisableAfter: c.DisableAfter, Retention: c.Retention,
 		PollInterval:  cmp.Or(cfg.Relay.PollInterval, relay.PollIntervalDefault),
@@ -138,9 +143,16 @@ func guardedClients(g guard.Config, timeout time.Duration) (func(store.Endpoint)
 // for the endpoints all (the relay's own start lines say how it finds the
 // outbox's new events), and warns when no endpoint is enabled.
 func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorConfig, all []store.Endpoint) {
-	enabled, allowedPrivate := 0, 0
+	enabled, allowedPrivate, inClear := 0, 0, 0
+	byKey := map[string]int{}
 	byKind := map[string]int{}
 	for _, e := range all {
+		switch {
+		case e.Sealed.Data == nil:
+			inClear++
+		default:
+			byKey[e.Sealed.Key]++
+		}
 		if e.State == store.EndpointEnabled {
 			enabled++
 		}
@@ -178,11 +190,33 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 	log.Info("endpoints mode: the relay drains the outbox into the fan-out, which delivers directly to idle endpoints and writes one delivery for each other matching endpoint; one lane per enabled endpoint delivers those, as a relay does (its concurrency and rate are the endpoint's)",
 		"store", cfg.Outbox.String(), "endpoints", len(all), "by_kind", strings.Join(counts, ", "), "kinds", strings.Join(kinds, ", "), "enabled", enabled, "allowed_private", allowedPrivate, "ssrf_guard", describeGuard(cfg.Endpoints.Guard),
 		"deliveries", order, "direct_delivery", direct, "signature", ec.Webhook.Scheme, "due_poll", ec.PollInterval,
+		"secrets_key", ec.Keyring.String(), "sealed_by_other_keys", sealedElsewhere(ec.Keyring, byKey),
 		"breaker_failures", cmp.Or(ec.BreakerFailures, endpoint.BreakerFailuresDefault),
 		"disable_after", cmp.Or(ec.DisableAfter, endpoint.DisableAfterDefault), "attempts_retention", cmp.Or(ec.Retention, endpoint.RetentionDefault))
+	if inClear > 0 {
+		log.Warn("endpoints with their secrets in clear in the database (written before secrets were sealed): postbox endpoints rekey seals them",
+			"endpoints", inClear)
+	}
 	if enabled == 0 {
 		log.Warn("no enabled endpoint: events are marked done undelivered until one is added (postbox endpoints add)")
 	}
+}
+
+// sealedElsewhere counts the endpoints sealed by a key that is not k's
+// primary, by key id, for the start line: those keys must stay in the
+// keyring until postbox endpoints rekey re-wraps them.
+func sealedElsewhere(k *keyring.Keyring, byKey map[string]int) string {
+	var parts []string
+	for id, n := range byKey {
+		if k == nil || id != k.PrimaryID() {
+			parts = append(parts, fmt.Sprintf("%s %d", id, n))
+		}
+	}
+	slices.Sort(parts)
+	if len(parts) == 0 {
+		return "none"
+	}
+	return strings.Join(parts, ", ")
 }
 
 // laneTemplate is endpoint.SupervisorConfig.Relay of the relay configured by c: c

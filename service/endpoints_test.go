@@ -52,7 +52,7 @@ func endpointsModeBrokers(t *testing.T, s stores) {
 	logs := &logbuf.Buffer{}
 	r, err := service.NewRelay(ctx, service.RelayConfig{
 		Outbox: s.outbox,
-		Endpoints: &service.EndpointsConfig{Store: s.endpoints, Kinds: []sink.URLKind{nats.URL},
+		Endpoints: &service.EndpointsConfig{Keyring: testKeyring, Store: s.endpoints, Kinds: []sink.URLKind{nats.URL},
 			Guard: guard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}},
 		Relay: relay.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), PollInterval: 50 * time.Millisecond},
 	})

@@ -15,6 +15,8 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/observe"
+	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -115,15 +117,23 @@ func Example_endpoints() {
 		close(received)
 	}))
 	defer partner.Close()
-	_, err = s.EndpointCreate(ctx, store.Endpoint{Name: "partner", URL: partner.URL, Types: []string{"order.*"},
-		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Concurrency: 8, AllowPrivate: true})
+	// The secrets key seals the endpoints' secrets (postbox relay reads it
+	// from POSTBOX_SECRETS_KEY or --secrets-key-file: keyring.Load).
+	keys, err := keyring.Parse(keyring.GenerateKey())
 	if err != nil {
+		log.Fatal(err)
+	}
+	e := store.Endpoint{Name: "partner", URL: partner.URL, Types: []string{"order.*"}, Concurrency: 8, AllowPrivate: true}
+	if err := endpoint.Seal(keys, &e, endpoint.Credentials{Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}); err != nil {
+		log.Fatal(err)
+	}
+	if _, err = s.EndpointCreate(ctx, e); err != nil {
 		log.Fatal(err)
 	}
 
 	r, err := service.NewRelay(ctx, service.RelayConfig{
 		Outbox:    s.Driver(),
-		Endpoints: &service.EndpointsConfig{Store: s.Driver()},
+		Endpoints: &service.EndpointsConfig{Keyring: keys, Store: s.Driver()},
 		Presence:  &service.PresenceConfig{Store: s.Driver()},
 		Relay:     relay.Config{Logger: slog.New(slog.DiscardHandler), PublishBatch: 32},
 	})

@@ -250,7 +250,7 @@ func TestEndpointsModeFansOut(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r, err := service.NewRelay(ctx, service.RelayConfig{
 		Outbox: s.outbox, Metrics: reg,
-		Endpoints: &service.EndpointsConfig{Store: s.endpoints, Guard: guard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}},
+		Endpoints: &service.EndpointsConfig{Keyring: testKeyring, Store: s.endpoints, Guard: guard.Config{Allow: []netip.Prefix{netip.MustParsePrefix("127.0.0.1/32")}}},
 		Presence:  &service.PresenceConfig{Store: s.presence},
 		Relay:     relay.Config{Logger: slog.New(slog.NewTextHandler(logs, nil)), PollInterval: 50 * time.Millisecond},
 	})
@@ -306,12 +306,13 @@ func TestNewRelayRefusesWrongConfigs(t *testing.T) {
 	}{
 		{"no outbox", service.RelayConfig{Sink: sk}, "Outbox", "required"},
 		{"no sink", service.RelayConfig{Outbox: s.outbox}, "Sink", "required, unless Endpoints is set"},
-		{"two sinks", service.RelayConfig{Outbox: s.outbox, Sink: sk, Endpoints: &service.EndpointsConfig{Store: s.endpoints}}, "Sink", "not both"},
+		{"two sinks", service.RelayConfig{Outbox: s.outbox, Sink: sk, Endpoints: &service.EndpointsConfig{Keyring: testKeyring, Store: s.endpoints}}, "Sink", "not both"},
 		{"the relay's store given", service.RelayConfig{Outbox: s.outbox, Sink: sk, Relay: withRelay(func(c *relay.Config) { c.Store = s.outbox })}, "Relay", "leave Store and Sink nil"},
 		{"the relay's settings", service.RelayConfig{Outbox: s.outbox, Sink: sk, Relay: withRelay(func(c *relay.Config) { c.BackoffMin, c.BackoffMax = time.Minute, time.Second })}, "Relay", "BackoffMax"},
-		{"the lanes' settings", service.RelayConfig{Outbox: s.outbox, Endpoints: &service.EndpointsConfig{Store: s.endpoints, BreakerFailures: -1}, Relay: quiet}, "Endpoints", "BreakerFailures"},
+		{"the lanes' settings", service.RelayConfig{Outbox: s.outbox, Endpoints: &service.EndpointsConfig{Keyring: testKeyring, Store: s.endpoints, BreakerFailures: -1}, Relay: quiet}, "Endpoints", "BreakerFailures"},
 		{"endpoints without their store", service.RelayConfig{Outbox: s.outbox, Endpoints: &service.EndpointsConfig{}, Relay: quiet}, "Endpoints", "Store is required"},
-		{"the guard", service.RelayConfig{Outbox: s.outbox, Endpoints: &service.EndpointsConfig{Store: s.endpoints, Guard: guard.Config{Allow: []netip.Prefix{{}}}}, Relay: quiet}, "Endpoints.Guard", "not a valid prefix"},
+		{"endpoints without the secrets key", service.RelayConfig{Outbox: s.outbox, Endpoints: &service.EndpointsConfig{Store: s.endpoints}, Relay: quiet}, "Endpoints", "Keyring is required"},
+		{"the guard", service.RelayConfig{Outbox: s.outbox, Endpoints: &service.EndpointsConfig{Keyring: testKeyring, Store: s.endpoints, Guard: guard.Config{Allow: []netip.Prefix{{}}}}, Relay: quiet}, "Endpoints.Guard", "not a valid prefix"},
 		{"presence without a store", service.RelayConfig{Outbox: s.outbox, Sink: sk, Presence: &service.PresenceConfig{}, Relay: quiet}, "Presence", "Store is required"},
 		{"the heartbeat", service.RelayConfig{Outbox: s.outbox, Sink: sk, Presence: &service.PresenceConfig{Store: s.presence, Every: -time.Second}, Relay: quiet}, "Presence", "Every"},
 		{"the sampling", service.RelayConfig{Outbox: s.outbox, Sink: sk, Metrics: prometheus.NewRegistry(), MetricsSample: -time.Second, Relay: quiet}, "MetricsSample", "Every"},
@@ -339,7 +340,7 @@ func TestEndpointsModeOnUnmigratedTables(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer s.Close()
-	_, err = service.NewRelay(ctx, service.RelayConfig{Outbox: s.Driver(), Endpoints: &service.EndpointsConfig{Store: s.Driver()},
+	_, err = service.NewRelay(ctx, service.RelayConfig{Outbox: s.Driver(), Endpoints: &service.EndpointsConfig{Keyring: testKeyring, Store: s.Driver()},
 		Relay: relay.Config{Logger: testlog.Discard()}})
 	if !errors.Is(err, store.ErrNotMigrated) || errors.As(err, new(*service.ConfigError)) {
 		t.Fatalf("NewRelay on unmigrated tables: %v, want store.ErrNotMigrated", err)
