@@ -2,8 +2,8 @@ package endpoint_test
 
 import (
 	"bytes"
-	"encoding/json"
 	"context"
+	"encoding/json"
 	"errors"
 	"path/filepath"
 	"strings"

@@ -10,9 +10,9 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox/endpoint/filter"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
-	"github.com/postbox-go/postbox/endpoint/filter"
 	"github.com/postbox-go/postbox/store"
 )
 

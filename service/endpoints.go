@@ -15,8 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postbox-go/postbox/endpoint"
-	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/keyring"
+	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"

@@ -14,9 +14,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/keyring"
+	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/sink/webhook"
