@@ -26,7 +26,7 @@ const (
 	// about one per operation and per ten bytes a string function reads, so
 	// that payload.items.exists(i, i.sku == "A") costs about 7 per element.
 	// A typical filter costs under 20; the limit lets a comprehension visit
-	// some 1,400 elements, and stops an evaluation after under a millisecond
+	// some 1,400 elements, and stops an evaluation after about a millisecond
 	// of work, with ErrCostLimit.
 	CostLimit = 10_000
 
