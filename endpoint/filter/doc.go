@@ -61,6 +61,8 @@
 // charged by CEL's cost model (about one unit per operation and per ten
 // bytes a string function reads; a regular expression by the text's length
 // times the pattern's size, checked before it runs) and stops with
-// ErrCostLimit past CostLimit. An expression whose cheapest evaluation
-// is already over the limit is refused at compile time.
+// ErrCostLimit past CostLimit. Compile refuses an expression that CEL's
+// cost estimate says goes past the limit on every event, or on some
+// whatever their headers and payload (nested comprehensions over constant
+// lists), and a matches whose pattern is not a constant.
 package filter

@@ -93,13 +93,14 @@ var environment = sync.OnceValues(func() (*cel.Env, error) {
 	)
 })
 
-// Compile parses and type-checks expr. It refuses (with a *CompileError)
-// an empty expression, one over MaxExpressionLength bytes, one with a
+// Compile parses and type-checks expr. It refuses, with a *CompileError:
+// an empty expression, one over MaxExpressionLength bytes or not UTF-8; a
 // syntax, reference or type error (a constant regex, duration or timestamp
-// that does not parse included), a call of matches whose pattern is not a
-// constant string, one whose type is neither bool nor dyn,
-// and one that CEL's cost estimate says will go past CostLimit (see
-// checkCost).
+// that does not parse included); a call of matches whose pattern is not a
+// constant string; a type other than bool or dyn (an expression of type
+// dyn, such as payload.flag, must evaluate to a bool, or Match reports an
+// error); and an expression that CEL's cost estimate says goes past
+// CostLimit on every event, or on some whatever their headers and payload.
 func Compile(expr string) (*Filter, error) {
 	if strings.TrimSpace(expr) == "" {
 		return nil, &CompileError{Msg: "expression is empty"}
@@ -114,21 +115,21 @@ func Compile(expr string) (*Filter, error) {
 	if err != nil {
 		return nil, fmt.Errorf("filter: CEL environment: %w", err)
 	}
-	ast, iss := env.Compile(expr)
+	checked, iss := env.Compile(expr)
 	if iss.Err() != nil {
 		return nil, issuesError(iss.Errors())
 	}
-	if t := ast.OutputType(); !t.IsExactType(types.BoolType) && !t.IsExactType(types.DynType) {
-		line, col := position(ast, ast.NativeRep().Expr().ID())
+	if t := checked.OutputType(); !t.IsExactType(types.BoolType) && !t.IsExactType(types.DynType) {
+		line, col := position(checked, checked.NativeRep().Expr().ID())
 		return nil, &CompileError{Line: line, Column: col, Msg: fmt.Sprintf("expression has type %s, want bool", t)}
 	}
-	if err := checkPatterns(ast); err != nil {
+	if err := checkPatterns(checked); err != nil {
 		return nil, err
 	}
-	if err := checkCost(env, ast); err != nil {
+	if err := checkCost(env, checked); err != nil {
 		return nil, err
 	}
-	prg, err := env.Program(ast,
+	prg, err := env.Program(checked,
 		cel.CostLimit(CostLimit),
 		cel.EvalOptions(cel.OptOptimize),
 		cel.OptimizeRegex(guardedMatches...),
@@ -136,7 +137,7 @@ func Compile(expr string) (*Filter, error) {
 	if err != nil {
 		return nil, &CompileError{Msg: oneLine(err.Error())}
 	}
-	return &Filter{expr: expr, ast: ast, prg: prg}, nil
+	return &Filter{expr: expr, ast: checked, prg: prg}, nil
 }
 
 // Check reports whether expr compiles, with Compile's error: for validating
@@ -183,11 +184,12 @@ func (f *Filter) evalError(err error) error {
 		}
 	}
 	var payloadErr *payloadError
-	switch {
-	case errors.As(err, &payloadErr):
+	if errors.As(err, &payloadErr) {
 		return fmt.Errorf("%s%w", prefix, payloadErr)
-	case errors.Is(err, ErrCostLimit):
-		return fmt.Errorf("%s%w", prefix, celErr.Unwrap())
+	}
+	var regexErr *regexCostError
+	if errors.As(err, &regexErr) {
+		return fmt.Errorf("%s%w", prefix, regexErr)
 	}
 	return errors.New(prefix + truncate(oneLine(err.Error()), maxErrorMessage))
 }
@@ -212,8 +214,8 @@ func checkPatterns(checked *cel.Ast) error {
 // than CostLimit: whatever the event, when its maximum is known (it depends
 // on no header's or payload's size), or on every event, when its minimum is
 // over the limit.
-func checkCost(env *cel.Env, ast *cel.Ast) error {
-	est, err := env.EstimateCost(ast, noHints{})
+func checkCost(env *cel.Env, checked *cel.Ast) error {
+	est, err := env.EstimateCost(checked, noHints{})
 	if err != nil {
 		return &CompileError{Msg: "estimating cost: " + oneLine(err.Error())}
 	}
@@ -253,8 +255,8 @@ func issuesError(errs []*common.Error) error {
 
 // position is the line and column (from 1) where the expression with id
 // starts, or 0, 0 where the AST does not tell.
-func position(ast *cel.Ast, id int64) (line, col int) {
-	loc := ast.NativeRep().SourceInfo().GetStartLocation(id)
+func position(checked *cel.Ast, id int64) (line, col int) {
+	loc := checked.NativeRep().SourceInfo().GetStartLocation(id)
 	if loc.Line() <= 0 {
 		return 0, 0
 	}

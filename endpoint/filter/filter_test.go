@@ -382,3 +382,27 @@ func TestStringIsTheExpression(t *testing.T) {
 		t.Fatalf("String() = %q, want %q", got, expr)
 	}
 }
+
+func TestPathologicalExpressionsCompileOrAreRefused(t *testing.T) {
+	for name, expr := range map[string]string{
+		"parentheses":    strings.Repeat("(", 4000),
+		"brackets":       strings.Repeat("[", 4000),
+		"selects":        "payload" + strings.Repeat(".a", 2000),
+		"negations":      strings.Repeat("!", 4000) + "true",
+		"minus signs":    strings.Repeat("-", 4000) + "1 > 0",
+		"additions":      "1" + strings.Repeat("+1", 2000) + " > 0",
+		"conjunctions":   "true" + strings.Repeat("&&true", 680),
+		"control bytes":  strings.Repeat("\x19", 4096),
+		"garbage":        strings.Repeat("a b ", 1024),
+		"long list":      "[" + strings.Repeat("1,", 2000) + "1].size() > 0",
+		"long map":       "{" + strings.Repeat("1:1,", 1000) + "}.size() > 0",
+		"comprehensions": strings.Repeat("payload.exists(x,", 200) + "true" + strings.Repeat(")", 200),
+		"concatenations": strings.Repeat(`"a"+`, 1000) + `"a" == event_type`,
+	} {
+		err := Check(expr)
+		var ce *CompileError
+		if err != nil && (!errors.As(err, &ce) || strings.ContainsAny(err.Error(), "\n\r")) {
+			t.Errorf("%s: %q, want nil or a one-line *CompileError", name, err)
+		}
+	}
+}

@@ -48,7 +48,7 @@ func guardedMatchCall(call interpreter.InterpretableCall, pattern string) (inter
 		chars := utf8.RuneCountInString(text)
 		charge := float64(chars+1) * cost.StringTraversalCostFactor * float64(size) * cost.RegexStringLengthCostFactor
 		if charge > CostLimit {
-			return types.WrapErr(fmt.Errorf("%w: matches on %d characters with a pattern of size %d (limit %d)", ErrCostLimit, chars, size, CostLimit))
+			return types.WrapErr(&regexCostError{chars: chars, size: size})
 		}
 		return types.Bool(re.MatchString(text))
 	}), nil
@@ -68,3 +68,14 @@ func patternSize(pattern string) int {
 	}
 	return max(size, len(prog.Inst))
 }
+
+// regexCostError is a match refused by guardedMatches. It matches
+// ErrCostLimit.
+type regexCostError struct{ chars, size int }
+
+func (e *regexCostError) Error() string {
+	return fmt.Sprintf("%s: matches on %d characters with a pattern of size %d (limit %d)", ErrCostLimit, e.chars, e.size, CostLimit)
+}
+
+// Is reports whether target is ErrCostLimit.
+func (e *regexCostError) Is(target error) bool { return target == ErrCostLimit }
