@@ -66,6 +66,10 @@ type SupervisorStats struct {
 	// events no endpoint wanted (FanOut.Written, FanOut.Offered,
 	// FanOut.Direct, FanOut.Unrouted).
 	Written, Offered, Direct, Unrouted int64
+	// Filtered counts the times an endpoint's filter turned away an event
+	// of its types, FilterErrors the filter evaluations that failed (the
+	// event turned away too) (FanOut.Filtered, FanOut.FilterErrors).
+	Filtered, FilterErrors int64
 	// BreakerOpened counts the times an endpoint's breaker opened (not its
 	// reopening after a failed probe); AutoDisabled the endpoints disabled
 	// for failing SupervisorConfig.DisableAfter.
@@ -465,6 +469,7 @@ func (s *Supervisor) Stats() SupervisorStats {
 	}
 	s.mu.Unlock()
 	st.Written, st.Offered, st.Direct, st.Unrouted = s.fanOut.Written(), s.fanOut.Offered(), s.fanOut.Direct(), s.fanOut.Unrouted()
+	st.Filtered, st.FilterErrors = s.fanOut.Filtered(), s.fanOut.FilterErrors()
 	st.BreakerOpened, st.AutoDisabled = s.breakerOpened.Load(), s.autoDisabled.Load()
 	return st
 }

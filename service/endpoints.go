@@ -304,6 +304,7 @@ func (e *endpointsMode) run(ctx context.Context, runRelay func(context.Context) 
 
 // register adds to reg what the lanes' and the fan-out's observers do not
 // count: postbox_endpoint_unrouted_events_total,
+// postbox_endpoint_filtered_total, postbox_endpoint_filter_errors_total,
 // postbox_endpoint_direct_deliveries_total,
 // postbox_endpoint_breaker_opened_total,
 // postbox_endpoint_auto_disabled_total,
@@ -314,6 +315,8 @@ func (e *endpointsMode) register(reg prometheus.Registerer) {
 			func() float64 { return float64(value(e.supervisor.Stats())) })
 	}
 	reg.MustRegister(
+		counter("endpoint_filtered_total", "Times an endpoint's content filter (--filter) turned away an event of its types.", func(s endpoint.SupervisorStats) int64 { return s.Filtered }),
+		counter("endpoint_filter_errors_total", "Endpoint filter evaluations that failed (a missing key, the cost limit, a payload that is not JSON): the event is not sent to that endpoint.", func(s endpoint.SupervisorStats) int64 { return s.FilterErrors }),
 		counter("endpoint_unrouted_events_total", "Events that matched no endpoint's filter: marked done undelivered.", func(s endpoint.SupervisorStats) int64 { return s.Unrouted }),
 		counter("endpoint_direct_deliveries_total", "Deliveries the fan-out made directly, with no delivery written (--direct-within); counted in postbox_deliveries_total too.",
 			func(s endpoint.SupervisorStats) int64 { return s.Direct }),
