@@ -1,6 +1,8 @@
 package console
 
 import (
+	"github.com/postbox-go/postbox/internal/jsondepth"
+
 	"bytes"
 	"encoding/json"
 	"strings"
@@ -67,7 +69,7 @@ func visible(s string, max int, keepLines bool) string {
 // prettyJSON indents a JSON payload, shown whole; anything else (or JSON
 // nested deeper than prettyDepthMax) is shown as stored.
 func prettyJSON(b []byte) string {
-	if jsonDepth(b) > prettyDepthMax {
+	if _, deep := jsondepth.Exceeds(b, prettyDepthMax); deep {
 		return showAll(string(b))
 	}
 	var out bytes.Buffer
@@ -75,31 +77,4 @@ func prettyJSON(b []byte) string {
 		return showAll(string(b))
 	}
 	return showAll(out.String())
-}
-
-// jsonDepth is how deeply b nests arrays and objects (brackets inside
-// strings do not count); b need not be valid JSON.
-func jsonDepth(b []byte) int {
-	depth, deepest, inString, escaped := 0, 0, false, false
-	for _, c := range b {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '[' || c == '{':
-			depth++
-			deepest = max(deepest, depth)
-		case c == ']' || c == '}':
-			depth--
-		}
-	}
-	return deepest
 }

@@ -5,7 +5,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -15,7 +14,6 @@ import (
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/store"
-	"github.com/postbox-go/postbox/store/sqlite"
 )
 
 // bothEndpointStores runs test on a fresh PostgreSQL store and a fresh
@@ -27,15 +25,7 @@ func bothEndpointStores(t *testing.T, test func(t *testing.T, s store.Endpoints)
 	})
 	t.Run("sqlite", func(t *testing.T) {
 		t.Parallel()
-		s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "postbox.db"), sqlite.Config{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() { s.Close() })
-		if _, err := s.Migrate(context.Background()); err != nil {
-			t.Fatal(err)
-		}
-		test(t, s.Driver())
+		test(t, sqliteDriver(t))
 	})
 }
 

@@ -1,6 +1,8 @@
 package filter
 
 import (
+	"github.com/postbox-go/postbox/internal/jsondepth"
+
 	"bytes"
 	"encoding/json"
 	"errors"
@@ -39,29 +41,8 @@ func decodePayload(raw []byte) (any, error) {
 // than maxDepth. It reads brackets outside strings only and leaves the
 // validity of the JSON to the decoder.
 func checkDepth(raw []byte, maxDepth int) error {
-	depth := 0
-	inString, escaped := false, false
-	for i, c := range raw {
-		switch {
-		case inString:
-			switch {
-			case escaped:
-				escaped = false
-			case c == '\\':
-				escaped = true
-			case c == '"':
-				inString = false
-			}
-		case c == '"':
-			inString = true
-		case c == '{' || c == '[':
-			depth++
-			if depth > maxDepth {
-				return &payloadError{fmt.Sprintf("nested deeper than %d at byte %d", maxDepth, i)}
-			}
-		case c == '}' || c == ']':
-			depth--
-		}
+	if at, deep := jsondepth.Exceeds(raw, maxDepth); deep {
+		return &payloadError{fmt.Sprintf("nested deeper than %d at byte %d", maxDepth, at)}
 	}
 	return nil
 }
