@@ -76,7 +76,7 @@ func newFixture(t testing.TB, cfg inbox.HandlerConfig) *fixture {
 	if cfg.Secrets == nil {
 		cfg.Secrets = []string{secret}
 	}
-	if f.signer, err = signature.NewSigner(cfg.Scheme, secret); err != nil {
+	if f.signer, err = signature.NewProfileSigner(signature.Profile{Scheme: cfg.Scheme, Names: cfg.HeaderNames}, secret); err != nil {
 		t.Fatal(err)
 	}
 	if cfg.Process == nil {

@@ -105,6 +105,12 @@ type HandlerConfig struct {
 	// With signature.XSignature the event id header is not signed, so the
 	// JSON body must repeat it in its "event_id" field, which is signed.
 	Scheme signature.Scheme
+	// HeaderNames are the names of the id, timestamp and signature headers
+	// when the sender uses other names than the scheme's (an endpoint's
+	// signature profile: postbox endpoints add --signature svix, or
+	// "standard;prefix=acme"); zero: the scheme's own. See
+	// signature.ParseProfile, whose Profile gives Scheme and HeaderNames.
+	HeaderNames signature.HeaderNames
 
 	// Metadata is where the event type, aggregate and sequence number
 	// come from (default MetadataSigned: the Postbox-* headers, covered by
@@ -214,9 +220,13 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	if cfg.Tolerance < 0 {
 		return nil, fmt.Errorf("inbox: HandlerConfig.Tolerance %v is negative", cfg.Tolerance)
 	}
-	v, err := signature.NewVerifier(cfg.Scheme, cfg.Tolerance, cfg.Secrets...)
+	profile := signature.Profile{Scheme: cfg.Scheme, Names: cfg.HeaderNames}
+	v, err := signature.NewProfileVerifier(profile, cfg.Tolerance, cfg.Secrets...)
 	if errors.Is(err, signature.ErrUnknownScheme) {
 		return nil, fmt.Errorf("inbox: HandlerConfig.Scheme: %w", err)
+	}
+	if errors.Is(err, signature.ErrInvalidProfile) {
+		return nil, fmt.Errorf("inbox: HandlerConfig.HeaderNames: %w", err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("inbox: HandlerConfig.Secrets: %w", err)
@@ -224,12 +234,9 @@ func NewHandler(cfg HandlerConfig) (*Handler, error) {
 	h := &Handler{
 		cfg:        cfg,
 		verifier:   v,
-		sigHeader:  "Webhook-Signature",
 		retryAfter: strconv.FormatInt(int64(math.Ceil(cfg.RetryAfter.Seconds())), 10),
 	}
-	if cfg.Scheme == signature.XSignature {
-		h.sigHeader = "X-Signature"
-	}
+	h.sigHeader = profile.HeaderNames().Signature
 	return h, nil
 }
 

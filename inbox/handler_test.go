@@ -24,10 +24,17 @@ import (
 
 func TestHandlerProcessesOnce(t *testing.T) {
 	t.Parallel()
-	for _, scheme := range []signature.Scheme{signature.Standard, signature.XSignature} {
-		t.Run(scheme.String(), func(t *testing.T) {
-			f := newFixture(t, inbox.HandlerConfig{Scheme: scheme})
+	custom, err := signature.ParseProfile("standard;prefix=acme")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []signature.Profile{{Scheme: signature.Standard}, {Scheme: signature.XSignature}, signature.Svix, custom} {
+		t.Run(p.String(), func(t *testing.T) {
+			f := newFixture(t, inbox.HandlerConfig{Scheme: p.Scheme, HeaderNames: p.Names})
 			req, id := f.newRequest()
+			if p.Names.Signature != "" && req.Header.Get(p.Names.Signature) == "" {
+				t.Fatalf("the request is not signed under %s", p.Names.Signature)
+			}
 			body := payload(id)
 			f.wantAnswer(req, http.StatusOK, "processed")
 			f.wantAnswer(f.request(id.String(), body, time.Now()), http.StatusOK, "duplicate")
