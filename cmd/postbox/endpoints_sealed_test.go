@@ -121,7 +121,9 @@ func secretFile(t *testing.T, value string) string {
 }
 
 // uniqueSecret is a marked random text, easy to look for.
-func uniqueSecret(mark string) string { return "sek" + mark + strings.ReplaceAll(rand.Text(), "-", "")[:16] }
+func uniqueSecret(mark string) string {
+	return "sek" + mark + strings.ReplaceAll(rand.Text(), "-", "")[:16]
+}
 
 // newWhsec is a new whsec_ secret.
 func newWhsec() string {
