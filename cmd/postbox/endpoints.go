@@ -151,7 +151,7 @@ func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
 	var f endpointFields
-	f.register(fs, 8)
+	f.register(fs, false)
 	var cf credentialFlags
 	cf.register(fs, false)
 	var secret secretValue
@@ -371,7 +371,7 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, printable.String(e.Name), printable.String(state), printable.String(e.URL), typesText(e.Types),
 				orDash(oneLine(e.Filter, 40)), rateText(e.RatePerSecond), e.Concurrency, printable.String(e.Envelope), orDash(printable.String(e.Signature)),
-				authText(e.Auth), keyColumn(e), secretText(e.Secret))
+				authText(e), keyColumn(e), secretText(e.Secret))
 		}
 		return w.Flush()
 	}
@@ -413,7 +413,11 @@ func printEndpoint(w io.Writer, e endpointJSON) {
 		e.ID, printable.String(e.Name), printable.String(e.URL), typesText(e.Types), filterText(e.Filter), printable.String(e.State))
 	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nprivate      %s\nenvelope     %s\nsignature    %s\n",
 		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, privateText(e.AllowPrivate), printable.String(e.Envelope), signatureText(e.Signature))
-	fmt.Fprintf(w, "auth         %s\nsecrets      %s\nsecret       %s\n", authText(e.Auth), sealedText(e), secretText(e.Secret))
+	auth := authText(e)
+	if !isWebhook(e.URL) {
+		auth += " (a broker's endpoint: the user and password its URL was given with, if any, are sealed)"
+	}
+	fmt.Fprintf(w, "auth         %s\nsecrets      %s\nsecret       %s\n", auth, sealedText(e), secretText(e.Secret))
 	if e.PreviousSecretUntil != nil {
 		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable.String(e.PreviousSecret), e.PreviousSecretUntil.Format(time.RFC3339))
 	}
@@ -460,13 +464,17 @@ func signatureText(spec string) string {
 	return printable.String(spec)
 }
 
-// authText is the kinds of an endpoint's credentials, "none" when it has
-// none.
-func authText(kinds []string) string {
-	if len(kinds) == 0 {
+// authText is the kinds of an endpoint's credentials: "none" for a
+// webhook without any, "-" for a broker's, whose URL's user and password,
+// if any, are sealed (and only the key shows them).
+func authText(e endpointJSON) string {
+	switch {
+	case len(e.Auth) > 0:
+		return printable.String(strings.Join(e.Auth, "+"))
+	case isWebhook(e.URL):
 		return "none"
 	}
-	return printable.String(strings.Join(kinds, "+"))
+	return "-"
 }
 
 // sealedText says how an endpoint's secrets are kept: sealed by which key,

@@ -72,10 +72,7 @@ func (c *credentialFlags) register(fs *flag.FlagSet, update bool) {
 		fs.BoolVar(&c.noTLS, "no-tls", false, "remove the endpoint's client certificate and CA (--tls-*)")
 		names = append(names, "clear-headers", "auth", "no-tls")
 	}
-	for _, name := range names {
-		fl := fs.Lookup(name)
-		fl.Value = commandLineOnly{fl.Value}
-	}
+	setCommandLineOnly(fs, !update, names...)
 }
 
 // credentialChange is what the credential flags given ask for: each part

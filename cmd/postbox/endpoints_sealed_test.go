@@ -392,7 +392,7 @@ func TestEndpointsAddRefusesWhatCannotBeUsed(t *testing.T) {
 // --header replaces every header, --clear-headers and --auth none remove
 // them, an auth flag replaces the authentication, --tls-* and --no-tls the
 // client certificate; a change of settings alone leaves the sealed blob as
-// it is; --filter ” removes the filter. The SQLite file holds no secret.
+// it is; --filter with an empty value removes the filter. The SQLite file holds no secret.
 func TestEndpointsUpdateReseals(t *testing.T) {
 	path := filepath.Join(t.TempDir(), "outbox.db")
 	db := []string{"--db", "sqlite:" + path}

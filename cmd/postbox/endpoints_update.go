@@ -47,7 +47,16 @@ type endpointFields struct {
 const allowPrivateHelp = "let this endpoint reach loopback, private and link-local addresses (an internal endpoint): without it, a --url whose host is or resolves to one is refused here, and the relay's SSRF guard refuses it at every connection " +
 	"(a host that does not resolve now is accepted with a warning: the relay checks the addresses at every connection)"
 
-func (f *endpointFields) register(fs *flag.FlagSet, concurrencyDefault int) {
+// endpointConcurrencyDefault is the --concurrency of endpoints add.
+const endpointConcurrencyDefault = 8
+
+// register declares the flags: endpoints add's, with their defaults, or
+// with update endpoints update's, which change only what is given.
+func (f *endpointFields) register(fs *flag.FlagSet, update bool) {
+	concurrencyDefault := endpointConcurrencyDefault
+	if update {
+		concurrencyDefault = 0
+	}
 	fs.Var(&f.rate, "rate", "most deliveries started per second, R/s (0/s: no limit)")
 	fs.StringVar(&f.url, "url", "", "the endpoint's URL: a webhook's (https:// or http://), or a broker's as --sink takes it (nats://HOST:PORT?subject=..., amqp://HOST/VHOST?exchange=..., kafka://BROKER?topic=...)")
 	fs.StringVar(&f.name, "name", "", "a name for people, which commands also take instead of the id")
@@ -59,10 +68,7 @@ func (f *endpointFields) register(fs *flag.FlagSet, concurrencyDefault int) {
 	fs.StringVar(&f.envelope, "envelope", "", "what deliveries are wrapped in: raw (the payload alone), standard (Standard Webhooks' {type, timestamp, data}), cloudevents (CloudEvents 1.0, structured) or cloudevents-binary (CloudEvents attributes as headers; not over nats://) (default raw)")
 	fs.StringVar(&f.ceSource, "ce-source", "", "the CloudEvents source attribute of --envelope cloudevents or cloudevents-binary, a URI-reference such as /shop/orders (default "+envelope.SourceDefault+")")
 	fs.StringVar(&f.signature, "signature", "", "a webhook's signature profile: standard, x-signature, svix (Standard Webhooks under svix-* headers), 'standard;prefix=acme' (acme-id, acme-timestamp, acme-signature) or 'standard;id=A,timestamp=B,signature=C' (default: the relay's --signature)")
-	for _, name := range []string{"rate", "url", "name", "types", "concurrency", "shadow", "allow-private", "filter", "envelope", "ce-source", "signature"} {
-		fl := fs.Lookup(name)
-		fl.Value = commandLineOnly{fl.Value}
-	}
+	setCommandLineOnly(fs, !update, "rate", "url", "name", "types", "concurrency", "shadow", "allow-private", "filter", "envelope", "ce-source", "signature")
 }
 
 // resolveTimeout bounds the name resolution of an endpoint's host at
@@ -266,7 +272,7 @@ func findEndpoint(ctx context.Context, s store.Endpoints, arg string) (store.End
 
 func setupEndpointsUpdate(fs *flag.FlagSet) func(context.Context) error {
 	var f endpointFields
-	f.register(fs, 0)
+	f.register(fs, true)
 	var cf credentialFlags
 	cf.register(fs, true)
 	var key secretsKeyFlag
