@@ -47,9 +47,3 @@ func (k *secretsKeyFlag) load(command string) (*keyring.Keyring, error) {
 	}
 	return r, nil
 }
-
-// given reports whether a secrets key is given at all: the flag or the
-// variable.
-func (k *secretsKeyFlag) given() bool {
-	return k.file != "" || os.Getenv(keyring.EnvVar) != ""
-}
