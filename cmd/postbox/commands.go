@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"reflect"
 	"sort"
 	"strings"
 
@@ -32,9 +33,9 @@ var commands = map[string]command{
 	"chaos":     {summary: "run producers, relay processes and an inbox consumer under injected faults on PostgreSQL, and reconcile", setup: setupChaos},
 	"console":   {summary: "serve the web console: the outbox and the inbox, failed events to retry or purge (--addr, --token, --read-only)", setup: setupConsole},
 	"demo":      {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
-	"endpoints": {summary: "the webhook endpoints of postbox relay --endpoints: add, update, list, show, enable, disable, remove, retry, rotate-secret, test, attempts", sub: endpointsCommands},
+	"endpoints": {summary: "the endpoints of postbox relay --endpoints, webhooks or brokers' (NATS, RabbitMQ, Kafka), their secrets sealed with the secrets key: add, update, list, show, enable, disable, remove, retry, rotate-secret, rekey, test, attempts", sub: endpointsCommands},
 	"failed":    {summary: "the dead letters: list, show, retry or purge failed events", sub: failedCommands},
-	"keys":      {summary: "generate signing keys: an ed25519 pair (whsk_/whpk_, v1a) or a whsec_ secret", sub: keysCommands},
+	"keys":      {summary: "generate keys: a signing ed25519 pair (whsk_/whpk_, v1a), a whsec_ secret, or the secrets key that seals endpoints' secrets (pbkey_)", sub: keysCommands},
 	"migrate":   {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
 	"relay":     {summary: "deliver outbox events to a webhook endpoint or a broker (NATS JetStream, RabbitMQ, Kafka)", setup: setupRelay},
 	"version":   {summary: "print the version of postbox and the commit it was built from (also --version)", setup: setupVersion},
@@ -205,12 +206,57 @@ func envName(flagName string) string {
 // commandLineOnly marks a flag that applyEnv leaves alone: an endpoint's
 // settings (postbox endpoints add, update), whose names (--concurrency,
 // --rate, --url...) the environment of a relay may set for the relay.
+// Mark flags with setCommandLineOnly.
 type commandLineOnly struct{ flag.Value }
 
-// IsBoolFlag lets a boolean flag marked so be given without a value.
-func (c commandLineOnly) IsBoolFlag() bool {
-	b, ok := c.Value.(interface{ IsBoolFlag() bool })
-	return ok && b.IsBoolFlag()
+// String is the flag's value; "" for the zero commandLineOnly, which the
+// help text makes to tell a default from no default.
+func (c commandLineOnly) String() string {
+	if c.Value == nil {
+		return ""
+	}
+	return c.Value.String()
+}
+
+// commandLineOnlyBool is commandLineOnly for a boolean flag: it may be
+// given without a value, and its zero value is "false", so that the help
+// shows no default for it.
+type commandLineOnlyBool struct{ commandLineOnly }
+
+func (c commandLineOnlyBool) IsBoolFlag() bool { return true }
+
+func (c commandLineOnlyBool) String() string {
+	if c.Value == nil {
+		return "false"
+	}
+	return c.Value.String()
+}
+
+// setCommandLineOnly marks the flags names of fs as read from the command
+// line only (see commandLineOnly). Without keepDefaults their help shows
+// no default: a command that changes only the flags given (endpoints
+// update) has none.
+func setCommandLineOnly(fs *flag.FlagSet, keepDefaults bool, names ...string) {
+	for _, name := range names {
+		fl := fs.Lookup(name)
+		if b, ok := fl.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+			fl.Value = commandLineOnlyBool{commandLineOnly{fl.Value}}
+		} else {
+			fl.Value = commandLineOnly{fl.Value}
+		}
+		if !keepDefaults {
+			fl.DefValue = reflect.Zero(reflect.TypeOf(fl.Value)).Interface().(flag.Value).String()
+		}
+	}
+}
+
+// isCommandLineOnly reports whether setCommandLineOnly marked v's flag.
+func isCommandLineOnly(v flag.Value) bool {
+	switch v.(type) {
+	case commandLineOnly, commandLineOnlyBool:
+		return true
+	}
+	return false
 }
 
 // applyEnv sets each flag from its environment variable, before the command
@@ -219,7 +265,7 @@ func (c commandLineOnly) IsBoolFlag() bool {
 func applyEnv(fs *flag.FlagSet) error {
 	var err error
 	fs.VisitAll(func(f *flag.Flag) {
-		if _, ok := f.Value.(commandLineOnly); ok {
+		if isCommandLineOnly(f.Value) {
 			return
 		}
 		name := envName(f.Name)

@@ -19,6 +19,7 @@ import (
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/internal/printable"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
@@ -27,15 +28,16 @@ import (
 
 // endpointsCommands are the subcommands of "postbox endpoints".
 var endpointsCommands = map[string]command{
-	"add":           {summary: "add an endpoint, a webhook (https://) or a broker's (nats://, amqp://, kafka://, as --sink): prints its id and, for a webhook, its secret when generated (once)", setup: setupEndpointsAdd},
-	"list":          {summary: "list the endpoints (secrets as fingerprints)", setup: setupEndpointsList},
+	"add":           {summary: "add an endpoint, a webhook (https://) or a broker's (nats://, amqp://, kafka://, as --sink), with its headers, authentication, client certificate, filter, envelope and signature profile: its secrets are sealed with the secrets key; prints its id and, for a webhook, its secret when generated (once)", setup: setupEndpointsAdd},
+	"list":          {summary: "list the endpoints: settings, kinds of authentication, the key that sealed their secrets, secrets as fingerprints (no key needed)", setup: setupEndpointsList},
 	"show":          {summary: "show one endpoint and its deliveries by status", setup: setupEndpointsShow, args: "ID|NAME"},
 	"enable":        {summary: "enable an endpoint: its waiting deliveries go at once", setup: endpointStateCommand(store.EndpointEnabled), args: "ID|NAME"},
 	"disable":       {summary: "disable an endpoint: no deliveries are made nor written for it", setup: endpointStateCommand(store.EndpointDisabled), args: "ID|NAME"},
 	"remove":        {summary: "remove an endpoint with its deliveries and attempts", setup: setupEndpointsRemove, args: "ID|NAME"},
 	"rotate-secret": {summary: "give an endpoint a new secret; the old one keeps signing for --grace", setup: setupEndpointsRotate, args: "ID|NAME"},
+	"rekey":         {summary: "seal every endpoint's secrets with the first secrets key: those still in clear, and those sealed by an older key (after a key rotation); prints the counts and each endpoint it could not", setup: setupEndpointsRekey},
 	"retry":         {summary: "send an endpoint's failed deliveries (its dead letters) back to the queue, as never attempted: the same as postbox failed retry --endpoint ID|NAME --all", setup: setupEndpointsRetry, args: "ID|NAME"},
-	"update":        {summary: "change an endpoint's URL, name, types, rate, concurrency, shadow or private allowance: only the flags given", setup: setupEndpointsUpdate, args: "ID|NAME"},
+	"update":        {summary: "change an endpoint's URL, name, types, filter, envelope, signature, rate, concurrency, shadow or private allowance, and its headers, authentication or client certificate (sealed again): only the flags given", setup: setupEndpointsUpdate, args: "ID|NAME"},
 	"test":          {summary: "send a test event (postbox.test) to an endpoint now, through its sink (webhook or broker), and say how it went", setup: setupEndpointsTest, args: "ID|NAME"},
 	"attempts":      {summary: "list an endpoint's latest delivery attempts", setup: setupEndpointsAttempts, args: "ID|NAME"},
 }
@@ -75,14 +77,24 @@ func notFound(id uuid.UUID, err error) error {
 	return err
 }
 
-// secretOrNew returns the --secret given, checked, or a new one; generated
-// says which, so the command prints a new secret once.
-func secretOrNew(given string) (secret string, generated bool, err error) {
-	if given == "" {
+// secretOrNew returns the secret of --secret given (spec, read with r:
+// as is, @FILE or env:NAME), checked against the signature profile
+// (signature.ParseProfile's spec, "" the standard one), or a new one;
+// generated says which, so the command prints a new secret once.
+func secretOrNew(v secretValue, profileSpec string, r *secretReader) (secret string, generated bool, err error) {
+	if !v.set {
 		secret, err := signature.GenerateSecret()
 		return secret, err == nil, err
 	}
-	if _, err := signature.NewSigner(signature.Standard, given); err != nil {
+	given, err := r.read("secret", v.spec, envName("secret"))
+	if err != nil {
+		return "", false, err
+	}
+	profile, err := signature.ParseProfile(profileSpec)
+	if err != nil {
+		return "", false, fmt.Errorf("%w: --signature: %v", errUsage, err)
+	}
+	if _, err := signature.NewProfileSigner(profile, given); err != nil {
 		return "", false, fmt.Errorf("%w: --secret: %v", errUsage, err)
 	}
 	return given, false, nil
@@ -132,38 +144,78 @@ func (r *rateFlag) Set(s string) error {
 	return nil
 }
 
+// secretHelp is the help of --secret.
+const secretHelp = "a webhook's signing secret whsec_<base64> (HMAC, v1), or an ed25519 secret key whsk_<base64> (v1a, see postbox keys generate; the endpoint verifies with its whpk_), " + secretFormsHelp
+
 func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
 	var f endpointFields
-	f.register(fs, 8)
-	secret := fs.String("secret", "", "a webhook's signing secret whsec_<base64> (HMAC, v1), or an ed25519 secret key whsk_<base64> (v1a, see postbox keys generate; the endpoint verifies with its whpk_) (default: a new whsec_, printed once); a broker's endpoint has none")
+	f.register(fs, false)
+	var cf credentialFlags
+	cf.register(fs, false)
+	var secret secretValue
+	fs.Var(&secret, "secret", secretHelp+" (default: a new whsec_, printed once); a broker's endpoint has none")
+	var key secretsKeyFlag
+	key.register(fs, "needed to seal the endpoint's secrets")
 	return func(ctx context.Context) error {
 		if err := required("url", f.url); err != nil {
 			return err
 		}
+		given := func(name string) bool { return isFlagSet(fs, name) }
 		e := store.Endpoint{Name: f.name, URL: f.url, Types: store.SplitTypes(f.types), RatePerSecond: float64(f.rate),
-			Concurrency: f.concurrency, Shadow: f.shadow, AllowPrivate: f.allowPrivate}
+			Concurrency: f.concurrency, Shadow: f.shadow, AllowPrivate: f.allowPrivate, Filter: f.filter}
 		if err := checkEndpointURL(e.URL); err != nil {
 			return err // before a secret is generated
 		}
-		var (
-			key       string
-			generated bool
-			err       error
-		)
-		switch {
-		case isWebhook(e.URL):
-			if key, generated, err = secretOrNew(*secret); err != nil {
-				return err
-			}
-		case *secret != "":
-			return fmt.Errorf("%w: --secret: a broker's endpoint signs nothing (only webhooks, http:// and https://, have a secret)", errUsage)
+		var err error
+		if e.Signature, err = signatureSetting(f.signature); err != nil {
+			return err
 		}
-		e.Secret = key
-		warning, err := checkEndpointFields(ctx, e, true)
+		if e.Envelope, err = f.envelopeSetting("", given); err != nil {
+			return err
+		}
+		var secrets secretReader
+		ch, err := cf.read(fs, &secrets)
 		if err != nil {
 			return err
+		}
+		k, err := key.load("endpoints add")
+		if err != nil {
+			return err
+		}
+		var c endpoint.Credentials
+		generated := false
+		switch {
+		case isWebhook(e.URL):
+			if c.Secret, generated, err = secretOrNew(secret, e.Signature, &secrets); err != nil {
+				return err
+			}
+			if ch.basic != nil && hasUserInfo(e.URL) {
+				return fmt.Errorf("%w: --basic and a --url with user information are both Basic authentication: give one", errUsage)
+			}
+		case secret.set:
+			return fmt.Errorf("%w: --secret: a broker's endpoint signs nothing (only webhooks, http:// and https://, have a secret)", errUsage)
+		}
+		ch.apply(&c)
+		secrets.urlPassword(e.URL)
+		if err := moveURLCredentials(&e, &c); err != nil {
+			return err
+		}
+		if err := checkCredentialsFor(e.URL, c, false); err != nil {
+			return err
+		}
+		warning, err := checkEndpointFields(ctx, e, true, given)
+		if err != nil {
+			return err
+		}
+		if err := endpoint.Seal(k, &e, c); err != nil {
+			return err
+		}
+		if isWebhook(e.URL) {
+			if err := checkWebhookSink(ctx, k, e); err != nil {
+				return err
+			}
 		}
 		s, closeDB, err := endpointsStore(ctx, &db, "add", false)
 		if err != nil {
@@ -173,11 +225,12 @@ func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 		if e, err = s.EndpointCreate(ctx, e); err != nil {
 			return err
 		}
-		fmt.Printf("endpoint %s added\n", e.ID)
+		fmt.Printf("endpoint %s added, its credentials sealed by key %s\n", e.ID, e.Sealed.Key)
 		if generated {
-			fmt.Printf("secret %s\n(shown once: give it to the receiver, it verifies the signatures with it)\n", key)
+			fmt.Printf("secret %s\n(shown once: give it to the receiver, it verifies the signatures with it)\n", c.Secret)
 		}
 		warn(warning)
+		warn(secrets.warning())
 		return nil
 	}
 }
@@ -204,17 +257,28 @@ func isWebhook(rawURL string) bool {
 }
 
 // endpointJSON is one endpoint as list --json and show --json print it:
-// no secret, only its fingerprint.
+// no secret, only what names them (fingerprints, the kinds of its
+// authentication, the id of the key that sealed them).
 type endpointJSON struct {
-	ID                  uuid.UUID             `json:"id"`
-	Name                string                `json:"name"`
-	URL                 string                `json:"url"`
-	Types               []string              `json:"types"`
-	State               string                `json:"state"`
-	Shadow              bool                  `json:"shadow"`
-	RatePerSecond       float64               `json:"rate_per_second"`
-	Concurrency         int                   `json:"concurrency"`
-	AllowPrivate        bool                  `json:"allow_private"`
+	ID            uuid.UUID `json:"id"`
+	Name          string    `json:"name"`
+	URL           string    `json:"url"`
+	Types         []string  `json:"types"`
+	Filter        string    `json:"filter"`
+	Envelope      string    `json:"envelope"`
+	Signature     string    `json:"signature"`
+	State         string    `json:"state"`
+	Shadow        bool      `json:"shadow"`
+	RatePerSecond float64   `json:"rate_per_second"`
+	Concurrency   int       `json:"concurrency"`
+	AllowPrivate  bool      `json:"allow_private"`
+	// Auth are the kinds of the endpoint's sealed credentials ("basic",
+	// "bearer", "oauth2", "mtls", "headers").
+	Auth []string `json:"auth"`
+	// SecretsKey is the id of the key that sealed the endpoint's secrets;
+	// "" while they are in clear (Sealed false).
+	SecretsKey          string                `json:"secrets_key"`
+	Sealed              bool                  `json:"sealed"`
 	Secret              string                `json:"secret_fingerprint"`
 	PreviousSecret      string                `json:"previous_secret_fingerprint,omitempty"`
 	PreviousSecretUntil *time.Time            `json:"previous_secret_until,omitempty"`
@@ -224,13 +288,33 @@ type endpointJSON struct {
 }
 
 func toJSON(e store.Endpoint) endpointJSON {
-	j := endpointJSON{ID: e.ID, Name: e.Name, URL: sink.Redact(e.URL), Types: e.Types, State: e.State, Shadow: e.Shadow,
-		RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, AllowPrivate: e.AllowPrivate, CreatedAt: e.CreatedAt}
-	if e.Secret != "" { // a broker's endpoint has none
-		j.Secret = endpoint.Fingerprint(e.Secret)
+	j := endpointJSON{ID: e.ID, Name: e.Name, URL: sink.Redact(e.URL), Types: e.Types, Filter: e.Filter, Envelope: envelopeText(e.Envelope),
+		Signature: e.Signature, State: e.State, Shadow: e.Shadow, RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency,
+		AllowPrivate: e.AllowPrivate, Auth: []string{}, CreatedAt: e.CreatedAt}
+	var current, previous string
+	if e.Sealed.Data != nil {
+		j.Sealed, j.SecretsKey = true, e.Sealed.Key
+		if e.Sealed.Auth != "" {
+			j.Auth = strings.Split(e.Sealed.Auth, "+")
+		}
+		fps := strings.Fields(e.Sealed.Fingerprint)
+		if len(fps) > 0 {
+			current = fps[0]
+		}
+		if len(fps) > 1 {
+			previous = fps[1]
+		}
+	} else {
+		if e.Secret != "" { // a broker's endpoint has none
+			current = endpoint.Fingerprint(e.Secret)
+		}
+		if e.PreviousSecret != "" {
+			previous = endpoint.Fingerprint(e.PreviousSecret)
+		}
 	}
-	if e.PreviousSecret != "" && time.Now().Before(e.PreviousSecretUntil) {
-		j.PreviousSecret, j.PreviousSecretUntil = endpoint.Fingerprint(e.PreviousSecret), &e.PreviousSecretUntil
+	j.Secret = current
+	if previous != "" && time.Now().Before(e.PreviousSecretUntil) {
+		j.PreviousSecret, j.PreviousSecretUntil = previous, &e.PreviousSecretUntil
 	}
 	if !e.FailingSince.IsZero() {
 		j.FailingSince = &e.FailingSince
@@ -239,6 +323,15 @@ func toJSON(e store.Endpoint) endpointJSON {
 		j.Types = []string{}
 	}
 	return j
+}
+
+// envelopeText is an endpoint's Envelope setting as list and show print
+// it: "raw" for none.
+func envelopeText(spec string) string {
+	if spec == "" {
+		return "raw"
+	}
+	return spec
 }
 
 func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
@@ -267,7 +360,7 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 			return nil
 		}
 		w := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-		fmt.Fprintln(w, "ID\tNAME\tSTATE\tURL\tTYPES\tRATE\tCONC\tSECRET")
+		fmt.Fprintln(w, "ID\tNAME\tSTATE\tURL\tTYPES\tFILTER\tRATE\tCONC\tENVELOPE\tSIGNATURE\tAUTH\tSEALED\tSECRET")
 		for _, e := range out {
 			state := e.State
 			if e.Shadow {
@@ -276,8 +369,9 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 			if e.AllowPrivate {
 				state += ",private"
 			}
-			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\n", e.ID, printable.String(e.Name), printable.String(state), printable.String(e.URL), typesText(e.Types),
-				rateText(e.RatePerSecond), e.Concurrency, secretText(e.Secret))
+			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, printable.String(e.Name), printable.String(state), printable.String(e.URL), typesText(e.Types),
+				orDash(oneLine(e.Filter, 40)), rateText(e.RatePerSecond), e.Concurrency, printable.String(e.Envelope), orDash(printable.String(e.Signature)),
+				authText(e), keyColumn(e), secretText(e.Secret))
 		}
 		return w.Flush()
 	}
@@ -315,10 +409,15 @@ func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
 }
 
 func printEndpoint(w io.Writer, e endpointJSON) {
-	fmt.Fprintf(w, "id           %s\nname         %s\nurl          %s\ntypes        %s\nstate        %s\n",
-		e.ID, printable.String(e.Name), printable.String(e.URL), typesText(e.Types), printable.String(e.State))
-	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nprivate      %s\nsecret       %s\n",
-		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, privateText(e.AllowPrivate), secretText(e.Secret))
+	fmt.Fprintf(w, "id           %s\nname         %s\nurl          %s\ntypes        %s\nfilter       %s\nstate        %s\n",
+		e.ID, printable.String(e.Name), printable.String(e.URL), typesText(e.Types), filterText(e.Filter), printable.String(e.State))
+	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nprivate      %s\nenvelope     %s\nsignature    %s\n",
+		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, privateText(e.AllowPrivate), printable.String(e.Envelope), signatureText(e.Signature))
+	auth := authText(e)
+	if !isWebhook(e.URL) {
+		auth += " (a broker's endpoint: the user and password its URL was given with, if any, are sealed)"
+	}
+	fmt.Fprintf(w, "auth         %s\nsecrets      %s\nsecret       %s\n", auth, sealedText(e), secretText(e.Secret))
 	if e.PreviousSecretUntil != nil {
 		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable.String(e.PreviousSecret), e.PreviousSecretUntil.Format(time.RFC3339))
 	}
@@ -339,6 +438,61 @@ func secretText(fingerprint string) string {
 		return "-"
 	}
 	return printable.String(fingerprint)
+}
+
+// orDash is s, or "-" when it is empty.
+func orDash(s string) string {
+	if s == "" {
+		return "-"
+	}
+	return s
+}
+
+// filterText is an endpoint's filter as show prints it, on one line.
+func filterText(expr string) string {
+	if expr == "" {
+		return "- (every event its types match)"
+	}
+	return wholeLine(expr)
+}
+
+// signatureText is an endpoint's signature profile as show prints it.
+func signatureText(spec string) string {
+	if spec == "" {
+		return "the relay's (--signature)"
+	}
+	return printable.String(spec)
+}
+
+// authText is the kinds of an endpoint's credentials: "none" for a
+// webhook without any, "-" for a broker's, whose URL's user and password,
+// if any, are sealed (and only the key shows them).
+func authText(e endpointJSON) string {
+	switch {
+	case len(e.Auth) > 0:
+		return printable.String(strings.Join(e.Auth, "+"))
+	case isWebhook(e.URL):
+		return "none"
+	}
+	return "-"
+}
+
+// sealedText says how an endpoint's secrets are kept: sealed by which key,
+// or in clear (written before secrets were sealed).
+func sealedText(e endpointJSON) string {
+	if !e.Sealed {
+		return "in clear (run postbox endpoints rekey)"
+	}
+	return "sealed by key " + printable.String(e.SecretsKey)
+}
+
+// keyColumn is the SEALED column of list: the id of the key that sealed
+// an endpoint's secrets, or "in clear".
+func keyColumn(e endpointJSON) string {
+	if !e.Sealed {
+		return "in clear"
+	}
+	return printable.String(e.SecretsKey)
 }
 
 // privateText says whether an endpoint may reach private addresses.
@@ -415,22 +569,34 @@ func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
 }
 
 func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
-	secret := fs.String("secret", "", "the new secret, whsec_<base64> or whsk_<base64> (default: a new whsec_, printed once)")
+	var secret secretValue
+	fs.Var(&secret, "secret", "the new secret, whsec_<base64> or whsk_<base64>, "+secretFormsHelp+" (default: a new whsec_, printed once)")
 	grace := fs.Duration("grace", 24*time.Hour, "how long the old secret keeps signing beside the new one")
-	check := func() error { return notNegative(fs, "grace") }
+	var key secretsKeyFlag
+	key.register(fs, "needed to open and seal the endpoint's secrets")
+	var k *keyring.Keyring
+	check := func() (err error) {
+		if err := notNegative(fs, "grace"); err != nil {
+			return err
+		}
+		k, err = key.load("endpoints rotate-secret")
+		return err
+	}
 	return endpointCommand("rotate-secret", false, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
-		key, generated, err := secretOrNew(*secret)
+		var secrets secretReader
+		newSecret, generated, err := secretOrNew(secret, e.Signature, &secrets)
 		if err != nil {
 			return err
 		}
 		until := time.Now().Add(*grace)
-		if err := s.EndpointRotateSecret(ctx, e.ID, key, until); err != nil {
+		if err := endpoint.Rotate(ctx, s, k, e.ID, newSecret, until); err != nil {
 			return err
 		}
-		fmt.Printf("endpoint %s: new secret %s; the old one signs too until %s\n", e.ID, endpoint.Fingerprint(key), until.Format(time.RFC3339))
+		fmt.Printf("endpoint %s: new secret %s, sealed by key %s; the old one signs too until %s\n", e.ID, endpoint.Fingerprint(newSecret), k.PrimaryID(), until.Format(time.RFC3339))
 		if generated {
-			fmt.Printf("secret %s\n(shown once)\n", key)
+			fmt.Printf("secret %s\n(shown once)\n", newSecret)
 		}
+		warn(secrets.warning())
 		return nil
 	})
 }
@@ -439,7 +605,16 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 	var g guardFlags
 	g.register(fs)
 	timeout := fs.Duration("timeout", webhook.TimeoutDefault, "timeout of the request, or of the broker's connection and acknowledgement")
-	check := func() error { return positive(fs, "timeout") }
+	var key secretsKeyFlag
+	key.register(fs, "needed to open the endpoint's secrets")
+	var k *keyring.Keyring
+	check := func() (err error) {
+		if err := positive(fs, "timeout"); err != nil {
+			return err
+		}
+		k, err = key.load("endpoints test")
+		return err
+	}
 	return endpointCommand("test", true, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
 		client, err := g.endpointClient(e, *timeout)
 		if err != nil {
@@ -447,7 +622,7 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 		}
 		start := time.Now()
 		cfg := endpoint.SinkConfig{Webhook: webhook.Config{Timeout: *timeout}, Client: func(store.Endpoint) *http.Client { return client },
-			Kinds: endpointKinds, Logger: slog.New(slog.DiscardHandler)}
+			Kinds: endpointKinds, Logger: slog.New(slog.DiscardHandler), Keyring: k}
 		own, err := endpoint.OpenSink(ctx, cfg, e, start)
 		if err != nil {
 			return fmt.Errorf("test event to %s: the endpoint's sink does not open after %v: %w", sink.Redact(e.URL), time.Since(start).Round(time.Millisecond), err)

@@ -9,13 +9,19 @@ import (
 	"net/netip"
 	"net/url"
 	"os"
+	"reflect"
 	"strings"
 	"time"
 
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/endpoint/filter"
 	"github.com/postbox-go/postbox/internal/printable"
+	"github.com/postbox-go/postbox/keyring"
+	"github.com/postbox-go/postbox/signature"
+	"github.com/postbox-go/postbox/sink/envelope"
+	"github.com/postbox-go/postbox/sink/nats"
 	"github.com/postbox-go/postbox/sink/webhook/guard"
 	"github.com/postbox-go/postbox/store"
 )
@@ -30,6 +36,10 @@ type endpointFields struct {
 	concurrency  int
 	shadow       bool
 	allowPrivate bool
+	filter       string
+	envelope     string
+	ceSource     string
+	signature    string
 }
 
 // allowPrivateHelp is the help of --allow-private, which says what the
@@ -37,7 +47,16 @@ type endpointFields struct {
 const allowPrivateHelp = "let this endpoint reach loopback, private and link-local addresses (an internal endpoint): without it, a --url whose host is or resolves to one is refused here, and the relay's SSRF guard refuses it at every connection " +
 	"(a host that does not resolve now is accepted with a warning: the relay checks the addresses at every connection)"
 
-func (f *endpointFields) register(fs *flag.FlagSet, concurrencyDefault int) {
+// endpointConcurrencyDefault is the --concurrency of endpoints add.
+const endpointConcurrencyDefault = 8
+
+// register declares the flags: endpoints add's, with their defaults, or
+// with update endpoints update's, which change only what is given.
+func (f *endpointFields) register(fs *flag.FlagSet, update bool) {
+	concurrencyDefault := endpointConcurrencyDefault
+	if update {
+		concurrencyDefault = 0
+	}
 	fs.Var(&f.rate, "rate", "most deliveries started per second, R/s (0/s: no limit)")
 	fs.StringVar(&f.url, "url", "", "the endpoint's URL: a webhook's (https:// or http://), or a broker's as --sink takes it (nats://HOST:PORT?subject=..., amqp://HOST/VHOST?exchange=..., kafka://BROKER?topic=...)")
 	fs.StringVar(&f.name, "name", "", "a name for people, which commands also take instead of the id")
@@ -45,10 +64,11 @@ func (f *endpointFields) register(fs *flag.FlagSet, concurrencyDefault int) {
 	fs.IntVar(&f.concurrency, "concurrency", concurrencyDefault, "most deliveries in flight to the endpoint at once")
 	fs.BoolVar(&f.shadow, "shadow", false, "a shadow endpoint: receives a copy; its failures are dropped, never dead letters")
 	fs.BoolVar(&f.allowPrivate, "allow-private", false, allowPrivateHelp)
-	for _, name := range []string{"rate", "url", "name", "types", "concurrency", "shadow", "allow-private"} {
-		fl := fs.Lookup(name)
-		fl.Value = commandLineOnly{fl.Value}
-	}
+	fs.StringVar(&f.filter, "filter", "", "a CEL expression on the event that must be true for the endpoint to receive it, beside --types, such as 'payload.total > 100 && headers.?tenant == optional.of(\"acme\")' (see docs/endpoints.md); '': no filter")
+	fs.StringVar(&f.envelope, "envelope", "", "what deliveries are wrapped in: raw (the payload alone), standard (Standard Webhooks' {type, timestamp, data}), cloudevents (CloudEvents 1.0, structured) or cloudevents-binary (CloudEvents attributes as headers; not over nats://) (default raw)")
+	fs.StringVar(&f.ceSource, "ce-source", "", "the CloudEvents source attribute of --envelope cloudevents or cloudevents-binary, a URI-reference such as /shop/orders (default "+envelope.SourceDefault+")")
+	fs.StringVar(&f.signature, "signature", "", "a webhook's signature profile: standard, x-signature, svix (Standard Webhooks under svix-* headers), 'standard;prefix=acme' (acme-id, acme-timestamp, acme-signature) or 'standard;id=A,timestamp=B,signature=C' (default: the relay's --signature)")
+	setCommandLineOnly(fs, !update, "rate", "url", "name", "types", "concurrency", "shadow", "allow-private", "filter", "envelope", "ce-source", "signature")
 }
 
 // resolveTimeout bounds the name resolution of an endpoint's host at
@@ -121,14 +141,12 @@ func refusedAddress(err error, host string) error {
 // them; checkAddress says whether to run the SSRF check on e.URL when it
 // is a webhook's (see checkEndpointAddress; a broker's address is the
 // operator's, as --sink's is), whose warning it returns, for the command
-// to print once it succeeded.
-func checkEndpointFields(ctx context.Context, e store.Endpoint, checkAddress bool) (warning string, err error) {
+// to print once it succeeded. given says which flags were given: the
+// settings only a webhook has are refused for a broker's endpoint when
+// given.
+func checkEndpointFields(ctx context.Context, e store.Endpoint, checkAddress bool, given func(string) bool) (warning string, err error) {
 	if err := checkEndpointURL(e.URL); err != nil {
 		return "", err
-	}
-	webhookURL := isWebhook(e.URL)
-	if webhookURL && e.Secret == "" {
-		return "", fmt.Errorf("%w: --url: a webhook signs its requests, and this endpoint has no secret (it was added for a broker): give it one first with postbox endpoints rotate-secret --grace 0 %s", errUsage, e.ID)
 	}
 	if err := endpoint.ValidateTypes(e.Types); err != nil {
 		return "", fmt.Errorf("%w: --types: %v", errUsage, err)
@@ -136,10 +154,87 @@ func checkEndpointFields(ctx context.Context, e store.Endpoint, checkAddress boo
 	if e.Concurrency < 1 {
 		return "", fmt.Errorf("%w: --concurrency %d: at least 1", errUsage, e.Concurrency)
 	}
+	if err := checkFilter(e.Filter); err != nil {
+		return "", err
+	}
+	webhookURL := isWebhook(e.URL)
+	if env, err := endpoint.ParseEnvelope(e.Envelope); err != nil {
+		return "", fmt.Errorf("%w: --envelope: %v", errUsage, err)
+	} else if k, _, _ := endpoint.LookupKind(endpointKinds, e.URL); env.Kind == envelope.CloudEventsBinary && k.Name == nats.URL.Name {
+		return "", fmt.Errorf("%w: --envelope cloudevents-binary: NATS has no CloudEvents binary mode (its protocol binding defines structured mode only): give --envelope cloudevents", errUsage)
+	}
+	if given("signature") && e.Signature != "" && !webhookURL {
+		return "", fmt.Errorf("%w: --signature: a broker's endpoint signs nothing (only webhooks, http:// and https://, are signed)", errUsage)
+	}
 	if !checkAddress || !webhookURL {
 		return "", nil
 	}
 	return checkEndpointAddress(ctx, e.URL, e.AllowPrivate, nil)
+}
+
+// checkFilter refuses a --filter that does not compile, saying where
+// (line:column) and why.
+func checkFilter(expr string) error {
+	if expr == "" {
+		return nil
+	}
+	if err := filter.Check(expr); err != nil {
+		return fmt.Errorf("%w: --filter: %s", errUsage, strings.TrimPrefix(err.Error(), "filter: "))
+	}
+	return nil
+}
+
+// envelopeSetting is the Envelope setting (store.Endpoint.Envelope, as
+// endpoint.ParseEnvelope reads it) of --envelope and --ce-source over
+// current, the endpoint's ("" on add): each flag given replaces its part;
+// a source is kept only for the CloudEvents envelopes. The raw envelope
+// is "".
+func (f *endpointFields) envelopeSetting(current string, given func(string) bool) (string, error) {
+	cur, err := endpoint.ParseEnvelope(current)
+	if err != nil {
+		cur = envelope.Config{}
+	}
+	kind, source := cur.Kind, cur.Source
+	if given("envelope") {
+		if kind, err = envelope.ParseKind(f.envelope); err != nil {
+			return "", fmt.Errorf("%w: --envelope %q: want raw, standard, cloudevents or cloudevents-binary", errUsage, printable.String(f.envelope))
+		}
+	}
+	cloudEvents := kind == envelope.CloudEvents || kind == envelope.CloudEventsBinary
+	switch {
+	case given("ce-source") && !cloudEvents:
+		return "", fmt.Errorf("%w: --ce-source: only --envelope cloudevents and cloudevents-binary have a source", errUsage)
+	case given("ce-source"):
+		source = f.ceSource
+	case !cloudEvents:
+		source = ""
+	}
+	spec := kind.String()
+	if source != "" && source != envelope.SourceDefault {
+		spec += ";source=" + source
+	}
+	cfg, err := endpoint.ParseEnvelope(spec)
+	if err != nil {
+		return "", fmt.Errorf("%w: --ce-source: %v", errUsage, err)
+	}
+	if cfg.Kind == envelope.Raw {
+		return "", nil
+	}
+	return endpoint.FormatEnvelope(cfg), nil
+}
+
+// signatureSetting is the Signature setting of --signature spec: the
+// profile's canonical text (signature.Profile.String), "" for the
+// relay's --signature.
+func signatureSetting(spec string) (string, error) {
+	if spec == "" {
+		return "", nil
+	}
+	p, err := signature.ParseProfile(spec)
+	if err != nil {
+		return "", fmt.Errorf("%w: --signature: %v", errUsage, err)
+	}
+	return p.String(), nil
 }
 
 // warn prints a command's warning, if any, to stderr.
@@ -177,47 +272,142 @@ func findEndpoint(ctx context.Context, s store.Endpoints, arg string) (store.End
 
 func setupEndpointsUpdate(fs *flag.FlagSet) func(context.Context) error {
 	var f endpointFields
-	f.register(fs, 0)
-	return endpointCommand("update", false, fs, nil, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
-		var changed []string
-		fs.Visit(func(fl *flag.Flag) {
-			switch fl.Name {
-			case "url":
-				e.URL = f.url
-			case "name":
-				e.Name = f.name
-			case "types":
-				e.Types = store.SplitTypes(f.types)
-			case "rate":
-				e.RatePerSecond = float64(f.rate)
-			case "concurrency":
-				e.Concurrency = f.concurrency
-			case "shadow":
-				e.Shadow = f.shadow
-			case "allow-private":
-				e.AllowPrivate = f.allowPrivate
-			default:
-				return
+	f.register(fs, true)
+	var cf credentialFlags
+	cf.register(fs, true)
+	var key secretsKeyFlag
+	key.register(fs, "needed to open and seal the endpoint's secrets")
+	var (
+		k       *keyring.Keyring
+		ch      credentialChange
+		secrets secretReader
+	)
+	check := func() (err error) {
+		if ch, err = cf.read(fs, &secrets); err != nil {
+			return err
+		}
+		k, err = key.load("endpoints update")
+		return err
+	}
+	return endpointCommand("update", false, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
+		given := func(name string) bool { return isFlagSet(fs, name) }
+		changed, err := f.apply(fs, &e)
+		if err != nil {
+			return err
+		}
+		if len(changed) == 0 && len(ch.given) == 0 {
+			return fmt.Errorf("%w: nothing to change: give --url, --name, --types, --rate, --concurrency, --shadow, --allow-private, --filter, --envelope, --ce-source, --signature, "+
+				"--header, --clear-headers, --basic, --bearer, --oauth2-*, --auth none, --tls-* or --no-tls", errUsage)
+		}
+		rawURL := e.URL
+		if given("url") {
+			if isWebhook(rawURL) && ch.basic != nil && hasUserInfo(rawURL) {
+				return fmt.Errorf("%w: --basic and a --url with user information are both Basic authentication: give one", errUsage)
 			}
-			changed = append(changed, fl.Name)
-		})
-		if len(changed) == 0 {
-			return fmt.Errorf("%w: nothing to change: give --url, --name, --types, --rate, --concurrency, --shadow or --allow-private", errUsage)
+			secrets.urlPassword(rawURL)
+			var scratch endpoint.Credentials
+			if err := moveURLCredentials(&e, &scratch); err != nil {
+				return err
+			}
 		}
 		// The address is checked again when it or its allowance changes:
 		// an endpoint registered before the check existed keeps working
 		// while other fields change.
-		warning, err := checkEndpointFields(ctx, e, isFlagSet(fs, "url") || isFlagSet(fs, "allow-private"))
+		warning, err := checkEndpointFields(ctx, e, given("url") || given("allow-private"), given)
 		if err != nil {
 			return err
 		}
-		if _, err := s.EndpointUpdate(ctx, e); err != nil {
+		change := func(c *endpoint.Credentials, _ *time.Time) error {
+			ch.apply(c)
+			if given("url") {
+				scratch := store.Endpoint{URL: rawURL}
+				if err := moveURLCredentials(&scratch, c); err != nil {
+					return err
+				}
+				if isWebhook(e.URL) { // a broker's user and password: no webhook's
+					c.URLUser, c.URLPassword = "", ""
+				}
+			}
+			return checkCredentialsFor(e.URL, *c, true)
+		}
+		current, err := endpoint.Open(k, e)
+		if err != nil {
 			return err
 		}
-		fmt.Printf("endpoint %s updated: %s\n", e.ID, strings.Join(changed, ", "))
+		next := current
+		if err := change(&next, nil); err != nil {
+			return err
+		}
+		if isWebhook(e.URL) && next.Secret == "" {
+			return fmt.Errorf("%w: --url: a webhook signs its requests, and this endpoint has no secret (it was added for a broker): give it one first with postbox endpoints rotate-secret --grace 0 %s", errUsage, e.ID)
+		}
+		reseal := !reflect.DeepEqual(current, next)
+		if isWebhook(e.URL) && (reseal || given("url") || given("signature") || given("envelope") || given("ce-source")) {
+			probe := e
+			if err := endpoint.Seal(k, &probe, next); err != nil {
+				return err
+			}
+			if err := checkWebhookSink(ctx, k, probe); err != nil {
+				return err
+			}
+		}
+		if reseal {
+			if err := endpoint.Reseal(ctx, s, k, e.ID, change); err != nil {
+				return err
+			}
+		}
+		if len(changed) > 0 {
+			if _, err := s.EndpointUpdate(ctx, e); err != nil {
+				return err
+			}
+		}
+		fmt.Printf("endpoint %s updated: %s\n", e.ID, strings.Join(append(changed, ch.given...), ", "))
 		warn(warning)
+		warn(secrets.warning())
 		return nil
 	})
+}
+
+// apply sets the fields of e whose flags fs was given, and returns the
+// names of those flags.
+func (f *endpointFields) apply(fs *flag.FlagSet, e *store.Endpoint) (changed []string, err error) {
+	given := func(name string) bool { return isFlagSet(fs, name) }
+	fs.Visit(func(fl *flag.Flag) {
+		switch fl.Name {
+		case "url":
+			e.URL = f.url
+		case "name":
+			e.Name = f.name
+		case "types":
+			e.Types = store.SplitTypes(f.types)
+		case "rate":
+			e.RatePerSecond = float64(f.rate)
+		case "concurrency":
+			e.Concurrency = f.concurrency
+		case "shadow":
+			e.Shadow = f.shadow
+		case "allow-private":
+			e.AllowPrivate = f.allowPrivate
+		case "filter":
+			e.Filter = f.filter
+		case "signature":
+		case "envelope", "ce-source":
+		default:
+			return
+		}
+		changed = append(changed, fl.Name)
+	})
+	if given("signature") {
+		if e.Signature, err = signatureSetting(f.signature); err != nil {
+			return nil, err
+		}
+	}
+	if given("envelope") || given("ce-source") {
+		if e.Envelope, err = f.envelopeSetting(e.Envelope, given); err != nil {
+			return nil, err
+		}
+	}
+	return changed, nil
 }
 
 // isFlagSet reports whether the flag name was given, on the command line

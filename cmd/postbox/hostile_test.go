@@ -34,13 +34,18 @@ func TestHostileTextIsEscaped(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	failedID, endpointID := uuid.New(), uuid.New()
+	failedID, endpointID, sealedID := uuid.New(), uuid.New(), uuid.New()
 	q(`insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, dedup_key, status, retries, processed_at, last_error, headers)
 		values ($1, $2, $2, $2, jsonb_build_object('k', $2::text), $2, 'failed', 1, now(), $2, jsonb_build_object($2::text, $2::text))`, failedID, hostile)
 	q(`insert into {schema}.outbox_events (aggregate_type, aggregate_id, event_type, payload) values ('a', '1', $1, '{}')`, hostile+"pending")
 	q(`insert into {schema}.relay_presence (relay_id, host, mode, sink, version, sink_down_since, sink_error)
 		values ($1, $1, $1, $1, $1, now(), $1)`, hostile)
 	q(`insert into {schema}.endpoints (id, name, url, types, secret) values ($1, $2, 'https://h.example/' || $2, $2, 'whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw')`, endpointID, hostile)
+	// A sealed endpoint whose every text column shown is hostile: its
+	// filter, envelope, signature profile, sealing key id, fingerprint and
+	// kinds of authentication.
+	q(`insert into {schema}.endpoints (id, name, url, secret, sealed, sealed_key, sealed_fingerprint, auth, filter, envelope, signature)
+		values ($1, 'sealed', 'https://h.example/', '', '\x01'::bytea, $2, $2, $2, $2, $2, $2)`, sealedID, hostile)
 	q(`insert into {schema}.endpoint_attempts (endpoint_id, event_id, event_type, attempt, status_code, error, response)
 		values ($1, $2, $3, 1, 500, $3, $3)`, endpointID, failedID, hostile)
 
@@ -58,6 +63,8 @@ func TestHostileTextIsEscaped(t *testing.T) {
 		{"endpoints", "list", "--json"},
 		{"endpoints", "show", endpointID.String()},
 		{"endpoints", "show", "--json", endpointID.String()},
+		{"endpoints", "show", sealedID.String()},
+		{"endpoints", "show", "--json", sealedID.String()},
 		{"endpoints", "attempts", endpointID.String()},
 		{"endpoints", "attempts", "--json", endpointID.String()},
 		{"endpoints", "remove", "--dry-run", endpointID.String()},

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/signature"
 )
 
@@ -41,8 +42,8 @@ func generateKeys(t *testing.T, args ...string) map[string]string {
 }
 
 // "postbox keys generate" prints a new ed25519 pair whose halves belong
-// together; --type hmac prints a whsec_ secret; another type is a usage
-// error.
+// together; --type hmac prints a whsec_ secret; --type secrets-key a
+// pbkey_ secrets key, a new one each time; another type is a usage error.
 func TestKeysGenerate(t *testing.T) {
 	pair := generateKeys(t)
 	sk, pk := pair["secret key"], pair["public key"]
@@ -64,11 +65,22 @@ func TestKeysGenerate(t *testing.T) {
 		t.Fatalf("the printed secret is refused: %v", err)
 	}
 
+	key := generateKeys(t, "--type", "secrets-key")["secrets key"]
+	if _, err := keyring.ParseKey(key); err != nil || !strings.HasPrefix(key, keyring.KeyPrefix) {
+		t.Fatalf("--type secrets-key printed %q (%v), want a pbkey_ key", key, err)
+	}
+	if again := generateKeys(t, "--type", "secrets-key")["secrets key"]; again == key {
+		t.Fatal("two runs printed the same secrets key")
+	}
+	if r, err := keyring.Parse(key); err != nil || r.PrimaryID() == "" {
+		t.Fatalf("the printed secrets key is no keyring: %v", err)
+	}
+
 	var errOut bytes.Buffer
 	cmd := command("keys", "generate", "--type", "rsa")
 	cmd.Stderr = &errOut
 	var exit *exec.ExitError
-	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(errOut.String(), "want ed25519 or hmac") {
+	if err := cmd.Run(); !errors.As(err, &exit) || exit.ExitCode() != 2 || !strings.Contains(errOut.String(), "want ed25519, hmac or secrets-key") {
 		t.Fatalf("--type rsa: %v, %q; want exit status 2 naming the types", err, errOut.String())
 	}
 }

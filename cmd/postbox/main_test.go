@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -43,8 +44,22 @@ func TestMain(m *testing.M) {
 	os.Exit(code)
 }
 
-// command returns the postbox command with a clean environment.
+// secretsKey is the secrets key of the tests' commands: command gives it
+// to every one in $POSTBOX_SECRETS_KEY, as an operator's environment
+// would.
+var secretsKey = keyring.GenerateKey()
+
+// command returns the postbox command with a clean environment: only
+// PATH, HOME and the secrets key (commandWithoutKey leaves it out).
 func command(args ...string) *exec.Cmd {
+	cmd := commandWithoutKey(args...)
+	cmd.Env = append(cmd.Env, keyring.EnvVar+"="+secretsKey)
+	return cmd
+}
+
+// commandWithoutKey returns the postbox command with PATH and HOME alone
+// in its environment: no secrets key.
+func commandWithoutKey(args ...string) *exec.Cmd {
 	cmd := exec.Command(binary, args...)
 	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	return cmd

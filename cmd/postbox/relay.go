@@ -103,7 +103,7 @@ func (f *relayFlags) check(fs *flag.FlagSet) error {
 	if !f.endpoints.on {
 		return required("sink", f.sinkURL)
 	}
-	return nil
+	return f.endpoints.loadKey()
 }
 
 // runRelay is postbox relay: it opens the sink (or reads the endpoints),

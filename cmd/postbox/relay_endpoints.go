@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/service"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
@@ -89,10 +90,14 @@ type endpointsFlags struct {
 	retention    time.Duration
 	breaker      int
 	direct       time.Duration
+	key          secretsKeyFlag
+	// keyring opens the endpoints' secrets: the key of --secrets-key-file
+	// or $POSTBOX_SECRETS_KEY, loaded by loadKey.
+	keyring *keyring.Keyring
 }
 
 func (e *endpointsFlags) register(fs *flag.FlagSet) {
-	fs.BoolVar(&e.on, "endpoints", false, "deliver to the endpoints in the database (postbox endpoints add: webhooks, NATS subjects, RabbitMQ exchanges, Kafka topics): the relay drains the outbox into a fan-out that delivers directly to idle endpoints (--direct-within) and writes one delivery for each other matching endpoint, "+
+	fs.BoolVar(&e.on, "endpoints", false, "deliver to the endpoints in the database (postbox endpoints add: webhooks, NATS subjects, RabbitMQ exchanges, Kafka topics), their secrets opened with the secrets key ($"+keyring.EnvVar+" or --secrets-key-file): the relay drains the outbox into a fan-out that delivers directly to idle endpoints (--direct-within) and writes one delivery for each other matching endpoint, "+
 		"and one lane per enabled endpoint delivers those, with the relay's flags (--lease, --backoff-*, --max-attempts, --probe-interval, --timeout, --batch, --claim-bytes, --ordered, --signature) and the endpoint's own concurrency and rate")
 	e.guard.register(fs)
 	fs.DurationVar(&e.disableAfter, "disable-after", endpoint.DisableAfterDefault, "with --endpoints: disable an endpoint whose attempts all failed for this long")
@@ -101,11 +106,19 @@ func (e *endpointsFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&e.direct, "direct-within", endpoint.DirectWithinDefault, "with --endpoints: the fan-out delivers each event directly to the matching endpoints that have no rate limit and answer within this "+
 		"(or within 4 times the median endpoint's time), writing a delivery only for the others and for attempts that did not deliver; with --ordered, only to endpoints with nothing queued; "+
 		"0: every delivery is written first, as it always is with --retention (a kept delivery is what stops an event published again after a crash from reaching an endpoint twice)")
+	e.key.register(fs, "required with --endpoints")
+}
+
+// loadKey loads the secrets key of endpoints mode, refusing to start
+// without one (the endpoints' secrets are sealed with it).
+func (e *endpointsFlags) loadKey() (err error) {
+	e.keyring, err = e.key.load("relay --endpoints")
+	return err
 }
 
 // endpointsOnlyFlags are the relay's flags that mean something only with
 // --endpoints.
-var endpointsOnlyFlags = []string{"allow-private-endpoints", "allow-cidr", "disable-after", "attempts-retention", "breaker-failures", "direct-within"}
+var endpointsOnlyFlags = []string{"allow-private-endpoints", "allow-cidr", "disable-after", "attempts-retention", "breaker-failures", "direct-within", "secrets-key-file"}
 
 // notWithEndpoints are the relay's flags that --endpoints refuses, and why.
 var notWithEndpoints = map[string]string{
@@ -148,7 +161,7 @@ func (e *endpointsFlags) config(s store.Endpoints, scheme string, timeout time.D
 		direct = -1 // --direct-within 0: off, where the library reads 0 as its default
 	}
 	return &service.EndpointsConfig{
-		Store: s, Signature: sch, Timeout: timeout, Guard: e.guard.config(), Kinds: endpointKinds,
+		Store: s, Keyring: e.keyring, Signature: sch, Timeout: timeout, Guard: e.guard.config(), Kinds: endpointKinds,
 		BreakerFailures: e.breaker, DisableAfter: e.disableAfter, Retention: e.retention, DirectWithin: direct,
 	}, nil
 }

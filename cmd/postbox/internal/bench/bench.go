@@ -7,6 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/postbox-go/postbox/keyring"
 )
 
 // cleanupTimeout bounds dropping the scratch outboxes at the end of a run.
@@ -20,6 +22,10 @@ type env struct {
 	// private is which allow-private flags the postbox binary has, once
 	// the endpoints scenario asked (see allowPrivate).
 	private *privateFlags
+	// secretsKey seals the secrets of the endpoints the run adds: a new
+	// key per run, given to the postbox children in their environment
+	// (childEnv), never on a command line.
+	secretsKey string
 }
 
 // scenarios run the scenario of each name, adding their measures to the
@@ -73,7 +79,7 @@ func Run(ctx context.Context, cfg Config) (rep *Report, err error) {
 	rep.Version, rep.Settings = b.info(ctx)
 	p.printf("postbox bench on %s: %v", rep.Version, cfg.Scenarios)
 
-	e := &env{cfg: cfg, b: b, rep: rep}
+	e := &env{cfg: cfg, b: b, rep: rep, secretsKey: keyring.GenerateKey()}
 	for _, name := range cfg.Scenarios {
 		sp := p.in(name)
 		start := time.Now()

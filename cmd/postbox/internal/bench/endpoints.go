@@ -352,7 +352,7 @@ func (e *env) addEndpoint(ctx context.Context, sc scratch, name, url string) err
 		args = append(args, allowPrivateFlag)
 	}
 	cmd := e.cfg.Command(ctx, args...)
-	cmd.Env = relayEnv(cmd.Environ())
+	cmd.Env = e.childEnv(cmd.Environ())
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr // stdout holds the generated secret: never shown
 	if err := cmd.Run(); err != nil {

@@ -11,6 +11,8 @@ import (
 	"sync/atomic"
 	"syscall"
 	"time"
+
+	"github.com/postbox-go/postbox/keyring"
 )
 
 // relayStopTimeout is how long a `postbox relay` process may take to stop
@@ -52,7 +54,7 @@ func relayArgs(sc scratch, url string, concurrency int) []string {
 // called with an error that says so.
 func (e *env) startRelayProcess(ctx context.Context, p *progress, args []string, died context.CancelCauseFunc) (*relayProcess, error) {
 	cmd := e.cfg.Command(ctx, append([]string{"relay"}, args...)...)
-	cmd.Env = relayEnv(cmd.Environ())
+	cmd.Env = e.childEnv(cmd.Environ())
 	cmd.Stderr = p
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start `postbox relay`: %w", err)
@@ -66,6 +68,13 @@ func (e *env) startRelayProcess(ctx context.Context, p *progress, args []string,
 		}
 	}()
 	return rp, nil
+}
+
+// childEnv is the environment of a postbox child that may seal or open
+// endpoints' secrets (`postbox relay`, `postbox endpoints add`): env
+// without the variables of relayEnv, and the run's secrets key.
+func (e *env) childEnv(environ []string) []string {
+	return append(relayEnv(environ), keyring.EnvVar+"="+e.secretsKey)
 }
 
 // relayEnv is env without the variables that postbox reads its flags from

@@ -18,6 +18,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/postboxtest/netfault"
 	"github.com/postbox-go/postbox/store/postgres"
 )
@@ -125,7 +126,11 @@ type run struct {
 	destinations []*destination
 	// addPrivate: `postbox endpoints add` has --allow-private (endpoints
 	// mode; otherwise the relays get --allow-private-endpoints).
-	addPrivate      bool
+	addPrivate bool
+	// secretsKey seals the endpoints' secrets (endpoints mode): a new key
+	// per run, given to the `postbox endpoints add` and `postbox relay`
+	// children in their environment, never on a command line.
+	secretsKey      string
 	relays          []*relayProcess
 	applicationName string
 	// server is the database server's version and autovacuum setting
@@ -442,6 +447,9 @@ func (r *run) startRelays(secret string) error {
 	env := []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME")}
 	if secret != "" {
 		env = append(env, "WEBHOOK_SECRET="+secret)
+	}
+	if r.endpointsMode() {
+		env = append(env, keyring.EnvVar+"="+r.secretsKey)
 	}
 	for i := range r.cfg.Relays {
 		log, err := os.Create(filepath.Join(r.logDir, "relay-"+strconv.Itoa(i)+".log"))

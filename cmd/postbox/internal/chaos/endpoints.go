@@ -19,6 +19,7 @@ import (
 	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/postboxtest/netfault"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -75,6 +76,7 @@ func (r *run) startDestinations(ctx context.Context) (string, error) {
 		}
 		return secret, nil
 	}
+	r.secretsKey = keyring.GenerateKey()
 	var err error
 	if r.addPrivate, err = r.hasFlag(ctx, "--allow-private", "endpoints", "add"); err != nil {
 		return "", err
@@ -170,15 +172,15 @@ func (r *run) dropInboxSchemas(ctx context.Context) {
 }
 
 // addEndpoint registers an endpoint with `postbox endpoints add`, its
-// secret given by the environment (not the process list), with
-// --allow-private when the binary has it.
+// secret and the run's secrets key given by the environment (not the
+// process list), with --allow-private when the binary has it.
 func (r *run) addEndpoint(ctx context.Context, name, url, secret string) error {
 	args := []string{"endpoints", "add", "--db", r.cfg.DB, "--schema", r.store.Schema(), "--name", name, "--url", url}
 	if r.addPrivate {
 		args = append(args, "--allow-private")
 	}
 	cmd := exec.CommandContext(ctx, r.cfg.Executable, args...)
-	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "POSTBOX_SECRET=" + secret}
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + os.Getenv("HOME"), "POSTBOX_SECRET=" + secret, keyring.EnvVar + "=" + r.secretsKey}
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	if err := cmd.Run(); err != nil {
