@@ -5,6 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
+	"log/slog"
 	"net/url"
 	"strings"
 	"time"
@@ -130,6 +132,33 @@ func (c Credentials) Check() error {
 	if n > 1 {
 		return errors.New("endpoint: give at most one of basic, bearer and oauth2 authentication")
 	}
+	return CheckHeaders(c.Headers)
+}
+
+// reservedHeaderPrefixes are the prefixes, in lower case, of the header
+// names a static header may not have: CloudEvents attributes in each
+// protocol binding (an envelope's, which a static header would replace
+// or forge) and postbox's own.
+var reservedHeaderPrefixes = [...]string{"ce-", "ce_", "cloudevents:", "cloudevents_", "postbox-"}
+
+// CheckHeaders refuses static headers that would replace what the sinks
+// and envelopes set themselves: postbox's own (Postbox-*), the content
+// type, and CloudEvents attributes under any binding's prefix (ce-, ce_,
+// cloudEvents:, cloudEvents_). A webhook refuses more of its own
+// (webhook.Config.Headers: credentials, framing, the signature's). The
+// error names the header, never its value.
+func CheckHeaders(headers map[string]string) error {
+	for name := range headers {
+		lower := strings.ToLower(name)
+		if lower == "content-type" {
+			return fmt.Errorf("endpoint: static header %s: the content type is the envelope's (or JSON)", name)
+		}
+		for _, p := range reservedHeaderPrefixes {
+			if strings.HasPrefix(lower, p) {
+				return fmt.Errorf("endpoint: static header %s: names starting with %q are postbox's own or an envelope's attributes", name, p)
+			}
+		}
+	}
 	return nil
 }
 
@@ -208,8 +237,11 @@ const resealTries = 5
 // its credentials, lets change modify them and the end of the previous
 // secret's grace period, seals them with k's primary key and writes them
 // only if nobody changed them meanwhile (store.Endpoints.EndpointSeal),
-// reading again if someone did. A row not sealed yet is sealed.
-func Reseal(ctx context.Context, s store.Endpoints, k *keyring.Keyring, id uuid.UUID, change func(c *Credentials, previousUntil *time.Time) error) error {
+// reading again if someone did. A row not sealed yet is sealed. A url that
+// is not empty becomes the endpoint's URL in the same write: the URL for
+// which the credentials are (a partner's credentials must never be seen
+// beside another partner's URL, even for a moment).
+func Reseal(ctx context.Context, s store.Endpoints, k *keyring.Keyring, id uuid.UUID, url string, change func(c *Credentials, previousUntil *time.Time) error) error {
 	for try := 1; ; try++ {
 		e, err := s.EndpointGet(ctx, id)
 		if err != nil {
@@ -227,7 +259,7 @@ func Reseal(ctx context.Context, s store.Endpoints, k *keyring.Keyring, id uuid.
 		if err := Seal(k, &e, c); err != nil {
 			return err
 		}
-		err = s.EndpointSeal(ctx, id, e.Sealed, until, was)
+		err = s.EndpointSeal(ctx, id, e.Sealed, until, url, was)
 		if errors.Is(err, store.ErrEndpointChanged) && try < resealTries {
 			continue
 		}
@@ -238,7 +270,7 @@ func Reseal(ctx context.Context, s store.Endpoints, k *keyring.Keyring, id uuid.
 // Rotate makes secret the endpoint's signing secret; the current one keeps
 // signing until graceUntil.
 func Rotate(ctx context.Context, s store.Endpoints, k *keyring.Keyring, id uuid.UUID, secret string, graceUntil time.Time) error {
-	return Reseal(ctx, s, k, id, func(c *Credentials, until *time.Time) error {
+	return Reseal(ctx, s, k, id, "", func(c *Credentials, until *time.Time) error {
 		c.Secret, c.PreviousSecret, *until = secret, c.Secret, graceUntil
 		return nil
 	})
@@ -296,7 +328,7 @@ func Rekey(ctx context.Context, s store.Endpoints, k *keyring.Keyring, dryRun bo
 			r.Current++
 		case key == "":
 			if !dryRun {
-				err = Reseal(ctx, s, k, e.ID, func(*Credentials, *time.Time) error { return nil })
+				err = sealClear(ctx, s, k, e)
 			}
 			if err != nil {
 				r.Failed = append(r.Failed, RekeyFailure{ID: e.ID, Name: e.Name, Err: err})
@@ -304,11 +336,9 @@ func Rekey(ctx context.Context, s store.Endpoints, k *keyring.Keyring, dryRun bo
 			}
 			r.Sealed++
 		default:
-			data, _, err := k.Rewrap(e.Sealed.Data, credentialsAAD(e.ID))
+			_, _, err := k.Rewrap(e.Sealed.Data, credentialsAAD(e.ID))
 			if err == nil && !dryRun {
-				sealed := e.Sealed
-				sealed.Data, sealed.Key = data, k.PrimaryID()
-				err = s.EndpointSeal(ctx, e.ID, sealed, e.PreviousSecretUntil, e.Sealed.Data)
+				err = rewrap(ctx, s, k, e)
 			}
 			if err != nil {
 				r.Failed = append(r.Failed, RekeyFailure{ID: e.ID, Name: e.Name, Err: err})
@@ -318,6 +348,48 @@ func Rekey(ctx context.Context, s store.Endpoints, k *keyring.Keyring, dryRun bo
 		}
 	}
 	return r, nil
+}
+
+// sealClear seals the clear secrets of e, an endpoint written before
+// secrets were sealed, with the user information of its URL (which the
+// postbox of that time took as a webhook's Basic credentials or a broker's
+// login): the URL is written without it, in the same statement.
+func sealClear(ctx context.Context, s store.Endpoints, k *keyring.Keyring, e store.Endpoint) error {
+	stripped := e
+	var moved Credentials
+	if err := MoveURLCredentials(&stripped, &moved); err != nil {
+		return err
+	}
+	url := ""
+	if stripped.URL != e.URL {
+		url = stripped.URL
+	}
+	return Reseal(ctx, s, k, e.ID, url, func(c *Credentials, _ *time.Time) error {
+		if url == "" {
+			return nil
+		}
+		return MoveURLCredentials(&store.Endpoint{URL: e.URL}, c)
+	})
+}
+
+// rewrap re-wraps e's sealed data under k's primary key, reading e again
+// when a concurrent change of its credentials wins the compare-and-swap.
+func rewrap(ctx context.Context, s store.Endpoints, k *keyring.Keyring, e store.Endpoint) error {
+	for try := 1; ; try++ {
+		data, changed, err := k.Rewrap(e.Sealed.Data, credentialsAAD(e.ID))
+		if err != nil || !changed {
+			return err
+		}
+		sealed := e.Sealed
+		sealed.Data, sealed.Key = data, k.PrimaryID()
+		err = s.EndpointSeal(ctx, e.ID, sealed, e.PreviousSecretUntil, "", e.Sealed.Data)
+		if !errors.Is(err, store.ErrEndpointChanged) || try >= resealTries {
+			return err
+		}
+		if e, err = s.EndpointGet(ctx, e.ID); err != nil {
+			return err
+		}
+	}
 }
 
 // keyOf returns the id of the key that sealed e's secrets, "" when they
@@ -354,3 +426,16 @@ func MoveURLCredentials(e *store.Endpoint, c *Credentials) error {
 	e.URL = u.String()
 	return nil
 }
+
+// String, GoString, Format and LogValue show only what the credentials
+// authenticate with (authKinds), never a secret: a Credentials printed or
+// logged by mistake reveals nothing.
+func (c Credentials) String() string             { return "endpoint.Credentials{" + c.authKinds() + "}" }
+func (c Credentials) GoString() string           { return c.String() }
+func (c Credentials) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, c.String()) }
+func (c Credentials) LogValue() slog.Value       { return slog.StringValue(c.String()) }
+
+// The parts of Credentials print as much: their kind.
+func (BasicAuth) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, "endpoint.BasicAuth{hidden}") }
+func (OAuth2) Format(f fmt.State, _ rune)    { _, _ = io.WriteString(f, "endpoint.OAuth2{hidden}") }
+func (ClientTLS) Format(f fmt.State, _ rune) { _, _ = io.WriteString(f, "endpoint.ClientTLS{hidden}") }

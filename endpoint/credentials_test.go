@@ -5,6 +5,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"log/slog"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -141,7 +143,7 @@ func TestRotateKeepsThePreviousSecretForItsGraceAndCompetingRotationsLoseNothing
 		var landed atomic.Int32
 		for i := range 6 {
 			wg.Go(func() {
-				err := endpoint.Reseal(ctx, s, k, e.ID, func(c *endpoint.Credentials, _ *time.Time) error {
+				err := endpoint.Reseal(ctx, s, k, e.ID, "", func(c *endpoint.Credentials, _ *time.Time) error {
 					if c.Headers == nil {
 						c.Headers = map[string]string{}
 					}
@@ -182,6 +184,12 @@ func TestRekeySealsClearRowsAndRewrapsOldKeysRowsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		// The postbox of that time took a URL's user information as Basic
+		// credentials: rekey moves them into the sealed credentials.
+		withUser, err := s.EndpointCreate(ctx, store.Endpoint{Name: "user", URL: "https://u:p%40ss@d.example/h", Secret: secret, Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
 		byOld := store.Endpoint{Name: "old", URL: "https://b.example/", Concurrency: 1}
 		if err := endpoint.Seal(old, &byOld, endpoint.Credentials{Secret: secret, Bearer: "t0ken-old"}); err != nil {
 			t.Fatal(err)
@@ -201,8 +209,8 @@ func TestRekeySealsClearRowsAndRewrapsOldKeysRowsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if dry.Sealed != 1 || dry.Rewrapped != 1 || len(dry.Failed) != 1 {
-			t.Errorf("dry run: %+v, want 1 sealed, 1 rewrapped, 1 failed", dry)
+		if dry.Sealed != 2 || dry.Rewrapped != 1 || len(dry.Failed) != 1 {
+			t.Errorf("dry run: %+v, want 2 sealed, 1 rewrapped, 1 failed", dry)
 		}
 		if e, _ := s.EndpointGet(ctx, clearRow.ID); e.Sealed.Data != nil {
 			t.Error("the dry run sealed a row")
@@ -211,9 +219,9 @@ func TestRekeySealsClearRowsAndRewrapsOldKeysRowsOnly(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r.Sealed != 1 || r.Rewrapped != 1 || r.Current != 0 || len(r.Failed) != 1 || r.Failed[0].ID != byLost.ID ||
+		if r.Sealed != 2 || r.Rewrapped != 1 || r.Current != 0 || len(r.Failed) != 1 || r.Failed[0].ID != byLost.ID ||
 			!errors.Is(r.Failed[0].Err, keyring.ErrUnknownKey) {
-			t.Errorf("rekey: %+v, want 1 sealed, 1 rewrapped, the lost key's row failed with ErrUnknownKey", r)
+			t.Errorf("rekey: %+v, want 2 sealed, 1 rewrapped, the lost key's row failed with ErrUnknownKey", r)
 		}
 		// Every row but the lost one now opens with the new key alone.
 		onlyNew := mustKeyring(t, newKey)
@@ -227,9 +235,17 @@ func TestRekeySealsClearRowsAndRewrapsOldKeysRowsOnly(t *testing.T) {
 				t.Errorf("%s after rekey: %v (secret kept %v, clear column empty %v)", e.Name, err, c.Secret == secret, e.Secret == "")
 			}
 		}
+		u, err := s.EndpointGet(ctx, withUser.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := endpoint.Open(onlyNew, u)
+		if err != nil || u.URL != "https://d.example/h" || c.Basic == nil || c.Basic.User != "u" || c.Basic.Password != "p@ss" {
+			t.Errorf("the URL's user information after rekey: URL %q, Basic kept %v (%v)", u.URL, c.Basic != nil && c.Basic.Password == "p@ss", err)
+		}
 		again, err := endpoint.Rekey(ctx, s, both, false)
-		if err != nil || again.Current != 2 || again.Sealed+again.Rewrapped != 0 {
-			t.Errorf("rekey again: %+v, %v; want 2 current and nothing to do", again, err)
+		if err != nil || again.Current != 3 || again.Sealed+again.Rewrapped != 0 {
+			t.Errorf("rekey again: %+v, %v; want 3 current and nothing to do", again, err)
 		}
 	})
 }
@@ -285,4 +301,38 @@ func equalJSON(t *testing.T, a, b any) bool {
 		t.Fatal(err)
 	}
 	return bytes.Equal(ja, jb)
+}
+
+func TestStaticHeadersCannotTakeWhatSinksAndEnvelopesSet(t *testing.T) {
+	t.Parallel()
+	for _, name := range []string{"Content-Type", "content-type", "Ce-Type", "ce_id", "cloudEvents:source", "CLOUDEVENTS_TYPE", "Postbox-Event-Id", "postbox-anything"} {
+		err := endpoint.CheckHeaders(map[string]string{name: "header-secret-value"})
+		if err == nil || !strings.Contains(err.Error(), name) || strings.Contains(err.Error(), "header-secret-value") {
+			t.Errorf("static header %s: %v, want a refusal naming it, not its value", name, err)
+		}
+		e := store.Endpoint{URL: "https://partner.example/"}
+		if err := endpoint.Seal(testKeyring, &e, endpoint.Credentials{Secret: secret, Headers: map[string]string{name: "v"}}); err == nil {
+			t.Errorf("Seal took the static header %s", name)
+		}
+	}
+	if err := endpoint.CheckHeaders(map[string]string{"X-Api-Key": "k", "Cer-Id": "x", "Tenant": "acme"}); err != nil {
+		t.Errorf("ordinary static headers refused: %v", err)
+	}
+}
+
+func TestCredentialsPrintNoSecret(t *testing.T) {
+	t.Parallel()
+	c := allCredentials()
+	c.Basic = &endpoint.BasicAuth{User: "u", Password: "basic-password-9"}
+	var logs strings.Builder
+	slog.New(slog.NewTextHandler(&logs, nil)).Info("x", "c", c, "b", c.Basic, "o", c.OAuth2)
+	out := fmt.Sprintf("%v %+v %#v %s %d %q", c, c, c, c, c, c) + fmt.Sprint(c.Basic, *c.OAuth2, c.TLS) + logs.String()
+	for _, v := range append(secretValues, "basic-password-9") {
+		if strings.Contains(out, v) {
+			t.Errorf("printing credentials shows %q:\n%s", v, out)
+		}
+	}
+	if !strings.Contains(out, "basic+mtls+headers") && !strings.Contains(out, "basic") {
+		t.Errorf("printing credentials does not say what they authenticate with:\n%s", out)
+	}
 }

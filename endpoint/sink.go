@@ -82,6 +82,9 @@ func OpenSink(ctx context.Context, cfg SinkConfig, e store.Endpoint, now time.Ti
 	if err != nil {
 		return nil, &sink.OptionError{Option: "Secrets", Err: err}
 	}
+	if err := CheckHeaders(c.Headers); err != nil {
+		return nil, &sink.OptionError{Option: "Headers", Err: err}
+	}
 	concurrency := max(e.Concurrency, 1)
 	var s sink.Sink
 	if kind.Name == webhook.URL.Name {
@@ -126,7 +129,7 @@ func openBroker(ctx context.Context, cfg SinkConfig, kind sink.URLKind, u *url.U
 		Password:    c.URLPassword,
 	})
 	if err != nil {
-		return nil, scrub(err, cfg.Kinds, e.URL)
+		return nil, scrub(err, cfg.Kinds, e.URL, c.URLPassword, c.URLUser)
 	}
 	if len(c.Headers) > 0 {
 		s = &withHeaders{Sink: s, headers: c.Headers}
@@ -339,11 +342,17 @@ func (nopCloser) Close() error { return nil }
 // scrub returns err with the secrets of rawURL, one of kinds' URLs,
 // replaced by xxxxx in its text (errors.Is and errors.As see err's chain as
 // before): its password, or its user without a password (a token), and
-// the texts its kind's Describe says must never be shown. A kind's errors
+// the texts its kind's Describe says must never be shown, and more (the
+// credentials of the URL that its endpoint keeps sealed). A kind's errors
 // are meant to hold none; this makes sure.
-func scrub(err error, kinds []sink.URLKind, rawURL string) error {
+func scrub(err error, kinds []sink.URLKind, rawURL string, more ...string) error {
 	err = redact.Scrub(err, rawURL)
 	_, secrets := sink.Describe(kinds, rawURL, sink.URLOptions{})
+	for _, m := range more {
+		if len(m) >= 4 {
+			secrets = append(secrets, m)
+		}
+	}
 	if u, perr := url.Parse(rawURL); perr == nil && u.User != nil {
 		if _, hasPassword := u.User.Password(); !hasPassword && len(u.User.Username()) >= 4 {
 			secrets = append(secrets, u.User.Username())

@@ -47,6 +47,11 @@ func Load(envValue, file string) (*Keyring, error) {
 func readKeyFile(path string) (string, error) {
 	f, err := os.Open(path)
 	if err != nil {
+		if _, keyErr := ParseKey(path); keyErr == nil {
+			// A key given where its file's path was expected: an error
+			// quoting the path would show it.
+			return "", errors.New("keyring: key file: the path given is a key, not a file's path (give the key in " + EnvVar + ", or write it to a file)")
+		}
 		return "", fmt.Errorf("keyring: key file: %w", err)
 	}
 	defer f.Close()

@@ -90,3 +90,11 @@ func TestFileTooOpen(t *testing.T) {
 		t.Error("FileTooOpen of a missing file reported true")
 	}
 }
+
+func TestLoadNeverQuotesAKeyGivenAsTheFilesPath(t *testing.T) {
+	key := keyring.GenerateKey()
+	_, err := keyring.Load("", key)
+	if err == nil || strings.Contains(err.Error(), key) || strings.Contains(err.Error(), key[len(keyring.KeyPrefix):len(keyring.KeyPrefix)+12]) {
+		t.Fatalf("Load with a key as the file's path: %v, want an error without the key", err)
+	}
+}

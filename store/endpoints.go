@@ -264,8 +264,13 @@ type Endpoints interface {
 	// changed nothing, when the endpoint's sealed data is not was, and
 	// ErrEndpointNotFound when there is no endpoint id. sealed.Data must
 	// not be empty (that would drop the endpoint's secrets), and its texts
-	// are checked as EndpointCreate checks them.
-	EndpointSeal(ctx context.Context, id uuid.UUID, sealed SealedSecrets, previousUntil time.Time, was []byte) error
+	// are checked as EndpointCreate checks them. A url that is not empty
+	// becomes the endpoint's URL in the same statement: the URL whose
+	// credentials sealed holds (a URL's user information moved into the
+	// sealed credentials, or a URL changed with the credentials for it),
+	// so that no reader ever sees one endpoint's credentials beside
+	// another URL.
+	EndpointSeal(ctx context.Context, id uuid.UUID, sealed SealedSecrets, previousUntil time.Time, url string, was []byte) error
 	// EndpointFailing records that the endpoint failed at now: it sets
 	// FailingSince unless already set, and returns it. EndpointRecovered
 	// clears it.

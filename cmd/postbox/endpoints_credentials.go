@@ -198,6 +198,9 @@ func readHeaders(raw []string, r *secretReader) (map[string]string, error) {
 		}
 		headers[canonical] = value
 	}
+	if err := endpoint.CheckHeaders(headers); err != nil {
+		return nil, fmt.Errorf("%w: --header: %v", errUsage, err)
+	}
 	return headers, nil
 }
 

@@ -352,7 +352,12 @@ func setupEndpointsUpdate(fs *flag.FlagSet) func(context.Context) error {
 			}
 		}
 		if reseal {
-			if err := endpoint.Reseal(ctx, s, k, e.ID, change); err != nil {
+			// A URL given changes with its credentials, in one write.
+			url := ""
+			if given("url") {
+				url = e.URL
+			}
+			if err := endpoint.Reseal(ctx, s, k, e.ID, url, change); err != nil {
 				return err
 			}
 		}

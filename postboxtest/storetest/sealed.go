@@ -115,17 +115,20 @@ func testEndpointSeal(t *testing.T, s store.Endpoints) {
 
 	// A stale was on an unsealed endpoint changes nothing.
 	first := store.SealedSecrets{Data: []byte("sealed-1"), Key: "k1", Fingerprint: "fp1", Auth: "basic"}
-	if err := s.EndpointSeal(ctx, e.ID, first, grace, []byte("never sealed")); !errors.Is(err, store.ErrEndpointChanged) {
+	if err := s.EndpointSeal(ctx, e.ID, first, grace, "", []byte("never sealed")); !errors.Is(err, store.ErrEndpointChanged) {
 		t.Fatalf("seal of an unsealed endpoint from a sealed was: %v, want ErrEndpointChanged", err)
 	}
 	unchanged(t, s, before)
 
 	time.Sleep(2 * time.Millisecond) // updated_at moves on
 	sealGrace := grace.Add(time.Minute)
-	if err := s.EndpointSeal(ctx, e.ID, first, sealGrace, nil); err != nil {
+	if err := s.EndpointSeal(ctx, e.ID, first, sealGrace, "", nil); err != nil {
 		t.Fatalf("seal of an unsealed endpoint: %v", err)
 	}
 	sealed := getEndpoint(t, s, e.ID)
+	if sealed.URL != before.URL {
+		t.Fatalf("a seal without a URL changed the URL to %q", sealed.URL)
+	}
 	if !reflect.DeepEqual(sealed.Sealed, first) || sealed.Secret != "" || sealed.PreviousSecret != "" ||
 		!sealed.PreviousSecretUntil.Equal(sealGrace) || !sealed.UpdatedAt.After(before.UpdatedAt) {
 		t.Fatalf("sealed endpoint = %s, clear secrets %q/%q, previous until %v, updated %v (before %v)\nwant sealed %s, no clear secret, until %v, updated later",
@@ -137,7 +140,7 @@ func testEndpointSeal(t *testing.T, s store.Endpoints) {
 	// one byte off. None changes the row.
 	second := store.SealedSecrets{Data: []byte("sealed-2"), Key: "k2", Fingerprint: "fp2", Auth: "bearer"}
 	for _, was := range [][]byte{nil, {}, []byte("sealed-"), []byte("sealed-1\x00"), []byte("sealed-2"), []byte("Sealed-1")} {
-		if err := s.EndpointSeal(ctx, e.ID, second, time.Time{}, was); !errors.Is(err, store.ErrEndpointChanged) {
+		if err := s.EndpointSeal(ctx, e.ID, second, time.Time{}, "", was); !errors.Is(err, store.ErrEndpointChanged) {
 			t.Errorf("seal from was %q: %v, want ErrEndpointChanged", was, err)
 		}
 	}
@@ -151,23 +154,25 @@ func testEndpointSeal(t *testing.T, s store.Endpoints) {
 
 	// Sealing nothing would drop the secrets: refused.
 	for _, data := range [][]byte{nil, {}} {
-		err := s.EndpointSeal(ctx, e.ID, store.SealedSecrets{Data: data, Key: "k3"}, time.Time{}, first.Data)
+		err := s.EndpointSeal(ctx, e.ID, store.SealedSecrets{Data: data, Key: "k3"}, time.Time{}, "", first.Data)
 		if err == nil || errors.Is(err, store.ErrEndpointChanged) || errors.Is(err, store.ErrEndpointNotFound) {
 			t.Errorf("seal of %q: %v, want refused", data, err)
 		}
 	}
 	unchanged(t, s, sealed)
 
-	// The next seal, from what was read; a zero previousUntil clears it.
-	if err := s.EndpointSeal(ctx, e.ID, second, time.Time{}, first.Data); err != nil {
+	// The next seal, from what was read, with the URL its credentials are
+	// for; a zero previousUntil clears the grace.
+	const moved = "https://moved.example/hooks"
+	if err := s.EndpointSeal(ctx, e.ID, second, time.Time{}, moved, first.Data); err != nil {
 		t.Fatalf("seal from the current data: %v", err)
 	}
-	if got := getEndpoint(t, s, e.ID); !reflect.DeepEqual(got.Sealed, second) || !got.PreviousSecretUntil.IsZero() || got.Secret != "" {
-		t.Errorf("resealed = %s, previous until %v; want %s, none", describe(got), got.PreviousSecretUntil, describeSealed(second))
+	if got := getEndpoint(t, s, e.ID); !reflect.DeepEqual(got.Sealed, second) || !got.PreviousSecretUntil.IsZero() || got.Secret != "" || got.URL != moved {
+		t.Errorf("resealed = %s, previous until %v, URL %q; want %s, none, %s", describe(got), got.PreviousSecretUntil, got.URL, describeSealed(second), moved)
 	}
 
 	for _, was := range [][]byte{nil, second.Data} {
-		if err := s.EndpointSeal(ctx, uuid.New(), first, time.Time{}, was); !errors.Is(err, store.ErrEndpointNotFound) {
+		if err := s.EndpointSeal(ctx, uuid.New(), first, time.Time{}, "", was); !errors.Is(err, store.ErrEndpointNotFound) {
 			t.Errorf("seal of an unknown endpoint from %q: %v, want ErrEndpointNotFound", was, err)
 		}
 	}
@@ -193,7 +198,7 @@ func testEndpointSealRace(t *testing.T, s store.Endpoints) {
 		go func() {
 			defer wg.Done()
 			sealed := store.SealedSecrets{Data: []byte(fmt.Sprintf("racer %d", i)), Key: fmt.Sprintf("k%d", i+1)}
-			errs[i] = s.EndpointSeal(ctx, e.ID, sealed, time.Time{}, e.Sealed.Data)
+			errs[i] = s.EndpointSeal(ctx, e.ID, sealed, time.Time{}, "", e.Sealed.Data)
 		}()
 	}
 	wg.Wait()
@@ -224,7 +229,7 @@ func testEndpointRefusedTexts(t *testing.T, s store.Endpoints) {
 	ctx := ctxFor(t)
 	kept := newEndpoint(t, s, "kept")
 	sealed := store.SealedSecrets{Data: []byte("sealed"), Key: "k1"}
-	if err := s.EndpointSeal(ctx, kept.ID, sealed, time.Time{}, nil); err != nil {
+	if err := s.EndpointSeal(ctx, kept.ID, sealed, time.Time{}, "", nil); err != nil {
 		t.Fatal(err)
 	}
 	kept = getEndpoint(t, s, kept.ID)
@@ -250,7 +255,7 @@ func testEndpointRefusedTexts(t *testing.T, s store.Endpoints) {
 				if _, err := s.EndpointUpdate(ctx, u); err == nil {
 					t.Errorf("update with field %d = %q: written, want refused", i, v)
 				}
-			} else if err := s.EndpointSeal(ctx, kept.ID, e.Sealed, time.Time{}, kept.Sealed.Data); err == nil {
+			} else if err := s.EndpointSeal(ctx, kept.ID, e.Sealed, time.Time{}, "", kept.Sealed.Data); err == nil {
 				t.Errorf("seal with field %d = %q: written, want refused", i, v)
 			}
 		}
@@ -332,7 +337,7 @@ func testSealedHostileRoundTrip(t *testing.T, s store.Endpoints) {
 			for len(next.Data) == 0 {
 				next.Data = hostileBlob(rng)
 			}
-			if err := s.EndpointSeal(ctx, e.ID, next, time.Time{}, was); err != nil {
+			if err := s.EndpointSeal(ctx, e.ID, next, time.Time{}, "", was); err != nil {
 				t.Fatalf("seal %s from the blob read back (%d bytes): %v", describe(e), len(was), err)
 			}
 			e.Sealed, e.Secret = next, ""

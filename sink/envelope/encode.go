@@ -196,6 +196,12 @@ type binary struct {
 	// percentEncode says whether string values are percent-encoded
 	// (HTTP).
 	percentEncode bool
+	// otherPrefix is the binding's other attribute prefix, which an event
+	// header may not use at all: AMQP's "cloudEvents_" beside the
+	// "cloudEvents:" the envelope writes (the binding lets consumers read
+	// either, and a message must use one: a header under the other would
+	// pass for an attribute).
+	otherPrefix string
 }
 
 // bindingPrefixes are the prefixes of the attributes' header names, by
@@ -210,6 +216,9 @@ func newBinary(source string, b Binding) *binary {
 		subject: p + "subject", aggregateType: p + attrAggregateType, dataContentType: p + "datacontenttype",
 		percentEncode: b == HTTP,
 	}
+	if b == AMQP {
+		e.otherPrefix = "cloudEvents_"
+	}
 	e.sourceValue = e.value(source)
 	return e
 }
@@ -223,8 +232,11 @@ func (b *binary) value(s string) string {
 }
 
 // claims reports whether an event header of name would set an attribute
-// that the envelope sets, in any case.
+// that the envelope sets, in any case, or uses the binding's other prefix.
 func (b *binary) claims(name string) bool {
+	if b.otherPrefix != "" && len(name) >= len(b.otherPrefix) && strings.EqualFold(name[:len(b.otherPrefix)], b.otherPrefix) {
+		return true
+	}
 	for _, n := range [...]string{b.specVersion, b.id, b.source, b.eventType, b.time, b.subject, b.aggregateType, b.dataContentType} {
 		if strings.EqualFold(name, n) {
 			return true

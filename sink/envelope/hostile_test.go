@@ -166,7 +166,7 @@ func TestEventHeadersCannotSetAttributes(t *testing.T) {
 	claims := map[string][]string{
 		"binary http":  {"ce-id", "CE-TYPE", "Ce-Source", "ce-specversion", "ce-time", "ce-subject", "ce-aggregatetype", "Ce-Datacontenttype"},
 		"binary kafka": {"ce_id", "CE_TYPE", "ce_datacontenttype"},
-		"binary amqp":  {"cloudEvents:id", "CLOUDEVENTS:SOURCE", "cloudevents:time"},
+		"binary amqp":  {"cloudEvents:id", "CLOUDEVENTS:SOURCE", "cloudevents:time", "cloudEvents_type", "CLOUDEVENTS_ID", "cloudEvents_anything"},
 	}
 	for _, c := range cloudEventsConfigs {
 		next := &recorder{system: c.system}

@@ -112,14 +112,14 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, id uuid.UUID, secret s
 
 // EndpointSeal replaces the endpoint's sealed secrets if they are still
 // was, in one statement (endpoint_seal; see store.Endpoints).
-func (s *Store) EndpointSeal(ctx context.Context, id uuid.UUID, sealed store.SealedSecrets, previousUntil time.Time, was []byte) error {
+func (s *Store) EndpointSeal(ctx context.Context, id uuid.UUID, sealed store.SealedSecrets, previousUntil time.Time, url string, was []byte) error {
 	if err := sqlstore.CheckSealed(sealed); err != nil {
 		return fmt.Errorf("postgres: seal endpoint %s: %w", id, err)
 	}
 	until := pgtype.Timestamptz{Time: previousUntil, Valid: !previousUntil.IsZero()}
 	var done, found bool
 	err := s.pool.QueryRow(ctx, s.sql.Get("endpoint_seal"), id, sealed.Data, sealed.Key, sealed.Fingerprint, sealed.Auth,
-		until, sqlstore.SealedArg(was)).Scan(&done, &found)
+		until, sqlstore.SealedArg(was), url).Scan(&done, &found)
 	return swapped("seal", id, done, found, err)
 }
 

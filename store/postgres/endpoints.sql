@@ -58,11 +58,12 @@ select exists (select 1 from rotated), exists (select 1 from {schema}.endpoints 
 -- clear secrets and sets previous_secret_until to $6 (null: none). A
 -- concurrent seal of the same row waits for the row's lock and then finds
 -- the new sealed data: it changes nothing. It returns whether it sealed
--- and whether the endpoint is there (as endpoint_rotate_secret).
+-- and whether the endpoint is there (as endpoint_rotate_secret). A $8
+-- that is not empty becomes the URL in the same statement.
 with sealed as (
   update {schema}.endpoints
   set sealed = $2, sealed_key = $3, sealed_fingerprint = $4, auth = $5, previous_secret_until = $6,
-      secret = '', previous_secret = null, updated_at = now()
+      secret = '', previous_secret = null, updated_at = now(), url = coalesce(nullif($8::text, ''), url)
   where id = $1 and sealed is not distinct from $7::bytea
   returning 1
 )

@@ -156,13 +156,13 @@ func (s *Store) EndpointRotateSecret(ctx context.Context, id uuid.UUID, secret s
 
 // EndpointSeal replaces the endpoint's sealed secrets if they are still
 // was (endpoint_seal; see store.Endpoints).
-func (s *Store) EndpointSeal(ctx context.Context, id uuid.UUID, sealed store.SealedSecrets, previousUntil time.Time, was []byte) error {
+func (s *Store) EndpointSeal(ctx context.Context, id uuid.UUID, sealed store.SealedSecrets, previousUntil time.Time, url string, was []byte) error {
 	if err := sqlstore.CheckSealed(sealed); err != nil {
 		return fmt.Errorf("sqlite: seal endpoint %s: %w", id, err)
 	}
 	until := sql.NullInt64{Int64: previousUntil.UnixMicro(), Valid: !previousUntil.IsZero()}
 	return s.swap(ctx, "seal", id, "endpoint_seal", id, sealed.Data, sealed.Key, sealed.Fingerprint, sealed.Auth,
-		until, sqlstore.SealedArg(was), time.Now().UnixMicro())
+		until, sqlstore.SealedArg(was), time.Now().UnixMicro(), url)
 }
 
 // swap runs query, a conditional change of endpoint id (what names it),

@@ -52,10 +52,11 @@ where id = ?1 and sealed is null;
 -- byte for byte, and null with null). It empties the clear secrets and
 -- sets previous_secret_until to ?6 (null: none). When it changes no row,
 -- endpoint_exists, in the same write transaction, tells a row whose
--- sealed data changed from one not there.
+-- sealed data changed from one not there. A ?9 that is not empty becomes
+-- the URL in the same statement.
 update {prefix}endpoints
 set sealed = ?2, sealed_key = ?3, sealed_fingerprint = ?4, auth = ?5, previous_secret_until = ?6,
-    secret = '', previous_secret = null, updated_at = ?8
+    secret = '', previous_secret = null, updated_at = ?8, url = coalesce(nullif(?9, ''), url)
 where id = ?1 and sealed is ?7;
 
 -- name: endpoint_exists
