@@ -101,13 +101,19 @@ func Stream(t testing.TB, js jetstream.JetStream, edit func(*jetstream.StreamCon
 // sent again.
 const storeFailedCode = 10049
 
+// noPeersCode is JetStream's error code for "no suitable peers for
+// placement": a cluster just started has a meta leader (StartCluster
+// waits for it) that does not know every peer yet, so a replicated
+// stream cannot be placed; it can a moment later.
+const noPeersCode = 10005
+
 // createStream creates cfg's stream, sending the create again, up to five
-// times in all, while the server answers storeFailedCode.
+// times in all, while the server answers storeFailedCode or noPeersCode.
 func createStream(ctx context.Context, t testing.TB, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	for attempt := 1; ; attempt++ {
 		st, err := js.CreateStream(ctx, cfg)
 		var apiErr *jetstream.APIError
-		if err == nil || attempt == 5 || !errors.As(err, &apiErr) || apiErr.ErrorCode != storeFailedCode {
+		if err == nil || attempt == 5 || !errors.As(err, &apiErr) || (apiErr.ErrorCode != storeFailedCode && apiErr.ErrorCode != noPeersCode) {
 			return st, err
 		}
 		t.Logf("natstest: create stream %s, attempt %d: %v; trying again", cfg.Name, attempt, err)
