@@ -107,13 +107,13 @@ const storeFailedCode = 10049
 // stream cannot be placed; it can a moment later.
 const noPeersCode = 10005
 
-// createStream creates cfg's stream, sending the create again, up to five
+// createStream creates cfg's stream, sending the create again, up to ten
 // times in all, while the server answers storeFailedCode or noPeersCode.
 func createStream(ctx context.Context, t testing.TB, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	for attempt := 1; ; attempt++ {
 		st, err := js.CreateStream(ctx, cfg)
 		var apiErr *jetstream.APIError
-		if err == nil || attempt == 5 || !errors.As(err, &apiErr) || (apiErr.ErrorCode != storeFailedCode && apiErr.ErrorCode != noPeersCode) {
+		if err == nil || attempt == 10 || !errors.As(err, &apiErr) || (apiErr.ErrorCode != storeFailedCode && apiErr.ErrorCode != noPeersCode) {
 			return st, err
 		}
 		t.Logf("natstest: create stream %s, attempt %d: %v; trying again", cfg.Name, attempt, err)
