@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"slices"
 	"strings"
 	"syscall"
 	"testing"
@@ -107,13 +108,22 @@ const storeFailedCode = 10049
 // stream cannot be placed; it can a moment later.
 const noPeersCode = 10005
 
+// storageDirCode is JetStream's error code for "could not create storage
+// directory": the shared server removes an account's directory when its
+// last stream is deleted, and a create racing that removal fails (seen
+// twice in a day of parallel test packages); sent again, it succeeds.
+const storageDirCode = 10077
+
+// retriedCodes are the error codes a stream's create is sent again for.
+var retriedCodes = []jetstream.ErrorCode{storeFailedCode, noPeersCode, storageDirCode}
+
 // createStream creates cfg's stream, sending the create again, up to ten
-// times in all, while the server answers storeFailedCode or noPeersCode.
+// times in all, while the server answers one of retriedCodes.
 func createStream(ctx context.Context, t testing.TB, js jetstream.JetStream, cfg jetstream.StreamConfig) (jetstream.Stream, error) {
 	for attempt := 1; ; attempt++ {
 		st, err := js.CreateStream(ctx, cfg)
 		var apiErr *jetstream.APIError
-		if err == nil || attempt == 10 || !errors.As(err, &apiErr) || (apiErr.ErrorCode != storeFailedCode && apiErr.ErrorCode != noPeersCode) {
+		if err == nil || attempt == 10 || !errors.As(err, &apiErr) || !slices.Contains(retriedCodes, apiErr.ErrorCode) {
 			return st, err
 		}
 		t.Logf("natstest: create stream %s, attempt %d: %v; trying again", cfg.Name, attempt, err)
