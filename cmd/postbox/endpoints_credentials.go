@@ -198,8 +198,10 @@ func readHeaders(raw []string, r *secretReader) (map[string]string, error) {
 		}
 		headers[canonical] = value
 	}
-	if err := endpoint.CheckHeaders(headers); err != nil {
-		return nil, fmt.Errorf("%w: --header: %v", errUsage, err)
+	for name, value := range headers {
+		if err := endpoint.CheckHeaders(map[string]string{name: value}); err != nil {
+			return nil, fmt.Errorf("%w: --header cannot set %s (%v)", errUsage, name, err)
+		}
 	}
 	return headers, nil
 }
