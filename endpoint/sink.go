@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -191,39 +192,28 @@ func webhookAuth(c Credentials) webhook.Auth {
 	return a
 }
 
-// withClientTLS returns a copy of client whose transport (a clone of its
-// *http.Transport) presents t's client certificate and trusts t's CA for
-// the endpoint's server. Its errors never quote key material.
+// withClientTLS returns a copy of client whose transport presents t's
+// client certificate and trusts t's CA for the endpoint's server
+// (webhook.WithTLS, before the lane wraps the transport to capture the
+// answers). Its errors never quote key material.
 func withClientTLS(client *http.Client, t ClientTLS) (*http.Client, error) {
-	base := client.Transport
-	if base == nil {
-		base = http.DefaultTransport
-	}
-	tr, ok := base.(*http.Transport)
-	if !ok {
-		return nil, fmt.Errorf("a client certificate or CA needs an *http.Transport, the client has a %T", base)
-	}
-	tr = tr.Clone()
-	if tr.TLSClientConfig == nil {
-		tr.TLSClientConfig = &tls.Config{MinVersion: tls.VersionTLS12}
-	}
+	var cert *tls.Certificate
 	if t.CertPEM != "" || t.KeyPEM != "" {
-		cert, err := webhook.ParseClientCertificate([]byte(t.CertPEM), []byte(t.KeyPEM))
+		c, err := webhook.ParseClientCertificate([]byte(t.CertPEM), []byte(t.KeyPEM))
 		if err != nil {
 			return nil, err
 		}
-		tr.TLSClientConfig.Certificates = []tls.Certificate{cert}
+		cert = &c
 	}
+	var roots *x509.CertPool
 	if t.CAPEM != "" {
 		pool, err := webhook.ParseCertPool([]byte(t.CAPEM))
 		if err != nil {
 			return nil, err
 		}
-		tr.TLSClientConfig.RootCAs = pool
+		roots = pool
 	}
-	c := *client
-	c.Transport = tr
-	return &c, nil
+	return webhook.WithTLS(client, cert, roots)
 }
 
 // withHeaders sets an endpoint's static headers on every message to its

@@ -60,10 +60,12 @@ func ParseCertPool(bundle []byte) (*x509.CertPool, error) {
 	return pool, nil
 }
 
-// withTLS returns a copy of c whose transport, a clone of c's
+// WithTLS returns a copy of c whose transport, a clone of c's
 // *http.Transport (http.DefaultTransport's when it has none), presents
-// cert and trusts roots, where set.
-func withTLS(c *http.Client, cert *tls.Certificate, roots *x509.CertPool) (*http.Client, error) {
+// cert and trusts roots, where set: what New does with
+// Config.ClientCertificate and RootCAs, for a caller that wraps the
+// transport itself afterwards (and so cannot give them to New).
+func WithTLS(c *http.Client, cert *tls.Certificate, roots *x509.CertPool) (*http.Client, error) {
 	base := c.Transport
 	if base == nil {
 		base = http.DefaultTransport

@@ -82,7 +82,7 @@ func New(c Config) (*Sink, error) {
 	}
 	c = c.withDefaults()
 	if c.ClientCertificate != nil || c.RootCAs != nil {
-		client, err := withTLS(c.Client, c.ClientCertificate, c.RootCAs)
+		client, err := WithTLS(c.Client, c.ClientCertificate, c.RootCAs)
 		if err != nil {
 			return nil, err
 		}
