@@ -43,6 +43,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -117,6 +118,10 @@ type Config struct {
 	// Now is the console's clock for sessions and login back-offs
 	// (time.Now when nil).
 	Now func() time.Time
+	// Endpoints manages the webhook endpoints from the endpoint pages and
+	// the JSON API (add, edit, rotate, enable, disable, remove, test).
+	// Nil: the endpoints are shown, and every action on them is refused.
+	Endpoints *admin.Admin
 }
 
 // Console is the console's http.Handler. Run samples the store for the

@@ -73,6 +73,8 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET /inbox", c.requireAuth(c.inbox))
 	mux.HandleFunc("GET /inbox/{id}", c.requireAuth(showRow(c, "inbox_event", "inbox event", c.cfg.Store.InboxGet)))
 	mux.HandleFunc("GET /search", c.requireAuth(c.search))
+	c.endpointPageRoutes(mux)
+	c.apiRoutes(mux)
 	c.mux = mux
 }
 

@@ -1,0 +1,6 @@
+package console
+
+import "net/http"
+
+// endpointPageRoutes adds the endpoint pages' routes, under /endpoints.
+func (c *Console) endpointPageRoutes(mux *http.ServeMux) {}
