@@ -28,6 +28,7 @@ import (
 
 // endpointsCommands are the subcommands of "postbox endpoints".
 var endpointsCommands = map[string]command{
+	"apply":         {summary: "make the endpoints match a file (-f endpoints.yaml): create, update and, with --prune, remove endpoints; prints the changes first and makes them only with --yes (--dry-run: only prints); secrets are referenced (env:NAME, file:PATH), never written into the file", setup: setupEndpointsApply},
 	"add":           {summary: "add an endpoint, a webhook (https://) or a broker's (nats://, amqp://, kafka://, as --sink), with its headers, authentication, client certificate, filter, envelope and signature profile: its secrets are sealed with the secrets key; prints its id and, for a webhook, its secret when generated (once)", setup: setupEndpointsAdd},
 	"list":          {summary: "list the endpoints: settings, kinds of authentication, the key that sealed their secrets, secrets as fingerprints (no key needed)", setup: setupEndpointsList},
 	"show":          {summary: "show one endpoint and its deliveries by status", setup: setupEndpointsShow, args: "ID|NAME"},
