@@ -145,6 +145,11 @@ type SupervisorConfig struct {
 	// (AttemptsFlushDefault, AttemptsBatchDefault).
 	AttemptsFlush time.Duration
 	AttemptsBatch int
+	// OperatorEvents, when not nil, has the supervisor write operator
+	// events into an outbox (see OperatorEventsConfig and
+	// EventEndpointFailing): an endpoint failing for a while, recovered,
+	// or disabled, and dead-letter groups that grew. Nil: none.
+	OperatorEvents *OperatorEventsConfig
 	// Logger receives the supervisor's logs, and the lanes' when
 	// Relay.Logger is nil. Default: slog.Default().
 	Logger *slog.Logger
@@ -202,6 +207,13 @@ func (c SupervisorConfig) withDefaults() (SupervisorConfig, error) {
 	}
 	if c.BreakerPauseMax < c.BreakerPauseMin {
 		return c, fmt.Errorf("endpoint: SupervisorConfig.BreakerPauseMax %v is below BreakerPauseMin %v", c.BreakerPauseMax, c.BreakerPauseMin)
+	}
+	if c.OperatorEvents != nil {
+		oc, err := c.OperatorEvents.withDefaults()
+		if err != nil {
+			return c, err
+		}
+		c.OperatorEvents = &oc
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()

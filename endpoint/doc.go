@@ -64,6 +64,19 @@
 //     and its lane stopped; its deliveries wait, and enabling it delivers
 //     them.
 //
+// With SupervisorConfig.OperatorEvents the supervisor reports what
+// happens to the endpoints as events of its own, written into the outbox
+// the relay drains (store.Outbox.Enqueue): EventEndpointFailing (every
+// attempt failed for a while, not at the first failure),
+// EventEndpointRecovered, EventEndpointDisabled, and EventDeadLettersGrew
+// (a dead-letter group of the outbox or of an endpoint grew past a
+// threshold), each once per transition whichever relay of several sees it
+// (its id and dedup key derived from the transition), its payload an
+// OperatorEvent. They reach the endpoints subscribed to them by name:
+// an event whose type begins with "postbox." goes only to the endpoints
+// whose types hold a glob that begins with "postbox." too (Matches), and
+// never to the endpoint it is about.
+//
 // An endpoint that cannot be reached at all (a connection refused, a name
 // that does not resolve) is an outage of its lane, as for a relay: no
 // attempt counts, and no delivery is dead-lettered for it. A connection the

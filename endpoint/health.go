@@ -19,7 +19,10 @@ const healthCallTimeout = 5 * time.Second
 // health follows whether one endpoint's attempts fail: it records when a
 // run of failures begins (store.Endpoints.EndpointFailing) and ends
 // (EndpointRecovered), and disables the endpoint once its attempts all
-// failed for SupervisorConfig.DisableAfter, stopping its lane.
+// failed for SupervisorConfig.DisableAfter, stopping its lane. With
+// SupervisorConfig.OperatorEvents it reports the transitions: failing for
+// OperatorEventsConfig.FailingAfter, recovered after that, disabled (never
+// those of a shadow endpoint, which does not alert).
 type health struct {
 	s    *Supervisor
 	e    store.Endpoint
@@ -28,6 +31,8 @@ type health struct {
 
 	mu           sync.Mutex
 	failingSince time.Time
+	// reported is the failingSince whose failing event was reported.
+	reported time.Time
 	// disabling is set by the attempt that disables the endpoint.
 	disabling atomic.Bool
 }
@@ -37,18 +42,23 @@ type health struct {
 func (h *health) record(err error, now time.Time) {
 	h.mu.Lock()
 	since := h.failingSince
+	if err == nil {
+		h.failingSince = time.Time{}
+	}
 	h.mu.Unlock()
 	if err == nil {
 		if since.IsZero() {
 			return
 		}
-		h.setFailingSince(time.Time{})
 		ctx, cancel := context.WithTimeout(context.Background(), healthCallTimeout)
 		defer cancel()
 		if err := h.s.cfg.Store.EndpointRecovered(ctx, h.e.ID); err != nil && !errors.Is(err, store.ErrEndpointNotFound) {
 			h.log.Warn("recording the endpoint's recovery failed", "error", err)
 		}
 		h.log.Info("endpoint answers again", "failing_for", now.Sub(since).Round(time.Millisecond))
+		if o := h.events(); o != nil && now.Sub(since) >= o.cfg.FailingAfter {
+			o.queue(transition{typ: EventEndpointRecovered, e: h.e, since: since, at: now})
+		}
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), healthCallTimeout)
@@ -63,6 +73,9 @@ func (h *health) record(err error, now time.Time) {
 		}
 		h.setFailingSince(since)
 	}
+	if o := h.events(); o != nil && now.Sub(since) >= o.cfg.FailingAfter && h.report(since) {
+		o.queue(transition{typ: EventEndpointFailing, e: h.e, since: since, at: now, lastErr: err.Error()})
+	}
 	if now.Sub(since) < h.s.cfg.DisableAfter || !h.disabling.CompareAndSwap(false, true) {
 		return
 	}
@@ -74,7 +87,31 @@ func (h *health) record(err error, now time.Time) {
 	h.s.autoDisabled.Add(1)
 	h.log.Warn(fmt.Sprintf("endpoint disabled: every attempt failed for %v; its deliveries wait: postbox endpoints enable %s delivers them",
 		now.Sub(since).Round(time.Second), h.e.ID), "failing_since", since, "last_error", err)
+	if o := h.events(); o != nil {
+		o.queue(transition{typ: EventEndpointDisabled, e: h.e, since: since, at: now, lastErr: err.Error()})
+	}
 	h.stop()
+}
+
+// events is where h reports transitions: nil without operator events,
+// and for a shadow endpoint.
+func (h *health) events() *operatorEvents {
+	if h.e.Shadow {
+		return nil
+	}
+	return h.s.events
+}
+
+// report reports whether the failing event of the run of failures that
+// began at since is still to be written, and marks it written.
+func (h *health) report(since time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.reported.Equal(since) {
+		return false
+	}
+	h.reported = since
+	return true
 }
 
 func (h *health) setFailingSince(t time.Time) {

@@ -22,6 +22,9 @@ type Supervisor struct {
 	cfg      SupervisorConfig
 	fanOut   *FanOut
 	attempts *batcher[store.Attempt]
+	// events writes the operator events; nil without
+	// SupervisorConfig.OperatorEvents.
+	events *operatorEvents
 	// refreshNow asks Run to read the endpoints again at once (a lane
 	// stopped: its endpoint may need a new one).
 	refreshNow chan struct{}
@@ -74,6 +77,9 @@ type SupervisorStats struct {
 	// reopening after a failed probe); AutoDisabled the endpoints disabled
 	// for failing SupervisorConfig.DisableAfter.
 	BreakerOpened, AutoDisabled int64
+	// OperatorEvents counts the operator events written, by type
+	// (SupervisorConfig.OperatorEvents).
+	OperatorEvents OperatorEventCounts
 	// Lanes is the number of lanes delivering now.
 	Lanes int
 }
@@ -93,6 +99,7 @@ func New(cfg SupervisorConfig) (*Supervisor, error) {
 		refused:     map[uuid.UUID]string{},
 		opening:     map[uuid.UUID]string{},
 		unreachable: map[uuid.UUID]string{},
+		events:      newOperatorEvents(cfg),
 	}
 	s.fanOut = &FanOut{store: cfg.Store, refreshEvery: cfg.RefreshEvery, written: s.wake,
 		offerable: s.offerable, within: s.directWithin(), ordered: cfg.Relay.Ordered, log: cfg.Logger,
@@ -124,13 +131,20 @@ func (s *Supervisor) FanOut() *FanOut { return s.fanOut }
 func (s *Supervisor) Run(ctx context.Context) error {
 	var writer sync.WaitGroup
 	writer.Go(s.attempts.run)
+	// The operator events are written until every lane stopped: the last
+	// transitions they report too.
+	eventsCtx, stopEvents := context.WithCancel(context.WithoutCancel(ctx))
+	defer stopEvents()
+	if s.events != nil {
+		writer.Go(func() { s.events.run(eventsCtx) })
+	}
 	s.mu.Lock()
 	s.running = true
 	s.mu.Unlock()
 	s.cfg.Logger.Info("endpoints supervisor started: one relay per enabled endpoint", "owner", s.cfg.Relay.Owner,
 		"refresh_every", s.cfg.RefreshEvery, "poll_interval", s.cfg.PollInterval, "ordered", s.cfg.Relay.Ordered,
 		"breaker_failures", s.cfg.BreakerFailures, "disable_after", s.cfg.DisableAfter, "retention", s.cfg.Retention,
-		"direct_within", s.directWithin())
+		"direct_within", s.directWithin(), "operator_events", s.events.describe())
 
 	laneCtx, stopLanes := context.WithCancel(context.WithoutCancel(ctx))
 	defer stopLanes()
@@ -168,6 +182,7 @@ loop:
 	s.lanesWG.Wait()
 	s.offering.Wait()
 	s.attempts.close()
+	stopEvents()
 	writer.Wait()
 	st := s.Stats()
 	s.cfg.Logger.Info("endpoints supervisor stopped", "delivered", st.Delivered, "retried", st.Retried, "failed", st.Failed,
@@ -471,6 +486,7 @@ func (s *Supervisor) Stats() SupervisorStats {
 	st.Written, st.Offered, st.Direct, st.Unrouted = s.fanOut.Written(), s.fanOut.Offered(), s.fanOut.Direct(), s.fanOut.Unrouted()
 	st.Filtered, st.FilterErrors = s.fanOut.Filtered(), s.fanOut.FilterErrors()
 	st.BreakerOpened, st.AutoDisabled = s.breakerOpened.Load(), s.autoDisabled.Load()
+	st.OperatorEvents = s.events.counts()
 	return st
 }
 
