@@ -66,6 +66,13 @@ type EndpointsConfig struct {
 	// delivery is written first, as it always is when RelayConfig.Relay's
 	// Retention keeps delivered events.
 	DirectWithin time.Duration
+	// OperatorEvents, when set, has endpoints mode write operator events
+	// (endpoint.SupervisorConfig.OperatorEvents: postbox.endpoint.failing,
+	// .recovered, .disabled, postbox.deadletters.grew) into the outbox,
+	// RelayConfig.Outbox unless its Outbox is set, so that the relay
+	// delivers them to the endpoints subscribed to them; its zero fields
+	// take endpoint.OperatorEventsConfig's defaults. Nil: none.
+	OperatorEvents *endpoint.OperatorEventsConfig
 }
 
 // endpointsMode is the supervisor of the endpoints' lanes, whose fan-out
@@ -73,6 +80,8 @@ type EndpointsConfig struct {
 type endpointsMode struct {
 	supervisor *endpoint.Supervisor
 	logger     *slog.Logger
+	// operatorEvents is set when the supervisor writes operator events.
+	operatorEvents bool
 }
 
 // newEndpointsMode checks the outbox's tables, reads the endpoints, builds
@@ -102,6 +111,13 @@ func newEndpointsMode(ctx context.Context, cfg RelayConfig, prom *observe.Promet
 		PollInterval:  cmp.Or(cfg.Relay.PollInterval, relay.PollIntervalDefault),
 		KeepDelivered: cfg.Relay.Retention != 0, DirectWithin: c.DirectWithin,
 	}
+	if c.OperatorEvents != nil {
+		oc := *c.OperatorEvents
+		if oc.Outbox == nil {
+			oc.Outbox = cfg.Outbox
+		}
+		ec.OperatorEvents = &oc
+	}
 	if prom != nil {
 		ec.Observer = func(e store.Endpoint) relay.Observer { return prom.Endpoint(endpointLabel(e)) }
 	}
@@ -110,7 +126,7 @@ func newEndpointsMode(ctx context.Context, cfg RelayConfig, prom *observe.Promet
 		return nil, &ConfigError{Field: "Endpoints", Err: err}
 	}
 	logEndpointsMode(log, cfg, ec, all)
-	return &endpointsMode{supervisor: sup, logger: log}, nil
+	return &endpointsMode{supervisor: sup, logger: log, operatorEvents: ec.OperatorEvents != nil}, nil
 }
 
 // guardedClients returns the HTTP client of each endpoint's requests: one
@@ -143,7 +159,7 @@ func guardedClients(g guard.Config, timeout time.Duration) (func(store.Endpoint)
 // for the endpoints all (the relay's own start lines say how it finds the
 // outbox's new events), and warns when no endpoint is enabled.
 func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorConfig, all []store.Endpoint) {
-	enabled, allowedPrivate, inClear := 0, 0, 0
+	enabled, allowedPrivate, inClear, subscribers := 0, 0, 0, 0
 	byKey := map[string]int{}
 	byKind := map[string]int{}
 	for _, e := range all {
@@ -155,6 +171,9 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 		}
 		if e.State == store.EndpointEnabled {
 			enabled++
+			if slices.ContainsFunc(e.Types, endpoint.IsOperatorEvent) {
+				subscribers++
+			}
 		}
 		if e.AllowPrivate {
 			allowedPrivate++
@@ -192,7 +211,12 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 		"deliveries", order, "direct_delivery", direct, "signature", ec.Webhook.Scheme, "due_poll", ec.PollInterval,
 		"secrets_key", ec.Keyring.String(), "sealed_by_other_keys", sealedElsewhere(ec.Keyring, byKey),
 		"breaker_failures", cmp.Or(ec.BreakerFailures, endpoint.BreakerFailuresDefault),
-		"disable_after", cmp.Or(ec.DisableAfter, endpoint.DisableAfterDefault), "attempts_retention", cmp.Or(ec.Retention, endpoint.RetentionDefault))
+		"disable_after", cmp.Or(ec.DisableAfter, endpoint.DisableAfterDefault), "attempts_retention", cmp.Or(ec.Retention, endpoint.RetentionDefault),
+		"operator_events", describeOperatorEvents(ec.OperatorEvents), "operator_event_subscribers", subscribers)
+	if ec.OperatorEvents != nil && subscribers == 0 {
+		log.Info("operator events on, but no enabled endpoint subscribes to them: they are written and marked done undelivered; " +
+			"postbox endpoints add --types 'postbox.endpoint.*,postbox.deadletters.*' --url ... sends them to your chat or on-call service")
+	}
 	if inClear > 0 {
 		log.Warn("endpoints with their secrets in clear in the database (written before secrets were sealed): postbox endpoints rekey seals them",
 			"endpoints", inClear)
@@ -200,6 +224,21 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 	if enabled == 0 {
 		log.Warn("no enabled endpoint: events are marked done undelivered until one is added (postbox endpoints add)")
 	}
+}
+
+// describeOperatorEvents says what the operator events configured by oc
+// are, for the start line: "off" when oc is nil.
+func describeOperatorEvents(oc *endpoint.OperatorEventsConfig) string {
+	if oc == nil {
+		return "off"
+	}
+	grew := fmt.Sprintf("%s each %d dead letters of a group (checked every %v)", endpoint.EventDeadLettersGrew,
+		cmp.Or(oc.DeadLetters, endpoint.DeadLettersDefault), cmp.Or(oc.CheckEvery, endpoint.CheckEveryDefault))
+	if oc.DeadLetters < 0 {
+		grew = endpoint.EventDeadLettersGrew + " off"
+	}
+	return fmt.Sprintf("on: %s after %v of failures, %s, %s; %s", endpoint.EventEndpointFailing, cmp.Or(oc.FailingAfter, endpoint.FailingAfterDefault),
+		endpoint.EventEndpointRecovered, endpoint.EventEndpointDisabled, grew)
 }
 
 // sealedElsewhere counts the endpoints sealed by a key that is not k's
@@ -308,8 +347,25 @@ func (e *endpointsMode) run(ctx context.Context, runRelay func(context.Context) 
 // postbox_endpoint_direct_deliveries_total,
 // postbox_endpoint_breaker_opened_total,
 // postbox_endpoint_auto_disabled_total,
-// postbox_endpoint_dropped_deliveries_total and postbox_endpoint_lanes.
+// postbox_endpoint_dropped_deliveries_total, postbox_endpoint_lanes, and
+// with operator events postbox_operator_events_total{type}.
 func (e *endpointsMode) register(reg prometheus.Registerer) {
+	if e.operatorEvents {
+		for _, c := range []struct {
+			typ   string
+			value func(endpoint.OperatorEventCounts) int64
+		}{
+			{endpoint.EventEndpointFailing, func(c endpoint.OperatorEventCounts) int64 { return c.Failing }},
+			{endpoint.EventEndpointRecovered, func(c endpoint.OperatorEventCounts) int64 { return c.Recovered }},
+			{endpoint.EventEndpointDisabled, func(c endpoint.OperatorEventCounts) int64 { return c.Disabled }},
+			{endpoint.EventDeadLettersGrew, func(c endpoint.OperatorEventCounts) int64 { return c.DeadLettersGrew }},
+		} {
+			reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "postbox", Name: "operator_events_total",
+				Help:        "Operator events this relay wrote into the outbox, by type (not those another relay wrote first).",
+				ConstLabels: prometheus.Labels{"type": c.typ}},
+				func() float64 { return float64(c.value(e.supervisor.Stats().OperatorEvents)) }))
+		}
+	}
 	counter := func(name, help string, value func(endpoint.SupervisorStats) int64) prometheus.Collector {
 		return prometheus.NewCounterFunc(prometheus.CounterOpts{Namespace: "postbox", Name: name, Help: help},
 			func() float64 { return float64(value(e.supervisor.Stats())) })
@@ -332,5 +388,5 @@ func (e *endpointsMode) register(reg prometheus.Registerer) {
 func (e *endpointsMode) log(msg string, st endpoint.SupervisorStats) {
 	e.logger.Info(msg, "lanes", st.Lanes, "unrouted_events", st.Unrouted, "deliveries_written", st.Written, "offered", st.Offered, "delivered_directly", st.Direct,
 		"delivered", st.Delivered, "retried", st.Retried, "failed", st.Failed, "dropped", st.Dropped, "released", st.Released,
-		"breaker_opened", st.BreakerOpened, "auto_disabled", st.AutoDisabled)
+		"breaker_opened", st.BreakerOpened, "auto_disabled", st.AutoDisabled, "operator_events", st.OperatorEvents.Failing+st.OperatorEvents.Recovered+st.OperatorEvents.Disabled+st.OperatorEvents.DeadLettersGrew)
 }
