@@ -265,13 +265,13 @@ func serviceConfigError(err error) error {
 func checkRelayFlags(fs *flag.FlagSet) error {
 	if err := positive(fs, "timeout", "lease", "backoff-min", "backoff-max", "max-attempts", "batch", "poll",
 		"shutdown-timeout", "probe-interval", "metrics-sample", "heartbeat",
-		"disable-after", "attempts-retention", "breaker-failures", "claim-bytes"); err != nil {
+		"disable-after", "attempts-retention", "breaker-failures", "claim-bytes", "notify-failing-after", "notify-check-every"); err != nil {
 		return err
 	}
 	if every := fs.Lookup("heartbeat").Value.(flag.Getter).Get().(time.Duration); every > presence.EveryMax {
 		return fmt.Errorf("%w: --heartbeat %v: at most %v (the other relays prune a row %v old)", errUsage, every, presence.EveryMax, presence.PruneAfterDefault)
 	}
-	return notNegative(fs, "concurrency", "publish-batch", "dedup-window", "direct-within")
+	return notNegative(fs, "concurrency", "publish-batch", "dedup-window", "direct-within", "notify-deadletters")
 }
 
 // relayConfigFlags names the flag of each relay.Config field the relay's

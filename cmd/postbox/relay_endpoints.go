@@ -90,6 +90,7 @@ type endpointsFlags struct {
 	retention    time.Duration
 	breaker      int
 	direct       time.Duration
+	events       operatorEventsFlags
 	key          secretsKeyFlag
 	// keyring opens the endpoints' secrets: the key of --secrets-key-file
 	// or $POSTBOX_SECRETS_KEY, loaded by loadKey.
@@ -106,7 +107,44 @@ func (e *endpointsFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&e.direct, "direct-within", endpoint.DirectWithinDefault, "with --endpoints: the fan-out delivers each event directly to the matching endpoints that have no rate limit and answer within this "+
 		"(or within 4 times the median endpoint's time), writing a delivery only for the others and for attempts that did not deliver; with --ordered, only to endpoints with nothing queued; "+
 		"0: every delivery is written first, as it always is with --retention (a kept delivery is what stops an event published again after a crash from reaching an endpoint twice)")
+	e.events.register(fs)
 	e.key.register(fs, "required with --endpoints")
+}
+
+// operatorEventsFlags are the flags of the operator events of endpoints
+// mode (endpoint.OperatorEventsConfig).
+type operatorEventsFlags struct {
+	on           bool
+	failingAfter time.Duration
+	deadLetters  int
+	checkEvery   time.Duration
+}
+
+func (o *operatorEventsFlags) register(fs *flag.FlagSet) {
+	fs.BoolVar(&o.on, "operator-events", true, "with --endpoints: write operator events into the outbox ("+endpoint.EventEndpointFailing+", "+endpoint.EventEndpointRecovered+", "+
+		endpoint.EventEndpointDisabled+", "+endpoint.EventDeadLettersGrew+"), delivered to the endpoints whose --types name them, such as 'postbox.endpoint.*' (a chat's or an on-call service's webhook); once per transition whichever relay sees it")
+	fs.DurationVar(&o.failingAfter, "notify-failing-after", endpoint.FailingAfterDefault, "with --endpoints: an endpoint whose attempts have all failed for this long gets a "+
+		endpoint.EventEndpointFailing+" event (not at the first failure), and one that answers again after that a "+endpoint.EventEndpointRecovered)
+	fs.IntVar(&o.deadLetters, "notify-deadletters", endpoint.DeadLettersDefault, "with --endpoints: a dead-letter group (of the outbox or of an endpoint, grouped by error as postbox failed list --group-by error does) gets a "+
+		endpoint.EventDeadLettersGrew+" event each time it reaches another multiple of this (0: none)")
+	fs.DurationVar(&o.checkEvery, "notify-check-every", endpoint.CheckEveryDefault, "with --endpoints: how often the dead-letter groups are checked for --notify-deadletters (one query for the outbox and one per enabled endpoint)")
+}
+
+// operatorEventsOnlyFlags are the flags that mean something only with
+// --operator-events.
+var operatorEventsOnlyFlags = []string{"notify-failing-after", "notify-deadletters", "notify-check-every"}
+
+// config is the supervisor's operator events of the flags, nil when off;
+// they are written into the outbox the relay drains.
+func (o *operatorEventsFlags) config() *endpoint.OperatorEventsConfig {
+	if !o.on {
+		return nil
+	}
+	deadLetters := o.deadLetters
+	if deadLetters == 0 {
+		deadLetters = -1 // --notify-deadletters 0: off, where the library reads 0 as its default
+	}
+	return &endpoint.OperatorEventsConfig{FailingAfter: o.failingAfter, DeadLetters: deadLetters, CheckEvery: o.checkEvery}
 }
 
 // loadKey loads the secrets key of endpoints mode, refusing to start
@@ -118,7 +156,8 @@ func (e *endpointsFlags) loadKey() (err error) {
 
 // endpointsOnlyFlags are the relay's flags that mean something only with
 // --endpoints.
-var endpointsOnlyFlags = []string{"allow-private-endpoints", "allow-cidr", "disable-after", "attempts-retention", "breaker-failures", "direct-within", "secrets-key-file"}
+var endpointsOnlyFlags = append([]string{"allow-private-endpoints", "allow-cidr", "disable-after", "attempts-retention", "breaker-failures", "direct-within", "secrets-key-file",
+	"operator-events"}, operatorEventsOnlyFlags...)
 
 // notWithEndpoints are the relay's flags that --endpoints refuses, and why.
 var notWithEndpoints = map[string]string{
@@ -139,6 +178,9 @@ func (e *endpointsFlags) checkModeFlags(fs *flag.FlagSet) error {
 		}
 		if slices.Contains(endpointsOnlyFlags, f.Name) && !e.on {
 			err = fmt.Errorf("%w: --%s ($%s) applies only with --endpoints", errUsage, f.Name, envName(f.Name))
+		}
+		if slices.Contains(operatorEventsOnlyFlags, f.Name) && e.on && !e.events.on {
+			err = fmt.Errorf("%w: --%s ($%s) applies only with --operator-events, which is false", errUsage, f.Name, envName(f.Name))
 		}
 	})
 	return err
@@ -163,6 +205,7 @@ func (e *endpointsFlags) config(s store.Endpoints, scheme string, timeout time.D
 	return &service.EndpointsConfig{
 		Store: s, Keyring: e.keyring, Signature: sch, Timeout: timeout, Guard: e.guard.config(), Kinds: endpointKinds,
 		BreakerFailures: e.breaker, DisableAfter: e.disableAfter, Retention: e.retention, DirectWithin: direct,
+		OperatorEvents: e.events.config(),
 	}, nil
 }
 
@@ -175,6 +218,7 @@ func endpointsConfigError(err error) error {
 	fields := map[string]string{
 		"BreakerFailures": "breaker-failures", "DisableAfter": "disable-after", "Retention": "attempts-retention", "PollInterval": "poll",
 		"ClaimBytes": "claim-bytes", "Timeout": "timeout",
+		"OperatorEvents.FailingAfter": "notify-failing-after", "OperatorEvents.CheckEvery": "notify-check-every",
 	}
 	for field, name := range relayConfigFlags {
 		if field != "Retention" && field != "PollInterval" {
