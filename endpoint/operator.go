@@ -1,6 +1,7 @@
 package endpoint
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -130,6 +131,18 @@ func (c OperatorEventsConfig) withDefaults() (OperatorEventsConfig, error) {
 		c.DeadLetters = DeadLettersDefault
 	}
 	return c, nil
+}
+
+// String describes the events c writes and their thresholds, the
+// defaults of its zero fields applied, for a start line.
+func (c OperatorEventsConfig) String() string {
+	grew := fmt.Sprintf("%s each %d dead letters of a group (checked every %v)", EventDeadLettersGrew,
+		cmp.Or(c.DeadLetters, DeadLettersDefault), cmp.Or(c.CheckEvery, CheckEveryDefault))
+	if c.DeadLetters < 0 {
+		grew = EventDeadLettersGrew + " off"
+	}
+	return fmt.Sprintf("%s after %v of failures, %s, %s; %s", EventEndpointFailing, cmp.Or(c.FailingAfter, FailingAfterDefault),
+		EventEndpointRecovered, EventEndpointDisabled, grew)
 }
 
 // OperatorEvent is the payload of an operator event (JSON). The fields
@@ -309,11 +322,7 @@ func (o *operatorEvents) describe() string {
 	if o == nil {
 		return "off"
 	}
-	grew := fmt.Sprintf("%s each %d dead letters of a group, checked every %v", EventDeadLettersGrew, o.cfg.DeadLetters, o.cfg.CheckEvery)
-	if o.cfg.DeadLetters < 0 {
-		grew = EventDeadLettersGrew + " off"
-	}
-	return fmt.Sprintf("on: %s after %v, %s, %s; %s", EventEndpointFailing, o.cfg.FailingAfter, EventEndpointRecovered, EventEndpointDisabled, grew)
+	return "on: " + o.cfg.String()
 }
 
 // counts returns the events written so far, by type.
@@ -391,17 +400,14 @@ func (o *operatorEvents) keep(ev postbox.Event) {
 	o.unwritten = append(o.unwritten, ev)
 }
 
-// write writes the events waiting, one at a time, keeping those whose
-// write failed; one already written (by another relay, or by this one
-// before a restart) counts as written.
+// write writes the events waiting, one at a time, until one fails: that
+// one and those after it are kept for the next time (the outbox is
+// likely unreachable: one write bounded by healthCallTimeout is all a
+// flush waits for it). One already written (by another relay, or by this
+// one before a restart) counts as written.
 func (o *operatorEvents) write(ctx context.Context) {
-	var failed []postbox.Event
-	var lastErr error
-	for _, ev := range o.unwritten {
-		if ctx.Err() != nil {
-			failed = append(failed, ev)
-			continue
-		}
+	for len(o.unwritten) > 0 && ctx.Err() == nil {
+		ev := o.unwritten[0]
 		callCtx, cancel := context.WithTimeout(ctx, healthCallTimeout)
 		err := o.cfg.Outbox.Enqueue(callCtx, ev)
 		cancel()
@@ -412,14 +418,13 @@ func (o *operatorEvents) write(ctx context.Context) {
 		case errors.Is(err, postbox.ErrDuplicate):
 			o.log.Debug("operator event already written (by another relay)", "event_type", ev.EventType, "event_id", ev.ID, "aggregate_id", ev.AggregateID)
 		default:
-			failed = append(failed, ev)
-			lastErr = err
+			if ctx.Err() == nil {
+				o.log.Warn("writing operator events failed; they are written again at the next check", "events", len(o.unwritten), "error", err)
+			}
+			return
 		}
+		o.unwritten = o.unwritten[1:]
 	}
-	if lastErr != nil && ctx.Err() == nil {
-		o.log.Warn("writing operator events failed; they are written again at the next check", "events", len(failed), "error", lastErr)
-	}
-	o.unwritten = failed
 }
 
 // count is the counter of events of eventType.

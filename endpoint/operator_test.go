@@ -3,6 +3,7 @@ package endpoint_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
@@ -433,6 +434,51 @@ func TestOperatorEventsOutboxDeadLettersGrew(t *testing.T) {
 		}
 		if got := sup.Stats().OperatorEvents.DeadLettersGrew; got != 1 {
 			t.Errorf("Stats().OperatorEvents.DeadLettersGrew = %d, want 1", got)
+		}
+	})
+}
+
+// unreachableOutbox is an outbox whose Enqueue fails while fail is set,
+// as when the database cannot be reached.
+type unreachableOutbox struct {
+	store.Outbox
+	fail atomic.Bool
+}
+
+func (u *unreachableOutbox) Enqueue(ctx context.Context, events ...postbox.Event) error {
+	if u.fail.Load() {
+		return errors.New("injected: the database is unreachable")
+	}
+	return u.Outbox.Enqueue(ctx, events...)
+}
+
+// An operator event that cannot be written (the outbox unreachable) is
+// kept and written once the outbox answers again: nothing is lost.
+func TestOperatorEventWrittenOnceTheOutboxAnswers(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s outboxEndpoints) {
+		down := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int { return http.StatusInternalServerError })
+		addEndpoint(t, s, "partner-d", down.URL, nil)
+		outbox := &unreachableOutbox{Outbox: s}
+		outbox.fail.Store(true)
+		logs := &logbuf.Buffer{}
+		sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) {
+			c.Relay.MaxAttempts = 1000
+			c.DisableAfter = 200 * time.Millisecond
+			c.Logger = slog.New(slog.NewTextHandler(logs, nil))
+			c.OperatorEvents = &endpoint.OperatorEventsConfig{Outbox: outbox, CheckEvery: 50 * time.Millisecond}
+		})
+		fanOut(t, sup.FanOut(), "order.created")
+		waitFor(t, 20*time.Second, "the endpoint disabled, and writing its event failed twice", func() bool {
+			return sup.Stats().AutoDisabled == 1 && strings.Count(logs.String(), "writing operator events failed") >= 2
+		})
+		if n := outboxTypes(t, s)[endpoint.EventEndpointDisabled]; n != 0 {
+			t.Fatalf("%d disabled events written through an unreachable outbox", n)
+		}
+		outbox.fail.Store(false)
+		waitFor(t, 20*time.Second, "the disabled event written", func() bool { return outboxTypes(t, s)[endpoint.EventEndpointDisabled] == 1 })
+		if got := sup.Stats().OperatorEvents.Disabled; got != 1 {
+			t.Errorf("Stats().OperatorEvents.Disabled = %d, want 1", got)
 		}
 	})
 }

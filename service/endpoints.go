@@ -232,13 +232,7 @@ func describeOperatorEvents(oc *endpoint.OperatorEventsConfig) string {
 	if oc == nil {
 		return "off"
 	}
-	grew := fmt.Sprintf("%s each %d dead letters of a group (checked every %v)", endpoint.EventDeadLettersGrew,
-		cmp.Or(oc.DeadLetters, endpoint.DeadLettersDefault), cmp.Or(oc.CheckEvery, endpoint.CheckEveryDefault))
-	if oc.DeadLetters < 0 {
-		grew = endpoint.EventDeadLettersGrew + " off"
-	}
-	return fmt.Sprintf("on: %s after %v of failures, %s, %s; %s", endpoint.EventEndpointFailing, cmp.Or(oc.FailingAfter, endpoint.FailingAfterDefault),
-		endpoint.EventEndpointRecovered, endpoint.EventEndpointDisabled, grew)
+	return "on: " + oc.String()
 }
 
 // sealedElsewhere counts the endpoints sealed by a key that is not k's
