@@ -457,7 +457,9 @@ func (u *unreachableOutbox) Enqueue(ctx context.Context, events ...postbox.Event
 func TestOperatorEventWrittenOnceTheOutboxAnswers(t *testing.T) {
 	t.Parallel()
 	forEachStore(t, func(t *testing.T, s outboxEndpoints) {
-		down := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int { return http.StatusInternalServerError })
+		down := receiver.New(t, secret, func(http.ResponseWriter, *http.Request, receiver.Delivery, int) int {
+			return http.StatusInternalServerError
+		})
 		addEndpoint(t, s, "partner-d", down.URL, nil)
 		outbox := &unreachableOutbox{Outbox: s}
 		outbox.fail.Store(true)
