@@ -7,7 +7,10 @@
 //   - Endpoints mode (RelayConfig.Endpoints): the relay drains the outbox
 //     into the fan-out of an endpoint.Supervisor, which runs one lane per
 //     enabled webhook endpoint of the database, each endpoint's requests
-//     going through the SSRF guard (package sink/webhook/guard).
+//     going through the SSRF guard (package sink/webhook/guard); with
+//     EndpointsConfig.OperatorEvents, the supervisor writes operator
+//     events (postbox.endpoint.disabled, ...) into the outbox, for the
+//     endpoints subscribed to them.
 //   - The relay's row in the presence table (RelayConfig.Presence, package
 //     relay/presence), written at start, renewed every heartbeat and
 //     deleted at a clean stop, which postbox status and the console read.
