@@ -114,16 +114,23 @@ func Example() {
 }
 
 // An endpoint's filter is a list of globs on the event type; an empty one
-// takes every event.
+// takes every event but postbox's own operator events, which only a glob
+// that begins with "postbox." takes.
 func ExampleMatches() {
 	filter := []string{"order.*", "payment.succeeded"}
 	for _, t := range []string{"order.created", "payment.succeeded", "payment.failed"} {
 		fmt.Println(t, endpoint.Matches(filter, t))
 	}
 	fmt.Println("anything", endpoint.Matches(nil, "anything"))
+	fmt.Println("operator event, no filter", endpoint.Matches(nil, endpoint.EventEndpointDisabled))
+	fmt.Println("operator event, *", endpoint.Matches([]string{"*"}, endpoint.EventEndpointDisabled))
+	fmt.Println("operator event, postbox.endpoint.*", endpoint.Matches([]string{"postbox.endpoint.*"}, endpoint.EventEndpointDisabled))
 	// Output:
 	// order.created true
 	// payment.succeeded true
 	// payment.failed false
 	// anything true
+	// operator event, no filter false
+	// operator event, * false
+	// operator event, postbox.endpoint.* true
 }
