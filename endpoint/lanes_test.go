@@ -608,6 +608,9 @@ func TestNewRefusesAnInvalidConfig(t *testing.T) {
 		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, Relay: relay.Config{Lease: time.Millisecond}}, "SupervisorConfig.Relay: relay: Config.Lease"},
 		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, Relay: relay.Config{PublishBatch: 10}}, "SupervisorConfig.Relay.PublishBatch"},
 		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, Webhook: webhook.Config{Timeout: -time.Second}}, "SupervisorConfig.Webhook: webhook: Config.Timeout"},
+		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, OperatorEvents: &endpoint.OperatorEventsConfig{}}, "SupervisorConfig.OperatorEvents.Outbox is required"},
+		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, OperatorEvents: &endpoint.OperatorEventsConfig{Outbox: s, FailingAfter: -time.Second}}, "SupervisorConfig.OperatorEvents.FailingAfter -1s is negative"},
+		{endpoint.SupervisorConfig{Store: s, Keyring: testKeyring, OperatorEvents: &endpoint.OperatorEventsConfig{Outbox: s, CheckEvery: -time.Second}}, "SupervisorConfig.OperatorEvents.CheckEvery -1s is negative"},
 	} {
 		if _, err := endpoint.New(c.cfg); err == nil || !strings.Contains(err.Error(), c.want) {
 			t.Errorf("New(%+v) = %v, want an error naming %s", c.cfg, err, c.want)
