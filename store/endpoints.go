@@ -158,6 +158,19 @@ type DeliveryCounts struct {
 	OldestPendingAge time.Duration `json:"-"`
 }
 
+// AttemptSummary counts one endpoint's attempts over a period (see
+// Endpoints.AttemptSummary): what a success rate is computed from.
+type AttemptSummary struct {
+	EndpointID uuid.UUID `json:"endpoint_id"`
+	// Attempts is how many attempts were made; Succeeded how many of them
+	// succeeded (no Attempt.Error).
+	Attempts  int64 `json:"attempts"`
+	Succeeded int64 `json:"succeeded"`
+	// Last is when the last of them was made; zero when none of them has
+	// a time the store can read (see Endpoints.AttemptSummary).
+	Last time.Time `json:"last"`
+}
+
 // Route is one event and the endpoints it goes to: what the fan-out
 // writes deliveries for.
 type Route struct {
@@ -212,8 +225,8 @@ const AttemptResponseMax = 1024
 // attempts log: what package endpoint and postbox endpoints call. Both
 // stores implement it on their drivers ((*postgres.Store).Driver(); the
 // store itself holds the administration: create, update, list, delete,
-// rotate, seal, the deliveries' counts and lists, the attempts' list), and pass
-// postboxtest/storetest's suites of endpoints and lanes.
+// rotate, seal, the deliveries' counts and lists, the attempts' list and
+// summary), and pass postboxtest/storetest's suites of endpoints and lanes.
 //
 // Deliveries are delivered by package relay, one relay per enabled
 // endpoint, each draining the endpoint's lane (EndpointLane): the same
@@ -334,6 +347,12 @@ type Endpoints interface {
 	DeliveryDue(ctx context.Context, endpoints []uuid.UUID) ([]uuid.UUID, error)
 	// DeliveryCounts counts one endpoint's deliveries by status.
 	DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (DeliveryCounts, error)
+	// DeliveryCountsAll counts every endpoint's deliveries by status, in
+	// one query: the map has an entry for each endpoint in the store
+	// (zero counts for one without deliveries), each what DeliveryCounts
+	// returns for it (leased deliveries are StatusProcessing, see
+	// EndpointLane; OldestPendingAge as of the query).
+	DeliveryCountsAll(ctx context.Context) (map[uuid.UUID]DeliveryCounts, error)
 	// DeliveryList returns up to limit deliveries of one endpoint with
 	// the given status ("" for any), oldest first.
 	DeliveryList(ctx context.Context, endpointID uuid.UUID, status string, limit int) ([]EndpointDelivery, error)
@@ -343,6 +362,20 @@ type Endpoints interface {
 	// AttemptList returns up to limit attempts of one endpoint, the most
 	// recent first.
 	AttemptList(ctx context.Context, endpointID uuid.UUID, limit int) ([]Attempt, error)
+	// AttemptSummary counts the attempts of every endpoint since since (at
+	// or after it): per endpoint that has any, how many were made, how
+	// many succeeded (no error), and when the last one was; endpoints
+	// without attempts since then are absent. The summaries are in the
+	// order of EndpointList. One query: one index range of the attempts
+	// per endpoint. A zero since, or one before year 1, counts every
+	// attempt; one after year 9999 counts as the start of year 10000 (only
+	// attempts the store holds beyond year 9999 count). An attempt whose
+	// time is not one of years 1 to 9999 (a row written by hand, a clock
+	// gone wrong) is counted as the store orders it against since
+	// (PostgreSQL's infinity, SQLite's text after every since), but never
+	// is Last: Last is the latest time of years 1 to 9999 among them (zero
+	// when there is none).
+	AttemptSummary(ctx context.Context, since time.Time) ([]AttemptSummary, error)
 }
 
 // SplitTypes reads a comma-separated list of event type globs, dropping

@@ -31,6 +31,9 @@ func runEndpoints(t *testing.T, newStore func(t *testing.T) store.Endpoints) {
 		{"SealRaceHasOneWinner", testEndpointSealRace},
 		{"RefusedTextsWriteNothing", testEndpointRefusedTexts},
 		{"HostileSettingsAndBlobsRoundTripExactly", testSealedHostileRoundTrip},
+		{"AttemptSummaryCountsSinceAndSuccesses", testAttemptSummary},
+		{"AttemptSummaryHostileEdges", testAttemptSummaryEdges},
+		{"DeliveryCountsAllIsDeliveryCountsOfEach", testDeliveryCountsAll},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore(t)) })

@@ -113,6 +113,7 @@ var engineMethods = []string{
 var adminMethods = []string{
 	"EndpointCreate", "EndpointUpdate", "EndpointGet", "EndpointList", "EndpointSetState", "EndpointDelete",
 	"EndpointRotateSecret", "EndpointSeal", "DeliveryCounts", "DeliveryList", "AttemptList",
+	"DeliveryCountsAll", "AttemptSummary",
 }
 
 // driverOnly are engine steps that one store alone has, kept off its own

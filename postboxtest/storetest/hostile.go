@@ -513,9 +513,18 @@ func testOtherTablesReadHostileRows(t *testing.T, s raw) {
 		if _, err := endpoints.EndpointGet(ctx, endpoint); err != nil {
 			t.Fatalf("%s: endpoint get: %v", what, err)
 		}
-		if _, err := endpoints.DeliveryCounts(ctx, endpoint); err != nil {
+		one, err := endpoints.DeliveryCounts(ctx, endpoint)
+		if err != nil {
 			t.Fatalf("%s: delivery counts: %v", what, err)
 		}
+		all, err := endpoints.DeliveryCountsAll(ctx)
+		if err != nil {
+			t.Fatalf("%s: delivery counts of every endpoint: %v", what, err)
+		}
+		if got, ok := all[endpoint]; !ok || countsOnly(got) != countsOnly(one) {
+			t.Errorf("%s: delivery counts of every endpoint say %+v (listed %t), DeliveryCounts %+v", what, got, ok, one)
+		}
+		checkHostileSummary(t, endpoints, what, endpoint, table == "endpoint_attempts" && column == "at")
 		for _, status := range []string{store.StatusPending, store.StatusFailed} {
 			if _, err := endpoints.DeliveryList(ctx, endpoint, status, 100); err != nil {
 				t.Fatalf("%s: delivery list %s: %v", what, status, err)
@@ -527,6 +536,42 @@ func testOtherTablesReadHostileRows(t *testing.T, s raw) {
 		lane := endpoints.EndpointLane(store.Endpoint{ID: endpoint})
 		if _, err := lane.Claim(ctx, store.ClaimParams{Owner: "relay-a", Limit: 10, Lease: lease}); err != nil {
 			t.Fatalf("%s: lane claim: %v", what, err)
+		}
+	}
+}
+
+// checkHostileSummary: AttemptSummary reads the one attempt of endpoint
+// (a success) among hostile rows (what; the store holds those of the edges
+// before too). An attempt whose time is not one (badTime: PostgreSQL's
+// infinity, SQLite's text) is counted for every since, as both stores
+// order it after every time, and is never Last; one made now is counted
+// since the zero time with its time, and not since an hour from now.
+func checkHostileSummary(t *testing.T, s store.Endpoints, what string, endpoint uuid.UUID, badTime bool) {
+	t.Helper()
+	for _, later := range []bool{false, true} {
+		since := time.Time{}
+		if later {
+			since = time.Now().Add(time.Hour)
+		}
+		all, err := s.AttemptSummary(ctxFor(t), since)
+		if err != nil {
+			t.Fatalf("%s: attempt summary since %v: %v", what, since, err)
+		}
+		var got []store.AttemptSummary
+		for _, a := range all {
+			if a.EndpointID == endpoint {
+				got = append(got, a)
+			}
+		}
+		if later && !badTime {
+			if len(got) != 0 {
+				t.Errorf("%s: attempt summary since an hour from now = %+v, want the endpoint absent", what, got)
+			}
+			continue
+		}
+		if len(got) != 1 || got[0].Attempts != 1 || got[0].Succeeded != 1 || got[0].Last.IsZero() != badTime {
+			t.Errorf("%s: attempt summary since %v = %+v, want the endpoint's one success, its time read: %t",
+				what, since, got, !badTime)
 		}
 	}
 }

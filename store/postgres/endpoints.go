@@ -311,6 +311,28 @@ func (s *Store) DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (store
 	return c, nil
 }
 
+// DeliveryCountsAll counts every endpoint's deliveries by status in one
+// query (delivery_counts_all).
+func (s *Store) DeliveryCountsAll(ctx context.Context) (map[uuid.UUID]store.DeliveryCounts, error) {
+	rows, err := s.pool.Query(ctx, s.sql.Get("delivery_counts_all"))
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count deliveries of every endpoint: %w", err)
+	}
+	out := map[uuid.UUID]store.DeliveryCounts{}
+	var id uuid.UUID
+	var c store.DeliveryCounts
+	var age float64
+	_, err = pgx.ForEachRow(rows, []any{&id, &c.Pending, &c.Processing, &c.Done, &c.Failed, &c.Dropped, &age}, func() error {
+		c.OldestPendingAge = time.Duration(age * float64(time.Second))
+		out[id] = c
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: count deliveries of every endpoint: %w", err)
+	}
+	return out, nil
+}
+
 // DeliveryList returns deliveries of one endpoint, oldest first.
 func (s *Store) DeliveryList(ctx context.Context, endpointID uuid.UUID, status string, limit int) ([]store.EndpointDelivery, error) {
 	rows, err := s.pool.Query(ctx, s.sql.Get("delivery_list"), endpointID, status, limit)
@@ -360,6 +382,31 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 	})
 	if err != nil {
 		return nil, fmt.Errorf("postgres: list attempts: %w", err)
+	}
+	return out, nil
+}
+
+// AttemptSummary counts every endpoint's attempts at or after since, in
+// one query (attempt_summary; see store.Endpoints).
+func (s *Store) AttemptSummary(ctx context.Context, since time.Time) ([]store.AttemptSummary, error) {
+	st := sqlstore.SummarySince(since)
+	from := pgtype.Timestamptz{Time: st.From, Valid: true}
+	if st.Unbounded {
+		from = pgtype.Timestamptz{InfinityModifier: pgtype.NegativeInfinity, Valid: true}
+	}
+	rows, err := s.pool.Query(ctx, s.sql.Get("attempt_summary"), from, st.Min, st.End)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: summarize attempts: %w", err)
+	}
+	out, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (store.AttemptSummary, error) {
+		var a store.AttemptSummary
+		var last pgtype.Timestamptz
+		err := row.Scan(&a.EndpointID, &a.Attempts, &a.Succeeded, &last)
+		a.Last = finiteTime(last)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("postgres: summarize attempts: %w", err)
 	}
 	return out, nil
 }

@@ -160,6 +160,30 @@ select count(*) filter (where status = 'pending' and not in_flight), count(*) fi
        coalesce(extract(epoch from now() - min(created_at) filter (where status = 'pending' and not in_flight and isfinite(created_at))), 0)::float8
 from rows;
 
+-- name: delivery_counts_all
+-- delivery_counts for every endpoint at once (store.Endpoints.
+-- DeliveryCountsAll): one row per endpoint, zeros for one without
+-- deliveries. A delivery is leased when a lease of its own endpoint lists
+-- it, as in delivery_counts; the leases are read once, hashed.
+with leased as materialized (
+  select distinct l.endpoint_id, x.id from {schema}.endpoint_leases l, unnest(l.ids) as x(id)
+), counts as (
+  select d.endpoint_id,
+         count(*) filter (where d.status = 'pending' and l.id is null) as pending,
+         count(l.id) as processing,
+         count(*) filter (where d.status = 'done') as done,
+         count(*) filter (where d.status = 'failed') as failed,
+         count(*) filter (where d.status = 'dropped') as dropped,
+         min(d.created_at) filter (where d.status = 'pending' and l.id is null and isfinite(d.created_at)) as oldest
+  from {schema}.endpoint_deliveries d
+  left join leased l on l.endpoint_id = d.endpoint_id and l.id = d.event_id and d.status = 'pending'
+  group by d.endpoint_id
+)
+select e.id, coalesce(c.pending, 0), coalesce(c.processing, 0), coalesce(c.done, 0), coalesce(c.failed, 0),
+       coalesce(c.dropped, 0), coalesce(extract(epoch from now() - c.oldest), 0)::float8
+from {schema}.endpoints e
+left join counts c on c.endpoint_id = e.id;
+
 -- name: delivery_list
 -- A leased delivery reads as 'processing', its attempt in flight counted
 -- (as the attempt a claim returned); $2 'processing' lists those.
@@ -192,6 +216,25 @@ from {schema}.endpoint_attempts
 where endpoint_id = $1
 order by id desc
 limit $2;
+
+-- name: attempt_summary
+-- The attempts of every endpoint made at or after $1 ('-infinity': every
+-- one), per endpoint that has any (store.Endpoints.AttemptSummary), in the
+-- order of endpoint listing: each endpoint's are one range of
+-- endpoint_attempts_endpoint_at_idx (endpoint_id, at; migration 0011), a
+-- lateral subquery per endpoint, never a scan of the whole log (the index
+-- that began with at went in migration 0011). last is the latest time in
+-- [$2, $3): years 1 to 9999, what every client reads.
+select e.id, s.attempts, s.succeeded, s.last
+from {schema}.endpoints e
+cross join lateral (
+  select count(*) as attempts, count(*) filter (where a.error = '') as succeeded,
+         max(a.at) filter (where a.at >= $2 and a.at < $3) as last
+  from {schema}.endpoint_attempts a
+  where a.endpoint_id = e.id and a.at >= $1
+) s
+where s.attempts > 0
+order by e.created_at, e.id;
 
 -- Queries of an endpoint's lane (store.Endpoints.EndpointLane), the Source
 -- a relay drains to deliver the endpoint's deliveries. Each query's $1 is

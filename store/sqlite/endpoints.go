@@ -346,6 +346,34 @@ func (s *Store) DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (store
 	return c, nil
 }
 
+// DeliveryCountsAll counts every endpoint's deliveries by status in one
+// query (delivery_counts_all).
+func (s *Store) DeliveryCountsAll(ctx context.Context) (map[uuid.UUID]store.DeliveryCounts, error) {
+	rows, err := s.db.QueryContext(ctx, s.sql.Get("delivery_counts_all"))
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: count deliveries of every endpoint: %w", err)
+	}
+	defer rows.Close()
+	now := time.Now()
+	out := map[uuid.UUID]store.DeliveryCounts{}
+	for rows.Next() {
+		var id uuid.UUID
+		var c store.DeliveryCounts
+		var oldest any // see scanRecords
+		if err := rows.Scan(&id, &c.Pending, &c.Processing, &c.Done, &c.Failed, &c.Dropped, &oldest); err != nil {
+			return nil, fmt.Errorf("sqlite: count deliveries of every endpoint: %w", err)
+		}
+		if t, problem := timeValue(oldest); oldest != nil && problem == "" {
+			c.OldestPendingAge = max(0, now.Sub(t))
+		}
+		out[id] = c
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: count deliveries of every endpoint: %w", err)
+	}
+	return out, nil
+}
+
 // DeliveryList returns deliveries of one endpoint, oldest first.
 func (s *Store) DeliveryList(ctx context.Context, endpointID uuid.UUID, status string, limit int) ([]store.EndpointDelivery, error) {
 	out, err := scanDeliveries(s.db.QueryContext(ctx, s.sql.Get("delivery_list"), endpointID, status, limit))
@@ -406,6 +434,35 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("sqlite: list attempts: %w", err)
+	}
+	return out, nil
+}
+
+// AttemptSummary counts every endpoint's attempts at or after since, in
+// one query (attempt_summary; see store.Endpoints).
+func (s *Store) AttemptSummary(ctx context.Context, since time.Time) ([]store.AttemptSummary, error) {
+	st := sqlstore.SummarySince(since)
+	from := int64(math.MinInt64) // before every attempt
+	if !st.Unbounded {
+		from = st.From.UnixMicro()
+	}
+	rows, err := s.db.QueryContext(ctx, s.sql.Get("attempt_summary"), from, st.Min.UnixMicro(), st.End.UnixMicro())
+	if err != nil {
+		return nil, fmt.Errorf("sqlite: summarize attempts: %w", err)
+	}
+	defer rows.Close()
+	var out []store.AttemptSummary
+	for rows.Next() {
+		var a store.AttemptSummary
+		var last any // see scanRecords; null when no time is readable
+		if err := rows.Scan(&a.EndpointID, &a.Attempts, &a.Succeeded, &last); err != nil {
+			return nil, fmt.Errorf("sqlite: summarize attempts: %w", err)
+		}
+		a.Last = anyTime(last)
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("sqlite: summarize attempts: %w", err)
 	}
 	return out, nil
 }

@@ -131,6 +131,30 @@ select count(*) filter (where status = 'pending' and not in_flight), count(*) fi
        min(created_at) filter (where status = 'pending' and not in_flight)
 from deliveries;
 
+-- name: delivery_counts_all
+-- delivery_counts for every endpoint at once (store.Endpoints.
+-- DeliveryCountsAll): one row per endpoint, zeros for one without
+-- deliveries (oldest null). A delivery is leased when a lease of its own
+-- endpoint lists it, as in delivery_counts.
+with leased as (
+  select distinct l.endpoint_id, x.value as id from {prefix}endpoint_leases l, json_each(l.ids) x
+), counts as (
+  select d.endpoint_id,
+         count(*) filter (where d.status = 'pending' and l.id is null) as pending,
+         count(l.id) as processing,
+         count(*) filter (where d.status = 'done') as done,
+         count(*) filter (where d.status = 'failed') as failed,
+         count(*) filter (where d.status = 'dropped') as dropped,
+         min(d.created_at) filter (where d.status = 'pending' and l.id is null) as oldest
+  from {prefix}endpoint_deliveries d
+  left join leased l on l.endpoint_id = d.endpoint_id and l.id = d.event_id and d.status = 'pending'
+  group by d.endpoint_id
+)
+select e.id, coalesce(c.pending, 0), coalesce(c.processing, 0), coalesce(c.done, 0), coalesce(c.failed, 0),
+       coalesce(c.dropped, 0), c.oldest
+from {prefix}endpoints e
+left join counts c on c.endpoint_id = e.id;
+
 -- name: delivery_list
 -- A leased delivery reads as 'processing', its attempt in flight counted
 -- (as the attempt a claim returned); ?2 'processing' lists those.
@@ -166,6 +190,24 @@ from {prefix}endpoint_attempts
 where endpoint_id = ?1
 order by id desc
 limit ?2;
+
+-- name: attempt_summary
+-- The attempts of every endpoint made at or after ?1 (the least integer:
+-- every one), per endpoint that has any (store.Endpoints.AttemptSummary),
+-- in the order of endpoint listing. The CROSS JOIN keeps the endpoints the
+-- outer loop (SQLite's planner never reorders it): each endpoint's
+-- attempts are one range of endpoint_attempts_endpoint_at_idx
+-- (endpoint_id, at; migration 0011), never a scan of the whole log (the
+-- index that began with at went in migration 0011). A text or blob time
+-- orders after every number: it counts for every ?1. The last time is the
+-- latest integer in [?2, ?3): years 1 to 9999, what timeValue reads.
+select e.id, count(*), count(*) filter (where a.error = ''),
+       max(a.at) filter (where typeof(a.at) = 'integer' and a.at >= ?2 and a.at < ?3)
+from {prefix}endpoints e
+cross join {prefix}endpoint_attempts a
+where a.endpoint_id = e.id and a.at >= ?1
+group by e.id
+order by e.created_at, e.id;
 
 -- Queries of an endpoint's lane (store.Endpoints.EndpointLane), the Source
 -- a relay drains to deliver the endpoint's deliveries, with named

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -90,6 +91,30 @@ func SealedRead(data []byte) []byte {
 // cut to store.AttemptResponseMax and ErrorTextMax bytes.
 func AttemptText(a store.Attempt) (response, errText string) {
 	return store.ErrorText(a.Response, store.AttemptResponseMax), store.ErrorText(a.Error, ErrorTextMax)
+}
+
+// SummaryTimes are the times an AttemptSummary query takes for since (see
+// store.Endpoints.AttemptSummary): From, the first time counted (since,
+// the start of year 10000 for a since after year 9999), or Unbounded for
+// the zero since and one before year 1: every attempt counts. Min and End
+// bound the times Last is taken from (years 1 to 9999: what every client
+// reads), End excluded.
+type SummaryTimes struct {
+	From      time.Time
+	Unbounded bool
+	Min, End  time.Time
+}
+
+// SummarySince returns the SummaryTimes of since.
+func SummarySince(since time.Time) SummaryTimes {
+	st := SummaryTimes{From: since, Min: timeMin, End: timeEnd}
+	switch {
+	case since.IsZero() || since.Before(timeMin):
+		st.From, st.Unbounded = time.Time{}, true
+	case !since.Before(timeEnd):
+		st.From = timeEnd
+	}
+	return st
 }
 
 // ErrorTextMax is the longest error text of a delivery or an attempt.
