@@ -508,7 +508,7 @@ func (c *Console) endpointCreate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	e := created.Endpoint
-	c.log.Info("console: endpoint added", "endpoint", e.ID, "url", e.URL, "secret", e.SecretFingerprint, "client", c.clientAddr(r).String())
+	c.log.Info("console: endpoint added", "endpoint", e.ID, "name", e.Name, "secret", e.SecretFingerprint, "client", c.clientAddr(r).String())
 	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: e.ID, Name: e.Name, Added: true,
 		Secret: created.Secret, Fingerprint: e.SecretFingerprint, Warnings: created.Warnings})
 }

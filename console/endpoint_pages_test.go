@@ -341,6 +341,12 @@ func TestEndpointStateRotateTestAndRemove(t *testing.T) {
 		if _, body := c.get(page); holds(body, rotated) {
 			t.Fatal("the endpoint's page shows the rotated secret")
 		}
+		// A secret given is not shown back, only its fingerprint.
+		res, body = c.post(page+"/rotate", url.Values{"csrf": {csrf}, "grace": {"0s"}, "secret": {webhookSecret}})
+		wantStatus(t, res, body, http.StatusOK)
+		if holds(body, webhookSecret) || strings.Contains(body, `id="secret"`) || !strings.Contains(body, `id="fingerprint">`+endpoint.Fingerprint(webhookSecret)+`<`) {
+			t.Fatalf("the rotation to a secret given: shown back, or not named by its fingerprint:\n%s", body)
+		}
 		res, body = c.post(page+"/rotate", url.Values{"csrf": {csrf}, "grace": {"soon"}})
 		wantStatus(t, res, body, http.StatusUnprocessableEntity)
 		if !strings.Contains(body, `<span class="field-error" role="alert">Grace period: `) || !strings.Contains(body, `value="soon"`) {
