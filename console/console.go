@@ -10,7 +10,12 @@
 // refreshes itself), the failed events (the outbox's, one endpoint's or
 // every endpoint's dead letters; filters, keyset pages, retry or purge of
 // some or all of them after a confirmation), one event, the inbox's recent
-// and failed rows, and a search by event id or dedup key.
+// and failed rows, a search by event id or dedup key, and the webhook
+// endpoints: their list (state, pending deliveries, failing since, the
+// breaker, the success rate of the last hour), one endpoint (its settings,
+// its attempts log, its dead letters), and, through Config.Endpoints, the
+// forms that add one (its generated signing secret shown once), edit,
+// disable, enable, remove it, rotate its secret and send it a test event.
 //
 // The console serves everything it needs from the binary (templates,
 // one stylesheet, one script): it works offline. Security: with a Token,
@@ -62,12 +67,24 @@ type Store interface {
 }
 
 // EndpointReader is what the console reads of the webhook endpoints
-// (endpoints mode): the part of store.Endpoints it calls.
+// (endpoints mode): the part of store.Endpoints it calls. The endpoint
+// pages change endpoints through Config.Endpoints, never through it.
 type EndpointReader interface {
 	// EndpointList returns every endpoint, oldest first.
 	EndpointList(ctx context.Context) ([]store.Endpoint, error)
+	// EndpointGet returns one endpoint, or store.ErrEndpointNotFound.
+	EndpointGet(ctx context.Context, id uuid.UUID) (store.Endpoint, error)
 	// DeliveryCounts counts one endpoint's deliveries by status.
 	DeliveryCounts(ctx context.Context, endpointID uuid.UUID) (store.DeliveryCounts, error)
+	// DeliveryCountsAll counts every endpoint's deliveries by status, in
+	// one query.
+	DeliveryCountsAll(ctx context.Context) (map[uuid.UUID]store.DeliveryCounts, error)
+	// AttemptList returns up to limit attempts of one endpoint, the most
+	// recent first.
+	AttemptList(ctx context.Context, endpointID uuid.UUID, limit int) ([]store.Attempt, error)
+	// AttemptSummary sums each endpoint's attempts made since since: how
+	// many, how many delivered (the endpoints' success rates).
+	AttemptSummary(ctx context.Context, since time.Time) ([]store.AttemptSummary, error)
 }
 
 // Defaults of Config.
@@ -260,13 +277,16 @@ func (c *Console) readEndpoints(ctx context.Context) ([]endpointRow, error) {
 	if err != nil {
 		return nil, err
 	}
+	if len(eps) == 0 {
+		return nil, nil
+	}
+	counts, err := c.cfg.Store.DeliveryCountsAll(ctx)
+	if err != nil {
+		return nil, err
+	}
 	rows := make([]endpointRow, 0, len(eps))
 	for _, e := range eps {
-		counts, err := c.cfg.Store.DeliveryCounts(ctx, e.ID)
-		if err != nil {
-			return nil, fmt.Errorf("endpoint %s: %w", e.ID, err)
-		}
-		rows = append(rows, endpointRow{ID: e.ID, Name: e.Name, State: e.State, Shadow: e.Shadow, Counts: counts})
+		rows = append(rows, endpointRow{ID: e.ID, Name: e.Name, State: e.State, Shadow: e.Shadow, Counts: counts[e.ID]})
 	}
 	return rows, nil
 }

@@ -37,7 +37,8 @@ const actionTimeout = 10 * time.Minute
 // pages are the templates, each parsed with the layout.
 type pages map[string]*template.Template
 
-var pageNames = []string{"overview", "failed", "confirm", "event", "inbox", "inbox_event", "search", "login"}
+var pageNames = []string{"overview", "failed", "confirm", "event", "inbox", "inbox_event", "search", "login",
+	"endpoints", "endpoint", "endpoint_new", "endpoint_edit", "endpoint_secret", "endpoint_remove"}
 
 func parsePages() (pages, error) {
 	funcs := template.FuncMap{
@@ -45,6 +46,7 @@ func parsePages() (pages, error) {
 		"cell":    func(s string) string { return show(s, cellMax) },
 		"errcell": func(s string) string { return show(s, errorCellMax) },
 		"all":     showAll, "plural": plural,
+		"state": stateText, "types": typesText, "rate": rateText, "envelope": envelopeText, "millis": millis,
 	}
 	out := pages{}
 	for _, name := range pageNames {
@@ -93,6 +95,9 @@ type view struct {
 // render writes page name with data, or a 500 when the template fails.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	v := view{Title: name, Nav: name, Token: c.cfg.Token != "", CSRF: c.csrfToken(r), Page: data}
+	if strings.HasPrefix(name, "endpoint") {
+		v.Nav = "endpoints"
+	}
 	if name != "login" { // before login, nothing about the deployment
 		v.Store, v.ReadOnly = c.cfg.Store.String(), c.cfg.ReadOnly
 	}
@@ -199,13 +204,40 @@ type filterForm struct {
 	// than this long ago.
 	Older string
 	Newer string
+	// Return is where a retry or purge brings the browser back to:
+	// returnEndpoint for the page of the endpoint it reads (its dead
+	// letters are listed there too), "" for the failed page. Not a
+	// filter either: no link of the failed page carries it.
+	Return string
 }
+
+// returnEndpoint is filterForm.Return of the endpoint's page.
+const returnEndpoint = "endpoint"
 
 func readFilter(v url.Values) filterForm {
 	return filterForm{
 		Endpoint: v.Get("endpoint"), Type: v.Get("type"), AggregateType: v.Get("aggregate_type"), AggregateID: v.Get("aggregate_id"),
-		Error: v.Get("error"), Older: v.Get("older"), Newer: v.Get("newer"),
+		Error: v.Get("error"), Older: v.Get("older"), Newer: v.Get("newer"), Return: v.Get("return"),
 	}
+}
+
+// returnPage is the endpoint's page a retry or purge of f returns to,
+// when f asks for it (Return) and reads one endpoint.
+func (f filterForm) returnPage() (string, bool) {
+	id, err := f.endpointID()
+	if err != nil || f.Return != returnEndpoint || id == uuid.Nil || id == store.AnyEndpoint {
+		return "", false
+	}
+	return "/endpoints/" + id.String(), true
+}
+
+// back is the page a retry or purge of f returns to: the endpoint's page
+// (returnPage), else the failed page of f.
+func (f filterForm) back() string {
+	if page, ok := f.returnPage(); ok {
+		return page
+	}
+	return "/failed?" + f.query().Encode()
 }
 
 // query is the filter as URL parameters, without the empty ones.
@@ -573,7 +605,7 @@ func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 			sels = append(sels, store.FailedSelection{FailedFilter: store.FailedFilter{Endpoint: e}, IDs: byEndpoint[e]})
 		}
 	}
-	p.Back = "/failed?" + p.Filter.query().Encode()
+	p.Back = p.Filter.back()
 	if len(sels) == 0 {
 		http.Redirect(w, r, p.Back, http.StatusSeeOther)
 		return
@@ -609,6 +641,10 @@ func (c *Console) failedAction(w http.ResponseWriter, r *http.Request) {
 	c.log.Info("console: "+action+" of "+p.Noun+"s", "selection", p.Describe, "endpoint", p.Filter.Endpoint, "done", n, "client", c.clientAddr(r).String(), "error", err)
 	if err != nil {
 		c.fail(w, fmt.Sprintf("%s (%s done; send it again to finish)", action, plural(n, p.Unit)), err)
+		return
+	}
+	if page, ok := p.Filter.returnPage(); ok {
+		http.Redirect(w, r, page+"?"+url.Values{"done": {action}, "n": {strconv.Itoa(n)}}.Encode(), http.StatusSeeOther)
 		return
 	}
 	v := p.Filter.query()
