@@ -75,7 +75,7 @@ func Apply(ctx context.Context, a *admin.Admin, p *Plan) (Result, error) {
 func apply(ctx context.Context, a *admin.Admin, p *Plan, s Step, r *Result) error {
 	switch s.Action {
 	case Create:
-		c, err := a.Create(ctx, s.want.Settings, s.want.creds)
+		c, err := a.Create(ctx, s.want.Settings, credentials(a, s.want))
 		if err != nil {
 			return err
 		}

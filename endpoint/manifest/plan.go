@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"net/url"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,6 +20,7 @@ import (
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/envelope"
+	"github.com/postbox-go/postbox/store"
 )
 
 // Options are how Plan compares the file with the store.
@@ -150,9 +152,9 @@ func (m *Manifest) Plan(ctx context.Context, a *admin.Admin, o Options) (*Plan, 
 		e := &m.Endpoints[i]
 		switch stored := byName[e.Name]; len(stored) {
 		case 0:
-			p.Steps = append(p.Steps, createStep(e))
+			p.Steps = append(p.Steps, createStep(a, e))
 		case 1:
-			s, err := updateStep(ctx, a, e, stored[0], o.Grace)
+			s, err := updateStep(ctx, a, e, stored[0].ID, o.Grace)
 			if err != nil {
 				return nil, err
 			}
@@ -191,7 +193,7 @@ func ids(views []admin.View) []uuid.UUID {
 
 // createStep is the step that creates e: every setting it gives, and its
 // credentials' references.
-func createStep(e *Endpoint) Step {
+func createStep(a *admin.Admin, e *Endpoint) Step {
 	s := Step{Action: Create, Name: e.Name, Line: e.Line, want: e, state: e.State}
 	zero := canonical(admin.Settings{})
 	want := canonical(e.Settings)
@@ -201,14 +203,13 @@ func createStep(e *Endpoint) Step {
 		}
 	}
 	if e.State != "" {
-		s.Diffs = append(s.Diffs, Diff{Setting: "state", New: e.State})
+		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingState, New: e.State})
 	}
-	secret := "generated, printed once"
-	if e.Secret != nil {
-		secret = e.Secret.String()
-	}
-	if isWebhook(e.URL) || e.Secret != nil {
-		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingSecret, New: secret, Credential: true})
+	switch {
+	case e.Secret != nil:
+		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingSecret, New: e.Secret.String(), Credential: true})
+	case a.IsWebhook(e.URL):
+		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingSecret, New: "generated, printed once", Credential: true})
 	}
 	if len(e.Headers) > 0 {
 		var hs []string
@@ -226,12 +227,26 @@ func createStep(e *Endpoint) Step {
 	return s
 }
 
-// isWebhook reports whether rawURL is a webhook's (which has a signing
-// secret), as opposed to a broker's.
-func isWebhook(rawURL string) bool {
-	scheme, _, _ := strings.Cut(rawURL, ":")
-	scheme = strings.ToLower(scheme)
-	return scheme == "http" || scheme == "https"
+// credentials are e's credentials as the store keeps them for its URL: a
+// broker's auth.basic is the user and password of its URL (URLUser,
+// URLPassword), as postbox endpoints add takes them from the URL.
+func credentials(a *admin.Admin, e *Endpoint) endpoint.Credentials {
+	c := e.creds
+	if c.Basic != nil && !a.IsWebhook(e.URL) {
+		c.URLUser, c.URLPassword, c.Basic = c.Basic.User, c.Basic.Password, nil
+	}
+	return c
+}
+
+// withUserInfo is rawURL with user and password as its user information,
+// which admin moves into the sealed credentials.
+func withUserInfo(rawURL, user, password string) (string, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", fmt.Errorf("url: %w", err)
+	}
+	u.User = url.UserPassword(user, password)
+	return u.String(), nil
 }
 
 // String names the authentication and its references.
@@ -265,30 +280,30 @@ func (t *TLS) String() string {
 	return strings.Join(parts, ", ")
 }
 
-// updateStep compares e with the stored endpoint v: its settings, state
+// updateStep compares e with the stored endpoint id: its settings, state
 // and credentials (opened with a's keyring).
-func updateStep(ctx context.Context, a *admin.Admin, e *Endpoint, v admin.View, grace time.Duration) (Step, error) {
-	s := Step{Action: Unchanged, Name: e.Name, ID: v.ID, Line: e.Line, want: e}
-	stored, err := a.Find(ctx, v.ID.String())
+func updateStep(ctx context.Context, a *admin.Admin, e *Endpoint, id uuid.UUID, grace time.Duration) (Step, error) {
+	s := Step{Action: Unchanged, Name: e.Name, ID: id, Line: e.Line, want: e}
+	stored, err := a.Find(ctx, id.String())
 	if err != nil {
 		return s, err
 	}
-	have, want := canonical(v.Settings), canonical(e.Settings)
+	have, want := canonical(storedSettings(stored)), canonical(e.Settings)
 	for _, f := range settingFields {
 		if !f.equal(have, want) {
 			f.set(&s.change, want)
 			s.Diffs = append(s.Diffs, Diff{Setting: f.name, Old: f.show(have), New: f.show(want)})
 		}
 	}
-	if e.State != "" && e.State != v.State {
+	if e.State != "" && e.State != stored.State {
 		s.state = e.State
-		s.Diffs = append(s.Diffs, Diff{Setting: "state", Old: v.State, New: e.State})
+		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingState, Old: stored.State, New: e.State})
 	}
 	c, err := a.Open(stored)
 	if err != nil {
 		return s, fmt.Errorf("endpoint %s: %w", printable.String(e.Name), err)
 	}
-	wantC := e.creds
+	wantC := credentials(a, e)
 	if e.Secret != nil && c.Secret != wantC.Secret {
 		s.rotate = true
 		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingSecret, Credential: true,
@@ -300,8 +315,17 @@ func updateStep(ctx context.Context, a *admin.Admin, e *Endpoint, v admin.View, 
 		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingHeaders, Credential: true})
 	}
 	if !sameAuth(c, wantC) {
-		cc.SetAuth, cc.Basic, cc.Bearer, cc.OAuth2 = true, wantC.Basic, wantC.Bearer, wantC.OAuth2
 		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingAuth, Credential: true})
+		if wantC.URLUser != "" {
+			// A broker's user and password change with its URL.
+			u, err := withUserInfo(want.URL, wantC.URLUser, wantC.URLPassword)
+			if err != nil {
+				return s, fmt.Errorf("endpoint %s: %w", printable.String(e.Name), err)
+			}
+			s.change.URL = &u
+		} else {
+			cc.SetAuth, cc.Basic, cc.Bearer, cc.OAuth2 = true, wantC.Basic, wantC.Bearer, wantC.OAuth2
+		}
 	}
 	if !sameTLS(c.TLS, wantC.TLS) {
 		cc.SetTLS, cc.TLS = true, wantC.TLS
@@ -313,9 +337,17 @@ func updateStep(ctx context.Context, a *admin.Admin, e *Endpoint, v admin.View, 
 	return s, nil
 }
 
-// sameAuth reports whether a and b authenticate alike.
+// storedSettings are e's settings as the store keeps them (its URL
+// whole, unlike admin.View's).
+func storedSettings(e store.Endpoint) admin.Settings {
+	return admin.Settings{Name: e.Name, URL: e.URL, Types: e.Types, Filter: e.Filter, Envelope: e.Envelope, Signature: e.Signature,
+		RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, Shadow: e.Shadow, AllowPrivate: e.AllowPrivate}
+}
+
+// sameAuth reports whether a and b authenticate alike (a broker's user
+// and password included).
 func sameAuth(a, b endpoint.Credentials) bool {
-	if a.Bearer != b.Bearer || (a.Basic == nil) != (b.Basic == nil) || (a.OAuth2 == nil) != (b.OAuth2 == nil) {
+	if a.URLUser != b.URLUser || a.URLPassword != b.URLPassword || a.Bearer != b.Bearer || (a.Basic == nil) != (b.Basic == nil) || (a.OAuth2 == nil) != (b.OAuth2 == nil) {
 		return false
 	}
 	if a.Basic != nil && *a.Basic != *b.Basic {
@@ -399,7 +431,13 @@ var settingFields = []settingField{
 		}},
 	textField(admin.SettingFilter, func(s *admin.Settings) *string { return &s.Filter }, func(c *admin.Change, v *string) { c.Filter = v }),
 	textField(admin.SettingEnvelope, func(s *admin.Settings) *string { return &s.Envelope }, func(c *admin.Change, v *string) { c.Envelope = v }),
-	textField(admin.SettingCESource, func(s *admin.Settings) *string { return &s.CESource }, func(c *admin.Change, v *string) { c.CESource = v }),
+	textField(admin.SettingCESource, func(s *admin.Settings) *string { return &s.CESource }, func(c *admin.Change, v *string) {
+		// Only the CloudEvents envelopes have a source: another envelope
+		// given drops it.
+		if c.Envelope == nil || strings.HasPrefix(*c.Envelope, "cloudevents") {
+			c.CESource = v
+		}
+	}),
 	textField(admin.SettingSignature, func(s *admin.Settings) *string { return &s.Signature }, func(c *admin.Change, v *string) { c.Signature = v }),
 	{name: admin.SettingRate,
 		show:  func(s admin.Settings) string { return strconv.FormatFloat(s.RatePerSecond, 'g', -1, 64) },
@@ -496,14 +534,25 @@ func (p *Plan) Write(w io.Writer) error {
 	if b.Len() > 0 {
 		b.WriteString("\n")
 	}
-	if p.Empty() {
+	switch {
+	case p.Empty() && unchanged == 1:
+		b.WriteString("no changes: 1 endpoint matches the file\n")
+	case p.Empty():
 		fmt.Fprintf(&b, "no changes: %d endpoints match the file\n", unchanged)
-	} else {
+	default:
 		fmt.Fprintf(&b, "%d to create, %d to update, %d to remove, %d unchanged\n", create, update, remove, unchanged)
 	}
-	if len(p.Conflicts) > 0 {
-		fmt.Fprintf(&b, "%d conflicts: nothing can be applied until they are resolved\n", len(p.Conflicts))
+	if n := len(p.Conflicts); n > 0 {
+		fmt.Fprintf(&b, "%s: nothing can be applied until resolved\n", plural(n, "conflict"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err
+}
+
+// plural is n and noun, in the plural unless n is 1.
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return strconv.Itoa(n) + " " + noun + "s"
 }
