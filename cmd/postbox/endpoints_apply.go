@@ -20,7 +20,7 @@ import (
 func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
-	file := fs.String("f", "", "the endpoints file: YAML, version: 1 (- reads it from stdin); its secrets are references, env:NAME or file:PATH (relative to the file's folder)")
+	file := fs.String("f", "", "the endpoints `FILE`: YAML, version: 1 (- reads it from stdin); its secrets are references, env:NAME or file:PATH (relative to the file's folder)")
 	prune := fs.Bool("prune", false, "remove the endpoints the file does not name, with their deliveries and attempts (without it they are kept, and listed)")
 	dryRun := fs.Bool("dry-run", false, "print the plan and apply nothing")
 	yes := fs.Bool("yes", false, "apply the plan (without it, and without --dry-run, the plan is printed and nothing applied)")
@@ -48,7 +48,8 @@ func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil {
 			return err
 		}
-		s, closeDB, err := endpointsStore(ctx, &db, "apply", false)
+		// Only --yes writes: a plan does not create a SQLite file.
+		s, closeDB, err := endpointsStore(ctx, &db, "apply", !*yes)
 		if err != nil {
 			return err
 		}
