@@ -67,7 +67,7 @@ func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 		}
 		switch {
 		case len(plan.Conflicts) > 0:
-			return fmt.Errorf("the plan has %d conflicts (! above): nothing applied", len(plan.Conflicts))
+			return errors.New("the plan has conflicts (! above), which apply does not guess: nothing applied")
 		case plan.Empty():
 			return nil
 		case *dryRun:

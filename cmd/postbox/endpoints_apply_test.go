@@ -237,8 +237,19 @@ func TestEndpointsApplyRefusals(t *testing.T) {
 		t.Errorf("refused runs stored %v", names)
 	}
 	// The flags that apply are never read from the environment.
-	_, _, code := runApply(t, db, []string{"WH_SECRET=" + newWhsec(), "POSTBOX_YES=true", "POSTBOX_PRUNE=true"}, "-f", good)
-	if names := endpointNames(t, db); code != 0 || len(names) != 0 {
-		t.Errorf("POSTBOX_YES applied the plan: exit %d, %v", code, names)
+	_, _, envCode := runApply(t, db, []string{"WH_SECRET=" + newWhsec(), "POSTBOX_YES=true", "POSTBOX_PRUNE=true"}, "-f", good)
+	if names := endpointNames(t, db); envCode != 0 || len(names) != 0 {
+		t.Errorf("POSTBOX_YES applied the plan: exit %d, %v", envCode, names)
+	}
+	// Two stored endpoints of one name the file gives: a conflict, exit 1.
+	for range 2 {
+		runOK(t, append([]string{"endpoints", "add", "--name", "audit", "--url", "https://93.184.215.14/audit"}, db...)...)
+	}
+	out, errOut, code := runApply(t, db, []string{"WH_SECRET=" + newWhsec()}, "-f", good, "--yes")
+	if code != 1 || !strings.Contains(out, "! conflict audit (") || !strings.Contains(errOut, "the plan has conflicts (! above), which apply does not guess: nothing applied") {
+		t.Errorf("conflict: exit %d\n%s%s", code, out, errOut)
+	}
+	if names := endpointNames(t, db); !slices.Equal(names, []string{"audit=enabled", "audit=enabled"}) {
+		t.Errorf("a plan with a conflict applied something: %v", names)
 	}
 }

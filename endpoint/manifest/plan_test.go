@@ -301,10 +301,15 @@ func TestChangedSecretsRotateAndReseal(t *testing.T) {
 			}
 		}
 		noSecrets(t, "the plan", out, append(old, f.secrets()...)...)
+		before := time.Now()
 		applyOK(t, a, p)
+		after := time.Now()
 		wh, c := stored(t, a, "warehouse")
-		if c.Secret != f.env["WH_SECRET"] || c.PreviousSecret != oldSecret || !wh.PreviousSecretUntil.After(time.Now()) || c.Headers["X-Api-Key"] != f.whKey {
-			t.Errorf("after the rotation: the new secret must sign, the old one beside it until later, the header be the file's")
+		if c.Secret != f.env["WH_SECRET"] || c.PreviousSecret != oldSecret || c.Headers["X-Api-Key"] != f.whKey {
+			t.Errorf("after the rotation: the new secret must sign, the old one beside it, the header be the file's")
+		}
+		if until := wh.PreviousSecretUntil; until.Before(before.Add(time.Hour-time.Millisecond)) || until.After(after.Add(time.Hour)) {
+			t.Errorf("the old secret signs until %v, want the grace (1h) after the apply (%v)", until, before)
 		}
 		stream, c := stored(t, a, "stream")
 		if c.URLPassword != f.env["NATS_PASSWORD"] || c.URLUser != "natsuser" || strings.Contains(stream.URL, "@") {
