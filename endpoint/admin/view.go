@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -119,15 +120,16 @@ func (a *Admin) View(e store.Endpoint) View {
 		until := e.PreviousSecretUntil
 		v.PreviousSecretFingerprint, v.PreviousSecretUntil = previous, &until
 	}
-	if !e.FailingSince.IsZero() {
-		t := e.FailingSince
-		v.FailingSince = &t
-	}
-	if !e.BreakerOpenUntil.IsZero() {
-		t := e.BreakerOpenUntil
-		v.BreakerOpenUntil = &t
-	}
+	v.FailingSince, v.BreakerOpenUntil = timeOrNil(e.FailingSince), timeOrNil(e.BreakerOpenUntil)
 	return v
+}
+
+// timeOrNil is &t, nil for the zero time.
+func timeOrNil(t time.Time) *time.Time {
+	if t.IsZero() {
+		return nil
+	}
+	return &t
 }
 
 // Open opens e's sealed credentials (needs the keyring; an endpoint in
