@@ -22,8 +22,9 @@ var ErrConflicts = errors.New("manifest: the plan has conflicts")
 type Result struct {
 	// Done are the steps made, in order.
 	Done []Done
-	// Secrets are the signing secrets Create generated (webhooks created
-	// without a secret reference): shown once, stored nowhere in clear.
+	// Secrets are the signing secrets Apply generated (webhooks created,
+	// or made of a broker's endpoint, without a secret reference): shown
+	// once, stored nowhere in clear.
 	Secrets []Generated
 	// Warnings are admin's (a host that does not resolve now).
 	Warnings []string
@@ -46,7 +47,9 @@ type Generated struct {
 // Apply makes p's changes through a, in p's order: it creates endpoints
 // (and disables those the file says disabled), updates their settings and
 // credentials, rotates a signing secret whose reference names another one
-// (the old one signing for the plan's grace), sets their state, and
+// (the old one signing for the plan's grace; a broker's endpoint that
+// becomes a webhook gets its secret, or a new one, first), sets their
+// state, and
 // removes those p removes. A plan with conflicts is refused
 // (ErrConflicts). It stops at the first refusal, returning what it did
 // beside the error: the steps before it are made, and a new plan takes on
@@ -88,6 +91,15 @@ func apply(ctx context.Context, a *admin.Admin, p *Plan, s Step, r *Result) erro
 			return a.SetState(ctx, c.Endpoint.ID, s.state)
 		}
 	case Update:
+		if s.first {
+			rotated, err := a.RotateSecret(ctx, s.ID, s.want.creds.Secret, 0)
+			if err != nil {
+				return err
+			}
+			if rotated.Secret != "" {
+				r.Secrets = append(r.Secrets, Generated{Name: s.Name, ID: s.ID, Secret: rotated.Secret})
+			}
+		}
 		if changes(s.change) {
 			u, err := a.Update(ctx, s.ID, s.change)
 			if err != nil {

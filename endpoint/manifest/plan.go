@@ -76,8 +76,10 @@ type Step struct {
 
 	want   *Endpoint
 	change admin.Change
-	rotate bool
-	state  string
+	// rotate rotates the signing secret after the change; first gives
+	// one before it to an endpoint that has none and becomes a webhook.
+	rotate, first bool
+	state         string
 }
 
 // Diff is one setting's change, as shown: Old (for Update) and New. A
@@ -304,7 +306,17 @@ func updateStep(ctx context.Context, a *admin.Admin, e *Endpoint, id uuid.UUID, 
 		return s, fmt.Errorf("endpoint %s: %w", printable.String(e.Name), err)
 	}
 	wantC := credentials(a, e)
-	if e.Secret != nil && c.Secret != wantC.Secret {
+	switch {
+	case c.Secret == "" && a.IsWebhook(want.URL):
+		// A broker's endpoint becoming a webhook: it needs a secret
+		// first, the file's or a new one.
+		s.first = true
+		secret := "generated, printed once"
+		if e.Secret != nil {
+			secret = e.Secret.String()
+		}
+		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingSecret, Credential: true, New: "none yet: " + secret})
+	case e.Secret != nil && c.Secret != wantC.Secret:
 		s.rotate = true
 		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingSecret, Credential: true,
 			New: fmt.Sprintf("rotated: the old one signs too for %v", grace)})

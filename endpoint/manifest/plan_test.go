@@ -487,3 +487,35 @@ func TestEnvelopeChangeAndNoKeyring(t *testing.T) {
 		}
 	})
 }
+
+// A broker's endpoint the file turns into a webhook gets a signing
+// secret first: the file's, or a new one printed once.
+func TestBrokerBecomesWebhook(t *testing.T) {
+	bothStores(t, func(t *testing.T, s store.Endpoints) {
+		a := newAdmin(t, s)
+		secret, _ := signature.GenerateSecret()
+		e := env{"SECRET": secret}
+		broker := "version: 1\nendpoints:\n  - name: a\n    url: nats://127.0.0.1:4222?subject=a\n  - name: b\n    url: nats://127.0.0.1:4222?subject=b\n"
+		applyOK(t, a, planOf(t, a, broker, e, "", manifest.Options{}))
+		hooks := "version: 1\nendpoints:\n  - name: a\n    url: https://93.184.215.14/a\n  - name: b\n    url: https://93.184.215.14/b\n    secret: env:SECRET\n"
+		p := planOf(t, a, hooks, e, "", manifest.Options{})
+		for _, want := range []string{"    secret: changed (none yet: generated, printed once)\n", "    secret: changed (none yet: env:SECRET)\n"} {
+			if !strings.Contains(p.String(), want) {
+				t.Errorf("plan lacks %q:\n%s", want, p)
+			}
+		}
+		r := applyOK(t, a, p)
+		if len(r.Secrets) != 1 || r.Secrets[0].Name != "a" || !strings.HasPrefix(r.Secrets[0].Secret, "whsec_") {
+			t.Fatalf("generated %+v, want a's secret", r.Secrets)
+		}
+		if ea, c := stored(t, a, "a"); ea.URL != "https://93.184.215.14/a" || c.Secret != r.Secrets[0].Secret || c.PreviousSecret != "" {
+			t.Errorf("a: %s, its secret not the one printed (or a previous one kept)", ea.URL)
+		}
+		if _, c := stored(t, a, "b"); c.Secret != secret {
+			t.Errorf("b's secret is not the file's")
+		}
+		if again := planOf(t, a, hooks, e, "", manifest.Options{}); !again.Empty() {
+			t.Errorf("plan after:\n%s", again)
+		}
+	})
+}
