@@ -185,6 +185,7 @@ func (m *Manifest) Plan(ctx context.Context, a *admin.Admin, o Options) (*Plan, 
 	return p, nil
 }
 
+// ids are the ids of views.
 func ids(views []admin.View) []uuid.UUID {
 	out := make([]uuid.UUID, len(views))
 	for i, v := range views {
