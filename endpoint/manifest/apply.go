@@ -1,0 +1,157 @@
+package manifest
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/endpoint/admin"
+	"github.com/postbox-go/postbox/internal/printable"
+	"github.com/postbox-go/postbox/store"
+)
+
+// ErrConflicts is returned by Apply for a plan with conflicts: nothing is
+// applied.
+var ErrConflicts = errors.New("manifest: the plan has conflicts")
+
+// Result is what Apply did.
+type Result struct {
+	// Done are the steps made, in order.
+	Done []Done
+	// Secrets are the signing secrets Apply generated (webhooks created,
+	// or made of a broker's endpoint, without a secret reference): shown
+	// once, stored nowhere in clear.
+	Secrets []Generated
+	// Warnings are admin's (a host that does not resolve now).
+	Warnings []string
+}
+
+// Done is one step made.
+type Done struct {
+	Action Action
+	Name   string
+	ID     uuid.UUID
+}
+
+// Generated is a signing secret Create generated for an endpoint.
+type Generated struct {
+	Name   string
+	ID     uuid.UUID
+	Secret string
+}
+
+// Apply makes p's changes through a, in p's order: it creates endpoints
+// (and disables those the file says disabled), updates their settings and
+// credentials, rotates a signing secret whose reference names another one
+// (the old one signing for the plan's grace; a broker's endpoint that
+// becomes a webhook gets its secret, or a new one, first), sets their
+// state, and
+// removes those p removes. A plan with conflicts is refused
+// (ErrConflicts). It stops at the first refusal, returning what it did
+// beside the error: the steps before it are made, and a new plan takes on
+// from there. A Plan made after Apply is Empty.
+func Apply(ctx context.Context, a *admin.Admin, p *Plan) (Result, error) {
+	var r Result
+	if len(p.Conflicts) > 0 {
+		return r, fmt.Errorf("%w (%d): nothing applied", ErrConflicts, len(p.Conflicts))
+	}
+	for _, s := range p.Steps {
+		if err := ctx.Err(); err != nil {
+			return r, err
+		}
+		if err := apply(ctx, a, p, s, &r); err != nil {
+			where := ""
+			if s.Line > 0 {
+				where = fmt.Sprintf(" (line %d)", s.Line)
+			}
+			return r, fmt.Errorf("%s %s%s: %w", s.Action, printable.String(s.Name), where, err)
+		}
+	}
+	return r, nil
+}
+
+// apply makes one step, noting in r what it did.
+func apply(ctx context.Context, a *admin.Admin, p *Plan, s Step, r *Result) error {
+	switch s.Action {
+	case Create:
+		c, err := a.Create(ctx, s.want.Settings, credentials(a, s.want))
+		if err != nil {
+			return err
+		}
+		r.Done = append(r.Done, Done{Action: Create, Name: s.Name, ID: c.Endpoint.ID})
+		r.Warnings = append(r.Warnings, c.Warnings...)
+		if c.Secret != "" {
+			r.Secrets = append(r.Secrets, Generated{Name: s.Name, ID: c.Endpoint.ID, Secret: c.Secret})
+		}
+		if s.state == store.EndpointDisabled {
+			return a.SetState(ctx, c.Endpoint.ID, s.state)
+		}
+	case Update:
+		if s.first {
+			rotated, err := a.RotateSecret(ctx, s.ID, s.want.creds.Secret, 0)
+			if err != nil {
+				return err
+			}
+			if rotated.Secret != "" {
+				r.Secrets = append(r.Secrets, Generated{Name: s.Name, ID: s.ID, Secret: rotated.Secret})
+			}
+		}
+		if changes(s.change) {
+			u, err := a.Update(ctx, s.ID, s.change)
+			if err != nil {
+				return err
+			}
+			r.Warnings = append(r.Warnings, u.Warnings...)
+		}
+		if s.rotate {
+			if _, err := a.RotateSecret(ctx, s.ID, s.want.creds.Secret, p.grace); err != nil {
+				return err
+			}
+		}
+		if s.state != "" {
+			if err := a.SetState(ctx, s.ID, s.state); err != nil {
+				return err
+			}
+		}
+		r.Done = append(r.Done, Done{Action: Update, Name: s.Name, ID: s.ID})
+	case Remove:
+		if err := a.Delete(ctx, s.ID); err != nil {
+			return err
+		}
+		r.Done = append(r.Done, Done{Action: Remove, Name: s.Name, ID: s.ID})
+	}
+	return nil
+}
+
+// changes reports whether c changes anything.
+func changes(c admin.Change) bool {
+	cc := c.Credentials
+	return c.Name != nil || c.URL != nil || c.Filter != nil || c.Envelope != nil || c.CESource != nil || c.Signature != nil ||
+		c.Types != nil || c.RatePerSecond != nil || c.Concurrency != nil || c.Shadow != nil || c.AllowPrivate != nil ||
+		cc.SetHeaders || cc.SetAuth || cc.SetTLS
+}
+
+// done are the actions as Result.Write tells them.
+var done = map[Action]string{Create: "created", Update: "updated", Remove: "removed"}
+
+// Write writes what Apply did for people: a line per step, then each
+// generated secret (once: it is stored nowhere in clear), then the
+// warnings.
+func (r Result) Write(w io.Writer) error {
+	var b strings.Builder
+	for _, d := range r.Done {
+		fmt.Fprintf(&b, "%s %s (%s)\n", done[d.Action], printable.String(d.Name), d.ID)
+	}
+	for _, g := range r.Secrets {
+		fmt.Fprintf(&b, "secret of %s: %s\n(shown once: give it to the receiver, it verifies the signatures with it)\n", printable.String(g.Name), g.Secret)
+	}
+	for _, warning := range r.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", printable.String(warning))
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
