@@ -6,21 +6,14 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"log/slog"
-	"net/http"
 	"os"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
 
-	"github.com/google/uuid"
-
-	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/internal/printable"
-	"github.com/postbox-go/postbox/keyring"
-	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
@@ -69,48 +62,97 @@ func endpointArg(fs *flag.FlagSet) (string, error) {
 	return fs.Arg(0), nil
 }
 
-// notFound turns store.ErrEndpointNotFound into one clear line; other
-// errors, and nil, are returned as they are.
-func notFound(id uuid.UUID, err error) error {
-	if errors.Is(err, store.ErrEndpointNotFound) {
-		return fmt.Errorf("no endpoint %s (postbox endpoints list shows them)", id)
+// endpointFlagNames are the flags that give admin's settings, as its
+// messages name them (admin.Config.Names).
+var endpointFlagNames = map[string]string{
+	admin.SettingName:          "--name",
+	admin.SettingURL:           "--url",
+	admin.SettingTypes:         "--types",
+	admin.SettingFilter:        "--filter",
+	admin.SettingEnvelope:      "--envelope",
+	admin.SettingCESource:      "--ce-source",
+	admin.SettingSignature:     "--signature",
+	admin.SettingRate:          "--rate",
+	admin.SettingConcurrency:   "--concurrency",
+	admin.SettingShadow:        "--shadow",
+	admin.SettingAllowPrivate:  "--allow-private",
+	admin.SettingSecret:        "--secret",
+	admin.SettingGrace:         "--grace",
+	admin.SettingHeaders:       "--header",
+	admin.SettingRemoveHeaders: "--clear-headers",
+	admin.SettingAuth:          "the authentication",
+	admin.SettingRemoveAuth:    "--auth none",
+	admin.SettingBasic:         "--basic",
+	admin.SettingBearer:        "--bearer",
+	admin.SettingOAuth2:        "--oauth2-*",
+	admin.SettingOAuth2URL:     "--oauth2-token-url",
+	admin.SettingOAuth2ID:      "--oauth2-client-id",
+	admin.SettingOAuth2Secret:  "--oauth2-client-secret",
+	admin.SettingOAuth2Scopes:  "--oauth2-scope",
+	admin.SettingOAuth2Params:  "--oauth2-param",
+	admin.SettingTLS:           "--tls-*",
+	admin.SettingTLSCert:       "--tls-cert",
+	admin.SettingTLSKey:        "--tls-key",
+	admin.SettingTLSCA:         "--tls-ca",
+	admin.SettingRemoveTLS:     "--no-tls",
+	admin.SettingLimit:         "--limit",
+	admin.SettingRotateSecret:  "postbox endpoints rotate-secret --grace 0",
+}
+
+// endpointFlagName names a setting of admin's messages by its flag.
+func endpointFlagName(setting string) string {
+	if f, ok := endpointFlagNames[setting]; ok {
+		return f
+	}
+	return setting
+}
+
+// newEndpointAdmin is the Admin of the endpoints commands: cfg (its Store,
+// and the Keyring and Client of the commands that need them), with the
+// kinds of endpoints postbox relay delivers to and messages that name the
+// flags.
+func newEndpointAdmin(cfg admin.Config) (*admin.Admin, error) {
+	cfg.Kinds, cfg.Names = endpointKinds, endpointFlagName
+	return admin.New(cfg)
+}
+
+// endpointError is err of admin as the endpoints commands return it: a
+// refused setting is a usage error; an endpoint not found, or a name
+// several have, says where to look.
+func endpointError(err error) error {
+	var refused *admin.FieldError
+	switch {
+	case errors.As(err, &refused):
+		return fmt.Errorf("%w: %w", errUsage, err)
+	case errors.Is(err, admin.ErrNotFound), errors.Is(err, admin.ErrAmbiguous):
+		return fmt.Errorf("%w (postbox endpoints list shows them)", err)
 	}
 	return err
 }
 
-// secretOrNew returns the secret of --secret given (spec, read with r:
-// as is, @FILE or env:NAME), checked against the signature profile
-// (signature.ParseProfile's spec, "" the standard one), or a new one;
-// generated says which, so the command prints a new secret once.
-func secretOrNew(v secretValue, profileSpec string, r *secretReader) (secret string, generated bool, err error) {
-	if !v.set {
-		secret, err := signature.GenerateSecret()
-		return secret, err == nil, err
-	}
-	given, err := r.read("secret", v.spec, envName("secret"))
+// findEndpoint returns the endpoint arg names: its id, or its name when
+// arg is no id and exactly one endpoint has it (admin.Admin.Find).
+func findEndpoint(ctx context.Context, s store.Endpoints, arg string) (store.Endpoint, error) {
+	a, err := newEndpointAdmin(admin.Config{Store: s})
 	if err != nil {
-		return "", false, err
+		return store.Endpoint{}, err
 	}
-	profile, err := signature.ParseProfile(profileSpec)
-	if err != nil {
-		return "", false, fmt.Errorf("%w: --signature: %v", errUsage, err)
-	}
-	if _, err := signature.NewProfileSigner(profile, given); err != nil {
-		return "", false, fmt.Errorf("%w: --secret: %v", errUsage, err)
-	}
-	return given, false, nil
+	e, err := a.Find(ctx, arg)
+	return e, endpointError(err)
 }
 
 // endpointCommand is a subcommand that acts on one endpoint, given by id or
-// name: run gets the store, opened read-only or not, and the endpoint as
-// stored. check, when not nil, checks the subcommand's flags before
-// anything is opened.
-func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, check func() error, run func(ctx context.Context, s store.Endpoints, e store.Endpoint) error) func(context.Context) error {
+// name: run gets the Admin of the store, opened read-only or not, and the
+// endpoint as stored. check, when not nil, checks the subcommand's flags
+// before anything is opened, and sets what the Admin needs beside the
+// store (its Keyring, its Client).
+func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, check func(cfg *admin.Config) error, run func(ctx context.Context, a *admin.Admin, e store.Endpoint) error) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
 	return func(ctx context.Context) error {
+		var cfg admin.Config
 		if check != nil {
-			if err := check(); err != nil {
+			if err := check(&cfg); err != nil {
 				return err
 			}
 		}
@@ -123,11 +165,16 @@ func endpointCommand(command string, readOnly bool, fs *flag.FlagSet, check func
 			return err
 		}
 		defer closeDB()
-		e, err := findEndpoint(ctx, s, arg)
+		cfg.Store = s
+		a, err := newEndpointAdmin(cfg)
 		if err != nil {
 			return err
 		}
-		return notFound(e.ID, run(ctx, s, e))
+		e, err := a.Find(ctx, arg)
+		if err != nil {
+			return endpointError(err)
+		}
+		return endpointError(run(ctx, a, e))
 	}
 }
 
@@ -163,195 +210,79 @@ func setupEndpointsAdd(fs *flag.FlagSet) func(context.Context) error {
 		if err := required("url", f.url); err != nil {
 			return err
 		}
-		given := func(name string) bool { return isFlagSet(fs, name) }
-		e := store.Endpoint{Name: f.name, URL: f.url, Types: store.SplitTypes(f.types), RatePerSecond: float64(f.rate),
-			Concurrency: f.concurrency, Shadow: f.shadow, AllowPrivate: f.allowPrivate, Filter: f.filter}
-		if err := checkEndpointURL(e.URL); err != nil {
-			return err // before a secret is generated
+		if f.concurrency < 1 { // 0 is no default here: admin would take it for 8
+			return fmt.Errorf("%w: --concurrency %d: at least 1", errUsage, f.concurrency)
 		}
-		var err error
-		if e.Signature, err = signatureSetting(f.signature); err != nil {
-			return err
-		}
-		if e.Envelope, err = f.envelopeSetting("", given); err != nil {
-			return err
-		}
+		settings := admin.Settings{Name: f.name, URL: f.url, Types: store.SplitTypes(f.types), Filter: f.filter, Envelope: f.envelope, CESource: f.ceSource,
+			Signature: f.signature, RatePerSecond: float64(f.rate), Concurrency: f.concurrency, Shadow: f.shadow, AllowPrivate: f.allowPrivate}
 		var secrets secretReader
 		ch, err := cf.read(fs, &secrets)
 		if err != nil {
 			return err
 		}
+		c := ch.credentials()
+		if secret.set {
+			if c.Secret, err = secrets.read("secret", secret.spec, envName("secret")); err != nil {
+				return err
+			}
+			if c.Secret == "" {
+				return fmt.Errorf("%w: --secret: the secret is empty (without --secret, a new one is made)", errUsage)
+			}
+		}
+		secrets.urlPassword(f.url)
 		k, err := key.load("endpoints add")
 		if err != nil {
 			return err
-		}
-		var c endpoint.Credentials
-		generated := false
-		switch {
-		case isWebhook(e.URL):
-			if c.Secret, generated, err = secretOrNew(secret, e.Signature, &secrets); err != nil {
-				return err
-			}
-			if ch.basic != nil && hasUserInfo(e.URL) {
-				return fmt.Errorf("%w: --basic and a --url with user information are both Basic authentication: give one", errUsage)
-			}
-		case secret.set:
-			return fmt.Errorf("%w: --secret: a broker's endpoint signs nothing (only webhooks, http:// and https://, have a secret)", errUsage)
-		}
-		ch.apply(&c)
-		secrets.urlPassword(e.URL)
-		if err := moveURLCredentials(&e, &c); err != nil {
-			return err
-		}
-		if err := checkCredentialsFor(e.URL, c, false); err != nil {
-			return err
-		}
-		warning, err := checkEndpointFields(ctx, e, true, given)
-		if err != nil {
-			return err
-		}
-		if err := endpoint.Seal(k, &e, c); err != nil {
-			return err
-		}
-		if isWebhook(e.URL) {
-			if err := checkWebhookSink(ctx, k, e); err != nil {
-				return err
-			}
 		}
 		s, closeDB, err := endpointsStore(ctx, &db, "add", false)
 		if err != nil {
 			return err
 		}
 		defer closeDB()
-		if e, err = s.EndpointCreate(ctx, e); err != nil {
+		a, err := newEndpointAdmin(admin.Config{Store: s, Keyring: k})
+		if err != nil {
 			return err
 		}
-		fmt.Printf("endpoint %s added, its credentials sealed by key %s\n", e.ID, e.Sealed.Key)
-		if generated {
-			fmt.Printf("secret %s\n(shown once: give it to the receiver, it verifies the signatures with it)\n", c.Secret)
+		created, err := a.Create(ctx, settings, c)
+		if err != nil {
+			return endpointError(err)
 		}
-		warn(warning)
+		fmt.Printf("endpoint %s added, its credentials sealed by key %s\n", created.Endpoint.ID, created.Endpoint.SecretsKey)
+		if created.Secret != "" {
+			fmt.Printf("secret %s\n(shown once: give it to the receiver, it verifies the signatures with it)\n", created.Secret)
+		}
+		warnAll(created.Warnings)
 		warn(secrets.warning())
 		return nil
 	}
 }
 
-// checkEndpointURL refuses what is neither an absolute http or https URL
-// nor a URL of one of endpointKinds that its kind takes (connecting
-// nowhere: endpoint.CheckURL), naming the schemes endpoints may have.
-func checkEndpointURL(raw string) error {
-	if err := endpoint.CheckURL(endpointKinds, raw); err != nil {
-		var refused *sink.OptionError
-		if errors.As(err, &refused) {
-			err = refused.Err
-		}
-		return fmt.Errorf("%w: --url: %v", errUsage, err)
+// envelopeText is an endpoint's envelope as list and show print it: its
+// kind, and its CloudEvents source when it is not the default.
+func envelopeText(v admin.View) string {
+	if v.CESource == "" {
+		return v.Envelope
 	}
-	return nil
-}
-
-// isWebhook reports whether an endpoint's URL is a webhook's (http or
-// https), as opposed to a broker's.
-func isWebhook(rawURL string) bool {
-	k, _, err := endpoint.LookupKind(endpointKinds, rawURL)
-	return err == nil && k.Name == webhook.URL.Name
-}
-
-// endpointJSON is one endpoint as list --json and show --json print it:
-// no secret, only what names them (fingerprints, the kinds of its
-// authentication, the id of the key that sealed them).
-type endpointJSON struct {
-	ID            uuid.UUID `json:"id"`
-	Name          string    `json:"name"`
-	URL           string    `json:"url"`
-	Types         []string  `json:"types"`
-	Filter        string    `json:"filter"`
-	Envelope      string    `json:"envelope"`
-	Signature     string    `json:"signature"`
-	State         string    `json:"state"`
-	Shadow        bool      `json:"shadow"`
-	RatePerSecond float64   `json:"rate_per_second"`
-	Concurrency   int       `json:"concurrency"`
-	AllowPrivate  bool      `json:"allow_private"`
-	// Auth are the kinds of the endpoint's sealed credentials ("basic",
-	// "bearer", "oauth2", "mtls", "headers").
-	Auth []string `json:"auth"`
-	// SecretsKey is the id of the key that sealed the endpoint's secrets;
-	// "" while they are in clear (Sealed false).
-	SecretsKey          string                `json:"secrets_key"`
-	Sealed              bool                  `json:"sealed"`
-	Secret              string                `json:"secret_fingerprint"`
-	PreviousSecret      string                `json:"previous_secret_fingerprint,omitempty"`
-	PreviousSecretUntil *time.Time            `json:"previous_secret_until,omitempty"`
-	FailingSince        *time.Time            `json:"failing_since,omitempty"`
-	CreatedAt           time.Time             `json:"created_at"`
-	Deliveries          *store.DeliveryCounts `json:"deliveries,omitempty"`
-}
-
-func toJSON(e store.Endpoint) endpointJSON {
-	j := endpointJSON{ID: e.ID, Name: e.Name, URL: sink.Redact(e.URL), Types: e.Types, Filter: e.Filter, Envelope: envelopeText(e.Envelope),
-		Signature: e.Signature, State: e.State, Shadow: e.Shadow, RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency,
-		AllowPrivate: e.AllowPrivate, Auth: []string{}, CreatedAt: e.CreatedAt}
-	var current, previous string
-	if e.Sealed.Data != nil {
-		j.Sealed, j.SecretsKey = true, e.Sealed.Key
-		if e.Sealed.Auth != "" {
-			j.Auth = strings.Split(e.Sealed.Auth, "+")
-		}
-		fps := strings.Fields(e.Sealed.Fingerprint)
-		if len(fps) > 0 {
-			current = fps[0]
-		}
-		if len(fps) > 1 {
-			previous = fps[1]
-		}
-	} else {
-		if e.Secret != "" { // a broker's endpoint has none
-			current = endpoint.Fingerprint(e.Secret)
-		}
-		if e.PreviousSecret != "" {
-			previous = endpoint.Fingerprint(e.PreviousSecret)
-		}
-	}
-	j.Secret = current
-	if previous != "" && time.Now().Before(e.PreviousSecretUntil) {
-		j.PreviousSecret, j.PreviousSecretUntil = previous, &e.PreviousSecretUntil
-	}
-	if !e.FailingSince.IsZero() {
-		j.FailingSince = &e.FailingSince
-	}
-	if j.Types == nil {
-		j.Types = []string{}
-	}
-	return j
-}
-
-// envelopeText is an endpoint's Envelope setting as list and show print
-// it: "raw" for none.
-func envelopeText(spec string) string {
-	if spec == "" {
-		return "raw"
-	}
-	return spec
+	return v.Envelope + ";source=" + v.CESource
 }
 
 func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
-	asJSON := fs.Bool("json", false, "print JSON")
+	asJSON := fs.Bool("json", false, "print JSON: each endpoint as the console's API shows it")
 	return func(ctx context.Context) error {
 		s, closeDB, err := endpointsStore(ctx, &db, "list", true)
 		if err != nil {
 			return err
 		}
 		defer closeDB()
-		all, err := s.EndpointList(ctx)
+		a, err := newEndpointAdmin(admin.Config{Store: s})
 		if err != nil {
 			return err
 		}
-		out := make([]endpointJSON, len(all))
-		for i, e := range all {
-			out[i] = toJSON(e)
+		out, err := a.List(ctx)
+		if err != nil {
+			return err
 		}
 		if *asJSON {
 			return writeJSON(os.Stdout, out)
@@ -371,8 +302,8 @@ func setupEndpointsList(fs *flag.FlagSet) func(context.Context) error {
 				state += ",private"
 			}
 			fmt.Fprintf(w, "%s\t%s\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t%s\t%s\t%s\t%s\n", e.ID, printable.String(e.Name), printable.String(state), printable.String(e.URL), typesText(e.Types),
-				orDash(oneLine(e.Filter, 40)), rateText(e.RatePerSecond), e.Concurrency, printable.String(e.Envelope), orDash(printable.String(e.Signature)),
-				authText(e), keyColumn(e), secretText(e.Secret))
+				orDash(oneLine(e.Filter, 40)), rateText(e.RatePerSecond), e.Concurrency, printable.String(envelopeText(e)), orDash(printable.String(e.Signature)),
+				authText(a, e), keyColumn(e), secretText(e.SecretFingerprint))
 		}
 		return w.Flush()
 	}
@@ -393,34 +324,32 @@ func rateText(r float64) string {
 }
 
 func setupEndpointsShow(fs *flag.FlagSet) func(context.Context) error {
-	asJSON := fs.Bool("json", false, "print JSON")
-	return endpointCommand("show", true, fs, nil, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
-		counts, err := s.DeliveryCounts(ctx, e.ID)
+	asJSON := fs.Bool("json", false, "print JSON: the endpoint as the console's API shows it, with its deliveries by status")
+	return endpointCommand("show", true, fs, nil, func(ctx context.Context, a *admin.Admin, e store.Endpoint) error {
+		v, err := a.Get(ctx, e.ID)
 		if err != nil {
 			return err
 		}
-		j := toJSON(e)
-		j.Deliveries = &counts
 		if *asJSON {
-			return writeJSON(os.Stdout, j)
+			return writeJSON(os.Stdout, v)
 		}
-		printEndpoint(os.Stdout, j)
+		printEndpoint(os.Stdout, a, v)
 		return nil
 	})
 }
 
-func printEndpoint(w io.Writer, e endpointJSON) {
+func printEndpoint(w io.Writer, a *admin.Admin, e admin.View) {
 	fmt.Fprintf(w, "id           %s\nname         %s\nurl          %s\ntypes        %s\nfilter       %s\nstate        %s\n",
 		e.ID, printable.String(e.Name), printable.String(e.URL), typesText(e.Types), filterText(e.Filter), printable.String(e.State))
 	fmt.Fprintf(w, "shadow       %v\nrate         %s\nconcurrency  %d\nprivate      %s\nenvelope     %s\nsignature    %s\n",
-		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, privateText(e.AllowPrivate), printable.String(e.Envelope), signatureText(e.Signature))
-	auth := authText(e)
-	if !isWebhook(e.URL) {
+		e.Shadow, rateText(e.RatePerSecond), e.Concurrency, privateText(e.AllowPrivate), printable.String(envelopeText(e)), signatureText(e.Signature))
+	auth := authText(a, e)
+	if !a.IsWebhook(e.URL) {
 		auth += " (a broker's endpoint: the user and password its URL was given with, if any, are sealed)"
 	}
-	fmt.Fprintf(w, "auth         %s\nsecrets      %s\nsecret       %s\n", auth, sealedText(e), secretText(e.Secret))
+	fmt.Fprintf(w, "auth         %s\nsecrets      %s\nsecret       %s\n", auth, sealedText(e), secretText(e.SecretFingerprint))
 	if e.PreviousSecretUntil != nil {
-		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable.String(e.PreviousSecret), e.PreviousSecretUntil.Format(time.RFC3339))
+		fmt.Fprintf(w, "old secret   %s, signs until %s\n", printable.String(e.PreviousSecretFingerprint), e.PreviousSecretUntil.Format(time.RFC3339))
 	}
 	if e.FailingSince != nil {
 		fmt.Fprintf(w, "failing      since %s (%s)\n", e.FailingSince.Format(time.RFC3339), age(*e.FailingSince))
@@ -468,11 +397,11 @@ func signatureText(spec string) string {
 // authText is the kinds of an endpoint's credentials: "none" for a
 // webhook without any, "-" for a broker's, whose URL's user and password,
 // if any, are sealed (and only the key shows them).
-func authText(e endpointJSON) string {
+func authText(a *admin.Admin, e admin.View) string {
 	switch {
 	case len(e.Auth) > 0:
 		return printable.String(strings.Join(e.Auth, "+"))
-	case isWebhook(e.URL):
+	case a.IsWebhook(e.URL):
 		return "none"
 	}
 	return "-"
@@ -480,7 +409,7 @@ func authText(e endpointJSON) string {
 
 // sealedText says how an endpoint's secrets are kept: sealed by which key,
 // or in clear (written before secrets were sealed).
-func sealedText(e endpointJSON) string {
+func sealedText(e admin.View) string {
 	if !e.Sealed {
 		return "in clear (run postbox endpoints rekey)"
 	}
@@ -489,7 +418,7 @@ func sealedText(e endpointJSON) string {
 
 // keyColumn is the SEALED column of list: the id of the key that sealed
 // an endpoint's secrets, or "in clear".
-func keyColumn(e endpointJSON) string {
+func keyColumn(e admin.View) string {
 	if !e.Sealed {
 		return "in clear"
 	}
@@ -507,8 +436,8 @@ func privateText(allowed bool) string {
 // endpointStateCommand is enable or disable.
 func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Context) error {
 	return func(fs *flag.FlagSet) func(context.Context) error {
-		return endpointCommand(state, false, fs, nil, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
-			if err := s.EndpointSetState(ctx, e.ID, state); err != nil {
+		return endpointCommand(state, false, fs, nil, func(ctx context.Context, a *admin.Admin, e store.Endpoint) error {
+			if err := a.SetState(ctx, e.ID, state); err != nil {
 				return err
 			}
 			fmt.Printf("endpoint %s %s\n", e.ID, state)
@@ -519,11 +448,11 @@ func endpointStateCommand(state string) func(fs *flag.FlagSet) func(context.Cont
 
 func setupEndpointsRemove(fs *flag.FlagSet) func(context.Context) error {
 	dryRun := fs.Bool("dry-run", false, "remove nothing: say which endpoint and how many deliveries would go")
-	return endpointCommand("remove", false, fs, nil, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
+	return endpointCommand("remove", false, fs, nil, func(ctx context.Context, a *admin.Admin, e store.Endpoint) error {
 		if *dryRun {
-			return previewRemove(ctx, os.Stdout, s, e)
+			return previewRemove(ctx, os.Stdout, a, e)
 		}
-		if err := s.EndpointDelete(ctx, e.ID); err != nil {
+		if err := a.Delete(ctx, e.ID); err != nil {
 			return err
 		}
 		fmt.Printf("endpoint %s removed, with its deliveries and attempts\n", e.ID)
@@ -533,15 +462,15 @@ func setupEndpointsRemove(fs *flag.FlagSet) func(context.Context) error {
 
 // previewRemove is remove --dry-run: the endpoint and what would be
 // removed with it.
-func previewRemove(ctx context.Context, w io.Writer, s store.Endpoints, e store.Endpoint) error {
-	c, err := s.DeliveryCounts(ctx, e.ID)
+func previewRemove(ctx context.Context, w io.Writer, a *admin.Admin, e store.Endpoint) error {
+	v, err := a.Get(ctx, e.ID)
 	if err != nil {
 		return err
 	}
+	c := v.Deliveries
 	total := c.Pending + c.Processing + c.Done + c.Failed + c.Dropped
-	j := toJSON(e)
 	fmt.Fprintf(w, "would remove endpoint %s (name %s, %s), with its %d deliveries (%d pending, %d processing, %d done, %d failed, %d dropped) and their attempts (--dry-run: nothing removed)\n",
-		j.ID, printable.String(j.Name), printable.String(j.URL), total, c.Pending, c.Processing, c.Done, c.Failed, c.Dropped)
+		v.ID, printable.String(v.Name), printable.String(v.URL), total, c.Pending, c.Processing, c.Done, c.Failed, c.Dropped)
 	return nil
 }
 
@@ -575,27 +504,32 @@ func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
 	grace := fs.Duration("grace", 24*time.Hour, "how long the old secret keeps signing beside the new one")
 	var key secretsKeyFlag
 	key.register(fs, "needed to open and seal the endpoint's secrets")
-	var k *keyring.Keyring
-	check := func() (err error) {
+	check := func(cfg *admin.Config) (err error) {
 		if err := notNegative(fs, "grace"); err != nil {
 			return err
 		}
-		k, err = key.load("endpoints rotate-secret")
+		cfg.Keyring, err = key.load("endpoints rotate-secret")
 		return err
 	}
-	return endpointCommand("rotate-secret", false, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
+	return endpointCommand("rotate-secret", false, fs, check, func(ctx context.Context, a *admin.Admin, e store.Endpoint) error {
 		var secrets secretReader
-		newSecret, generated, err := secretOrNew(secret, e.Signature, &secrets)
+		newSecret := ""
+		if secret.set {
+			var err error
+			if newSecret, err = secrets.read("secret", secret.spec, envName("secret")); err != nil {
+				return err
+			}
+			if newSecret == "" {
+				return fmt.Errorf("%w: --secret: the secret is empty (without --secret, a new one is made)", errUsage)
+			}
+		}
+		r, err := a.RotateSecret(ctx, e.ID, newSecret, *grace)
 		if err != nil {
 			return err
 		}
-		until := time.Now().Add(*grace)
-		if err := endpoint.Rotate(ctx, s, k, e.ID, newSecret, until); err != nil {
-			return err
-		}
-		fmt.Printf("endpoint %s: new secret %s, sealed by key %s; the old one signs too until %s\n", e.ID, endpoint.Fingerprint(newSecret), k.PrimaryID(), until.Format(time.RFC3339))
-		if generated {
-			fmt.Printf("secret %s\n(shown once)\n", newSecret)
+		fmt.Printf("endpoint %s: new secret %s, sealed by key %s; the old one signs too until %s\n", e.ID, r.Fingerprint, r.Key, r.PreviousUntil.Format(time.RFC3339))
+		if r.Secret != "" {
+			fmt.Printf("secret %s\n(shown once)\n", r.Secret)
 		}
 		warn(secrets.warning())
 		return nil
@@ -608,35 +542,20 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 	timeout := fs.Duration("timeout", webhook.TimeoutDefault, "timeout of the request, or of the broker's connection and acknowledgement")
 	var key secretsKeyFlag
 	key.register(fs, "needed to open the endpoint's secrets")
-	var k *keyring.Keyring
-	check := func() (err error) {
+	check := func(cfg *admin.Config) (err error) {
 		if err := positive(fs, "timeout"); err != nil {
 			return err
 		}
-		k, err = key.load("endpoints test")
+		cfg.Client = g.endpointClient
+		cfg.Keyring, err = key.load("endpoints test")
 		return err
 	}
-	return endpointCommand("test", true, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
-		client, err := g.endpointClient(e, *timeout)
+	return endpointCommand("test", true, fs, check, func(ctx context.Context, a *admin.Admin, e store.Endpoint) error {
+		tested, err := a.Test(ctx, e.ID, *timeout)
 		if err != nil {
 			return err
 		}
-		start := time.Now()
-		cfg := endpoint.SinkConfig{Webhook: webhook.Config{Timeout: *timeout}, Client: func(store.Endpoint) *http.Client { return client },
-			Kinds: endpointKinds, Logger: slog.New(slog.DiscardHandler), Keyring: k}
-		own, err := endpoint.OpenSink(ctx, cfg, e, start)
-		if err != nil {
-			return fmt.Errorf("test event to %s: the endpoint's sink does not open after %v: %w", sink.Redact(e.URL), time.Since(start).Round(time.Millisecond), err)
-		}
-		if c, ok := own.(io.Closer); ok {
-			defer c.Close()
-		}
-		ev := postbox.Event{ID: postbox.NewID(), EventType: "postbox.test", AggregateType: "endpoint",
-			AggregateID: e.ID.String(), Payload: []byte(`{"test":true}`)}
-		if err := own.Publish(ctx, &sink.Message{Event: ev, Attempt: 1}); err != nil {
-			return fmt.Errorf("test event %s to %s failed after %v: %w", ev.ID, sink.Redact(e.URL), time.Since(start).Round(time.Millisecond), err)
-		}
-		fmt.Printf("test event %s delivered to %s in %v\n", ev.ID, printable.String(sink.Redact(e.URL)), time.Since(start).Round(time.Millisecond))
+		fmt.Printf("test event %s delivered to %s in %v\n", tested.EventID, printable.String(sink.Redact(e.URL)), tested.Duration.Round(time.Millisecond))
 		return nil
 	})
 }
@@ -644,16 +563,13 @@ func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 func setupEndpointsAttempts(fs *flag.FlagSet) func(context.Context) error {
 	asJSON := fs.Bool("json", false, "print JSON")
 	limit := fs.Int("limit", 50, "most attempts listed, the most recent first")
-	check := func() error { return positive(fs, "limit") }
-	return endpointCommand("attempts", true, fs, check, func(ctx context.Context, s store.Endpoints, e store.Endpoint) error {
-		attempts, err := s.AttemptList(ctx, e.ID, *limit)
+	check := func(*admin.Config) error { return positive(fs, "limit") }
+	return endpointCommand("attempts", true, fs, check, func(ctx context.Context, a *admin.Admin, e store.Endpoint) error {
+		attempts, err := a.Attempts(ctx, e.ID, *limit)
 		if err != nil {
 			return err
 		}
 		if *asJSON {
-			if attempts == nil {
-				attempts = []store.Attempt{}
-			}
 			return writeJSON(os.Stdout, attempts)
 		}
 		if len(attempts) == 0 {

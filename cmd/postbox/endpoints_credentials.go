@@ -1,26 +1,19 @@
 package main
 
 import (
-	"context"
-	"errors"
 	"flag"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
 	"net/url"
 	"slices"
 	"strings"
-	"time"
 
 	"golang.org/x/net/http/httpguts"
 
 	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/internal/printable"
-	"github.com/postbox-go/postbox/keyring"
-	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/webhook"
-	"github.com/postbox-go/postbox/store"
 )
 
 // credentialFlags are the flags of an endpoint's sealed credentials beside
@@ -75,43 +68,17 @@ func (c *credentialFlags) register(fs *flag.FlagSet, update bool) {
 	setCommandLineOnly(fs, !update, names...)
 }
 
-// credentialChange is what the credential flags given ask for: each part
-// replaces the endpoint's when its set flag is true.
+// credentialChange is what the credential flags given ask for
+// (admin.CredentialChange), and which flags were given, for the command's
+// report.
 type credentialChange struct {
-	setHeaders bool
-	headers    map[string]string
-
-	setAuth bool
-	// authNone is --auth none: a broker URL's user and password go too.
-	authNone bool
-	basic    *endpoint.BasicAuth
-	bearer   string
-	oauth2   *endpoint.OAuth2
-
-	setTLS bool
-	tls    *endpoint.ClientTLS
-
-	// given are the flags given, for the command's report.
+	admin.CredentialChange
 	given []string
 }
 
-// any reports whether the change changes anything.
-func (ch credentialChange) any() bool { return ch.setHeaders || ch.setAuth || ch.setTLS }
-
-// apply makes the change to c.
-func (ch credentialChange) apply(c *endpoint.Credentials) {
-	if ch.setHeaders {
-		c.Headers = ch.headers
-	}
-	if ch.setAuth {
-		c.Basic, c.Bearer, c.OAuth2 = ch.basic, ch.bearer, ch.oauth2
-	}
-	if ch.authNone {
-		c.URLUser, c.URLPassword = "", ""
-	}
-	if ch.setTLS {
-		c.TLS = ch.tls
-	}
+// credentials are the credentials of the change, for endpoints add.
+func (ch credentialChange) credentials() endpoint.Credentials {
+	return endpoint.Credentials{Headers: ch.Headers, Basic: ch.Basic, Bearer: ch.Bearer, OAuth2: ch.OAuth2, TLS: ch.TLS}
 }
 
 // read reads the credential flags given in fs into a change, reading their
@@ -144,20 +111,20 @@ func (c *credentialFlags) read(fs *flag.FlagSet, r *secretReader) (credentialCha
 	}
 	var err error
 	if given("header") || given("clear-headers") {
-		ch.setHeaders = true
-		if ch.headers, err = readHeaders(c.headers, r); err != nil {
+		ch.SetHeaders = true
+		if ch.Headers, err = readHeaders(c.headers, r); err != nil {
 			return ch, err
 		}
 	}
 	if given("auth") || anyGiven(authFlags) != "" {
-		ch.setAuth, ch.authNone = true, given("auth")
+		ch.SetAuth = true
 		if err := c.readAuth(&ch, given, r); err != nil {
 			return ch, err
 		}
 	}
 	if given("no-tls") || anyGiven(tlsFlags) != "" {
-		ch.setTLS = true
-		if ch.tls, err = c.readTLS(given); err != nil {
+		ch.SetTLS = true
+		if ch.TLS, err = c.readTLS(given); err != nil {
 			return ch, err
 		}
 	}
@@ -166,8 +133,8 @@ func (c *credentialFlags) read(fs *flag.FlagSet, r *secretReader) (credentialCha
 
 // readHeaders reads --header values, 'Name: value' each, the value read as
 // a secret (readSecret). Names must be HTTP tokens, each given once (in
-// any case); values must hold no control character but tab. An error
-// names the header when its name is valid, and never holds a value.
+// any case); admin checks the values. An error names the header when its
+// name is valid, and never holds a value.
 func readHeaders(raw []string, r *secretReader) (map[string]string, error) {
 	if len(raw) == 0 {
 		return nil, nil
@@ -190,18 +157,7 @@ func readHeaders(raw []string, r *secretReader) (map[string]string, error) {
 		if err != nil {
 			return nil, fmt.Errorf("%w (header %s)", err, canonical)
 		}
-		switch {
-		case value == "":
-			return nil, fmt.Errorf("%w: --header %s: the value is empty", errUsage, canonical)
-		case !httpguts.ValidHeaderFieldValue(value) || strings.ContainsAny(value, "\r\n"):
-			return nil, fmt.Errorf("%w: --header %s: the value holds a control character (not shown)", errUsage, canonical)
-		}
 		headers[canonical] = value
-	}
-	for name, value := range headers {
-		if err := endpoint.CheckHeaders(map[string]string{name: value}); err != nil {
-			return nil, fmt.Errorf("%w: --header cannot set %s (%v)", errUsage, name, err)
-		}
 	}
 	return headers, nil
 }
@@ -232,7 +188,7 @@ func (c *credentialFlags) readAuth(ch *credentialChange, given func(string) bool
 		if !ok {
 			return fmt.Errorf("%w: --basic: want USER:PASSWORD (the text given is not shown)", errUsage)
 		}
-		ch.basic = &endpoint.BasicAuth{User: user, Password: password}
+		ch.Basic = &endpoint.BasicAuth{User: user, Password: password}
 	case given("bearer"):
 		v, err := r.read("bearer", c.bearer.spec, "")
 		if err != nil {
@@ -241,13 +197,13 @@ func (c *credentialFlags) readAuth(ch *credentialChange, given func(string) bool
 		if v == "" {
 			return fmt.Errorf("%w: --bearer: the token is empty", errUsage)
 		}
-		ch.bearer = v
+		ch.Bearer = v
 	case oauth2:
 		o, err := c.readOAuth2(r)
 		if err != nil {
 			return err
 		}
-		ch.oauth2 = o
+		ch.OAuth2 = o
 	}
 	return nil
 }
@@ -329,113 +285,4 @@ func (c *credentialFlags) readTLS(given func(string) bool) (*endpoint.ClientTLS,
 		}
 	}
 	return &t, nil
-}
-
-// checkCredentialsFor refuses credentials that the endpoint at rawURL
-// (without user information) cannot use: a webhook's authentication and
-// TLS on a broker's endpoint, TLS on a plain http:// webhook. update says
-// whether to name the flags that remove them.
-func checkCredentialsFor(rawURL string, c endpoint.Credentials, update bool) error {
-	if err := c.Check(); err != nil {
-		return fmt.Errorf("%w: %v", errUsage, err)
-	}
-	remove := func(flag string) string {
-		if update {
-			return " (" + flag + " removes it)"
-		}
-		return ""
-	}
-	var auth string
-	switch {
-	case c.Basic != nil:
-		auth = "Basic authentication (--basic, or a webhook URL's user information)"
-	case c.Bearer != "":
-		auth = "a bearer token (--bearer)"
-	case c.OAuth2 != nil:
-		auth = "OAuth 2.0 client credentials (--oauth2-*)"
-	}
-	hasTLS := c.TLS != nil && (c.TLS.CertPEM != "" || c.TLS.CAPEM != "")
-	if !isWebhook(rawURL) {
-		switch {
-		case auth != "":
-			return fmt.Errorf("%w: %s authenticates a webhook's requests (http:// or https://), and this endpoint is a broker's: a broker's credentials are the user and password of its URL, sealed as well%s", errUsage, auth, remove("--auth none"))
-		case hasTLS:
-			return fmt.Errorf("%w: --tls-* configure a webhook's https:// requests, and this endpoint is a broker's (its URL's parameters configure its TLS)%s", errUsage, remove("--no-tls"))
-		}
-		return nil
-	}
-	if u, err := url.Parse(rawURL); err == nil && !strings.EqualFold(u.Scheme, "https") && hasTLS {
-		return fmt.Errorf("%w: --tls-* need an https:// URL: this endpoint's is %s://%s", errUsage, printable.String(u.Scheme), remove("--no-tls"))
-	}
-	return nil
-}
-
-// hasUserInfo reports whether rawURL holds user information (credentials,
-// which endpoint.MoveURLCredentials moves into the sealed ones).
-func hasUserInfo(rawURL string) bool {
-	u, err := url.Parse(rawURL)
-	return err == nil && u.User != nil
-}
-
-// moveURLCredentials moves the user information of e's URL into c
-// (endpoint.MoveURLCredentials), as a usage error that names --url when
-// it cannot.
-func moveURLCredentials(e *store.Endpoint, c *endpoint.Credentials) error {
-	if err := endpoint.MoveURLCredentials(e, c); err != nil {
-		return fmt.Errorf("%w: --url: its user information is Basic authentication, and the endpoint has another: give one (--auth none removes the other)", errUsage)
-	}
-	return nil
-}
-
-// webhookFlagNames maps the fields of webhook.Config that an endpoint's
-// settings and credentials fill to the flags that give them, the longest
-// first (strings.Replacer tries them in this order).
-var webhookFlagNames = strings.NewReplacer(
-	"Config.Auth.OAuth2.TokenURL", "--oauth2-token-url",
-	"Config.Auth.OAuth2.ClientID", "--oauth2-client-id",
-	"Config.Auth.OAuth2.ClientSecret", "--oauth2-client-secret",
-	"Config.Auth.OAuth2.Scopes", "--oauth2-scope",
-	"Config.Auth.OAuth2.Params", "--oauth2-param",
-	"Config.Auth.OAuth2", "--oauth2-*",
-	"Config.Auth.Basic.User", "--basic's user",
-	"Config.Auth.Basic.Password", "--basic's password",
-	"Config.Auth.Basic", "--basic",
-	"Config.Auth.Bearer", "--bearer",
-	"Config.Auth", "the authentication",
-	"Config.Headers", "--header",
-	"Config.Secrets", "--secret",
-	"Config.Scheme", "--signature",
-	"Config.HeaderNames", "--signature",
-	"Config.ClientCertificate", "--tls-cert",
-	"Config.RootCAs", "--tls-ca",
-	"Config.URL", "--url",
-)
-
-// checkWebhookSink builds the sink the relay will deliver to the webhook
-// endpoint e with (endpoint.OpenSink: its secrets opened with k, its
-// headers, authentication, client certificate, signature profile and
-// envelope), which connects nowhere, and closes it: what the relay would
-// refuse is refused now, naming the flags.
-func checkWebhookSink(ctx context.Context, k *keyring.Keyring, e store.Endpoint) error {
-	cfg := endpoint.SinkConfig{Kinds: endpointKinds, Keyring: k, Logger: slog.New(slog.DiscardHandler)}
-	s, err := endpoint.OpenSink(ctx, cfg, e, time.Now())
-	if err != nil {
-		var opt *sink.OptionError
-		if errors.As(err, &opt) {
-			switch opt.Option {
-			case "TLS":
-				return fmt.Errorf("%w: --tls-*: %s", errUsage, webhookFlagNames.Replace(opt.Err.Error()))
-			case "Signature":
-				return fmt.Errorf("%w: --signature: %v", errUsage, opt.Err)
-			case "Envelope":
-				return fmt.Errorf("%w: --envelope: %v", errUsage, opt.Err)
-			}
-			err = opt.Err
-		}
-		return fmt.Errorf("%w: %s", errUsage, webhookFlagNames.Replace(strings.TrimPrefix(err.Error(), "webhook: ")))
-	}
-	if c, ok := s.(io.Closer); ok {
-		_ = c.Close()
-	}
-	return nil
 }

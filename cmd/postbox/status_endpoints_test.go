@@ -120,6 +120,25 @@ func TestStatusShowsEndpointBreaker(t *testing.T) {
 			t.Errorf("status --json: endpoint %s's breaker open until %v, want %v", e.ID, e.BreakerOpenUntil, want)
 		}
 	}
+	// endpoints show --json and list --json (admin.View) give it too.
+	var shown struct {
+		BreakerOpenUntil *time.Time `json:"breaker_open_until"`
+		UpdatedAt        time.Time  `json:"updated_at"`
+	}
+	jsonOut(t, &shown, append([]string{"endpoints", "show", "--json", "paused"}, db...)...)
+	if shown.BreakerOpenUntil == nil || !shown.BreakerOpenUntil.Equal(until[paused]) || shown.UpdatedAt.IsZero() {
+		t.Errorf("endpoints show --json paused: breaker open until %v, updated at %v; want %v and a time", shown.BreakerOpenUntil, shown.UpdatedAt, until[paused])
+	}
+	var listed []struct {
+		Name             string     `json:"name"`
+		BreakerOpenUntil *time.Time `json:"breaker_open_until"`
+	}
+	jsonOut(t, &listed, append([]string{"endpoints", "list", "--json"}, db...)...)
+	for _, e := range listed {
+		if (e.Name == "closed") != (e.BreakerOpenUntil == nil) {
+			t.Errorf("endpoints list --json: %s's breaker open until %v", e.Name, e.BreakerOpenUntil)
+		}
+	}
 
 	text := runOK(t, append([]string{"status"}, db...)...)
 	for _, want := range []*regexp.Regexp{

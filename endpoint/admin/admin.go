@@ -14,8 +14,8 @@
 package admin
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"time"
@@ -58,6 +58,26 @@ func (e *FieldError) Error() string { return e.Message }
 // Unwrap makes every FieldError an ErrInvalid.
 func (e *FieldError) Unwrap() error { return ErrInvalid }
 
+// notFoundError is ErrNotFound and store.ErrEndpointNotFound at once:
+// what the store did not hold, named by id or by name.
+type notFoundError struct{ what string }
+
+func (e *notFoundError) Error() string { return "no endpoint " + e.what }
+
+func (e *notFoundError) Is(target error) bool {
+	return target == ErrNotFound || target == store.ErrEndpointNotFound
+}
+
+// notFound turns the store's store.ErrEndpointNotFound for endpoint id
+// into the error that is ErrNotFound too; other errors, and nil, are
+// returned as they are.
+func notFound(id uuid.UUID, err error) error {
+	if errors.Is(err, store.ErrEndpointNotFound) {
+		return &notFoundError{what: id.String()}
+	}
+	return err
+}
+
 // The settings' canonical names: the JSON names of Settings and of the
 // API's credential fields, and what FieldError.Setting holds.
 const (
@@ -91,6 +111,14 @@ const (
 	SettingRemoveAuth    = "auth.none"    // what removes the authentication (CLI: --auth none)
 	SettingRemoveTLS     = "tls.none"     // what removes the client certificate and CA (CLI: --no-tls)
 	SettingRemoveHeaders = "headers.none" // what removes the static headers (CLI: --clear-headers)
+	// SettingState is an endpoint's state, which SetState sets.
+	SettingState = "state"
+	// SettingLimit is how many attempts Attempts returns at most.
+	SettingLimit = "limit"
+	// SettingRotateSecret is no setting but what gives an endpoint a new
+	// signing secret (RotateSecret; CLI: postbox endpoints rotate-secret
+	// --grace 0), which a message names when an endpoint needs one first.
+	SettingRotateSecret = "rotate_secret"
 )
 
 // Names turns a setting's canonical name into the name its front end
@@ -136,6 +164,36 @@ func New(cfg Config) (*Admin, error) {
 		return nil, errors.New("admin: Config.Store is nil")
 	}
 	return &Admin{cfg: cfg}, nil
+}
+
+// name is how messages name setting (Config.Names).
+func (a *Admin) name(setting string) string {
+	if a.cfg.Names == nil {
+		return setting
+	}
+	return a.cfg.Names(setting)
+}
+
+// refuse is the FieldError of setting: format and args, in which the
+// settings named are a.name's.
+func (a *Admin) refuse(setting, format string, args ...any) *FieldError {
+	return &FieldError{Setting: setting, Message: fmt.Sprintf(format, args...)}
+}
+
+// now is the clock (Config.Now).
+func (a *Admin) now() time.Time {
+	if a.cfg.Now == nil {
+		return time.Now()
+	}
+	return a.cfg.Now()
+}
+
+// keyring returns the keyring, or endpoint.ErrNoKeyring.
+func (a *Admin) keyring() (*keyring.Keyring, error) {
+	if a.cfg.Keyring == nil {
+		return nil, endpoint.ErrNoKeyring
+	}
+	return a.cfg.Keyring, nil
 }
 
 // Settings are an endpoint's settings that are not secret: what Create
@@ -273,57 +331,24 @@ type Tested struct {
 	Duration time.Duration
 }
 
-// errNotYet marks the operations of this contract not written yet.
-var errNotYet = errors.New("admin: not implemented yet")
-
-// Find returns the endpoint ref names: its id, or its name when ref is no
-// id and exactly one endpoint has it (ErrNotFound, ErrAmbiguous).
-func (a *Admin) Find(ctx context.Context, ref string) (store.Endpoint, error) {
-	return store.Endpoint{}, errNotYet
+// TestError is a test event that did not get through: its sink did not
+// open (Opened false) or it refused the event. Its text names the
+// endpoint's URL redacted, never a secret.
+type TestError struct {
+	EventID  uuid.UUID
+	Duration time.Duration
+	// URL is the endpoint's, redacted (sink.Redact).
+	URL    string
+	Opened bool
+	Err    error
 }
 
-// List returns every endpoint's View, oldest first (no Deliveries).
-func (a *Admin) List(ctx context.Context) ([]View, error) { return nil, errNotYet }
-
-// Get returns one endpoint's View with its Deliveries.
-func (a *Admin) Get(ctx context.Context, id uuid.UUID) (View, error) { return View{}, errNotYet }
-
-// View is e as shown, without Deliveries.
-func (a *Admin) View(e store.Endpoint) View { return View{} }
-
-// Open opens e's sealed credentials (needs the keyring; an endpoint in
-// clear opens without).
-func (a *Admin) Open(e store.Endpoint) (endpoint.Credentials, error) {
-	return endpoint.Credentials{}, errNotYet
+func (e *TestError) Error() string {
+	if !e.Opened {
+		return fmt.Sprintf("test event to %s: the endpoint's sink does not open after %v: %v", e.URL, e.Duration, e.Err)
+	}
+	return fmt.Sprintf("test event %s to %s failed after %v: %v", e.EventID, e.URL, e.Duration, e.Err)
 }
 
-// Create checks s and c, seals c (a webhook without a Secret gets a new
-// one, returned once in Created.Secret), and writes the endpoint, enabled.
-func (a *Admin) Create(ctx context.Context, s Settings, c endpoint.Credentials) (Created, error) {
-	return Created{}, errNotYet
-}
-
-// Update checks and makes ch to endpoint id: settings in one write, and
-// credentials sealed again (with a changed URL, in the same write).
-func (a *Admin) Update(ctx context.Context, id uuid.UUID, ch Change) (Updated, error) {
-	return Updated{}, errNotYet
-}
-
-// SetState enables or disables endpoint id (store.EndpointEnabled,
-// store.EndpointDisabled).
-func (a *Admin) SetState(ctx context.Context, id uuid.UUID, state string) error { return errNotYet }
-
-// Delete removes endpoint id with its deliveries and attempts.
-func (a *Admin) Delete(ctx context.Context, id uuid.UUID) error { return errNotYet }
-
-// RotateSecret makes secret (a new whsec_ when "") endpoint id's signing
-// secret; the current one keeps signing for grace.
-func (a *Admin) RotateSecret(ctx context.Context, id uuid.UUID, secret string, grace time.Duration) (Rotated, error) {
-	return Rotated{}, errNotYet
-}
-
-// Test sends a test event (type postbox.test) to endpoint id now, through
-// its own sink, and says how it went; timeout bounds it.
-func (a *Admin) Test(ctx context.Context, id uuid.UUID, timeout time.Duration) (Tested, error) {
-	return Tested{}, errNotYet
-}
+// Unwrap returns the sink's error.
+func (e *TestError) Unwrap() error { return e.Err }
