@@ -15,6 +15,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"reflect"
 	"slices"
 	"strconv"
 	"strings"
@@ -336,9 +337,11 @@ func (a *apiAPI) wantProblem(t *testing.T, c apiCall, status int, kind string) a
 	return p
 }
 
-// decode decodes body into v.
+// decode decodes body into v, zeroed first (a member an answer leaves
+// out is not one the answer before gave).
 func decode(t *testing.T, body []byte, v any) {
 	t.Helper()
+	reflect.ValueOf(v).Elem().SetZero()
 	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatalf("%s: %v", body, err)
 	}
