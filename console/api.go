@@ -279,6 +279,8 @@ const (
 	problemInternal     problem = "internal"
 )
 
+// problemTitles are the problems' titles, the same for every problem of
+// a kind.
 var problemTitles = map[problem]string{
 	problemBadRequest:   "Bad request",
 	problemUnauthorized: "Authentication required",
@@ -318,6 +320,7 @@ func (c *Console) apiProblem(w http.ResponseWriter, status int, p problem, detai
 	c.apiProblemSetting(w, status, p, detail, "")
 }
 
+// apiProblemSetting answers a problem that names the refused setting.
 func (c *Console) apiProblemSetting(w http.ResponseWriter, status int, p problem, detail, setting string) {
 	b, _ := json.Marshal(apiProblemBody{Type: problemTypePrefix + string(p), Title: problemTitles[p], Status: status, Detail: detail, Setting: setting})
 	w.Header().Set("Content-Type", "application/problem+json")

@@ -20,8 +20,10 @@ import (
 // Bounds of the endpoints' operations.
 const (
 	// apiGraceDefault is a rotation's grace period when the body gives
-	// none: the command line's --grace default.
+	// none: the command line's --grace default; apiGraceMax the longest
+	// (far past any use, well within a time.Duration).
 	apiGraceDefault = 24 * time.Hour
+	apiGraceMax     = 100 * 365 * 24 * time.Hour
 	// apiTestTimeoutDefault and apiTestTimeoutMax bound a test event.
 	apiTestTimeoutDefault = 10 * time.Second
 	apiTestTimeoutMax     = 5 * time.Minute
@@ -398,8 +400,8 @@ func (c *Console) apiEndpointRotate(w http.ResponseWriter, r *http.Request) {
 	}
 	grace := apiGraceDefault
 	if body.GraceSeconds != nil {
-		if *body.GraceSeconds < 0 || *body.GraceSeconds > float64(1<<33) {
-			c.apiProblemSetting(w, http.StatusUnprocessableEntity, problemInvalid, "grace_seconds: want 0 or more seconds", admin.SettingGrace)
+		if !(*body.GraceSeconds >= 0) || *body.GraceSeconds > apiGraceMax.Seconds() {
+			c.apiProblemSetting(w, http.StatusUnprocessableEntity, problemInvalid, fmt.Sprintf("grace_seconds: want 0 to %v seconds", apiGraceMax.Seconds()), admin.SettingGrace)
 			return
 		}
 		grace = time.Duration(*body.GraceSeconds * float64(time.Second))
