@@ -11,8 +11,8 @@ import (
 
 // readHeaders, over any --header text: an error never holds the value
 // (the secret) given after the colon, and what it accepts is a set of
-// canonical HTTP header names, each once, whose values hold no control
-// character but tab.
+// canonical HTTP header names, each once, with the values given (admin
+// checks the values: endpoint/admin's FuzzCreateHeaders).
 func FuzzReadHeaders(f *testing.F) {
 	for _, seed := range [][2]string{
 		{"X-Api-Key", " abc"}, {"x-api-key", "abc\r\nInjected: 1"}, {"Bad Name", "v"}, {"X-A", ""}, {"", "v"},
@@ -45,10 +45,7 @@ func FuzzReadHeaders(f *testing.F) {
 			if n != http.CanonicalHeaderKey(n) || !httpguts.ValidHeaderFieldName(n) {
 				t.Fatalf("readHeaders(%q) accepted the name %q", raw, n)
 			}
-			if strings.ContainsAny(v, "\r\n\x00") || !httpguts.ValidHeaderFieldValue(v) || v == "" {
-				t.Fatalf("readHeaders(%q) accepted the value %q", raw, v)
-			}
-			if !strings.HasPrefix(v, "S3cr") {
+			if v != secret {
 				t.Fatalf("readHeaders(%q) changed the value to %q", raw, v)
 			}
 		}

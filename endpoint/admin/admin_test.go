@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"golang.org/x/net/http/httpguts"
 
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/endpoint/admin"
@@ -162,6 +163,8 @@ func TestCreateRefusals(t *testing.T) {
 			{"header twice", admin.Settings{URL: publicURL}, endpoint.Credentials{Headers: map[string]string{"X-A": mark, "x-a": mark}}, admin.SettingHeaders, "headers X-A is given twice"},
 			{"header value", admin.Settings{URL: publicURL}, endpoint.Credentials{Headers: map[string]string{"X-A": mark + "\r\nX-B: 1"}}, admin.SettingHeaders,
 				"headers X-A: the value holds a control character"},
+			{"not UTF-8", admin.Settings{URL: publicURL}, endpoint.Credentials{Basic: &endpoint.BasicAuth{User: "u", Password: "\xff" + mark}}, admin.SettingBasic,
+				"basic: not UTF-8 text (not shown)"},
 			{"empty header", admin.Settings{URL: publicURL}, endpoint.Credentials{Headers: map[string]string{"X-A": ""}}, admin.SettingHeaders, "headers X-A: the value is empty"},
 		} {
 			_, err := a.Create(ctx, c.s, c.c)
@@ -565,4 +568,49 @@ func sameSettings(a, b admin.Settings) bool {
 	return a.Name == b.Name && a.URL == b.URL && slices.Equal(a.Types, b.Types) && a.Filter == b.Filter && a.Envelope == b.Envelope &&
 		a.CESource == b.CESource && a.Signature == b.Signature && a.RatePerSecond == b.RatePerSecond && a.Concurrency == b.Concurrency &&
 		a.Shadow == b.Shadow && a.AllowPrivate == b.AllowPrivate
+}
+
+// Create's static headers, over any name and value: a refusal never holds
+// the value (a secret), and what is sealed is a set of canonical HTTP
+// header names, each once in any case, whose values are those given,
+// not empty, without control characters but tab.
+func FuzzCreateHeaders(f *testing.F) {
+	for _, seed := range [][2]string{
+		{"X-Api-Key", " abc"}, {"x-api-key", "abc\r\nInjected: 1"}, {"Bad Name", "v"}, {"X-A", ""}, {"", "v"},
+		{"X-A=b", "v"}, {"X-Ä", "v"}, {"X-A", "\x00"}, {"X-A", "\tv\t"}, {"Authorization", "Bearer x"}, {"ce-id", "1"},
+	} {
+		f.Add(seed[0], seed[1], false)
+		f.Add(seed[0], seed[1], true)
+	}
+	s := sqliteStore(f)
+	a := newAdmin(f, s, nil)
+	f.Fuzz(func(t *testing.T, name, value string, twice bool) {
+		if strings.Contains(name, "S3cr") {
+			t.Skip()
+		}
+		secret := "S3cr" + value + "X9q"
+		headers := map[string]string{name: secret}
+		if twice {
+			headers[strings.ToLower(name)] = secret
+		}
+		created, err := a.Create(context.Background(), admin.Settings{URL: publicURL}, endpoint.Credentials{Headers: headers})
+		if err != nil {
+			if strings.Contains(err.Error(), "S3cr") {
+				t.Fatalf("headers %q: the error shows the value: %v", slices.Collect(maps.Keys(headers)), err)
+			}
+			return
+		}
+		c := open(t, a, s, created.Endpoint.ID)
+		if len(c.Headers) != 1 {
+			t.Fatalf("headers %q sealed as %d headers: want one name once", slices.Collect(maps.Keys(headers)), len(c.Headers))
+		}
+		for n, v := range c.Headers {
+			if n != http.CanonicalHeaderKey(name) || !httpguts.ValidHeaderFieldName(n) {
+				t.Fatalf("header %q sealed under the name %q", name, n)
+			}
+			if v != secret || strings.ContainsAny(v, "\r\n\x00") || !httpguts.ValidHeaderFieldValue(v) {
+				t.Fatalf("header %q: the value %q sealed", name, v)
+			}
+		}
+	})
 }

@@ -15,6 +15,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"golang.org/x/net/http/httpguts"
 
@@ -239,8 +240,8 @@ func (a *Admin) checkSecret(secret, profileSpec string) error {
 
 // checkHeaders checks static headers and returns them under their
 // canonical names: each name an HTTP token, given once (in any case);
-// each value not empty, without control characters but tab; none that
-// endpoint.CheckHeaders refuses. An error names the header when its name
+// each value not empty, UTF-8 (the sealed credentials are JSON), without
+// control characters but tab; none that endpoint.CheckHeaders refuses. An error names the header when its name
 // is valid, and never holds a value.
 func (a *Admin) checkHeaders(headers map[string]string) (map[string]string, error) {
 	if len(headers) == 0 {
@@ -262,6 +263,8 @@ func (a *Admin) checkHeaders(headers map[string]string) (map[string]string, erro
 			return nil, a.refuse(SettingHeaders, "%s %s: the value is empty", a.name(SettingHeaders), canonical)
 		case !httpguts.ValidHeaderFieldValue(value) || strings.ContainsAny(value, "\r\n"):
 			return nil, a.refuse(SettingHeaders, "%s %s: the value holds a control character (not shown)", a.name(SettingHeaders), canonical)
+		case !utf8.ValidString(value):
+			return nil, a.refuse(SettingHeaders, "%s %s: the value is not UTF-8 text (not shown)", a.name(SettingHeaders), canonical)
 		}
 		out[canonical] = value
 	}
@@ -281,6 +284,9 @@ func (a *Admin) checkHeaders(headers map[string]string) (map[string]string, erro
 func (a *Admin) checkCredentialsFor(rawURL string, c endpoint.Credentials, update bool) error {
 	if err := c.Check(); err != nil { // several schemes: the headers are checked already
 		return a.refuse(SettingAuth, "%v", err)
+	}
+	if err := a.checkUTF8(c); err != nil {
+		return err
 	}
 	remove := func(setting string) string {
 		if update {
@@ -311,6 +317,25 @@ func (a *Admin) checkCredentialsFor(rawURL string, c endpoint.Credentials, updat
 	}
 	if u, err := url.Parse(rawURL); err == nil && !strings.EqualFold(u.Scheme, "https") && hasTLS {
 		return a.refuse(SettingTLS, "%s need an https:// URL: this endpoint's is %s://%s", a.name(SettingTLS), printable.String(u.Scheme), remove(SettingRemoveTLS))
+	}
+	return nil
+}
+
+// checkUTF8 refuses secrets that are not UTF-8 text: the sealed
+// credentials are JSON, which would change them.
+func (a *Admin) checkUTF8(c endpoint.Credentials) error {
+	type text struct{ setting, value string }
+	texts := []text{{SettingSecret, c.Secret}, {SettingBearer, c.Bearer}, {SettingURL, c.URLUser + c.URLPassword}}
+	if c.Basic != nil {
+		texts = append(texts, text{SettingBasic, c.Basic.User + c.Basic.Password})
+	}
+	if o := c.OAuth2; o != nil {
+		texts = append(texts, text{SettingOAuth2URL, o.TokenURL}, text{SettingOAuth2ID, o.ClientID}, text{SettingOAuth2Secret, o.ClientSecret})
+	}
+	for _, t := range texts {
+		if !utf8.ValidString(t.value) {
+			return a.refuse(t.setting, "%s: not UTF-8 text (not shown)", a.name(t.setting))
+		}
 	}
 	return nil
 }

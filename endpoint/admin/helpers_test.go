@@ -22,7 +22,7 @@ func bothStores(t *testing.T, test func(t *testing.T, s store.Endpoints)) {
 }
 
 // sqliteStore is a migrated SQLite store in the test's directory.
-func sqliteStore(t *testing.T) store.Endpoints {
+func sqliteStore(t testing.TB) store.Endpoints {
 	t.Helper()
 	s, err := sqlite.Open(context.Background(), filepath.Join(t.TempDir(), "postbox.db"), sqlite.Config{})
 	if err != nil {
@@ -36,7 +36,7 @@ func sqliteStore(t *testing.T) store.Endpoints {
 }
 
 // newKeyring is a keyring of a new key.
-func newKeyring(t *testing.T) *keyring.Keyring {
+func newKeyring(t testing.TB) *keyring.Keyring {
 	t.Helper()
 	k, err := keyring.Parse(keyring.GenerateKey())
 	if err != nil {
@@ -47,7 +47,7 @@ func newKeyring(t *testing.T) *keyring.Keyring {
 
 // newAdmin is an Admin of s with a new keyring and NATS endpoints,
 // tweaked.
-func newAdmin(t *testing.T, s store.Endpoints, tweak func(*admin.Config)) *admin.Admin {
+func newAdmin(t testing.TB, s store.Endpoints, tweak func(*admin.Config)) *admin.Admin {
 	t.Helper()
 	cfg := admin.Config{Store: s, Keyring: newKeyring(t), Kinds: []sink.URLKind{nats.URL}}
 	if tweak != nil {
