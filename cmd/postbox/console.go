@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox/console"
+	"github.com/postbox-go/postbox/endpoint/admin"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -25,7 +27,7 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		addr      = fs.String("addr", "127.0.0.1:8080", "HOST:PORT the console listens on; an address other than loopback needs a token")
 		token     = fs.String("token", "", fmt.Sprintf("token the console asks for (a login form, or Authorization: Bearer), at least %d bytes; prefer --token-file or the environment variable, which ps does not show", console.TokenMinLength))
 		tokenFile = fs.String("token-file", "", "file holding the token (surrounding white space is ignored)")
-		readOnly  = fs.Bool("read-only", false, "show no action: no retry, no purge")
+		readOnly  = fs.Bool("read-only", false, "show no action: no retry, no purge, no change to an endpoint (pages and JSON API alike)")
 		sample    = fs.Duration("sample", console.SampleEveryDefault, "how often the overview reads the outbox's counts, for its numbers and its chart (three queries each time, and one more plus one per webhook endpoint, whatever the number of viewers)")
 		idle      = fs.Duration("session-idle", console.SessionIdleDefault, "a login session ends after this long without a request (the overview's own refreshes do not count)")
 		lifetime  = fs.Duration("session-max", console.SessionMaxDefault, "a login session ends this long after the login, however it is used")
@@ -33,6 +35,10 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
 		logFormat = fs.String("log-format", "text", "text or json")
 	)
+	var key secretsKeyFlag
+	key.register(fs, "optional: without it the endpoints are shown, and adding them, rotating their secrets, testing them and changing their credentials are refused")
+	var g guardFlags
+	g.register(fs)
 	return func(ctx context.Context) error {
 		if *token != "" && *tokenFile != "" {
 			return fmt.Errorf("%w: give --token or --token-file, not both", errUsage)
@@ -72,9 +78,13 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		if err := s.Outbox.CheckSchema(ctx, store.SchemaParams{}); err != nil {
 			return err
 		}
+		engine, endpoints, err := consoleEndpoints(s.Endpoints, &key, &g, *readOnly)
+		if err != nil {
+			return err
+		}
 		c, err := console.New(console.Config{
 			Store: s.Console, Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger,
-			SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted,
+			SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted, Endpoints: engine,
 		})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
@@ -98,7 +108,7 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 			auth = "none (loopback only)"
 		}
 		logger.Info("console on http://"+ln.Addr().String()+"/", "store", s.Console.String(), "read_only", *readOnly, "auth", auth,
-			"session_idle", *idle, "session_max", *lifetime, "trusted_proxies", *proxies)
+			"endpoints", endpoints, "session_idle", *idle, "session_max", *lifetime, "trusted_proxies", *proxies)
 		sampled := make(chan struct{})
 		go func() {
 			defer close(sampled)
@@ -122,4 +132,31 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		logger.Info("console stopped")
 		return err
 	}
+}
+
+// consoleEndpoints builds the engine of the console's endpoint pages and
+// JSON API, and says what it will do, for the start line: "read-only",
+// "manage (key k-...)", or without a secrets key, what it refuses. The
+// key is optional: a console without one still shows the endpoints,
+// enables, disables and removes them, and changes their settings that
+// are not secret.
+func consoleEndpoints(s store.Endpoints, key *secretsKeyFlag, g *guardFlags, readOnly bool) (*admin.Admin, string, error) {
+	var k *keyring.Keyring
+	if key.file != "" || os.Getenv(keyring.EnvVar) != "" {
+		var err error
+		if k, err = key.load("console"); err != nil {
+			return nil, "", err
+		}
+	}
+	a, err := admin.New(admin.Config{Store: s, Keyring: k, Kinds: endpointKinds, Client: g.endpointClient})
+	if err != nil {
+		return nil, "", err
+	}
+	switch {
+	case readOnly:
+		return a, "read-only", nil
+	case k == nil:
+		return a, "no secrets key: adding, rotating and testing endpoints refused", nil
+	}
+	return a, "manage (key " + strings.Join(k.IDs(), ", ") + ")", nil
 }
