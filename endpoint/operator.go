@@ -183,7 +183,9 @@ type OperatorEvent struct {
 type OperatorEndpoint struct {
 	ID   uuid.UUID `json:"id"`
 	Name string    `json:"name"`
-	// URL is the endpoint's URL redacted (sink.Redact): no password.
+	// URL is the endpoint's URL as postbox status shows it (DescribeURL):
+	// no password, and no path or query, where a receiver's token may be
+	// (a chat service's incoming-webhook URL).
 	URL string `json:"url"`
 }
 
@@ -445,7 +447,7 @@ func (o *operatorEvents) count(eventType string) *atomic.Int64 {
 // relay that sees the transition writes the same event.
 func (o *operatorEvents) endpointEvent(ctx context.Context, t transition) postbox.Event {
 	since := t.since.UTC()
-	p := OperatorEvent{Type: t.typ, At: t.at.UTC(), Endpoint: operatorEndpoint(t.e), State: store.EndpointEnabled,
+	p := OperatorEvent{Type: t.typ, At: t.at.UTC(), Endpoint: o.operatorEndpoint(t.e), State: store.EndpointEnabled,
 		FailingSince: &since, LastError: o.cleanError(t.e.URL, t.lastErr), Deliveries: o.deliveries(ctx, t.e.ID),
 		ConsolePath: "/endpoints/" + t.e.ID.String()}
 	name := endpointLabel(t.e)
@@ -558,7 +560,7 @@ func (o *operatorEvents) groupEvent(ctx context.Context, e *store.Endpoint, g st
 	p.Text = fmt.Sprintf("postbox: %d dead letters in the outbox failed with %q", g.Count, g.Fingerprint)
 	if e != nil {
 		place, rawURL = e.ID.String(), e.URL
-		p.Group.Of, p.Endpoint, p.State = "endpoint", operatorEndpoint(*e), e.State
+		p.Group.Of, p.Endpoint, p.State = "endpoint", o.operatorEndpoint(*e), e.State
 		p.Deliveries, p.ConsolePath = o.deliveries(ctx, e.ID), "/endpoints/"+place
 		p.Text = fmt.Sprintf("postbox: %d dead letters of endpoint %s failed with %q", g.Count, endpointLabel(*e), g.Fingerprint)
 	}
@@ -599,8 +601,8 @@ func (o *operatorEvents) cleanError(rawURL, text string) string {
 }
 
 // operatorEndpoint is e as an operator event shows it.
-func operatorEndpoint(e store.Endpoint) *OperatorEndpoint {
-	return &OperatorEndpoint{ID: e.ID, Name: e.Name, URL: sink.Redact(e.URL)}
+func (o *operatorEvents) operatorEndpoint(e store.Endpoint) *OperatorEndpoint {
+	return &OperatorEndpoint{ID: e.ID, Name: e.Name, URL: DescribeURL(o.kinds, e.URL)}
 }
 
 // endpointLabel names e in an event's text: its name quoted, or its id.

@@ -200,8 +200,8 @@ func TestOperatorEventsFailingThenRecovered(t *testing.T) {
 		switch {
 		case p.Endpoint == nil || p.Endpoint.ID != e.ID || p.Endpoint.Name != "partner-a":
 			t.Errorf("failing event about %+v, want endpoint %s partner-a", p.Endpoint, e.ID)
-		case strings.Contains(p.Endpoint.URL, urlSecret) || !strings.HasPrefix(p.Endpoint.URL, down.URL+"/hook"):
-			t.Errorf("failing event's url %q: want %s/hook redacted", p.Endpoint.URL, down.URL)
+		case strings.Contains(p.Endpoint.URL, urlSecret) || strings.Contains(p.Endpoint.URL, "/hook") || !strings.Contains(p.Endpoint.URL, strings.TrimPrefix(down.URL, "http://")):
+			t.Errorf("failing event's url %q: want %s described (its host, no path nor query)", p.Endpoint.URL, down.URL)
 		case p.State != store.EndpointEnabled || p.FailingSince == nil || !p.FailingSince.Equal(stored.FailingSince):
 			t.Errorf("failing event: state %q failing_since %v, want enabled and %v", p.State, p.FailingSince, stored.FailingSince)
 		case !strings.Contains(p.LastError, "Internal Server Error") || !strings.Contains(p.LastError, "no, not at") || strings.Contains(p.LastError, urlSecret):

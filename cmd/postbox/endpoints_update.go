@@ -43,7 +43,7 @@ func (f *endpointFields) register(fs *flag.FlagSet, update bool) {
 	fs.Var(&f.rate, "rate", "most deliveries started per second, R/s (0/s: no limit)")
 	fs.StringVar(&f.url, "url", "", "the endpoint's URL: a webhook's (https:// or http://), or a broker's as --sink takes it (nats://HOST:PORT?subject=..., amqp://HOST/VHOST?exchange=..., kafka://BROKER?topic=...)")
 	fs.StringVar(&f.name, "name", "", "a name for people, which commands also take instead of the id")
-	fs.StringVar(&f.types, "types", "", "comma-separated globs on the event type, such as 'order.*,payment.succeeded' (empty: every event)")
+	fs.StringVar(&f.types, "types", "", "comma-separated globs on the event type, such as 'order.*,payment.succeeded' (empty: every event but postbox's own operator events, postbox.*, which go only to endpoints whose globs name them, such as 'postbox.endpoint.*')")
 	fs.IntVar(&f.concurrency, "concurrency", concurrencyDefault, "most deliveries in flight to the endpoint at once")
 	fs.BoolVar(&f.shadow, "shadow", false, "a shadow endpoint: receives a copy; its failures are dropped, never dead letters")
 	fs.BoolVar(&f.allowPrivate, "allow-private", false, allowPrivateHelp)
