@@ -42,4 +42,3 @@ func (a *Admin) RotateSecret(ctx context.Context, id uuid.UUID, secret string, g
 	r.Fingerprint, r.Key = endpoint.Fingerprint(secret), k.PrimaryID()
 	return r, nil
 }
-
