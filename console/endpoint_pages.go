@@ -74,18 +74,25 @@ func (c *Console) manage(next http.HandlerFunc) http.HandlerFunc {
 	})
 }
 
-// viewer shows the endpoints of a console without Config.Endpoints:
-// admin's View reads nothing of an Admin's configuration but its clock
-// (time.Now when none).
-var viewer admin.Admin
+// keyOff says up front what this console refuses for want of a secrets
+// key ("" when it has one, or when it changes no endpoint anyway): the
+// POSTs refuse it too (noKeyring).
+func (c *Console) keyOff() string {
+	if c.actionsOff() != "" || c.cfg.Endpoints.HasKeyring() {
+		return ""
+	}
+	return "This console has no secrets key: adding endpoints, rotating their secrets and sending test events to sealed endpoints are refused " +
+		"(start postbox console with --secrets-key-file or POSTBOX_SECRETS_KEY). Editing, enabling, disabling and removing work."
+}
 
 // view is e as the endpoint pages show it: admin's View (a URL without
-// credentials, only fingerprints of its secrets).
+// credentials, only fingerprints of its secrets), admin.ViewOf for a
+// console without Config.Endpoints.
 func (c *Console) view(e store.Endpoint) admin.View {
 	if c.cfg.Endpoints != nil {
 		return c.cfg.Endpoints.View(e)
 	}
-	return viewer.View(e)
+	return admin.ViewOf(e, time.Now())
 }
 
 // successRate is an endpoint's attempts over the last rateWindow, and
@@ -137,9 +144,10 @@ type endpointListRow struct {
 // endpointsPage is the endpoints' list.
 type endpointsPage struct {
 	Rows []endpointListRow
-	// ActionsOff says why no action is offered ("": they are).
-	ActionsOff string
-	Notice     string
+	// ActionsOff says why no action is offered ("": they are); KeyOff
+	// which are refused for want of a secrets key.
+	ActionsOff, KeyOff string
+	Notice             string
 	// CountsError and RatesError are true when the deliveries' counts, or
 	// the success rates, could not be read (the error is in the log).
 	CountsError, RatesError bool
@@ -148,7 +156,7 @@ type endpointsPage struct {
 func (c *Console) endpoints(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithTimeout(r.Context(), readTimeout)
 	defer cancel()
-	p := endpointsPage{ActionsOff: c.actionsOff(), Notice: doneNotice(r.URL.Query())}
+	p := endpointsPage{ActionsOff: c.actionsOff(), KeyOff: c.keyOff(), Notice: doneNotice(r.URL.Query())}
 	eps, err := c.cfg.Store.EndpointList(ctx)
 	if err != nil {
 		c.fail(w, "listing the endpoints", err)
@@ -209,8 +217,10 @@ type endpointPage struct {
 	// deadLettersShown); DeadFilter the failed page's filter of them all.
 	DeadLetters []failedRow
 	DeadFilter  filterForm
-	ActionsOff  string
-	Notice      string
+	// ActionsOff says why no action is offered ("": they are); KeyOff
+	// which are refused for want of a secrets key.
+	ActionsOff, KeyOff string
+	Notice             string
 	// Test is the result of the test event just sent, if one was.
 	Test *testResult
 	// Grace is the rotation form's grace period; RotateError why the
@@ -274,7 +284,7 @@ func (c *Console) showEndpoint(w http.ResponseWriter, r *http.Request, id uuid.U
 		c.endpointFail(w, "reading endpoint "+id.String(), err)
 		return
 	}
-	p := endpointPage{View: c.view(e), ActionsOff: c.actionsOff(), Grace: graceDefault,
+	p := endpointPage{View: c.view(e), ActionsOff: c.actionsOff(), KeyOff: c.keyOff(), Grace: graceDefault,
 		DeadFilter: filterForm{Endpoint: id.String(), Return: returnEndpoint}}
 	// Each part below is a part of its own: one that cannot be read is
 	// named on the page, and the others still show.
@@ -323,7 +333,9 @@ type endpointForm struct {
 	// SecretsCleared is true when the form is shown again after a
 	// refusal: the secrets given are not, and must be given again.
 	SecretsCleared bool
-	ActionsOff     string
+	// ActionsOff says why the form is not offered ("": it is); KeyOff
+	// why the add form is not, for want of a secrets key.
+	ActionsOff, KeyOff string
 }
 
 // envelopes are the add form's choices of envelope.
@@ -465,7 +477,7 @@ func (f *endpointForm) adminRefusal(err error) bool {
 const noKeyring = "Refused: this console has no secrets key, so it cannot seal or open the endpoints' secrets (start postbox console with --secrets-key-file or POSTBOX_SECRETS_KEY)."
 
 func (c *Console) endpointNew(w http.ResponseWriter, r *http.Request) {
-	f := endpointForm{Concurrency: strconv.Itoa(admin.ConcurrencyDefault), ActionsOff: c.actionsOff()}
+	f := endpointForm{Concurrency: strconv.Itoa(admin.ConcurrencyDefault), ActionsOff: c.actionsOff(), KeyOff: c.keyOff()}
 	status := http.StatusOK
 	if f.ActionsOff != "" {
 		status = http.StatusForbidden
@@ -504,6 +516,7 @@ func (c *Console) endpointCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	if f.refused() {
 		f.SecretsCleared = creds.Secret != "" || creds.Bearer != "" || len(creds.Headers) > 0 || r.PostFormValue(admin.SettingHeaders) != ""
+		f.KeyOff = c.keyOff()
 		c.render(w, r, http.StatusUnprocessableEntity, "endpoint_new", f)
 		return
 	}

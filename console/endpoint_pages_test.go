@@ -632,12 +632,52 @@ func TestEndpointPagesWithoutAdminOrKey(t *testing.T) {
 			}
 		}
 
+		// Without a secrets key, the pages say up front what is refused,
+		// and offer no add, no rotation, and no test of a sealed
+		// endpoint; the POSTs refuse them too.
+		created, err := newAdmin(t, s, false).Create(ctxFor(t), admin.Settings{Name: "sealed", URL: "https://93.184.215.14/hook"}, endpoint.Credentials{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sealed := created.Endpoint.ID.String()
 		keyless := serve(t, console.Config{Store: s, Endpoints: newAdmin(t, s, true)})
-		csrf = keyless.csrf("/endpoints/new")
+		for path, offered := range map[string][]string{
+			"/endpoints":                  {`action="/endpoints/` + sealed + `/disable"`},
+			"/endpoints/new":              nil,
+			"/endpoints/" + sealed:        {`id="state-form"`, `id="edit"`},
+			"/endpoints/" + e.ID.String(): {`id="test-form"`}, // in clear: it needs no key
+		} {
+			res, body := keyless.get(path)
+			wantStatus(t, res, body, http.StatusOK)
+			if !strings.Contains(body, `id="key-off">This console has no secrets key: adding endpoints, rotating their secrets and sending test events to sealed endpoints are refused`) {
+				t.Fatalf("%s without a secrets key does not say so up front:\n%s", path, body)
+			}
+			for _, refused := range []string{`id="new-endpoint"`, `id="endpoint-form"`, `id="rotate-form"`, `action="/endpoints/` + sealed + `/test"`} {
+				if strings.Contains(body, refused) {
+					t.Errorf("%s without a secrets key offers %s", path, refused)
+				}
+			}
+			for _, want := range offered {
+				if !strings.Contains(body, want) {
+					t.Errorf("%s without a secrets key lacks %s, which needs none", path, want)
+				}
+			}
+		}
+		if _, body := serve(t, console.Config{Store: s, Endpoints: newAdmin(t, s, false)}).get("/endpoints"); strings.Contains(body, `id="key-off"`) {
+			t.Error("a console with a secrets key says it has none")
+		}
+		csrf = keyless.csrf("/endpoints/" + sealed)
 		res, body := keyless.post("/endpoints/new", endpointForm(csrf, "added", "http://127.0.0.1:9/hook"))
 		wantStatus(t, res, body, http.StatusUnprocessableEntity)
 		if !strings.Contains(body, `id="form-error">Refused: this console has no secrets key`) {
 			t.Fatalf("an add without a secrets key: no word of why:\n%s", body)
+		}
+		for _, action := range []string{"rotate", "test"} {
+			res, body = keyless.post("/endpoints/"+sealed+"/"+action, url.Values{"csrf": {csrf}, "grace": {"1h"}})
+			wantStatus(t, res, body, http.StatusUnprocessableEntity)
+			if !strings.Contains(body, "Refused: this console has no secrets key") {
+				t.Fatalf("%s without a secrets key: no word of why:\n%s", action, body)
+			}
 		}
 		res, body = keyless.post("/endpoints/"+e.ID.String()+"/disable", url.Values{"csrf": {csrf}})
 		wantStatus(t, res, body, http.StatusSeeOther) // needs no secret

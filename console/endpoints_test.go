@@ -119,7 +119,8 @@ func TestOverviewShowsEndpointDeliveries(t *testing.T) {
 		for _, want := range []string{
 			`id="endpoints-pending">3<`, `id="endpoints-processing">1<`, `id="endpoints-failed">2<`,
 			`href="/failed?endpoint=all"`, `href="/failed?endpoint=` + billing.ID.String() + `">2</a>`,
-			`<td>billing</td>`, `<td>crm</td>`, `>disabled</span>`, `>enabled</span>`,
+			`<td><a href="/endpoints/` + billing.ID.String() + `" class="endpoint-name">billing</a></td>`,
+			`<td><a href="/endpoints/` + crm.ID.String() + `" class="endpoint-name">crm</a></td>`, `>disabled</span>`, `>enabled</span>`,
 			// The outbox's own counts stay apart.
 			`id="count-failed">0<`, `id="count-pending">0<`,
 		} {
@@ -189,7 +190,7 @@ func TestFailedPageShowsEndpointDeadLetters(t *testing.T) {
 		res, body = c.get("/failed?endpoint=" + billing.ID.String())
 		wantStatus(t, res, body, http.StatusOK)
 		ids, keys := failedRows(body)
-		if len(ids) != 2 || strings.Count(body, `<td class="endpoint-name">billing</td>`) != 2 || strings.Contains(body, "from crm") {
+		if len(ids) != 2 || strings.Count(body, `<td><a href="/endpoints/`+billing.ID.String()+`" class="endpoint-name">billing</a></td>`) != 2 || strings.Contains(body, "from crm") {
 			t.Fatalf("billing view: rows %q, want billing's 2 deliveries, each named billing", ids)
 		}
 		if keys[0] != ids[0] || !strings.Contains(body, `<h1>Failed deliveries</h1>`) {

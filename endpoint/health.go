@@ -56,7 +56,10 @@ func (h *health) record(err error, now time.Time) {
 			h.log.Warn("recording the endpoint's recovery failed", "error", err)
 		}
 		h.log.Info("endpoint answers again", "failing_for", now.Sub(since).Round(time.Millisecond))
-		if o := h.events(); o != nil && now.Sub(since) >= o.cfg.FailingAfter {
+		// Recovered is news only after a failing event: a run of failures
+		// that outlasted FailingAfter without a failed attempt past it (a
+		// retry's backoff) was never reported.
+		if o := h.events(); o != nil && h.reportedRun(since) {
 			o.queue(transition{typ: EventEndpointRecovered, e: h.e, since: since, at: now})
 		}
 		return
@@ -112,6 +115,14 @@ func (h *health) report(since time.Time) bool {
 	}
 	h.reported = since
 	return true
+}
+
+// reportedRun reports whether the failing event of the run of failures
+// that began at since was written.
+func (h *health) reportedRun(since time.Time) bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.reported.Equal(since)
 }
 
 func (h *health) setFailingSince(t time.Time) {

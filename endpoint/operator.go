@@ -322,9 +322,18 @@ func newOperatorEvents(cfg SupervisorConfig) *operatorEvents {
 // describe says what o writes, for the supervisor's start line.
 func (o *operatorEvents) describe() string {
 	if o == nil {
+		return DescribeOperatorEvents(nil)
+	}
+	return DescribeOperatorEvents(&o.cfg)
+}
+
+// DescribeOperatorEvents says what the operator events configured by c
+// are, for a start line: "off" when c is nil, else "on: " and c.String().
+func DescribeOperatorEvents(c *OperatorEventsConfig) string {
+	if c == nil {
 		return "off"
 	}
-	return "on: " + o.cfg.String()
+	return "on: " + c.String()
 }
 
 // counts returns the events written so far, by type.

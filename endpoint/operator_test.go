@@ -157,6 +157,51 @@ func TestFanOutRoutesOperatorEventsToSubscribersButNotTheirSubject(t *testing.T)
 	})
 }
 
+// A run of failures that outlasted FailingAfter with no failed attempt
+// past it (the retry that came after FailingAfter succeeded) was never
+// reported failing, so its end is no news: the ops endpoint gets the
+// recovered event of a later run that was reported failing, and none of
+// the first.
+func TestOperatorEventsNoRecoveredWithoutFailing(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s outboxEndpoints) {
+		var attempts atomic.Int64
+		var failUntil atomic.Int64 // unix nanoseconds: the second run fails until then
+		down := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, d receiver.Delivery, _ int) int {
+			switch n := attempts.Add(1); {
+			case n == 1: // the first run: one failure...
+				return http.StatusInternalServerError
+			case n == 2: // ...and the retry succeeds once FailingAfter has passed
+				time.Sleep(600 * time.Millisecond)
+				return 0
+			case time.Now().UnixNano() < failUntil.Load(): // the second run: failing past FailingAfter
+				return http.StatusInternalServerError
+			}
+			return 0
+		})
+		ops := receiver.New(t, secret, nil)
+		addEndpoint(t, s, "partner", down.URL, nil)
+		addEndpoint(t, s, "ops", ops.URL, nil, "postbox.endpoint.*")
+		sup := startSupervisor(t, s, func(c *endpoint.SupervisorConfig) {
+			c.Relay.MaxAttempts = 1000
+			c.OperatorEvents = &endpoint.OperatorEventsConfig{Outbox: s, FailingAfter: 300 * time.Millisecond, DeadLetters: -1}
+		})
+		startRelay(t, s, sup.FanOut(), func(c *relay.Config) { c.Retention = time.Hour })
+		enqueue(t, s, "order.created", 1)
+		down.WaitAccepted(t, 1, 20*time.Second)
+		failUntil.Store(time.Now().Add(time.Second).UnixNano())
+		enqueue(t, s, "order.created", 1)
+		down.WaitAccepted(t, 2, 30*time.Second)
+		failing := waitOperatorEvents(t, ops, endpoint.EventEndpointFailing, 1)[0].p
+		recovered := waitOperatorEvents(t, ops, endpoint.EventEndpointRecovered, 1)
+		// The writer writes in order: a recovered event of the first run
+		// would have been written before the second run's failing one.
+		if n := len(operatorEvents(t, ops, endpoint.EventEndpointRecovered)); n != 1 || !recovered[0].p.FailingSince.Equal(*failing.FailingSince) {
+			t.Errorf("%d recovered events, the first of the run that began at %v; want one, of the run reported failing at %v", n, recovered[0].p.FailingSince, failing.FailingSince)
+		}
+	})
+}
+
 // An endpoint whose every attempt fails for FailingAfter gets one
 // postbox.endpoint.failing, and one postbox.endpoint.recovered when it
 // answers again, each delivered once, signed, to the endpoint subscribed

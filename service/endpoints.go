@@ -212,7 +212,7 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 		"secrets_key", ec.Keyring.String(), "sealed_by_other_keys", sealedElsewhere(ec.Keyring, byKey),
 		"breaker_failures", cmp.Or(ec.BreakerFailures, endpoint.BreakerFailuresDefault),
 		"disable_after", cmp.Or(ec.DisableAfter, endpoint.DisableAfterDefault), "attempts_retention", cmp.Or(ec.Retention, endpoint.RetentionDefault),
-		"operator_events", describeOperatorEvents(ec.OperatorEvents), "operator_event_subscribers", subscribers)
+		"operator_events", endpoint.DescribeOperatorEvents(ec.OperatorEvents), "operator_event_subscribers", subscribers)
 	if ec.OperatorEvents != nil && subscribers == 0 {
 		log.Info("operator events on, but no enabled endpoint subscribes to them: they are written and marked done undelivered; " +
 			"postbox endpoints add --types 'postbox.endpoint.*,postbox.deadletters.*' --url ... sends them to your chat or on-call service")
@@ -224,15 +224,6 @@ func logEndpointsMode(log *slog.Logger, cfg RelayConfig, ec endpoint.SupervisorC
 	if enabled == 0 {
 		log.Warn("no enabled endpoint: events are marked done undelivered until one is added (postbox endpoints add)")
 	}
-}
-
-// describeOperatorEvents says what the operator events configured by oc
-// are, for the start line: "off" when oc is nil.
-func describeOperatorEvents(oc *endpoint.OperatorEventsConfig) string {
-	if oc == nil {
-		return "off"
-	}
-	return "on: " + oc.String()
 }
 
 // sealedElsewhere counts the endpoints sealed by a key that is not k's

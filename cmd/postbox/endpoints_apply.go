@@ -66,6 +66,8 @@ func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		switch {
+		case len(plan.Refusals) > 0:
+			return fmt.Errorf("%w: the file has endpoints that postbox refuses (! refused above): nothing applied; mend the file and run again", errUsage)
 		case len(plan.Conflicts) > 0:
 			return errors.New("the plan has conflicts (! above), which apply does not guess: nothing applied")
 		case plan.Empty():

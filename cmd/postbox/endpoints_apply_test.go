@@ -198,14 +198,17 @@ func TestEndpointsApplyPrune(t *testing.T) {
 	})
 }
 
-// The refusals: one line on stderr, the file's name, line and column,
-// exit 2, no secret; nothing applied.
+// The refusals: one line on stderr, the file's name, line and column (or
+// the plan's refusals on stdout: the endpoint, its line, the setting),
+// exit 2, no secret; nothing applied, not even the good endpoints of a
+// file with a bad one.
 func TestEndpointsApplyRefusals(t *testing.T) {
 	_, db := schemaStore(t)
 	literal := newWhsec()
 	bad, _ := writeApplyFile(t, "version: 1\nendpoints:\n  - name: a\n    url: https://93.184.215.14/a\n    secret: "+literal+"\n")
 	unknown, _ := writeApplyFile(t, "version: 1\nendpoints:\n  - name: a\n    urll: https://93.184.215.14/a\n")
-	badFilter, _ := writeApplyFile(t, "version: 1\nendpoints:\n  - name: a\n    url: https://93.184.215.14/a\n    filter: 'payload.total >'\n")
+	badFilter, _ := writeApplyFile(t, "version: 1\nendpoints:\n  - name: good\n    url: https://93.184.215.14/good\n"+
+		"  - name: a\n    url: https://93.184.215.14/a\n    filter: 'payload.total >'\n")
 	good, _ := writeApplyFile(t, applyFile)
 	for _, c := range []struct {
 		name string
@@ -213,20 +216,23 @@ func TestEndpointsApplyRefusals(t *testing.T) {
 		args []string
 		code int
 		want string
+		out  string // in stdout
 	}{
-		{"literal secret", nil, []string{"-f", bad}, 2, bad + ":5:13: endpoints[0].secret: a secret is given as a reference, env:NAME or file:PATH"},
-		{"unknown key", nil, []string{"-f", unknown}, 2, unknown + `:4:5: endpoints[0]: unknown key "urll"`},
-		{"unset variable", nil, []string{"-f", good}, 2, good + ":7:13: endpoints[0].secret: env:WH_SECRET: the environment variable is not set"},
-		{"no file", nil, nil, 2, "-f FILE is required"},
-		{"missing file", nil, []string{"-f", good + ".missing"}, 2, "no such file"},
-		{"dry-run and yes", nil, []string{"-f", good, "--dry-run", "--yes"}, 2, "give --dry-run or --yes, not both"},
-		{"negative grace", nil, []string{"-f", good, "--grace", "-1s"}, 2, "--grace"},
-		{"bad filter", nil, []string{"-f", badFilter, "--yes"}, 2, "create a (line 3): filter: 1:16: "},
+		{"literal secret", nil, []string{"-f", bad}, 2, bad + ":5:13: endpoints[0].secret: a secret is given as a reference, env:NAME or file:PATH", ""},
+		{"unknown key", nil, []string{"-f", unknown}, 2, unknown + `:4:5: endpoints[0]: unknown key "urll"`, ""},
+		{"unset variable", nil, []string{"-f", good}, 2, good + ":7:13: endpoints[0].secret: env:WH_SECRET: the environment variable is not set", ""},
+		{"no file", nil, nil, 2, "-f FILE is required", ""},
+		{"missing file", nil, []string{"-f", good + ".missing"}, 2, "no such file", ""},
+		{"dry-run and yes", nil, []string{"-f", good, "--dry-run", "--yes"}, 2, "give --dry-run or --yes, not both", ""},
+		{"negative grace", nil, []string{"-f", good, "--grace", "-1s"}, 2, "--grace", ""},
+		{"bad filter", nil, []string{"-f", badFilter, "--yes"}, 2, "the file has endpoints that postbox refuses (! refused above): nothing applied",
+			"! refused a (line 5) [filter]: filter: 1:16: "},
+		{"bad filter, dry run", nil, []string{"-f", badFilter, "--dry-run"}, 2, "nothing applied; mend the file", "! refused a (line 5) [filter]: filter: 1:16: "},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			out, errOut, code := runApply(t, db, c.env, c.args...)
-			if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 {
-				t.Errorf("exit %d, stderr %q: want exit %d and one line with %q\n%s", code, errOut, c.code, c.want, out)
+			if code != c.code || !strings.Contains(errOut, c.want) || strings.Count(errOut, "\n") != 1 || !strings.Contains(out, c.out) {
+				t.Errorf("exit %d, stderr %q: want exit %d and one line with %q, %q in stdout\n%s", code, errOut, c.code, c.want, c.out, out)
 			}
 			if strings.Contains(errOut+out, literal) {
 				t.Errorf("the output quotes the secret written in the file")

@@ -188,6 +188,12 @@ func (a *Admin) now() time.Time {
 	return a.cfg.Now()
 }
 
+// HasKeyring reports whether the Admin has a keyring (Config.Keyring):
+// without one, Create, RotateSecret, Test of a sealed endpoint and
+// Update of its credentials return endpoint.ErrNoKeyring. A nil Admin has
+// none.
+func (a *Admin) HasKeyring() bool { return a != nil && a.cfg.Keyring != nil }
+
 // keyring returns the keyring, or endpoint.ErrNoKeyring.
 func (a *Admin) keyring() (*keyring.Keyring, error) {
 	if a.cfg.Keyring == nil {

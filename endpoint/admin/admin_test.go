@@ -106,7 +106,7 @@ func TestCreateBrokerEndpointSealsTheURLCredentials(t *testing.T) {
 }
 
 // Every class of refusal is a FieldError naming its setting, with no
-// secret in its message, and writes nothing.
+// secret in its message, and writes nothing; Check refuses each alike.
 func TestCreateRefusals(t *testing.T) {
 	bothStores(t, func(t *testing.T, s store.Endpoints) {
 		ctx := context.Background()
@@ -167,18 +167,24 @@ func TestCreateRefusals(t *testing.T) {
 				"basic: not UTF-8 text (not shown)"},
 			{"empty header", admin.Settings{URL: publicURL}, endpoint.Credentials{Headers: map[string]string{"X-A": ""}}, admin.SettingHeaders, "headers X-A: the value is empty"},
 		} {
-			_, err := a.Create(ctx, c.s, c.c)
-			if err == nil {
-				t.Errorf("%s: Create succeeded", c.name)
-				continue
-			}
-			fe := fieldError(t, err)
-			if fe.Setting != c.setting || !strings.Contains(fe.Message, c.want) || strings.Contains(fe.Message, mark) {
-				t.Errorf("%s: FieldError{%q, %q}, want setting %q and %q, without the secret", c.name, fe.Setting, fe.Message, c.setting, c.want)
+			// Check refuses alike, writing nothing.
+			for op, do := range map[string]func() error{
+				"Check":  func() error { _, err := a.Check(ctx, c.s, c.c); return err },
+				"Create": func() error { _, err := a.Create(ctx, c.s, c.c); return err },
+			} {
+				err := do()
+				if err == nil {
+					t.Errorf("%s: %s succeeded", c.name, op)
+					continue
+				}
+				fe := fieldError(t, err)
+				if fe.Setting != c.setting || !strings.Contains(fe.Message, c.want) || strings.Contains(fe.Message, mark) {
+					t.Errorf("%s: %s: FieldError{%q, %q}, want setting %q and %q, without the secret", c.name, op, fe.Setting, fe.Message, c.setting, c.want)
+				}
 			}
 		}
 		if all, err := a.List(ctx); err != nil || len(all) != 0 {
-			t.Errorf("refused Creates wrote %d endpoints, %v", len(all), err)
+			t.Errorf("refused Checks and Creates wrote %d endpoints, %v", len(all), err)
 		}
 	})
 }

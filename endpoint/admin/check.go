@@ -175,8 +175,8 @@ func (a *Admin) checkFilter(expr string) error {
 // envelopeSetting is the Envelope setting (store.Endpoint.Envelope, as
 // endpoint.ParseEnvelope reads it) of kind and source over current, the
 // endpoint's ("" on Create): each one given (not nil) replaces its part;
-// a source is kept only for the CloudEvents envelopes. The raw envelope
-// is "".
+// a source is kept only for the CloudEvents envelopes (an empty source
+// given to another is none, as View shows it). The raw envelope is "".
 func (a *Admin) envelopeSetting(current string, kindName, source *string) (string, error) {
 	cur, err := endpoint.ParseEnvelope(current)
 	if err != nil {
@@ -190,7 +190,7 @@ func (a *Admin) envelopeSetting(current string, kindName, source *string) (strin
 	}
 	cloudEvents := kind == envelope.CloudEvents || kind == envelope.CloudEventsBinary
 	switch {
-	case source != nil && !cloudEvents:
+	case source != nil && *source != "" && !cloudEvents: // "": none, what View shows for these
 		return "", a.refuse(SettingCESource, "%s: only %s cloudevents and cloudevents-binary have a source", a.name(SettingCESource), a.name(SettingEnvelope))
 	case source != nil:
 		src = *source
@@ -225,9 +225,11 @@ func (a *Admin) signatureSetting(spec string) (string, error) {
 	return p.String(), nil
 }
 
-// checkSecret refuses a signing secret the endpoint's signature profile
-// (its Signature setting) cannot sign with.
-func (a *Admin) checkSecret(secret, profileSpec string) error {
+// CheckSecret makes the check Create and RotateSecret make of a signing
+// secret given: that the signature profile profileSpec (a
+// Settings.Signature, "" for the relay's) can sign with it. Its refusal
+// is a *FieldError that never holds the secret.
+func (a *Admin) CheckSecret(secret, profileSpec string) error {
 	profile, err := signature.ParseProfile(profileSpec)
 	if err != nil {
 		return a.refuse(SettingSignature, "%s: %v", a.name(SettingSignature), err)

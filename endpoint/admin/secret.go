@@ -32,7 +32,7 @@ func (a *Admin) RotateSecret(ctx context.Context, id uuid.UUID, secret string, g
 			return Rotated{}, err
 		}
 		r.Secret = secret
-	} else if err := a.checkSecret(secret, e.Signature); err != nil {
+	} else if err := a.CheckSecret(secret, e.Signature); err != nil {
 		return Rotated{}, err
 	}
 	r.PreviousUntil = a.now().Add(grace)

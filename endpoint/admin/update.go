@@ -9,6 +9,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/endpoint"
+	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -20,38 +21,91 @@ import (
 // webhook's sink is built, connecting nowhere, when what it is built from
 // changes. The keyring is needed only when the credentials are opened:
 // when they change, when the URL changes, or when a webhook's sink is
-// checked.
+// checked. CheckChange makes the same checks without writing.
 func (a *Admin) Update(ctx context.Context, id uuid.UUID, ch Change) (Updated, error) {
-	e, err := a.cfg.Store.EndpointGet(ctx, id)
+	p, err := a.prepareUpdate(ctx, id, ch)
+	if err != nil {
+		return Updated{}, err
+	}
+	if p.reseal {
+		if err := endpoint.Reseal(ctx, a.cfg.Store, p.k, id, p.url, p.change); err != nil {
+			return Updated{}, notFound(id, err)
+		}
+	}
+	changed := changedSettings(p.before, p.e)
+	if len(changed) > 0 {
+		if _, err := a.cfg.Store.EndpointUpdate(ctx, p.e); err != nil {
+			return Updated{}, notFound(id, err)
+		}
+	}
+	if p.reseal {
+		changed = append(changed, ch.Credentials.names()...)
+	}
+	after, err := a.cfg.Store.EndpointGet(ctx, id)
 	if err != nil {
 		return Updated{}, notFound(id, err)
 	}
-	before := e
+	return Updated{Endpoint: a.View(after), Changed: changed, Warnings: warningsOf(p.warning)}, nil
+}
+
+// CheckChange makes every check Update makes of ch to endpoint id, and
+// writes nothing: it returns the refusal Update would return (a
+// *FieldError, ErrNotFound, endpoint.ErrNoKeyring when the credentials
+// must be opened without a keyring), or the warnings Update would give.
+func (a *Admin) CheckChange(ctx context.Context, id uuid.UUID, ch Change) (warnings []string, err error) {
+	p, err := a.prepareUpdate(ctx, id, ch)
+	if err != nil {
+		return nil, err
+	}
+	return warningsOf(p.warning), nil
+}
+
+// preparedUpdate is what Update writes: the endpoint as read (before) and
+// with its new settings (e); whether its credentials are sealed again
+// (reseal) with k by change, with url ("" when the URL is not given); the
+// warning of its checks.
+type preparedUpdate struct {
+	before, e store.Endpoint
+	reseal    bool
+	k         *keyring.Keyring
+	url       string
+	change    func(*endpoint.Credentials, *time.Time) error
+	warning   string
+}
+
+// prepareUpdate reads endpoint id and makes Update's checks of ch:
+// everything Update does but the writes.
+func (a *Admin) prepareUpdate(ctx context.Context, id uuid.UUID, ch Change) (preparedUpdate, error) {
+	var p preparedUpdate
+	e, err := a.cfg.Store.EndpointGet(ctx, id)
+	if err != nil {
+		return p, notFound(id, err)
+	}
+	p.before = e
 	if err := a.applySettings(&e, ch); err != nil {
-		return Updated{}, err
+		return p, err
 	}
 	cc := ch.Credentials
 	if cc.SetHeaders {
 		if cc.Headers, err = a.checkHeaders(cc.Headers); err != nil {
-			return Updated{}, err
+			return p, err
 		}
 	}
 	rawURL := e.URL
 	if ch.URL != nil {
 		if err := a.checkBasicAndUserInfo(rawURL, setBasic(cc)); err != nil {
-			return Updated{}, err
+			return p, err
 		}
 		var scratch endpoint.Credentials
 		if err := a.moveURLCredentials(&e, &scratch); err != nil {
-			return Updated{}, err
+			return p, err
 		}
 	}
-	warning, err := a.checkFields(ctx, e, ch.URL != nil || ch.AllowPrivate != nil, ch.Signature != nil)
-	if err != nil {
-		return Updated{}, err
+	if p.warning, err = a.checkFields(ctx, e, ch.URL != nil || ch.AllowPrivate != nil, ch.Signature != nil); err != nil {
+		return p, err
 	}
 	webhookURL := a.IsWebhook(e.URL)
-	change := func(c *endpoint.Credentials, _ *time.Time) error {
+	p.change = func(c *endpoint.Credentials, _ *time.Time) error {
 		cc.apply(c)
 		if ch.URL != nil {
 			if err := a.moveURLCredentials(&store.Endpoint{URL: rawURL}, c); err != nil {
@@ -63,64 +117,40 @@ func (a *Admin) Update(ctx context.Context, id uuid.UUID, ch Change) (Updated, e
 		}
 		return a.checkCredentialsFor(e.URL, *c, true)
 	}
+	p.e = e
 	sinkChanged := ch.URL != nil || ch.Signature != nil || ch.Envelope != nil || ch.CESource != nil
-	reseal := false
-	if cc.any() || ch.URL != nil || (webhookURL && sinkChanged) {
-		k, err := a.keyring()
-		if err != nil {
-			return Updated{}, err
-		}
-		current, err := endpoint.Open(k, e)
-		if err != nil {
-			return Updated{}, err
-		}
-		next := current
-		if err := change(&next, nil); err != nil {
-			return Updated{}, err
-		}
-		if webhookURL && next.Secret == "" {
-			return Updated{}, a.refuse(SettingURL, "%s: a webhook signs its requests, and this endpoint has no secret (it was added for a broker): give it one first with %s %s",
-				a.name(SettingURL), a.name(SettingRotateSecret), e.ID)
-		}
-		reseal = !reflect.DeepEqual(current, next)
-		if webhookURL && (reseal || sinkChanged) {
-			probe := e
-			if err := endpoint.Seal(k, &probe, next); err != nil {
-				return Updated{}, err
-			}
-			if err := a.checkWebhookSink(ctx, k, probe); err != nil {
-				return Updated{}, err
-			}
-		}
-		if reseal {
-			// A URL given changes with its credentials, in one write.
-			url := ""
-			if ch.URL != nil {
-				url = e.URL
-			}
-			if err := endpoint.Reseal(ctx, a.cfg.Store, k, e.ID, url, change); err != nil {
-				return Updated{}, notFound(id, err)
-			}
-		}
+	if !cc.any() && ch.URL == nil && !(webhookURL && sinkChanged) {
+		return p, nil
 	}
-	changed := changedSettings(before, e)
-	if len(changed) > 0 {
-		if _, err := a.cfg.Store.EndpointUpdate(ctx, e); err != nil {
-			return Updated{}, notFound(id, err)
-		}
+	if p.k, err = a.keyring(); err != nil {
+		return p, err
 	}
-	if reseal {
-		changed = append(changed, cc.names()...)
-	}
-	after, err := a.cfg.Store.EndpointGet(ctx, id)
+	current, err := endpoint.Open(p.k, e)
 	if err != nil {
-		return Updated{}, notFound(id, err)
+		return p, err
 	}
-	u := Updated{Endpoint: a.View(after), Changed: changed}
-	if warning != "" {
-		u.Warnings = []string{warning}
+	next := current
+	if err := p.change(&next, nil); err != nil {
+		return p, err
 	}
-	return u, nil
+	if webhookURL && next.Secret == "" {
+		return p, a.refuse(SettingURL, "%s: a webhook signs its requests, and this endpoint has no secret (it was added for a broker): give it one first with %s %s",
+			a.name(SettingURL), a.name(SettingRotateSecret), e.ID)
+	}
+	p.reseal = !reflect.DeepEqual(current, next)
+	if webhookURL && (p.reseal || sinkChanged) {
+		probe := e
+		if err := endpoint.Seal(p.k, &probe, next); err != nil {
+			return p, err
+		}
+		if err := a.checkWebhookSink(ctx, p.k, probe); err != nil {
+			return p, err
+		}
+	}
+	if ch.URL != nil { // a URL given changes with its credentials, in one write
+		p.url = e.URL
+	}
+	return p, nil
 }
 
 // applySettings sets the settings of e that ch gives.

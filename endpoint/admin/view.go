@@ -11,6 +11,7 @@ import (
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/envelope"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -80,16 +81,22 @@ func (a *Admin) Get(ctx context.Context, id uuid.UUID) (View, error) {
 	return v, nil
 }
 
-// View is e as shown, without Deliveries: its URL redacted (sink.Redact),
-// its envelope's kind ("raw" for none) apart from its CloudEvents source,
-// its secrets as fingerprints (the previous one only while it still
-// signs), never a secret.
-func (a *Admin) View(e store.Endpoint) View {
+// View is ViewOf(e) at the Admin's clock (Config.Now).
+func (a *Admin) View(e store.Endpoint) View { return ViewOf(e, a.now()) }
+
+// ViewOf is e as shown at now, without Deliveries; it needs no Admin
+// (what shows endpoints without managing them calls it). Its URL is
+// redacted (sink.Redact); its other settings are in their canonical form
+// (Canonical): the envelope's kind ("raw" for none) apart from its
+// CloudEvents source ("" for envelope.SourceDefault); its secrets are
+// fingerprints (the previous one only while it still signs at now),
+// never a secret.
+func ViewOf(e store.Endpoint, now time.Time) View {
 	v := View{ID: e.ID, Settings: Settings{Name: e.Name, URL: sink.Redact(e.URL), Types: e.Types, Filter: e.Filter, Envelope: e.Envelope,
 		Signature: e.Signature, RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, Shadow: e.Shadow, AllowPrivate: e.AllowPrivate},
 		State: e.State, Auth: []string{}, CreatedAt: e.CreatedAt, UpdatedAt: e.UpdatedAt}
 	if env, err := endpoint.ParseEnvelope(e.Envelope); err == nil {
-		v.Envelope, v.CESource = env.Kind.String(), env.Source
+		v.Envelope, v.CESource = envelopeView(env)
 	}
 	if v.Types == nil {
 		v.Types = []string{}
@@ -116,12 +123,58 @@ func (a *Admin) View(e store.Endpoint) View {
 		}
 	}
 	v.SecretFingerprint = current
-	if previous != "" && a.now().Before(e.PreviousSecretUntil) {
+	if previous != "" && now.Before(e.PreviousSecretUntil) {
 		until := e.PreviousSecretUntil
 		v.PreviousSecretFingerprint, v.PreviousSecretUntil = previous, &until
 	}
 	v.FailingSince, v.BreakerOpenUntil = timeOrNil(e.FailingSince), timeOrNil(e.BreakerOpenUntil)
 	return v
+}
+
+// envelopeView is the envelope env as Settings name it: its kind's name
+// ("raw" for none) and its CloudEvents source, "" for
+// envelope.SourceDefault.
+func envelopeView(env envelope.Config) (kind, source string) {
+	if env.Source == envelope.SourceDefault {
+		return env.Kind.String(), ""
+	}
+	return env.Kind.String(), env.Source
+}
+
+// Canonical is s in the form View shows the settings Create (or Update)
+// stores of it, so that two ways of writing a setting compare equal and
+// View(e).Settings given back is Canonical already: the envelope's kind
+// by its name ("" is "raw") and its CloudEvents source ("" for
+// envelope.SourceDefault, which it is when not given), the signature
+// profile as signature.Profile.String writes it ("" for the relay's),
+// Concurrency 0 as ConcurrencyDefault, Types never nil. The URL is left as
+// given (Create moves its user information into the credentials; View
+// redacts it). An envelope, source or profile that does not parse is
+// Create's refusal (a *FieldError naming the setting by its canonical
+// name).
+func Canonical(s Settings) (Settings, error) {
+	var a Admin
+	sig, err := a.signatureSetting(s.Signature)
+	if err != nil {
+		return s, err
+	}
+	stored, err := a.envelopeSetting("", given(s.Envelope), given(s.CESource))
+	if err != nil {
+		return s, err
+	}
+	env, err := endpoint.ParseEnvelope(stored)
+	if err != nil {
+		return s, a.refuse(SettingEnvelope, "%s: %v", a.name(SettingEnvelope), err)
+	}
+	s.Signature = sig
+	s.Envelope, s.CESource = envelopeView(env)
+	if s.Concurrency == 0 {
+		s.Concurrency = ConcurrencyDefault
+	}
+	if s.Types == nil {
+		s.Types = []string{}
+	}
+	return s, nil
 }
 
 // timeOrNil is &t, nil for the zero time.

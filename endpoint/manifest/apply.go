@@ -18,6 +18,10 @@ import (
 // applied.
 var ErrConflicts = errors.New("manifest: the plan has conflicts")
 
+// ErrRefused is returned by Apply for a plan with refusals (it is
+// admin.ErrInvalid too): nothing is applied.
+var ErrRefused = fmt.Errorf("manifest: the plan has refusals: %w", admin.ErrInvalid)
+
 // Result is what Apply did.
 type Result struct {
 	// Done are the steps made, in order.
@@ -49,15 +53,19 @@ type Generated struct {
 // credentials, rotates a signing secret whose reference names another one
 // (the old one signing for the plan's grace; a broker's endpoint that
 // becomes a webhook gets its secret, or a new one, first), sets their
-// state, and
-// removes those p removes. A plan with conflicts is refused
-// (ErrConflicts). It stops at the first refusal, returning what it did
-// beside the error: the steps before it are made, and a new plan takes on
-// from there. A Plan made after Apply is Empty.
+// state, and removes those p removes. A plan with conflicts or refusals
+// is refused (ErrConflicts, ErrRefused): nothing is applied. Should admin
+// refuse a step all the same (the store or a host's addresses changed
+// since the plan), Apply stops there, returning what it did beside the
+// error: the steps before it are made, and a new plan takes on from
+// there. A Plan made after Apply is Empty.
 func Apply(ctx context.Context, a *admin.Admin, p *Plan) (Result, error) {
 	var r Result
 	if len(p.Conflicts) > 0 {
 		return r, fmt.Errorf("%w (%d): nothing applied", ErrConflicts, len(p.Conflicts))
+	}
+	if len(p.Refusals) > 0 {
+		return r, fmt.Errorf("%w (%d): nothing applied", ErrRefused, len(p.Refusals))
 	}
 	for _, s := range p.Steps {
 		if err := ctx.Err(); err != nil {

@@ -35,6 +35,9 @@
 // Plan reports, for each endpoint, whether it is created, updated (which
 // settings, old -> new; which credentials, never their values), removed
 // (only with Options.Prune) or unchanged; a name several stored endpoints
-// have is a conflict, never guessed. Apply makes the plan's changes; a
-// second Plan after it is empty.
+// have is a conflict, never guessed. Plan asks admin to check every
+// endpoint it creates or changes (admin's Check, CheckChange and
+// CheckSecret) and lists each refusal, so that a bad file is refused
+// whole: Apply applies nothing of a plan with conflicts or refusals.
+// Apply makes the plan's changes; a second Plan after it is empty.
 package manifest

@@ -3,6 +3,7 @@ package manifest
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -17,10 +18,7 @@ import (
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/internal/printable"
-	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
-	"github.com/postbox-go/postbox/sink/envelope"
-	"github.com/postbox-go/postbox/store"
 )
 
 // Options are how Plan compares the file with the store.
@@ -47,14 +45,18 @@ const (
 
 // Plan is what Apply would do to make the store match a file: a Step for
 // each endpoint of the file (in its order), then one for each stored
-// endpoint it removes; the conflicts that keep it from being applied; and
-// the stored endpoints it leaves alone. Write shows it: it holds the
-// secrets the file references, and shows none.
+// endpoint it removes; the conflicts and refusals that keep it from being
+// applied; and the stored endpoints it leaves alone. Write shows it: it
+// holds the secrets the file references, and shows none.
 type Plan struct {
 	Steps []Step
 	// Conflicts are what Plan would have to guess, and does not: Apply
 	// refuses a plan that has any.
 	Conflicts []Conflict
+	// Refusals are the endpoints of the file admin refuses to create or
+	// to change as the file says (its Check, CheckChange and CheckSecret):
+	// Apply refuses a plan that has any.
+	Refusals []Refusal
 	// Kept are the stored endpoints the file does not name, left as they
 	// are (without Options.Prune).
 	Kept []Kept
@@ -99,6 +101,16 @@ type Conflict struct {
 	Message string
 }
 
+// Refusal is an endpoint of the file that admin refuses: the setting
+// refused (an admin.Setting* name, as the file writes it) and why, which
+// never holds a secret.
+type Refusal struct {
+	Name    string
+	Line    int
+	Setting string
+	Message string
+}
+
 // Kept is a stored endpoint the file does not name, kept as it is.
 type Kept struct {
 	Name string
@@ -122,16 +134,20 @@ func (p *Plan) Counts() (create, update, remove, unchanged int) {
 	return
 }
 
-// Empty reports whether the plan changes nothing and has no conflict.
+// Empty reports whether the plan changes nothing and has no conflict and
+// no refusal.
 func (p *Plan) Empty() bool {
 	c, u, r, _ := p.Counts()
-	return c+u+r == 0 && len(p.Conflicts) == 0
+	return c+u+r == 0 && len(p.Conflicts) == 0 && len(p.Refusals) == 0
 }
 
 // Plan compares m with the endpoints a manages, by name, and returns what
 // Apply would do. It reads m's secret references (Resolve with
 // os.LookupEnv, unless Resolve was called) and opens the stored endpoints'
-// credentials to compare them (a needs the keyring). It changes nothing.
+// credentials to compare them (a needs the keyring). It asks a to check
+// every endpoint it creates or changes, as Apply will make it (Check,
+// CheckChange, CheckSecret), and lists in Plan.Refusals each one refused:
+// a bad file is refused before anything is applied. It changes nothing.
 func (m *Manifest) Plan(ctx context.Context, a *admin.Admin, o Options) (*Plan, error) {
 	if o.Grace < 0 {
 		return nil, fmt.Errorf("manifest: Options.Grace %v is negative", o.Grace)
@@ -154,10 +170,17 @@ func (m *Manifest) Plan(ctx context.Context, a *admin.Admin, o Options) (*Plan, 
 		e := &m.Endpoints[i]
 		switch stored := byName[e.Name]; len(stored) {
 		case 0:
-			p.Steps = append(p.Steps, createStep(a, e))
+			s := createStep(a, e)
+			if err := p.check(ctx, a, s); err != nil {
+				return nil, err
+			}
+			p.Steps = append(p.Steps, s)
 		case 1:
 			s, err := updateStep(ctx, a, e, stored[0].ID, o.Grace)
 			if err != nil {
+				return nil, err
+			}
+			if err := p.check(ctx, a, s); err != nil {
 				return nil, err
 			}
 			p.Steps = append(p.Steps, s)
@@ -183,6 +206,34 @@ func (m *Manifest) Plan(ctx context.Context, a *admin.Admin, o Options) (*Plan, 
 		}
 	}
 	return p, nil
+}
+
+// check asks a whether it would make step s as Apply makes it, noting
+// its refusal (a *admin.FieldError) in p.Refusals; other errors (no
+// keyring, the store's) are returned.
+func (p *Plan) check(ctx context.Context, a *admin.Admin, s Step) error {
+	var err error
+	switch {
+	case s.Action == Create, s.Action == Update && s.first:
+		// A broker's endpoint that becomes a webhook gets its secret
+		// first: it is checked as the endpoint it becomes.
+		_, err = a.Check(ctx, s.want.Settings, credentials(a, s.want))
+	case s.Action == Update:
+		if changes(s.change) {
+			_, err = a.CheckChange(ctx, s.ID, s.change)
+		}
+		if err == nil && s.rotate {
+			err = a.CheckSecret(s.want.creds.Secret, s.want.Signature)
+		}
+	}
+	var refused *admin.FieldError
+	switch {
+	case errors.As(err, &refused):
+		p.Refusals = append(p.Refusals, Refusal{Name: s.Name, Line: s.Line, Setting: refused.Setting, Message: refused.Message})
+	case err != nil:
+		return fmt.Errorf("endpoint %s: %w", printable.String(s.Name), err)
+	}
+	return nil
 }
 
 // ids are the ids of views.
@@ -291,7 +342,8 @@ func updateStep(ctx context.Context, a *admin.Admin, e *Endpoint, id uuid.UUID, 
 	if err != nil {
 		return s, err
 	}
-	have, want := canonical(storedSettings(stored)), canonical(e.Settings)
+	have, want := admin.ViewOf(stored, time.Time{}).Settings, canonical(e.Settings)
+	have.URL = stored.URL // whole, unlike View's
 	for _, f := range settingFields {
 		if !f.equal(have, want) {
 			f.set(&s.change, want)
@@ -350,13 +402,6 @@ func updateStep(ctx context.Context, a *admin.Admin, e *Endpoint, id uuid.UUID, 
 	return s, nil
 }
 
-// storedSettings are e's settings as the store keeps them (its URL
-// whole, unlike admin.View's).
-func storedSettings(e store.Endpoint) admin.Settings {
-	return admin.Settings{Name: e.Name, URL: e.URL, Types: e.Types, Filter: e.Filter, Envelope: e.Envelope, Signature: e.Signature,
-		RatePerSecond: e.RatePerSecond, Concurrency: e.Concurrency, Shadow: e.Shadow, AllowPrivate: e.AllowPrivate}
-}
-
 // sameAuth reports whether a and b authenticate alike (a broker's user
 // and password included).
 func sameAuth(a, b endpoint.Credentials) bool {
@@ -387,29 +432,12 @@ func sameTLS(a, b *endpoint.ClientTLS) bool {
 	return *a == *b
 }
 
-// canonical is s as the store keeps it, so that two ways of writing one
-// setting compare equal: the envelope's name and source as
-// endpoint.ParseEnvelope reads them, the signature profile as
-// signature.Profile.String writes it, concurrency 0 as the default.
-// What does not parse is left as it is: admin refuses it.
+// canonical is admin.Canonical(s), so that two ways of writing one
+// setting compare equal; s as it is when admin refuses it (Plan's check
+// says why).
 func canonical(s admin.Settings) admin.Settings {
-	spec := s.Envelope
-	if s.CESource != "" {
-		spec += ";source=" + s.CESource
-	}
-	if c, err := endpoint.ParseEnvelope(spec); err == nil {
-		s.Envelope, s.CESource = c.Kind.String(), c.Source
-		if s.CESource == envelope.SourceDefault {
-			s.CESource = ""
-		}
-	}
-	if s.Signature != "" {
-		if p, err := signature.ParseProfile(s.Signature); err == nil {
-			s.Signature = p.String()
-		}
-	}
-	if s.Concurrency == 0 {
-		s.Concurrency = admin.ConcurrencyDefault
+	if c, err := admin.Canonical(s); err == nil {
+		return c
 	}
 	return s
 }
@@ -496,7 +524,8 @@ func (p *Plan) String() string {
 // Write writes the plan for people, as a diff: "+ create NAME" with the
 // settings it sets, "~ update NAME (ID)" with "setting: old -> new" for
 // each change and "credential: changed" for each credential, "- remove
-// NAME (ID)", the conflicts ("! conflict") and the endpoints kept, then the
+// NAME (ID)", the conflicts ("! conflict"), the refusals ("! refused NAME
+// (line N) [setting]: why") and the endpoints kept, then the
 // counts: "N to create, M to update, K to remove, L unchanged", or "no
 // changes" when the plan is Empty. No secret is written.
 func (p *Plan) Write(w io.Writer) error {
@@ -536,6 +565,9 @@ func (p *Plan) Write(w io.Writer) error {
 		}
 		fmt.Fprintf(&b, "! conflict %s (%s): %s\n", what, strings.Join(ids, ", "), c.Message)
 	}
+	for _, r := range p.Refusals {
+		fmt.Fprintf(&b, "! refused %s (line %d) [%s]: %s\n", printable.String(r.Name), r.Line, r.Setting, printable.String(r.Message))
+	}
 	for _, k := range p.Kept {
 		name := "(no name)"
 		if k.Name != "" {
@@ -557,6 +589,9 @@ func (p *Plan) Write(w io.Writer) error {
 	}
 	if n := len(p.Conflicts); n > 0 {
 		fmt.Fprintf(&b, "%s: nothing can be applied until resolved\n", plural(n, "conflict"))
+	}
+	if n := len(p.Refusals); n > 0 {
+		fmt.Fprintf(&b, "%s: nothing can be applied until the file is mended\n", plural(n, "refusal"))
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

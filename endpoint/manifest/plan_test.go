@@ -420,31 +420,66 @@ func TestConflictsAreNeverGuessed(t *testing.T) {
 	})
 }
 
-// A refusal of admin stops Apply at that endpoint, naming it and its
-// line; what came before is made, and the next plan takes on from there.
-func TestApplyStopsAtARefusal(t *testing.T) {
+// Plan asks admin to check every endpoint it creates or changes: a file
+// with one good and bad ones lists every refusal (the endpoint, its line
+// and the setting, no secret), and Apply applies nothing of it; once the
+// file is mended it applies, and the next plan is empty.
+func TestPlanRefusesABadFileBeforeApplying(t *testing.T) {
 	bothStores(t, func(t *testing.T, s store.Endpoints) {
 		ctx := context.Background()
 		a := newAdmin(t, s)
 		token := "tok-" + uniq()
+		secret, _ := signature.GenerateSecret()
+		applyOK(t, a, planOf(t, a, "version: 1\nendpoints:\n  - name: old\n    url: https://93.184.215.14/old\n    secret: env:SECRET\n"+
+			"  - name: rotated\n    url: https://93.184.215.14/rotated\n    secret: env:SECRET\n", env{"SECRET": secret}, "", manifest.Options{}))
+		before, _ := stored(t, a, "old")
+		bad := "whsec_" + uniq() + "!"
 		file := "version: 1\nendpoints:\n  - name: good\n    url: https://93.184.215.14/good\n" +
-			"  - name: bad\n    url: https://93.184.215.14/bad\n    filter: 'payload.total >'\n    auth: {bearer: env:TOKEN}\n"
-		p := planOf(t, a, file, env{"TOKEN": token}, "", manifest.Options{})
+			"  - name: bad\n    url: https://93.184.215.14/bad\n    filter: 'payload.total >'\n    auth: {bearer: env:TOKEN}\n" +
+			"  - name: old\n    url: http://127.0.0.1:9/old\n    secret: env:SECRET\n" +
+			"  - name: rotated\n    url: https://93.184.215.14/rotated\n    secret: env:BAD\n"
+		e := env{"TOKEN": token, "SECRET": secret, "BAD": bad}
+		p := planOf(t, a, file, e, "", manifest.Options{})
+		want := []struct{ name, setting, message string }{
+			{"bad", admin.SettingFilter, "filter: 1:16: "},
+			{"old", admin.SettingURL, "127.0.0.1 is loopback"},
+			{"rotated", admin.SettingSecret, "secret: "},
+		}
+		if len(p.Refusals) != len(want) || p.Empty() {
+			t.Fatalf("refusals %+v, want %d:\n%s", p.Refusals, len(want), p)
+		}
+		for i, w := range want {
+			r := p.Refusals[i]
+			if r.Name != w.name || r.Setting != w.setting || !strings.Contains(r.Message, w.message) {
+				t.Errorf("refusal %d = %+v, want %s's %s refused (%q)", i, r, w.name, w.setting, w.message)
+			}
+		}
+		for _, line := range []string{"! refused bad (line 5) [filter]: filter: 1:16: ", "! refused old (line 9) [url]: url: 127.0.0.1 is loopback",
+			"! refused rotated (line 12) [secret]: secret: ", "\n3 refusals: nothing can be applied until the file is mended\n"} {
+			if !strings.Contains(p.String(), line) {
+				t.Errorf("plan lacks %q:\n%s", line, p)
+			}
+		}
+		noSecrets(t, "the plan", p.String(), token, secret, bad)
 		r, err := manifest.Apply(ctx, a, p)
-		if !errors.Is(err, admin.ErrInvalid) || !strings.HasPrefix(err.Error(), "create bad (line 5): filter: 1:16: ") {
-			t.Fatalf("Apply = %v, want the filter refused, naming bad and its line", err)
+		if !errors.Is(err, manifest.ErrRefused) || !errors.Is(err, admin.ErrInvalid) || len(r.Done) != 0 {
+			t.Fatalf("Apply = %+v, %v: want ErrRefused, nothing done", r.Done, err)
 		}
-		noSecrets(t, "the error", err.Error(), token)
-		if len(r.Done) != 1 || r.Done[0].Name != "good" || len(r.Secrets) != 1 {
-			t.Errorf("Apply did %+v before the refusal, want good created, its secret returned", r.Done)
+		if _, err := a.Find(ctx, "good"); !errors.Is(err, admin.ErrNotFound) {
+			t.Errorf("Apply of a refused plan created good: %v", err)
 		}
-		fixed := strings.Replace(file, "'payload.total >'", "'payload.total > 1'", 1)
-		p = planOf(t, a, fixed, env{"TOKEN": token}, "", manifest.Options{})
-		if counts(p) != [4]int{1, 0, 0, 1} {
+		if after, _ := stored(t, a, "old"); !reflect.DeepEqual(before, after) {
+			t.Errorf("Apply of a refused plan changed old")
+		}
+
+		fixed := strings.NewReplacer("'payload.total >'", "'payload.total > 1'", "http://127.0.0.1:9/old", "https://93.184.215.14/old2").Replace(file)
+		e["BAD"], _ = signature.GenerateSecret()
+		p = planOf(t, a, fixed, e, "", manifest.Options{})
+		if counts(p) != [4]int{2, 2, 0, 0} || len(p.Refusals) != 0 {
 			t.Fatalf("plan after the fix %v:\n%s", counts(p), p)
 		}
 		applyOK(t, a, p)
-		if again := planOf(t, a, fixed, env{"TOKEN": token}, "", manifest.Options{}); !again.Empty() {
+		if again := planOf(t, a, fixed, e, "", manifest.Options{}); !again.Empty() {
 			t.Errorf("plan after:\n%s", again)
 		}
 	})
