@@ -26,13 +26,19 @@ func DSN(dsn string) string {
 		scheme, _, _ := strings.Cut(dsn, ":")
 		return scheme + ":(unparsable URL)"
 	}
-	if _, has := u.User.Password(); has {
+	// hidden are the passwords the URL's structure masks: those need no
+	// search through the text, where a short one ("p") would mask the
+	// same letters elsewhere ("htt"+"p").
+	var hidden []string
+	if pw, has := u.User.Password(); has {
 		u.User = url.UserPassword(u.User.Username(), Mask)
+		hidden = append(hidden, pw)
 	}
 	q := u.Query()
 	masked := false
-	for key := range q {
+	for key, values := range q {
 		if isPasswordKey(key) {
+			hidden = append(hidden, values...)
 			q[key] = []string{Mask}
 			masked = true
 		}
@@ -41,12 +47,29 @@ func DSN(dsn string) string {
 		u.RawQuery = q.Encode()
 	}
 	// A password holding an unescaped '/', '?' or '#' still parses, as a
-	// host and a path: what its shape says is a password goes too.
+	// host and a path: what its shape says is a password, and the URL's
+	// structure did not mask, goes too.
 	out := u.String()
 	for _, p := range passwords(dsn) {
-		out = strings.ReplaceAll(out, p, Mask)
+		if !isHidden(p, hidden) {
+			out = strings.ReplaceAll(out, p, Mask)
+		}
 	}
 	return out
+}
+
+// isHidden reports whether p, as written or percent-decoded, is one of
+// hidden.
+func isHidden(p string, hidden []string) bool {
+	for _, h := range hidden {
+		if p == h || unescape(p) == h {
+			return true
+		}
+		if d, err := url.PathUnescape(p); err == nil && d == h {
+			return true
+		}
+	}
+	return false
 }
 
 // Scrub returns err with every password that dsn holds replaced by xxxxx

@@ -16,7 +16,10 @@ func TestDSNHidesPasswords(t *testing.T) {
 		"postgres://app@db/x?password=hunter2&sslmode=no":                          "postgres://app@db/x?password=xxxxx&sslmode=no",
 		"postgres://app@db/x?sslpassword=hunter2":                                  "postgres://app@db/x?sslpassword=xxxxx",
 		"postgres://app:hunter2@db/x?sslmode=verify-full&sslrootcert=/missing.pem": "postgres://app:xxxxx@db/x?sslmode=verify-full&sslrootcert=/missing.pem",
-		"postgres://db/x":                                      "postgres://db/x",
+		"postgres://db/x": "postgres://db/x",
+		// A short password masks the password, not its letters elsewhere.
+		"http://u:p@h.example:8080/x":                          "http://u:xxxxx@h.example:8080/x",
+		"https://hooks.example/a-path?password=a&k=a":          "https://hooks.example/a-path?k=a&password=xxxxx",
 		"postgres://app:12/s3cr@db/x":                          "postgres://app:xxxxx@db/x",
 		"postgres://app:12?s3cr@db/x":                          "postgres://app:xxxxx@db/x",
 		"postgres://app:hun%zzter2@db/x":                       "postgres:(unparsable URL)",
