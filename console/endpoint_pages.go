@@ -515,7 +515,9 @@ func (c *Console) endpointCreate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if f.refused() {
-		f.SecretsCleared = creds.Secret != "" || creds.Bearer != "" || len(creds.Headers) > 0 || r.PostFormValue(admin.SettingHeaders) != ""
+		var userInfo bool
+		f.URL, userInfo = withoutUserInfo(f.URL)
+		f.SecretsCleared = userInfo || creds.Secret != "" || creds.Bearer != "" || len(creds.Headers) > 0 || r.PostFormValue(admin.SettingHeaders) != ""
 		f.KeyOff = c.keyOff()
 		c.render(w, r, http.StatusUnprocessableEntity, "endpoint_new", f)
 		return
@@ -524,6 +526,27 @@ func (c *Console) endpointCreate(w http.ResponseWriter, r *http.Request) {
 	c.log.Info("console: endpoint added", "endpoint", e.ID, "name", e.Name, "secret", e.SecretFingerprint, "client", c.clientAddr(r).String())
 	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: e.ID, Name: e.Name, Added: true,
 		Secret: created.Secret, Fingerprint: e.SecretFingerprint, Warnings: created.Warnings})
+}
+
+// withoutUserInfo is rawURL without its user information (a user and
+// password, or a token), which the add form never shows again, and
+// whether it had any. A text that does not parse as a URL, or parses as
+// an opaque one, but holds an '@' is dropped whole: what comes before it
+// may be a password.
+func withoutUserInfo(rawURL string) (string, bool) {
+	u, err := url.Parse(rawURL)
+	switch {
+	case err != nil || u.Opaque != "":
+		// "user:password@host" parses as an opaque URL of scheme "user".
+		if strings.Contains(rawURL, "@") {
+			return "", true
+		}
+		return rawURL, false
+	case u.User == nil:
+		return rawURL, false
+	}
+	u.User = nil
+	return u.String(), true
 }
 
 // editForm is endpoint e's edit form, filled with its settings.

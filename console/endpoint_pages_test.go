@@ -740,3 +740,38 @@ func TestEndpointPagesEscapeHostileValues(t *testing.T) {
 		}
 	})
 }
+
+// A refused add form gives the URL typed back without its user
+// information, which is a secret the form never shows: it says the
+// secrets must be given again.
+func TestEndpointFormRefusalDropsTheURLsPassword(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s console.Store) {
+		c := serve(t, console.Config{Store: s, Endpoints: newAdmin(t, s, false)})
+		csrf := c.csrf("/endpoints/new")
+		for _, target := range []string{
+			"https://svc:url-password-not-shown@billing.example/hook",
+			"https://url-password-not-shown@billing.example/hook",
+			"nats://svc:url-password-not-shown@nats.example:4222?subject=orders",
+			"https://svc:url-password-not-shown@bill ing.example/%zz",
+			"svc:url-password-not-shown@billing.example/hook",
+		} {
+			form := endpointForm(csrf, "refused", target)
+			form.Set("filter", "payload.total >")
+			res, body := c.post("/endpoints/new", form)
+			wantStatus(t, res, body, http.StatusUnprocessableEntity)
+			if holds(body, "url-password-not-shown") {
+				t.Fatalf("%s: the refused form shows the URL's user information:\n%s", target, body)
+			}
+			if !strings.Contains(body, `id="secrets-cleared"`) {
+				t.Fatalf("%s: the refused form does not say the secrets must be given again", target)
+			}
+		}
+		form := endpointForm(csrf, "refused", "https://billing.example/hook?v=2")
+		form.Set("filter", "payload.total >")
+		_, body := c.post("/endpoints/new", form)
+		if !strings.Contains(body, `name="url" value="https://billing.example/hook?v=2"`) || strings.Contains(body, `id="secrets-cleared"`) {
+			t.Fatalf("a URL without user information is not given back as typed, or secrets are said cleared:\n%s", body)
+		}
+	})
+}
