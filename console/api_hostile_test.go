@@ -308,3 +308,31 @@ func TestAPIWithoutTokenChangesNeedCSRF(t *testing.T) {
 		t.Fatalf("a request to another host: %d, want 403", res.StatusCode)
 	}
 }
+
+// GET /api/session says what the console does with the endpoints:
+// "manage", "read-only" on a read-only console (as its start line says),
+// "off" without the endpoints' engine.
+func TestAPISessionSaysWhatTheConsoleDoesWithEndpoints(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	for _, tc := range []struct {
+		cfg  console.Config
+		want string
+	}{
+		{console.Config{Store: s, Token: testToken, Endpoints: apiAdmin(t, s, false)}, "manage"},
+		{console.Config{Store: s, Token: testToken, ReadOnly: true, Endpoints: apiAdmin(t, s, false)}, "read-only"},
+		{console.Config{Store: s, Token: testToken, ReadOnly: true}, "off"},
+		{console.Config{Store: s, Token: testToken}, "off"},
+	} {
+		a := newAPI(t, tc.cfg)
+		_, body := a.call(t, apiCall{method: http.MethodGet, path: "/api/session"}, http.StatusOK)
+		var session struct {
+			Endpoints string `json:"endpoints"`
+			ReadOnly  bool   `json:"read_only"`
+		}
+		decode(t, body, &session)
+		if session.Endpoints != tc.want || session.ReadOnly != tc.cfg.ReadOnly {
+			t.Errorf("read-only %v, engine %v: session %s, want endpoints %q", tc.cfg.ReadOnly, tc.cfg.Endpoints != nil, body, tc.want)
+		}
+	}
+}
