@@ -20,10 +20,10 @@ import (
 // Bounds of the endpoints' operations.
 const (
 	// apiGraceDefault is a rotation's grace period when the body gives
-	// none: the command line's --grace default; apiGraceMax the longest
-	// (far past any use, well within a time.Duration).
+	// none: the command line's --grace default; apiGraceMax the longest,
+	// the rotation form's too (parseAge).
 	apiGraceDefault = 24 * time.Hour
-	apiGraceMax     = 100 * 365 * 24 * time.Hour
+	apiGraceMax     = ageMax
 	// apiTestTimeoutDefault and apiTestTimeoutMax bound a test event.
 	apiTestTimeoutDefault = 10 * time.Second
 	apiTestTimeoutMax     = 5 * time.Minute

@@ -352,6 +352,11 @@ func TestEndpointStateRotateTestAndRemove(t *testing.T) {
 		if !strings.Contains(body, `<span class="field-error" role="alert">Grace period: `) || !strings.Contains(body, `value="soon"`) {
 			t.Fatalf("a bad grace period: no refusal beside the rotation's field:\n%s", body)
 		}
+		res, body = c.post(page+"/rotate", url.Values{"csrf": {csrf}, "grace": {"1e300d"}})
+		wantStatus(t, res, body, http.StatusUnprocessableEntity)
+		if !strings.Contains(body, `<span class="field-error" role="alert">Grace period: &#34;1e300d&#34;: want a duration of at most 100 years`) {
+			t.Fatalf("a grace period past any bound: no refusal that gives the bound:\n%s", body)
+		}
 
 		res, body = c.post(page+"/test", url.Values{"csrf": {csrf}})
 		wantStatus(t, res, body, http.StatusBadGateway)
