@@ -78,7 +78,20 @@ func (c *Console) apiEndpointList(w http.ResponseWriter, r *http.Request) {
 	if views == nil {
 		views = []admin.View{}
 	}
+	for i := range views {
+		c.apiMask(&views[i])
+	}
 	c.apiJSON(w, http.StatusOK, views)
+}
+
+// apiMask describes v's URL on a read-only console (describeURL), as its
+// pages show it: its path and query may hold a token (a chat service's),
+// which only a console that manages the endpoints answers, for the
+// programs that manage them.
+func (c *Console) apiMask(v *admin.View) {
+	if c.cfg.ReadOnly {
+		v.URL = c.describeURL(v.URL)
+	}
 }
 
 func (c *Console) apiEndpointGet(w http.ResponseWriter, r *http.Request) {
@@ -93,6 +106,7 @@ func (c *Console) apiEndpointGet(w http.ResponseWriter, r *http.Request) {
 		c.apiFail(w, "reading an endpoint", err)
 		return
 	}
+	c.apiMask(&v)
 	c.apiJSON(w, http.StatusOK, v)
 }
 

@@ -336,3 +336,31 @@ func TestAPISessionSaysWhatTheConsoleDoesWithEndpoints(t *testing.T) {
 		}
 	}
 }
+
+// A read-only console's API describes an endpoint's URL as its pages do
+// (its kind, scheme and host): the path and the query may hold a token,
+// which only a console that manages the endpoints answers.
+func TestAPIReadOnlyDescribesTheURL(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	const target = "https://93.184.215.14/services/T000/B000/token-in-the-url-not-shown?token=query-token-not-shown"
+	manage := newAPI(t, console.Config{Store: s, Token: testToken, Endpoints: apiAdmin(t, s, false)})
+	id := manage.newWebhookAt(t, "slack", target)
+	ro := newAPI(t, console.Config{Store: s, Token: testToken, ReadOnly: true, Endpoints: apiAdmin(t, s, false)})
+	for _, tc := range []struct {
+		a    *apiAPI
+		want string
+	}{{manage, target}, {ro, "webhook https://93.184.215.14/…"}} {
+		var list []apiView
+		_, body := tc.a.call(t, apiCall{method: http.MethodGet, path: "/api/endpoints"}, http.StatusOK)
+		if decode(t, body, &list); len(list) != 1 || list[0].URL != tc.want {
+			t.Errorf("read-only %v: GET /api/endpoints: %s, want the URL %q", tc.a == ro, body, tc.want)
+		}
+		var one apiView
+		_, body = tc.a.call(t, apiCall{method: http.MethodGet, path: "/api/endpoints/" + id}, http.StatusOK)
+		if decode(t, body, &one); one.URL != tc.want {
+			t.Errorf("read-only %v: GET /api/endpoints/{id}: %s, want the URL %q", tc.a == ro, body, tc.want)
+		}
+	}
+	ro.wantNoSecret(t, []string{"token-in-the-url-not-shown", "query-token-not-shown"}, nil)
+}

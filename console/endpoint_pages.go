@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/endpoint/admin"
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -85,14 +88,41 @@ func (c *Console) keyOff() string {
 		"(start postbox console with --secrets-key-file or POSTBOX_SECRETS_KEY). Editing, enabling, disabling and removing work."
 }
 
-// view is e as the endpoint pages show it: admin's View (a URL without
-// credentials, only fingerprints of its secrets), admin.ViewOf for a
-// console without Config.Endpoints.
+// view is e as the endpoint pages show it: admin's View (only
+// fingerprints of its secrets), admin.ViewOf for a console without
+// Config.Endpoints, its URL described (describeURL).
 func (c *Console) view(e store.Endpoint) admin.View {
+	var v admin.View
 	if c.cfg.Endpoints != nil {
-		return c.cfg.Endpoints.View(e)
+		v = c.cfg.Endpoints.View(e)
+	} else {
+		v = admin.ViewOf(e, time.Now())
 	}
-	return admin.ViewOf(e, time.Now())
+	v.URL = c.describeURL(e.URL)
+	return v
+}
+
+// describeURL is an endpoint's URL as the pages (and a read-only
+// console's API) show it: its kind, scheme and host, "/…" for a path or
+// a query (endpoint.DescribeURL), which may hold a token; for a scheme
+// that is not a webhook's nor one of Config.Kinds, its scheme and host.
+// Never its user information.
+func (c *Console) describeURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		return "a URL that does not parse"
+	}
+	known := func(k sink.URLKind) bool {
+		return slices.ContainsFunc(k.Schemes, func(s string) bool { return strings.EqualFold(s, u.Scheme) })
+	}
+	if known(webhook.URL) || slices.ContainsFunc(c.cfg.Kinds, known) {
+		return endpoint.DescribeURL(c.cfg.Kinds, rawURL)
+	}
+	desc := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		desc += "/…"
+	}
+	return desc
 }
 
 // successRate is an endpoint's attempts over the last rateWindow, and
@@ -241,8 +271,8 @@ type testResult struct {
 	EventID  string
 	Duration time.Duration
 	// Error is why it was not delivered: admin's TestError, which names
-	// the endpoint's URL redacted and never a secret, or why no test
-	// event was sent.
+	// the endpoint's URL described (describeURL) and never a secret, or
+	// why no test event was sent.
 	Error string
 }
 
@@ -490,6 +520,8 @@ func (c *Console) endpointNew(w http.ResponseWriter, r *http.Request) {
 type secretPage struct {
 	ID   uuid.UUID
 	Name string
+	// URL is where the endpoint delivers, described (describeURL).
+	URL string
 	// Added is true after an add, false after a rotation.
 	Added bool
 	// Secret is the generated secret ("" when one was given, or for a
@@ -524,7 +556,7 @@ func (c *Console) endpointCreate(w http.ResponseWriter, r *http.Request) {
 	}
 	e := created.Endpoint
 	c.log.Info("console: endpoint added", "endpoint", e.ID, "name", e.Name, "secret", e.SecretFingerprint, "client", c.clientAddr(r).String())
-	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: e.ID, Name: e.Name, Added: true,
+	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: e.ID, Name: e.Name, URL: c.describeURL(e.URL), Added: true,
 		Secret: created.Secret, Fingerprint: e.SecretFingerprint, Warnings: created.Warnings})
 }
 
@@ -674,7 +706,7 @@ func (c *Console) endpointRotate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.log.Info("console: endpoint's secret rotated", "endpoint", id, "secret", rot.Fingerprint, "key", rot.Key, "previous_until", rot.PreviousUntil, "client", c.clientAddr(r).String())
-	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: id, Name: e.Name, Secret: rot.Secret,
+	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: id, Name: e.Name, URL: c.describeURL(e.URL), Secret: rot.Secret,
 		Fingerprint: rot.Fingerprint, PreviousUntil: rot.PreviousUntil})
 }
 
@@ -695,8 +727,11 @@ func (c *Console) endpointTest(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	switch {
 	case errors.As(err, &te):
-		// What the endpoint answered is the point of a test: it is shown.
-		res.Error = te.Error()
+		// What the endpoint answered is the point of a test: it is shown,
+		// with the URL described as the page shows it.
+		shown := *te
+		shown.URL = c.describeURL(te.URL)
+		res.Error = shown.Error()
 		tested.EventID = te.EventID
 		status = http.StatusBadGateway
 	case errors.Is(err, endpoint.ErrNoKeyring):

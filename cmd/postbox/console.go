@@ -84,7 +84,7 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		}
 		c, err := console.New(console.Config{
 			Store: s.Console, Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger,
-			SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted, Endpoints: engine,
+			SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted, Endpoints: engine, Kinds: endpointKinds,
 		})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
