@@ -191,12 +191,14 @@ func (c *Console) apiEndpointPatch(w http.ResponseWriter, r *http.Request) {
 	c.apiJSON(w, http.StatusOK, apiUpdated{Endpoint: up.Endpoint, Changed: nonNil(up.Changed), Warnings: nonNil(up.Warnings)})
 }
 
-// apiChange reads a JSON merge patch (RFC 7396) of an endpoint into an
-// admin.Change: a member sets its setting, null sets it to its zero value
-// (no filter, no types, ...). headers replaces every static header (null:
-// none); basic, bearer or oauth2 replaces the authentication (null: none);
-// tls replaces the client certificate and CA (null: none). The signing
-// secret changes only with rotate-secret.
+// apiChange reads a change of an endpoint into an admin.Change: a JSON
+// merge patch of the top level only (RFC 7396's members, not its
+// recursion). A member replaces its setting whole, null sets it to its
+// zero value (no filter, no types, ...). headers replaces every static
+// header (null: none; a header given null is an empty value, which admin
+// refuses); basic, bearer or oauth2 replaces the authentication (null:
+// none); tls replaces the client certificate and CA (null: none). The
+// signing secret changes only with rotate-secret.
 func apiChange(body []byte) (admin.Change, error) {
 	var patch map[string]json.RawMessage
 	if err := apiDecode(body, &patch); err != nil {

@@ -349,3 +349,39 @@ func decode(t *testing.T, body []byte, v any) {
 		t.Fatalf("%s: %v", body, err)
 	}
 }
+
+// concurrencyMax is the most deliveries in flight admin allows an
+// endpoint.
+const concurrencyMax = 1024
+
+// Every concurrency the document describes has the bound admin keeps.
+func TestAPIDocumentBoundsConcurrency(t *testing.T) {
+	var doc any
+	if err := json.Unmarshal(apiDocument(t), &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if k == "concurrency" {
+					n++
+					if m, _ := x.(map[string]any); m["maximum"] != float64(concurrencyMax) {
+						t.Errorf("%s/concurrency: maximum %v, want %d", path, m["maximum"], concurrencyMax)
+					}
+				}
+				walk(path+"/"+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(path+"/"+strconv.Itoa(i), x)
+			}
+		}
+	}
+	walk("", doc)
+	if n == 0 {
+		t.Fatal("the document describes no concurrency")
+	}
+}
