@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/endpoint/manifest"
@@ -24,7 +23,7 @@ func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 	prune := fs.Bool("prune", false, "remove the endpoints the file does not name, with their deliveries and attempts (without it they are kept, and listed)")
 	dryRun := fs.Bool("dry-run", false, "print the plan and apply nothing")
 	yes := fs.Bool("yes", false, "apply the plan (without it, and without --dry-run, the plan is printed and nothing applied)")
-	grace := fs.Duration("grace", 24*time.Hour, "when an endpoint's secret reference names another secret than its current one: how long the current one keeps signing beside it")
+	grace := fs.Duration("grace", admin.GraceDefault, "when an endpoint's secret reference names another secret than its current one: how long the current one keeps signing beside it")
 	var key secretsKeyFlag
 	key.register(fs, "needed to compare the endpoints' credentials with the file's and to seal them")
 	// What applies or removes is never read from the environment: a
@@ -54,7 +53,9 @@ func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		defer closeDB()
-		a, err := admin.New(admin.Config{Store: s, Keyring: k, Kinds: endpointKinds})
+		// As the other endpoints commands (newEndpointAdmin), but for
+		// the messages, which name the file's keys.
+		a, err := admin.New(admin.Config{Store: s, Keyring: k, Kinds: endpointKinds, PrivateEndpoints: true})
 		if err != nil {
 			return err
 		}

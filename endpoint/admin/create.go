@@ -56,6 +56,11 @@ func (a *Admin) prepareCreate(ctx context.Context, s Settings, c endpoint.Creden
 	if e.Concurrency == 0 {
 		e.Concurrency = ConcurrencyDefault
 	}
+	if e.AllowPrivate {
+		if err := a.checkPrivate(); err != nil {
+			return p, err
+		}
+	}
 	if err := a.checkURL(e.URL); err != nil {
 		return p, err
 	}

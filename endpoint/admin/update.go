@@ -82,6 +82,11 @@ func (a *Admin) prepareUpdate(ctx context.Context, id uuid.UUID, ch Change) (pre
 		return p, notFound(id, err)
 	}
 	p.before = e
+	if ch.AllowPrivate != nil && *ch.AllowPrivate && !e.AllowPrivate {
+		if err := a.checkPrivate(); err != nil {
+			return p, err
+		}
+	}
 	if err := a.applySettings(&e, ch); err != nil {
 		return p, err
 	}
