@@ -319,6 +319,14 @@ type Change struct {
 	Concurrency                                      *int
 	Shadow, AllowPrivate                             *bool
 	Credentials                                      CredentialChange
+	// Secret, when not nil, becomes the signing secret (a new whsec_ when
+	// "", returned once in Updated.Secret), in the same write as the
+	// other credentials, checked against the signature profile the
+	// endpoint has after the change; the current one keeps signing for
+	// SecretGrace (not negative), as RotateSecret's. The same secret
+	// given again changes nothing.
+	Secret      *string
+	SecretGrace time.Duration
 }
 
 // CredentialChange replaces parts of an endpoint's sealed credentials
@@ -348,6 +356,9 @@ type Updated struct {
 	// given with a value other than the endpoint's).
 	Changed  []string
 	Warnings []string
+	// Secret is the signing secret Update generated (Change.Secret ""):
+	// shown once. "" when none was generated.
+	Secret string
 }
 
 // Rotated is what RotateSecret did.
