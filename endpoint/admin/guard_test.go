@@ -145,3 +145,25 @@ func TestTypesAndConcurrencyRefusals(t *testing.T) {
 		}
 	})
 }
+
+// CreateWithState writes an endpoint disabled in its one write; a state
+// other than enabled and disabled is refused.
+func TestCreateWithState(t *testing.T) {
+	bothStores(t, func(t *testing.T, s store.Endpoints) {
+		ctx := context.Background()
+		a := newAdmin(t, s, nil)
+		c, err := a.CreateWithState(ctx, admin.Settings{Name: "off", URL: publicURL}, endpoint.Credentials{}, store.EndpointDisabled)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.Endpoint.State != store.EndpointDisabled {
+			t.Errorf("Created's state %q, want disabled", c.Endpoint.State)
+		}
+		if e := rows(t, s)[0]; e.State != store.EndpointDisabled || !e.UpdatedAt.Equal(e.CreatedAt) {
+			t.Errorf("stored state %q, updated %v after created %v: want disabled in the create's one write", e.State, e.UpdatedAt, e.CreatedAt)
+		}
+		if _, err := a.CreateWithState(ctx, admin.Settings{Name: "x", URL: publicURL}, endpoint.Credentials{}, store.EndpointAutoDisabled); fieldError(t, err).Setting != admin.SettingState {
+			t.Errorf("CreateWithState auto-disabled: %v, want state refused", err)
+		}
+	})
+}
