@@ -75,7 +75,7 @@ type Step struct {
 	// Line is where the file writes the endpoint (0 for Remove).
 	Line int
 
-	want   *Endpoint
+	want *Endpoint
 	// change is the Update, the signing secret's rotation in it (a new
 	// one, or one for an endpoint that has none and becomes a webhook).
 	change admin.Change
