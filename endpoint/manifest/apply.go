@@ -145,6 +145,19 @@ func changes(c admin.Change) bool {
 		c.Secret != nil || cc.SetHeaders || cc.SetAuth || cc.SetTLS
 }
 
+// WriteSecrets writes the generated secrets (Result.Secrets), a line each:
+// the endpoint's name (escaped as printable text), a space, the secret
+// (which holds no space) — for a file of the operator's, postbox
+// endpoints apply --secrets-out.
+func (r Result) WriteSecrets(w io.Writer) error {
+	var b strings.Builder
+	for _, g := range r.Secrets {
+		fmt.Fprintf(&b, "%s %s\n", printable.String(g.Name), g.Secret)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
 // done are the actions as Result.Write tells them.
 var done = map[Action]string{Create: "created", Update: "updated", Remove: "removed"}
 
