@@ -19,14 +19,12 @@ import (
 
 // Bounds of the endpoints' operations.
 const (
-	// apiGraceDefault is a rotation's grace period when the body gives
-	// none: the command line's --grace default; apiGraceMax the longest,
-	// the rotation form's too (parseAge).
-	apiGraceDefault = 24 * time.Hour
-	apiGraceMax     = ageMax
-	// apiTestTimeoutDefault and apiTestTimeoutMax bound a test event.
-	apiTestTimeoutDefault = 10 * time.Second
-	apiTestTimeoutMax     = 5 * time.Minute
+	// apiGraceMax is the longest grace period of a rotation (the body's
+	// default is admin.GraceDefault), the rotation form's too (parseAge).
+	apiGraceMax = ageMax
+	// apiTestTimeoutMax bounds a test event (the body's default is
+	// admin.TestTimeoutDefault).
+	apiTestTimeoutMax = 5 * time.Minute
 	// apiAttemptsDefault and apiAttemptsMax bound the attempts listed.
 	apiAttemptsDefault = 50
 	apiAttemptsMax     = 1000
@@ -393,7 +391,7 @@ type apiRotateBody struct {
 	// generated and answered once.
 	Secret string `json:"secret"`
 	// GraceSeconds is how long the current secret keeps signing
-	// (apiGraceDefault when absent).
+	// (admin.GraceDefault when absent).
 	GraceSeconds *float64 `json:"grace_seconds"`
 }
 
@@ -414,7 +412,7 @@ func (c *Console) apiEndpointRotate(w http.ResponseWriter, r *http.Request) {
 	if !c.apiRead(w, r, &body, true) {
 		return
 	}
-	grace := apiGraceDefault
+	grace := admin.GraceDefault
 	if body.GraceSeconds != nil {
 		if !(*body.GraceSeconds >= 0) || *body.GraceSeconds > apiGraceMax.Seconds() {
 			c.apiProblemSetting(w, http.StatusUnprocessableEntity, problemInvalid, fmt.Sprintf("grace_seconds: want 0 to %v seconds", apiGraceMax.Seconds()), admin.SettingGrace)
@@ -453,7 +451,7 @@ func (c *Console) apiEndpointTest(w http.ResponseWriter, r *http.Request) {
 	if !c.apiRead(w, r, &body, true) {
 		return
 	}
-	timeout := apiTestTimeoutDefault
+	timeout := admin.TestTimeoutDefault
 	if body.TimeoutSeconds != nil {
 		if !(*body.TimeoutSeconds > 0) || *body.TimeoutSeconds > apiTestTimeoutMax.Seconds() {
 			c.apiProblem(w, http.StatusBadRequest, problemBadRequest, fmt.Sprintf("timeout_seconds: want more than 0 and at most %v", apiTestTimeoutMax.Seconds()))

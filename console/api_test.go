@@ -28,6 +28,7 @@ import (
 	"github.com/pb33f/libopenapi-validator/config"
 
 	"github.com/postbox-go/postbox/console"
+	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/postboxtest/logbuf"
 )
 
@@ -350,10 +351,6 @@ func decode(t *testing.T, body []byte, v any) {
 	}
 }
 
-// concurrencyMax is the most deliveries in flight admin allows an
-// endpoint.
-const concurrencyMax = 1024
-
 // Every concurrency the document describes has the bound admin keeps.
 func TestAPIDocumentBoundsConcurrency(t *testing.T) {
 	var doc any
@@ -368,8 +365,8 @@ func TestAPIDocumentBoundsConcurrency(t *testing.T) {
 			for k, x := range v {
 				if k == "concurrency" {
 					n++
-					if m, _ := x.(map[string]any); m["maximum"] != float64(concurrencyMax) {
-						t.Errorf("%s/concurrency: maximum %v, want %d", path, m["maximum"], concurrencyMax)
+					if m, _ := x.(map[string]any); m["maximum"] != float64(admin.ConcurrencyMax) {
+						t.Errorf("%s/concurrency: maximum %v, want %d", path, m["maximum"], admin.ConcurrencyMax)
 					}
 				}
 				walk(path+"/"+k, x)

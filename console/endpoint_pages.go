@@ -31,11 +31,6 @@ const (
 	deadLettersShown = 10
 	// rateWindow is the time the success rates are measured over.
 	rateWindow = time.Hour
-	// endpointTestTimeout bounds a test event's delivery.
-	endpointTestTimeout = 10 * time.Second
-	// graceDefault is the rotation form's grace period, as the command
-	// line's rotate-secret has it.
-	graceDefault = "24h"
 )
 
 // endpointPageRoutes adds the endpoint pages' routes, under /endpoints.
@@ -314,7 +309,7 @@ func (c *Console) showEndpoint(w http.ResponseWriter, r *http.Request, id uuid.U
 		c.endpointFail(w, "reading endpoint "+id.String(), err)
 		return
 	}
-	p := endpointPage{View: c.view(e), ActionsOff: c.actionsOff(), KeyOff: c.keyOff(), Grace: graceDefault,
+	p := endpointPage{View: c.view(e), ActionsOff: c.actionsOff(), KeyOff: c.keyOff(), Grace: ageText(admin.GraceDefault),
 		DeadFilter: filterForm{Endpoint: id.String(), Return: returnEndpoint}}
 	// Each part below is a part of its own: one that cannot be read is
 	// named on the page, and the others still show.
@@ -715,9 +710,9 @@ func (c *Console) endpointTest(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), readTimeout+endpointTestTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout+admin.TestTimeoutDefault)
 	defer cancel()
-	tested, err := c.cfg.Endpoints.Test(ctx, id, endpointTestTimeout)
+	tested, err := c.cfg.Endpoints.Test(ctx, id, admin.TestTimeoutDefault)
 	if errors.Is(err, admin.ErrNotFound) || errors.Is(err, store.ErrEndpointNotFound) {
 		c.endpointFail(w, "testing endpoint "+id.String(), err)
 		return
@@ -788,6 +783,19 @@ func (c *Console) endpointRemove(w http.ResponseWriter, r *http.Request) {
 	}
 	c.log.Info("console: endpoint removed", "endpoint", id, "client", c.clientAddr(r).String())
 	http.Redirect(w, r, "/endpoints?done=remove", http.StatusSeeOther)
+}
+
+// ageText writes d as a person would type it in the rotation form: "24h"
+// rather than "24h0m0s".
+func ageText(d time.Duration) string {
+	text := d.String()
+	if strings.HasSuffix(text, "m0s") {
+		text = strings.TrimSuffix(text, "0s")
+		if strings.HasSuffix(text, "h0m") {
+			text = strings.TrimSuffix(text, "0m")
+		}
+	}
+	return text
 }
 
 // stateText is an endpoint's state as the pages show it.

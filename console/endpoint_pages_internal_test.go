@@ -59,3 +59,17 @@ func TestParseAgeBounds(t *testing.T) {
 		}
 	}
 }
+
+// The rotation form's default grace period reads as typed.
+func TestAgeText(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		24 * time.Hour: "24h", 90 * time.Second: "1m30s", 90 * time.Minute: "1h30m", 45 * time.Second: "45s", time.Hour + time.Second: "1h0m1s",
+	} {
+		if got := ageText(d); got != want {
+			t.Errorf("ageText(%v) = %q, want %q", d, got, want)
+		}
+		if back, err := parseAge(ageText(d)); err != nil || back != d {
+			t.Errorf("parseAge(ageText(%v)) = %v, %v", d, back, err)
+		}
+	}
+}
