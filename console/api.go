@@ -218,8 +218,9 @@ type apiSessionInfo struct {
 	Auth      apiAuthKind `json:"auth"`
 	CSRFToken string      `json:"csrf_token"`
 	ReadOnly  bool        `json:"read_only"`
-	// Endpoints is "manage" when the console manages endpoints (and
-	// their secrets, with a key: SecretsKey names it), "off" otherwise.
+	// Endpoints is "manage" when the console manages endpoints,
+	// "read-only" when it has their engine but is read-only (it shows
+	// them, as its start line says), "off" without the engine.
 	Endpoints string `json:"endpoints"`
 }
 
@@ -235,7 +236,11 @@ func (c *Console) apiSession(w http.ResponseWriter, r *http.Request) {
 		by = apiBySession
 	}
 	info := apiSessionInfo{Auth: by, CSRFToken: c.csrfToken(r), ReadOnly: c.cfg.ReadOnly, Endpoints: "off"}
-	if c.cfg.Endpoints != nil {
+	switch {
+	case c.cfg.Endpoints == nil:
+	case c.cfg.ReadOnly:
+		info.Endpoints = "read-only"
+	default:
 		info.Endpoints = "manage"
 	}
 	c.apiJSON(w, http.StatusOK, info)

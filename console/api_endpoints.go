@@ -19,14 +19,12 @@ import (
 
 // Bounds of the endpoints' operations.
 const (
-	// apiGraceDefault is a rotation's grace period when the body gives
-	// none: the command line's --grace default; apiGraceMax the longest
-	// (far past any use, well within a time.Duration).
-	apiGraceDefault = 24 * time.Hour
-	apiGraceMax     = 100 * 365 * 24 * time.Hour
-	// apiTestTimeoutDefault and apiTestTimeoutMax bound a test event.
-	apiTestTimeoutDefault = 10 * time.Second
-	apiTestTimeoutMax     = 5 * time.Minute
+	// apiGraceMax is the longest grace period of a rotation (the body's
+	// default is admin.GraceDefault), the rotation form's too (parseAge).
+	apiGraceMax = ageMax
+	// apiTestTimeoutMax bounds a test event (the body's default is
+	// admin.TestTimeoutDefault).
+	apiTestTimeoutMax = 5 * time.Minute
 	// apiAttemptsDefault and apiAttemptsMax bound the attempts listed.
 	apiAttemptsDefault = 50
 	apiAttemptsMax     = 1000
@@ -78,7 +76,20 @@ func (c *Console) apiEndpointList(w http.ResponseWriter, r *http.Request) {
 	if views == nil {
 		views = []admin.View{}
 	}
+	for i := range views {
+		c.apiMask(&views[i])
+	}
 	c.apiJSON(w, http.StatusOK, views)
+}
+
+// apiMask describes v's URL on a read-only console (describeURL), as its
+// pages show it: its path and query may hold a token (a chat service's),
+// which only a console that manages the endpoints answers, for the
+// programs that manage them.
+func (c *Console) apiMask(v *admin.View) {
+	if c.cfg.ReadOnly {
+		v.URL = c.describeURL(v.URL)
+	}
 }
 
 func (c *Console) apiEndpointGet(w http.ResponseWriter, r *http.Request) {
@@ -93,6 +104,7 @@ func (c *Console) apiEndpointGet(w http.ResponseWriter, r *http.Request) {
 		c.apiFail(w, "reading an endpoint", err)
 		return
 	}
+	c.apiMask(&v)
 	c.apiJSON(w, http.StatusOK, v)
 }
 
@@ -177,12 +189,14 @@ func (c *Console) apiEndpointPatch(w http.ResponseWriter, r *http.Request) {
 	c.apiJSON(w, http.StatusOK, apiUpdated{Endpoint: up.Endpoint, Changed: nonNil(up.Changed), Warnings: nonNil(up.Warnings)})
 }
 
-// apiChange reads a JSON merge patch (RFC 7396) of an endpoint into an
-// admin.Change: a member sets its setting, null sets it to its zero value
-// (no filter, no types, ...). headers replaces every static header (null:
-// none); basic, bearer or oauth2 replaces the authentication (null: none);
-// tls replaces the client certificate and CA (null: none). The signing
-// secret changes only with rotate-secret.
+// apiChange reads a change of an endpoint into an admin.Change: a JSON
+// merge patch of the top level only (RFC 7396's members, not its
+// recursion). A member replaces its setting whole, null sets it to its
+// zero value (no filter, no types, ...). headers replaces every static
+// header (null: none; a header given null is an empty value, which admin
+// refuses); basic, bearer or oauth2 replaces the authentication (null:
+// none); tls replaces the client certificate and CA (null: none). The
+// signing secret changes only with rotate-secret.
 func apiChange(body []byte) (admin.Change, error) {
 	var patch map[string]json.RawMessage
 	if err := apiDecode(body, &patch); err != nil {
@@ -377,7 +391,7 @@ type apiRotateBody struct {
 	// generated and answered once.
 	Secret string `json:"secret"`
 	// GraceSeconds is how long the current secret keeps signing
-	// (apiGraceDefault when absent).
+	// (admin.GraceDefault when absent).
 	GraceSeconds *float64 `json:"grace_seconds"`
 }
 
@@ -398,7 +412,7 @@ func (c *Console) apiEndpointRotate(w http.ResponseWriter, r *http.Request) {
 	if !c.apiRead(w, r, &body, true) {
 		return
 	}
-	grace := apiGraceDefault
+	grace := admin.GraceDefault
 	if body.GraceSeconds != nil {
 		if !(*body.GraceSeconds >= 0) || *body.GraceSeconds > apiGraceMax.Seconds() {
 			c.apiProblemSetting(w, http.StatusUnprocessableEntity, problemInvalid, fmt.Sprintf("grace_seconds: want 0 to %v seconds", apiGraceMax.Seconds()), admin.SettingGrace)
@@ -437,7 +451,7 @@ func (c *Console) apiEndpointTest(w http.ResponseWriter, r *http.Request) {
 	if !c.apiRead(w, r, &body, true) {
 		return
 	}
-	timeout := apiTestTimeoutDefault
+	timeout := admin.TestTimeoutDefault
 	if body.TimeoutSeconds != nil {
 		if !(*body.TimeoutSeconds > 0) || *body.TimeoutSeconds > apiTestTimeoutMax.Seconds() {
 			c.apiProblem(w, http.StatusBadRequest, problemBadRequest, fmt.Sprintf("timeout_seconds: want more than 0 and at most %v", apiTestTimeoutMax.Seconds()))

@@ -27,10 +27,12 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// apiAdmin is an endpoints' engine of s; with a key unless noKey.
+// apiAdmin is an endpoints' engine of s; with a key unless noKey. Its
+// endpoints may reach private addresses (the tests' receivers are on
+// 127.0.0.1), as postbox console --allow-private-endpoints's.
 func apiAdmin(t *testing.T, s console.Store, noKey bool) *admin.Admin {
 	t.Helper()
-	cfg := admin.Config{Store: driverOf(t, s)}
+	cfg := admin.Config{Store: driverOf(t, s), PrivateEndpoints: true}
 	if !noKey {
 		k, err := keyring.Parse(keyring.GenerateKey())
 		if err != nil {

@@ -2,9 +2,12 @@ package console_test
 
 import (
 	"bytes"
+	"encoding/json"
+	"maps"
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 
@@ -306,5 +309,150 @@ func TestAPIWithoutTokenChangesNeedCSRF(t *testing.T) {
 	res.Body.Close()
 	if res.StatusCode != http.StatusForbidden {
 		t.Fatalf("a request to another host: %d, want 403", res.StatusCode)
+	}
+}
+
+// GET /api/session says what the console does with the endpoints:
+// "manage", "read-only" on a read-only console (as its start line says),
+// "off" without the endpoints' engine.
+func TestAPISessionSaysWhatTheConsoleDoesWithEndpoints(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	for _, tc := range []struct {
+		cfg  console.Config
+		want string
+	}{
+		{console.Config{Store: s, Token: testToken, Endpoints: apiAdmin(t, s, false)}, "manage"},
+		{console.Config{Store: s, Token: testToken, ReadOnly: true, Endpoints: apiAdmin(t, s, false)}, "read-only"},
+		{console.Config{Store: s, Token: testToken, ReadOnly: true}, "off"},
+		{console.Config{Store: s, Token: testToken}, "off"},
+	} {
+		a := newAPI(t, tc.cfg)
+		_, body := a.call(t, apiCall{method: http.MethodGet, path: "/api/session"}, http.StatusOK)
+		var session struct {
+			Endpoints string `json:"endpoints"`
+			ReadOnly  bool   `json:"read_only"`
+		}
+		decode(t, body, &session)
+		if session.Endpoints != tc.want || session.ReadOnly != tc.cfg.ReadOnly {
+			t.Errorf("read-only %v, engine %v: session %s, want endpoints %q", tc.cfg.ReadOnly, tc.cfg.Endpoints != nil, body, tc.want)
+		}
+	}
+}
+
+// A read-only console's API describes an endpoint's URL as its pages do
+// (its kind, scheme and host): the path and the query may hold a token,
+// which only a console that manages the endpoints answers.
+func TestAPIReadOnlyDescribesTheURL(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	const target = "https://93.184.215.14/services/T000/B000/token-in-the-url-not-shown?token=query-token-not-shown"
+	manage := newAPI(t, console.Config{Store: s, Token: testToken, Endpoints: apiAdmin(t, s, false)})
+	id := manage.newWebhookAt(t, "slack", target)
+	ro := newAPI(t, console.Config{Store: s, Token: testToken, ReadOnly: true, Endpoints: apiAdmin(t, s, false)})
+	for _, tc := range []struct {
+		a    *apiAPI
+		want string
+	}{{manage, target}, {ro, "webhook https://93.184.215.14/…"}} {
+		var list []apiView
+		_, body := tc.a.call(t, apiCall{method: http.MethodGet, path: "/api/endpoints"}, http.StatusOK)
+		if decode(t, body, &list); len(list) != 1 || list[0].URL != tc.want {
+			t.Errorf("read-only %v: GET /api/endpoints: %s, want the URL %q", tc.a == ro, body, tc.want)
+		}
+		var one apiView
+		_, body = tc.a.call(t, apiCall{method: http.MethodGet, path: "/api/endpoints/" + id}, http.StatusOK)
+		if decode(t, body, &one); one.URL != tc.want {
+			t.Errorf("read-only %v: GET /api/endpoints/{id}: %s, want the URL %q", tc.a == ro, body, tc.want)
+		}
+	}
+	ro.wantNoSecret(t, []string{"token-in-the-url-not-shown", "query-token-not-shown"}, nil)
+}
+
+// DELETE /api/endpoints/{id} reads no body: whatever one it is sent (not
+// JSON, broken, past the bodies' bound), it removes the endpoint, and the
+// document lists the statuses it answers, no 400, 413 nor 415.
+func TestAPIDeleteReadsNoBody(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	a := newAPI(t, console.Config{Store: s, Token: testToken, Endpoints: apiAdmin(t, s, false)})
+	for _, c := range []apiCall{
+		{body: "not JSON", contentType: "text/plain"},
+		{body: `{"broken":`},
+		{body: strings.Repeat("x", 2<<20), contentType: "application/octet-stream"},
+	} {
+		id := a.newWebhookAt(t, "removed", "https://93.184.215.14/hook")
+		c.method, c.path, c.hostile = http.MethodDelete, "/api/endpoints/"+id, true
+		a.call(t, c, http.StatusNoContent)
+		if eps, err := s.EndpointList(ctxFor(t)); err != nil || len(eps) != 0 {
+			t.Fatalf("after DELETE with a body %.20q: %d endpoints (%v)", c.body, len(eps), err)
+		}
+	}
+	var doc struct {
+		Paths map[string]struct {
+			Delete struct {
+				Responses map[string]json.RawMessage `json:"responses"`
+			} `json:"delete"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(apiDocument(t), &doc); err != nil {
+		t.Fatal(err)
+	}
+	got := slices.Sorted(maps.Keys(doc.Paths["/api/endpoints/{id}"].Delete.Responses))
+	if want := []string{"204", "401", "403", "404", "409", "429", "500"}; !slices.Equal(got, want) {
+		t.Fatalf("DELETE /api/endpoints/{id} documents %v, want %v", got, want)
+	}
+}
+
+// A PATCH replaces headers whole, as the document says: a header given
+// null is refused (422, setting headers), and removes nothing; headers
+// given without one removes it.
+func TestAPIPatchReplacesHeadersWhole(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	adm := apiAdmin(t, s, false)
+	a := newAPI(t, console.Config{Store: s, Token: testToken, Endpoints: adm})
+	_, body := a.call(t, apiCall{method: http.MethodPost, path: "/api/endpoints", body: map[string]any{"name": "partner", "url": "https://93.184.215.14/hook",
+		"headers": map[string]string{"X-A": "header-a-not-shown", "X-B": "header-b-not-shown"}}}, http.StatusCreated)
+	var created struct {
+		Endpoint apiView `json:"endpoint"`
+	}
+	decode(t, body, &created)
+	headers := func() map[string]string {
+		t.Helper()
+		e, err := s.EndpointGet(ctxFor(t), created.Endpoint.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, err := adm.Open(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return c.Headers
+	}
+	p := a.wantProblem(t, apiCall{method: http.MethodPatch, path: "/api/endpoints/partner", body: `{"headers":{"X-A":null}}`}, http.StatusUnprocessableEntity, "invalid-setting")
+	if p.Setting != "headers" {
+		t.Fatalf("a header given null: problem %+v, want setting headers", p)
+	}
+	if h := headers(); len(h) != 2 {
+		t.Fatalf("a refused patch changed the headers: %d left", len(h))
+	}
+	a.call(t, apiCall{method: http.MethodPatch, path: "/api/endpoints/partner", body: `{"headers":{"X-B":"header-b2-not-shown"}}`, contentType: "application/merge-patch+json"}, http.StatusOK)
+	if h := headers(); len(h) != 1 || h["X-B"] != "header-b2-not-shown" {
+		t.Fatalf("headers after a patch that gives X-B only: %d, want X-B alone", len(h))
+	}
+	var doc struct {
+		Components struct {
+			Schemas struct {
+				EndpointPatch struct {
+					Description string `json:"description"`
+				} `json:"EndpointPatch"`
+			} `json:"schemas"`
+		} `json:"components"`
+	}
+	if err := json.Unmarshal(apiDocument(t), &doc); err != nil {
+		t.Fatal(err)
+	}
+	if d := doc.Components.Schemas.EndpointPatch.Description; !strings.Contains(d, "top level only") || !strings.Contains(d, "one given null is refused") {
+		t.Fatalf("EndpointPatch's description does not say a patch replaces headers whole: %q", d)
 	}
 }

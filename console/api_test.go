@@ -28,6 +28,7 @@ import (
 	"github.com/pb33f/libopenapi-validator/config"
 
 	"github.com/postbox-go/postbox/console"
+	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/postboxtest/logbuf"
 )
 
@@ -347,5 +348,37 @@ func decode(t *testing.T, body []byte, v any) {
 	reflect.ValueOf(v).Elem().SetZero()
 	if err := json.Unmarshal(body, v); err != nil {
 		t.Fatalf("%s: %v", body, err)
+	}
+}
+
+// Every concurrency the document describes has the bound admin keeps.
+func TestAPIDocumentBoundsConcurrency(t *testing.T) {
+	var doc any
+	if err := json.Unmarshal(apiDocument(t), &doc); err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	var walk func(path string, v any)
+	walk = func(path string, v any) {
+		switch v := v.(type) {
+		case map[string]any:
+			for k, x := range v {
+				if k == "concurrency" {
+					n++
+					if m, _ := x.(map[string]any); m["maximum"] != float64(admin.ConcurrencyMax) {
+						t.Errorf("%s/concurrency: maximum %v, want %d", path, m["maximum"], admin.ConcurrencyMax)
+					}
+				}
+				walk(path+"/"+k, x)
+			}
+		case []any:
+			for i, x := range v {
+				walk(path+"/"+strconv.Itoa(i), x)
+			}
+		}
+	}
+	walk("", doc)
+	if n == 0 {
+		t.Fatal("the document describes no concurrency")
 	}
 }

@@ -49,6 +49,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/endpoint/admin"
+	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -139,6 +140,12 @@ type Config struct {
 	// the JSON API (add, edit, rotate, enable, disable, remove, test).
 	// Nil: the endpoints are shown, and every action on them is refused.
 	Endpoints *admin.Admin
+	// Kinds are the sinks other than webhooks an endpoint's URL may name
+	// (admin.Config.Kinds's list): the pages describe a URL by its kind,
+	// scheme and host (endpoint.DescribeURL), never its path or query,
+	// where a chat service keeps its token. A URL of a kind not listed
+	// shows as its scheme and host.
+	Kinds []sink.URLKind
 }
 
 // Console is the console's http.Handler. Run samples the store for the

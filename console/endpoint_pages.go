@@ -7,6 +7,7 @@ import (
 	"math"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -15,6 +16,8 @@ import (
 
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/endpoint/admin"
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -28,11 +31,6 @@ const (
 	deadLettersShown = 10
 	// rateWindow is the time the success rates are measured over.
 	rateWindow = time.Hour
-	// endpointTestTimeout bounds a test event's delivery.
-	endpointTestTimeout = 10 * time.Second
-	// graceDefault is the rotation form's grace period, as the command
-	// line's rotate-secret has it.
-	graceDefault = "24h"
 )
 
 // endpointPageRoutes adds the endpoint pages' routes, under /endpoints.
@@ -85,14 +83,41 @@ func (c *Console) keyOff() string {
 		"(start postbox console with --secrets-key-file or POSTBOX_SECRETS_KEY). Editing, enabling, disabling and removing work."
 }
 
-// view is e as the endpoint pages show it: admin's View (a URL without
-// credentials, only fingerprints of its secrets), admin.ViewOf for a
-// console without Config.Endpoints.
+// view is e as the endpoint pages show it: admin's View (only
+// fingerprints of its secrets), admin.ViewOf for a console without
+// Config.Endpoints, its URL described (describeURL).
 func (c *Console) view(e store.Endpoint) admin.View {
+	var v admin.View
 	if c.cfg.Endpoints != nil {
-		return c.cfg.Endpoints.View(e)
+		v = c.cfg.Endpoints.View(e)
+	} else {
+		v = admin.ViewOf(e, time.Now())
 	}
-	return admin.ViewOf(e, time.Now())
+	v.URL = c.describeURL(e.URL)
+	return v
+}
+
+// describeURL is an endpoint's URL as the pages (and a read-only
+// console's API) show it: its kind, scheme and host, "/…" for a path or
+// a query (endpoint.DescribeURL), which may hold a token; for a scheme
+// that is not a webhook's nor one of Config.Kinds, its scheme and host.
+// Never its user information.
+func (c *Console) describeURL(rawURL string) string {
+	u, err := url.Parse(rawURL)
+	if err != nil || u.Scheme == "" || u.Opaque != "" {
+		return "a URL that does not parse"
+	}
+	known := func(k sink.URLKind) bool {
+		return slices.ContainsFunc(k.Schemes, func(s string) bool { return strings.EqualFold(s, u.Scheme) })
+	}
+	if known(webhook.URL) || slices.ContainsFunc(c.cfg.Kinds, known) {
+		return endpoint.DescribeURL(c.cfg.Kinds, rawURL)
+	}
+	desc := u.Scheme + "://" + u.Host
+	if u.Path != "" && u.Path != "/" || u.RawQuery != "" {
+		desc += "/…"
+	}
+	return desc
 }
 
 // successRate is an endpoint's attempts over the last rateWindow, and
@@ -241,8 +266,8 @@ type testResult struct {
 	EventID  string
 	Duration time.Duration
 	// Error is why it was not delivered: admin's TestError, which names
-	// the endpoint's URL redacted and never a secret, or why no test
-	// event was sent.
+	// the endpoint's URL described (describeURL) and never a secret, or
+	// why no test event was sent.
 	Error string
 }
 
@@ -284,7 +309,7 @@ func (c *Console) showEndpoint(w http.ResponseWriter, r *http.Request, id uuid.U
 		c.endpointFail(w, "reading endpoint "+id.String(), err)
 		return
 	}
-	p := endpointPage{View: c.view(e), ActionsOff: c.actionsOff(), KeyOff: c.keyOff(), Grace: graceDefault,
+	p := endpointPage{View: c.view(e), ActionsOff: c.actionsOff(), KeyOff: c.keyOff(), Grace: ageText(admin.GraceDefault),
 		DeadFilter: filterForm{Endpoint: id.String(), Return: returnEndpoint}}
 	// Each part below is a part of its own: one that cannot be read is
 	// named on the page, and the others still show.
@@ -490,6 +515,8 @@ func (c *Console) endpointNew(w http.ResponseWriter, r *http.Request) {
 type secretPage struct {
 	ID   uuid.UUID
 	Name string
+	// URL is where the endpoint delivers, described (describeURL).
+	URL string
 	// Added is true after an add, false after a rotation.
 	Added bool
 	// Secret is the generated secret ("" when one was given, or for a
@@ -515,15 +542,38 @@ func (c *Console) endpointCreate(w http.ResponseWriter, r *http.Request) {
 		}
 	}
 	if f.refused() {
-		f.SecretsCleared = creds.Secret != "" || creds.Bearer != "" || len(creds.Headers) > 0 || r.PostFormValue(admin.SettingHeaders) != ""
+		var userInfo bool
+		f.URL, userInfo = withoutUserInfo(f.URL)
+		f.SecretsCleared = userInfo || creds.Secret != "" || creds.Bearer != "" || len(creds.Headers) > 0 || r.PostFormValue(admin.SettingHeaders) != ""
 		f.KeyOff = c.keyOff()
 		c.render(w, r, http.StatusUnprocessableEntity, "endpoint_new", f)
 		return
 	}
 	e := created.Endpoint
 	c.log.Info("console: endpoint added", "endpoint", e.ID, "name", e.Name, "secret", e.SecretFingerprint, "client", c.clientAddr(r).String())
-	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: e.ID, Name: e.Name, Added: true,
+	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: e.ID, Name: e.Name, URL: c.describeURL(e.URL), Added: true,
 		Secret: created.Secret, Fingerprint: e.SecretFingerprint, Warnings: created.Warnings})
+}
+
+// withoutUserInfo is rawURL without its user information (a user and
+// password, or a token), which the add form never shows again, and
+// whether it had any. A text that does not parse as a URL, or parses as
+// an opaque one, but holds an '@' is dropped whole: what comes before it
+// may be a password.
+func withoutUserInfo(rawURL string) (string, bool) {
+	u, err := url.Parse(rawURL)
+	switch {
+	case err != nil || u.Opaque != "":
+		// "user:password@host" parses as an opaque URL of scheme "user".
+		if strings.Contains(rawURL, "@") {
+			return "", true
+		}
+		return rawURL, false
+	case u.User == nil:
+		return rawURL, false
+	}
+	u.User = nil
+	return u.String(), true
 }
 
 // editForm is endpoint e's edit form, filled with its settings.
@@ -651,7 +701,7 @@ func (c *Console) endpointRotate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	c.log.Info("console: endpoint's secret rotated", "endpoint", id, "secret", rot.Fingerprint, "key", rot.Key, "previous_until", rot.PreviousUntil, "client", c.clientAddr(r).String())
-	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: id, Name: e.Name, Secret: rot.Secret,
+	c.render(w, r, http.StatusOK, "endpoint_secret", secretPage{ID: id, Name: e.Name, URL: c.describeURL(e.URL), Secret: rot.Secret,
 		Fingerprint: rot.Fingerprint, PreviousUntil: rot.PreviousUntil})
 }
 
@@ -660,9 +710,9 @@ func (c *Console) endpointTest(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
-	ctx, cancel := context.WithTimeout(r.Context(), readTimeout+endpointTestTimeout)
+	ctx, cancel := context.WithTimeout(r.Context(), readTimeout+admin.TestTimeoutDefault)
 	defer cancel()
-	tested, err := c.cfg.Endpoints.Test(ctx, id, endpointTestTimeout)
+	tested, err := c.cfg.Endpoints.Test(ctx, id, admin.TestTimeoutDefault)
 	if errors.Is(err, admin.ErrNotFound) || errors.Is(err, store.ErrEndpointNotFound) {
 		c.endpointFail(w, "testing endpoint "+id.String(), err)
 		return
@@ -672,8 +722,11 @@ func (c *Console) endpointTest(w http.ResponseWriter, r *http.Request) {
 	status := http.StatusOK
 	switch {
 	case errors.As(err, &te):
-		// What the endpoint answered is the point of a test: it is shown.
-		res.Error = te.Error()
+		// What the endpoint answered is the point of a test: it is shown,
+		// with the URL described as the page shows it.
+		shown := *te
+		shown.URL = c.describeURL(te.URL)
+		res.Error = shown.Error()
 		tested.EventID = te.EventID
 		status = http.StatusBadGateway
 	case errors.Is(err, endpoint.ErrNoKeyring):
@@ -730,6 +783,19 @@ func (c *Console) endpointRemove(w http.ResponseWriter, r *http.Request) {
 	}
 	c.log.Info("console: endpoint removed", "endpoint", id, "client", c.clientAddr(r).String())
 	http.Redirect(w, r, "/endpoints?done=remove", http.StatusSeeOther)
+}
+
+// ageText writes d as a person would type it in the rotation form: "24h"
+// rather than "24h0m0s".
+func ageText(d time.Duration) string {
+	text := d.String()
+	if strings.HasSuffix(text, "m0s") {
+		text = strings.TrimSuffix(text, "0s")
+		if strings.HasSuffix(text, "h0m") {
+			text = strings.TrimSuffix(text, "0m")
+		}
+	}
+	return text
 }
 
 // stateText is an endpoint's state as the pages show it.

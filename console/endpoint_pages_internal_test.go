@@ -1,6 +1,7 @@
 package console
 
 import (
+	"strings"
 	"testing"
 	"time"
 )
@@ -35,6 +36,40 @@ func TestEndpointLatencyText(t *testing.T) {
 	} {
 		if got := millis(d); got != want {
 			t.Errorf("millis(%v) = %q, want %q", d, got, want)
+		}
+	}
+}
+
+// An age (a grace period, a filter's "older than") reads Go's durations
+// and days, at most ageMax: a larger one is refused with the bound, never
+// overflowed into a negative or a wrapped duration.
+func TestParseAgeBounds(t *testing.T) {
+	for text, want := range map[string]time.Duration{
+		"90s": 90 * time.Second, "2h": 2 * time.Hour, "3d": 72 * time.Hour, "0.5d": 12 * time.Hour, "36500d": ageMax,
+	} {
+		if got, err := parseAge(text); err != nil || got != want {
+			t.Errorf("parseAge(%q) = %v, %v; want %v", text, got, err, want)
+		}
+	}
+	for _, text := range []string{"1e300d", "36501d", "876601h", "2562047h", "9e18ns", "Infd", "NaNd", "-1d", "-5s", "soon", ""} {
+		if got, err := parseAge(text); err == nil {
+			t.Errorf("parseAge(%q) = %v, want a refusal", text, got)
+		} else if !strings.Contains(err.Error(), "at most 100 years") {
+			t.Errorf("parseAge(%q): %v: the refusal does not give the bound", text, err)
+		}
+	}
+}
+
+// The rotation form's default grace period reads as typed.
+func TestAgeText(t *testing.T) {
+	for d, want := range map[time.Duration]string{
+		24 * time.Hour: "24h", 90 * time.Second: "1m30s", 90 * time.Minute: "1h30m", 45 * time.Second: "45s", time.Hour + time.Second: "1h0m1s",
+	} {
+		if got := ageText(d); got != want {
+			t.Errorf("ageText(%v) = %q, want %q", d, got, want)
+		}
+		if back, err := parseAge(ageText(d)); err != nil || back != d {
+			t.Errorf("parseAge(ageText(%v)) = %v, %v", d, back, err)
 		}
 	}
 }

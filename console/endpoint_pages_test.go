@@ -25,6 +25,8 @@ import (
 	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/postboxtest/logbuf"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/sink"
+	"github.com/postbox-go/postbox/sink/nats"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -35,10 +37,11 @@ var noDNS = &net.Resolver{PreferGo: true, Dial: func(context.Context, string, st
 }}
 
 // newAdmin is the endpoints' admin of s, with a fresh secrets key unless
-// keyless.
+// keyless; its endpoints may reach private addresses (the tests'
+// receivers are on 127.0.0.1).
 func newAdmin(t *testing.T, s console.Store, keyless bool) *admin.Admin {
 	t.Helper()
-	cfg := admin.Config{Store: driverOf(t, s), Resolver: noDNS}
+	cfg := admin.Config{Store: driverOf(t, s), Resolver: noDNS, PrivateEndpoints: true}
 	if !keyless {
 		k, err := keyring.Parse(keyring.GenerateKey())
 		if err != nil {
@@ -352,6 +355,11 @@ func TestEndpointStateRotateTestAndRemove(t *testing.T) {
 		if !strings.Contains(body, `<span class="field-error" role="alert">Grace period: `) || !strings.Contains(body, `value="soon"`) {
 			t.Fatalf("a bad grace period: no refusal beside the rotation's field:\n%s", body)
 		}
+		res, body = c.post(page+"/rotate", url.Values{"csrf": {csrf}, "grace": {"1e300d"}})
+		wantStatus(t, res, body, http.StatusUnprocessableEntity)
+		if !strings.Contains(body, `<span class="field-error" role="alert">Grace period: &#34;1e300d&#34;: want a duration of at most 100 years`) {
+			t.Fatalf("a grace period past any bound: no refusal that gives the bound:\n%s", body)
+		}
 
 		res, body = c.post(page+"/test", url.Values{"csrf": {csrf}})
 		wantStatus(t, res, body, http.StatusBadGateway)
@@ -383,7 +391,7 @@ func TestEndpointStateRotateTestAndRemove(t *testing.T) {
 }
 
 // The list and the endpoint's page show what the store holds: states,
-// the URL without credentials, types and filter, counts, failing since,
+// the URL described (without credentials, path or query), types and filter, counts, failing since,
 // the breaker, the success rate of the last hour, the attempts and the
 // dead letters.
 func TestEndpointPagesShowTheStore(t *testing.T) {
@@ -433,7 +441,7 @@ func TestEndpointPagesShowTheStore(t *testing.T) {
 			t.Fatalf("list rows %q: want billing, crm, mirror", rows)
 		}
 		for i, wants := range [][]string{
-			{`href="/endpoints/` + billing.ID.String() + `">billing</a>`, `>enabled</span>`, `https://svc:xxxxx@billing.example/hook`,
+			{`href="/endpoints/` + billing.ID.String() + `">billing</a>`, `>enabled</span>`, `<td class="mono url">webhook https://billing.example/…</td>`,
 				`order.*, invoice.paid`, `<code class="filter">payload.total &gt; 100</code>`, `<td class="num pending">2</td>`,
 				`href="/failed?endpoint=` + billing.ID.String() + `">1</a>`, `66.6% of 3 attempts`, `<td class="breaker">closed</td>`},
 			{`>auto-disabled</span>`, `every type`, `<td class="rate bad-text">0% of 1 attempt</td>`, `ago</span></td>`, `>enable</button>`},
@@ -452,7 +460,7 @@ func TestEndpointPagesShowTheStore(t *testing.T) {
 		res, body = c.get("/endpoints/" + billing.ID.String())
 		wantStatus(t, res, body, http.StatusOK)
 		for _, want := range []string{
-			`id="endpoint-url">https://svc:xxxxx@billing.example/hook<`, `id="deliveries-pending">2<`, `id="deliveries-failed">1<`,
+			`id="endpoint-url">webhook https://billing.example/…<`, `id="deliveries-pending">2<`, `id="deliveries-failed">1<`,
 			`id="success-rate">66.6% of 3 attempts<`, `<td class="num">503</td>`, `<td class="num">1.5 s</td>`,
 			`<td class="mono response">{&#34;error&#34;: &#34;busy&#34;}</td>`, `<td class="error-text">status 503: billing busy</td>`,
 			`<tr data-id="` + dead.ID.String() + `">`, `name="return" value="endpoint"`, `name="endpoint" value="` + billing.ID.String() + `"`,
@@ -615,7 +623,7 @@ func TestEndpointPagesWithoutAdminOrKey(t *testing.T) {
 			if !strings.Contains(body, `id="actions-off">This console was started without managing endpoints`) || strings.Contains(body, `action="/endpoints`) {
 				t.Fatalf("%s without an admin: no word of why, or an action:\n%s", path, body)
 			}
-			if !strings.Contains(body, "billing") || !strings.Contains(body, "https://billing.example/hook") {
+			if !strings.Contains(body, "billing") || !strings.Contains(body, "webhook https://billing.example/…") {
 				t.Fatalf("%s without an admin does not show the endpoint", path)
 			}
 		}
@@ -732,11 +740,134 @@ func TestEndpointPagesEscapeHostileValues(t *testing.T) {
 				}
 			}
 		}
-		for _, want := range []string{`&lt;script&gt;alert(&#39;name&#39;)&lt;/script&gt;\x1b[2J`, `&lt;img src=x onerror=alert(&#39;url&#39;)&gt;`,
+		for _, want := range []string{`&lt;script&gt;alert(&#39;name&#39;)&lt;/script&gt;\x1b[2J`, `id="endpoint-url">webhook https://x.example/…<`,
 			`order.&lt;b&gt;paid&lt;/b&gt;`, `payload.note == &#34;&lt;i&gt;x&lt;/i&gt;&#34;`, `&lt;script&gt;alert(&#39;response&#39;)&lt;/script&gt;`, `\r\n\x1b]0;title\x07`} {
 			if !strings.Contains(pages[p], want) {
 				t.Errorf("the endpoint's page lacks the escaped text %q", want)
 			}
+		}
+	})
+}
+
+// A refused add form gives the URL typed back without its user
+// information, which is a secret the form never shows: it says the
+// secrets must be given again.
+func TestEndpointFormRefusalDropsTheURLsPassword(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s console.Store) {
+		c := serve(t, console.Config{Store: s, Endpoints: newAdmin(t, s, false)})
+		csrf := c.csrf("/endpoints/new")
+		for _, target := range []string{
+			"https://svc:url-password-not-shown@billing.example/hook",
+			"https://url-password-not-shown@billing.example/hook",
+			"nats://svc:url-password-not-shown@nats.example:4222?subject=orders",
+			"https://svc:url-password-not-shown@bill ing.example/%zz",
+			"svc:url-password-not-shown@billing.example/hook",
+		} {
+			form := endpointForm(csrf, "refused", target)
+			form.Set("filter", "payload.total >")
+			res, body := c.post("/endpoints/new", form)
+			wantStatus(t, res, body, http.StatusUnprocessableEntity)
+			if holds(body, "url-password-not-shown") {
+				t.Fatalf("%s: the refused form shows the URL's user information:\n%s", target, body)
+			}
+			if !strings.Contains(body, `id="secrets-cleared"`) {
+				t.Fatalf("%s: the refused form does not say the secrets must be given again", target)
+			}
+		}
+		form := endpointForm(csrf, "refused", "https://billing.example/hook?v=2")
+		form.Set("filter", "payload.total >")
+		_, body := c.post("/endpoints/new", form)
+		if !strings.Contains(body, `name="url" value="https://billing.example/hook?v=2"`) || strings.Contains(body, `id="secrets-cleared"`) {
+			t.Fatalf("a URL without user information is not given back as typed, or secrets are said cleared:\n%s", body)
+		}
+	})
+}
+
+// The pages show an endpoint's URL by its kind, scheme and host, never
+// its path nor its query, where a chat service keeps its token: the list,
+// the endpoint's page (a read-only console's too), the removal's
+// confirmation, the page of the secret after an add or a rotation, and a
+// test event's failure.
+func TestEndpointPagesDescribeTheURL(t *testing.T) {
+	t.Parallel()
+	forEachStore(t, func(t *testing.T, s console.Store) {
+		d := driverOf(t, s)
+		ctx := ctxFor(t)
+		const token = "token-in-the-url-not-shown"
+		urls := map[string]string{
+			"slack": "https://hooks.slack.com/services/T000/B000/" + token,
+			"query": "https://93.184.215.14/hook?token=" + token,
+			"nats":  "nats://nats.example:4222?subject=orders&token=" + token,
+			"other": "mqtt://broker.example:1883/" + token,
+		}
+		wants := map[string]string{
+			"slack": "webhook https://hooks.slack.com/…",
+			"query": "webhook https://93.184.215.14/…",
+			"nats":  "nats nats://nats.example:4222 subject=orders",
+			"other": "mqtt://broker.example:1883/…",
+		}
+		ids := map[string]uuid.UUID{}
+		for name, u := range urls {
+			e := newEndpoint(t, s, name, store.EndpointEnabled)
+			e.URL = u
+			if name == "nats" || name == "other" {
+				e.Secret = ""
+			}
+			if _, err := d.EndpointUpdate(ctx, e); err != nil {
+				t.Fatal(err)
+			}
+			ids[name] = e.ID
+		}
+		c := serve(t, console.Config{Store: s, Endpoints: newAdmin(t, s, false), Kinds: []sink.URLKind{nats.URL}})
+		ro := serve(t, console.Config{Store: s, ReadOnly: true, Endpoints: newAdmin(t, s, false), Kinds: []sink.URLKind{nats.URL}})
+		noToken := func(what, body string) {
+			t.Helper()
+			if holds(body, token) || holds(body, "/services/") {
+				t.Fatalf("%s shows the URL's path or query:\n%s", what, body)
+			}
+		}
+		for _, cl := range []*client{c, ro} {
+			_, body := cl.get("/endpoints")
+			noToken("the list", body)
+			for name, want := range wants {
+				if !strings.Contains(body, `<td class="mono url">`+want+`</td>`) {
+					t.Errorf("the list does not describe %s's URL as %q", name, want)
+				}
+				_, body := cl.get("/endpoints/" + ids[name].String())
+				noToken(name+"'s page", body)
+				if !strings.Contains(body, `id="endpoint-url">`+want+`<`) {
+					t.Errorf("%s's page does not describe its URL as %q", name, want)
+				}
+			}
+		}
+		slack := "/endpoints/" + ids["slack"].String()
+		res, body := c.post(slack+"/remove", url.Values{"csrf": {c.csrf(slack)}})
+		wantStatus(t, res, body, http.StatusOK)
+		noToken("the removal's confirmation", body)
+		if !strings.Contains(body, wants["slack"]) {
+			t.Errorf("the removal's confirmation does not describe the URL:\n%s", body)
+		}
+		res, body = c.post(slack+"/rotate", url.Values{"csrf": {c.csrf(slack)}, "grace": {"1h"}})
+		wantStatus(t, res, body, http.StatusOK)
+		noToken("the rotated secret's page", body)
+		if !strings.Contains(body, `id="endpoint-url">`+wants["slack"]+`<`) {
+			t.Errorf("the rotated secret's page does not describe the URL:\n%s", body)
+		}
+
+		closed := httptest.NewServer(http.NotFoundHandler())
+		closed.Close() // nothing listens there any more
+		id, body := addEndpoint(t, c, endpointForm(c.csrf("/endpoints/new"), "closed", closed.URL+"/services/T/B/"+token))
+		noToken("the added endpoint's secret page", body)
+		if !strings.Contains(body, `id="endpoint-url">webhook `+closed.URL+`/…<`) {
+			t.Errorf("the added endpoint's secret page does not describe the URL:\n%s", body)
+		}
+		page := "/endpoints/" + id.String()
+		res, body = c.post(page+"/test", url.Values{"csrf": {c.csrf(page)}})
+		wantStatus(t, res, body, http.StatusBadGateway)
+		noToken("a test event's failure", body)
+		if !strings.Contains(body, "webhook "+closed.URL+"/…") {
+			t.Errorf("a test event's failure does not describe the URL:\n%s", body)
 		}
 	})
 }

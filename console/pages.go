@@ -359,19 +359,26 @@ func (f filterForm) describe(endpoint string) string {
 	return subject + " " + strings.Join(parts, ", ")
 }
 
+// ageMax is the longest age parseAge reads: far past any use (a grace
+// period, a filter's age), well within a time.Duration.
+const ageMax = 100 * 365 * 24 * time.Hour
+
 // parseAge reads a duration: Go's ("90s", "1h30m") or a number of days
-// ("3d").
+// ("3d"), from 0 to ageMax.
 func parseAge(s string) (time.Duration, error) {
+	refused := fmt.Errorf("%q: want a duration of at most 100 years, such as 90s, 2h or 3d", s)
 	if days, ok := strings.CutSuffix(s, "d"); ok {
 		n, err := strconv.ParseFloat(days, 64)
-		if err != nil || n < 0 {
-			return 0, fmt.Errorf("%q: want a duration such as 90s, 2h or 3d", s)
+		// Compared as days: a number of days past the bound would
+		// overflow a time.Duration.
+		if err != nil || !(n >= 0) || n > float64(ageMax/(24*time.Hour)) {
+			return 0, refused
 		}
 		return time.Duration(n * 24 * float64(time.Hour)), nil
 	}
 	d, err := time.ParseDuration(s)
-	if err != nil || d < 0 {
-		return 0, fmt.Errorf("%q: want a duration such as 90s, 2h or 3d", s)
+	if err != nil || d < 0 || d > ageMax {
+		return 0, refused
 	}
 	return d, nil
 }

@@ -33,8 +33,10 @@ var ErrEndpointNotFound = errors.New("store: endpoint not found")
 
 // ErrEndpointChanged is returned by EndpointSeal when the endpoint's sealed
 // secrets are no longer those the caller read (another rotation or rekey
-// changed them first), and by EndpointRotateSecret when the endpoint's
-// secrets are sealed: nothing was changed; read the endpoint again.
+// changed them first), by EndpointUpdate when the endpoint changed since
+// the caller read it (its UpdatedAt is no longer the one given), and by
+// EndpointRotateSecret when the endpoint's secrets are sealed: nothing was
+// changed; read the endpoint again.
 var ErrEndpointChanged = errors.New("store: endpoint changed")
 
 // Endpoint is one webhook endpoint: where its events go, which ones, and
@@ -95,7 +97,10 @@ type Endpoint struct {
 	// clears it.
 	BreakerOpenUntil time.Time
 	CreatedAt        time.Time
-	UpdatedAt        time.Time
+	// UpdatedAt is when the endpoint's settings, secrets or state last
+	// changed: what EndpointUpdate compares to the row's (see
+	// Endpoints.EndpointUpdate).
+	UpdatedAt time.Time
 }
 
 // SealedSecrets are an endpoint's secrets (signing secrets, auth
@@ -246,9 +251,31 @@ type Endpoints interface {
 	// EndpointUpdate changes an endpoint's Name, URL, Types,
 	// RatePerSecond, Concurrency, Shadow, AllowPrivate, Filter, Envelope
 	// and Signature to those of e (its secrets, sealed or not, and its
-	// state are changed by their own methods), and returns it as stored,
-	// or ErrEndpointNotFound. Filter, Envelope and Signature are checked
-	// as EndpointCreate checks them.
+	// state are changed by their own methods), and returns it as stored
+	// (its new UpdatedAt included), or ErrEndpointNotFound. Filter,
+	// Envelope and Signature are checked as EndpointCreate checks them.
+	//
+	// It writes every one of those settings, so it is a compare-and-swap
+	// on UpdatedAt: when e.UpdatedAt is not zero, the endpoint is changed
+	// only if its UpdatedAt is still e.UpdatedAt, exactly as EndpointGet,
+	// EndpointList, EndpointCreate or EndpointUpdate returned it (both
+	// stores keep microseconds: a time with a fraction of one never
+	// matches); otherwise nothing is written and it returns
+	// ErrEndpointChanged (ErrEndpointNotFound when the endpoint is gone),
+	// and the caller reads the endpoint again and redoes its change on
+	// what it reads. So two read-modify-write updates never lose one
+	// another's change, and an update never writes back a URL that an
+	// EndpointSeal moved, with the credentials for the new one, after the
+	// update read it. EndpointUpdate, EndpointSetState,
+	// EndpointRotateSecret and EndpointSeal each change UpdatedAt (to now,
+	// or past its value when the clock is behind it: never to a value it
+	// had), so that any of them between the read and the update makes the
+	// update fail; EndpointFailing, EndpointRecovered and EndpointBreaker,
+	// which record the relay's view of the endpoint and none of what an
+	// update writes, leave it. A zero e.UpdatedAt writes e's settings
+	// whatever the endpoint's UpdatedAt (the unconditional write of a
+	// caller that did not read the endpoint, or that means to override
+	// it).
 	EndpointUpdate(ctx context.Context, e Endpoint) (Endpoint, error)
 	// EndpointGet returns one endpoint, its sealed secrets included, or
 	// ErrEndpointNotFound.

@@ -84,7 +84,7 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		}
 		c, err := console.New(console.Config{
 			Store: s.Console, Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger,
-			SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted, Endpoints: engine,
+			SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted, Endpoints: engine, Kinds: endpointKinds,
 		})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
@@ -148,7 +148,12 @@ func consoleEndpoints(s store.Endpoints, key *secretsKeyFlag, g *guardFlags, rea
 			return nil, "", err
 		}
 	}
-	a, err := admin.New(admin.Config{Store: s, Keyring: k, Kinds: endpointKinds, Client: g.endpointClient})
+	// Registration checks as the relay's guard and the test client do:
+	// allow_private only where the operator lets every endpoint have it
+	// (--allow-private-endpoints), a broker's hosts too, and the
+	// --allow-cidr ranges allowed.
+	a, err := admin.New(admin.Config{Store: s, Keyring: k, Kinds: endpointKinds, Client: g.endpointClient,
+		PrivateEndpoints: g.allowPrivate, CheckBrokerHosts: true, AllowCIDRs: g.allow})
 	if err != nil {
 		return nil, "", err
 	}

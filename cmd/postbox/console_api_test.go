@@ -3,6 +3,7 @@ package main_test
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
@@ -94,7 +95,9 @@ func TestConsoleAPIDocExamples(t *testing.T) {
 		w.WriteHeader(http.StatusNoContent)
 	}))
 	defer recv.Close()
-	logs, addr := startConsole(t, append(db, "--addr", "127.0.0.1:0", "--token", consoleToken)...)
+	// The examples add an endpoint on 127.0.0.1 with allow_private: the
+	// operator lets the console give it.
+	logs, addr := startConsole(t, append(db, "--addr", "127.0.0.1:0", "--token", consoleToken, "--allow-private-endpoints")...)
 	if !regexp.MustCompile(`endpoints="manage \(key k-[^"]+\)"`).MatchString(logs.String()) {
 		t.Fatalf("the start line does not say the console manages endpoints with its key:\n%s", logs)
 	}
@@ -200,5 +203,51 @@ func TestConsoleAPIStartLine(t *testing.T) {
 	waitFor(t, "the console's start", 15*time.Second, func() bool { return strings.Contains(noKey.String(), "console on http://") })
 	if !strings.Contains(noKey.String(), `endpoints="no secrets key: adding, rotating and testing endpoints refused"`) {
 		t.Fatalf("the start line without a key:\n%s", noKey)
+	}
+}
+
+// postEndpoint adds an endpoint through the API of the console at addr,
+// and returns the status and the problem's setting ("" for none).
+func postEndpoint(t *testing.T, addr, body string) (int, string) {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodPost, "http://"+addr+"/api/endpoints", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Authorization", "Bearer "+consoleToken)
+	req.Header.Set("Content-Type", "application/json")
+	res, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	var problem struct {
+		Setting string `json:"setting"`
+	}
+	_ = json.NewDecoder(res.Body).Decode(&problem)
+	return res.StatusCode, problem.Setting
+}
+
+// The console registers endpoints as its relay's guard and its test
+// client would reach them: allow_private only with
+// --allow-private-endpoints, a broker's host checked as a webhook's, the
+// --allow-cidr ranges allowed.
+func TestConsoleAPIRegistrationGuard(t *testing.T) {
+	_, db := schemaStore(t)
+	const (
+		private = `{"name":"internal","url":"https://93.184.215.14/hook","allow_private":true}`
+		broker  = `{"name":"broker","url":"nats://10.0.0.5:4222?subject=orders"}`
+	)
+	_, addr := startConsole(t, append(db, "--addr", "127.0.0.1:0", "--token", consoleToken)...)
+	for body, want := range map[string]string{private: "allow_private", broker: "url"} {
+		if status, setting := postEndpoint(t, addr, body); status != http.StatusUnprocessableEntity || setting != want {
+			t.Errorf("%s: %d, setting %q; want 422 on %s", body, status, setting, want)
+		}
+	}
+	_, addr = startConsole(t, append(db, "--addr", "127.0.0.1:0", "--token", consoleToken, "--allow-private-endpoints", "--allow-cidr", "10.0.0.0/8")...)
+	for _, body := range []string{private, broker} {
+		if status, setting := postEndpoint(t, addr, body); status != http.StatusCreated {
+			t.Errorf("with --allow-private-endpoints --allow-cidr 10.0.0.0/8: %s: %d (setting %q), want 201", body, status, setting)
+		}
 	}
 }

@@ -15,7 +15,6 @@ import (
 	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/internal/printable"
 	"github.com/postbox-go/postbox/sink"
-	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -110,9 +109,13 @@ func endpointFlagName(setting string) string {
 // newEndpointAdmin is the Admin of the endpoints commands: cfg (its Store,
 // and the Keyring and Client of the commands that need them), with the
 // kinds of endpoints postbox relay delivers to and messages that name the
-// flags.
+// flags. Its user is the operator, in their shell: an endpoint may be
+// given --allow-private, and a broker's address is not checked (as
+// postbox relay --sink's is not); no prefix is allowed beside (the SSRF
+// check at registration is the relay's without --allow-cidr).
 func newEndpointAdmin(cfg admin.Config) (*admin.Admin, error) {
 	cfg.Kinds, cfg.Names = endpointKinds, endpointFlagName
+	cfg.PrivateEndpoints, cfg.CheckBrokerHosts, cfg.AllowCIDRs = true, false, nil
 	return admin.New(cfg)
 }
 
@@ -501,7 +504,7 @@ func setupEndpointsRetry(fs *flag.FlagSet) func(context.Context) error {
 func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
 	var secret secretValue
 	fs.Var(&secret, "secret", "the new secret, whsec_<base64> or whsk_<base64>, "+secretFormsHelp+" (default: a new whsec_, printed once)")
-	grace := fs.Duration("grace", 24*time.Hour, "how long the old secret keeps signing beside the new one")
+	grace := fs.Duration("grace", admin.GraceDefault, "how long the old secret keeps signing beside the new one")
 	var key secretsKeyFlag
 	key.register(fs, "needed to open and seal the endpoint's secrets")
 	check := func(cfg *admin.Config) (err error) {
@@ -539,7 +542,7 @@ func setupEndpointsRotate(fs *flag.FlagSet) func(context.Context) error {
 func setupEndpointsTest(fs *flag.FlagSet) func(context.Context) error {
 	var g guardFlags
 	g.register(fs)
-	timeout := fs.Duration("timeout", webhook.TimeoutDefault, "timeout of the request, or of the broker's connection and acknowledgement")
+	timeout := fs.Duration("timeout", admin.TestTimeoutDefault, "timeout of the request, or of the broker's connection and acknowledgement")
 	var key secretsKeyFlag
 	key.register(fs, "needed to open the endpoint's secrets")
 	check := func(cfg *admin.Config) (err error) {

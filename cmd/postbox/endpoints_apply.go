@@ -8,7 +8,6 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"time"
 
 	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/endpoint/manifest"
@@ -23,8 +22,9 @@ func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 	file := fs.String("f", "", "the endpoints `FILE`: YAML, version: 1 (- reads it from stdin); its secrets are references, env:NAME or file:PATH (relative to the file's folder)")
 	prune := fs.Bool("prune", false, "remove the endpoints the file does not name, with their deliveries and attempts (without it they are kept, and listed)")
 	dryRun := fs.Bool("dry-run", false, "print the plan and apply nothing")
+	secretsOut := fs.String("secrets-out", "", "write the signing secrets apply generates to `FILE` (NAME SECRET lines, mode 0600; refused if it exists) instead of printing them")
 	yes := fs.Bool("yes", false, "apply the plan (without it, and without --dry-run, the plan is printed and nothing applied)")
-	grace := fs.Duration("grace", 24*time.Hour, "when an endpoint's secret reference names another secret than its current one: how long the current one keeps signing beside it")
+	grace := fs.Duration("grace", admin.GraceDefault, "when an endpoint's secret reference names another secret than its current one: how long the current one keeps signing beside it")
 	var key secretsKeyFlag
 	key.register(fs, "needed to compare the endpoints' credentials with the file's and to seal them")
 	// What applies or removes is never read from the environment: a
@@ -54,7 +54,9 @@ func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		defer closeDB()
-		a, err := admin.New(admin.Config{Store: s, Keyring: k, Kinds: endpointKinds})
+		// As the other endpoints commands (newEndpointAdmin), but for
+		// the messages, which name the file's keys.
+		a, err := admin.New(admin.Config{Store: s, Keyring: k, Kinds: endpointKinds, PrivateEndpoints: true})
 		if err != nil {
 			return err
 		}
@@ -79,8 +81,25 @@ func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 			fmt.Println("nothing applied: give --yes to apply")
 			return nil
 		}
+		var out *os.File
+		if *secretsOut != "" {
+			// Made before anything is applied: a file in the way refuses
+			// the apply, not the secrets after it.
+			if out, err = os.OpenFile(*secretsOut, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600); err != nil {
+				return fmt.Errorf("%w: --secrets-out: %v (nothing applied)", errUsage, err)
+			}
+		}
 		fmt.Println()
 		r, err := manifest.Apply(ctx, a, plan)
+		if out != nil {
+			if werr := writeSecretsOut(out, r); werr != nil {
+				werr = fmt.Errorf("--secrets-out %s: %w: the secrets generated are lost; rotate them (postbox endpoints rotate-secret)", printable.String(*secretsOut), werr)
+				err = errors.Join(err, werr)
+			} else if len(r.Secrets) > 0 {
+				fmt.Printf("%d generated secrets written to %s (give each to its receiver)\n", len(r.Secrets), printable.String(*secretsOut))
+			}
+			r.Secrets = nil
+		}
 		if werr := r.Write(os.Stdout); werr != nil && err == nil {
 			err = werr
 		}
@@ -91,6 +110,16 @@ func setupEndpointsApply(fs *flag.FlagSet) func(context.Context) error {
 		}
 		return err
 	}
+}
+
+// writeSecretsOut writes r's generated secrets to out and closes it (an
+// empty file when none was generated).
+func writeSecretsOut(out *os.File, r manifest.Result) error {
+	err := r.WriteSecrets(out)
+	if cerr := out.Close(); err == nil {
+		err = cerr
+	}
+	return err
 }
 
 // loadManifest reads and resolves the endpoints file at path ("-":

@@ -259,3 +259,42 @@ func TestEndpointsApplyRefusals(t *testing.T) {
 		t.Errorf("a plan with a conflict applied something: %v", names)
 	}
 }
+
+// apply --secrets-out writes the generated secrets to a new file, mode
+// 0600, NAME SECRET a line, and prints none; a file in the way refuses
+// the apply before anything is applied.
+func TestEndpointsApplySecretsOut(t *testing.T) {
+	applyDatabases(t, func(t *testing.T, db []string) {
+		path, _ := writeApplyFile(t, applyFile)
+		env := []string{"WH_SECRET=" + newWhsec()}
+		secrets := filepath.Join(t.TempDir(), "secrets")
+		out := applyOKCmd(t, db, env, "-f", path, "--yes", "--secrets-out", secrets)
+		info, err := os.Stat(secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if info.Mode().Perm() != 0o600 {
+			t.Errorf("--secrets-out file mode %v, want 0600", info.Mode().Perm())
+		}
+		data, err := os.ReadFile(secrets)
+		if err != nil {
+			t.Fatal(err)
+		}
+		name, secret, _ := strings.Cut(strings.TrimSuffix(string(data), "\n"), " ")
+		if name != "audit" || !strings.HasPrefix(secret, "whsec_") || strings.Count(string(data), "\n") != 1 {
+			t.Fatalf("--secrets-out file holds %d lines, want \"audit whsec_...\"", strings.Count(string(data), "\n"))
+		}
+		if strings.Contains(out, secret) || !strings.Contains(out, "1 generated secrets written to "+secrets) {
+			t.Errorf("apply --secrets-out printed the secret, or not where it went:\n%s", out)
+		}
+		changed := strings.Replace(applyFile, "name: audit", "name: audit2", 1)
+		path2, _ := writeApplyFile(t, changed)
+		out, errOut, code := runApply(t, db, env, "-f", path2, "--yes", "--secrets-out", secrets)
+		if code != 2 || !strings.Contains(errOut, "--secrets-out") {
+			t.Errorf("--secrets-out to a file that exists: exit %d\n%s%s", code, out, errOut)
+		}
+		if names := endpointNames(t, db); slices.Contains(names, "audit2=enabled") {
+			t.Errorf("applied despite the refused --secrets-out: %v", names)
+		}
+	})
+}

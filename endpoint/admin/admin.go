@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,6 +31,20 @@ import (
 
 // ConcurrencyDefault is an endpoint's Concurrency when Create is given 0.
 const ConcurrencyDefault = 8
+
+// ConcurrencyMax is the most deliveries in flight an endpoint may have
+// (Settings.Concurrency): Create and Update refuse more.
+const ConcurrencyMax = 1024
+
+// GraceDefault is how long an endpoint's previous signing secret keeps
+// signing after a rotation when the front end is not told otherwise (postbox
+// endpoints rotate-secret --grace, postbox endpoints apply --grace).
+const GraceDefault = 24 * time.Hour
+
+// TestTimeoutDefault bounds Test's request, or the broker's connection and
+// acknowledgement, when Test is given no timeout (postbox endpoints test
+// --timeout).
+const TestTimeoutDefault = 10 * time.Second
 
 // Errors of the operations. A FieldError wraps ErrInvalid.
 var (
@@ -151,6 +166,22 @@ type Config struct {
 	Client func(e store.Endpoint, timeout time.Duration) (*http.Client, error)
 	// Now is the clock of rotations' grace periods (time.Now when nil).
 	Now func() time.Time
+	// PrivateEndpoints lets an endpoint be given allow_private (reach
+	// loopback, private and link-local addresses). False: Check, Create
+	// and Update refuse allow_private true (a FieldError on
+	// SettingAllowPrivate) — what a console whose users are not the
+	// operator wants. The command line sets it: its user is the operator.
+	PrivateEndpoints bool
+	// CheckBrokerHosts runs the SSRF check at registration on a broker's
+	// URL too (every host of its host list), as on a webhook's: a broker
+	// at a private address then needs allow_private. False: a broker's
+	// address is the operator's (as postbox relay --sink's), unchecked.
+	CheckBrokerHosts bool
+	// AllowCIDRs are prefixes the SSRF check at registration lets
+	// endpoints reach whatever range they are in (guard.Config.Allow): the
+	// relay's --allow-cidr, so that both agree. Test's default client's
+	// guard allows them too.
+	AllowCIDRs []netip.Prefix
 }
 
 // Admin manages the endpoints of one store.
@@ -288,6 +319,14 @@ type Change struct {
 	Concurrency                                      *int
 	Shadow, AllowPrivate                             *bool
 	Credentials                                      CredentialChange
+	// Secret, when not nil, becomes the signing secret (a new whsec_ when
+	// "", returned once in Updated.Secret), in the same write as the
+	// other credentials, checked against the signature profile the
+	// endpoint has after the change; the current one keeps signing for
+	// SecretGrace (not negative), as RotateSecret's. The same secret
+	// given again changes nothing.
+	Secret      *string
+	SecretGrace time.Duration
 }
 
 // CredentialChange replaces parts of an endpoint's sealed credentials
@@ -317,6 +356,9 @@ type Updated struct {
 	// given with a value other than the endpoint's).
 	Changed  []string
 	Warnings []string
+	// Secret is the signing secret Update generated (Change.Secret ""):
+	// shown once. "" when none was generated.
+	Secret string
 }
 
 // Rotated is what RotateSecret did.

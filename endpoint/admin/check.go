@@ -71,8 +71,47 @@ func (a *Admin) checkAddress(ctx context.Context, rawURL string, allowPrivate bo
 	if err != nil {
 		return "", a.refuse(SettingURL, "%s: not a URL", a.name(SettingURL))
 	}
-	host := u.Hostname()
-	g, err := guard.New(guard.Config{AllowPrivate: allowPrivate})
+	return a.checkHost(ctx, u.Hostname(), allowPrivate)
+}
+
+// checkBrokerAddresses is checkAddress for a broker's URL: every host of
+// its host list (nats://a:4222,b:4222, kafka://a:9092,b:9092; as the
+// kinds split it), each checked as a webhook's host. The warnings of the
+// hosts that do not resolve are joined.
+func (a *Admin) checkBrokerAddresses(ctx context.Context, rawURL string, allowPrivate bool) (warning string, err error) {
+	u, err := url.Parse(rawURL)
+	if err != nil {
+		return "", a.refuse(SettingURL, "%s: not a URL", a.name(SettingURL))
+	}
+	var warnings []string
+	for hostport := range strings.SplitSeq(u.Host, ",") {
+		hostport = strings.TrimSpace(hostport)
+		if hostport == "" {
+			continue
+		}
+		host := hostport
+		if h, _, err := net.SplitHostPort(hostport); err == nil {
+			host = h
+		} else {
+			host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+		}
+		if i := strings.IndexByte(host, '%'); i >= 0 && strings.Contains(host, ":") {
+			host = host[:i] // an IPv6 zone, as url.URL.Hostname keeps it
+		}
+		w, err := a.checkHost(ctx, host, allowPrivate)
+		if err != nil {
+			return "", err
+		}
+		if w != "" {
+			warnings = append(warnings, w)
+		}
+	}
+	return strings.Join(warnings, "; "), nil
+}
+
+// checkHost is checkAddress of one host: an address, or a name resolved.
+func (a *Admin) checkHost(ctx context.Context, host string, allowPrivate bool) (warning string, err error) {
+	g, err := guard.New(guard.Config{AllowPrivate: allowPrivate, Allow: a.cfg.AllowCIDRs})
 	if err != nil {
 		return "", err
 	}
@@ -132,6 +171,9 @@ func (a *Admin) checkFields(ctx context.Context, e store.Endpoint, checkAddress,
 	if err := a.checkURL(e.URL); err != nil {
 		return "", err
 	}
+	if err := a.checkTypes(e.Types); err != nil {
+		return "", err
+	}
 	if err := endpoint.ValidateTypes(e.Types); err != nil {
 		return "", a.refuse(SettingTypes, "%s: %v", a.name(SettingTypes), err)
 	}
@@ -140,6 +182,9 @@ func (a *Admin) checkFields(ctx context.Context, e store.Endpoint, checkAddress,
 	}
 	if e.Concurrency < 1 {
 		return "", a.refuse(SettingConcurrency, "%s %d: at least 1", a.name(SettingConcurrency), e.Concurrency)
+	}
+	if e.Concurrency > ConcurrencyMax {
+		return "", a.refuse(SettingConcurrency, "%s %d: at most %d", a.name(SettingConcurrency), e.Concurrency, ConcurrencyMax)
 	}
 	if err := a.checkFilter(e.Filter); err != nil {
 		return "", err
@@ -154,10 +199,42 @@ func (a *Admin) checkFields(ctx context.Context, e store.Endpoint, checkAddress,
 	if signatureGiven && e.Signature != "" && !webhookURL {
 		return "", a.refuse(SettingSignature, "%s: a broker's endpoint signs nothing (only webhooks, http:// and https://, are signed)", a.name(SettingSignature))
 	}
-	if !checkAddress || !webhookURL {
+	switch {
+	case !checkAddress:
 		return "", nil
+	case webhookURL:
+		return a.checkAddress(ctx, e.URL, e.AllowPrivate)
+	case a.cfg.CheckBrokerHosts:
+		return a.checkBrokerAddresses(ctx, e.URL, e.AllowPrivate)
 	}
-	return a.checkAddress(ctx, e.URL, e.AllowPrivate)
+	return "", nil
+}
+
+// checkTypes refuses a type glob that the store could not keep as it is
+// (it keeps the globs joined by commas): one that is empty, holds a comma,
+// or begins or ends with white space.
+func (a *Admin) checkTypes(types []string) error {
+	for _, t := range types {
+		switch {
+		case t == "":
+			return a.refuse(SettingTypes, "%s: a glob is empty (no types: every event)", a.name(SettingTypes))
+		case strings.Contains(t, ","):
+			return a.refuse(SettingTypes, "%s %q: a glob holds no comma (give each glob on its own)", a.name(SettingTypes), t)
+		case strings.TrimSpace(t) != t:
+			return a.refuse(SettingTypes, "%s %q: a glob neither begins nor ends with white space", a.name(SettingTypes), t)
+		}
+	}
+	return nil
+}
+
+// checkPrivate refuses allow_private when Config.PrivateEndpoints does not
+// let endpoints have it.
+func (a *Admin) checkPrivate() error {
+	if a.cfg.PrivateEndpoints {
+		return nil
+	}
+	return a.refuse(SettingAllowPrivate, "%s: this postbox does not let its endpoints reach private addresses from here (only the operator gives it, with postbox endpoints)",
+		a.name(SettingAllowPrivate))
 }
 
 // checkFilter refuses a filter that does not compile, saying where

@@ -14,10 +14,22 @@ import (
 // (URLUser, URLPassword); a webhook URL's becomes its Basic
 // authentication. Check makes the same checks without writing.
 func (a *Admin) Create(ctx context.Context, s Settings, c endpoint.Credentials) (Created, error) {
+	return a.CreateWithState(ctx, s, c, store.EndpointEnabled)
+}
+
+// CreateWithState is Create of an endpoint in state (store.EndpointEnabled
+// or store.EndpointDisabled), in the same write: an endpoint created
+// disabled is never enabled, not for a moment (no delivery is fanned out
+// to it before it is enabled).
+func (a *Admin) CreateWithState(ctx context.Context, s Settings, c endpoint.Credentials, state string) (Created, error) {
+	if state != store.EndpointEnabled && state != store.EndpointDisabled {
+		return Created{}, a.refuse(SettingState, "%s %q: want %s or %s", a.name(SettingState), state, store.EndpointEnabled, store.EndpointDisabled)
+	}
 	p, err := a.prepareCreate(ctx, s, c)
 	if err != nil {
 		return Created{}, err
 	}
+	p.e.State = state
 	e, err := a.cfg.Store.EndpointCreate(ctx, p.e)
 	if err != nil {
 		return Created{}, err
@@ -55,6 +67,11 @@ func (a *Admin) prepareCreate(ctx context.Context, s Settings, c endpoint.Creden
 		Concurrency: s.Concurrency, Shadow: s.Shadow, AllowPrivate: s.AllowPrivate}
 	if e.Concurrency == 0 {
 		e.Concurrency = ConcurrencyDefault
+	}
+	if e.AllowPrivate {
+		if err := a.checkPrivate(); err != nil {
+			return p, err
+		}
 	}
 	if err := a.checkURL(e.URL); err != nil {
 		return p, err

@@ -45,11 +45,11 @@ func newKeyring(t testing.TB) *keyring.Keyring {
 	return k
 }
 
-// newAdmin is an Admin of s with a new keyring and NATS endpoints,
-// tweaked.
+// newAdmin is an Admin of s with a new keyring and NATS endpoints, which
+// may be given allow_private (as the command line's), tweaked.
 func newAdmin(t testing.TB, s store.Endpoints, tweak func(*admin.Config)) *admin.Admin {
 	t.Helper()
-	cfg := admin.Config{Store: s, Keyring: newKeyring(t), Kinds: []sink.URLKind{nats.URL}}
+	cfg := admin.Config{Store: s, Keyring: newKeyring(t), Kinds: []sink.URLKind{nats.URL}, PrivateEndpoints: true}
 	if tweak != nil {
 		tweak(&cfg)
 	}

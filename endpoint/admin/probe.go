@@ -24,13 +24,13 @@ const TestEventType = "postbox.test"
 // the endpoint's id, payload {"test":true}) to endpoint id now, through
 // its own sink (its secrets opened with the keyring, its headers,
 // authentication, signature profile and envelope), and says how it went;
-// timeout (webhook.TimeoutDefault when not above zero) bounds the request,
+// timeout (TestTimeoutDefault when not above zero) bounds the request,
 // or the broker's connection and acknowledgement. A webhook's request
 // goes through Config.Client's client. An event that does not get through
 // is a *TestError.
 func (a *Admin) Test(ctx context.Context, id uuid.UUID, timeout time.Duration) (Tested, error) {
 	if timeout <= 0 {
-		timeout = webhook.TimeoutDefault
+		timeout = TestTimeoutDefault
 	}
 	e, err := a.cfg.Store.EndpointGet(ctx, id)
 	if err != nil {
@@ -71,7 +71,7 @@ func (a *Admin) testClient(e store.Endpoint, timeout time.Duration) (*http.Clien
 	if a.cfg.Client != nil {
 		return a.cfg.Client(e, timeout)
 	}
-	g, err := guard.New(guard.Config{AllowPrivate: e.AllowPrivate})
+	g, err := guard.New(guard.Config{AllowPrivate: e.AllowPrivate, Allow: a.cfg.AllowCIDRs})
 	if err != nil {
 		return nil, err
 	}

@@ -1,7 +1,10 @@
 package admin
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"reflect"
 	"slices"
 	"time"
@@ -10,29 +13,80 @@ import (
 
 	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/keyring"
+	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/store"
 )
 
-// Update checks and makes ch to endpoint id: settings in one write, and
-// credentials sealed again (endpoint.Reseal, a compare-and-swap; with a
-// changed URL, in the same write). The SSRF check runs again when the URL
-// or the private allowance is given (an endpoint registered before the
-// check existed keeps working while its other settings change); the
-// webhook's sink is built, connecting nowhere, when what it is built from
-// changes. The keyring is needed only when the credentials are opened:
-// when they change, when the URL changes, or when a webhook's sink is
-// checked. CheckChange makes the same checks without writing.
+// updateTries bounds Update's read-change-check-write rounds lost to
+// concurrent changes of the same endpoint.
+const updateTries = 5
+
+// Update checks and makes ch to endpoint id: its credentials sealed again
+// (with a changed URL, in the same write: a URL is never seen beside
+// another URL's credentials), then its settings in one write. Each write
+// is a compare-and-swap on what Update read (the row's UpdatedAt): when
+// another change of the endpoint came between, Update reads it again and
+// makes ch over it, a few times, then returns an error that wraps
+// store.ErrEndpointChanged; no concurrent change is lost. The SSRF check
+// runs again when the URL or the private allowance is given (an endpoint
+// registered before the check existed keeps working while its other
+// settings change); the webhook's sink is built, connecting nowhere,
+// when what it is built from changes. The keyring is needed only when
+// the credentials are opened: when they change, when the URL or the
+// signing secret changes, or when a webhook's sink is checked.
+// CheckChange makes the same checks without writing.
 func (a *Admin) Update(ctx context.Context, id uuid.UUID, ch Change) (Updated, error) {
+	var generated string
+	if ch.Secret != nil && *ch.Secret == "" {
+		// Generated once: a round lost to a concurrent change makes the
+		// same rotation again, which the round that won does not repeat.
+		var err error
+		if generated, err = signature.GenerateSecret(); err != nil {
+			return Updated{}, err
+		}
+		ch.Secret = &generated
+	}
+	for try := 1; ; try++ {
+		u, err := a.update(ctx, id, ch)
+		switch {
+		case err == nil:
+			u.Secret = generated
+			return u, nil
+		case !errors.Is(err, store.ErrEndpointChanged):
+			return Updated{}, err
+		case try == updateTries:
+			return Updated{}, fmt.Errorf("admin: endpoint %s changed %d times while being updated (try again): %w", id, updateTries, err)
+		}
+	}
+}
+
+// update is one round of Update: it returns store.ErrEndpointChanged when
+// the endpoint changed since it was read.
+func (a *Admin) update(ctx context.Context, id uuid.UUID, ch Change) (Updated, error) {
 	p, err := a.prepareUpdate(ctx, id, ch)
 	if err != nil {
 		return Updated{}, err
 	}
+	changed := changedSettings(p.before, p.e)
 	if p.reseal {
-		if err := endpoint.Reseal(ctx, a.cfg.Store, p.k, id, p.url, p.change); err != nil {
+		if err := a.reseal(ctx, id, p); err != nil {
 			return Updated{}, notFound(id, err)
 		}
+		if len(changed) > 0 {
+			// The settings are written over the row the reseal left,
+			// only if nothing else changed it since it was read.
+			fresh, err := a.cfg.Store.EndpointGet(ctx, id)
+			if err != nil {
+				return Updated{}, notFound(id, err)
+			}
+			want := p.before
+			want.URL = p.e.URL
+			if len(changedSettings(want, fresh)) > 0 {
+				return Updated{}, store.ErrEndpointChanged
+			}
+			p.e.UpdatedAt = fresh.UpdatedAt
+		}
 	}
-	changed := changedSettings(p.before, p.e)
 	if len(changed) > 0 {
 		if _, err := a.cfg.Store.EndpointUpdate(ctx, p.e); err != nil {
 			return Updated{}, notFound(id, err)
@@ -40,12 +94,42 @@ func (a *Admin) Update(ctx context.Context, id uuid.UUID, ch Change) (Updated, e
 	}
 	if p.reseal {
 		changed = append(changed, ch.Credentials.names()...)
+		if ch.Secret != nil {
+			changed = append(changed, SettingSecret)
+		}
 	}
 	after, err := a.cfg.Store.EndpointGet(ctx, id)
 	if err != nil {
 		return Updated{}, notFound(id, err)
 	}
 	return Updated{Endpoint: a.View(after), Changed: changed, Warnings: warningsOf(p.warning)}, nil
+}
+
+// reseal seals the endpoint's credentials changed by p.change, with p.url,
+// in one compare-and-swap (store.Endpoints.EndpointSeal) on the row p
+// read: store.ErrEndpointChanged when it changed since (its settings or
+// its secrets).
+func (a *Admin) reseal(ctx context.Context, id uuid.UUID, p preparedUpdate) error {
+	e, err := a.cfg.Store.EndpointGet(ctx, id)
+	if err != nil {
+		return err
+	}
+	if !e.UpdatedAt.Equal(p.before.UpdatedAt) || !bytes.Equal(e.Sealed.Data, p.before.Sealed.Data) {
+		return store.ErrEndpointChanged
+	}
+	c, err := endpoint.Open(p.k, e)
+	if err != nil {
+		return err
+	}
+	until := e.PreviousSecretUntil
+	if err := p.change(&c, &until); err != nil {
+		return err
+	}
+	was := e.Sealed.Data
+	if err := endpoint.Seal(p.k, &e, c); err != nil {
+		return err
+	}
+	return a.cfg.Store.EndpointSeal(ctx, id, e.Sealed, until, p.url, was)
 }
 
 // CheckChange makes every check Update makes of ch to endpoint id, and
@@ -82,6 +166,14 @@ func (a *Admin) prepareUpdate(ctx context.Context, id uuid.UUID, ch Change) (pre
 		return p, notFound(id, err)
 	}
 	p.before = e
+	if ch.Secret != nil && ch.SecretGrace < 0 {
+		return p, a.refuse(SettingGrace, "%s %v: must not be negative", a.name(SettingGrace), ch.SecretGrace)
+	}
+	if ch.AllowPrivate != nil && *ch.AllowPrivate && !e.AllowPrivate {
+		if err := a.checkPrivate(); err != nil {
+			return p, err
+		}
+	}
 	if err := a.applySettings(&e, ch); err != nil {
 		return p, err
 	}
@@ -105,8 +197,26 @@ func (a *Admin) prepareUpdate(ctx context.Context, id uuid.UUID, ch Change) (pre
 		return p, err
 	}
 	webhookURL := a.IsWebhook(e.URL)
-	p.change = func(c *endpoint.Credentials, _ *time.Time) error {
+	var secret string
+	if ch.Secret != nil {
+		if secret = *ch.Secret; secret == "" { // CheckChange: checked with a new one, forgotten
+			if secret, err = signature.GenerateSecret(); err != nil {
+				return p, err
+			}
+		}
+		// Checked against the profile the endpoint has after the change.
+		if err := a.CheckSecret(secret, e.Signature); err != nil {
+			return p, err
+		}
+	}
+	p.change = func(c *endpoint.Credentials, until *time.Time) error {
 		cc.apply(c)
+		if ch.Secret != nil && c.Secret != secret { // not again in a round after one that made it
+			c.Secret, c.PreviousSecret = secret, c.Secret
+			if until != nil {
+				*until = a.now().Add(ch.SecretGrace)
+			}
+		}
 		if ch.URL != nil {
 			if err := a.moveURLCredentials(&store.Endpoint{URL: rawURL}, c); err != nil {
 				return err
@@ -119,7 +229,7 @@ func (a *Admin) prepareUpdate(ctx context.Context, id uuid.UUID, ch Change) (pre
 	}
 	p.e = e
 	sinkChanged := ch.URL != nil || ch.Signature != nil || ch.Envelope != nil || ch.CESource != nil
-	if !cc.any() && ch.URL == nil && !(webhookURL && sinkChanged) {
+	if !cc.any() && ch.URL == nil && ch.Secret == nil && !(webhookURL && sinkChanged) {
 		return p, nil
 	}
 	if p.k, err = a.keyring(); err != nil {
@@ -129,6 +239,12 @@ func (a *Admin) prepareUpdate(ctx context.Context, id uuid.UUID, ch Change) (pre
 	if err != nil {
 		return p, err
 	}
+	if ch.Secret != nil && ch.SecretGrace > 0 && current.Secret != "" && current.Secret != secret {
+		if err := a.CheckSecret(current.Secret, e.Signature); err != nil {
+			return p, a.refuse(SettingGrace, "%s %v: the current secret cannot sign with the endpoint's signature profile as changed: give %s 0",
+				a.name(SettingGrace), ch.SecretGrace, a.name(SettingGrace))
+		}
+	}
 	next := current
 	if err := p.change(&next, nil); err != nil {
 		return p, err
@@ -137,7 +253,9 @@ func (a *Admin) prepareUpdate(ctx context.Context, id uuid.UUID, ch Change) (pre
 		return p, a.refuse(SettingURL, "%s: a webhook signs its requests, and this endpoint has no secret (it was added for a broker): give it one first with %s %s",
 			a.name(SettingURL), a.name(SettingRotateSecret), e.ID)
 	}
-	p.reseal = !reflect.DeepEqual(current, next)
+	// A URL changes with the credentials' compare-and-swap even when they
+	// stay as they are: a concurrent change of them is never lost.
+	p.reseal = !reflect.DeepEqual(current, next) || e.URL != p.before.URL
 	if webhookURL && (p.reseal || sinkChanged) {
 		probe := e
 		if err := endpoint.Seal(p.k, &probe, next); err != nil {

@@ -207,3 +207,11 @@ func (a *Admin) Attempts(ctx context.Context, id uuid.UUID, limit int) ([]store.
 	}
 	return attempts, err
 }
+
+// DescribeURL describes an endpoint's rawURL as endpoint.DescribeURL does
+// with the Admin's kinds (Config.Kinds): its kind and what tells its
+// destination apart, never a credential, a webhook's path nor a
+// parameter that may hold one.
+func (a *Admin) DescribeURL(rawURL string) string {
+	return endpoint.DescribeURL(a.cfg.Kinds, rawURL)
+}

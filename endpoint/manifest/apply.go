@@ -49,11 +49,12 @@ type Generated struct {
 }
 
 // Apply makes p's changes through a, in p's order: it creates endpoints
-// (and disables those the file says disabled), updates their settings and
-// credentials, rotates a signing secret whose reference names another one
-// (the old one signing for the plan's grace; a broker's endpoint that
-// becomes a webhook gets its secret, or a new one, first), sets their
-// state, and removes those p removes. A plan with conflicts or refusals
+// (those the file says disabled created disabled, in the same write),
+// updates their settings and credentials in one admin.Update each, which
+// rotates a signing secret whose reference names another one (the old
+// one signing for the plan's grace; a broker's endpoint that becomes a
+// webhook gets its secret, or a new one), sets their state, and removes
+// those p removes. A plan with conflicts or refusals
 // is refused (ErrConflicts, ErrRefused): nothing is applied. Should admin
 // refuse a step all the same (the store or a host's addresses changed
 // since the plan), Apply stops there, returning what it did beside the
@@ -71,22 +72,37 @@ func Apply(ctx context.Context, a *admin.Admin, p *Plan) (Result, error) {
 		if err := ctx.Err(); err != nil {
 			return r, err
 		}
-		if err := apply(ctx, a, p, s, &r); err != nil {
+		if err := apply(ctx, a, s, &r); err != nil {
 			where := ""
 			if s.Line > 0 {
 				where = fmt.Sprintf(" (line %d)", s.Line)
 			}
-			return r, fmt.Errorf("%s %s%s: %w", s.Action, printable.String(s.Name), where, err)
+			return r, &stepError{text: fmt.Sprintf("%s %s%s: %s", s.Action, printable.String(s.Name), where, s.want.hideURL(err.Error())), err: err}
 		}
 	}
 	return r, nil
 }
 
+// stepError is a step's error: its text names the step, and a URL the
+// file references as its reference; it unwraps to the error.
+type stepError struct {
+	text string
+	err  error
+}
+
+func (e *stepError) Error() string { return e.text }
+
+func (e *stepError) Unwrap() error { return e.err }
+
 // apply makes one step, noting in r what it did.
-func apply(ctx context.Context, a *admin.Admin, p *Plan, s Step, r *Result) error {
+func apply(ctx context.Context, a *admin.Admin, s Step, r *Result) error {
 	switch s.Action {
 	case Create:
-		c, err := a.Create(ctx, s.want.Settings, credentials(a, s.want))
+		state := s.state
+		if state == "" {
+			state = store.EndpointEnabled
+		}
+		c, err := a.CreateWithState(ctx, s.want.Settings, credentials(a, s.want), state)
 		if err != nil {
 			return err
 		}
@@ -95,29 +111,15 @@ func apply(ctx context.Context, a *admin.Admin, p *Plan, s Step, r *Result) erro
 		if c.Secret != "" {
 			r.Secrets = append(r.Secrets, Generated{Name: s.Name, ID: c.Endpoint.ID, Secret: c.Secret})
 		}
-		if s.state == store.EndpointDisabled {
-			return a.SetState(ctx, c.Endpoint.ID, s.state)
-		}
 	case Update:
-		if s.first {
-			rotated, err := a.RotateSecret(ctx, s.ID, s.want.creds.Secret, 0)
-			if err != nil {
-				return err
-			}
-			if rotated.Secret != "" {
-				r.Secrets = append(r.Secrets, Generated{Name: s.Name, ID: s.ID, Secret: rotated.Secret})
-			}
-		}
 		if changes(s.change) {
 			u, err := a.Update(ctx, s.ID, s.change)
 			if err != nil {
 				return err
 			}
 			r.Warnings = append(r.Warnings, u.Warnings...)
-		}
-		if s.rotate {
-			if _, err := a.RotateSecret(ctx, s.ID, s.want.creds.Secret, p.grace); err != nil {
-				return err
+			if u.Secret != "" {
+				r.Secrets = append(r.Secrets, Generated{Name: s.Name, ID: s.ID, Secret: u.Secret})
 			}
 		}
 		if s.state != "" {
@@ -140,7 +142,20 @@ func changes(c admin.Change) bool {
 	cc := c.Credentials
 	return c.Name != nil || c.URL != nil || c.Filter != nil || c.Envelope != nil || c.CESource != nil || c.Signature != nil ||
 		c.Types != nil || c.RatePerSecond != nil || c.Concurrency != nil || c.Shadow != nil || c.AllowPrivate != nil ||
-		cc.SetHeaders || cc.SetAuth || cc.SetTLS
+		c.Secret != nil || cc.SetHeaders || cc.SetAuth || cc.SetTLS
+}
+
+// WriteSecrets writes the generated secrets (Result.Secrets), a line each:
+// the endpoint's name (escaped as printable text), a space, the secret
+// (which holds no space) — for a file of the operator's, postbox
+// endpoints apply --secrets-out.
+func (r Result) WriteSecrets(w io.Writer) error {
+	var b strings.Builder
+	for _, g := range r.Secrets {
+		fmt.Fprintf(&b, "%s %s\n", printable.String(g.Name), g.Secret)
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
 }
 
 // done are the actions as Result.Write tells them.

@@ -30,10 +30,13 @@
 // env:NAME (an environment variable) or file:PATH (a file's contents, one
 // trailing new line trimmed; a relative path is read from Manifest.Dir). A
 // secret written in the file is refused, and no error quotes one: postbox
-// never writes a secret into the file, and never reads one from it.
+// never writes a secret into the file, and never reads one from it. The
+// url may be a reference too (a chat service's incoming-webhook URL is a
+// secret): url: env:HOOK_URL. Plan shows a URL described (its kind and
+// host, admin.Admin.DescribeURL), never its path nor its query.
 //
 // Plan reports, for each endpoint, whether it is created, updated (which
-// settings, old -> new; which credentials, never their values), removed
+// settings, old -> new; the URL as "changed"; which credentials, never their values), removed
 // (only with Options.Prune) or unchanged; a name several stored endpoints
 // have is a conflict, never guessed. Plan asks admin to check every
 // endpoint it creates or changes (admin's Check, CheckChange and

@@ -75,7 +75,7 @@ endpoints:
 	fmt.Print(plan)
 	// Output:
 	// + create warehouse
-	//     url: "https://93.184.215.14/hooks"
+	//     url: webhook https://93.184.215.14/…
 	//     types: ["order.*"]
 	//     filter: "payload.total > 100"
 	//     concurrency: 8

@@ -51,7 +51,7 @@ func newAdmin(t *testing.T, s store.Endpoints) *admin.Admin {
 	if err != nil {
 		t.Fatal(err)
 	}
-	a, err := admin.New(admin.Config{Store: s, Keyring: k, Kinds: []sink.URLKind{nats.URL}})
+	a, err := admin.New(admin.Config{Store: s, Keyring: k, Kinds: []sink.URLKind{nats.URL}, PrivateEndpoints: true})
 	if err != nil {
 		t.Fatal(err)
 	}

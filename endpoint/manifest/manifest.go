@@ -49,6 +49,10 @@ type Manifest struct {
 type Endpoint struct {
 	// Settings are the endpoint's settings, Name its identity.
 	admin.Settings
+	// URLRef, when not nil, is the reference the file gives for the URL
+	// (url: env:NAME or file:PATH: a chat service's incoming-webhook URL
+	// is a secret); Resolve reads it into Settings.URL.
+	URLRef *Ref
 	// State is store.EndpointEnabled or store.EndpointDisabled; "" leaves
 	// a stored endpoint's state as it is (a new one is enabled).
 	State string
@@ -418,6 +422,11 @@ func (p *parser) endpoint(n *yaml.Node, key string) (Endpoint, error) {
 			if err := p.text(&s.URL)(v, key); err != nil {
 				return err
 			}
+			if isRef(s.URL) {
+				r, err := p.ref(v, key)
+				e.URLRef, s.URL = &r, ""
+				return err
+			}
 			if hasUserInfo(s.URL) {
 				return p.errorAt(v, key, "user information (user:password@) in the URL is a credential, never written in the file: "+
 					"give a webhook's as auth.basic, its password a reference (the value is not shown)")
@@ -564,6 +573,12 @@ func (p *parser) refPtr(r **Ref) field {
 		*r = &ref
 		return err
 	}
+}
+
+// isRef reports whether a URL given is a reference: env:NAME or
+// file:PATH (no endpoint's URL has these schemes).
+func isRef(rawURL string) bool {
+	return strings.HasPrefix(rawURL, "env:") || strings.HasPrefix(rawURL, "file:")
 }
 
 // hasUserInfo reports whether rawURL's authority holds user information:

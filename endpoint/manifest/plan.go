@@ -28,7 +28,8 @@ type Options struct {
 	Prune bool
 	// Grace is how long an endpoint's current signing secret keeps
 	// signing beside the one its secret reference names when they differ
-	// (admin.RotateSecret's grace); 0: not at all. Not negative.
+	// (admin.Change.SecretGrace); 0: not at all. Not negative. postbox
+	// endpoints apply gives admin.GraceDefault unless told otherwise.
 	Grace time.Duration
 }
 
@@ -60,8 +61,6 @@ type Plan struct {
 	// Kept are the stored endpoints the file does not name, left as they
 	// are (without Options.Prune).
 	Kept []Kept
-
-	grace time.Duration
 }
 
 // Step is one endpoint's change.
@@ -76,12 +75,11 @@ type Step struct {
 	// Line is where the file writes the endpoint (0 for Remove).
 	Line int
 
-	want   *Endpoint
+	want *Endpoint
+	// change is the Update, the signing secret's rotation in it (a new
+	// one, or one for an endpoint that has none and becomes a webhook).
 	change admin.Change
-	// rotate rotates the signing secret after the change; first gives
-	// one before it to an endpoint that has none and becomes a webhook.
-	rotate, first bool
-	state         string
+	state  string
 }
 
 // Diff is one setting's change, as shown: Old (for Update) and New. A
@@ -165,7 +163,7 @@ func (m *Manifest) Plan(ctx context.Context, a *admin.Admin, o Options) (*Plan, 
 	for _, v := range views {
 		byName[v.Name] = append(byName[v.Name], v)
 	}
-	p := &Plan{grace: o.Grace}
+	p := &Plan{}
 	for i := range m.Endpoints {
 		e := &m.Endpoints[i]
 		switch stored := byName[e.Name]; len(stored) {
@@ -214,26 +212,28 @@ func (m *Manifest) Plan(ctx context.Context, a *admin.Admin, o Options) (*Plan, 
 func (p *Plan) check(ctx context.Context, a *admin.Admin, s Step) error {
 	var err error
 	switch {
-	case s.Action == Create, s.Action == Update && s.first:
-		// A broker's endpoint that becomes a webhook gets its secret
-		// first: it is checked as the endpoint it becomes.
+	case s.Action == Create:
 		_, err = a.Check(ctx, s.want.Settings, credentials(a, s.want))
-	case s.Action == Update:
-		if changes(s.change) {
-			_, err = a.CheckChange(ctx, s.ID, s.change)
-		}
-		if err == nil && s.rotate {
-			err = a.CheckSecret(s.want.creds.Secret, s.want.Signature)
-		}
+	case s.Action == Update && changes(s.change):
+		_, err = a.CheckChange(ctx, s.ID, s.change)
 	}
 	var refused *admin.FieldError
 	switch {
 	case errors.As(err, &refused):
-		p.Refusals = append(p.Refusals, Refusal{Name: s.Name, Line: s.Line, Setting: refused.Setting, Message: refused.Message})
+		p.Refusals = append(p.Refusals, Refusal{Name: s.Name, Line: s.Line, Setting: refused.Setting, Message: s.want.hideURL(refused.Message)})
 	case err != nil:
 		return fmt.Errorf("endpoint %s: %w", printable.String(s.Name), err)
 	}
 	return nil
+}
+
+// hideURL is text with e's URL, when the file gives it as a reference,
+// written as that reference: a referenced URL is a secret.
+func (e *Endpoint) hideURL(text string) string {
+	if e == nil || e.URLRef == nil || e.URL == "" {
+		return text
+	}
+	return strings.NewReplacer(e.URL, e.URLRef.String(), sink.Redact(e.URL), e.URLRef.String()).Replace(text)
 }
 
 // ids are the ids of views.
@@ -252,7 +252,10 @@ func createStep(a *admin.Admin, e *Endpoint) Step {
 	zero := canonical(admin.Settings{})
 	want := canonical(e.Settings)
 	for _, f := range settingFields {
-		if n := f.show(want); n != f.show(zero) || f.name == admin.SettingURL || f.name == admin.SettingConcurrency {
+		switch n := f.show(want); {
+		case f.name == admin.SettingURL:
+			s.Diffs = append(s.Diffs, Diff{Setting: f.name, New: a.DescribeURL(want.URL)})
+		case n != f.show(zero) || f.name == admin.SettingConcurrency:
 			s.Diffs = append(s.Diffs, Diff{Setting: f.name, New: n})
 		}
 	}
@@ -345,7 +348,12 @@ func updateStep(ctx context.Context, a *admin.Admin, e *Endpoint, id uuid.UUID, 
 	have, want := admin.ViewOf(stored, time.Time{}).Settings, canonical(e.Settings)
 	have.URL = stored.URL // whole, unlike View's
 	for _, f := range settingFields {
-		if !f.equal(have, want) {
+		switch {
+		case f.equal(have, want):
+		case f.name == admin.SettingURL: // its path and query are not shown: they may hold a token
+			f.set(&s.change, want)
+			s.Diffs = append(s.Diffs, Diff{Setting: f.name, Old: a.DescribeURL(have.URL), New: a.DescribeURL(want.URL)})
+		default:
 			f.set(&s.change, want)
 			s.Diffs = append(s.Diffs, Diff{Setting: f.name, Old: f.show(have), New: f.show(want)})
 		}
@@ -363,14 +371,14 @@ func updateStep(ctx context.Context, a *admin.Admin, e *Endpoint, id uuid.UUID, 
 	case c.Secret == "" && a.IsWebhook(want.URL):
 		// A broker's endpoint becoming a webhook: it needs a secret
 		// first, the file's or a new one.
-		s.first = true
 		secret := "generated, printed once"
 		if e.Secret != nil {
 			secret = e.Secret.String()
 		}
+		s.change.Secret = &wantC.Secret // "": generated
 		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingSecret, Credential: true, New: "none yet: " + secret})
 	case e.Secret != nil && c.Secret != wantC.Secret:
-		s.rotate = true
+		s.change.Secret, s.change.SecretGrace = &wantC.Secret, grace
 		s.Diffs = append(s.Diffs, Diff{Setting: admin.SettingSecret, Credential: true,
 			New: fmt.Sprintf("rotated: the old one signs too for %v", grace)})
 	}
@@ -492,17 +500,11 @@ var settingFields = []settingField{
 	boolField(admin.SettingAllowPrivate, func(s *admin.Settings) *bool { return &s.AllowPrivate }, func(c *admin.Change, v *bool) { c.AllowPrivate = v }),
 }
 
-// textField is a text setting, shown quoted (a URL without the parts
-// sink.Redact hides).
+// textField is a text setting, shown quoted (but the URL: Plan shows it
+// described, admin.Admin.DescribeURL).
 func textField(name string, get func(*admin.Settings) *string, set func(*admin.Change, *string)) settingField {
 	return settingField{name: name,
-		show: func(s admin.Settings) string {
-			v := *get(&s)
-			if name == admin.SettingURL {
-				v = sink.Redact(v)
-			}
-			return strconv.Quote(v)
-		},
+		show:  func(s admin.Settings) string { return strconv.Quote(*get(&s)) },
 		equal: func(a, b admin.Settings) bool { return *get(&a) == *get(&b) },
 		set:   func(c *admin.Change, s admin.Settings) { set(c, get(&s)) }}
 }
@@ -542,6 +544,8 @@ func (p *Plan) Write(w io.Writer) error {
 			fmt.Fprintf(&b, "~ update %s (%s)\n", name, s.ID)
 			for _, d := range s.Diffs {
 				switch {
+				case d.Setting == admin.SettingURL:
+					fmt.Fprintf(&b, "    %s: changed (%s)\n", d.Setting, d.New)
 				case d.Credential && d.New != "":
 					fmt.Fprintf(&b, "    %s: changed (%s)\n", d.Setting, d.New)
 				case d.Credential:

@@ -107,7 +107,7 @@ func TestApplyTwiceChangesNothing(t *testing.T) {
 			t.Fatalf("first plan counts %v, want 4 to create:\n%s", counts(p), p)
 		}
 		out := p.String()
-		for _, want := range []string{"+ create warehouse\n", `    url: "https://93.184.215.14/warehouse"`, `    types: ["order.*", "payment.succeeded"]`,
+		for _, want := range []string{"+ create warehouse\n", "    url: webhook https://93.184.215.14/…\n", `    types: ["order.*", "payment.succeeded"]`,
 			`    filter: "payload.total > 100"`, "    secret: env:WH_SECRET\n", "    headers: X-Api-Key (file:wh-key)\n", "    auth: bearer (env:WH_TOKEN)\n",
 			"+ create audit\n", "    state: disabled\n", "    tls: cert file:client.pem, key file:client-key.pem, ca file:client.pem\n",
 			"+ create generated\n", "    secret: generated, printed once\n", "    shadow: true\n",

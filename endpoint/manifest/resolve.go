@@ -33,6 +33,18 @@ func (m *Manifest) Resolve(lookupEnv func(string) (string, bool)) error {
 			return err
 		}
 		e.creds = c
+		if e.URLRef != nil {
+			key := fmt.Sprintf("endpoints[%d].url", i)
+			u, err := r.read(*e.URLRef, key, true)
+			if err != nil {
+				return err
+			}
+			if hasUserInfo(u) {
+				return &Error{Line: e.URLRef.Line, Column: e.URLRef.Column, Key: key, Message: e.URLRef.String() +
+					": the URL holds user information (user:password@), a credential: give a webhook's as auth.basic (the value is not shown)"}
+			}
+			e.URL = u
+		}
 	}
 	m.resolved = true
 	return nil

@@ -44,6 +44,7 @@ func runHostile(t *testing.T, newStore func(t *testing.T) raw) {
 		{"OrderedClaimBoundedByBytes", func(t *testing.T, s raw) { testClaimBoundedByBytes(t, s, true) }},
 		{"PropertyHostileColumns", testPropertyHostileColumns},
 		{"OtherTablesReadHostileRows", testOtherTablesReadHostileRows},
+		{"EndpointUpdatedAtAheadOfTheClock", testEndpointUpdatedAtAhead},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

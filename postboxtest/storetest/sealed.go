@@ -75,6 +75,7 @@ func testSealedSettingsRoundTrip(t *testing.T, s store.Endpoints) {
 		if err != nil {
 			t.Fatalf("update %d: %v", i, err)
 		}
+		got.UpdatedAt = updated.UpdatedAt // the next update's compare-and-swap
 		want.Filter, want.Envelope, want.Signature = settings[0], settings[1], settings[2]
 		reread, err := s.EndpointGet(ctx, e.ID)
 		if err != nil {

@@ -411,24 +411,32 @@ func (s *Store) AttemptSummary(ctx context.Context, since time.Time) ([]store.At
 	return out, nil
 }
 
-// EndpointUpdate changes an endpoint's settings (see store.Endpoints).
+// EndpointUpdate changes an endpoint's settings, only if its updated_at is
+// still e.UpdatedAt when that is not zero (endpoint_update; see
+// store.Endpoints). When it changes no row, endpoint_exists tells an
+// endpoint that changed from one not there.
 func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
 	if err := sqlstore.CheckSettings(e); err != nil {
 		return store.Endpoint{}, fmt.Errorf("postgres: update endpoint %s: %w", e.ID, err)
 	}
-	rows, err := s.pool.Query(ctx, s.sql.Get("endpoint_update"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
-		e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate, e.Filter, e.Envelope, e.Signature)
-	if err != nil {
-		return store.Endpoint{}, fmt.Errorf("postgres: update endpoint: %w", err)
+	if e.UpdatedAt.IsZero() || !sqlstore.Unmatchable(e.UpdatedAt) {
+		was := pgtype.Timestamptz{Time: e.UpdatedAt, Valid: !e.UpdatedAt.IsZero()}
+		rows, err := s.pool.Query(ctx, s.sql.Get("endpoint_update"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
+			e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate, e.Filter, e.Envelope, e.Signature, was)
+		if err != nil {
+			return store.Endpoint{}, fmt.Errorf("postgres: update endpoint %s: %w", e.ID, err)
+		}
+		got, err := pgx.CollectExactlyOneRow(rows, scanEndpoint)
+		if !errors.Is(err, pgx.ErrNoRows) {
+			if err != nil {
+				return store.Endpoint{}, fmt.Errorf("postgres: update endpoint %s: %w", e.ID, err)
+			}
+			return got, nil
+		}
 	}
-	got, err := pgx.CollectExactlyOneRow(rows, scanEndpoint)
-	if errors.Is(err, pgx.ErrNoRows) {
-		return got, fmt.Errorf("postgres: endpoint %s: %w", e.ID, store.ErrEndpointNotFound)
-	}
-	if err != nil {
-		return got, fmt.Errorf("postgres: update endpoint: %w", err)
-	}
-	return got, nil
+	var found bool
+	err := s.pool.QueryRow(ctx, s.sql.Get("endpoint_exists"), e.ID).Scan(&found)
+	return store.Endpoint{}, swapped("update", e.ID, false, found, err)
 }
 
 // EndpointLane returns the Source of e's deliveries (see store.Endpoints):

@@ -16,19 +16,32 @@ select id, name, url, types, secret, coalesce(previous_secret, ''), previous_sec
 from {schema}.endpoints
 
 -- name: endpoint_update
--- The columns of endpoint_columns, as updated.
+-- The columns of endpoint_columns, as updated. A compare-and-swap on
+-- updated_at: only if it is still $12 (null: whatever it is). A concurrent
+-- change of the same row holds the row's lock; once it commits, the
+-- condition is checked again on the row as it left it, whose updated_at it
+-- bumped: nothing is written (endpoint_exists then tells a row that changed
+-- from one not there).
+--
+-- Every change of an endpoint's settings, secrets or state bumps updated_at
+-- (here, endpoint_set_state, endpoint_rotate_secret, endpoint_seal) to now,
+-- or one microsecond past its value when that is now or later (a clock that
+-- went back, two changes in one microsecond): a bump always changes it, and
+-- never back to a value a reader may hold. An updated_at past year 9999 or
+-- infinite (a row written by hand) becomes now.
 update {schema}.endpoints
 set name = $2, url = $3, types = $4, rate_per_second = $5, concurrency = $6, shadow = $7,
-    allow_private = $8, filter = $9, envelope = $10, signature = $11, updated_at = now()
-where id = $1
+    allow_private = $8, filter = $9, envelope = $10, signature = $11,
+    updated_at = case when updated_at >= now() and updated_at < '10000-01-01' then updated_at + interval '1 microsecond' else now() end
+where id = $1 and ($12::timestamptz is null or updated_at = $12)
 returning id, name, url, types, secret, coalesce(previous_secret, ''), previous_secret_until,
           rate_per_second, concurrency, shadow, allow_private, state, failing_since, breaker_open_until,
           created_at, updated_at, sealed, sealed_key, sealed_fingerprint, auth, filter, envelope, signature;
 
 -- name: endpoint_set_state
 update {schema}.endpoints
-set state = $2, updated_at = now(),
-    failing_since = case when $2 = 'enabled' then null else failing_since end
+set state = $2, failing_since = case when $2 = 'enabled' then null else failing_since end,
+    updated_at = case when updated_at >= now() and updated_at < '10000-01-01' then updated_at + interval '1 microsecond' else now() end
 where id = $1;
 
 -- name: endpoint_wake_pending
@@ -46,7 +59,8 @@ delete from {schema}.endpoints where id = $1;
 -- update.
 with rotated as (
   update {schema}.endpoints
-  set previous_secret = secret, previous_secret_until = $3, secret = $2, updated_at = now()
+  set previous_secret = secret, previous_secret_until = $3, secret = $2,
+      updated_at = case when updated_at >= now() and updated_at < '10000-01-01' then updated_at + interval '1 microsecond' else now() end
   where id = $1 and sealed is null
   returning 1
 )
@@ -63,11 +77,15 @@ select exists (select 1 from rotated), exists (select 1 from {schema}.endpoints 
 with sealed as (
   update {schema}.endpoints
   set sealed = $2, sealed_key = $3, sealed_fingerprint = $4, auth = $5, previous_secret_until = $6,
-      secret = '', previous_secret = null, updated_at = now(), url = coalesce(nullif($8::text, ''), url)
+      secret = '', previous_secret = null, url = coalesce(nullif($8::text, ''), url),
+      updated_at = case when updated_at >= now() and updated_at < '10000-01-01' then updated_at + interval '1 microsecond' else now() end
   where id = $1 and sealed is not distinct from $7::bytea
   returning 1
 )
 select exists (select 1 from sealed), exists (select 1 from {schema}.endpoints where id = $1);
+
+-- name: endpoint_exists
+select exists (select 1 from {schema}.endpoints where id = $1);
 
 -- name: endpoint_failing
 update {schema}.endpoints set failing_since = coalesce(failing_since, $2)

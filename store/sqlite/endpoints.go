@@ -94,25 +94,38 @@ func scanEndpoints(rows *sql.Rows, err error) ([]store.Endpoint, error) {
 	return out, rows.Err()
 }
 
-// EndpointUpdate changes an endpoint's settings (see store.Endpoints).
+// EndpointUpdate changes an endpoint's settings, only if its updated_at is
+// still e.UpdatedAt when that is not zero (endpoint_update; see
+// store.Endpoints), in a write transaction: when it changes no row,
+// endpoint_exists tells an endpoint that changed from one not there.
 func (s *Store) EndpointUpdate(ctx context.Context, e store.Endpoint) (store.Endpoint, error) {
 	if err := sqlstore.CheckSettings(e); err != nil {
 		return store.Endpoint{}, fmt.Errorf("sqlite: update endpoint %s: %w", e.ID, err)
 	}
+	was := sql.NullInt64{Int64: e.UpdatedAt.UnixMicro(), Valid: !e.UpdatedAt.IsZero()}
 	var got []store.Endpoint
+	var found bool
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		if was.Valid && sqlstore.Unmatchable(e.UpdatedAt) {
+			return tx.QueryRowContext(ctx, s.sql.Get("endpoint_exists"), e.ID).Scan(&found)
+		}
 		var err error
 		got, err = scanEndpoints(tx.QueryContext(ctx, s.sql.Get("endpoint_update"), e.ID, e.Name, e.URL, strings.Join(e.Types, ","),
-			e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate, time.Now().UnixMicro(), e.Filter, e.Envelope, e.Signature))
-		return err
+			e.RatePerSecond, e.Concurrency, e.Shadow, e.AllowPrivate, time.Now().UnixMicro(), e.Filter, e.Envelope, e.Signature, was))
+		if err != nil || len(got) > 0 {
+			return err
+		}
+		return tx.QueryRowContext(ctx, s.sql.Get("endpoint_exists"), e.ID).Scan(&found)
 	})
-	if err != nil {
-		return store.Endpoint{}, fmt.Errorf("sqlite: update endpoint: %w", err)
+	switch {
+	case err != nil:
+		return store.Endpoint{}, fmt.Errorf("sqlite: update endpoint %s: %w", e.ID, err)
+	case len(got) > 0:
+		return got[0], nil
+	case found:
+		return store.Endpoint{}, fmt.Errorf("sqlite: update endpoint %s: %w", e.ID, store.ErrEndpointChanged)
 	}
-	if len(got) == 0 {
-		return store.Endpoint{}, fmt.Errorf("sqlite: endpoint %s: %w", e.ID, store.ErrEndpointNotFound)
-	}
-	return got[0], nil
+	return store.Endpoint{}, fmt.Errorf("sqlite: endpoint %s: %w", e.ID, store.ErrEndpointNotFound)
 }
 
 // EndpointSetState changes an endpoint's state (see store.Endpoints).

@@ -17,19 +17,31 @@ select id, name, url, types, secret, coalesce(previous_secret, ''), previous_sec
 from {prefix}endpoints
 
 -- name: endpoint_update
--- The columns of endpoint_columns, as updated.
+-- The columns of endpoint_columns, as updated. A compare-and-swap on
+-- updated_at: only if it is still ?13 (Unix microseconds, as read; null:
+-- whatever it is), in the store's one write transaction at a time. When it
+-- changes no row, endpoint_exists, in the same write transaction, tells a
+-- row that changed from one not there.
+--
+-- Every change of an endpoint's settings, secrets or state bumps updated_at
+-- (here, endpoint_set_state, endpoint_rotate_secret, endpoint_seal) to now,
+-- or one microsecond past its value when that is now or later (a clock that
+-- went back, two changes in one microsecond): a bump always changes it, and
+-- never back to a value a reader may hold. A value past year 9999
+-- (253402300800000000, a row written by hand) becomes now.
 update {prefix}endpoints
 set name = ?2, url = ?3, types = ?4, rate_per_second = ?5, concurrency = ?6, shadow = ?7,
-    allow_private = ?8, updated_at = ?9, filter = ?10, envelope = ?11, signature = ?12
-where id = ?1
+    allow_private = ?8, filter = ?10, envelope = ?11, signature = ?12,
+    updated_at = case when updated_at >= ?9 and updated_at < 253402300800000000 then updated_at + 1 else ?9 end
+where id = ?1 and (?13 is null or updated_at = ?13)
 returning id, name, url, types, secret, coalesce(previous_secret, ''), previous_secret_until,
           rate_per_second, concurrency, shadow, allow_private, state, failing_since, breaker_open_until,
           created_at, updated_at, sealed, sealed_key, sealed_fingerprint, auth, filter, envelope, signature;
 
 -- name: endpoint_set_state
 update {prefix}endpoints
-set state = ?2, updated_at = ?3,
-    failing_since = case when ?2 = 'enabled' then null else failing_since end
+set state = ?2, failing_since = case when ?2 = 'enabled' then null else failing_since end,
+    updated_at = case when updated_at >= ?3 and updated_at < 253402300800000000 then updated_at + 1 else ?3 end
 where id = ?1;
 
 -- name: endpoint_wake_pending
@@ -43,7 +55,8 @@ delete from {prefix}endpoints where id = ?1;
 -- The clear secrets of an unsealed endpoint; a sealed one is left as it
 -- is (endpoint_exists tells it from one not there).
 update {prefix}endpoints
-set previous_secret = secret, previous_secret_until = ?3, secret = ?2, updated_at = ?4
+set previous_secret = secret, previous_secret_until = ?3, secret = ?2,
+    updated_at = case when updated_at >= ?4 and updated_at < 253402300800000000 then updated_at + 1 else ?4 end
 where id = ?1 and sealed is null;
 
 -- name: endpoint_seal
@@ -56,7 +69,8 @@ where id = ?1 and sealed is null;
 -- the URL in the same statement.
 update {prefix}endpoints
 set sealed = ?2, sealed_key = ?3, sealed_fingerprint = ?4, auth = ?5, previous_secret_until = ?6,
-    secret = '', previous_secret = null, updated_at = ?8, url = coalesce(nullif(?9, ''), url)
+    secret = '', previous_secret = null, url = coalesce(nullif(?9, ''), url),
+    updated_at = case when updated_at >= ?8 and updated_at < 253402300800000000 then updated_at + 1 else ?8 end
 where id = ?1 and sealed is ?7;
 
 -- name: endpoint_exists

@@ -46,6 +46,16 @@ func CheckSettings(e store.Endpoint) error {
 	return checkText("Filter", e.Filter, "Envelope", e.Envelope, "Signature", e.Signature)
 }
 
+// Unmatchable reports whether updatedAt, the UpdatedAt given to
+// EndpointUpdate (not zero), cannot be the updated_at of a row as either
+// store returns it: a time with a fraction of a microsecond (both stores
+// keep microseconds). Such an update changes nothing
+// (store.ErrEndpointChanged), where the drivers' own truncation of the
+// argument would compare it as if it had been read.
+func Unmatchable(updatedAt time.Time) bool {
+	return updatedAt.Nanosecond()%int(time.Microsecond) != 0
+}
+
 // CheckSealed checks sealed before EndpointSeal writes it: Data is not
 // empty (sealing nothing would drop the endpoint's secrets), and its texts
 // are valid UTF-8 without NUL.
