@@ -28,7 +28,7 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		token     = fs.String("token", "", fmt.Sprintf("token the console asks for (a login form, or Authorization: Bearer), at least %d bytes; prefer --token-file or the environment variable, which ps does not show", console.TokenMinLength))
 		tokenFile = fs.String("token-file", "", "file holding the token (surrounding white space is ignored)")
 		readOnly  = fs.Bool("read-only", false, "show no action: no retry, no purge, no change to an endpoint (pages and JSON API alike)")
-		sample    = fs.Duration("sample", console.SampleEveryDefault, "how often the overview reads the outbox's counts, for its numbers and its chart (three queries each time, and one more plus one per webhook endpoint, whatever the number of viewers)")
+		sample    = fs.Duration("sample", console.SampleEveryDefault, "how often the overview reads the outbox's counts, for its numbers and its chart (three queries each time, and two more for the webhook endpoints and their deliveries, whatever the number of endpoints and viewers)")
 		idle      = fs.Duration("session-idle", console.SessionIdleDefault, "a login session ends after this long without a request (the overview's own refreshes do not count)")
 		lifetime  = fs.Duration("session-max", console.SessionMaxDefault, "a login session ends this long after the login, however it is used")
 		proxies   = fs.String("trusted-proxy", "", "CIDR[,CIDR]: reverse proxies whose X-Forwarded-For (the client, for the login back-off) and X-Forwarded-Proto (https: a Secure cookie) are believed; none by default")
