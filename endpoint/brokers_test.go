@@ -424,11 +424,13 @@ func TestCheckURL(t *testing.T) {
 	}
 	const password = "pa55-w0rd-Secret"
 	for bad, why := range map[string]string{
-		"ftp://x/":                   `unknown scheme "ftp"`,
-		"https:///no-host":           "absolute",
-		"mailto:someone@example.com": `unknown scheme "mailto"`,
-		"http:opaque":                "absolute",
-		"not a url":                  "not a URL",
+		"ftp://x/":                                       `unknown scheme "ftp"`,
+		"https:///no-host":                               "absolute",
+		"mailto:someone@example.com":                     `unknown scheme "mailto"`,
+		"http:opaque":                                    "absolute",
+		"https://partner.example:99999/hooks":            "port 99999: want 1 to 65535",
+		"http://partner.example:0/hooks":                 "port 0",
+		"not a url":                                      "not a URL",
 		"nats://u:" + password + "@h:4222/orders":        "path",
 		"nats://u:" + password + "@h:4222?subj=x":        "unknown URL parameter",
 		"amqp://u:" + password + "@h/?exchange=x&x=1":    "unknown parameter",

@@ -13,6 +13,7 @@ import (
 	"net/http"
 	"net/url"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -283,6 +284,11 @@ func CheckURL(kinds []sink.URLKind, rawURL string) error {
 	if kind.Name == webhook.URL.Name {
 		if u.Host == "" || u.Opaque != "" {
 			return &sink.OptionError{Option: "URL", Err: fmt.Errorf("%q: want an absolute http:// or https:// URL", sink.Redact(rawURL))}
+		}
+		if p := u.Port(); p != "" {
+			if n, err := strconv.Atoi(p); err != nil || n < 1 || n > 65535 {
+				return &sink.OptionError{Option: "URL", Err: fmt.Errorf("port %s: want 1 to 65535", p)}
+			}
 		}
 		return nil
 	}
