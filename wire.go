@@ -17,6 +17,12 @@ const (
 	// HeaderAttempt is the relay's attempt number, from 1: a consumer may
 	// log it; it never changes what the message means.
 	HeaderAttempt = "Postbox-Attempt"
+	// HeaderReplay marks a delivery of an event that was delivered
+	// before, sent again on purpose (postbox replay); its value names the
+	// replay. The event id is the first delivery's, so an inbox absorbs
+	// what it already applied; the header is not signed: a consumer may
+	// log or count it, never act on it alone.
+	HeaderReplay = "Postbox-Replay"
 	// HeaderContentType is the payload's media type, ContentTypeJSON.
 	HeaderContentType = "Content-Type"
 	ContentTypeJSON   = "application/json"

@@ -1,6 +1,7 @@
 package relay
 
 import (
+	"context"
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
@@ -167,6 +168,12 @@ type Config struct {
 	// whatever the Retention. Zero: DedupWindowDefault (24h); negative:
 	// not kept once the row is gone (the behaviour before).
 	DedupWindow time.Duration
+	// Archive, when set, is handed delivered events before retention
+	// removes them (store.ExpireParams.Keep; package archive's
+	// (*Archive).Keep): none is removed until it returned nil for it. It
+	// needs a positive Retention: with none, delivered events are deleted
+	// when delivered (zero) or never (negative).
+	Archive func(ctx context.Context, events []store.HistoryEvent) error
 }
 
 // withDefaults fills the zero fields and validates the rest.
@@ -199,6 +206,8 @@ func (c Config) withDefaults() (Config, error) {
 	c.PublishBatch = min(c.PublishBatch, c.Concurrency)
 
 	switch {
+	case c.Archive != nil && c.Retention <= 0:
+		return c, errors.New("relay: Config.Archive needs a positive Config.Retention (delivered events are otherwise deleted when delivered, or never)")
 	case c.Stream != nil && c.Ordered:
 		return c, errors.New("relay: Config.Stream (WAL mode) does not deliver in order (Config.Ordered) yet")
 	case c.BatchSize < 0:

@@ -124,9 +124,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	background.Go(func() { r.renewLeases(maintCtx) })
 	background.Go(func() { r.watchLeases(maintCtx) })
 	background.Go(func() { r.reclaimExpired(maintCtx) })
-	if r.cfg.Retention > 0 || r.cfg.DedupWindow > 0 {
-		background.Go(func() { r.purgeDelivered(maintCtx) })
-	}
+	background.Go(func() { r.expireDelivered(maintCtx) })
 
 	work := make(chan job, r.capacity)
 	results := make(chan outcome, r.capacity)

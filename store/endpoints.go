@@ -342,8 +342,9 @@ type Endpoints interface {
 	//     outbox's).
 	//   - ReclaimExpired counts a failed attempt for each delivery still
 	//     pending that an expired lease of e lists, and drops the lease.
-	//   - PurgeDone deletes e's finished (done or dropped) deliveries, and
-	//     e's attempts, older than before.
+	//   - Expire deletes e's finished (done or dropped) deliveries, and
+	//     e's attempts, older than p.Before; a p.Keep is refused
+	//     (ErrKeepUnsupported): the outbox keeps the events.
 	//   - Listen returns ErrCannotListen: package endpoint wakes the lanes
 	//     itself (its fan-out, and one poll for all lanes: DeliveryDue).
 	// Deliveries that a lease lists (until it ends or is reclaimed) are
@@ -351,6 +352,18 @@ type Endpoints interface {
 	// attempt in flight; no row holds that status.
 	// Only e.ID, e.Name and e.Shadow are read.
 	EndpointLane(e Endpoint) Source
+
+	// EndpointRequeue sends events to one endpoint (again) as replays, in
+	// one transaction: a delivery of (event, endpoint) that is finished
+	// (done or dropped) becomes pending again, due at once, its attempts
+	// from 1; an absent one is written, pending (a backfill of a new
+	// endpoint, or a delivery whose row is gone); one still pending,
+	// leased or failed is left alone (Skipped). Each carries the header
+	// postbox.HeaderReplay with the value replay; the event id stays the
+	// event's. Which events the endpoint wants (its types, its filter) is
+	// the caller's choice. An endpoint not in the store is
+	// ErrEndpointNotFound.
+	EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events []HistoryEvent, replay string) (RequeueResult, error)
 
 	// DeliveryInsert writes one delivery of each route's event for each of
 	// its endpoints (those still in the store): pending, due when the event

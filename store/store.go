@@ -191,12 +191,12 @@ type SettleParams struct {
 	// pending), but every claim reads past them. Retried, failed and
 	// released events leave their claim at once.
 	Ended []int64
-	// KeepDone keeps delivered events, marked done, until PurgeDone removes
+	// KeepDone keeps delivered events, marked done, until Expire removes
 	// them; otherwise they are deleted at once.
 	KeepDone bool
 	// DedupWindow, when positive, keeps the dedup_key of each event this
 	// settle delivers (Done) refused for that long after the delivery,
-	// whether the row is deleted at once or kept until PurgeDone: a
+	// whether the row is deleted at once or kept until Expire: a
 	// producer that writes the same key again in that time gets the
 	// duplicate-key error, from EnqueueTx and from plain SQL alike. Zero:
 	// the key is free again once its row is gone.
@@ -397,12 +397,14 @@ type Source interface {
 	// fails them when they have used all attempts; it reports, for each
 	// relay whose lease expired, how many of its events it changed.
 	ReclaimExpired(ctx context.Context, p ReclaimParams) ([]Reclaimed, error)
-	// PurgeDone deletes up to limit delivered events processed before the
-	// given time, then up to limit dedup keys whose hold has ended
-	// (SettleParams.DedupWindow), and reports how many rows it deleted in
-	// all: a relay that holds keys calls it until it reports fewer than
-	// limit, whether it keeps delivered events or not.
-	PurgeDone(ctx context.Context, before time.Time, limit int) (int, error)
+	// Expire is retention, one step at a time: it removes delivered events
+	// processed before p.Before (handing them to p.Keep first when set),
+	// up to p.Limit of them in a plain table (a partitioned outbox drops
+	// whole partitions, creating the next ones ahead), then up to p.Limit
+	// dedup keys whose hold has ended (SettleParams.DedupWindow). A relay
+	// calls it until ExpireResult.More is false, whether it keeps
+	// delivered events or not.
+	Expire(ctx context.Context, p ExpireParams) (ExpireResult, error)
 }
 
 // Outbox is a store's outbox: the relay's Source, with what status tools
@@ -414,6 +416,7 @@ type Outbox interface {
 	Source
 	Inspector
 	DeadLetters
+	History
 	// Enqueue writes events in a transaction of the store's own. Producers
 	// that write business rows use the store's Producer (EnqueueTx).
 	Enqueue(ctx context.Context, events ...postbox.Event) error

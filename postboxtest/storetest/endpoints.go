@@ -264,7 +264,7 @@ func testAttempts(t *testing.T, s store.Endpoints) {
 	}
 	total := 0
 	for {
-		n, err := lane.PurgeDone(ctx, time.Now().Add(-time.Hour), 2)
+		n, err := purgeDone(ctx, lane, time.Now().Add(-time.Hour), 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -279,7 +279,7 @@ func testAttempts(t *testing.T, s store.Endpoints) {
 	if total != 4 {
 		t.Errorf("purged %d rows before an hour ago, want the 4 old attempts", total)
 	}
-	if n, _ := lane.PurgeDone(ctx, time.Now().Add(time.Hour), 10); n != 2 {
+	if n, _ := purgeDone(ctx, lane, time.Now().Add(time.Hour), 10); n != 2 {
 		t.Errorf("purged %d recent rows, want the last attempt and the done delivery", n)
 	}
 }

@@ -100,7 +100,7 @@ func Exercise[TTx any](t *testing.T, h Harness[TTx]) {
 // store.Endpoints, store.Presence, store.Inbox) that applications do not
 // call: every driver has them, and no store's own method set does.
 var engineMethods = []string{
-	"Claim", "Settle", "ExtendLease", "ReclaimExpired", "PurgeDone", "Listen", "Release",
+	"Claim", "Settle", "ExtendLease", "ReclaimExpired", "Expire", "Listen", "Release",
 	"EndpointLane", "DeliveryInsert", "DeliveryPending", "DeliveryDue", "AttemptInsert",
 	"EndpointFailing", "EndpointRecovered", "EndpointBreaker",
 	"PresenceBeat", "PresenceLeave", "PresencePrune",

@@ -346,7 +346,7 @@ func testDedupKeyHeld(t *testing.T, s raw, keep bool) {
 	}
 	settle(t, s.Outbox, store.SettleParams{Done: []uuid.UUID{first}, Ended: []int64{got[0].Lease}, KeepDone: keep, DedupWindow: time.Hour})
 	if keep {
-		if _, err := s.PurgeDone(ctx, time.Now().Add(time.Hour), 100); err != nil {
+		if _, err := purgeDone(ctx, s, time.Now().Add(time.Hour), 100); err != nil {
 			t.Fatalf("purge done: %v", err)
 		}
 	}

@@ -494,12 +494,12 @@ func testLanePurge(t *testing.T, s store.Endpoints) {
 	if err := s.AttemptInsert(ctx, attempts); err != nil {
 		t.Fatal(err)
 	}
-	if n, err := la.PurgeDone(ctx, time.Now().Add(-time.Hour), 10); err != nil || n != 0 {
+	if n, err := purgeDone(ctx, la, time.Now().Add(-time.Hour), 10); err != nil || n != 0 {
 		t.Errorf("purge before an hour ago = %d, %v; want nothing that old", n, err)
 	}
 	total := 0
 	for {
-		n, err := la.PurgeDone(ctx, time.Now().Add(time.Hour), 2)
+		n, err := purgeDone(ctx, la, time.Now().Add(time.Hour), 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -632,7 +632,7 @@ func testLanesApart(t *testing.T, s store.Endpoints) {
 	if c := counts(t, s, b.ID); c != (store.DeliveryCounts{Pending: 1}) {
 		t.Errorf("b's counts = %+v, want 1 done (deleted) and 1 pending (not leased: not failed)", c)
 	}
-	if n, err := lb.PurgeDone(ctx, time.Now().Add(time.Hour), 10); err != nil || n != 0 {
+	if n, err := purgeDone(ctx, lb, time.Now().Add(time.Hour), 10); err != nil || n != 0 {
 		t.Errorf("b purges %d, %v; want nothing", n, err)
 	}
 }
@@ -882,7 +882,7 @@ func testInsertTried(t *testing.T, s store.Endpoints) {
 	}
 	// The finished kept ones, done and dropped, are purged; the dead letter
 	// stays.
-	if n, err := l.PurgeDone(ctx, time.Now().Add(time.Hour), 10); err != nil || n != 2 {
+	if n, err := purgeDone(ctx, l, time.Now().Add(time.Hour), 10); err != nil || n != 2 {
 		t.Errorf("purge = %d, %v; want the done and the dropped deliveries", n, err)
 	}
 	if c := counts(t, s, a.ID); c != (store.DeliveryCounts{Pending: 2, Failed: 1}) {

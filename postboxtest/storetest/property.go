@@ -119,7 +119,7 @@ func drain(t *testing.T, ctx context.Context, s raw, rng *rand.Rand, rows map[uu
 		}
 		settleAll(t, s, rng, got, rows)
 		if rng.Intn(4) == 0 {
-			if _, err := s.PurgeDone(ctx, time.Now().Add(time.Hour), 1+rng.Intn(10)); err != nil {
+			if _, err := purgeDone(ctx, s, time.Now().Add(time.Hour), 1+rng.Intn(10)); err != nil {
 				t.Fatalf("purge done: %v", err)
 			}
 		}

@@ -687,13 +687,21 @@ func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]sto
 	return out, nil
 }
 
-// PurgeDone deletes up to limit of the endpoint's finished (done or
-// dropped) deliveries processed before before, and up to limit of its
-// attempts made before it, and reports how many rows it deleted in all.
-func (l *lane) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	var n int
-	if err := l.s.pool.QueryRow(ctx, l.s.sql.Get("lane_purge_done"), l.id, before, limit).Scan(&n); err != nil {
-		return 0, fmt.Errorf("postgres: purge finished deliveries of endpoint %s: %w", l.id, err)
+// Expire deletes up to p.Limit of the endpoint's finished (done or
+// dropped) deliveries processed before p.Before, and up to p.Limit of its
+// attempts made before it; Events counts both.
+func (l *lane) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
+	if p.Keep != nil {
+		return store.ExpireResult{}, store.ErrKeepUnsupported
 	}
-	return n, nil
+	var n int
+	if err := l.s.pool.QueryRow(ctx, l.s.sql.Get("lane_purge_done"), l.id, p.Before, p.Limit).Scan(&n); err != nil {
+		return store.ExpireResult{}, fmt.Errorf("postgres: purge finished deliveries of endpoint %s: %w", l.id, err)
+	}
+	return store.ExpireResult{Events: n, More: n >= p.Limit}, nil
+}
+
+// EndpointRequeue is not built yet.
+func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
+	return store.RequeueResult{}, errors.New("postgres: endpoint requeue is not built yet")
 }

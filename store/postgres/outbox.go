@@ -276,19 +276,36 @@ func (d *Driver) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]s
 	return out, nil
 }
 
-// PurgeDone deletes up to limit delivered events processed before before,
-// then up to limit dedup keys whose hold has ended (SettleParams
-// DedupWindow), and reports how many rows it deleted in all.
-func (d *Driver) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := d.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
-	if err != nil {
-		return n, err
+// Expire deletes up to p.Limit delivered events processed before
+// p.Before, then up to p.Limit dedup keys whose hold has ended
+// (SettleParams.DedupWindow).
+func (d *Driver) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
+	var res store.ExpireResult
+	if p.Keep != nil {
+		return res, errors.New("postgres: archiving delivered events is not built yet")
 	}
-	tag, err := d.pool.Exec(ctx, d.sql.Get("purge_held_keys"), limit)
+	n, err := d.deleteBefore(ctx, "purge_done", "purge done events", p.Before, p.Limit)
+	res.Events = n
 	if err != nil {
-		return n, fmt.Errorf("postgres: purge held dedup keys: %w", err)
+		return res, err
 	}
-	return n + int(tag.RowsAffected()), nil
+	tag, err := d.pool.Exec(ctx, d.sql.Get("purge_held_keys"), p.Limit)
+	if err != nil {
+		return res, fmt.Errorf("postgres: purge held dedup keys: %w", err)
+	}
+	res.Keys = int(tag.RowsAffected())
+	res.More = res.Events >= p.Limit || res.Keys >= p.Limit
+	return res, nil
+}
+
+// HistoryRead is not built yet.
+func (s *Store) HistoryRead(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
+	return nil, errors.New("postgres: history is not built yet")
+}
+
+// Requeue is not built yet.
+func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
+	return store.RequeueResult{}, errors.New("postgres: requeue is not built yet")
 }
 
 // deleteBefore runs a retention statement (purge_done,

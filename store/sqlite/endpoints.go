@@ -802,10 +802,19 @@ func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]sto
 	return out, nil
 }
 
-// PurgeDone deletes up to limit of the endpoint's finished (done or
-// dropped) deliveries processed before before, and up to limit of its
-// attempts made before it, and reports how many rows it deleted in all.
-func (l *lane) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+// Expire deletes up to p.Limit of the endpoint's finished (done or
+// dropped) deliveries processed before p.Before, and up to p.Limit of its
+// attempts made before it; Events counts both.
+func (l *lane) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
+	if p.Keep != nil {
+		return store.ExpireResult{}, store.ErrKeepUnsupported
+	}
+	n, err := l.purgeDone(ctx, p.Before, p.Limit)
+	return store.ExpireResult{Events: n, More: n >= p.Limit}, err
+}
+
+// purgeDone is Expire's deletion.
+func (l *lane) purgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
 	if err := checkLimit("purge finished deliveries", limit); err != nil || limit == 0 {
 		return 0, err
 	}
@@ -826,4 +835,9 @@ func (l *lane) PurgeDone(ctx context.Context, before time.Time, limit int) (int,
 		return 0, fmt.Errorf("sqlite: purge finished deliveries of %s: %w", sqlstore.LaneName(l.e), err)
 	}
 	return int(total), nil
+}
+
+// EndpointRequeue is not built yet.
+func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
+	return store.RequeueResult{}, errors.New("sqlite: endpoint requeue is not built yet")
 }

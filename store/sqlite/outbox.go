@@ -332,19 +332,36 @@ func (d *Driver) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]s
 	return out, nil
 }
 
-// PurgeDone deletes up to limit delivered events processed before before,
-// oldest first, then up to limit dedup keys whose hold has ended
-// (SettleParams.DedupWindow), and reports how many rows it deleted in all.
-func (d *Driver) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	n, err := d.deleteBefore(ctx, "purge_done", "purge done events", before, limit)
-	if err != nil || limit == 0 {
-		return n, err
+// Expire deletes up to p.Limit delivered events processed before
+// p.Before, oldest first, then up to p.Limit dedup keys whose hold has
+// ended (SettleParams.DedupWindow).
+func (d *Driver) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
+	var res store.ExpireResult
+	if p.Keep != nil {
+		return res, errors.New("sqlite: archiving delivered events is not built yet")
 	}
-	keys, err := d.exec(ctx, "purge_held_keys", sql.Named("now", time.Now().UnixMicro()), sql.Named("limit", limit))
+	n, err := d.deleteBefore(ctx, "purge_done", "purge done events", p.Before, p.Limit)
+	res.Events = n
+	if err != nil || p.Limit == 0 {
+		return res, err
+	}
+	keys, err := d.exec(ctx, "purge_held_keys", sql.Named("now", time.Now().UnixMicro()), sql.Named("limit", p.Limit))
 	if err != nil {
-		return n, fmt.Errorf("sqlite: purge held dedup keys: %w", err)
+		return res, fmt.Errorf("sqlite: purge held dedup keys: %w", err)
 	}
-	return n + keys, nil
+	res.Keys = keys
+	res.More = res.Events >= p.Limit || res.Keys >= p.Limit
+	return res, nil
+}
+
+// HistoryRead is not built yet.
+func (s *Store) HistoryRead(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
+	return nil, errors.New("sqlite: history is not built yet")
+}
+
+// Requeue is not built yet.
+func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
+	return store.RequeueResult{}, errors.New("sqlite: requeue is not built yet")
 }
 
 // deleteBefore runs a retention statement (purge_done,

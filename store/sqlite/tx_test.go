@@ -296,7 +296,7 @@ func TestListener(t *testing.T) {
 	if err := s.Driver().Settle(ctx, store.SettleParams{Owner: "relay", Done: deliveryIDs(got)}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.Driver().PurgeDone(ctx, time.Now().Add(time.Hour), 10); err != nil {
+	if _, err := s.Driver().Expire(ctx, store.ExpireParams{Before: time.Now().Add(time.Hour), Limit: 10}); err != nil {
 		t.Fatal(err)
 	}
 	noWake(t, woke, "claim, settle and purge")

@@ -59,11 +59,11 @@ func (c *crashable) ReclaimExpired(ctx context.Context, p store.ReclaimParams) (
 	return c.Outbox.ReclaimExpired(ctx, p)
 }
 
-func (c *crashable) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+func (c *crashable) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
 	if err := c.check(); err != nil {
-		return 0, err
+		return store.ExpireResult{}, err
 	}
-	return c.Outbox.PurgeDone(ctx, before, limit)
+	return c.Outbox.Expire(ctx, p)
 }
 
 func (c *crashable) Release(ctx context.Context, owner string, ids []uuid.UUID) error {
