@@ -280,7 +280,10 @@ func (d *Driver) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]s
 // p.Before, then up to p.Limit dedup keys whose hold has ended
 // (SettleParams.DedupWindow).
 func (d *Driver) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
-	var res store.ExpireResult
+	res, partitioned, err := d.expirePartitions(ctx, p)
+	if partitioned || err != nil {
+		return res, err
+	}
 	if p.Keep != nil {
 		return res, errors.New("postgres: archiving delivered events is not built yet")
 	}
