@@ -476,13 +476,19 @@ func TestReadRefusesCorruptObjects(t *testing.T) {
 			obj[len(obj)/2] ^= 0x40
 			return obj, entry
 		},
-		"truncated":       func(obj, entry, _ []byte) ([]byte, []byte) { return obj[:len(obj)-9], entry },
-		"garbage after":   func(obj, entry, _ []byte) ([]byte, []byte) { return append(slices.Clone(obj), "\x1f\x8bjunk"...), entry },
-		"another object":  func(_, entry, other []byte) ([]byte, []byte) { return other, entry },
-		"empty":           func(_, entry, _ []byte) ([]byte, []byte) { return []byte{}, entry },
-		"entry not JSON":  func(obj, _, _ []byte) ([]byte, []byte) { return obj, []byte("{not json") },
-		"entry count":     func(obj, entry, _ []byte) ([]byte, []byte) { return obj, bytes.Replace(entry, []byte(`"count":40`), []byte(`"count":41`), 1) },
-		"entry elsewhere": func(obj, entry, _ []byte) ([]byte, []byte) { return obj, bytes.Replace(entry, []byte(`"key":"events/`), []byte(`"key":"../events/`), 1) },
+		"truncated": func(obj, entry, _ []byte) ([]byte, []byte) { return obj[:len(obj)-9], entry },
+		"garbage after": func(obj, entry, _ []byte) ([]byte, []byte) {
+			return append(slices.Clone(obj), "\x1f\x8bjunk"...), entry
+		},
+		"another object": func(_, entry, other []byte) ([]byte, []byte) { return other, entry },
+		"empty":          func(_, entry, _ []byte) ([]byte, []byte) { return []byte{}, entry },
+		"entry not JSON": func(obj, _, _ []byte) ([]byte, []byte) { return obj, []byte("{not json") },
+		"entry count": func(obj, entry, _ []byte) ([]byte, []byte) {
+			return obj, bytes.Replace(entry, []byte(`"count":40`), []byte(`"count":41`), 1)
+		},
+		"entry elsewhere": func(obj, entry, _ []byte) ([]byte, []byte) {
+			return obj, bytes.Replace(entry, []byte(`"key":"events/`), []byte(`"key":"../events/`), 1)
+		},
 		"entry huge": func(obj, _, _ []byte) ([]byte, []byte) {
 			return obj, append([]byte(`{"key":"`), bytes.Repeat([]byte("a"), 2<<20)...)
 		},
