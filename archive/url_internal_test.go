@@ -10,9 +10,9 @@ import (
 // parameters, user information in an endpoint; where it is stays.
 func TestDescribeURLHidesSecrets(t *testing.T) {
 	for raw, want := range map[string]string{
-		"s3://AKIAEXAMPLE:hunter2@bucket?region=eu-west-1&prefix=outbox/": "archive s3://bucket?prefix=outbox%2F&region=eu-west-1",
+		"s3://AKIAEXAMPLE:hunter2@bucket?region=eu-west-1&prefix=outbox/":                                                     "archive s3://bucket?prefix=outbox%2F&region=eu-west-1",
 		"s3://bucket?region=us-east-1&endpoint=http://minio:hunter2@minio:9000&use_path_style=true&secret_access_key=hunter2": "archive s3://bucket?endpoint=http%3A%2F%2Fminio%3A9000&region=us-east-1&secret_access_key=REDACTED&use_path_style=true",
-		"file:///var/lib/postbox/archive?create_dir=true#hunter2": "archive file:///var/lib/postbox/archive?create_dir=true",
+		"file:///var/lib/postbox/archive?create_dir=true#hunter2":                                                             "archive file:///var/lib/postbox/archive?create_dir=true",
 	} {
 		u, err := url.Parse(raw)
 		if err != nil {
