@@ -587,3 +587,23 @@ func TestReadRefusesCorruptLargeObject(t *testing.T) {
 		}
 	})
 }
+
+// A Keep whose context is canceled fails and leaves no entry (so nothing
+// Read would trust); a Read whose context is canceled fails.
+func TestCanceled(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := a.Keep(ctx, events(base, 3)); err == nil {
+			t.Error("Keep with a canceled context: no error")
+		}
+		if got := keys(t, b, "manifest/"); len(got) != 0 {
+			t.Errorf("a canceled Keep left entries %v", got)
+		}
+		keep(t, a, events(base, 3))
+		err := a.Read(ctx, archive.ReadParams{}, func([]store.HistoryEvent) error { return nil })
+		if err == nil {
+			t.Error("Read with a canceled context: no error")
+		}
+	})
+}
