@@ -113,20 +113,14 @@ func waitFor(t *testing.T, timeout time.Duration, what string, cond func() bool)
 	}
 }
 
-// replays returns the deliveries rcv accepted with the replay header,
-// by event id, checking each carries name.
-func replays(t *testing.T, rcv *receiver.Receiver, name string) map[string]int {
-	t.Helper()
+// replays counts the deliveries rcv accepted with the replay header
+// name, by event id.
+func replays(rcv *receiver.Receiver, name string) map[string]int {
 	got := map[string]int{}
 	for _, d := range rcv.Accepted() {
-		v := d.Header.Get(postbox.HeaderReplay)
-		if v == "" {
-			continue
+		if d.Header.Get(postbox.HeaderReplay) == name {
+			got[d.ID]++
 		}
-		if v != name {
-			t.Fatalf("delivery of %s has %s %q, want %q", d.ID, postbox.HeaderReplay, v, name)
-		}
-		got[d.ID]++
 	}
 	return got
 }

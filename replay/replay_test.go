@@ -76,7 +76,7 @@ func TestReplayToOutboxDeliversAgain(t *testing.T) {
 
 		rcv.WaitAccepted(t, len(events)+len(chosen), 30*time.Second)
 		waitDone(t, s, len(events))
-		onceEach(t, "replays", replays(t, rcv, "fix-42"), idSet(chosen))
+		onceEach(t, "replays", replays(rcv, "fix-42"), idSet(chosen))
 		onceEach(t, "first deliveries", firstDeliveries(rcv), idSet(events))
 		bodies := map[string][]string{}
 		for _, d := range rcv.Accepted() {
@@ -103,7 +103,7 @@ func TestReplayToOutboxDeliversAgain(t *testing.T) {
 		startRelay(t, s, rcv)
 		rcv.WaitAccepted(t, before+10, 30*time.Second)
 		waitDone(t, s, len(events))
-		onceEach(t, "replays of user.*", replays(t, rcv, "again"), idSet(ofTypes(events, "user.")))
+		onceEach(t, "replays of user.*", replays(rcv, "again"), idSet(ofTypes(events, "user.")))
 	})
 }
 
@@ -139,7 +139,7 @@ func TestReplayResumesAfterInterruption(t *testing.T) {
 		}
 		rcv.WaitAccepted(t, 100, 30*time.Second)
 		waitDone(t, s, len(events))
-		onceEach(t, "replays", replays(t, rcv, "resumed"), idSet(events))
+		onceEach(t, "replays", replays(rcv, "resumed"), idSet(events))
 	})
 }
 
@@ -190,12 +190,12 @@ func TestReplayBackfillsOneEndpoint(t *testing.T) {
 			c, err := s.DeliveryCounts(ctx, e.ID)
 			return err == nil && c.Done == int64(len(want)) && c.Pending == 0 && c.Processing == 0
 		})
-		onceEach(t, "backfill", replays(t, late, "backfill-late"), idSet(want))
+		onceEach(t, "backfill", replays(late, "backfill-late"), idSet(want))
 		if n := len(late.Accepted()); n != len(want) {
 			t.Fatalf("the endpoint got %d deliveries, want %d (all replays)", n, len(want))
 		}
 		waitDone(t, s, len(events))
-		if r := replays(t, first, "backfill-late"); len(r) != 0 {
+		if r := replays(first, "backfill-late"); len(r) != 0 {
 			t.Fatalf("the outbox's receiver got replays of an endpoint's backfill: %v", r)
 		}
 	})
