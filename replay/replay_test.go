@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -11,8 +12,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	_ "gocloud.dev/blob/fileblob"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/archive"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/replay"
 	"github.com/postbox-go/postbox/store"
@@ -238,5 +241,155 @@ func TestRunRefusesBadParams(t *testing.T) {
 	}
 	if err := replay.CheckName("replay-20261202T101500Z"); err != nil {
 		t.Fatalf("a default name: %v", err)
+	}
+}
+
+// openArchive opens an archive in a new folder through its bucket URL, as
+// postbox replay --archive does, and returns it with its folder.
+func openArchive(t *testing.T) (*archive.Archive, string) {
+	t.Helper()
+	dir := t.TempDir()
+	a, err := archive.Open(context.Background(), "file://"+filepath.ToSlash(dir)+"?no_tmp_dir=true")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { a.Close() })
+	return a, dir
+}
+
+// The table and the archive merged: events that retention archived and
+// removed from the table are written again (Inserted), those archived and
+// still kept (a crash between the archive and the delete) are sent once,
+// from their row (Requeued); the relay delivers each once more.
+func TestReplayMergesTableAndArchive(t *testing.T) {
+	bothStores(t, func(t *testing.T, s outbox) {
+		ctx := context.Background()
+		events := newEvents(30, "order.created", "order.paid")
+		rcv, _ := deliverKept(t, s, events)
+		a, _ := openArchive(t)
+
+		// Retention archives 10 delivered events and removes them...
+		var removed []uuid.UUID
+		res, err := s.Expire(ctx, store.ExpireParams{Before: time.Now().Add(time.Hour), Limit: 10,
+			Keep: func(ctx context.Context, kept []store.HistoryEvent) error {
+				removed = append(removed, ids(kept)...)
+				return a.Keep(ctx, kept)
+			}})
+		if err != nil || res.Events != 10 || len(removed) != 10 {
+			t.Fatalf("expire: %+v, %v (kept %d)", res, err, len(removed))
+		}
+		// ...and 10 others were archived but not removed.
+		left, err := s.HistoryRead(ctx, store.HistoryParams{Limit: 100})
+		if err != nil || len(left) != 20 {
+			t.Fatalf("history left: %d, %v", len(left), err)
+		}
+		if err := a.Keep(ctx, left[5:15]); err != nil {
+			t.Fatal(err)
+		}
+
+		cfg := replay.Config{Outbox: s, Archive: a}
+		only, err := replay.Run(ctx, cfg, replay.Params{Archive: true, DryRun: true})
+		if err != nil || only.Read != 20 || only.Archived != 20 || only.Both != 0 {
+			t.Fatalf("the archive alone: %+v, %v; want its 20", only, err)
+		}
+		pr, err := replay.Run(ctx, cfg, replay.Params{Name: "merged", BatchSize: 8})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if pr.Read != 30 || pr.Archived != 10 || pr.Both != 10 || pr.Requeued != 20 || pr.Inserted != 10 || pr.Skipped != 0 || pr.Last != byID(events)[29].ID {
+			t.Fatalf("merged replay: %+v; want 30 read: 10 only archived (inserted), 10 in both and 10 in the table (requeued)", pr)
+		}
+		rcv.WaitAccepted(t, 60, 30*time.Second)
+		waitDone(t, s, len(events))
+		onceEach(t, "replays", replays(rcv, "merged"), idSet(events))
+		for _, id := range removed {
+			r, err := s.Get(ctx, id)
+			if err != nil || r.Status != store.StatusDone || r.Headers[postbox.HeaderReplay] != "merged" {
+				t.Fatalf("an archived event written again: %+v, %v", r, err)
+			}
+		}
+	})
+}
+
+// archiveAll moves every delivered event of s to a new archive (retention
+// with Keep), leaving the table without history, and returns the archive
+// and its folder.
+func archiveAll(t *testing.T, s store.Outbox) (*archive.Archive, string) {
+	t.Helper()
+	a, dir := openArchive(t)
+	res, err := s.Expire(context.Background(), store.ExpireParams{Before: time.Now().Add(time.Hour), Limit: 1000, Keep: a.Keep})
+	if err != nil || res.More {
+		t.Fatalf("expire: %+v, %v", res, err)
+	}
+	if left, err := s.HistoryRead(context.Background(), store.HistoryParams{Limit: 1}); err != nil || len(left) != 0 {
+		t.Fatalf("history left after archiving it all: %d, %v", len(left), err)
+	}
+	return a, dir
+}
+
+// A replay of the archive alone, stopped after a batch (its reader ends
+// with it) and resumed after Last, writes each archived event again once:
+// the relay delivers each once more.
+func TestReplayFromArchiveResumes(t *testing.T) {
+	bothStores(t, func(t *testing.T, s outbox) {
+		events := newEvents(30, "order.created")
+		rcv, running := deliverKept(t, s, events)
+		running.Stop() // its retention step must not race ours
+		a, _ := archiveAll(t, s)
+		sorted := byID(events)
+
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		batches := 0
+		p := replay.Params{Archive: true, BatchSize: 3, Name: "from-archive", Progress: func(replay.Progress) {
+			if batches++; batches == 2 {
+				cancel()
+			}
+		}}
+		cfg := replay.Config{Outbox: s, Archive: a}
+		pr, err := replay.Run(ctx, cfg, p)
+		if !errors.Is(err, context.Canceled) || pr.Read != 6 || pr.Inserted != 6 || pr.Archived != 6 || pr.Last != sorted[5].ID {
+			t.Fatalf("interrupted: %+v, %v; want 6 inserted, last %s", pr, err, sorted[5].ID)
+		}
+		p.After, p.Filter.Until, p.Progress = pr.Last, pr.Until, nil
+		rest, err := replay.Run(context.Background(), cfg, p)
+		if err != nil || rest.Read != 24 || rest.Inserted != 24 || rest.Last != sorted[29].ID {
+			t.Fatalf("resumed: %+v, %v; want the 24 left inserted", rest, err)
+		}
+		startRelay(t, s, rcv)
+		rcv.WaitAccepted(t, 60, 30*time.Second)
+		waitDone(t, s, len(events))
+		onceEach(t, "replays", replays(rcv, "from-archive"), idSet(events))
+	})
+}
+
+// An archived object that was altered stops the replay before its events
+// are sent, with an error naming the object.
+func TestReplayRefusesCorruptArchive(t *testing.T) {
+	ctx := context.Background()
+	s, err := sqlite.Open(ctx, filepath.Join(t.TempDir(), "postbox.db"), sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatal(err)
+	}
+	_, running := deliverKept(t, s.Driver(), newEvents(5, "order.created"))
+	running.Stop()
+	a, dir := archiveAll(t, s.Driver())
+	objects, err := filepath.Glob(filepath.Join(dir, "events", "*", "*", "*", "*", "*.ndjson.gz"))
+	if err != nil || len(objects) == 0 {
+		t.Fatalf("archived objects: %v, %v", objects, err)
+	}
+	if err := os.WriteFile(objects[0], []byte("not what was archived"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	pr, err := replay.Run(ctx, replay.Config{Outbox: s.Driver(), Archive: a}, replay.Params{})
+	if err == nil || !strings.Contains(err.Error(), filepath.Base(objects[0])) || pr.Read != 0 {
+		t.Fatalf("replay of a corrupt archive: %+v, %v; want an error naming %s", pr, err, filepath.Base(objects[0]))
+	}
+	if st, err := s.Stats(ctx); err != nil || st.Pending != 0 {
+		t.Fatalf("after the refused replay: %+v, %v; want nothing written", st, err)
 	}
 }

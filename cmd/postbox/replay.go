@@ -218,9 +218,9 @@ func printReplayPlan(w io.Writer, p replay.Params, a *archive.Archive, e *store.
 	from := "the outbox's table (the delivered events that relays' --retention keeps)"
 	switch {
 	case p.Archive && !p.Table:
-		from = "the archive " + a.String()
+		from = a.String()
 	case p.Archive:
-		from += " and the archive " + a.String() + " (an event in both is sent once)"
+		from += " and " + a.String() + " (an event in both is sent once)"
 	}
 	fmt.Fprintf(w, "  read from  %s\n", from)
 	if e != nil {
