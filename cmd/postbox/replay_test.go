@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/archive"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/sqlite"
@@ -237,5 +238,49 @@ func TestReplayCommandInterruptedThenResumed(t *testing.T) {
 	}
 	if st := status(t, db); st["pending"] != n || st["done"] != 0 {
 		t.Fatalf("after the resumed replay: %v, want all %d pending once", st, n)
+	}
+}
+
+// --archive URL reads the archive too (both, by default): events that
+// retention archived and removed are written again; --from archive reads
+// it alone, and an archive URL whose scheme no driver has is refused.
+func TestReplayCommandFromArchive(t *testing.T) {
+	ctx := context.Background()
+	path := filepath.Join(t.TempDir(), "outbox.db")
+	db := []string{"--db", "sqlite:" + path}
+	runOK(t, append([]string{"migrate"}, db...)...)
+	s, err := sqlite.Open(ctx, path, sqlite.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	keptDone(t, s.Driver(), 12, "order.created")
+	bucket := "file://" + filepath.ToSlash(t.TempDir()) + "?no_tmp_dir=true"
+	a, err := archive.Open(ctx, bucket)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer a.Close()
+	if res, err := s.Driver().Expire(ctx, store.ExpireParams{Before: time.Now().Add(time.Hour), Limit: 8, Keep: a.Keep}); err != nil || res.Events != 8 {
+		t.Fatalf("expire: %+v, %v", res, err)
+	}
+
+	dry := runOK(t, append([]string{"replay", "--archive", bucket, "--from", "archive", "--dry-run"}, db...)...)
+	if !strings.Contains(dry, "  read from  archive file:///") || !strings.Contains(dry, "would replay 8 events: read 8 (8 only in the archive, 0 in the table and the archive: sent once)") {
+		t.Fatalf("replay --from archive --dry-run printed:\n%s", dry)
+	}
+	out := runOK(t, append([]string{"replay", "--archive", bucket, "--yes"}, db...)...)
+	for _, want := range []string{"  read from  the outbox's table (the delivered events that relays' --retention keeps) and archive file:///",
+		"replayed 12 events: read 12 (8 only in the archive, 0 in the table and the archive: sent once), matched 12, requeued 4, inserted 8, skipped 0"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("replay --archive lacks %q:\n%s", want, out)
+		}
+	}
+	if st := status(t, db); st["pending"] != 12 || st["done"] != 0 {
+		t.Fatalf("after replaying the table and the archive: %v", st)
+	}
+	last := runFails(t, command(append([]string{"replay", "--archive", "nosuch://bucket?secret=hunter2", "--dry-run"}, db...)...))
+	if !strings.Contains(last, "--archive") || strings.Contains(last, "hunter2") {
+		t.Fatalf("an archive URL no driver opens: %q", last)
 	}
 }
