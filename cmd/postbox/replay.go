@@ -171,6 +171,9 @@ func setupReplay(fs *flag.FlagSet) func(context.Context) error {
 		if begun := time.Now(); p.Filter.Until.IsZero() || p.Filter.Until.After(begun) {
 			p.Filter.Until = begun
 		}
+		if !p.Filter.Since.Before(p.Filter.Until) {
+			return fmt.Errorf("%w: --since %s is not before the replay began: nothing was delivered in that window yet", errUsage, p.Filter.Since.UTC().Format(time.RFC3339))
+		}
 		var resume string
 		if f.until.t.IsZero() {
 			resume += " --until " + p.Filter.Until.UTC().Format(time.RFC3339Nano)

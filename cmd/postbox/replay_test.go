@@ -118,6 +118,7 @@ func TestReplayCommandRefuses(t *testing.T) {
 		{[]string{"--since", "2026-12-01T00:00:00Z", "--since-ago", "1h"}, "not both"},
 		{[]string{"--since", "2026-12-02T00:00:00Z", "--until", "2026-12-01T00:00:00Z"}, "ends before it begins"},
 		{[]string{"--dry-run", "--yes"}, "not both"},
+		{[]string{"--since", "2999-01-01T00:00:00Z"}, "is not before the replay began"},
 		{[]string{"--batch", "0"}, "--batch 0"},
 		{[]string{"--batch", "10001"}, "--batch 10001"},
 		{[]string{"--after", "nope"}, "--after \"nope\" is not an event id"},
