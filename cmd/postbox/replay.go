@@ -168,21 +168,23 @@ func setupReplay(fs *flag.FlagSet) func(context.Context) error {
 		}
 		// The window ends when the replay begins, unless --until ends it
 		// before: the plan, the count and the run say the same.
-		if begun := time.Now(); p.Filter.Until.IsZero() || p.Filter.Until.After(begun) {
+		begun := time.Now()
+		untilBegun := p.Filter.Until.IsZero() || p.Filter.Until.After(begun)
+		if untilBegun {
 			p.Filter.Until = begun
 		}
 		if !p.Filter.Since.Before(p.Filter.Until) {
 			return fmt.Errorf("%w: --since %s is not before the replay began: nothing was delivered in that window yet", errUsage, p.Filter.Since.UTC().Format(time.RFC3339))
 		}
 		var resume string
-		if f.until.t.IsZero() {
+		if untilBegun {
 			resume += " --until " + p.Filter.Until.UTC().Format(time.RFC3339Nano)
 		}
 		if p.Name == "" {
-			p.Name = replay.DefaultName(time.Now())
+			p.Name = replay.DefaultName(begun)
 			resume += " --name " + p.Name
 		}
-		printReplayPlan(os.Stdout, p, cfg.Archive, e, f.until.t.IsZero())
+		printReplayPlan(os.Stdout, p, cfg.Archive, e, untilBegun)
 		if !f.yes {
 			return countReplay(ctx, cfg, p, f.dryRun)
 		}
