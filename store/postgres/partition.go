@@ -112,6 +112,7 @@ func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionRepo
 	default:
 		return rep, fmt.Errorf("postgres: partition: outbox_events is a relation of kind %q, not a table", kind)
 	}
+	s.outboxKindSeen.Store(outboxKindPartitioned)
 	n, err := s.moveDone(ctx)
 	rep.MovedDone = n
 	return rep, err
@@ -479,7 +480,8 @@ func (s *Store) partitions(ctx context.Context) (ranges []partitionInfo, err err
 // createAhead creates the partitions missing from now to two intervals
 // ahead, each in a transaction that waits PartitionLockTimeout at most
 // for its lock. A range that an existing partition covers in part starts
-// where that one ends.
+// where that one ends; a range of which the DEFAULT partition holds
+// events, or whose partition is detached, is left to the DEFAULT.
 func (s *Store) createAhead(ctx context.Context, interval time.Duration, now time.Time) (created []string, err error) {
 	ranges, err := s.partitions(ctx)
 	if err != nil {
@@ -511,6 +513,14 @@ func (s *Store) createAhead(ctx context.Context, interval time.Duration, now tim
 			name, err = s.createPartition(ctx, tx, lo, hi, interval, options)
 			return err
 		})
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "23514" || pgErr.Code == "42P07") {
+			// The DEFAULT partition holds events of the range (ids
+			// chosen by producers, or a range dropped early), or the
+			// range's partition, detached, waits for its Keep: the
+			// DEFAULT partition keeps serving the range.
+			continue
+		}
 		if err != nil {
 			return created, fmt.Errorf("postgres: partitions: %w", err)
 		}
@@ -525,8 +535,8 @@ func (s *Store) createAhead(ctx context.Context, interval time.Duration, now tim
 // (Expire then deletes in batches).
 //
 // On a partitioned outbox it creates the partitions ahead (now to two
-// intervals ahead), then drops the range partitions that are past: those
-// whose range ended before p.Before, or, with a zero Before, those that
+// intervals ahead), then drops the range partitions that are past (begun
+// before now): those whose range ended before p.Before, or, with a zero Before, those that
 // hold no delivered event and whose range ended more than an interval ago.
 // A partition is detached first, its unfinished events moved back to the
 // outbox (to the DEFAULT partition, with their ids: leases still settle
@@ -575,6 +585,8 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 	var due []string
 	for _, r := range ranges {
 		switch {
+		case r.from.After(now):
+			// Created ahead: none of its events is older than now.
 		case !p.Before.IsZero() && !r.to.After(p.Before):
 			due = append(due, r.name)
 		case p.Before.IsZero() && r.to.Add(interval).Before(now):
