@@ -34,6 +34,10 @@ const PartitionIntervalMin = time.Second
 // step that cannot have it at once gives up and is run again later.
 const PartitionLockTimeout = 2 * time.Second
 
+// catchUpPartitions bounds the partitions the conversion creates for the
+// past, from the oldest UUIDv7 id to now.
+const catchUpPartitions = 100
+
 // PartitionMoveBatch is how many delivered events the conversion moves to
 // the partitioned table per transaction, after the switch.
 const PartitionMoveBatch = 10_000
@@ -204,8 +208,20 @@ func (s *Store) convert(ctx context.Context, interval time.Duration) (PartitionR
 		case err != nil:
 			return err
 		default:
-			if from := rangeStart(uuidTime(oldest), interval); from.Before(first) {
-				name, err := s.createPartition(ctx, tx, from, first, interval, def.options)
+			// The past: a partition per interval (per a multiple of it,
+			// when there would be more than catchUpPartitions), so that
+			// retention drops the old events by range too.
+			from := rangeStart(uuidTime(oldest), interval)
+			step := interval
+			if n := first.Sub(from) / interval; n > catchUpPartitions {
+				step = interval * ((n + catchUpPartitions - 1) / catchUpPartitions)
+			}
+			for ; from.Before(first); from = from.Add(step) {
+				to := from.Add(step)
+				if to.After(first) {
+					to = first
+				}
+				name, err := s.createPartition(ctx, tx, from, to, interval, def.options)
 				if err != nil {
 					return err
 				}
