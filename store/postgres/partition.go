@@ -837,14 +837,13 @@ func (s *Store) skipInsertSQL(ctx context.Context, n int, insert insertFunc) (st
 	return s.insertSQL(n, true), nil
 }
 
-// forgetOutboxKind makes the next enqueue look at the outbox's kind again
-// after an error that says it changed (the outbox was converted while the
-// store ran: ON CONFLICT found no unique index; or converted back).
-func (s *Store) forgetOutboxKind(err error) {
+// outboxKindChanged reports the error of an insert in the form of
+// another kind of outbox (the outbox was converted while the store ran:
+// ON CONFLICT found no unique index of dedup keys; or converted back: no
+// postbox_take_dedup_key): the next enqueue looks at the kind again.
+func outboxKindChanged(err error) bool {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "42P10" || pgErr.Code == "42883") {
-		s.outboxKindSeen.Store(outboxKindUnknown)
-	}
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P10" || pgErr.Code == "42883")
 }
 
 // partitionedInsertSQL is insertSQL(n, true) for a partitioned outbox.

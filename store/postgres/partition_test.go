@@ -428,3 +428,27 @@ func TestPartitionWAL(t *testing.T) {
 	}
 	waitUntil(t, "the event of the partitioned outbox", func() bool { return delivered(second.ID) })
 }
+
+// A store whose enqueues wrote to the plain outbox keeps enqueueing once
+// another process (another store) partitioned it: Enqueue, in a
+// transaction of its own, runs its insert again in the new form.
+func TestPartitionEnqueueAcrossTheConversion(t *testing.T) {
+	producer := pgtest.Store(t)
+	ctx := t.Context()
+	e := events(2, "1")
+	e[0].DedupKey, e[1].DedupKey = "k0", "k1"
+	if err := producer.Enqueue(ctx, e[0]); err != nil {
+		t.Fatal(err)
+	}
+	other, err := postgres.New(producer.Pool(), postgres.Config{Schema: producer.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	partitioned(t, other, time.Hour)
+	if err := producer.Enqueue(ctx, e[1]); err != nil {
+		t.Fatalf("Enqueue after another store partitioned the outbox: %v", err)
+	}
+	if err := producer.Enqueue(ctx, e[1]); !errors.Is(err, postbox.ErrDuplicate) {
+		t.Fatalf("Enqueue of a taken key: %v, want ErrDuplicate", err)
+	}
+}
