@@ -45,6 +45,7 @@ var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
 	ScenarioNATS:       runNATS,
 	ScenarioAMQP:       runAMQP,
 	ScenarioKafka:      runKafka,
+	ScenarioBloat:      runBloat,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

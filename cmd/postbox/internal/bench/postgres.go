@@ -320,3 +320,18 @@ func (b *pgBackend) backendPIDs(ctx context.Context, name string) ([]int, error)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int])
 }
+
+// newLayoutScratch returns a new scratch outbox laid out as l; a
+// partitioned one has partitions of interval (zero: the store's default,
+// as `postbox migrate --partitioned` makes them).
+func (b *pgBackend) newLayoutScratch(ctx context.Context, label string, l outboxLayout, interval time.Duration) (*pgScratch, error) {
+	sc, err := b.newScratch(ctx, label)
+	if err != nil {
+		return nil, err
+	}
+	pg := sc.(*pgScratch)
+	if l == layoutPartitioned {
+		return nil, fmt.Errorf("bench: a partitioned outbox (interval %v) is not built yet", interval)
+	}
+	return pg, nil
+}

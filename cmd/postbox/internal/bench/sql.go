@@ -63,6 +63,10 @@ where id in (
 values ($1, 'done', now(), $2::jsonb, $3, $4, $5, $6, 1)
 on conflict (id) do nothing`
 
+	// pgCountEvents counts the events of an outbox: bloat's held
+	// snapshot is taken by this read.
+	pgCountEvents = `select count(*) from {outbox}`
+
 	// pgSchemaTables lists the tables of a scratch schema, to vacuum them
 	// all whatever the store keeps in it.
 	pgSchemaTables = `select tablename from pg_tables where schemaname = $1 order by tablename`
