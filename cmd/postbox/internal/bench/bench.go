@@ -46,6 +46,7 @@ var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
 	ScenarioAMQP:       runAMQP,
 	ScenarioKafka:      runKafka,
 	ScenarioBloat:      runBloat,
+	ScenarioRetention:  runRetention,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

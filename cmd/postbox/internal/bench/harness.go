@@ -39,12 +39,18 @@ func fillBacklog(ctx context.Context, p *progress, sc scratch, n int) error {
 // fillBacklogBy is fillBacklog with chunk events per statement (each its
 // own transaction).
 func fillBacklogBy(ctx context.Context, p *progress, sc scratch, n, chunk int) error {
+	return fillWith(ctx, p, sc, "events", n, chunk, sc.fill)
+}
+
+// fillWith is fillBacklogBy with fill writing the events from..to
+// (inclusive) of the n; what names them in the progress lines.
+func fillWith(ctx context.Context, p *progress, sc scratch, what string, n, chunk int, fill func(ctx context.Context, from, to int) error) error {
 	start := time.Now()
-	p.printf("filling %d events into %s, %d per transaction", n, sc.name(), chunk)
+	p.printf("filling %d %s into %s, %d per transaction", n, what, sc.name(), chunk)
 	var th throttle
 	for from := 1; from <= n; from += chunk {
 		to := min(from+chunk-1, n)
-		if err := sc.fill(ctx, from, to); err != nil {
+		if err := fill(ctx, from, to); err != nil {
 			return fmt.Errorf("fill %s: %w", sc.name(), err)
 		}
 		if th.due() && to < n {
