@@ -47,6 +47,7 @@ var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
 	ScenarioKafka:      runKafka,
 	ScenarioBloat:      runBloat,
 	ScenarioRetention:  runRetention,
+	ScenarioReplay:     runReplay,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
@@ -163,10 +164,11 @@ type libraryRelay struct {
 }
 
 // startLibraryRelay runs a relay of the relay package in this process with
-// cfg, which sets Store and Sink and may set Observer and Stream (WAL
-// mode); every other setting is at its default. The relay logs to p.
+// cfg, which sets Store and Sink and may set Observer, Stream (WAL mode)
+// and Retention (delivered events kept, for replay); every other setting
+// is at its default. The relay logs to p.
 func startLibraryRelay(ctx context.Context, p *progress, cfg relay.Config) (*libraryRelay, error) {
-	r, err := relay.New(relay.Config{Store: cfg.Store, Sink: cfg.Sink, Logger: relayLogger(p), Observer: cfg.Observer, Stream: cfg.Stream})
+	r, err := relay.New(relay.Config{Store: cfg.Store, Sink: cfg.Sink, Logger: relayLogger(p), Observer: cfg.Observer, Stream: cfg.Stream, Retention: cfg.Retention})
 	if err != nil {
 		return nil, err
 	}
@@ -235,11 +237,14 @@ func relayLogger(w io.Writer) *slog.Logger {
 }
 
 // noopSink accepts every message at once: it measures the relay and the
-// store alone.
-type noopSink struct{ n atomic.Int64 }
+// store alone. It counts the messages, and those marked as replays.
+type noopSink struct{ n, replays atomic.Int64 }
 
-func (s *noopSink) Publish(context.Context, *sink.Message) error {
+func (s *noopSink) Publish(_ context.Context, m *sink.Message) error {
 	s.n.Add(1)
+	if m.Headers[postbox.HeaderReplay] != "" {
+		s.replays.Add(1)
+	}
 	return nil
 }
 

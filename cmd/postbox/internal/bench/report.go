@@ -25,6 +25,7 @@ const (
 	UnitCPUPercent       = "% of a core"
 	UnitMicros           = "µs"
 	UnitSeconds          = "s"
+	UnitPartitions       = "partitions"
 )
 
 // How the relay of a measure ran (Measure.Relay).
@@ -331,6 +332,8 @@ func formatValue(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', 0, 64) + " µs"
 	case UnitSeconds:
 		return strconv.FormatFloat(v, 'f', 3, 64) + " s"
+	case UnitPartitions:
+		return strconv.FormatFloat(v, 'f', 0, 64) + " " + unit
 	case UnitCPUPercent:
 		return strconv.FormatFloat(v, 'f', 1, 64) + " " + unit
 	}

@@ -67,6 +67,8 @@ func runRetention(ctx context.Context, e *env, p *progress) error {
 	r.addNoRelay(ScenarioRetention, "retention.partitioned_10m",
 		fmt.Sprintf("partitioned outbox: extrapolated to %d events (linear: an upper bound)", retentionGoalEvents),
 		part.d.Seconds()*scale, UnitSeconds, atMost(retentionGoal))
+	r.addNoRelay(ScenarioRetention, "retention.partitions_dropped", "partitioned outbox: partitions Expire dropped",
+		float64(part.dropped), UnitPartitions, nil)
 	r.addNoRelay(ScenarioRetention, "retention.ratio", "plain outbox's time / partitioned outbox's",
 		plain.d.Seconds()/part.d.Seconds(), UnitRatio, nil)
 	return nil
