@@ -15,10 +15,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgconn"
-	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/postbox-go/postbox/store"
-	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 //go:embed partition.sql
@@ -763,18 +761,6 @@ func (s *Store) expireDefault(ctx context.Context, p store.ExpireParams) (n, kep
 		return 0, len(events), fmt.Errorf("postgres: expire: %w", err)
 	}
 	return int(tag.RowsAffected()), len(events), nil
-}
-
-// scanHistory reads a delivered event for Keep (partition_keep_read,
-// partition_default_read): headers and times read defensively.
-func scanHistory(row pgx.CollectableRow) (store.HistoryEvent, error) {
-	var e store.HistoryEvent
-	var headers []byte
-	var created, processed pgtype.Timestamptz
-	err := row.Scan(&e.ID, &e.OutboxSeq, &e.AggregateType, &e.AggregateID, &e.EventType, &e.Payload, &e.DedupKey, &headers, &created, &processed)
-	e.Headers, _ = sqlstore.DecodeHeaders(headers)
-	e.CreatedAt, e.ProcessedAt = finiteTime(created), finiteTime(processed)
-	return e, err
 }
 
 // The partitioned outbox's enqueue: a partitioned table has no unique index
