@@ -117,10 +117,11 @@ func retentionRun(ctx context.Context, e *env, p *progress, b *pgBackend, l outb
 	if l == layoutPartitioned {
 		// The last event's partition ends at most an interval after it
 		// was written.
-		due := filled.Add(retentionInterval + time.Second)
-		p.printf("waiting %s for the last partition's range to end", time.Until(due).Round(100*time.Millisecond))
-		if !sleep(ctx, time.Until(due)) {
-			return expired{}, ctx.Err()
+		if wait := time.Until(filled.Add(retentionInterval + time.Second)); wait > 0 {
+			p.printf("waiting %s for the last partition's range to end", wait.Round(100*time.Millisecond))
+			if !sleep(ctx, wait) {
+				return expired{}, ctx.Err()
+			}
 		}
 	}
 	p.printf("removing the %d delivered events of %s with Expire (Limit %d, Before now)", n, l.describe(), retentionLimit)
