@@ -14,8 +14,10 @@ import (
 // deleted since the oldest snapshot still open (a report, a stuck session,
 // a replication slot's catalog xmin keeps them from being removed): under
 // such a transaction its cost grows with the drain, so the relay spaces
-// them out to keep their share of its time below 1/headCostShare, never
-// further apart than fromHeadEveryMax.
+// them out to keep what they cost beyond a claim after the cursor below
+// 1/headCostShare of its time, never further apart than fromHeadEveryMax.
+// (The excess, not the whole cost: on a loaded server every claim is slow,
+// and that is no reason to leave events behind the cursor longer.)
 const (
 	fromHeadEvery    = 250 * time.Millisecond
 	fromHeadEveryMax = 10 * time.Second
@@ -33,18 +35,25 @@ type claimCursor struct {
 	after    store.ClaimPosition
 	fromHead time.Time     // when the last claim from the head ran
 	headCost time.Duration // how long it took
-	headNow  bool          // the claim under way starts from the head
+	// cursorCost is how long claims after the cursor take (a moving
+	// average).
+	cursorCost time.Duration
+	headNow    bool // the claim under way starts from the head
 }
+
+// headExcess is what a claim from the head costs beyond one after the
+// cursor.
+func (c *claimCursor) headExcess() time.Duration { return max(c.headCost-c.cursorCost, 0) }
 
 // headEvery is how long after a claim from the head the next one comes
 // while a cursor is set.
 func (c *claimCursor) headEvery() time.Duration {
-	return min(max(fromHeadEvery, headCostShare*c.headCost), fromHeadEveryMax)
+	return min(max(fromHeadEvery, headCostShare*c.headExcess()), fromHeadEveryMax)
 }
 
 // headIsCheap reports whether claims from the head cost so little that a
 // relay makes each claim it can from the head.
-func (c *claimCursor) headIsCheap() bool { return headCostShare*c.headCost <= fromHeadEvery }
+func (c *claimCursor) headIsCheap() bool { return headCostShare*c.headExcess() <= fromHeadEvery }
 
 // next is where a claim starting at now begins.
 func (c *claimCursor) next(now time.Time) store.ClaimPosition {
@@ -62,9 +71,14 @@ func (c *claimCursor) next(now time.Time) store.ClaimPosition {
 // head are cheap. A batch from a store that does not say when its events
 // fell due always sends the next claim to the head.
 func (c *claimCursor) claimed(batch []store.ClaimedEvent, full bool, took time.Duration) {
-	if c.headNow {
+	switch {
+	case c.headNow:
 		c.headCost = took
 		c.headNow = false
+	case c.cursorCost == 0:
+		c.cursorCost = took
+	default:
+		c.cursorCost = (3*c.cursorCost + took) / 4
 	}
 	if (!full || len(batch) == 0) && c.headIsCheap() {
 		c.after = store.ClaimPosition{}

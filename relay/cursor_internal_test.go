@@ -80,6 +80,16 @@ func TestClaimCursorSpacesCostlyClaimsFromTheHead(t *testing.T) {
 	if got := c.next(t0.Add(headCostShare * 100 * time.Millisecond)); !got.IsZero() {
 		t.Fatalf("%d times the head's cost after it, the claim starts after %+v, want from the head", headCostShare, got)
 	}
+	// A slow server, whose claims after the cursor are as slow as from the
+	// head: the head is not costly.
+	var slow claimCursor
+	slow.next(t0)
+	slow.claimed([]store.ClaimedEvent{delivery(t0, 1)}, true, 100*time.Millisecond)
+	slow.next(t0.Add(time.Millisecond))
+	slow.claimed([]store.ClaimedEvent{delivery(t0, 2)}, true, 100*time.Millisecond)
+	if got := slow.next(t0.Add(fromHeadEvery)); !got.IsZero() {
+		t.Fatalf("with claims after the cursor as slow as from the head, %s after the head the claim starts after %+v, want from the head", fromHeadEvery, got)
+	}
 	// A head that costs a second: read again after fromHeadEveryMax, not 20 s.
 	c.claimed([]store.ClaimedEvent{delivery(t0, 4)}, true, time.Second)
 	from := t0.Add(headCostShare * 100 * time.Millisecond)
