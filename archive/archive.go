@@ -1,55 +1,151 @@
 // Package archive keeps delivered events in object storage before
 // retention removes them from the outbox, and reads them back for replay.
 //
-// CONTRACT STUB (issue 29): the archive helper replaces the bodies.
+// An archive is a bucket (gocloud.dev/blob: local files, S3, in memory for
+// tests) holding gzip-compressed NDJSON objects, one event a line, sorted
+// by id, each named from its content:
+//
+//	events/YYYY/MM/DD/HH/<min id>_<max id>_<sha256 prefix>.ndjson.gz
+//
+// where YYYY/MM/DD/HH is the hour (UTC) in which its events were written
+// (created_at): Keep writes one object for each hour its events were
+// written in. Each object has a manifest entry, a small JSON document
+// written only once the object is complete:
+//
+//	manifest/YYYY/MM/DD/HH/<min id>_<max id>_<sha256 prefix>.json
+//
+// Read lists the manifest of the hours a time window covers, opens only
+// the objects that can hold an event it wants, checks each against its
+// entry (size, SHA-256, count) and merges them in id order.
+//
+// A bucket write is atomic (the object is complete or absent) and an
+// object's name comes from its content, so a Keep interrupted by a crash
+// and called again with the same events writes the same objects, and an
+// event archived twice (replayed, then delivered and retained again) is
+// read once.
 package archive
 
 import (
 	"context"
 	"errors"
+	"net/url"
+	"strings"
 
-	"github.com/google/uuid"
-
-	"github.com/postbox-go/postbox/store"
+	"gocloud.dev/blob"
 )
 
 // Archive is a bucket of archived events: compressed NDJSON objects, each
 // with its manifest entry, so that a window is found without listing
-// every object.
-type Archive struct{}
-
-// Open opens the archive at a bucket URL: file:///path, s3://bucket?...,
-// mem:// (tests), with an optional prefix (?prefix=outbox/).
-func Open(ctx context.Context, url string) (*Archive, error) {
-	return nil, errors.New("archive: not built yet")
+// every object. Its methods may be called from several goroutines.
+type Archive struct {
+	bucket *blob.Bucket
+	name   string
 }
 
-// Keep writes events to the archive as one object: the relay's
-// Config.Archive and store.ExpireParams.Keep. It returns nil only once the
-// object and its manifest entry are complete; writing the same events
-// again (a crash before the rows were removed) writes the same object.
-func (a *Archive) Keep(ctx context.Context, events []store.HistoryEvent) error {
-	return errors.New("archive: not built yet")
+// Open opens the archive at a bucket URL, whose scheme's driver the
+// program registered by importing it (the postbox command imports
+// gocloud.dev/blob/fileblob and gocloud.dev/blob/s3blob):
+// file:///path/to/dir, s3://bucket?region=eu-west-1 (credentials come from
+// the AWS environment, never the URL), mem:// (gocloud.dev/blob/memblob,
+// tests). The query parameter prefix (?prefix=outbox/) puts the archive
+// under that prefix of the bucket. Open makes no network call: a bucket
+// that cannot be reached fails the first Keep or Read.
+func Open(ctx context.Context, bucketURL string) (*Archive, error) {
+	u, err := url.Parse(bucketURL)
+	if err != nil || u.Scheme == "" {
+		// url.Parse's error repeats the URL, secrets and all.
+		return nil, errors.New("archive: the bucket URL does not parse (want a URL such as file:///dir or s3://bucket?region=...)")
+	}
+	name := describeURL(u)
+	b, err := blob.DefaultURLMux().OpenBucketURL(ctx, u)
+	if err != nil {
+		return nil, errors.New("archive: open " + name + ": " + scrub(err.Error(), u))
+	}
+	return &Archive{bucket: b, name: name}, nil
 }
 
-// ReadParams selects archived events.
-type ReadParams struct {
-	Filter store.HistoryFilter
-	// After is the id after which to read; zero: from the first.
-	After uuid.UUID
-	// BatchSize is the most events handed to fn at once.
-	BatchSize int
+// New returns the archive in bucket, under prefix ("" for the whole
+// bucket; a prefix usually ends with "/"), for a program that opens its
+// bucket itself. The archive owns bucket: Close closes it.
+func New(bucket *blob.Bucket, prefix string) *Archive {
+	name := "archive in a bucket"
+	if prefix != "" {
+		bucket = blob.PrefixedBucket(bucket, prefix)
+		name += " under " + prefix
+	}
+	return &Archive{bucket: bucket, name: name}
 }
 
-// Read hands fn the archived events p selects, in id order, each id once
-// (an event archived twice is handed once), in batches; an error of fn
-// stops it and is returned.
-func (a *Archive) Read(ctx context.Context, p ReadParams, fn func([]store.HistoryEvent) error) error {
-	return errors.New("archive: not built yet")
-}
-
-// String names the archive for logs, never credentials.
-func (a *Archive) String() string { return "archive" }
+// String names the archive for logs: the bucket URL without its user
+// information and with the values of its query parameters, other than
+// those known to hold no secret, replaced by REDACTED.
+func (a *Archive) String() string { return a.name }
 
 // Close closes the bucket.
-func (a *Archive) Close() error { return nil }
+func (a *Archive) Close() error { return a.bucket.Close() }
+
+// plainParams are the bucket URL parameters (of gocloud's file and S3
+// openers) whose values String shows: where the bucket is, never who opens
+// it.
+var plainParams = map[string]bool{
+	"prefix": true, "region": true, "endpoint": true, "hostname_immutable": true,
+	"use_path_style": true, "s3ForcePathStyle": true, "disable_https": true,
+	"dualstack": true, "fips": true, "accelerate": true, "awssdk": true,
+	"create_dir": true, "no_tmp_dir": true, "metadata": true, "dir_file_mode": true,
+	"base_url": true, "anonymous": true, "rate_limiter_capacity": true,
+	"ssetype": true, "request_checksum_calculation": true,
+	"response_checksum_validation": true,
+}
+
+// describeURL is u for a log: no user information, and the values of
+// parameters not in plainParams redacted. A parameter whose value is a
+// URL (endpoint) loses its own user information.
+func describeURL(u *url.URL) string {
+	c := *u
+	c.User = nil
+	c.Fragment, c.RawFragment = "", ""
+	q := c.Query()
+	for k, vs := range q {
+		for i, v := range vs {
+			switch {
+			case !plainParams[k]:
+				vs[i] = "REDACTED"
+			case strings.Contains(v, "@"):
+				if p, err := url.Parse(v); err == nil && p.User != nil {
+					p.User = nil
+					vs[i] = p.String()
+				} else {
+					vs[i] = "REDACTED"
+				}
+			}
+		}
+	}
+	c.RawQuery = q.Encode()
+	return "archive " + c.String()
+}
+
+// scrub removes from a driver's message every secret u may hold: its
+// password and user name, and the values of parameters String redacts.
+func scrub(msg string, u *url.URL) string {
+	var secrets []string
+	if u.User != nil {
+		secrets = append(secrets, u.User.String(), u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			secrets = append(secrets, p, url.QueryEscape(p))
+		}
+	}
+	for k, vs := range u.Query() {
+		if plainParams[k] {
+			continue
+		}
+		for _, v := range vs {
+			secrets = append(secrets, v, url.QueryEscape(v))
+		}
+	}
+	for _, s := range secrets {
+		if s != "" {
+			msg = strings.ReplaceAll(msg, s, "REDACTED")
+		}
+	}
+	return msg
+}

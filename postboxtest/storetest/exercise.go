@@ -78,6 +78,12 @@ func Exercise[TTx any](t *testing.T, h Harness[TTx]) {
 			return raw{Outbox: s.Driver, Dialect: h.Dialect, Exec: s.Exec, Loosen: s.Loosen}
 		})
 	})
+	t.Run("History", func(t *testing.T) {
+		runHistory(t, func(t *testing.T) raw {
+			s := h.New(t, store.SchemaParams{})
+			return raw{Outbox: s.Driver, Dialect: h.Dialect, Exec: s.Exec, Loosen: s.Loosen}
+		})
+	})
 	t.Run("Endpoints", func(t *testing.T) {
 		runEndpoints(t, func(t *testing.T) store.Endpoints { return driver(t) })
 	})

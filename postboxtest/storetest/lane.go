@@ -59,6 +59,7 @@ func runLane(t *testing.T, newStore func(t *testing.T) store.Endpoints) {
 		{"InsertTriedHostileValues", testInsertTriedHostile},
 		{"PendingNamesEndpointsWithPendingDeliveries", testDeliveryPending},
 		{"RelayDrainsALane", testRelayOverLane},
+		{"EndpointRequeueFinishedAndAbsent", testEndpointRequeue},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore(t)) })

@@ -700,8 +700,3 @@ func (l *lane) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireRe
 	}
 	return store.ExpireResult{Events: n, More: n >= p.Limit}, nil
 }
-
-// EndpointRequeue is not built yet.
-func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
-	return store.RequeueResult{}, errors.New("postgres: endpoint requeue is not built yet")
-}

@@ -596,3 +596,40 @@ with deliveries as (
   returning 1
 )
 select (select count(*) from deliveries) + (select count(*) from attempts);
+
+-- name: endpoint_requeue
+-- EndpointRequeue: the deliveries to endpoint $1 of the events $2..$8
+-- (parallel arrays: event id, aggregate type and id, type, payload,
+-- headers with the replay's mark, whether the table can hold it:
+-- sqlstore.RequeueRow.Insertable), $9 the replay's name. A finished
+-- delivery (done, dropped) goes back to the endpoint's queue, due now, as
+-- never attempted, its headers marked; an absent one is written, pending;
+-- others are left alone. The first column says whether the endpoint is
+-- there (nothing is written when it is not). The lanes do not listen:
+-- package endpoint finds the deliveries due by its poll (delivery_due), as
+-- those of delivery_insert.
+with endpoint as (
+  select id from {schema}.endpoints where id = $1
+), input as (
+  select * from unnest($2::uuid[], $3::text[], $4::text[], $5::text[], $6::text[], $7::text[], $8::bool[])
+    with ordinality as r(event_id, aggregate_type, aggregate_id, event_type, payload, headers, insertable, n)
+), requeued as (
+  update {schema}.endpoint_deliveries d
+  set status = 'pending', attempts = 0, available_at = now(), processed_at = null, last_error = null,
+      lease_owner = null, lease_expires_at = null,
+      headers = case when jsonb_typeof(d.headers) = 'object' then d.headers else '{}'::jsonb end
+                || jsonb_build_object('Postbox-Replay', $9::text)
+  where d.endpoint_id = $1 and d.event_id in (select event_id from input) and d.status in ('done', 'dropped')
+  returning d.event_id
+), inserted as (
+  insert into {schema}.endpoint_deliveries
+    (event_id, endpoint_id, aggregate_type, aggregate_id, event_type, payload, headers, available_at)
+  select r.event_id, $1, r.aggregate_type, r.aggregate_id, r.event_type, r.payload::jsonb, r.headers::jsonb, now()
+  from input r
+  where r.insertable and exists (select 1 from endpoint)
+    and not exists (select 1 from {schema}.endpoint_deliveries d where d.endpoint_id = $1 and d.event_id = r.event_id)
+  order by r.n
+  on conflict (event_id, endpoint_id) do nothing
+  returning event_id
+)
+select exists (select 1 from endpoint), (select count(*) from requeued), (select count(*) from inserted);

@@ -122,8 +122,13 @@ func (s *Store) enqueue(ctx context.Context, events []postbox.Event, insert inse
 	for start := 0; start < len(events); start += enqueueChunk {
 		chunk := events[start:min(start+enqueueChunk, len(events))]
 		chunkArgs := args[start*enqueueColumns : (start+len(chunk))*enqueueColumns]
-		written, err := insert(ctx, s.insertSQL(len(chunk), true), chunkArgs)
+		query, err := s.skipInsertSQL(ctx, len(chunk), insert)
 		if err != nil {
+			return enqueueError(err)
+		}
+		written, err := insert(ctx, query, chunkArgs)
+		if err != nil {
+			s.forgetOutboxKind(err)
 			return enqueueError(err)
 		}
 		dup.Keys = append(dup.Keys, skippedKeys(chunk, written)...)

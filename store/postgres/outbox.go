@@ -276,39 +276,23 @@ func (d *Driver) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]s
 	return out, nil
 }
 
-// Expire deletes up to p.Limit delivered events processed before
-// p.Before, then up to p.Limit dedup keys whose hold has ended
-// (SettleParams.DedupWindow).
+// Expire is one step of retention (see store.Source): on a partitioned
+// outbox, its partitions' upkeep; on a plain table, up to p.Limit
+// delivered events processed before p.Before, handed to p.Keep first when
+// set (read in (processed_at, id) order, given sorted by id, deleted only
+// once Keep returned nil, those still done), then up to p.Limit dedup keys
+// whose hold has ended (SettleParams.DedupWindow). p.Limit is from 1 to
+// store.HistoryBatchMax.
 func (d *Driver) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
 	res, partitioned, err := d.expirePartitions(ctx, p)
 	if partitioned || err != nil {
 		return res, err
 	}
-	if p.Keep != nil {
-		return res, errors.New("postgres: archiving delivered events is not built yet")
-	}
-	n, err := d.deleteBefore(ctx, "purge_done", "purge done events", p.Before, p.Limit)
-	res.Events = n
+	res, err = sqlstore.Expire(ctx, expireSQL{d.Store}, p)
 	if err != nil {
-		return res, err
+		return res, fmt.Errorf("postgres: %w", err)
 	}
-	tag, err := d.pool.Exec(ctx, d.sql.Get("purge_held_keys"), p.Limit)
-	if err != nil {
-		return res, fmt.Errorf("postgres: purge held dedup keys: %w", err)
-	}
-	res.Keys = int(tag.RowsAffected())
-	res.More = res.Events >= p.Limit || res.Keys >= p.Limit
 	return res, nil
-}
-
-// HistoryRead is not built yet.
-func (s *Store) HistoryRead(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
-	return nil, errors.New("postgres: history is not built yet")
-}
-
-// Requeue is not built yet.
-func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
-	return store.RequeueResult{}, errors.New("postgres: requeue is not built yet")
 }
 
 // deleteBefore runs a retention statement (purge_done,

@@ -56,6 +56,9 @@ type Store struct {
 	// insertOne is insertSQL(1, false) and insertSQL(1, true): the INSERT
 	// of a transaction with one event, built once.
 	insertOne [2]string
+	// outboxKindSeen is whether outbox_events is partitioned, as the
+	// store's enqueues learned it (see skipInsertSQL).
+	outboxKindSeen atomic.Int32
 }
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
@@ -80,7 +83,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		"{doze_barrier_lock}", strconv.Itoa(dozeBarrierLock),
 	)
 	s.insertOne = [2]string{s.buildInsertSQL(1, false), s.buildInsertSQL(1, true)}
-	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL, deadLettersSQL, endpointsSQL, walSQL)
+	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL, deadLettersSQL, endpointsSQL, walSQL, partitionSQL)
 	s.inbox = sqlstore.NewInbox("postgres", inboxDialect{s.tx, s})
 	s.dead = sqlstore.NewDeadLetters("postgres", deadLetterSQL{s})
 	return s, nil

@@ -526,3 +526,75 @@ order by l.owner;
 -- The value of the seq column's sequence ($1 is the quoted, schema-qualified
 -- outbox_events); zero before the first event.
 select coalesce(pg_sequence_last_value(pg_get_serial_sequence($1, 'seq')), 0);
+
+-- name: history_read
+-- A page of HistoryRead (sqlstore.ReadHistory): up to $8 delivered events
+-- in id order after $6 (from the first when $7), written in [$1, $2)
+-- (null: open), of aggregate type $3 and id $4 (empty: any), whose type
+-- begins with one of $5 (null: any type; the store matches the types'
+-- globs on what this returns). Run planned with its values (unnamed), so
+-- that the filters not given fold away and the scan of the primary key
+-- starts at $6.
+select id, seq, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
+       created_at, processed_at
+from {schema}.outbox_events
+where status = 'done'
+  and ($7::bool or id > $6::uuid)
+  and ($1::timestamptz is null or created_at >= $1::timestamptz)
+  and ($2::timestamptz is null or created_at < $2::timestamptz)
+  and ($3::text = '' or aggregate_type = $3::text)
+  and ($4::text = '' or aggregate_id = $4::text)
+  and ($5::text[] is null or exists (select 1 from unnest($5::text[]) p(prefix) where starts_with(event_type, p.prefix)))
+order by id
+limit $8;
+
+-- name: requeue
+-- Requeue: the events $1..$8 (parallel arrays: id, aggregate type and id,
+-- type, payload, headers with the replay's mark, created_at or null for
+-- now, whether the table can hold it: sqlstore.RequeueRow.Insertable),
+-- $9 the replay's name. A done row with the event's id goes back to
+-- the queue, due now, as never attempted, its headers marked (headers
+-- that are no object, which its claim would refuse, become the mark
+-- alone); an id with no row is written again, pending, without its dedup
+-- key (migration 0008's trigger of held keys is not asked); other rows
+-- are left alone. The rows requeued were updated, not inserted: the
+-- producers' trigger did not run, so the statement wakes the listening
+-- relays itself (pg_notify, sent at its commit), as failed_notify does.
+with input as (
+  select * from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::bool[])
+    with ordinality as r(id, aggregate_type, aggregate_id, event_type, payload, headers, created_at, insertable, n)
+), requeued as (
+  update {schema}.outbox_events e
+  set status = 'pending', available_at = now(), retries = 0, last_error = null, processed_at = null,
+      headers = case when jsonb_typeof(e.headers) = 'object' then e.headers else '{}'::jsonb end
+                || jsonb_build_object('Postbox-Replay', $9::text)
+  where e.id in (select id from input) and e.status = 'done'
+  returning e.id
+), inserted as (
+  insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, headers, created_at)
+  select r.id, r.aggregate_type, r.aggregate_id, r.event_type, r.payload::jsonb, r.headers::jsonb, coalesce(r.created_at, now())
+  from input r
+  where r.insertable and not exists (select 1 from {schema}.outbox_events e where e.id = r.id)
+  order by r.n
+  on conflict (id) do nothing
+  returning id
+), woke as (
+  select pg_notify('{channel}', '') where exists (select 1 from requeued)
+)
+select (select count(*) from requeued), (select count(*) from inserted), (select count(*) from woke);
+
+-- name: expire_read
+-- Retention with a Keep: up to $2 delivered events processed before $1,
+-- oldest first (outbox_events_done_idx), read as history_read reads them.
+select id, seq, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
+       created_at, processed_at
+from {schema}.outbox_events
+where status = 'done' and processed_at < $1
+order by processed_at, id
+limit $2;
+
+-- name: expire_delete
+-- The events expire_read returned, once kept: those still done (a replay
+-- may have requeued one since).
+delete from {schema}.outbox_events
+where id = any($1::uuid[]) and status = 'done';

@@ -836,8 +836,3 @@ func (l *lane) purgeDone(ctx context.Context, before time.Time, limit int) (int,
 	}
 	return int(total), nil
 }
-
-// EndpointRequeue is not built yet.
-func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
-	return store.RequeueResult{}, errors.New("sqlite: endpoint requeue is not built yet")
-}

@@ -485,3 +485,36 @@ where id in (
   select id from {prefix}endpoint_attempts
   where endpoint_id = :endpoint and at < :before
   limit :limit);
+
+-- name: endpoint_requeue_exists
+-- EndpointRequeue: whether endpoint ?1 is there.
+select exists (select 1 from {prefix}endpoints where id = ?1);
+
+-- name: endpoint_requeue_finished
+-- EndpointRequeue's finished deliveries (done, dropped) to endpoint ?1 of
+-- the events of ?2 (a JSON array of their ids) back to the
+-- endpoint's queue, due ?3, as never attempted, their headers marked with
+-- the replay's name ?4 (headers that are no object become the mark
+-- alone).
+update {prefix}endpoint_deliveries
+set status = 'pending', attempts = 0, available_at = ?3, processed_at = null, last_error = null,
+    lease_owner = null, lease_expires_at = null,
+    headers = json_set(
+      case when json_valid(headers) then case when json_type(headers) = 'object' then headers else '{}' end else '{}' end,
+      '$."Postbox-Replay"', ?4)
+where endpoint_id = ?1 and status in ('done', 'dropped')
+  and event_id in (select value from json_each(?2));
+
+-- name: endpoint_requeue_insert
+-- EndpointRequeue's absent deliveries to endpoint ?1: the rows of ?2
+-- ({"event_id", "aggregate_type", "aggregate_id", "event_type",
+-- "payload", "headers"}) that have no delivery to it, written pending,
+-- due ?3, in the array's order. The lanes do not listen: package endpoint
+-- finds them due by its poll (delivery_due), as those of delivery_insert.
+insert into {prefix}endpoint_deliveries
+  (event_id, endpoint_id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, created_at)
+select r.value ->> 'event_id', ?1, r.value ->> 'aggregate_type', r.value ->> 'aggregate_id', r.value ->> 'event_type',
+       r.value ->> 'payload', r.value ->> 'headers', ?3, ?3
+from json_each(?2) r
+where not exists (select 1 from {prefix}endpoint_deliveries d where d.endpoint_id = ?1 and d.event_id = r.value ->> 'event_id')
+order by r.key;

@@ -332,36 +332,18 @@ func (d *Driver) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]s
 	return out, nil
 }
 
-// Expire deletes up to p.Limit delivered events processed before
-// p.Before, oldest first, then up to p.Limit dedup keys whose hold has
-// ended (SettleParams.DedupWindow).
+// Expire is one step of retention (see store.Source): up to p.Limit
+// delivered events processed before p.Before, handed to p.Keep first when
+// set (read in (processed_at, id) order, given sorted by id, deleted only
+// once Keep returned nil, those still done), then up to p.Limit dedup keys
+// whose hold has ended (SettleParams.DedupWindow), each step a write
+// transaction of its own. p.Limit is from 1 to store.HistoryBatchMax.
 func (d *Driver) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
-	var res store.ExpireResult
-	if p.Keep != nil {
-		return res, errors.New("sqlite: archiving delivered events is not built yet")
-	}
-	n, err := d.deleteBefore(ctx, "purge_done", "purge done events", p.Before, p.Limit)
-	res.Events = n
-	if err != nil || p.Limit == 0 {
-		return res, err
-	}
-	keys, err := d.exec(ctx, "purge_held_keys", sql.Named("now", time.Now().UnixMicro()), sql.Named("limit", p.Limit))
+	res, err := sqlstore.Expire(ctx, expireSQL{d.Store}, p)
 	if err != nil {
-		return res, fmt.Errorf("sqlite: purge held dedup keys: %w", err)
+		return res, fmt.Errorf("sqlite: %w", err)
 	}
-	res.Keys = keys
-	res.More = res.Events >= p.Limit || res.Keys >= p.Limit
 	return res, nil
-}
-
-// HistoryRead is not built yet.
-func (s *Store) HistoryRead(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
-	return nil, errors.New("sqlite: history is not built yet")
-}
-
-// Requeue is not built yet.
-func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
-	return store.RequeueResult{}, errors.New("sqlite: requeue is not built yet")
 }
 
 // deleteBefore runs a retention statement (purge_done,

@@ -249,3 +249,72 @@ order by lease_owner;
 -- The last seq given out (autoincrement keeps it in sqlite_sequence, also
 -- after the rows are deleted); zero before the first event.
 select coalesce((select seq from sqlite_sequence where name = '{prefix}outbox_events'), 0);
+
+-- name: history_read
+-- A page of HistoryRead (sqlstore.ReadHistory): up to :limit delivered
+-- events in id order after :after ('' from the first: every id is
+-- greater), written from :since to before :until (null: open), of
+-- aggregate type :aggregate_type and id :aggregate_id (empty: any), whose
+-- type begins with one of :prefixes (a JSON array of text; null: any
+-- type), compared as bytes (the store matches the types' globs on what
+-- this returns).
+select id, seq, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
+       created_at, processed_at
+from {prefix}outbox_events
+where status = 'done'
+  and id > :after
+  and (:since is null or created_at >= :since)
+  and (:until is null or created_at < :until)
+  and (:aggregate_type = '' or aggregate_type = :aggregate_type)
+  and (:aggregate_id = '' or aggregate_id = :aggregate_id)
+  and (:prefixes is null or exists (
+    select 1 from json_each(:prefixes) p
+    where substr(cast(event_type as blob), 1, length(cast(p.value as blob))) = cast(p.value as blob)))
+order by id
+limit :limit;
+
+-- name: requeue_kept
+-- Requeue's kept rows: done rows of :ids (a JSON array) back to the
+-- queue, due :now, as never attempted, their headers marked with the
+-- replay's name :replay (headers that are no object, which a claim would
+-- refuse, become the mark alone). Updated rows wake no relay by
+-- themselves: the store wakes them after the commit.
+update {prefix}outbox_events
+set status = 'pending', available_at = :now, retries = 0, attempts = 0, last_error = null, processed_at = null,
+    lease_owner = null, lease_expires_at = null,
+    headers = json_set(
+      case when json_valid(headers) then case when json_type(headers) = 'object' then headers else '{}' end else '{}' end,
+      '$."Postbox-Replay"', :replay)
+where id in (select value from json_each(:ids)) and status = 'done';
+
+-- name: requeue_insert
+-- Requeue's events whose row is gone: :events, a JSON array of {"id",
+-- "aggregate_type", "aggregate_id", "event_type", "payload", "headers"
+-- (with the mark), "created_at" (absent: :now)}, written again pending
+-- without a dedup key (migration 0008's trigger of held keys is not
+-- asked), in the array's order; an id that has a row is left to
+-- requeue_kept.
+insert into {prefix}outbox_events
+  (id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, created_at)
+select r.value ->> 'id', r.value ->> 'aggregate_type', r.value ->> 'aggregate_id', r.value ->> 'event_type',
+       r.value ->> 'payload', r.value ->> 'headers', :now, coalesce(r.value ->> 'created_at', :now)
+from json_each(:events) r
+where not exists (select 1 from {prefix}outbox_events e where e.id = r.value ->> 'id')
+order by r.key;
+
+-- name: expire_read
+-- Retention with a Keep: up to :limit delivered events processed before
+-- :before, oldest first (outbox_events_done_idx), read as history_read
+-- reads them.
+select id, seq, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
+       created_at, processed_at
+from {prefix}outbox_events
+where status = 'done' and processed_at < :before
+order by processed_at, id
+limit :limit;
+
+-- name: expire_delete
+-- The events expire_read returned (:ids, a JSON array), once kept: those
+-- still done (a replay may have requeued one since).
+delete from {prefix}outbox_events
+where id in (select value from json_each(:ids)) and status = 'done';

@@ -1,0 +1,290 @@
+package archive
+
+import (
+	"bufio"
+	"bytes"
+	"compress/gzip"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/store"
+)
+
+// Object is an archived object's manifest entry: what the object holds,
+// and what Read checks it against.
+type Object struct {
+	// Key is the object's key in the archive (under its prefix).
+	Key string `json:"key"`
+	// Count is how many events it holds, Bytes its size (compressed),
+	// SHA256 the hex SHA-256 of its bytes.
+	Count  int    `json:"count"`
+	Bytes  int64  `json:"bytes"`
+	SHA256 string `json:"sha256"`
+	// MinID and MaxID are its first and last event ids.
+	MinID uuid.UUID `json:"min_id"`
+	MaxID uuid.UUID `json:"max_id"`
+	// MinCreatedAt and MaxCreatedAt bound when its events were written.
+	MinCreatedAt time.Time `json:"min_created_at"`
+	MaxCreatedAt time.Time `json:"max_created_at"`
+	// EventTypes are its events' types, sorted, when there are at most
+	// maxEntryTypes of them (empty otherwise: unknown).
+	EventTypes []string `json:"event_types,omitempty"`
+}
+
+const (
+	// eventsDir and manifestDir hold the objects and their entries.
+	eventsDir   = "events/"
+	manifestDir = "manifest/"
+	objectExt   = ".ndjson.gz"
+	entryExt    = ".json"
+	// hourLayout is an hour's folder under eventsDir and manifestDir.
+	hourLayout = "2006/01/02/15/"
+	// sumLen is how many hex digits of the SHA-256 of an object's NDJSON
+	// name it.
+	sumLen = 16
+	// maxEntryTypes and maxEntryTypeBytes bound the event types an entry
+	// lists.
+	maxEntryTypes     = 64
+	maxEntryTypeBytes = 4096
+	// maxEntryBytes bounds an entry Read accepts.
+	maxEntryBytes = 1 << 20
+	// maxLine bounds one line (one event) of an object.
+	maxLine = 64 << 20
+)
+
+// name is what an object's key says: the hour its events were written
+// in, its first and last ids, and the start of its NDJSON's SHA-256.
+type name struct {
+	hour  time.Time
+	minID uuid.UUID
+	maxID uuid.UUID
+	sum   string
+}
+
+func (n name) base() string {
+	return n.minID.String() + "_" + n.maxID.String() + "_" + n.sum
+}
+
+// objectKey and entryKey are where the object and its entry are.
+func (n name) objectKey() string {
+	return eventsDir + n.hour.Format(hourLayout) + n.base() + objectExt
+}
+
+func (n name) entryKey() string {
+	return manifestDir + n.hour.Format(hourLayout) + n.base() + entryExt
+}
+
+// parseEntryKey reads a manifest entry's key; ok is false for a key that
+// is no entry (something else stored under manifest/).
+func parseEntryKey(key string) (n name, ok bool) {
+	rest, ok := strings.CutPrefix(key, manifestDir)
+	if !ok || len(rest) < len(hourLayout) {
+		return n, false
+	}
+	hour, err := time.Parse(hourLayout, rest[:len(hourLayout)])
+	if err != nil || hour.Format(hourLayout) != rest[:len(hourLayout)] {
+		return n, false
+	}
+	base, ok := strings.CutSuffix(rest[len(hourLayout):], entryExt)
+	if !ok || len(base) != 36+1+36+1+sumLen || base[36] != '_' || base[73] != '_' {
+		return n, false
+	}
+	minID, err1 := uuid.Parse(base[:36])
+	maxID, err2 := uuid.Parse(base[37:73])
+	sum := base[74:]
+	if err1 != nil || err2 != nil || !isHex(sum) || bytes.Compare(minID[:], maxID[:]) > 0 {
+		return n, false
+	}
+	n = name{hour: hour, minID: minID, maxID: maxID, sum: sum}
+	if n.entryKey() != key {
+		// Upper-case or braced uuids: not a name Keep writes.
+		return n, false
+	}
+	return n, true
+}
+
+func isHex(s string) bool {
+	for _, c := range []byte(s) {
+		if (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// line is an event as an object's line holds it.
+type line struct {
+	ID            uuid.UUID         `json:"id"`
+	Seq           int64             `json:"seq"`
+	AggregateType string            `json:"aggregate_type"`
+	AggregateID   string            `json:"aggregate_id"`
+	EventType     string            `json:"event_type"`
+	Payload       json.RawMessage   `json:"payload"`
+	Headers       map[string]string `json:"headers"`
+	DedupKey      string            `json:"dedup_key"`
+	CreatedAt     string            `json:"created_at"`
+	ProcessedAt   string            `json:"processed_at"`
+}
+
+// formatTime is t as a line holds it: RFC 3339 with nanoseconds, UTC.
+func formatTime(t time.Time) (string, error) {
+	t = t.UTC()
+	if y := t.Year(); y < 0 || y > 9999 {
+		return "", fmt.Errorf("year %d is outside RFC 3339's 0000-9999", y)
+	}
+	return t.Format(time.RFC3339Nano), nil
+}
+
+// encodeLine writes e as one line of NDJSON.
+func encodeLine(enc *json.Encoder, e *store.HistoryEvent) error {
+	if e.ID == uuid.Nil {
+		return errors.New("event without an id")
+	}
+	if !json.Valid(e.Payload) {
+		return fmt.Errorf("event %s: its payload is not JSON", e.ID)
+	}
+	created, err := formatTime(e.CreatedAt)
+	if err != nil {
+		return fmt.Errorf("event %s: created_at: %w", e.ID, err)
+	}
+	processed, err := formatTime(e.ProcessedAt)
+	if err != nil {
+		return fmt.Errorf("event %s: processed_at: %w", e.ID, err)
+	}
+	// The encoder compacts the payload (a line holds no newline) and, with
+	// HTML escaping off, keeps its strings as they were.
+	return enc.Encode(line{
+		ID: e.ID, Seq: e.OutboxSeq, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
+		EventType: e.EventType, Payload: e.Payload, Headers: e.Headers, DedupKey: e.DedupKey,
+		CreatedAt: created, ProcessedAt: processed,
+	})
+}
+
+// decoder reads an object's events, refusing what Keep would not have
+// written: a line over maxLine, a line that is not one event (id, JSON
+// payload, RFC 3339 times), ids out of order, more lines than want.
+type decoder struct {
+	gz   *gzip.Reader
+	r    *bufio.Reader
+	n    int // lines read
+	want int // lines expected; -1: any
+	last uuid.UUID
+}
+
+// newDecoder reads the gzip stream r holding want events (-1: any number).
+func newDecoder(r io.Reader, want int) (*decoder, error) {
+	gz, err := gzip.NewReader(r)
+	if err != nil {
+		return nil, fmt.Errorf("not gzip: %w", err)
+	}
+	return &decoder{gz: gz, r: bufio.NewReaderSize(gz, 64<<10), want: want}, nil
+}
+
+// next returns the next event, or io.EOF after the last one (then the
+// gzip stream is complete and its checksum checked).
+func (d *decoder) next() (store.HistoryEvent, error) {
+	raw, err := d.readLine()
+	if err == io.EOF {
+		if d.want >= 0 && d.n != d.want {
+			return store.HistoryEvent{}, fmt.Errorf("%d events where its entry says %d", d.n, d.want)
+		}
+		return store.HistoryEvent{}, io.EOF
+	}
+	if err != nil {
+		return store.HistoryEvent{}, err
+	}
+	d.n++
+	if d.want >= 0 && d.n > d.want {
+		return store.HistoryEvent{}, fmt.Errorf("more events than the %d its entry says", d.want)
+	}
+	e, err := decodeLine(raw)
+	if err != nil {
+		return store.HistoryEvent{}, fmt.Errorf("line %d: %w", d.n, err)
+	}
+	if d.n > 1 && bytes.Compare(e.ID[:], d.last[:]) <= 0 {
+		return store.HistoryEvent{}, fmt.Errorf("line %d: id %s does not follow %s", d.n, e.ID, d.last)
+	}
+	d.last = e.ID
+	return e, nil
+}
+
+// readLine returns the next line without its newline, io.EOF at the end.
+func (d *decoder) readLine() ([]byte, error) {
+	var buf []byte
+	for {
+		chunk, err := d.r.ReadSlice('\n')
+		if len(buf)+len(chunk) > maxLine+1 {
+			return nil, fmt.Errorf("line %d is longer than %d bytes", d.n+1, maxLine)
+		}
+		switch {
+		case err == nil:
+			if buf == nil {
+				return chunk[:len(chunk)-1], nil
+			}
+			buf = append(buf, chunk...)
+			return buf[:len(buf)-1], nil
+		case err == bufio.ErrBufferFull:
+			buf = append(buf, chunk...)
+		case err == io.EOF:
+			if len(buf)+len(chunk) > 0 {
+				return nil, fmt.Errorf("line %d does not end (truncated object)", d.n+1)
+			}
+			return nil, io.EOF
+		default:
+			return nil, fmt.Errorf("line %d: %w", d.n+1, err)
+		}
+	}
+}
+
+// decodeLine is one line's event.
+func decodeLine(raw []byte) (store.HistoryEvent, error) {
+	var l line
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if err := dec.Decode(&l); err != nil {
+		return store.HistoryEvent{}, fmt.Errorf("not an event: %w", err)
+	}
+	if dec.More() {
+		return store.HistoryEvent{}, errors.New("not an event: more than one JSON value")
+	}
+	if l.ID == uuid.Nil {
+		return store.HistoryEvent{}, errors.New("an event without an id")
+	}
+	if len(l.Payload) == 0 {
+		return store.HistoryEvent{}, fmt.Errorf("event %s: no payload", l.ID)
+	}
+	created, err := time.Parse(time.RFC3339Nano, l.CreatedAt)
+	if err != nil {
+		return store.HistoryEvent{}, fmt.Errorf("event %s: created_at %q: not an RFC 3339 time", l.ID, truncate(l.CreatedAt))
+	}
+	processed, err := time.Parse(time.RFC3339Nano, l.ProcessedAt)
+	if err != nil {
+		return store.HistoryEvent{}, fmt.Errorf("event %s: processed_at %q: not an RFC 3339 time", l.ID, truncate(l.ProcessedAt))
+	}
+	return store.HistoryEvent{
+		Event: postbox.Event{
+			ID: l.ID, AggregateType: l.AggregateType, AggregateID: l.AggregateID,
+			EventType: l.EventType, Payload: []byte(l.Payload), DedupKey: l.DedupKey, Headers: l.Headers,
+		},
+		OutboxSeq:   l.Seq,
+		CreatedAt:   created.UTC(),
+		ProcessedAt: processed.UTC(),
+	}, nil
+}
+
+// truncate shortens a hostile value quoted in an error.
+func truncate(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "..."
+	}
+	return s
+}
+
+// hourOf is the hour (UTC) whose folder holds an event written at t.
+func hourOf(t time.Time) time.Time { return t.UTC().Truncate(time.Hour) }

@@ -1,0 +1,261 @@
+package sqlstore
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/store"
+)
+
+// The history (store.History), the replays' writes and retention with a
+// Keep, as both SQL stores carry them out: each store brings its
+// statements (HistorySQL, ExpireSQL), this file the checks, the paging
+// and the order of the steps.
+//
+// How a row that a plain-SQL producer wrote with values no event has is
+// read: HistoryRead returns it, every column that the store cannot read
+// as the event's (a time that is not one, headers that are not an object
+// of headers) left zero, rather than failing the read or hiding the
+// event: an archive keeps what the row holds, and a replay of it fails
+// alone at its claim, as the row would have (ClaimedEvent.Invalid).
+
+// HistorySQL runs a store's statement of the history.
+type HistorySQL interface {
+	// ReadHistory returns up to limit done rows in id order, after after
+	// (every row when first), that f's times and aggregate let through
+	// and whose event type starts with one of prefixes (any type when
+	// prefixes is nil), each read as HistoryRead returns it.
+	ReadHistory(ctx context.Context, f store.HistoryFilter, prefixes []string, after uuid.UUID, first bool, limit int) ([]store.HistoryEvent, error)
+}
+
+// CheckHistory refuses what no store reads: a Limit out of 1 to
+// store.HistoryBatchMax, a filter that Check refuses.
+func CheckHistory(p store.HistoryParams) error {
+	if p.Limit < 1 || p.Limit > store.HistoryBatchMax {
+		return fmt.Errorf("Limit %d is out of range (1 to %d)", p.Limit, store.HistoryBatchMax)
+	}
+	return p.Filter.Check()
+}
+
+// ReadHistory is store.History's HistoryRead over h: the statement
+// selects, in SQL, the rows of the time window, aggregate and type
+// prefixes (a superset of the types' globs), and the globs themselves
+// (path.Match) are applied here, reading further pages until p.Limit
+// events matched or the rows ran out. Every matching row after p.After
+// is returned exactly once across the calls that page with After = the
+// last id returned.
+func ReadHistory(ctx context.Context, h HistorySQL, p store.HistoryParams) ([]store.HistoryEvent, error) {
+	if err := CheckHistory(p); err != nil {
+		return nil, err
+	}
+	prefixes := typePrefixes(p.Filter.EventTypes)
+	types := store.HistoryFilter{EventTypes: p.Filter.EventTypes}
+	var out []store.HistoryEvent
+	after, first := p.After, p.After == uuid.Nil
+	for {
+		rows, err := h.ReadHistory(ctx, p.Filter, prefixes, after, first, p.Limit)
+		if err != nil {
+			return nil, err
+		}
+		for _, r := range rows {
+			if types.Match(r.EventType, "", "", time.Time{}) {
+				out = append(out, r)
+				if len(out) == p.Limit {
+					return out, nil
+				}
+			}
+		}
+		if len(rows) < p.Limit {
+			return out, nil
+		}
+		after, first = rows[len(rows)-1].ID, false
+	}
+}
+
+// typePrefixes are the literal beginnings of globs (up to their first
+// special character): a type that a glob matches starts with its prefix.
+// nil when one of them has none (it may match any type), or there are no
+// globs.
+func typePrefixes(globs []string) []string {
+	var out []string
+	for _, g := range globs {
+		var b strings.Builder
+	scan:
+		for i := 0; i < len(g); i++ {
+			switch g[i] {
+			case '*', '?', '[':
+				break scan
+			case '\\':
+				if i+1 == len(g) {
+					break scan
+				}
+				i++
+			}
+			b.WriteByte(g[i])
+		}
+		if b.Len() == 0 {
+			return nil
+		}
+		out = append(out, b.String())
+	}
+	return out
+}
+
+// RequeueRow is one event that Requeue gives a store to write, checked.
+type RequeueRow struct {
+	store.HistoryEvent
+	// HeadersJSON is the event's headers with the replay's mark, as the
+	// JSON object a row holds.
+	HeadersJSON string
+	// Insertable: the tables can hold the event, so it is written again
+	// when its row is gone. One they cannot hold (texts that are not
+	// UTF-8 or hold NUL, a payload that is not JSON, a time out of years
+	// 1 to 9999: what a plain-SQL producer's row may have held) is only
+	// requeued when its row is kept, and skipped when it is gone.
+	Insertable bool
+}
+
+// PrepareRequeue checks the events of a Requeue (or an EndpointRequeue):
+// at most store.HistoryBatchMax, a replay's name of valid UTF-8 without
+// NUL. It returns them with their headers marked by replay, each one
+// Insertable or not, an id given twice counted once (dups: how many were
+// dropped, which the caller counts as Skipped).
+func PrepareRequeue(events []store.HistoryEvent, replay string) (rows []RequeueRow, dups int, err error) {
+	if len(events) > store.HistoryBatchMax {
+		return nil, 0, fmt.Errorf("%d events: at most %d at once", len(events), store.HistoryBatchMax)
+	}
+	if problem := TextProblem(replay); problem != "" {
+		return nil, 0, errors.New("the replay's name " + problem)
+	}
+	seen := make(map[uuid.UUID]bool, len(events))
+	rows = make([]RequeueRow, 0, len(events))
+	for _, ev := range events {
+		if seen[ev.ID] {
+			dups++
+			continue
+		}
+		seen[ev.ID] = true
+		r := RequeueRow{HistoryEvent: ev, Insertable: insertable(ev)}
+		h := make(map[string]string, len(ev.Headers)+1)
+		if r.Insertable {
+			for k, v := range ev.Headers {
+				h[k] = v
+			}
+		}
+		h[postbox.HeaderReplay] = replay
+		b, err := json.Marshal(h) // strings checked: cannot fail
+		if err != nil {
+			return nil, 0, err
+		}
+		r.HeadersJSON = string(b)
+		rows = append(rows, r)
+	}
+	return rows, dups, nil
+}
+
+// insertable reports whether the tables of both stores can hold ev.
+func insertable(ev store.HistoryEvent) bool {
+	for _, s := range []string{ev.AggregateType, ev.AggregateID, ev.EventType} {
+		if TextProblem(s) != "" {
+			return false
+		}
+	}
+	for k, v := range ev.Headers {
+		if TextProblem(k) != "" || TextProblem(v) != "" {
+			return false
+		}
+	}
+	if !json.Valid(ev.Payload) || bytes.Contains(ev.Payload, []byte(`\u0000`)) && holdsNUL(ev.Payload) {
+		return false
+	}
+	return ev.CreatedAt.IsZero() || TimeProblem(ev.CreatedAt) == ""
+}
+
+// holdsNUL reports whether a JSON text has a string holding NUL (written
+// \u0000), which PostgreSQL's jsonb refuses.
+func holdsNUL(payload []byte) bool {
+	dec := json.NewDecoder(bytes.NewReader(payload))
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			return false
+		}
+		if s, ok := tok.(string); ok && strings.IndexByte(s, 0) >= 0 {
+			return true
+		}
+	}
+}
+
+// ExpireSQL runs a store's statements of retention (store.Source's
+// Expire on a plain table).
+type ExpireSQL interface {
+	// ReadExpired returns up to limit done rows processed before before,
+	// in (processed_at, id) order, read as HistoryRead reads them.
+	ReadExpired(ctx context.Context, before time.Time, limit int) ([]store.HistoryEvent, error)
+	// DeleteExpired deletes those of ids still done, and returns how many.
+	DeleteExpired(ctx context.Context, ids []uuid.UUID) (int, error)
+	// PurgeDone deletes up to limit done rows processed before before,
+	// oldest first (no Keep), and returns how many.
+	PurgeDone(ctx context.Context, before time.Time, limit int) (int, error)
+	// PurgeHeldKeys deletes up to limit dedup keys whose hold has ended,
+	// and returns how many.
+	PurgeHeldKeys(ctx context.Context, limit int) (int, error)
+}
+
+// Expire is one step of retention on a plain table (store.Source's
+// Expire): without p.Keep, up to p.Limit delivered events processed before
+// p.Before are deleted; with it, they are read (in processed_at, id
+// order), handed to Keep sorted by id, and only once Keep returned nil
+// deleted, those still done (a replay may have requeued one meanwhile);
+// an error of Keep deletes nothing and is returned. Then up to p.Limit
+// held dedup keys whose hold ended are deleted. More: either was full.
+func Expire(ctx context.Context, e ExpireSQL, p store.ExpireParams) (store.ExpireResult, error) {
+	var res store.ExpireResult
+	if p.Limit < 1 || p.Limit > store.HistoryBatchMax {
+		return res, fmt.Errorf("expire: Limit %d is out of range (1 to %d)", p.Limit, store.HistoryBatchMax)
+	}
+	full := false
+	if p.Keep == nil {
+		n, err := e.PurgeDone(ctx, p.Before, p.Limit)
+		if err != nil {
+			return res, fmt.Errorf("purge done events: %w", err)
+		}
+		res.Events, full = n, n >= p.Limit
+	} else if !p.Before.IsZero() {
+		events, err := e.ReadExpired(ctx, p.Before, p.Limit)
+		if err != nil {
+			return res, fmt.Errorf("read done events to keep: %w", err)
+		}
+		if len(events) > 0 {
+			slices.SortFunc(events, func(a, b store.HistoryEvent) int { return strings.Compare(string(a.ID[:]), string(b.ID[:])) })
+			if err := p.Keep(ctx, events); err != nil {
+				return res, fmt.Errorf("keep %d done events (none deleted): %w", len(events), err)
+			}
+			res.Kept = len(events)
+			ids := make([]uuid.UUID, len(events))
+			for i, ev := range events {
+				ids[i] = ev.ID
+			}
+			if res.Events, err = e.DeleteExpired(ctx, ids); err != nil {
+				return res, fmt.Errorf("delete %d kept done events: %w", len(ids), err)
+			}
+		}
+		full = len(events) >= p.Limit
+	}
+	keys, err := e.PurgeHeldKeys(ctx, p.Limit)
+	if err != nil {
+		return res, fmt.Errorf("purge held dedup keys: %w", err)
+	}
+	res.Keys = keys
+	res.More = full || keys >= p.Limit
+	return res, nil
+}

@@ -1,0 +1,160 @@
+package postgres
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgtype"
+
+	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
+)
+
+// HistoryRead returns up to p.Limit delivered events that p.Filter lets
+// through, in id order after p.After (see store.History). A row that a
+// plain-SQL producer wrote with a value the store cannot read as the
+// event's (an infinite time, headers that are no JSON object) is returned
+// with that field zero: it never fails the read.
+func (s *Store) HistoryRead(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
+	out, err := sqlstore.ReadHistory(ctx, historySQL{s}, p)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: read history: %w", err)
+	}
+	return out, nil
+}
+
+// Requeue sends events back to the queue as replays, in one statement
+// (see store.History), and wakes the listening relays. An event the table
+// cannot hold (a plain-SQL producer's row may have held a payload with
+// \u0000, a time out of years 1 to 9999) is requeued when its row is kept,
+// and skipped when it is gone. A delivered event that a relay's
+// claim still lists (within a lease period of its delivery) is claimed
+// again once that claim ends.
+func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
+	rows, dups, err := sqlstore.PrepareRequeue(events, replay)
+	if err != nil {
+		return store.RequeueResult{}, fmt.Errorf("postgres: requeue: %w", err)
+	}
+	res := store.RequeueResult{Skipped: dups}
+	if len(rows) == 0 {
+		return res, nil
+	}
+	a := requeueArrays(rows)
+	created := make([]pgtype.Timestamptz, len(rows))
+	for i, r := range rows {
+		created[i] = pgtype.Timestamptz{Time: r.CreatedAt, Valid: !r.CreatedAt.IsZero()}
+	}
+	var requeued, inserted, woke int
+	err = s.pool.QueryRow(ctx, s.sql.Get("requeue"), a.ids, a.aggTypes, a.aggIDs, a.types, a.payloads, a.headers, created, a.insertable, replay).
+		Scan(&requeued, &inserted, &woke)
+	if err != nil {
+		return store.RequeueResult{}, fmt.Errorf("postgres: requeue: %w", err)
+	}
+	res.Requeued, res.Inserted = requeued, inserted
+	res.Skipped += len(rows) - requeued - inserted
+	return res, nil
+}
+
+// EndpointRequeue sends events to one endpoint again as replays, in one
+// statement (see store.Endpoints): package endpoint's poll finds them due.
+func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
+	rows, dups, err := sqlstore.PrepareRequeue(events, replay)
+	if err != nil {
+		return store.RequeueResult{}, fmt.Errorf("postgres: requeue to endpoint %s: %w", endpoint, err)
+	}
+	a := requeueArrays(rows)
+	var found bool
+	var requeued, inserted int
+	err = s.pool.QueryRow(ctx, s.sql.Get("endpoint_requeue"), endpoint, a.ids, a.aggTypes, a.aggIDs, a.types, a.payloads, a.headers, a.insertable, replay).
+		Scan(&found, &requeued, &inserted)
+	if err != nil {
+		return store.RequeueResult{}, fmt.Errorf("postgres: requeue to endpoint %s: %w", endpoint, err)
+	}
+	if !found {
+		return store.RequeueResult{}, fmt.Errorf("postgres: endpoint %s: %w", endpoint, store.ErrEndpointNotFound)
+	}
+	return store.RequeueResult{Requeued: requeued, Inserted: inserted, Skipped: dups + len(rows) - requeued - inserted}, nil
+}
+
+// requeueColumns are the parallel arrays of requeue and endpoint_requeue.
+type requeueColumns struct {
+	ids                                        [][16]byte
+	aggTypes, aggIDs, types, payloads, headers []string
+	insertable                                 []bool
+}
+
+func requeueArrays(rows []sqlstore.RequeueRow) requeueColumns {
+	n := len(rows)
+	a := requeueColumns{ids: make([][16]byte, n), aggTypes: make([]string, n), aggIDs: make([]string, n),
+		types: make([]string, n), payloads: make([]string, n), headers: make([]string, n), insertable: make([]bool, n)}
+	for i, r := range rows {
+		a.ids[i], a.aggTypes[i], a.aggIDs[i], a.types[i] = r.ID, r.AggregateType, r.AggregateID, r.EventType
+		a.payloads[i], a.headers[i], a.insertable[i] = string(r.Payload), r.HeadersJSON, r.Insertable
+	}
+	return a
+}
+
+// historySQL runs history_read for sqlstore.ReadHistory.
+type historySQL struct{ s *Store }
+
+func (h historySQL) ReadHistory(ctx context.Context, f store.HistoryFilter, prefixes []string, after uuid.UUID, first bool, limit int) ([]store.HistoryEvent, error) {
+	var types any // null: every type
+	if prefixes != nil {
+		types = prefixes
+	}
+	rows, err := h.s.pool.Query(ctx, h.s.sql.Get("history_read"), pgx.QueryExecModeDescribeExec,
+		nullTime(f.Since), nullTime(f.Until), f.AggregateType, f.AggregateID, types, [16]byte(after), first, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanHistory)
+}
+
+// scanHistory reads one row of history_read or expire_read: columns that
+// may hold what no event has (times, headers) scan into types that take
+// every value, and read as zero when they hold none an event may have.
+func scanHistory(row pgx.CollectableRow) (store.HistoryEvent, error) {
+	var ev store.HistoryEvent
+	var headers []byte
+	var created, processed pgtype.Timestamptz
+	err := row.Scan((*[16]byte)(&ev.ID), &ev.OutboxSeq, &ev.AggregateType, &ev.AggregateID, &ev.EventType, &ev.Payload,
+		&ev.DedupKey, &headers, &created, &processed)
+	ev.Headers, _ = sqlstore.DecodeHeaders(headers)
+	ev.CreatedAt, _ = readTime(created)
+	ev.ProcessedAt, _ = readTime(processed)
+	return ev, err
+}
+
+// expireSQL runs the retention statements for sqlstore.Expire.
+type expireSQL struct{ s *Store }
+
+func (e expireSQL) ReadExpired(ctx context.Context, before time.Time, limit int) ([]store.HistoryEvent, error) {
+	rows, err := e.s.pool.Query(ctx, e.s.sql.Get("expire_read"), before, limit)
+	if err != nil {
+		return nil, err
+	}
+	return pgx.CollectRows(rows, scanHistory)
+}
+
+func (e expireSQL) DeleteExpired(ctx context.Context, ids []uuid.UUID) (int, error) {
+	tag, err := e.s.pool.Exec(ctx, e.s.sql.Get("expire_delete"), rawIDs(ids))
+	return int(tag.RowsAffected()), err
+}
+
+func (e expireSQL) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := e.s.pool.Exec(ctx, e.s.sql.Get("purge_done"), before, limit)
+	return int(tag.RowsAffected()), err
+}
+
+func (e expireSQL) PurgeHeldKeys(ctx context.Context, limit int) (int, error) {
+	tag, err := e.s.pool.Exec(ctx, e.s.sql.Get("purge_held_keys"), limit)
+	return int(tag.RowsAffected()), err
+}
+
+var (
+	_ sqlstore.HistorySQL = historySQL{}
+	_ sqlstore.ExpireSQL  = expireSQL{}
+)

@@ -1,0 +1,820 @@
+package postgres
+
+import (
+	"bytes"
+	"context"
+	_ "embed"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"regexp"
+	"sort"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/postbox-go/postbox/store"
+)
+
+//go:embed partition.sql
+var partitionSQL string
+
+// PartitionIntervalMin is the shortest interval of partitions Partition
+// takes (the command line asks for a minute at least; tests use seconds).
+const PartitionIntervalMin = time.Second
+
+// PartitionLockTimeout is how long a step of the partitioned outbox waits
+// for its lock on outbox_events (the conversion's switch, a partition's
+// creation or drop): producers' inserts queue behind a waiting lock, so a
+// step that cannot have it at once gives up and is run again later.
+const PartitionLockTimeout = 2 * time.Second
+
+// PartitionMoveBatch is how many delivered events the conversion moves to
+// the partitioned table per transaction, after the switch.
+const PartitionMoveBatch = 10_000
+
+// PartitionParams configures Partition.
+type PartitionParams struct {
+	// Interval is the time range of each partition's ids (24 h: a
+	// partition per day). At least PartitionIntervalMin. It is stored in
+	// the schema: relays read it, and running Partition again with another
+	// interval changes it for the partitions created from then on.
+	Interval time.Duration
+}
+
+// PartitionReport is what Partition did.
+type PartitionReport struct {
+	// Converted: the plain outbox was converted (false: it was already
+	// partitioned).
+	Converted bool
+	// Moved counts the unfinished events moved in the switch; MovedDone
+	// the delivered events moved after it, in batches.
+	Moved, MovedDone int
+	// Created names the partitions created.
+	Created []string
+}
+
+// Partition converts outbox_events into a table partitioned by range of id,
+// a partition per Interval of ids' time (UUIDv7 ids carry their creation
+// time), plus a DEFAULT partition for ids outside every range (ids that
+// are not UUIDv7). Retention (Driver.Expire, the relay's Retention) then
+// drops a whole partition once its range is past, instead of deleting its
+// rows one by one, and creates the next partitions ahead. Run Migrate
+// first ("postbox migrate --partitioned" runs both).
+//
+// On a plain outbox it is an online migration: in one short transaction
+// (it waits PartitionLockTimeout at most for its lock, and fails, leaving
+// the outbox as it was, when producers' transactions hold it longer: run
+// it again), it renames the plain table, creates the partitioned one with
+// the same columns, defaults, checks, indexes, triggers (and their
+// enabled state: WAL mode's) and storage settings, moves the unfinished
+// events into it with their seq (ordered claims keep each aggregate's
+// order) and every dedup key; then it moves the delivered events kept, in
+// transactions of PartitionMoveBatch events, and drops the plain table. A
+// run interrupted meanwhile is finished by the next run.
+//
+// On a partitioned outbox it stores Interval and creates the partitions
+// missing from now to two intervals ahead.
+func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionReport, error) {
+	var rep PartitionReport
+	if p.Interval < PartitionIntervalMin {
+		return rep, fmt.Errorf("postgres: partition: interval %s: want at least %s", p.Interval, PartitionIntervalMin)
+	}
+	kind, err := s.outboxKind(ctx)
+	if err != nil {
+		return rep, err
+	}
+	switch kind {
+	case "":
+		return rep, errors.New("postgres: partition: outbox_events is missing: run Migrate first")
+	case "r":
+		if rep, err = s.convert(ctx, p.Interval); err != nil {
+			return rep, err
+		}
+	case "p":
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			_, err := tx.Exec(ctx, s.sql.Get("partition_set_interval"), p.Interval.Milliseconds())
+			return err
+		})
+		if err != nil {
+			return rep, fmt.Errorf("postgres: partition: store the interval: %w", err)
+		}
+		created, err := s.createAhead(ctx, p.Interval, time.Now())
+		rep.Created = created
+		if err != nil {
+			return rep, err
+		}
+	default:
+		return rep, fmt.Errorf("postgres: partition: outbox_events is a relation of kind %q, not a table", kind)
+	}
+	n, err := s.moveDone(ctx)
+	rep.MovedDone = n
+	return rep, err
+}
+
+// outboxKind is the relkind of outbox_events: "p" partitioned, "r" plain,
+// "" missing.
+func (s *Store) outboxKind(ctx context.Context) (string, error) {
+	var kind string
+	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_kind")).Scan(&kind); err != nil {
+		return "", fmt.Errorf("postgres: partition: %w", err)
+	}
+	return kind, nil
+}
+
+// partitionInterval reads the interval Partition stored.
+func (s *Store) partitionInterval(ctx context.Context) (time.Duration, error) {
+	var ms int64
+	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_interval")).Scan(&ms); err != nil {
+		return 0, fmt.Errorf("postgres: partition interval: %w", err)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// lockTimeoutSetting is PartitionLockTimeout as a PostgreSQL setting.
+var lockTimeoutSetting = fmt.Sprintf("%dms", PartitionLockTimeout.Milliseconds())
+
+// isLockTimeout reports PostgreSQL's lock_not_available (a lock_timeout).
+func isLockTimeout(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
+}
+
+// tableDef is what the conversion copies of the plain table.
+type tableDef struct {
+	indexes  []string // CREATE INDEX statements
+	triggers []string // CREATE TRIGGER statements
+	disabled []string // triggers to disable
+	options  string   // storage options
+	pubs     []string // publications listing it
+}
+
+// convert is Partition on a plain outbox: the switch, in one transaction.
+func (s *Store) convert(ctx context.Context, interval time.Duration) (PartitionReport, error) {
+	var rep PartitionReport
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.sql.Get("partition_migrate_lock"), s.lockKey("migrate")); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_outbox")); err != nil {
+			return err
+		}
+		var kind string
+		if err := tx.QueryRow(ctx, s.sql.Get("partition_kind")).Scan(&kind); err != nil {
+			return err
+		}
+		if kind != "r" {
+			return nil // converted by a concurrent run
+		}
+		def, err := s.readTableDef(ctx, tx)
+		if err != nil {
+			return err
+		}
+		var lastSeq *int64
+		var seqName string
+		if err := tx.QueryRow(ctx, s.sql.Get("partition_seq_name")).Scan(&seqName); err != nil {
+			return err
+		}
+		if err := tx.QueryRow(ctx, "select pg_sequence_last_value($1::regclass)", seqName).Scan(&lastSeq); err != nil {
+			return err
+		}
+		if err := s.renamePlain(ctx, tx, seqName); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.sql.Get("partition_create_parent")); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.expand("create table {schema}.outbox_events_default partition of {schema}.outbox_events default"+withOptions(def.options))); err != nil {
+			return err
+		}
+		now := time.Now()
+		first := rangeStart(now, interval)
+		var oldest uuid.UUID
+		switch err := tx.QueryRow(ctx, s.sql.Get("partition_min_v7")).Scan(&oldest); {
+		case errors.Is(err, pgx.ErrNoRows):
+		case err != nil:
+			return err
+		default:
+			if from := rangeStart(uuidTime(oldest), interval); from.Before(first) {
+				name, err := s.createPartition(ctx, tx, from, first, interval, def.options)
+				if err != nil {
+					return err
+				}
+				rep.Created = append(rep.Created, name)
+			}
+		}
+		for from := first; !from.After(now.Add(2 * interval)); from = from.Add(interval) {
+			name, err := s.createPartition(ctx, tx, from, from.Add(interval), interval, def.options)
+			if err != nil {
+				return err
+			}
+			rep.Created = append(rep.Created, name)
+		}
+		for _, q := range def.indexes {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		for _, q := range def.triggers {
+			if _, err := tx.Exec(ctx, q); err != nil {
+				return err
+			}
+		}
+		for _, name := range def.disabled {
+			if _, err := tx.Exec(ctx, s.expand("alter table {schema}.outbox_events disable trigger "+pgx.Identifier{name}.Sanitize())); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.Exec(ctx, s.sql.Get("partition_dedup")); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.sql.Get("partition_set_interval"), interval.Milliseconds()); err != nil {
+			return err
+		}
+		if _, err := tx.Exec(ctx, s.sql.Get("partition_fill_keys")); err != nil {
+			return err
+		}
+		if lastSeq != nil {
+			if _, err := tx.Exec(ctx, s.sql.Get("partition_seq_sync"), *lastSeq); err != nil {
+				return err
+			}
+		}
+		tag, err := tx.Exec(ctx, s.sql.Get("partition_move_unfinished"))
+		if err != nil {
+			return err
+		}
+		rep.Moved = int(tag.RowsAffected())
+		for _, pub := range def.pubs {
+			for _, q := range []string{"partition_publication_add", "partition_publication_root"} {
+				if _, err := tx.Exec(ctx, strings.ReplaceAll(s.sql.Get(q), "{publication}", pgx.Identifier{pub}.Sanitize())); err != nil {
+					return err
+				}
+			}
+		}
+		rep.Converted = true
+		return nil
+	})
+	switch {
+	case isLockTimeout(err):
+		return PartitionReport{}, fmt.Errorf("postgres: partition: the lock on %s was not granted within %s (transactions hold it): nothing changed, run it again: %w", s.Table("outbox_events"), PartitionLockTimeout, err)
+	case err != nil:
+		return PartitionReport{}, fmt.Errorf("postgres: partition: %w", err)
+	}
+	return rep, nil
+}
+
+// readTableDef reads what the conversion copies of the plain table, and
+// refuses a unique index it cannot copy.
+func (s *Store) readTableDef(ctx context.Context, tx pgx.Tx) (tableDef, error) {
+	var def tableDef
+	rows, err := tx.Query(ctx, s.sql.Get("partition_index_defs"))
+	if err != nil {
+		return def, err
+	}
+	type index struct {
+		name, def                string
+		unique, primary, isValid bool
+	}
+	indexes, err := pgx.CollectRows(rows, func(row pgx.CollectableRow) (index, error) {
+		var i index
+		err := row.Scan(&i.name, &i.def, &i.unique, &i.primary, &i.isValid)
+		return i, err
+	})
+	if err != nil {
+		return def, err
+	}
+	for _, i := range indexes {
+		switch {
+		case i.primary || i.name == dedupKeyIndex:
+		case i.unique:
+			return def, fmt.Errorf("the unique index %s cannot be kept on a partitioned table (it does not hold the partition key, id): drop it first", i.name)
+		case !i.isValid:
+			// A failed concurrent build (MigrateOrdered builds it again).
+		default:
+			def.indexes = append(def.indexes, i.def)
+		}
+	}
+	rows, err = tx.Query(ctx, s.sql.Get("partition_trigger_defs"))
+	if err != nil {
+		return def, err
+	}
+	var name, text, enabled string
+	_, err = pgx.ForEachRow(rows, []any{&name, &text, &enabled}, func() error {
+		def.triggers = append(def.triggers, text)
+		if enabled == "D" {
+			def.disabled = append(def.disabled, name)
+		}
+		return nil
+	})
+	if err != nil {
+		return def, err
+	}
+	if err := tx.QueryRow(ctx, s.sql.Get("partition_table_options")).Scan(&def.options); err != nil {
+		return def, err
+	}
+	rows, err = tx.Query(ctx, s.sql.Get("partition_publications"))
+	if err != nil {
+		return def, err
+	}
+	def.pubs, err = pgx.CollectRows(rows, pgx.RowTo[string])
+	return def, err
+}
+
+// renamePlain renames the plain table, its indexes and its sequence
+// (outbox_events_unpartitioned…), freeing their names.
+func (s *Store) renamePlain(ctx context.Context, tx pgx.Tx, seqName string) error {
+	rows, err := tx.Query(ctx, s.sql.Get("partition_index_defs"))
+	if err != nil {
+		return err
+	}
+	var names []string
+	var name, text string
+	var unique, primary, valid bool
+	if _, err := pgx.ForEachRow(rows, []any{&name, &text, &unique, &primary, &valid}, func() error {
+		names = append(names, name)
+		return nil
+	}); err != nil {
+		return err
+	}
+	stmts := []string{s.expand("alter table {schema}.outbox_events rename to outbox_events_unpartitioned")}
+	for _, n := range names {
+		stmts = append(stmts, "alter index "+pgx.Identifier{s.schema, n}.Sanitize()+" rename to "+
+			pgx.Identifier{"outbox_events_unpartitioned" + strings.TrimPrefix(n, "outbox_events")}.Sanitize())
+	}
+	stmts = append(stmts, "alter sequence "+seqName+" rename to outbox_events_unpartitioned_seq_seq")
+	for _, q := range stmts {
+		if _, err := tx.Exec(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// moveDone moves the delivered events left in the plain table after the
+// switch to the partitioned one, PartitionMoveBatch per transaction, then
+// drops the plain table.
+func (s *Store) moveDone(ctx context.Context) (int, error) {
+	var exists bool
+	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_unpartitioned_exists")).Scan(&exists); err != nil || !exists {
+		return 0, err
+	}
+	moved := 0
+	for {
+		tag, err := s.pool.Exec(ctx, s.sql.Get("partition_move_done"), PartitionMoveBatch)
+		if err != nil {
+			return moved, fmt.Errorf("postgres: partition: move delivered events (%d moved; run it again to go on): %w", moved, err)
+		}
+		if tag.RowsAffected() == 0 {
+			break
+		}
+		moved += int(tag.RowsAffected())
+	}
+	if _, err := s.pool.Exec(ctx, s.sql.Get("partition_drop_unpartitioned")); err != nil {
+		return moved, fmt.Errorf("postgres: partition: drop the plain table: %w", err)
+	}
+	return moved, nil
+}
+
+// withOptions is the WITH clause of storage options ("" for none).
+func withOptions(options string) string {
+	if options == "" {
+		return ""
+	}
+	return " with (" + options + ")"
+}
+
+// rangeStart is the start of the interval that holds t: intervals are
+// counted from the Unix epoch.
+func rangeStart(t time.Time, interval time.Duration) time.Time {
+	ms, step := t.UnixMilli(), interval.Milliseconds()
+	start := ms - ms%step
+	if ms < 0 && ms%step != 0 {
+		start -= step
+	}
+	return time.UnixMilli(start).UTC()
+}
+
+// uuidBound is the smallest UUIDv7 of millisecond t: its 48-bit time, and
+// every other bit zero. It is a partition's bound.
+func uuidBound(t time.Time) uuid.UUID {
+	var id uuid.UUID
+	var ms [8]byte
+	binary.BigEndian.PutUint64(ms[:], uint64(t.UnixMilli()))
+	copy(id[:6], ms[2:])
+	return id
+}
+
+// uuidTime is the time of the first 48 bits of id (a UUIDv7's
+// millisecond).
+func uuidTime(id uuid.UUID) time.Time {
+	var ms [8]byte
+	copy(ms[2:], id[:6])
+	return time.UnixMilli(int64(binary.BigEndian.Uint64(ms[:]))).UTC()
+}
+
+// partitionName names the partition of the range starting at from:
+// outbox_events_p20261202 with an interval of whole days,
+// outbox_events_p20261202T1400 with whole minutes, with seconds else.
+func partitionName(from time.Time, interval time.Duration) string {
+	layout := "20060102T150405"
+	switch {
+	case interval%(24*time.Hour) == 0:
+		layout = "20060102"
+	case interval%time.Minute == 0:
+		layout = "20060102T1504"
+	}
+	return "outbox_events_p" + from.UTC().Format(layout)
+}
+
+// createPartition creates the partition of [from, to) in tx, named for
+// from, and returns its name.
+func (s *Store) createPartition(ctx context.Context, tx pgx.Tx, from, to time.Time, interval time.Duration, options string) (string, error) {
+	name := partitionName(from, interval)
+	q := fmt.Sprintf("create table %s partition of %s for values from ('%s') to ('%s')%s",
+		pgx.Identifier{s.schema, name}.Sanitize(), s.Table("outbox_events"), uuidBound(from), uuidBound(to), withOptions(options))
+	if _, err := tx.Exec(ctx, q); err != nil {
+		return "", fmt.Errorf("create partition %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// partitionInfo is one partition of the outbox.
+type partitionInfo struct {
+	name     string
+	from, to time.Time // zero for the DEFAULT partition
+}
+
+// partitionBound reads a range partition's bound expression.
+var partitionBound = regexp.MustCompile(`^FOR VALUES FROM \('([0-9a-f-]{36})'\) TO \('([0-9a-f-]{36})'\)$`)
+
+// partitions lists the outbox's range partitions by range, and names its
+// DEFAULT partition.
+func (s *Store) partitions(ctx context.Context) (ranges []partitionInfo, err error) {
+	rows, err := s.pool.Query(ctx, s.sql.Get("partition_list"))
+	if err != nil {
+		return nil, err
+	}
+	var name, bound string
+	_, err = pgx.ForEachRow(rows, []any{&name, &bound}, func() error {
+		m := partitionBound.FindStringSubmatch(bound)
+		if m == nil {
+			return nil // DEFAULT
+		}
+		from, to := uuid.MustParse(m[1]), uuid.MustParse(m[2])
+		ranges = append(ranges, partitionInfo{name: name, from: uuidTime(from), to: uuidTime(to)})
+		return nil
+	})
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i].from.Before(ranges[j].from) })
+	return ranges, err
+}
+
+// createAhead creates the partitions missing from now to two intervals
+// ahead, each in a transaction that waits PartitionLockTimeout at most
+// for its lock. A range that an existing partition covers in part starts
+// where that one ends.
+func (s *Store) createAhead(ctx context.Context, interval time.Duration, now time.Time) (created []string, err error) {
+	ranges, err := s.partitions(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: partitions: %w", err)
+	}
+	var options string
+	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_options")).Scan(&options); err != nil {
+		return nil, fmt.Errorf("postgres: partitions: %w", err)
+	}
+	for from := rangeStart(now, interval); !from.After(now.Add(2 * interval)); from = from.Add(interval) {
+		lo, hi := from, from.Add(interval)
+		for _, r := range ranges {
+			if r.from.Before(hi) && r.to.After(lo) { // overlap
+				if r.from.After(lo) {
+					hi = r.from
+				} else {
+					lo = r.to
+				}
+			}
+		}
+		if !lo.Before(hi) {
+			continue
+		}
+		var name string
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
+				return err
+			}
+			name, err = s.createPartition(ctx, tx, lo, hi, interval, options)
+			return err
+		})
+		if err != nil {
+			return created, fmt.Errorf("postgres: partitions: %w", err)
+		}
+		created = append(created, name)
+		ranges = append(ranges, partitionInfo{name: name, from: lo, to: hi})
+	}
+	return created, nil
+}
+
+// expirePartitions is Expire on a partitioned outbox: it reports
+// partitioned=false, doing nothing, when outbox_events is a plain table
+// (Expire then deletes in batches).
+//
+// On a partitioned outbox it creates the partitions ahead (now to two
+// intervals ahead), then drops the range partitions that are past: those
+// whose range ended before p.Before, or, with a zero Before, those that
+// hold no delivered event and whose range ended more than an interval ago.
+// A partition is detached first, its unfinished events moved back to the
+// outbox (to the DEFAULT partition, with their ids: leases still settle
+// them), in one transaction that waits PartitionLockTimeout at most for
+// its lock (a step that cannot have it returns an error saying so and
+// leaves the partition to the next step). With p.Keep, the detached
+// partition's delivered events are then handed to Keep in chunks of
+// p.Limit, in id order, each once, and the partition is dropped only once
+// Keep returned nil for all of them (an error leaves it detached: the
+// next step keeps it again, from its first event); without Keep it is
+// dropped in the detaching transaction. A step with Keep drops one
+// partition (More reports the others). The DEFAULT partition's delivered
+// events are then retained as a plain table's (Limit at a time, through
+// Keep when set), and up to p.Limit held dedup keys whose hold has ended
+// are removed.
+func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (res store.ExpireResult, partitioned bool, err error) {
+	kind, err := d.outboxKind(ctx)
+	if err != nil || kind != "p" {
+		return res, false, err
+	}
+	if p.Limit < 1 {
+		return res, true, fmt.Errorf("postgres: expire: limit %d: want at least 1", p.Limit)
+	}
+	interval, err := d.partitionInterval(ctx)
+	if err != nil {
+		return res, true, err
+	}
+	now := time.Now()
+	res.Created, err = d.createAhead(ctx, interval, now)
+	if err != nil {
+		return res, true, err
+	}
+	// Detached partitions whose Keep failed come first.
+	rows, err := d.pool.Query(ctx, d.sql.Get("partition_detached"))
+	if err != nil {
+		return res, true, fmt.Errorf("postgres: expire: %w", err)
+	}
+	detached, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return res, true, fmt.Errorf("postgres: expire: %w", err)
+	}
+	ranges, err := d.partitions(ctx)
+	if err != nil {
+		return res, true, fmt.Errorf("postgres: expire: %w", err)
+	}
+	var due []string
+	for _, r := range ranges {
+		switch {
+		case !p.Before.IsZero() && !r.to.After(p.Before):
+			due = append(due, r.name)
+		case p.Before.IsZero() && r.to.Add(interval).Before(now):
+			var done bool
+			if err := d.pool.QueryRow(ctx, d.partitionQuery("partition_has_done", r.name)).Scan(&done); err != nil {
+				return res, true, fmt.Errorf("postgres: expire: %w", err)
+			}
+			if !done {
+				due = append(due, r.name)
+			}
+		}
+	}
+	if p.Keep != nil {
+		for _, name := range detached {
+			if err := d.keepAndDrop(ctx, p, name, &res); err != nil {
+				return res, true, err
+			}
+		}
+		if len(due) > 0 {
+			if _, err := d.detach(ctx, due[0], false); err != nil {
+				return res, true, err
+			}
+			if err := d.keepAndDrop(ctx, p, due[0], &res); err != nil {
+				return res, true, err
+			}
+			res.More = len(due) > 1
+		}
+	} else {
+		for _, name := range detached {
+			n, err := d.dropDetached(ctx, name)
+			if err != nil {
+				return res, true, err
+			}
+			res.Events += n
+			res.Dropped = append(res.Dropped, name)
+		}
+		for _, name := range due {
+			n, err := d.detach(ctx, name, true)
+			if err != nil {
+				return res, true, err
+			}
+			res.Events += n
+			res.Dropped = append(res.Dropped, name)
+		}
+	}
+	if !p.Before.IsZero() {
+		n, kept, err := d.expireDefault(ctx, p)
+		res.Events += n
+		res.Kept += kept
+		if err != nil {
+			return res, true, err
+		}
+		res.More = res.More || n >= p.Limit
+	}
+	tag, err := d.pool.Exec(ctx, d.sql.Get("purge_held_keys"), p.Limit)
+	if err != nil {
+		return res, true, fmt.Errorf("postgres: purge held dedup keys: %w", err)
+	}
+	res.Keys = int(tag.RowsAffected())
+	res.More = res.More || res.Keys >= p.Limit
+	return res, true, nil
+}
+
+// partitionQuery is a named query on the partition name.
+func (s *Store) partitionQuery(query, name string) string {
+	return strings.ReplaceAll(s.sql.Get(query), "{partition}", pgx.Identifier{name}.Sanitize())
+}
+
+// detach detaches a partition and moves its unfinished events back to the
+// outbox, and with drop removes its keys and drops it, in one transaction
+// waiting PartitionLockTimeout at most for its lock. It returns the
+// delivered events dropped.
+func (s *Store) detach(ctx context.Context, name string, drop bool) (dropped int, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
+			return err
+		}
+		for _, q := range []string{"partition_detach", "partition_move_back"} {
+			if _, err := tx.Exec(ctx, s.partitionQuery(q, name)); err != nil {
+				return err
+			}
+		}
+		if drop {
+			dropped, err = s.dropIn(ctx, tx, name)
+		}
+		return err
+	})
+	switch {
+	case isLockTimeout(err):
+		return 0, fmt.Errorf("postgres: expire: partition %s: the lock on %s was not granted within %s (transactions hold it): left for the next step: %w", name, s.Table("outbox_events"), PartitionLockTimeout, err)
+	case err != nil:
+		return 0, fmt.Errorf("postgres: expire: drop partition %s: %w", name, err)
+	}
+	return dropped, nil
+}
+
+// dropIn drops a detached partition whose unfinished events are moved,
+// with its delivered events' keys, in tx, and returns its events' count.
+func (s *Store) dropIn(ctx context.Context, tx pgx.Tx, name string) (n int, err error) {
+	if err := tx.QueryRow(ctx, s.partitionQuery("partition_count", name)).Scan(&n); err != nil {
+		return 0, err
+	}
+	for _, q := range []string{"partition_drop_keys", "partition_drop"} {
+		if _, err := tx.Exec(ctx, s.partitionQuery(q, name)); err != nil {
+			return 0, err
+		}
+	}
+	return n, nil
+}
+
+// dropDetached drops a detached partition (moving back any unfinished
+// event), with its delivered events' keys, and returns its delivered
+// events' count.
+func (s *Store) dropDetached(ctx context.Context, name string) (n int, err error) {
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.partitionQuery("partition_move_back", name)); err != nil {
+			return err
+		}
+		n, err = s.dropIn(ctx, tx, name)
+		return err
+	})
+	if err != nil {
+		return 0, fmt.Errorf("postgres: expire: drop partition %s: %w", name, err)
+	}
+	return n, nil
+}
+
+// keepAndDrop hands a detached partition's delivered events to p.Keep,
+// p.Limit at a time in id order, and drops it once all are kept.
+func (s *Store) keepAndDrop(ctx context.Context, p store.ExpireParams, name string, res *store.ExpireResult) error {
+	var after uuid.UUID
+	kept := 0
+	for {
+		rows, err := s.pool.Query(ctx, s.partitionQuery("partition_keep_read", name), after, p.Limit)
+		if err != nil {
+			return fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
+		}
+		events, err := pgx.CollectRows(rows, scanHistory)
+		if err != nil {
+			return fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
+		}
+		if len(events) == 0 {
+			break
+		}
+		if err := p.Keep(ctx, events); err != nil {
+			return fmt.Errorf("postgres: expire: keep the delivered events of partition %s (it stays detached; the next step keeps it again): %w", name, err)
+		}
+		kept += len(events)
+		after = events[len(events)-1].ID
+	}
+	if _, err := s.dropDetached(ctx, name); err != nil {
+		return err
+	}
+	res.Events += kept
+	res.Kept += kept
+	res.Dropped = append(res.Dropped, name)
+	return nil
+}
+
+// expireDefault is the retention of the DEFAULT partition: up to p.Limit
+// delivered events processed before p.Before, oldest first, through
+// p.Keep when set.
+func (s *Store) expireDefault(ctx context.Context, p store.ExpireParams) (n, kept int, err error) {
+	if p.Keep == nil {
+		n, err := s.deleteBefore(ctx, "partition_default_purge", "purge done events", p.Before, p.Limit)
+		return n, 0, err
+	}
+	rows, err := s.pool.Query(ctx, s.sql.Get("partition_default_read"), p.Before, p.Limit)
+	if err != nil {
+		return 0, 0, fmt.Errorf("postgres: expire: %w", err)
+	}
+	events, err := pgx.CollectRows(rows, scanHistory)
+	if err != nil || len(events) == 0 {
+		return 0, 0, err
+	}
+	sort.Slice(events, func(i, j int) bool { return bytes.Compare(events[i].ID[:], events[j].ID[:]) < 0 })
+	if err := p.Keep(ctx, events); err != nil {
+		return 0, 0, fmt.Errorf("postgres: expire: keep delivered events: %w", err)
+	}
+	ids := make([]uuid.UUID, len(events))
+	for i, e := range events {
+		ids[i] = e.ID
+	}
+	tag, err := s.pool.Exec(ctx, s.sql.Get("partition_default_delete_ids"), uuidArray(ids))
+	if err != nil {
+		return 0, len(events), fmt.Errorf("postgres: expire: %w", err)
+	}
+	return int(tag.RowsAffected()), len(events), nil
+}
+
+// The partitioned outbox's enqueue: a partitioned table has no unique index
+// of dedup keys for ON CONFLICT, so EnqueueTx's insert takes each key
+// first (postbox_take_dedup_key), skipping the event when another holds it.
+const (
+	outboxKindUnknown int32 = iota
+	outboxKindPlain
+	outboxKindPartitioned
+)
+
+// skipInsertSQL is EnqueueTx's insert of n events for the outbox's kind,
+// which it learns, once per store, through insert (the caller's
+// transaction: a pool exhausted by producers' transactions has no
+// connection to spare).
+func (s *Store) skipInsertSQL(ctx context.Context, n int, insert insertFunc) (string, error) {
+	kind := s.outboxKindSeen.Load()
+	if kind == outboxKindUnknown {
+		got, err := insert(ctx, s.sql.Get("partition_kind"), nil)
+		if err != nil {
+			return "", err
+		}
+		kind = outboxKindPlain
+		if len(got) == 1 && got[0] == "p" {
+			kind = outboxKindPartitioned
+		}
+		s.outboxKindSeen.Store(kind)
+	}
+	if kind == outboxKindPartitioned {
+		return s.partitionedInsertSQL(n), nil
+	}
+	return s.insertSQL(n, true), nil
+}
+
+// forgetOutboxKind makes the next enqueue look at the outbox's kind again
+// after an error that says it changed (the outbox was converted while the
+// store ran: ON CONFLICT found no unique index; or converted back).
+func (s *Store) forgetOutboxKind(err error) {
+	var pgErr *pgconn.PgError
+	if errors.As(err, &pgErr) && (pgErr.Code == "42P10" || pgErr.Code == "42883") {
+		s.outboxKindSeen.Store(outboxKindUnknown)
+	}
+}
+
+// partitionedInsertSQL is insertSQL(n, true) for a partitioned outbox.
+func (s *Store) partitionedInsertSQL(n int) string {
+	q := s.insertSQL(n, false)
+	var b strings.Builder
+	head, values, _ := strings.Cut(q, "values ")
+	b.WriteString(head)
+	b.WriteString("select * from (values ")
+	b.WriteString(values)
+	b.WriteString(s.expand(") v (id, aggregate_type, aggregate_id, event_type, payload, dedup_key, headers, available_at)" +
+		" where v.dedup_key is null or {schema}.postbox_take_dedup_key(v.dedup_key, v.id)" +
+		" returning coalesce(dedup_key, '')"))
+	return b.String()
+}
