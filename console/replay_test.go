@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -36,10 +37,14 @@ func deliverKept(t *testing.T, s console.Store, events ...postbox.Event) {
 		t.Fatalf("claim: %d, %v", len(got), err)
 	}
 	done := make([]uuid.UUID, len(events))
-	for i, e := range events {
+	var ended []int64
+	for i, e := range got {
 		done[i] = e.ID
+		if !slices.Contains(ended, e.Lease) {
+			ended = append(ended, e.Lease)
+		}
 	}
-	if err := o.Settle(ctx, store.SettleParams{Owner: "test", Done: done, KeepDone: true}); err != nil {
+	if err := o.Settle(ctx, store.SettleParams{Owner: "test", Done: done, Ended: ended, KeepDone: true}); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -334,9 +339,16 @@ func TestAPIReplayOneAtATimeAndCancel(t *testing.T) {
 	if _, err := tx.Exec(ctxFor(t), "select id from "+s.Table("outbox_events")+" where id = $1 for update", events[1].ID); err != nil {
 		t.Fatal(err)
 	}
+	var holder int
+	must(t, tx.QueryRow(ctxFor(t), "select pg_backend_pid()").Scan(&holder))
 	_, body := api.call(t, apiCall{method: http.MethodPost, path: "/api/replays", body: map[string]any{}}, http.StatusAccepted)
 	var held apiReplay
 	decode(t, body, &held)
+	waitUntil(t, 20*time.Second, "the replay's batch waiting for the row lock", func() bool {
+		var waiting int
+		must(t, s.Pool().QueryRow(ctxFor(t), "select count(*) from pg_stat_activity where $1::int = any(pg_blocking_pids(pid))", holder).Scan(&waiting))
+		return waiting > 0
+	})
 	p := api.wantProblem(t, apiCall{method: http.MethodPost, path: "/api/replays", body: map[string]any{}}, http.StatusConflict, "replay-running")
 	if !strings.Contains(p.Detail, held.ID.String()) {
 		t.Fatalf("the 409 does not name the replay running: %+v", p)
@@ -352,6 +364,9 @@ func TestAPIReplayOneAtATimeAndCancel(t *testing.T) {
 		_, body := api.call(t, apiCall{method: http.MethodGet, path: "/api/replays/" + held.ID.String()}, http.StatusOK)
 		var r apiReplay
 		decode(t, body, &r)
+		if r.State != "running" {
+			t.Fatalf("the replay held up by the lock: %s", body)
+		}
 		return r.Canceling
 	})
 	if err := tx.Rollback(ctxFor(t)); err != nil {
