@@ -329,11 +329,18 @@ func (rs *replays) start(cfg replay.Config, plan replayPlan, expected int, clien
 	if rs.ctx.Err() != nil {
 		return nil, errors.New("the console is stopping")
 	}
+	now := time.Now()
 	if plan.Params.Name == "" {
-		plan.Params.Name = "replay-" + time.Now().UTC().Format("20060102T150405Z")
+		plan.Params.Name = "replay-" + now.UTC().Format("20060102T150405Z")
+	}
+	// A window left open ends now, as replay.Run's would: events written
+	// while it runs are having their first delivery. Fixed here, it is
+	// shown, and a resume reads the same window.
+	if f := &plan.Params.Filter; f.Until.IsZero() && f.Since.Before(now) {
+		f.Until = now.UTC()
 	}
 	ctx, cancel := context.WithCancel(rs.ctx)
-	run := &replayRun{ID: postbox.NewID(), Plan: plan, Started: time.Now(), Expected: expected, Client: client,
+	run := &replayRun{ID: postbox.NewID(), Plan: plan, Started: now, Expected: expected, Client: client,
 		cancel: cancel, done: make(chan struct{}), state: replayRunning}
 	run.progress.Name = plan.Params.Name
 	rs.current = run
