@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"io"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -209,6 +210,446 @@ func TestKeepReadRoundTrip(t *testing.T) {
 		// Two hours, two objects (the zero time's and base's).
 		if got := keys(t, b, "events/"); len(got) != 2 {
 			t.Errorf("objects %v, want one for year 1 and one for %v", got, base)
+		}
+	})
+}
+
+// Keep given the same events twice (the relay crashed after the first
+// Keep, before deleting the rows) leaves one object and one entry, with the
+// same bytes; with the object written and its entry missing (the crash
+// came between the two), Keep completes the entry; with the entry there,
+// it writes nothing.
+func TestKeepIsIdempotent(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		ctx := context.Background()
+		es := events(base, 50)
+		keep(t, a, es)
+		objects, entries := keys(t, b, "events/"), keys(t, b, "manifest/")
+		if len(objects) != 1 || len(entries) != 1 {
+			t.Fatalf("objects %v, entries %v: want one of each", objects, entries)
+		}
+		first, err := b.ReadAll(ctx, objects[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+		entry, err := b.ReadAll(ctx, entries[0])
+		if err != nil {
+			t.Fatal(err)
+		}
+
+		// The same events, shuffled and one given twice.
+		again := slices.Clone(es)
+		slices.Reverse(again)
+		again = append(again, es[7])
+		keep(t, a, again)
+		if got := keys(t, b, ""); !slices.Equal(got, append(slices.Clone(objects), entries...)) {
+			t.Fatalf("after a second Keep the bucket holds %v, want %v and %v", got, objects, entries)
+		}
+		if second, _ := b.ReadAll(ctx, objects[0]); !bytes.Equal(first, second) {
+			t.Errorf("the second Keep wrote other bytes")
+		}
+
+		// Crash between object and entry.
+		if err := b.Delete(ctx, entries[0]); err != nil {
+			t.Fatal(err)
+		}
+		if got := readAll(t, a, archive.ReadParams{}); len(got) != 0 {
+			t.Errorf("an object without its entry was read: %d events", len(got))
+		}
+		keep(t, a, es)
+		if got, _ := b.ReadAll(ctx, entries[0]); !bytes.Equal(got, entry) {
+			t.Errorf("Keep again wrote the entry %s, want %s", got, entry)
+		}
+		same(t, es, readAll(t, a, archive.ReadParams{}))
+
+		// Entry there: nothing written (the object, spoiled, stays so).
+		if err := b.WriteAll(ctx, objects[0], []byte("spoiled"), nil); err != nil {
+			t.Fatal(err)
+		}
+		keep(t, a, es)
+		if got, _ := b.ReadAll(ctx, objects[0]); string(got) != "spoiled" {
+			t.Errorf("Keep with the entry there wrote the object again")
+		}
+	})
+}
+
+// Keep of no events writes nothing; Keep writes one object for each hour
+// its events were written in, under that hour.
+func TestKeepObjectPerHour(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		keep(t, a, nil)
+		if got := keys(t, b, ""); len(got) != 0 {
+			t.Fatalf("Keep(nil) wrote %v", got)
+		}
+		var es []store.HistoryEvent
+		for h := range 3 {
+			es = append(es, events(base.Add(time.Duration(h)*time.Hour+59*time.Minute), 2)...)
+		}
+		keep(t, a, es)
+		objects, entries := keys(t, b, "events/"), keys(t, b, "manifest/")
+		for h := range 3 {
+			hour := base.Add(time.Duration(h) * time.Hour).Format("2006/01/02/15/")
+			n := 0
+			for _, k := range objects {
+				if strings.HasPrefix(k, "events/"+hour) {
+					n++
+				}
+			}
+			if n != 1 {
+				t.Errorf("%d objects under events/%s, want 1 (objects %v)", n, hour, objects)
+			}
+		}
+		if len(objects) != 3 || len(entries) != 3 {
+			t.Errorf("objects %v, entries %v: want three of each", objects, entries)
+		}
+		var total int
+		err := a.Objects(context.Background(), store.HistoryFilter{}, func(o archive.Object) error {
+			total += o.Count
+			if o.Count != 2 || len(o.EventTypes) != 1 || o.EventTypes[0] != "order.created" {
+				t.Errorf("entry %+v: want 2 events of order.created", o)
+			}
+			return nil
+		})
+		if err != nil || total != 6 {
+			t.Errorf("Objects counted %d events (%v), want 6", total, err)
+		}
+	})
+}
+
+// spoil replaces what key holds.
+func spoil(t *testing.T, b *blob.Bucket, key string, data []byte) {
+	t.Helper()
+	if err := b.WriteAll(context.Background(), key, data, nil); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// A window reads only the objects that can hold events written within
+// it: those of other hours (object and entry) and, within its hour, an
+// object whose events all came before the window, are spoiled, and Read
+// does not notice.
+func TestReadWindowOpensOnlyOverlapping(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		// Hours 10 to 14 of the day before base, then two more objects in
+		// hour 12: 12:00-12:09 and 12:40-12:49.
+		day := base.Add(-24 * time.Hour).Truncate(24 * time.Hour)
+		for h := 10; h <= 14; h++ {
+			keep(t, a, events(day.Add(time.Duration(h)*time.Hour+20*time.Minute), 10))
+		}
+		keep(t, a, events(day.Add(12*time.Hour), 10))
+		late := events(day.Add(12*time.Hour+40*time.Minute), 10)
+		keep(t, a, late)
+		// Also a month and a year away.
+		keep(t, a, events(day.AddDate(0, 1, 0), 3))
+		keep(t, a, events(day.AddDate(-1, 0, 0), 3))
+
+		inWindow := day.Add(12*time.Hour + 30*time.Minute)
+		for _, k := range keys(t, b, "") {
+			if !strings.Contains(k, day.Add(12*time.Hour).Format("/2006/01/02/15/")) {
+				spoil(t, b, k, []byte("spoiled"))
+			}
+		}
+		// The 12:00-12:09 and 12:20-12:29 objects: before the window.
+		for _, k := range keys(t, b, "events/") {
+			if strings.HasPrefix(k, "events/"+day.Add(12*time.Hour).Format("2006/01/02/15/")+idAt(day.Add(12*time.Hour), 0).String()[:8]) {
+				spoil(t, b, k, []byte("spoiled"))
+			}
+		}
+		got := readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{Since: inWindow, Until: day.Add(13 * time.Hour)}})
+		same(t, late, got)
+
+		// Without a window the spoiled objects are read, and refused.
+		err := a.Read(context.Background(), archive.ReadParams{}, func([]store.HistoryEvent) error { return nil })
+		if err == nil || !strings.Contains(err.Error(), "manifest entry manifest/") {
+			t.Errorf("Read of spoiled entries: %v, want an error naming the entry", err)
+		}
+	})
+}
+
+// Objects whose ids overlap (retention batches go by processed_at, and an
+// event replayed and delivered again is archived again) are merged in id
+// order, each id once, in batches of at most BatchSize.
+func TestReadMergesOverlappingObjects(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		es := events(base, 30)
+		keep(t, a, es[0:20])
+		keep(t, a, es[10:30])
+		keep(t, a, append(slices.Clone(es[5:15:15]), es[25]))
+		var odd []store.HistoryEvent
+		for i := 1; i < 30; i += 2 {
+			odd = append(odd, es[i])
+		}
+		keep(t, a, odd)
+		if got := keys(t, b, "events/"); len(got) != 4 {
+			t.Fatalf("objects %v, want 4", got)
+		}
+		same(t, es, readAll(t, a, archive.ReadParams{BatchSize: 7}))
+		same(t, es, readAll(t, a, archive.ReadParams{BatchSize: 1}))
+	})
+}
+
+// After resumes exactly after an id, present or not; objects wholly at or
+// before it are not opened.
+func TestReadAfterResumes(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		first := events(base, 10)
+		second := events(base.Add(time.Minute), 10)
+		keep(t, a, first)
+		keep(t, a, second)
+		all := append(slices.Clone(first), second...)
+		for i := range all {
+			same(t, all[i+1:], readAll(t, a, archive.ReadParams{After: all[i].ID, BatchSize: 3}))
+		}
+		// An id between two events: resume at the next.
+		between := idAt(base.Add(30*time.Second), 0)
+		same(t, second, readAll(t, a, archive.ReadParams{After: between}))
+
+		for _, k := range keys(t, b, "events/") {
+			if strings.Contains(k, "/"+first[0].ID.String()) {
+				spoil(t, b, k, []byte("spoiled"))
+			}
+		}
+		same(t, second, readAll(t, a, archive.ReadParams{After: first[9].ID}))
+		same(t, second[1:], readAll(t, a, archive.ReadParams{After: second[0].ID}))
+	})
+}
+
+// Read opens an object only when the merge reaches its first id: fn's
+// error stops it before a later, spoiled object is read.
+func TestReadOpensLazily(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		keep(t, a, events(base, 10))
+		later := events(base.Add(time.Minute), 10)
+		keep(t, a, later)
+		for _, k := range keys(t, b, "events/") {
+			if strings.Contains(k, "/"+later[0].ID.String()) {
+				spoil(t, b, k, []byte("spoiled"))
+			}
+		}
+		stop := fmt.Errorf("enough")
+		err := a.Read(context.Background(), archive.ReadParams{BatchSize: 10}, func([]store.HistoryEvent) error { return stop })
+		if err != stop {
+			t.Errorf("Read: %v, want fn's error before the spoiled object", err)
+		}
+	})
+}
+
+// The filter's types, aggregate and window are applied to each event.
+func TestReadFilters(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		es := events(base, 12)
+		for i := range es {
+			if i%3 == 0 {
+				es[i].EventType = "payment.succeeded"
+			}
+		}
+		keep(t, a, es)
+		pick := func(keep func(i int) bool) []store.HistoryEvent {
+			var out []store.HistoryEvent
+			for i := range es {
+				if keep(i) {
+					out = append(out, es[i])
+				}
+			}
+			return out
+		}
+		same(t, pick(func(i int) bool { return i%3 != 0 }), readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{EventTypes: []string{"order.*"}}}))
+		same(t, pick(func(i int) bool { return i == 4 }), readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{AggregateType: "order", AggregateID: "4"}}))
+		same(t, pick(func(i int) bool { return i >= 3 && i < 7 }), readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{Since: base.Add(3 * time.Second), Until: base.Add(7 * time.Second)}}))
+		same(t, nil, readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{EventTypes: []string{"refund.*"}}}))
+
+		err := a.Read(context.Background(), archive.ReadParams{Filter: store.HistoryFilter{Since: base, Until: base}}, func([]store.HistoryEvent) error { return nil })
+		if err == nil {
+			t.Error("Read of an empty window: no error")
+		}
+	})
+}
+
+// A corrupt, truncated, replaced or foreign object, or an entry that lies,
+// stops Read with an error naming the object (or entry), never a panic and
+// never an event of the spoiled object.
+func TestReadRefusesCorruptObjects(t *testing.T) {
+	ctx := context.Background()
+	spoilers := map[string]func(obj, entry []byte, other []byte) (newObj, newEntry []byte){
+		"a flipped byte": func(obj, entry, _ []byte) ([]byte, []byte) {
+			obj = slices.Clone(obj)
+			obj[len(obj)/2] ^= 0x40
+			return obj, entry
+		},
+		"truncated": func(obj, entry, _ []byte) ([]byte, []byte) { return obj[:len(obj)-9], entry },
+		"garbage after": func(obj, entry, _ []byte) ([]byte, []byte) {
+			return append(slices.Clone(obj), "\x1f\x8bjunk"...), entry
+		},
+		"another object": func(_, entry, other []byte) ([]byte, []byte) { return other, entry },
+		"empty":          func(_, entry, _ []byte) ([]byte, []byte) { return []byte{}, entry },
+		"entry not JSON": func(obj, _, _ []byte) ([]byte, []byte) { return obj, []byte("{not json") },
+		"entry count": func(obj, entry, _ []byte) ([]byte, []byte) {
+			return obj, bytes.Replace(entry, []byte(`"count":40`), []byte(`"count":41`), 1)
+		},
+		"entry elsewhere": func(obj, entry, _ []byte) ([]byte, []byte) {
+			return obj, bytes.Replace(entry, []byte(`"key":"events/`), []byte(`"key":"../events/`), 1)
+		},
+		"entry huge": func(obj, _, _ []byte) ([]byte, []byte) {
+			return obj, append([]byte(`{"key":"`), bytes.Repeat([]byte("a"), 2<<20)...)
+		},
+	}
+	for what, spoiler := range spoilers {
+		t.Run(what, func(t *testing.T) {
+			forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+				good := events(base, 40)
+				keep(t, a, good)
+				keep(t, a, events(base.Add(time.Hour), 40))
+				objects, entries := keys(t, b, "events/"), keys(t, b, "manifest/")
+				obj, _ := b.ReadAll(ctx, objects[0])
+				entry, _ := b.ReadAll(ctx, entries[0])
+				other, _ := b.ReadAll(ctx, objects[1])
+				newObj, newEntry := spoiler(obj, entry, other)
+				if bytes.Equal(newEntry, entry) && bytes.Equal(newObj, obj) {
+					t.Fatal("the spoiler spoiled nothing")
+				}
+				spoil(t, b, objects[0], newObj)
+				spoil(t, b, entries[0], newEntry)
+				handed := 0
+				err := a.Read(ctx, archive.ReadParams{}, func(batch []store.HistoryEvent) error {
+					handed += len(batch)
+					return nil
+				})
+				if err == nil || !(strings.Contains(err.Error(), objects[0]) || strings.Contains(err.Error(), entries[0])) {
+					t.Fatalf("Read: %v, want an error naming %s or %s", err, objects[0], entries[0])
+				}
+				if handed != 0 {
+					t.Errorf("Read handed %d events before refusing", handed)
+				}
+				t.Log(err)
+			})
+		})
+	}
+}
+
+// Keep refuses, naming the event, what an object cannot hold as it was:
+// a payload that is not JSON, a time past year 9999, no id. It writes
+// nothing for it.
+func TestKeepRefusesUnkeepable(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		notJSON := event(base, 1)
+		notJSON.Payload = []byte("{oops")
+		future := event(base, 2)
+		future.CreatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
+		late := event(base, 3)
+		late.ProcessedAt = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)
+		noID := event(base, 4)
+		noID.ID = uuid.Nil
+		for _, e := range []store.HistoryEvent{notJSON, future, late, noID} {
+			err := a.Keep(context.Background(), []store.HistoryEvent{event(base, 9), e})
+			if err == nil {
+				t.Errorf("Keep of %+v: no error", e)
+				continue
+			}
+			if e.ID != uuid.Nil && !strings.Contains(err.Error(), e.ID.String()) {
+				t.Errorf("Keep: %v, want the event's id in it", err)
+			}
+		}
+		if got := keys(t, b, "manifest/"); len(got) != 0 {
+			t.Errorf("refused events left entries %v", got)
+		}
+	})
+}
+
+// An object too large to be read whole into memory is checked in a first
+// pass: a flipped byte near its end is refused before any event is handed
+// on.
+func TestReadRefusesCorruptLargeObject(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		ctx := context.Background()
+		noise := make([]byte, 5<<20)
+		if _, err := rand.Read(noise); err != nil {
+			t.Fatal(err)
+		}
+		huge, _ := json.Marshal(base64.StdEncoding.EncodeToString(noise))
+		es := events(base, 3)
+		es[2].Payload = huge
+		keep(t, a, es)
+		objects := keys(t, b, "events/")
+		obj, _ := b.ReadAll(ctx, objects[0])
+		if len(obj) <= 4<<20 {
+			t.Fatalf("the object has %d bytes: not a large one", len(obj))
+		}
+		same(t, es, readAll(t, a, archive.ReadParams{BatchSize: 1}))
+		obj[len(obj)-100] ^= 1
+		spoil(t, b, objects[0], obj)
+		handed := 0
+		err := a.Read(ctx, archive.ReadParams{BatchSize: 1}, func(batch []store.HistoryEvent) error {
+			handed += len(batch)
+			return nil
+		})
+		if err == nil || !strings.Contains(err.Error(), objects[0]) || handed != 0 {
+			t.Errorf("Read: %v after %d events, want an error naming %s before any", err, handed, objects[0])
+		}
+	})
+}
+
+// A Keep whose context is canceled fails and leaves no entry (so nothing
+// Read would trust); a Read whose context is canceled fails.
+func TestCanceled(t *testing.T) {
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		ctx, cancel := context.WithCancel(context.Background())
+		cancel()
+		if err := a.Keep(ctx, events(base, 3)); err == nil {
+			t.Error("Keep with a canceled context: no error")
+		}
+		if got := keys(t, b, "manifest/"); len(got) != 0 {
+			t.Errorf("a canceled Keep left entries %v", got)
+		}
+		keep(t, a, events(base, 3))
+		err := a.Read(ctx, archive.ReadParams{}, func([]store.HistoryEvent) error { return nil })
+		if err == nil {
+			t.Error("Read with a canceled context: no error")
+		}
+	})
+}
+
+// Every window (bounded, half-open, none; across hours, days, months,
+// years) reads exactly the events a filter of all of them lets through:
+// the manifest walk misses no folder.
+func TestReadWindowsAgreeWithFilter(t *testing.T) {
+	times := []time.Time{
+		{},
+		time.Date(2025, 12, 31, 23, 30, 0, 0, time.UTC),
+		time.Date(2026, 1, 1, 0, 10, 0, 0, time.UTC),
+		time.Date(2026, 1, 31, 23, 59, 59, 900, time.UTC),
+		time.Date(2026, 2, 1, 0, 0, 0, 0, time.UTC),
+		base, base.Add(59 * time.Minute), base.Add(time.Hour), base.Add(26 * time.Hour),
+		time.Date(9999, 12, 31, 23, 59, 58, 0, time.UTC),
+	}
+	var all []store.HistoryEvent
+	for i, at := range times {
+		all = append(all, event(at, i), event(at.Add(time.Nanosecond), 100+i))
+	}
+	slices.SortFunc(all, func(x, y store.HistoryEvent) int { return bytes.Compare(x.ID[:], y.ID[:]) })
+	var bounds []time.Time
+	for _, at := range times {
+		bounds = append(bounds, at, at.Add(time.Nanosecond), at.Add(2*time.Nanosecond), at.Add(-time.Hour), at.Add(time.Hour))
+	}
+	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
+		keep(t, a, all[:7])
+		keep(t, a, all[7:])
+		for _, since := range bounds {
+			for _, until := range bounds {
+				f := store.HistoryFilter{Since: since, Until: until}
+				if f.Check() != nil {
+					continue
+				}
+				var want []store.HistoryEvent
+				for _, e := range all {
+					if f.Match(e.EventType, e.AggregateType, e.AggregateID, e.CreatedAt) {
+						want = append(want, e)
+					}
+				}
+				got := readAll(t, a, archive.ReadParams{Filter: f})
+				if !slices.Equal(ids(got), ids(want)) {
+					t.Fatalf("window [%v, %v): read %d events, want %d", since, until, len(got), len(want))
+				}
+			}
 		}
 	})
 }

@@ -54,23 +54,39 @@ func (a *Archive) Keep(ctx context.Context, events []store.HistoryEvent) error {
 		return cmp.Or(hourOf(x.CreatedAt).Compare(hourOf(y.CreatedAt)), bytes.Compare(x.ID[:], y.ID[:]))
 	})
 	sorted = slices.CompactFunc(sorted, func(x, y *store.HistoryEvent) bool { return x.ID == y.ID })
+	// Every object is encoded before any is written: an event Keep
+	// refuses leaves nothing written.
+	var objects []encoded
 	for len(sorted) > 0 {
 		hour := hourOf(sorted[0].CreatedAt)
 		n := 1
 		for n < len(sorted) && hourOf(sorted[n].CreatedAt).Equal(hour) {
 			n++
 		}
-		if err := a.keepHour(ctx, hour, sorted[:n]); err != nil {
+		o, err := encode(hour, sorted[:n])
+		if err != nil {
 			return err
 		}
+		objects = append(objects, o)
 		sorted = sorted[n:]
+	}
+	for _, o := range objects {
+		if err := a.write(ctx, o); err != nil {
+			return err
+		}
 	}
 	return nil
 }
 
-// keepHour writes the events of one hour, sorted by id, as one object and
-// its entry.
-func (a *Archive) keepHour(ctx context.Context, hour time.Time, events []*store.HistoryEvent) error {
+// encoded is an object ready to be written, and its entry.
+type encoded struct {
+	name  name
+	data  []byte
+	entry Object
+}
+
+// encode makes the object of one hour's events, sorted by id.
+func encode(hour time.Time, events []*store.HistoryEvent) (encoded, error) {
 	var obj bytes.Buffer
 	gz := gzip.NewWriter(&obj)
 	ndjson := sha256.New()
@@ -86,14 +102,14 @@ func (a *Archive) keepHour(ctx context.Context, hour time.Time, events []*store.
 	types := map[string]bool{}
 	for _, e := range events {
 		if err := encodeLine(enc, e); err != nil {
-			return fmt.Errorf("archive: keep: %w", err)
+			return encoded{}, fmt.Errorf("archive: keep: %w", err)
 		}
 		entry.MinCreatedAt = minTime(entry.MinCreatedAt, e.CreatedAt.UTC())
 		entry.MaxCreatedAt = maxTime(entry.MaxCreatedAt, e.CreatedAt.UTC())
 		types[e.EventType] = true
 	}
 	if err := gz.Close(); err != nil {
-		return fmt.Errorf("archive: keep: %w", err)
+		return encoded{}, fmt.Errorf("archive: keep: %w", err)
 	}
 	n := name{hour: hour, minID: entry.MinID, maxID: entry.MaxID, sum: hex.EncodeToString(ndjson.Sum(nil))[:sumLen]}
 	entry.Key = n.objectKey()
@@ -101,8 +117,12 @@ func (a *Archive) keepHour(ctx context.Context, hour time.Time, events []*store.
 	sum := sha256.Sum256(obj.Bytes())
 	entry.SHA256 = hex.EncodeToString(sum[:])
 	entry.EventTypes = entryTypes(types)
+	return encoded{name: n, data: obj.Bytes(), entry: entry}, nil
+}
 
-	entryKey := n.entryKey()
+// write writes an object, then its entry, unless its entry is there.
+func (a *Archive) write(ctx context.Context, o encoded) error {
+	entry, entryKey := o.entry, o.name.entryKey()
 	old, found, err := a.readEntry(ctx, entryKey)
 	if err == nil && found && old.Key == entry.Key && old.Count == entry.Count {
 		// Kept already: an entry is written only for a complete object.
@@ -110,7 +130,7 @@ func (a *Archive) keepHour(ctx context.Context, hour time.Time, events []*store.
 	}
 	// An entry that does not read (or one from elsewhere) is written again.
 
-	if err := a.writeObject(ctx, entry.Key, obj.Bytes()); err != nil {
+	if err := a.writeObject(ctx, entry.Key, o.data); err != nil {
 		return err
 	}
 	doc, err := json.Marshal(entry)

@@ -246,12 +246,8 @@ func (d *decoder) readLine() ([]byte, error) {
 // decodeLine is one line's event.
 func decodeLine(raw []byte) (store.HistoryEvent, error) {
 	var l line
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	if err := dec.Decode(&l); err != nil {
+	if err := json.Unmarshal(raw, &l); err != nil {
 		return store.HistoryEvent{}, fmt.Errorf("not an event: %w", err)
-	}
-	if dec.More() {
-		return store.HistoryEvent{}, errors.New("not an event: more than one JSON value")
 	}
 	if l.ID == uuid.Nil {
 		return store.HistoryEvent{}, errors.New("an event without an id")

@@ -211,6 +211,9 @@ func (a *Archive) walkDir(ctx context.Context, dir string, depth int, since, unt
 	}
 	it := a.bucket.List(&blob.ListOptions{Prefix: dir, Delimiter: delimiter})
 	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		lctx, cancel := context.WithTimeout(ctx, callTimeout)
 		o, err := it.Next(lctx)
 		cancel()
@@ -308,6 +311,10 @@ type cursor struct {
 // openCursor opens the object n names, checked, at its first event after
 // p.After; nil when it holds nothing Read wants.
 func (a *Archive) openCursor(ctx context.Context, n name, p ReadParams) (*cursor, error) {
+	// Some buckets (files, memory) do not look at the context.
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
 	o, err := a.entry(ctx, n)
 	if err != nil {
 		return nil, err

@@ -78,8 +78,9 @@ func (r *Relay) claimLoop(ctx context.Context, work chan<- job) {
 		// Full: all it could take, in events or in bytes (a store stops
 		// before the event that would take it past its bound).
 		full := len(batch) == limit || claimedBytes > freeBytes/2
-		size.succeeded(limit, full, time.Since(begun), leasedCallTimeout(r.cfg.Lease))
-		cursor.claimed(batch, full)
+		took := time.Since(begun)
+		size.succeeded(limit, full, took, leasedCallTimeout(r.cfg.Lease))
+		cursor.claimed(batch, full, took)
 		dz.follow(r.dozer.Load())
 		wait := r.untilNextClaim()
 		if len(batch) > 0 {

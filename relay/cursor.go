@@ -6,37 +6,67 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// fromHeadEvery is how often a relay draining a backlog claims from the
-// head of the queue all the same: the events behind its cursor (released,
-// reclaimed after an expired lease, committed late by a long transaction)
-// wait at most this long for it.
-const fromHeadEvery = 250 * time.Millisecond
+// Claims from the head of the queue. A relay draining a backlog claims
+// after its cursor, and from the head all the same every fromHeadEvery,
+// so that the events behind its cursor (released, reclaimed after an
+// expired lease, committed late by a long transaction) wait at most that
+// long. A claim from the head reads past the index entries of every event
+// deleted since the oldest snapshot still open (a report, a stuck session,
+// a replication slot's catalog xmin keeps them from being removed): under
+// such a transaction its cost grows with the drain, so the relay spaces
+// them out to keep their share of its time below 1/headCostShare, never
+// further apart than fromHeadEveryMax.
+const (
+	fromHeadEvery    = 250 * time.Millisecond
+	fromHeadEveryMax = 10 * time.Second
+	headCostShare    = 20
+)
 
 // claimCursor is where the relay's next claim starts (store.ClaimParams.After).
 // While claims come back full, a backlog is being drained: the next one
 // starts after the last event claimed, instead of reading again past every
 // event the relay still holds and every index entry of those it deleted.
-// Otherwise, and every fromHeadEvery, the claim starts from the head.
+// Otherwise the claim starts from the head, unless claims from the head
+// have become costly (see headCostShare): the cursor then stays, and the
+// head is read every headEvery.
 type claimCursor struct {
 	after    store.ClaimPosition
-	fromHead time.Time // when the last claim from the head ran
+	fromHead time.Time     // when the last claim from the head ran
+	headCost time.Duration // how long it took
+	headNow  bool          // the claim under way starts from the head
 }
+
+// headEvery is how long after a claim from the head the next one comes
+// while a cursor is set.
+func (c *claimCursor) headEvery() time.Duration {
+	return min(max(fromHeadEvery, headCostShare*c.headCost), fromHeadEveryMax)
+}
+
+// headIsCheap reports whether claims from the head cost so little that a
+// relay makes each claim it can from the head.
+func (c *claimCursor) headIsCheap() bool { return headCostShare*c.headCost <= fromHeadEvery }
 
 // next is where a claim starting at now begins.
 func (c *claimCursor) next(now time.Time) store.ClaimPosition {
-	if c.after.IsZero() || now.Sub(c.fromHead) >= fromHeadEvery {
+	c.headNow = c.after.IsZero() || now.Sub(c.fromHead) >= c.headEvery()
+	if c.headNow {
 		c.after = store.ClaimPosition{}
 		c.fromHead = now
 	}
 	return c.after
 }
 
-// claimed records a claim that returned batch: full (all it asked for, in
-// events or in bytes), the next claim starts after its last event in claim
-// order; otherwise from the head. So does a batch from a store that does
-// not say when its events fell due.
-func (c *claimCursor) claimed(batch []store.ClaimedEvent, full bool) {
-	if !full || len(batch) == 0 {
+// claimed records a claim that returned batch and took took: full (all it
+// asked for, in events or in bytes), the next claim starts after its last
+// event in claim order; otherwise from the head, while claims from the
+// head are cheap. A batch from a store that does not say when its events
+// fell due always sends the next claim to the head.
+func (c *claimCursor) claimed(batch []store.ClaimedEvent, full bool, took time.Duration) {
+	if c.headNow {
+		c.headCost = took
+		c.headNow = false
+	}
+	if (!full || len(batch) == 0) && c.headIsCheap() {
 		c.after = store.ClaimPosition{}
 		return
 	}

@@ -14,7 +14,7 @@ import (
 func setupBench(fs *flag.FlagSet) func(context.Context) error {
 	var (
 		db          = fs.String("db", "", "database: postgres://... (scratch schemas in it) or sqlite:PATH (scratch files beside PATH)")
-		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is the default set ("+strings.Join(bench.DefaultScenarios, ", ")+"); scaling and endpoints run when named, and so do "+bench.ScenarioInbox+" (signed webhooks into the inbox's handler against bare pgx transactions), WAL mode, "+strings.Join(bench.WALScenarios, ", ")+" (wal: these and their default-mode counterparts), and the brokers: "+strings.Join(bench.BrokerScenarios, ", "))
+		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is the default set ("+strings.Join(bench.DefaultScenarios, ", ")+"); scaling and endpoints run when named, and so do "+bench.ScenarioInbox+" (signed webhooks into the inbox's handler against bare pgx transactions), WAL mode, "+strings.Join(bench.WALScenarios, ", ")+" (wal: these and their default-mode counterparts), the history's, "+strings.Join(bench.HistoryScenarios, ", ")+" (history: these three), and the brokers: "+strings.Join(bench.BrokerScenarios, ", "))
 		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook, each scaling drain and each broker scenario (default %d, %d, %d and %d; --quick %d, %d, %d and %d); endpoints delivers as many requests as webhook: a tenth as many events to each of its 10 endpoints (a twentieth in its isolation phases)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.BrokerEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick, bench.BrokerEventsQuick))
 		scaleEvents = fs.String("scale-events", "", fmt.Sprintf("the small and large backlogs of scale, SMALL,LARGE (default %d,%d; --quick %d,%d)", bench.ScaleSmallDefault, bench.ScaleLargeDefault, bench.ScaleSmallDefault, bench.ScaleLargeQuick))
 		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate, and each write-overhead run and each side of inbox lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
@@ -24,6 +24,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		instances   = fs.String("instances", "", "postbox relay processes that scaling runs at once (default "+joinInts(bench.InstancesDefault)+")")
 		concurrency = fs.String("concurrency", "", "--concurrency values of postbox relay that scaling tries (default "+joinInts(bench.ConcurrencyDefault)+")")
 		amqpURL     = fs.String("amqp-url", bench.AMQPURLDefault, "RabbitMQ server of the amqp scenario (it declares, then deletes, an exchange and a quorum queue there)")
+		retention   = fs.Int("retention-events", 0, fmt.Sprintf("delivered events the retention scenario removes from each outbox (default %d; --quick %d); its figures are extrapolated to the goal's 10,000,000", bench.RetentionEventsDefault, bench.RetentionEventsQuick))
 		recvLatency = fs.Duration("receiver-latency", 0, "how long the webhook receiver of webhook and scaling takes to answer, to stand for a remote endpoint")
 		quick       = fs.Bool("quick", false, "small sizes: the default scenarios finish in under a minute")
 		asJSON      = fs.Bool("json", false, "print the report as JSON")
@@ -35,7 +36,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		if err := positive(fs, "clients", "inbox-clients"); err != nil {
 			return err
 		}
-		if err := notNegative(fs, "events", "duration", "receiver-latency"); err != nil {
+		if err := notNegative(fs, "events", "retention-events", "duration", "receiver-latency"); err != nil {
 			return err
 		}
 		if err := required("db", *db); err != nil {
@@ -44,7 +45,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		cfg := bench.Config{
 			DB: *db, Scenarios: splitList(*scenarios), DrainEvents: *events, WebhookEvents: *events,
 			ScalingEvents: *events, Duration: *duration, Clients: *clients, InboxClients: *inboxClient, ReceiverLatency: *recvLatency,
-			BrokerEvents: *events, NATSURL: *natsURL, KafkaBrokers: splitList(*kafkaSeeds), AMQPURL: *amqpURL, Quick: *quick, Keep: *keep, Progress: os.Stderr,
+			BrokerEvents: *events, BloatEvents: *events, RetentionEvents: *retention, ReplayEvents: *events, NATSURL: *natsURL, KafkaBrokers: splitList(*kafkaSeeds), AMQPURL: *amqpURL, Quick: *quick, Keep: *keep, Progress: os.Stderr,
 		}
 		var err error
 		if cfg.Rates, err = parseInts("rates", *rates); err != nil {

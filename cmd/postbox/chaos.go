@@ -20,7 +20,8 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 		duration     = fs.Duration("duration", chaos.DurationDefault, "how long events are produced and faults injected (draining comes after)")
 		rate         = fs.Int("events-per-second", chaos.EventsPerSecondDefault, "events produced per second, one per transaction")
 		ordered      = fs.Bool("ordered", false, "run the relays with --ordered and check the order of each aggregate's events")
-		faults       = fs.String("faults", "all", "fault kinds injected in turn, separated by commas, or all (all but db-restart unless --allow-restart): "+strings.Join(chaos.FaultNames(), ", "))
+		faults       = fs.String("faults", "all", "fault kinds injected in turn, separated by commas, or all (all but db-restart unless --allow-restart, and but partition-drop unless --partitioned): "+strings.Join(chaos.FaultNames(), ", "))
+		partitioned  = fs.Bool("partitioned", false, fmt.Sprintf("partition the outbox, as postbox migrate --partitioned does, with partitions of %v created ahead and dropped once past by the run every %v (what a relay's retention does every minute): every fault then strikes a partitioned outbox, and all includes %s; naming %s partitions it", chaos.PartitionInterval, chaos.PartitionInterval/2, chaos.FaultPartitionDrop, chaos.FaultPartitionDrop))
 		allowRestart = fs.String("allow-restart", "", "shell command that crashes and restarts the database server, such as 'pg_ctlcluster 15 main restart -m immediate' (enables db-restart)")
 		lease        = fs.Duration("lease", chaos.LeaseDefault, "the relays' --lease: short, so that a dead relay's events come back within a fault's slot; give your production lease to see its recovery times")
 		relays       = fs.Int("relays", chaos.RelaysDefault, "number of `postbox relay` processes")
@@ -38,7 +39,7 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 		if err := required("db", *db); err != nil {
 			return err
 		}
-		kinds, err := chaos.ParseFaults(*faults, *allowRestart != "")
+		kinds, err := chaos.ParseFaults(*faults, *allowRestart != "", *partitioned)
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
@@ -58,7 +59,7 @@ func setupChaos(fs *flag.FlagSet) func(context.Context) error {
 			*relays, mode, *rate, *duration, strings.Join(kinds, ","), dburl.Redact(*db))
 		rep, err := chaos.Run(ctx, chaos.Config{
 			DB: *db, Executable: exe, Duration: *duration, EventsPerSecond: *rate, Ordered: *ordered,
-			Faults: kinds, AllowRestart: *allowRestart, Relays: *relays, Endpoints: *endpoints, Lease: *lease, Keep: *keep, Out: progress,
+			Faults: kinds, Partitioned: *partitioned, AllowRestart: *allowRestart, Relays: *relays, Endpoints: *endpoints, Lease: *lease, Keep: *keep, Out: progress,
 		})
 		if err != nil {
 			return err

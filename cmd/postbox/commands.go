@@ -11,6 +11,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 )
 
@@ -38,6 +39,7 @@ var commands = map[string]command{
 	"keys":      {summary: "generate keys: a signing ed25519 pair (whsk_/whpk_, v1a), a whsec_ secret, or the secrets key that seals endpoints' secrets (pbkey_)", sub: keysCommands},
 	"migrate":   {summary: "create or upgrade the outbox and inbox tables (--ordered: and the index ordered relays need)", setup: setupMigrate},
 	"relay":     {summary: "deliver outbox events to a webhook endpoint or a broker (NATS JetStream, RabbitMQ, Kafka)", setup: setupRelay},
+	"replay":    {summary: "deliver again events already delivered, chosen by time, type and aggregate, from the table (--retention kept them) and the archive: to the outbox's queue or one endpoint (--to-endpoint); prints the plan and its count, replays with --yes; each keeps its event id, marked " + postbox.HeaderReplay, setup: setupReplay},
 	"version":   {summary: "print the version of postbox and the commit it was built from (also --version)", setup: setupVersion},
 	"--version": {summary: "the same as version", setup: setupVersion},
 	"sink":      {summary: "the broker a relay publishes to: setup creates what --sink needs (a stream, an exchange and queue, topics)", sub: sinkCommands},

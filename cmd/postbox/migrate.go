@@ -4,8 +4,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"strings"
+	"time"
 
 	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
+	"github.com/postbox-go/postbox/store/postgres"
 )
 
 func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
@@ -14,7 +17,12 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 	ordered := fs.Bool("ordered", false, "also build the index that ordered relays (relay --ordered) need, without blocking writes; needed once, PostgreSQL only")
 	wal := fs.Bool("wal", false, "WAL mode (relay --wal): producers' commits skip the notify trigger, which only relays waiting for notifications need; PostgreSQL only")
 	noWAL := fs.Bool("no-wal", false, "leave WAL mode: producers' commits notify waiting relays again (the default)")
+	partitioned := fs.Bool("partitioned", false, "partition the outbox by event id (UUIDv7: creation time), one partition per --partition-interval, so that retention drops whole partitions; converts an existing outbox online (a lock of at most 2s, then delivered events moved in batches); PostgreSQL only")
+	interval := fs.Duration("partition-interval", 24*time.Hour, "with --partitioned: the time range of each partition (at least 1m), stored in the schema; giving another one later changes it for the partitions created from then on")
 	return func(ctx context.Context) error {
+		if *interval < partitionIntervalMin {
+			return fmt.Errorf("%w: --partition-interval %s: want at least %s", errUsage, *interval, partitionIntervalMin)
+		}
 		s, err := db.open(ctx, "migrate", false)
 		if err != nil {
 			return err
@@ -32,21 +40,48 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 		if err := setProducerNotify(ctx, s, *wal, *noWAL); err != nil {
 			return err
 		}
-		if !*ordered {
+		pg, isPG := s.Postgres()
+		if *partitioned && !isPG {
+			return fmt.Errorf("%w: --partitioned is for PostgreSQL", errUsage)
+		}
+		if *ordered {
+			if !isPG {
+				fmt.Println("ordered relays: nothing more to do on SQLite (its migrations keep the index they need)")
+			} else {
+				// Before partitioning: the conversion copies the index to
+				// every partition.
+				if err := pg.MigrateOrdered(ctx); err != nil {
+					return err
+				}
+				fmt.Println("ordered relays: index outbox_events_aggregate_open_idx is ready")
+			}
+		}
+		if !*partitioned {
 			return nil
 		}
-		pg, ok := s.Postgres()
-		if !ok {
-			fmt.Println("ordered relays: nothing more to do on SQLite (its migrations keep the index they need)")
-			return nil
-		}
-		if err := pg.MigrateOrdered(ctx); err != nil {
+		rep, err := pg.Partition(ctx, postgres.PartitionParams{Interval: *interval})
+		if err != nil {
 			return err
 		}
-		fmt.Println("ordered relays: index outbox_events_aggregate_open_idx is ready")
+		if rep.Converted {
+			fmt.Printf("outbox partitioned by id, one partition per %s: %d unfinished events moved in the switch, %d delivered events after it\n", *interval, rep.Moved, rep.MovedDone)
+		} else {
+			fmt.Printf("outbox already partitioned; interval %s", *interval)
+			if rep.MovedDone > 0 {
+				fmt.Printf("; %d delivered events moved from the plain table", rep.MovedDone)
+			}
+			fmt.Println()
+		}
+		if len(rep.Created) > 0 {
+			fmt.Printf("partitions created: %s\n", strings.Join(rep.Created, " "))
+		}
 		return nil
 	}
 }
+
+// partitionIntervalMin is the shortest --partition-interval: a partition
+// per minute already makes 1,440 tables a day.
+const partitionIntervalMin = time.Minute
 
 // setProducerNotify is migrate's --wal and --no-wal.
 func setProducerNotify(ctx context.Context, s *dburl.DB, wal, noWAL bool) error {

@@ -57,7 +57,8 @@ type Subject[TTx any] struct {
 
 // Exercise runs every conformance suite on the stores h makes, each
 // test on a fresh one: the outbox (claims, settles, leases, reads, dead
-// letters), the rows a plain-SQL producer may write, the webhook endpoints
+// letters), the rows a plain-SQL producer may write, the history (reads,
+// replays, retention with a Keep), the webhook endpoints
 // and their lanes, the relays' presence, the inbox (postboxtest/inboxtest)
 // and what tools read of it, and the store's surface (the engine's
 // methods on its driver alone). A store's test calls it once:

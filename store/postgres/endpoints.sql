@@ -627,7 +627,6 @@ with endpoint as (
   select r.event_id, $1, r.aggregate_type, r.aggregate_id, r.event_type, r.payload::jsonb, r.headers::jsonb, now()
   from input r
   where r.insertable and exists (select 1 from endpoint)
-    and not exists (select 1 from {schema}.endpoint_deliveries d where d.endpoint_id = $1 and d.event_id = r.event_id)
   order by r.n
   on conflict (event_id, endpoint_id) do nothing
   returning event_id

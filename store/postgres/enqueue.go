@@ -71,7 +71,13 @@ func (p sqlProducer) EnqueueTx(ctx context.Context, tx *sql.Tx, events ...postbo
 // implicit transaction).
 func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
 	if len(events) <= enqueueChunk {
-		return s.enqueue(ctx, events, s.queryKeys(s.pool))
+		err := s.enqueue(ctx, events, s.queryKeys(s.pool))
+		if outboxKindChanged(err) {
+			// Partitioned since this store's last insert, which failed
+			// alone (its own transaction): once more, in the new form.
+			err = s.enqueue(ctx, events, s.queryKeys(s.pool))
+		}
+		return err
 	}
 	var skipped *postbox.DuplicateError
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -128,7 +134,9 @@ func (s *Store) enqueue(ctx context.Context, events []postbox.Event, insert inse
 		}
 		written, err := insert(ctx, query, chunkArgs)
 		if err != nil {
-			s.forgetOutboxKind(err)
+			if outboxKindChanged(err) {
+				s.outboxKindSeen.Store(outboxKindUnknown)
+			}
 			return enqueueError(err)
 		}
 		dup.Keys = append(dup.Keys, skippedKeys(chunk, written)...)

@@ -284,6 +284,9 @@ func (d *Driver) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]s
 // whose hold has ended (SettleParams.DedupWindow). p.Limit is from 1 to
 // store.HistoryBatchMax.
 func (d *Driver) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
+	if err := sqlstore.CheckExpireLimit(p.Limit); err != nil {
+		return store.ExpireResult{}, fmt.Errorf("postgres: %w", err)
+	}
 	res, partitioned, err := d.expirePartitions(ctx, p)
 	if partitioned || err != nil {
 		return res, err

@@ -32,6 +32,10 @@ const PartitionIntervalMin = time.Second
 // step that cannot have it at once gives up and is run again later.
 const PartitionLockTimeout = 2 * time.Second
 
+// catchUpPartitions bounds the partitions the conversion creates for the
+// past, from the oldest UUIDv7 id to now.
+const catchUpPartitions = 100
+
 // PartitionMoveBatch is how many delivered events the conversion moves to
 // the partitioned table per transaction, after the switch.
 const PartitionMoveBatch = 10_000
@@ -110,6 +114,7 @@ func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionRepo
 	default:
 		return rep, fmt.Errorf("postgres: partition: outbox_events is a relation of kind %q, not a table", kind)
 	}
+	s.outboxKindSeen.Store(outboxKindPartitioned)
 	n, err := s.moveDone(ctx)
 	rep.MovedDone = n
 	return rep, err
@@ -201,8 +206,20 @@ func (s *Store) convert(ctx context.Context, interval time.Duration) (PartitionR
 		case err != nil:
 			return err
 		default:
-			if from := rangeStart(uuidTime(oldest), interval); from.Before(first) {
-				name, err := s.createPartition(ctx, tx, from, first, interval, def.options)
+			// The past: a partition per interval (per a multiple of it,
+			// when there would be more than catchUpPartitions), so that
+			// retention drops the old events by range too.
+			from := rangeStart(uuidTime(oldest), interval)
+			step := interval
+			if n := first.Sub(from) / interval; n > catchUpPartitions {
+				step = interval * ((n + catchUpPartitions - 1) / catchUpPartitions)
+			}
+			for ; from.Before(first); from = from.Add(step) {
+				to := from.Add(step)
+				if to.After(first) {
+					to = first
+				}
+				name, err := s.createPartition(ctx, tx, from, to, interval, def.options)
 				if err != nil {
 					return err
 				}
@@ -477,7 +494,8 @@ func (s *Store) partitions(ctx context.Context) (ranges []partitionInfo, err err
 // createAhead creates the partitions missing from now to two intervals
 // ahead, each in a transaction that waits PartitionLockTimeout at most
 // for its lock. A range that an existing partition covers in part starts
-// where that one ends.
+// where that one ends; a range of which the DEFAULT partition holds
+// events, or whose partition is detached, is left to the DEFAULT.
 func (s *Store) createAhead(ctx context.Context, interval time.Duration, now time.Time) (created []string, err error) {
 	ranges, err := s.partitions(ctx)
 	if err != nil {
@@ -509,6 +527,14 @@ func (s *Store) createAhead(ctx context.Context, interval time.Duration, now tim
 			name, err = s.createPartition(ctx, tx, lo, hi, interval, options)
 			return err
 		})
+		var pgErr *pgconn.PgError
+		if errors.As(err, &pgErr) && (pgErr.Code == "23514" || pgErr.Code == "42P07") {
+			// The DEFAULT partition holds events of the range (ids
+			// chosen by producers, or a range dropped early), or the
+			// range's partition, detached, waits for its Keep: the
+			// DEFAULT partition keeps serving the range.
+			continue
+		}
 		if err != nil {
 			return created, fmt.Errorf("postgres: partitions: %w", err)
 		}
@@ -523,8 +549,8 @@ func (s *Store) createAhead(ctx context.Context, interval time.Duration, now tim
 // (Expire then deletes in batches).
 //
 // On a partitioned outbox it creates the partitions ahead (now to two
-// intervals ahead), then drops the range partitions that are past: those
-// whose range ended before p.Before, or, with a zero Before, those that
+// intervals ahead), then drops the range partitions that are past (begun
+// before now): those whose range ended before p.Before, or, with a zero Before, those that
 // hold no delivered event and whose range ended more than an interval ago.
 // A partition is detached first, its unfinished events moved back to the
 // outbox (to the DEFAULT partition, with their ids: leases still settle
@@ -573,6 +599,8 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 	var due []string
 	for _, r := range ranges {
 		switch {
+		case r.from.After(now):
+			// Created ahead: none of its events is older than now.
 		case !p.Before.IsZero() && !r.to.After(p.Before):
 			due = append(due, r.name)
 		case p.Before.IsZero() && r.to.Add(interval).Before(now):
@@ -795,14 +823,13 @@ func (s *Store) skipInsertSQL(ctx context.Context, n int, insert insertFunc) (st
 	return s.insertSQL(n, true), nil
 }
 
-// forgetOutboxKind makes the next enqueue look at the outbox's kind again
-// after an error that says it changed (the outbox was converted while the
-// store ran: ON CONFLICT found no unique index; or converted back).
-func (s *Store) forgetOutboxKind(err error) {
+// outboxKindChanged reports the error of an insert in the form of
+// another kind of outbox (the outbox was converted while the store ran:
+// ON CONFLICT found no unique index of dedup keys; or converted back: no
+// postbox_take_dedup_key): the next enqueue looks at the kind again.
+func outboxKindChanged(err error) bool {
 	var pgErr *pgconn.PgError
-	if errors.As(err, &pgErr) && (pgErr.Code == "42P10" || pgErr.Code == "42883") {
-		s.outboxKindSeen.Store(outboxKindUnknown)
-	}
+	return errors.As(err, &pgErr) && (pgErr.Code == "42P10" || pgErr.Code == "42883")
 }
 
 // partitionedInsertSQL is insertSQL(n, true) for a partitioned outbox.

@@ -140,17 +140,22 @@ begin
     delete from {schema}.outbox_dedup_keys where dedup_key = old.dedup_key and id = old.id;
   end if;
   if tg_op in ('INSERT', 'UPDATE') and new.dedup_key is not null then
+    if tg_op = 'INSERT' then
+      -- Taken already by Enqueue's insert (postbox_take_dedup_key), or
+      -- an event moved with its key (a conversion, a dropped partition).
+      perform 1 from {schema}.outbox_dedup_keys where dedup_key = new.dedup_key and id = new.id;
+      if found then
+        return null;
+      end if;
+    end if;
     insert into {schema}.outbox_dedup_keys (dedup_key, id) values (new.dedup_key, new.id)
     on conflict (dedup_key) do nothing;
     if not found then
-      perform 1 from {schema}.outbox_dedup_keys where dedup_key = new.dedup_key and id = new.id;
-      if not found then
-        raise unique_violation using
-          message = 'duplicate key value violates unique constraint "outbox_events_dedup_key_uq"',
-          detail = format('Key (dedup_key)=(%s) already exists.', new.dedup_key),
-          constraint = 'outbox_events_dedup_key_uq',
-          table = 'outbox_events';
-      end if;
+      raise unique_violation using
+        message = 'duplicate key value violates unique constraint "outbox_events_dedup_key_uq"',
+        detail = format('Key (dedup_key)=(%s) already exists.', new.dedup_key),
+        constraint = 'outbox_events_dedup_key_uq',
+        table = 'outbox_events';
     end if;
   end if;
   return null;

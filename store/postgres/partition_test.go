@@ -1,10 +1,22 @@
 package postgres_test
 
 import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
 
 	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
@@ -25,4 +37,418 @@ func partitionedSubject(t *testing.T, p store.SchemaParams) storetest.Subject[pg
 		t.Fatal(err)
 	}
 	return sub
+}
+
+// partitioned is a migrated store in a fresh schema, its outbox
+// partitioned with interval.
+func partitioned(t *testing.T, s *postgres.Store, interval time.Duration) *postgres.Store {
+	t.Helper()
+	if _, err := s.Partition(t.Context(), postgres.PartitionParams{Interval: interval}); err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// events makes n events of aggregate agg.
+func events(n int, agg string) []postbox.Event {
+	out := make([]postbox.Event, n)
+	for i := range out {
+		out[i] = postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: agg, EventType: "order.created", Payload: []byte(fmt.Sprintf(`{"n": %d}`, i))}
+	}
+	return out
+}
+
+// drainer is a relay reduced to its store calls: it claims and settles
+// every event delivered, recording each event's delivery in order.
+type drainer struct {
+	mu        sync.Mutex
+	delivered []store.ClaimedEvent
+}
+
+// run claims and settles until ctx ends; keep marks the delivered rows
+// done instead of deleting them.
+func (d *drainer) run(ctx context.Context, t *testing.T, s *postgres.Driver, ordered, keep bool) {
+	for ctx.Err() == nil {
+		got, err := s.Claim(ctx, store.ClaimParams{Owner: "drainer", Limit: 20, Lease: time.Minute, Ordered: ordered})
+		if err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("claim: %v", err)
+			}
+			return
+		}
+		if len(got) == 0 {
+			time.Sleep(5 * time.Millisecond)
+			continue
+		}
+		p := store.SettleParams{Owner: "drainer", KeepDone: keep}
+		for _, e := range got {
+			p.Done = append(p.Done, e.ID)
+			p.Ended = append(p.Ended, e.Lease)
+		}
+		if err := s.Settle(ctx, p); err != nil {
+			if ctx.Err() == nil {
+				t.Errorf("settle: %v", err)
+			}
+			return
+		}
+		d.mu.Lock()
+		d.delivered = append(d.delivered, got...)
+		d.mu.Unlock()
+	}
+}
+
+// ids are the distinct ids delivered, with how many times each was.
+func (d *drainer) ids() map[uuid.UUID]int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	out := map[uuid.UUID]int{}
+	for _, e := range d.delivered {
+		out[e.ID]++
+	}
+	return out
+}
+
+// start runs d in the background until the test ends or stop is called.
+func (d *drainer) start(t *testing.T, s *postgres.Driver, ordered, keep bool) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() { defer wg.Done(); d.run(ctx, t, s, ordered, keep) }()
+	stop = func() { cancel(); wg.Wait() }
+	t.Cleanup(stop)
+	return stop
+}
+
+// waitDelivered waits until every one of want was delivered.
+func (d *drainer) waitDelivered(t *testing.T, want []postbox.Event) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		got := d.ids()
+		missing := 0
+		for _, e := range want {
+			if got[e.ID] == 0 {
+				missing++
+			}
+		}
+		if missing == 0 {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%d of %d events never delivered", missing, len(want))
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// countRows runs a count query.
+func countRows(t *testing.T, s *postgres.Store, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := s.Pool().QueryRow(t.Context(), s.Expand(query), args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// Dropping a partition whose events are still pending moves them to the
+// DEFAULT partition, where a draining relay delivers them: nothing lost.
+func TestPartitionDropKeepsPendingEvents(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Second)
+	ctx := t.Context()
+	all := events(300, "1")
+	if err := s.Enqueue(ctx, all...); err != nil {
+		t.Fatal(err)
+	}
+	d := s.Driver()
+	res, err := d.Expire(ctx, store.ExpireParams{Before: time.Now().Add(time.Hour), Limit: 1000})
+	if err != nil || len(res.Dropped) == 0 || res.Events != 0 {
+		t.Fatalf("Expire: %+v, %v; want partitions dropped, no delivered event removed", res, err)
+	}
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events_default where status = 'pending'"); n != len(all) {
+		t.Fatalf("%d pending events in the DEFAULT partition after the drop, want %d", n, len(all))
+	}
+	var dr drainer
+	dr.start(t, d, false, true)
+	more := events(300, "2")
+	for i := 0; i < len(more); i += 100 {
+		if err := s.Enqueue(ctx, more[i:i+100]...); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := d.Expire(ctx, store.ExpireParams{Before: time.Now().Add(time.Hour), Limit: 1000}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	dr.waitDelivered(t, append(all, more...))
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events where status <> 'done'"); n != 0 {
+		t.Fatalf("%d events still undelivered", n)
+	}
+}
+
+// With Keep, every delivered event of a dropped partition is handed over
+// once, in id order; a Keep that fails drops nothing, and the next step
+// hands all of them again.
+func TestPartitionKeepSeesEveryDeliveredEventOnce(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Second)
+	ctx := t.Context()
+	d := s.Driver()
+	delivered := events(250, "1")
+	if err := s.Enqueue(ctx, delivered...); err != nil {
+		t.Fatal(err)
+	}
+	var dr drainer
+	dr.start(t, d, false, true)
+	dr.waitDelivered(t, delivered)
+	pending := events(5, "2")
+	for i := range pending {
+		pending[i].AvailableAt = time.Now().Add(time.Hour)
+	}
+	if err := s.Enqueue(ctx, pending...); err != nil {
+		t.Fatal(err)
+	}
+	before := time.Now().Add(time.Hour)
+	failing := func(context.Context, []store.HistoryEvent) error { return errors.New("the archive is down") }
+	for i := 0; ; i++ {
+		// Partitions without delivered events are dropped without a Keep;
+		// the first with some fails.
+		res, err := d.Expire(ctx, store.ExpireParams{Before: before, Limit: 100, Keep: failing})
+		if err != nil {
+			if !strings.Contains(err.Error(), "the archive is down") || res.Kept != 0 {
+				t.Fatalf("Expire with a failing Keep: %+v, %v; want Keep's error, nothing kept", res, err)
+			}
+			break
+		}
+		if !res.More || i == 100 {
+			t.Fatalf("Expire with a failing Keep: %+v, never called Keep", res)
+		}
+	}
+	seen := map[uuid.UUID]int{}
+	keep := func(_ context.Context, evs []store.HistoryEvent) error {
+		if len(evs) > 100 {
+			t.Errorf("Keep handed %d events, want at most the limit 100", len(evs))
+		}
+		for i, e := range evs {
+			if i > 0 && bytes.Compare(evs[i-1].ID[:], e.ID[:]) >= 0 {
+				t.Errorf("Keep handed %s after %s: not in id order", e.ID, evs[i-1].ID)
+			}
+			if e.EventType != "order.created" || len(e.Payload) == 0 || e.ProcessedAt.IsZero() || e.CreatedAt.IsZero() || e.OutboxSeq == 0 {
+				t.Errorf("Keep handed an incomplete event: %+v", e)
+			}
+			seen[e.ID]++
+		}
+		return nil
+	}
+	kept := 0
+	for {
+		res, err := d.Expire(ctx, store.ExpireParams{Before: before, Limit: 100, Keep: keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		kept += res.Kept
+		if !res.More {
+			break
+		}
+	}
+	if kept != len(delivered) || len(seen) != len(delivered) {
+		t.Fatalf("kept %d events, %d distinct; want each of the %d delivered", kept, len(seen), len(delivered))
+	}
+	for _, e := range delivered {
+		if seen[e.ID] != 1 {
+			t.Fatalf("event %s handed to Keep %d times, want once", e.ID, seen[e.ID])
+		}
+	}
+	for _, e := range pending {
+		if r, err := s.Get(ctx, e.ID); err != nil || r.Status != "pending" {
+			t.Fatalf("pending event after the drops: %+v, %v", r, err)
+		}
+	}
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events where status = 'done'"); n != 0 {
+		t.Fatalf("%d delivered events left after the drops", n)
+	}
+}
+
+// Partition converts a plain outbox with pending, delivered and failed
+// events while a relay drains it in ordered mode: every event is delivered,
+// each aggregate's in order; the failed ones stay failed, the delivered
+// ones are moved.
+func TestPartitionConvertsALiveOutbox(t *testing.T) {
+	s := pgtest.OrderedStore(t)
+	ctx := t.Context()
+	d := s.Driver()
+	failed := events(3, "failed")
+	if err := s.Enqueue(ctx, failed...); err != nil {
+		t.Fatal(err)
+	}
+	got, err := d.Claim(ctx, store.ClaimParams{Owner: "x", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("claim: %d, %v", len(got), err)
+	}
+	p := store.SettleParams{Owner: "x"}
+	for _, e := range got {
+		p.Failed = append(p.Failed, store.Failure{ID: e.ID, LastError: "boom", Lease: e.Lease})
+	}
+	if err := d.Settle(ctx, p); err != nil {
+		t.Fatal(err)
+	}
+	var all []postbox.Event
+	for a := range 5 {
+		all = append(all, events(200, fmt.Sprint(a))...)
+	}
+	if err := s.Enqueue(ctx, all[:500]...); err != nil {
+		t.Fatal(err)
+	}
+	var dr drainer
+	stop := dr.start(t, d, true, true)
+	if err := s.Enqueue(ctx, all[500:]...); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Partition(ctx, postgres.PartitionParams{Interval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !rep.Converted || rep.Moved < len(failed) || len(rep.Created) < 3 {
+		t.Fatalf("Partition: %+v; want converted, the failed events moved in the switch, partitions created", rep)
+	}
+	dr.waitDelivered(t, all)
+	stop()
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events where status = 'done'"); n != len(all) {
+		t.Fatalf("%d delivered events in the partitioned outbox, want %d", n, len(all))
+	}
+	// Each aggregate's events were delivered in their order.
+	last := map[string]int64{}
+	for _, e := range dr.delivered {
+		if e.OutboxSeq <= last[e.AggregateID] {
+			t.Fatalf("aggregate %s: event seq %d delivered after seq %d", e.AggregateID, e.OutboxSeq, last[e.AggregateID])
+		}
+		last[e.AggregateID] = e.OutboxSeq
+	}
+	for _, e := range failed {
+		if r, err := s.Get(ctx, e.ID); err != nil || r.Status != "failed" || r.LastError != "boom" {
+			t.Fatalf("failed event after the conversion: %+v, %v", r, err)
+		}
+	}
+	if n := countRows(t, s, "select count(*) from pg_class where relname = 'outbox_events_unpartitioned' and relnamespace = $1::regnamespace", s.Schema()); n != 0 {
+		t.Fatal("the plain table is still there")
+	}
+	again, err := s.Partition(ctx, postgres.PartitionParams{Interval: time.Second})
+	if err != nil || again.Converted {
+		t.Fatalf("Partition again: %+v, %v; want a no-op on a partitioned outbox", again, err)
+	}
+}
+
+// The article's plain-SQL insert works on a partitioned outbox, and a
+// dedup key another event holds gets the plain table's unique violation
+// (SQLSTATE 23505, constraint outbox_events_dedup_key_uq); Enqueue
+// reports it as ErrDuplicate. The key is free again once its event is
+// deleted.
+func TestPartitionPlainSQLInsert(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Hour)
+	ctx := t.Context()
+	insert := "insert into " + s.Table("outbox_events") + "(aggregate_type, aggregate_id, event_type, payload, dedup_key) values ('order', '42', 'order.paid', '{}', 'order-42-paid')"
+	if _, err := s.Pool().Exec(ctx, insert); err != nil {
+		t.Fatal(err)
+	}
+	_, err := s.Pool().Exec(ctx, insert)
+	var pgErr *pgconn.PgError
+	if !errors.As(err, &pgErr) || pgErr.Code != "23505" || pgErr.ConstraintName != "outbox_events_dedup_key_uq" {
+		t.Fatalf("second insert of the key: %v, want 23505 on outbox_events_dedup_key_uq", err)
+	}
+	e := events(1, "42")[0]
+	e.DedupKey = "order-42-paid"
+	if err := s.Enqueue(ctx, e); !errors.Is(err, postbox.ErrDuplicate) {
+		t.Fatalf("Enqueue of the key: %v, want ErrDuplicate", err)
+	}
+	d := s.Driver()
+	got, err := d.Claim(ctx, store.ClaimParams{Owner: "x", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 1 || got[0].EventType != "order.paid" {
+		t.Fatalf("claim: %v, %v", got, err)
+	}
+	if err := d.Settle(ctx, store.SettleParams{Owner: "x", Done: []uuid.UUID{got[0].ID}, Ended: []int64{got[0].Lease}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Enqueue(ctx, e); err != nil {
+		t.Fatalf("Enqueue of the key once its event is gone: %v", err)
+	}
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_dedup_keys"); n != 1 {
+		t.Fatalf("%d keys held, want 1", n)
+	}
+}
+
+// An event whose id is not a UUIDv7 (a producer's gen_random_uuid()) lands
+// in the DEFAULT partition and is delivered.
+func TestPartitionNonV7ID(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Hour)
+	ctx := t.Context()
+	var id uuid.UUID
+	var partition string
+	err := s.Pool().QueryRow(ctx, "insert into "+s.Table("outbox_events")+"(id, event_type, payload) values (gen_random_uuid(), 'x', '{}') returning id, tableoid::regclass::text").Scan(&id, &partition)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.HasSuffix(partition, "outbox_events_default") {
+		t.Fatalf("event %s is in %s, want the DEFAULT partition", id, partition)
+	}
+	var dr drainer
+	dr.start(t, s.Driver(), false, false)
+	dr.waitDelivered(t, []postbox.Event{{ID: id}})
+}
+
+// WAL mode streams the inserts of a partitioned outbox, through the
+// publication created before the conversion.
+func TestPartitionWAL(t *testing.T) {
+	s := pgtest.LogicalStore(t)
+	w := pgtest.WAL(t, s)
+	ctx := context.Background()
+	var mu sync.Mutex
+	var got []uuid.UUID
+	deliver := func(_ context.Context, ids []uuid.UUID) error {
+		mu.Lock()
+		defer mu.Unlock()
+		got = append(got, ids...)
+		return nil
+	}
+	delivered := func(id uuid.UUID) bool {
+		mu.Lock()
+		defer mu.Unlock()
+		return slices.Contains(got, id)
+	}
+	stop, done := follow(t, w, deliver)
+	first := newEvent()
+	if err := s.Enqueue(ctx, first); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the event of the plain outbox", func() bool { return delivered(first.ID) })
+	stop()
+	<-done
+	partitioned(t, s, time.Second)
+	_, _ = follow(t, w, deliver)
+	second := newEvent()
+	if err := s.Enqueue(ctx, second); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the event of the partitioned outbox", func() bool { return delivered(second.ID) })
+}
+
+// A store whose enqueues wrote to the plain outbox keeps enqueueing once
+// another process (another store) partitioned it: Enqueue, in a
+// transaction of its own, runs its insert again in the new form.
+func TestPartitionEnqueueAcrossTheConversion(t *testing.T) {
+	producer := pgtest.Store(t)
+	ctx := t.Context()
+	e := events(2, "1")
+	e[0].DedupKey, e[1].DedupKey = "k0", "k1"
+	if err := producer.Enqueue(ctx, e[0]); err != nil {
+		t.Fatal(err)
+	}
+	other, err := postgres.New(producer.Pool(), postgres.Config{Schema: producer.Schema()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	partitioned(t, other, time.Hour)
+	if err := producer.Enqueue(ctx, e[1]); err != nil {
+		t.Fatalf("Enqueue after another store partitioned the outbox: %v", err)
+	}
+	if err := producer.Enqueue(ctx, e[1]); !errors.Is(err, postbox.ErrDuplicate) {
+		t.Fatalf("Enqueue of a taken key: %v, want ErrDuplicate", err)
+	}
 }

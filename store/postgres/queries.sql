@@ -557,7 +557,9 @@ limit $8;
 -- that are no object, which its claim would refuse, become the mark
 -- alone); an id with no row is written again, pending, without its dedup
 -- key (migration 0008's trigger of held keys is not asked); other rows
--- are left alone. The rows requeued were updated, not inserted: the
+-- are left alone. The insert finds the rows that are there by its
+-- conflict, not by a look beforehand: a row that a retention step was
+-- deleting meanwhile is written again once that delete committed. The rows requeued were updated, not inserted: the
 -- producers' trigger did not run, so the statement wakes the listening
 -- relays itself (pg_notify, sent at its commit), as failed_notify does.
 with input as (
@@ -574,7 +576,7 @@ with input as (
   insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, headers, created_at)
   select r.id, r.aggregate_type, r.aggregate_id, r.event_type, r.payload::jsonb, r.headers::jsonb, coalesce(r.created_at, now())
   from input r
-  where r.insertable and not exists (select 1 from {schema}.outbox_events e where e.id = r.id)
+  where r.insertable
   order by r.n
   on conflict (id) do nothing
   returning id

@@ -13,8 +13,9 @@ select exists (select 1 from pg_publication where pubname = $1);
 
 -- name: wal_create_publication
 -- Inserts into the outbox table only: updates and deletes (the relay's own
--- settling) are not streamed.
-create publication {publication} for table {schema}.outbox_events with (publish = 'insert');
+-- settling) are not streamed. A partitioned outbox's inserts are published
+-- as its own (Store.Partition): the stream reads outbox_events.
+create publication {publication} for table {schema}.outbox_events with (publish = 'insert', publish_via_partition_root = true);
 
 -- name: wal_drop_publication
 drop publication if exists {publication};

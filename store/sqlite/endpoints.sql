@@ -507,14 +507,14 @@ where endpoint_id = ?1 and status in ('done', 'dropped')
 
 -- name: endpoint_requeue_insert
 -- EndpointRequeue's absent deliveries to endpoint ?1: the rows of ?2
--- ({"event_id", "aggregate_type", "aggregate_id", "event_type",
+-- ({"id" (the event's), "aggregate_type", "aggregate_id", "event_type",
 -- "payload", "headers"}) that have no delivery to it, written pending,
 -- due ?3, in the array's order. The lanes do not listen: package endpoint
 -- finds them due by its poll (delivery_due), as those of delivery_insert.
 insert into {prefix}endpoint_deliveries
   (event_id, endpoint_id, aggregate_type, aggregate_id, event_type, payload, headers, available_at, created_at)
-select r.value ->> 'event_id', ?1, r.value ->> 'aggregate_type', r.value ->> 'aggregate_id', r.value ->> 'event_type',
+select r.value ->> 'id', ?1, r.value ->> 'aggregate_type', r.value ->> 'aggregate_id', r.value ->> 'event_type',
        r.value ->> 'payload', r.value ->> 'headers', ?3, ?3
 from json_each(?2) r
-where not exists (select 1 from {prefix}endpoint_deliveries d where d.endpoint_id = ?1 and d.event_id = r.value ->> 'event_id')
+where not exists (select 1 from {prefix}endpoint_deliveries d where d.endpoint_id = ?1 and d.event_id = r.value ->> 'id')
 order by r.key;

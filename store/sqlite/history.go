@@ -31,7 +31,6 @@ func (s *Store) HistoryRead(ctx context.Context, p store.HistoryParams) ([]store
 // endpoint_requeue_insert's JSON array.
 type requeueEvent struct {
 	ID            uuid.UUID `json:"id"`
-	EventID       uuid.UUID `json:"event_id"`
 	AggregateType string    `json:"aggregate_type"`
 	AggregateID   string    `json:"aggregate_id"`
 	EventType     string    `json:"event_type"`
@@ -50,7 +49,7 @@ func requeueJSON(rows []sqlstore.RequeueRow) (events, ids string, err error) {
 		if !r.Insertable {
 			continue
 		}
-		ev := requeueEvent{ID: r.ID, EventID: r.ID, AggregateType: r.AggregateType, AggregateID: r.AggregateID,
+		ev := requeueEvent{ID: r.ID, AggregateType: r.AggregateType, AggregateID: r.AggregateID,
 			EventType: r.EventType, Payload: string(r.Payload), Headers: r.HeadersJSON}
 		if !r.CreatedAt.IsZero() {
 			at := r.CreatedAt.UnixMicro()

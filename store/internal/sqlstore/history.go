@@ -211,6 +211,15 @@ type ExpireSQL interface {
 	PurgeHeldKeys(ctx context.Context, limit int) (int, error)
 }
 
+// CheckExpireLimit refuses an ExpireParams.Limit out of 1 to
+// store.HistoryBatchMax.
+func CheckExpireLimit(limit int) error {
+	if limit < 1 || limit > store.HistoryBatchMax {
+		return fmt.Errorf("expire: Limit %d is out of range (1 to %d)", limit, store.HistoryBatchMax)
+	}
+	return nil
+}
+
 // Expire is one step of retention on a plain table (store.Source's
 // Expire): without p.Keep, up to p.Limit delivered events processed before
 // p.Before are deleted; with it, they are read (in processed_at, id
@@ -220,8 +229,8 @@ type ExpireSQL interface {
 // held dedup keys whose hold ended are deleted. More: either was full.
 func Expire(ctx context.Context, e ExpireSQL, p store.ExpireParams) (store.ExpireResult, error) {
 	var res store.ExpireResult
-	if p.Limit < 1 || p.Limit > store.HistoryBatchMax {
-		return res, fmt.Errorf("expire: Limit %d is out of range (1 to %d)", p.Limit, store.HistoryBatchMax)
+	if err := CheckExpireLimit(p.Limit); err != nil {
+		return res, err
 	}
 	full := false
 	if p.Keep == nil {

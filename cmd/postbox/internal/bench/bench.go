@@ -45,6 +45,9 @@ var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
 	ScenarioNATS:       runNATS,
 	ScenarioAMQP:       runAMQP,
 	ScenarioKafka:      runKafka,
+	ScenarioBloat:      runBloat,
+	ScenarioRetention:  runRetention,
+	ScenarioReplay:     runReplay,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

@@ -79,6 +79,27 @@ const (
 	// beside 2 healthy ones, then beside one refusing connections and one
 	// answering after 2 s. It is not part of the default run.
 	ScenarioEndpoints = "endpoints"
+	// ScenarioBloat drains a backlog to a no-op sink with the relay
+	// library in process (defaults), then an identical backlog while a
+	// REPEATABLE READ transaction that read the outbox before the backlog
+	// was written stays open (its snapshot keeps every row the drain
+	// deletes from being vacuumed): the second rate over the first, on
+	// the plain outbox and on a partitioned one. PostgreSQL only; it runs
+	// only when named.
+	ScenarioBloat = "bloat"
+	// ScenarioRetention removes a backlog of delivered events kept in the
+	// outbox (done, processed an hour ago) with the store's retention
+	// step, Expire, as a relay with --retention calls it: DELETE batches
+	// on the plain outbox, partition drops on a partitioned one; the
+	// measure is the time the Expire calls took. PostgreSQL only; it runs
+	// only when named.
+	ScenarioRetention = "retention"
+	// ScenarioReplay drains a backlog to a no-op sink with the relay
+	// library in process, keeping the delivered events (Retention), then
+	// replays them all with replay.Run while a relay of the same settings
+	// drains the replays: the replay's rate, from its start until every
+	// replay is delivered, over the drain's. It runs only when named.
+	ScenarioReplay = "replay"
 )
 
 // DefaultScenarios are the scenarios of the goals, run when
@@ -106,7 +127,7 @@ func knownScenarios() []string {
 			known = append(known, walPairs[i+1])
 		}
 	}
-	return slices.Concat(known, []string{ScenarioInbox}, BrokerScenarios)
+	return slices.Concat(known, HistoryScenarios, []string{ScenarioInbox}, BrokerScenarios)
 }
 
 // walPairs are the scenarios "wal" stands for, in pairs of default mode and
@@ -118,6 +139,11 @@ var walPairs = []string{ScenarioDrain, ScenarioDrainWAL, ScenarioLatency, Scenar
 // in-memory cluster in process); they run only when named, after
 // AllScenarios.
 var BrokerScenarios = []string{ScenarioNATS, ScenarioAMQP, ScenarioKafka}
+
+// HistoryScenarios are the measures of the outbox's history (retention,
+// partitions, replay): bloat, retention and replay. They run only when
+// named; "history" in Config.Scenarios stands for them.
+var HistoryScenarios = []string{ScenarioBloat, ScenarioRetention, ScenarioReplay}
 
 // Defaults of Config, and their --quick counterparts.
 const (
@@ -140,6 +166,19 @@ const (
 	BrokerEventsQuick   = 10_000
 	NATSURLDefault      = "nats://127.0.0.1:4222"
 	AMQPURLDefault      = "amqp://guest:guest@127.0.0.1:5672/"
+	// BloatEventsDefault is the backlog of each drain of bloat: the
+	// goal's 1,000,000.
+	BloatEventsDefault = 1_000_000
+	BloatEventsQuick   = 20_000
+	// RetentionEventsDefault is the delivered events retention removes
+	// from each outbox. The goal is set for 10,000,000: the report
+	// extrapolates to it from the events measured.
+	RetentionEventsDefault = 1_000_000
+	RetentionEventsQuick   = 20_000
+	// ReplayEventsDefault is the backlog replay drains, then replays:
+	// the goal's 1,000,000.
+	ReplayEventsDefault = 1_000_000
+	ReplayEventsQuick   = 20_000
 )
 
 // Defaults of the list fields of Config.
@@ -168,6 +207,15 @@ type Config struct {
 	// ScalingEvents is the backlog of each drain of scaling
 	// (ScalingEventsDefault).
 	ScalingEvents int
+	// BloatEvents is the backlog of each drain of bloat
+	// (BloatEventsDefault).
+	BloatEvents int
+	// RetentionEvents is how many delivered events retention removes from
+	// each outbox (RetentionEventsDefault).
+	RetentionEvents int
+	// ReplayEvents is the backlog that replay drains, then replays
+	// (ReplayEventsDefault).
+	ReplayEvents int
 	// AMQPURL is the RabbitMQ server of amqp, amqp://USER:PASS@HOST:PORT/
 	// (AMQPURLDefault).
 	AMQPURL string
@@ -233,6 +281,9 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ScaleSmall, ScaleSmallDefault)
 	setDefault(&c.ScaleLarge, quick(ScaleLargeDefault, ScaleLargeQuick))
 	setDefault(&c.ScalingEvents, quick(ScalingEventsDefault, ScalingEventsQuick))
+	setDefault(&c.BloatEvents, quick(BloatEventsDefault, BloatEventsQuick))
+	setDefault(&c.RetentionEvents, quick(RetentionEventsDefault, RetentionEventsQuick))
+	setDefault(&c.ReplayEvents, quick(ReplayEventsDefault, ReplayEventsQuick))
 	setDefault(&c.Clients, ClientsDefault)
 	setDefault(&c.InboxClients, InboxClientsDefault)
 	if c.AMQPURL == "" {
@@ -268,6 +319,8 @@ func (c Config) withDefaults() (Config, error) {
 			scenarios = append(scenarios, DefaultScenarios...)
 		case "wal":
 			scenarios = append(scenarios, walPairs...)
+		case "history":
+			scenarios = append(scenarios, HistoryScenarios...)
 		default:
 			scenarios = append(scenarios, s)
 		}
@@ -284,7 +337,7 @@ func (c Config) withDefaults() (Config, error) {
 	}
 	for _, s := range scenarios {
 		if !slices.Contains(known, s) {
-			return c, fmt.Errorf("bench: unknown scenario %q (want %v, all or wal)", s, known)
+			return c, fmt.Errorf("bench: unknown scenario %q (want %v, all, wal or history)", s, known)
 		}
 	}
 
@@ -299,6 +352,7 @@ func (c Config) withDefaults() (Config, error) {
 	for name, v := range map[string]int{
 		"DrainEvents": c.DrainEvents, "WebhookEvents": c.WebhookEvents, "ScaleSmall": c.ScaleSmall,
 		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "InboxClients": c.InboxClients, "BrokerEvents": c.BrokerEvents,
+		"BloatEvents": c.BloatEvents, "RetentionEvents": c.RetentionEvents, "ReplayEvents": c.ReplayEvents,
 	} {
 		if v < 1 {
 			return c, fmt.Errorf("bench: Config.%s %d: must be positive", name, v)
@@ -328,6 +382,7 @@ func (c Config) params() Params {
 		Instances: c.Instances, Concurrency: c.Concurrency,
 		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),
 		BrokerEvents:      c.BrokerEvents,
+		BloatEvents:       c.BloatEvents, RetentionEvents: c.RetentionEvents, ReplayEvents: c.ReplayEvents,
 	}
 }
 

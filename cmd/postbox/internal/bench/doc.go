@@ -4,8 +4,12 @@
 // beside the raw signed-HTTP limit, commit-to-delivery latency at steady
 // rates, the write overhead of an event in a business transaction, the
 // drain rate and resident memory of a relay as the backlog grows; the
-// drain, latency and write overhead in WAL mode too (relay --wal); and the
-// inbox's webhook handler beside bare pgx transactions of the same inserts.
+// drain, latency and write overhead in WAL mode too (relay --wal); the
+// inbox's webhook handler beside bare pgx transactions of the same inserts;
+// and the outbox's history: the drain under a long-open snapshot (bloat),
+// on the plain and the partitioned outbox, the time retention takes to
+// remove delivered events (DELETE batches against partition drops), and
+// the rate of a replay against the drain's.
 // It backs "postbox bench".
 //
 // Every scenario works in scratch outboxes of its own: PostgreSQL schemas
@@ -42,10 +46,18 @@
 //     <run>_relay, which finds its server processes for the idle CPU
 //     measure.
 //   - RelayInProcess: the drain-noop and write-overhead scenarios
-//     and their WAL-mode counterparts run the relay package in the bench's
-//     own process, with only Store, Sink and Logger set (and Stream, the
-//     store's WAL, in WAL mode): the library path, which has the no-op sink
-//     that `postbox relay` lacks. They do not tell what the command does.
+//     and their WAL-mode counterparts, bloat and replay run the relay
+//     package in the bench's own process, with only Store, Sink and Logger
+//     set (and Stream, the store's WAL, in WAL mode; Retention in replay,
+//     which keeps the delivered events to replay them): the library path,
+//     which has the no-op sink that `postbox relay` lacks. They do not
+//     tell what the command does. Retention runs no relay: it calls the
+//     store's Expire as a relay's retention does.
+//
+// A partitioned scratch outbox (bloat, retention) is made as `postbox
+// migrate --partitioned` makes it: Migrate, then the PostgreSQL store's
+// Partition (partitions of a day in bloat, of 10 s in retention, whose
+// backlog must end in partitions past their range).
 //
 // WAL-mode scratch outboxes have a replication slot and a publication named
 // postbox_<schema>; they are dropped with the schema, and Leftovers lists

@@ -15,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/signature"
 	"github.com/postbox-go/postbox/sink"
@@ -39,12 +40,18 @@ func fillBacklog(ctx context.Context, p *progress, sc scratch, n int) error {
 // fillBacklogBy is fillBacklog with chunk events per statement (each its
 // own transaction).
 func fillBacklogBy(ctx context.Context, p *progress, sc scratch, n, chunk int) error {
+	return fillWith(ctx, p, sc, "events", n, chunk, sc.fill)
+}
+
+// fillWith is fillBacklogBy with fill writing the events from..to
+// (inclusive) of the n; what names them in the progress lines.
+func fillWith(ctx context.Context, p *progress, sc scratch, what string, n, chunk int, fill func(ctx context.Context, from, to int) error) error {
 	start := time.Now()
-	p.printf("filling %d events into %s, %d per transaction", n, sc.name(), chunk)
+	p.printf("filling %d %s into %s, %d per transaction", n, what, sc.name(), chunk)
 	var th throttle
 	for from := 1; from <= n; from += chunk {
 		to := min(from+chunk-1, n)
-		if err := sc.fill(ctx, from, to); err != nil {
+		if err := fill(ctx, from, to); err != nil {
 			return fmt.Errorf("fill %s: %w", sc.name(), err)
 		}
 		if th.due() && to < n {
@@ -157,10 +164,11 @@ type libraryRelay struct {
 }
 
 // startLibraryRelay runs a relay of the relay package in this process with
-// cfg, which sets Store and Sink and may set Observer and Stream (WAL
-// mode); every other setting is at its default. The relay logs to p.
+// cfg, which sets Store and Sink and may set Observer, Stream (WAL mode)
+// and Retention (delivered events kept, for replay); every other setting
+// is at its default. The relay logs to p.
 func startLibraryRelay(ctx context.Context, p *progress, cfg relay.Config) (*libraryRelay, error) {
-	r, err := relay.New(relay.Config{Store: cfg.Store, Sink: cfg.Sink, Logger: relayLogger(p), Observer: cfg.Observer, Stream: cfg.Stream})
+	r, err := relay.New(relay.Config{Store: cfg.Store, Sink: cfg.Sink, Logger: relayLogger(p), Observer: cfg.Observer, Stream: cfg.Stream, Retention: cfg.Retention})
 	if err != nil {
 		return nil, err
 	}
@@ -229,11 +237,14 @@ func relayLogger(w io.Writer) *slog.Logger {
 }
 
 // noopSink accepts every message at once: it measures the relay and the
-// store alone.
-type noopSink struct{ n atomic.Int64 }
+// store alone. It counts the messages, and those marked as replays.
+type noopSink struct{ n, replays atomic.Int64 }
 
-func (s *noopSink) Publish(context.Context, *sink.Message) error {
+func (s *noopSink) Publish(_ context.Context, m *sink.Message) error {
 	s.n.Add(1)
+	if m.Headers[postbox.HeaderReplay] != "" {
+		s.replays.Add(1)
+	}
 	return nil
 }
 

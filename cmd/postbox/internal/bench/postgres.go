@@ -320,3 +320,28 @@ func (b *pgBackend) backendPIDs(ctx context.Context, name string) ([]int, error)
 	}
 	return pgx.CollectRows(rows, pgx.RowTo[int])
 }
+
+// partitionIntervalDefault is the partitions' interval of `postbox migrate
+// --partitioned`: a day.
+const partitionIntervalDefault = 24 * time.Hour
+
+// newLayoutScratch returns a new scratch outbox laid out as l; a
+// partitioned one is made as `postbox migrate --partitioned` makes it
+// (Migrate, then Partition), with partitions of interval (zero:
+// partitionIntervalDefault).
+func (b *pgBackend) newLayoutScratch(ctx context.Context, label string, l outboxLayout, interval time.Duration) (*pgScratch, error) {
+	sc, err := b.newScratch(ctx, label)
+	if err != nil {
+		return nil, err
+	}
+	pg := sc.(*pgScratch)
+	if l == layoutPartitioned {
+		if interval == 0 {
+			interval = partitionIntervalDefault
+		}
+		if _, err := pg.workStore.Partition(ctx, postgres.PartitionParams{Interval: interval}); err != nil {
+			return nil, fmt.Errorf("bench: partition %s: %w", pg.schema, err)
+		}
+	}
+	return pg, nil
+}

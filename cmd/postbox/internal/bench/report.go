@@ -24,6 +24,8 @@ const (
 	UnitMiB              = "MiB"
 	UnitCPUPercent       = "% of a core"
 	UnitMicros           = "µs"
+	UnitSeconds          = "s"
+	UnitPartitions       = "partitions"
 )
 
 // How the relay of a measure ran (Measure.Relay).
@@ -49,6 +51,8 @@ var scenarioRelay = map[string]string{
 	ScenarioDrainWAL:   RelayInProcess,
 	ScenarioWriteWAL:   RelayInProcess,
 	ScenarioLatencyWAL: RelayProcess,
+	ScenarioBloat:      RelayInProcess,
+	ScenarioReplay:     RelayInProcess,
 }
 
 // Report is the outcome of a run: what ran where, and every measure.
@@ -88,6 +92,11 @@ type Params struct {
 	ReceiverLatencyMs float64 `json:"receiver_latency_ms"`
 	// BrokerEvents is the backlog of each broker scenario.
 	BrokerEvents int `json:"broker_events"`
+	// BloatEvents, RetentionEvents and ReplayEvents are the sizes of
+	// bloat, retention and replay.
+	BloatEvents     int `json:"bloat_events,omitempty"`
+	RetentionEvents int `json:"retention_events,omitempty"`
+	ReplayEvents    int `json:"replay_events,omitempty"`
 }
 
 // Measure is one figure.
@@ -276,6 +285,12 @@ func (p Params) describe() string {
 			parts = append(parts, fmt.Sprintf("scale %s events", joinInts(p.ScaleEvents, " and ")))
 		case ScenarioScaling:
 			parts = append(parts, fmt.Sprintf("scaling %d events per drain", p.ScalingEvents))
+		case ScenarioBloat:
+			parts = append(parts, fmt.Sprintf("bloat %d events per drain", p.BloatEvents))
+		case ScenarioRetention:
+			parts = append(parts, fmt.Sprintf("retention %d delivered events per outbox", p.RetentionEvents))
+		case ScenarioReplay:
+			parts = append(parts, fmt.Sprintf("replay %d events", p.ReplayEvents))
 		case ScenarioNATS, ScenarioAMQP, ScenarioKafka:
 			parts = append(parts, fmt.Sprintf("%s %d events per drain", s, p.BrokerEvents))
 		}
@@ -295,6 +310,8 @@ func formatGoal(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', -1, 64) + " ms"
 	case UnitMiB:
 		return strconv.FormatFloat(v, 'f', -1, 64) + " MiB"
+	case UnitSeconds:
+		return strconv.FormatFloat(v, 'f', -1, 64) + " s"
 	}
 	return formatValue(v, unit)
 }
@@ -313,6 +330,10 @@ func formatValue(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', 1, 64) + " MiB"
 	case UnitMicros:
 		return strconv.FormatFloat(v, 'f', 0, 64) + " µs"
+	case UnitSeconds:
+		return strconv.FormatFloat(v, 'f', 3, 64) + " s"
+	case UnitPartitions:
+		return strconv.FormatFloat(v, 'f', 0, 64) + " " + unit
 	case UnitCPUPercent:
 		return strconv.FormatFloat(v, 'f', 1, 64) + " " + unit
 	}

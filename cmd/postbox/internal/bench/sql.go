@@ -18,6 +18,16 @@ select 'order', 'order-' || g, 'order.created',
                           'items', 1 + g % 5, 'channel', 'web')
 from generate_series($1::bigint, $2::bigint) as g`
 
+	// pgFillDelivered writes the events $1..$2 of pgFill as delivered and
+	// kept: done, processed an hour ago (retention's backlog).
+	pgFillDelivered = `insert into {outbox} (aggregate_type, aggregate_id, event_type, payload, status, processed_at)
+select 'order', 'order-' || g, 'order.created',
+       jsonb_build_object('order_id', g, 'customer_id', 'customer-' || (g % 9973),
+                          'amount_cents', (g * 7919) % 100000, 'currency', 'EUR',
+                          'items', 1 + g % 5, 'channel', 'web'),
+       'done', now() - interval '1 hour'
+from generate_series($1::bigint, $2::bigint) as g`
+
 	// pgRawDelete is the raw-SQL baseline (a): one batch of due events
 	// taken and deleted in one statement.
 	pgRawDelete = `delete from {outbox}
@@ -62,6 +72,10 @@ where id in (
 	pgInsertInbox = `insert into {inbox} (id, handler_status, processed_at, payload, signature, event_type, aggregate_type, aggregate_id, attempts)
 values ($1, 'done', now(), $2::jsonb, $3, $4, $5, $6, 1)
 on conflict (id) do nothing`
+
+	// pgCountEvents counts the events of an outbox: bloat's held
+	// snapshot is taken by this read.
+	pgCountEvents = `select count(*) from {outbox}`
 
 	// pgSchemaTables lists the tables of a scratch schema, to vacuum them
 	// all whatever the store keeps in it.

@@ -11,6 +11,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -81,6 +82,13 @@ type Config struct {
 	// Faults are the fault kinds injected, in turn (see ParseFaults);
 	// default all but db-restart.
 	Faults []string
+	// Partitioned makes the outbox partitioned, as `postbox migrate
+	// --partitioned --partition-interval 2s` does (PartitionInterval),
+	// its partitions created ahead and dropped once past by a retention
+	// step of the run's every second (Expire with a zero Before, what a
+	// relay's retention does every minute); set when Faults has
+	// partition-drop.
+	Partitioned bool
 	// AllowRestart is the shell command that crashes and restarts the
 	// database server (db-restart); empty: never.
 	AllowRestart string
@@ -133,6 +141,8 @@ type run struct {
 	secretsKey      string
 	relays          []*relayProcess
 	applicationName string
+	// parts is the retention of a partitioned outbox.
+	parts partitioning
 	// server is the database server's version and autovacuum setting
 	// (without autovacuum the outbox's tables bloat over a long run).
 	server    string
@@ -182,7 +192,10 @@ func (c Config) withDefaults() (Config, error) {
 		c.RandomFailures = 0
 	}
 	if c.Faults == nil {
-		c.Faults, _ = ParseFaults("all", c.AllowRestart != "")
+		c.Faults, _ = ParseFaults("all", c.AllowRestart != "", c.Partitioned)
+	}
+	if slices.Contains(c.Faults, FaultPartitionDrop) {
+		c.Partitioned = true
 	}
 	if c.Out == nil {
 		c.Out = io.Discard
@@ -282,6 +295,11 @@ func (r *run) setupSchema(ctx context.Context) error {
 			return fmt.Errorf("chaos: migrate --ordered: %w", err)
 		}
 	}
+	if r.cfg.Partitioned {
+		if err := r.partition(ctx); err != nil {
+			return err
+		}
+	}
 	for _, q := range r.tables.create {
 		if _, err := r.store.Pool().Exec(ctx, q); err != nil {
 			return fmt.Errorf("chaos: create the business tables: %w", err)
@@ -323,6 +341,12 @@ func (r *run) dbTarget() string {
 }
 
 func (r *run) run(ctx context.Context) (*Report, error) {
+	if r.cfg.Partitioned {
+		upkeepCtx, stopUpkeep := context.WithCancel(ctx)
+		var upkeep sync.WaitGroup
+		upkeep.Go(func() { r.partitionUpkeep(upkeepCtx) })
+		defer func() { stopUpkeep(); upkeep.Wait() }()
+	}
 	var version, autovacuum string
 	err := r.store.Pool().QueryRow(ctx, `select current_setting('server_version'), current_setting('autovacuum')`).Scan(&version, &autovacuum)
 	if err != nil {
@@ -347,8 +371,8 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 			}
 		}
 	}()
-	r.say("%d relays (pids %v), lease %v, timeout %v, backoff %v..%v%s%s; logs in %s",
-		len(r.relays), r.pids(), r.cfg.Lease, relayTimeout, relayBackoffMin, relayBackoffMax, orderedText(r.cfg.Ordered), endpointsText(r.cfg), r.logDir)
+	r.say("%d relays (pids %v), lease %v, timeout %v, backoff %v..%v%s%s%s; logs in %s",
+		len(r.relays), r.pids(), r.cfg.Lease, relayTimeout, relayBackoffMin, relayBackoffMax, orderedText(r.cfg.Ordered), endpointsText(r.cfg), partitionedText(r.cfg.Partitioned), r.logDir)
 	r.say("server: %s", r.server)
 	r.say("producing %d events/s for %v; faults in turn: %v", r.cfg.EventsPerSecond, r.cfg.Duration, r.cfg.Faults)
 
@@ -407,6 +431,12 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	for _, p := range r.relays {
 		rep.Problems = append(rep.Problems, p.exits()...)
 	}
+	if r.cfg.Partitioned {
+		rep.Partitioned = true
+		rep.PartitionsDropped, rep.PartitionEventsMoved = r.parts.dropped.Load(), r.parts.moved.Load()
+		rep.PartitionStepsGaveUp = r.parts.gaveUp.Load()
+		rep.Problems = append(rep.Problems, r.parts.report()...)
+	}
 	rep.Problems = append(rep.Problems, stopErrs...)
 	rep.OK = rep.OK && len(rep.Problems) == 0
 	return rep, nil
@@ -419,6 +449,14 @@ func endpointsText(c Config) string {
 		return ""
 	}
 	return fmt.Sprintf(", endpoints mode: %d endpoints, %.0f %% of their requests failing at random", c.Endpoints, 100*c.RandomFailures)
+}
+
+// partitionedText says that the outbox is partitioned, and how.
+func partitionedText(partitioned bool) string {
+	if !partitioned {
+		return ""
+	}
+	return fmt.Sprintf(", outbox partitioned (partitions of %v, created ahead and dropped once past every %v)", PartitionInterval, partitionUpkeepEvery)
 }
 
 func orderedText(ordered bool) string {

@@ -34,6 +34,10 @@ const (
 	FaultSinkRefused      = "sink-refused"
 	FaultSinkUnresponsive = "sink-unresponsive"
 	FaultDBRestart        = "db-restart"
+	// FaultPartitionDrop drops partitions of a partitioned outbox as soon
+	// as their range ends, their unfinished events moved to the DEFAULT
+	// partition, while the relays deliver them (see injectPartitionDrop).
+	FaultPartitionDrop = "partition-drop"
 )
 
 // Injected latencies: the database's well under the relays' store call
@@ -75,6 +79,7 @@ var kinds = []faultKind{
 	{FaultHandlerFailure, "half the requests fail in the handler after the inbox insert (rolled back)", httpFault(httpfault.HandlerFailure)},
 	{FaultSinkRefused, "the consumer down: connections refused", sinkFault(refusing)},
 	{FaultSinkUnresponsive, "the consumer up but answering nothing: every request times out", consumerFault(httpfault.Unresponsive, 1)},
+	{FaultPartitionDrop, fmt.Sprintf("partitions dropped as their range ends (every %v), their events in flight moved to the DEFAULT partition; %v added each way to the consumer", partitionDropEvery, sinkLatency), injectPartitionDrop},
 	{FaultDBRestart, "the database server crashed and restarted (--allow-restart)", injectRestart},
 }
 
@@ -88,13 +93,16 @@ func FaultNames() []string {
 }
 
 // ParseFaults reads a --faults list: "all", or kind names separated by
-// commas. "all" includes db-restart only when allowRestart.
-func ParseFaults(list string, allowRestart bool) ([]string, error) {
+// commas. "all" includes db-restart only when allowRestart, and
+// partition-drop only when partitioned (the outbox partitioned for every
+// fault); named, partition-drop makes the outbox partitioned
+// (Config.Partitioned).
+func ParseFaults(list string, allowRestart, partitioned bool) ([]string, error) {
 	if strings.TrimSpace(list) == "all" {
 		names := FaultNames()
-		if !allowRestart {
-			names = slices.DeleteFunc(names, func(n string) bool { return n == FaultDBRestart })
-		}
+		names = slices.DeleteFunc(names, func(n string) bool {
+			return (n == FaultDBRestart && !allowRestart) || (n == FaultPartitionDrop && !partitioned)
+		})
 		return names, nil
 	}
 	var out []string

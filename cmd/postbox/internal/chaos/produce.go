@@ -41,6 +41,11 @@ type tables struct {
 	plainInsert string
 	// reconciliation
 	selectProduced, selectApplied string
+	// endedUnfinished counts the unfinished events in range partitions
+	// before the bound $1 (a partitioned outbox; $2 names its DEFAULT
+	// partition): those the retention step about to drop their
+	// partitions moves to the DEFAULT partition.
+	endedUnfinished string
 }
 
 func newTables(s *postgres.Store) tables {
@@ -65,6 +70,8 @@ func newTables(s *postgres.Store) tables {
 		selectProduced: `select event_id, produced_at from ` + produced + ` order by produced_at`,
 		selectApplied: `select destination, event_id, count(*), min(applied_at), count(*) filter (where seq < prev_seq)
 			from ` + applied + ` group by destination, event_id`,
+		endedUnfinished: `select count(*) from ` + s.Table("outbox_events") + `
+			where id < $1 and status <> 'done' and tableoid <> to_regclass($2)`,
 	}
 }
 

@@ -63,6 +63,20 @@ type Report struct {
 	// used at most 10 % more memory and descriptors in the last minute
 	// than around minute 2.
 	MemoryFlat *bool `json:"memory_flat,omitempty"`
+	// Partitioned: the outbox was partitioned (Config.Partitioned).
+	// PartitionsDropped counts the partitions the run's retention steps
+	// dropped (its upkeep's and partition-drop's; the relays' own every
+	// minute are not counted), PartitionEventsMoved about how many
+	// unfinished events were in the partitions partition-drop dropped
+	// (counted just before each of its steps: moved to the DEFAULT
+	// partition, leased ones included), and PartitionStepsGaveUp the
+	// steps that gave up, waiting for their lock on the outbox or racing
+	// a relay's own step on the same partition (the next step does their
+	// work).
+	Partitioned          bool  `json:"partitioned,omitempty"`
+	PartitionsDropped    int64 `json:"partitions_dropped,omitempty"`
+	PartitionEventsMoved int64 `json:"partition_events_moved,omitempty"`
+	PartitionStepsGaveUp int64 `json:"partition_steps_gave_up,omitempty"`
 	// SlowestStopSeconds is the longest a relay took to exit after
 	// SIGTERM at the end.
 	SlowestStopSeconds float64 `json:"slowest_stop_seconds"`
@@ -439,6 +453,10 @@ func (rep *Report) Print(out io.Writer) {
 			verdict = "NO"
 		}
 		fmt.Fprintf(out, "memory and descriptors flat (last minute within 10 %% of minute 2): %s\n", verdict)
+	}
+	if rep.Partitioned {
+		fmt.Fprintf(out, "partitioned outbox (partitions of %v): %d partitions dropped, about %d unfinished events in them when partition-drop dropped them (moved to the DEFAULT partition), %d retention steps gave up (their lock not granted, or a relay's step on the same partition)\n",
+			PartitionInterval, rep.PartitionsDropped, rep.PartitionEventsMoved, rep.PartitionStepsGaveUp)
 	}
 	fmt.Fprintf(out, "the slowest relay stopped %.1fs after SIGTERM\n", rep.SlowestStopSeconds)
 	if len(rep.RelayLog) > 0 {

@@ -1,0 +1,199 @@
+package replay
+
+import (
+	"context"
+	"fmt"
+	"slices"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox/archive"
+	"github.com/postbox-go/postbox/store"
+)
+
+// source hands out a reader's events in id order, a batch at a time; an
+// empty batch is its end.
+type source interface {
+	next(ctx context.Context) ([]store.HistoryEvent, error)
+}
+
+// tableSource reads the delivered events the outbox keeps, page by page.
+type tableSource struct {
+	h    store.History
+	p    store.HistoryParams
+	done bool
+}
+
+func (t *tableSource) next(ctx context.Context) ([]store.HistoryEvent, error) {
+	if t.done {
+		return nil, nil
+	}
+	events, err := t.h.HistoryRead(ctx, t.p)
+	if err != nil {
+		return nil, err
+	}
+	// A short page is the last: no query to learn that the next is empty.
+	t.done = len(events) < t.p.Limit
+	if len(events) > 0 {
+		last := events[len(events)-1].ID
+		if !before(t.p.After, last) {
+			return nil, fmt.Errorf("the table's page after %s ends at %s: not in id order", t.p.After, last)
+		}
+		t.p.After = last
+	}
+	return events, nil
+}
+
+// readFunc is archive.Archive.Read.
+type readFunc func(ctx context.Context, p archive.ReadParams, fn func([]store.HistoryEvent) error) error
+
+// archiveSource runs the archive's Read (which calls back with its batches)
+// in a goroutine that hands them over one at a time: one batch waits in
+// the channel while the merge works on another, so memory stays bounded
+// by a few batches.
+type archiveSource struct {
+	batches chan []store.HistoryEvent
+	// result holds Read's error once batches is closed.
+	result chan error
+	err    error
+	ended  bool
+	cancel context.CancelFunc
+}
+
+func startArchive(ctx context.Context, read readFunc, p archive.ReadParams) *archiveSource {
+	ctx, cancel := context.WithCancel(ctx)
+	a := &archiveSource{batches: make(chan []store.HistoryEvent), result: make(chan error, 1), cancel: cancel}
+	go func() {
+		defer close(a.batches)
+		a.result <- read(ctx, p, func(events []store.HistoryEvent) error {
+			// The batch is handed over: Read may reuse its slice.
+			select {
+			case a.batches <- slices.Clone(events):
+				return nil
+			case <-ctx.Done():
+				return context.Cause(ctx)
+			}
+		})
+	}()
+	return a
+}
+
+func (a *archiveSource) next(ctx context.Context) ([]store.HistoryEvent, error) {
+	for !a.ended {
+		select {
+		case b, ok := <-a.batches:
+			if !ok {
+				a.ended, a.err = true, <-a.result
+				break
+			}
+			if len(b) > 0 {
+				return b, nil
+			}
+		case <-ctx.Done():
+			return nil, context.Cause(ctx)
+		}
+	}
+	return nil, a.err
+}
+
+// stop ends the archive's Read, if it still runs, and waits for its
+// goroutine.
+func (a *archiveSource) stop() {
+	a.cancel()
+	for range a.batches {
+	}
+}
+
+// stream is one source with its current batch: the head of the merge.
+type stream struct {
+	what string
+	src  source
+	buf  []store.HistoryEvent
+	last uuid.UUID
+	done bool
+}
+
+// head returns the stream's next event after after, nil at its end. Events
+// at or before after are dropped (a resumed run's After); others must come
+// in strictly increasing id order.
+func (s *stream) head(ctx context.Context, after uuid.UUID) (*store.HistoryEvent, error) {
+	for {
+		for len(s.buf) > 0 && !before(after, s.buf[0].ID) {
+			s.buf = s.buf[1:]
+		}
+		if len(s.buf) > 0 || s.done {
+			break
+		}
+		b, err := s.src.next(ctx)
+		if err != nil {
+			return nil, fmt.Errorf("read the %s: %w", s.what, err)
+		}
+		if len(b) == 0 {
+			s.done = true
+			break
+		}
+		for _, e := range b {
+			if s.last != uuid.Nil && !before(s.last, e.ID) {
+				return nil, fmt.Errorf("read the %s: event %s came after %s: not in id order", s.what, e.ID, s.last)
+			}
+			s.last = e.ID
+		}
+		s.buf = b
+	}
+	if len(s.buf) == 0 {
+		return nil, nil
+	}
+	return &s.buf[0], nil
+}
+
+// merge merges the table's and the archive's streams (either may be nil)
+// by id, each id once.
+type merge struct {
+	table, archive *stream
+	// after is the id of the last event handed out (Params.After first).
+	after uuid.UUID
+}
+
+// batch is what one call of merge.next hands out.
+type batch struct {
+	events []store.HistoryEvent
+	// archived counts the events of events only the archive held, both
+	// those both streams held (the table's copy is kept: its row is the
+	// one a requeue makes pending again).
+	archived, both int
+}
+
+// next returns the next at most n events in id order; none at the end.
+func (m *merge) next(ctx context.Context, n int) (batch, error) {
+	var b batch
+	for len(b.events) < n {
+		var t, a *store.HistoryEvent
+		var err error
+		if m.table != nil {
+			if t, err = m.table.head(ctx, m.after); err != nil {
+				return b, err
+			}
+		}
+		if m.archive != nil {
+			if a, err = m.archive.head(ctx, m.after); err != nil {
+				return b, err
+			}
+		}
+		var e store.HistoryEvent
+		switch {
+		case t == nil && a == nil:
+			return b, nil
+		case a == nil || (t != nil && before(t.ID, a.ID)):
+			e = *t
+		case t == nil || before(a.ID, t.ID):
+			e = *a
+			b.archived++
+		default: // the same event, archived and still kept: once
+			e = *t
+			b.both++
+		}
+		b.events = append(b.events, e)
+		m.after = e.ID
+	}
+	return b, nil
+}
