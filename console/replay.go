@@ -33,8 +33,6 @@ const (
 	replayCancelWait = 10 * time.Second
 	// replayTypesMax bounds the type globs of a replay.
 	replayTypesMax = 64
-	// replayNameMax bounds a replay's name (the replay header's value).
-	replayNameMax = 100
 )
 
 // Where a replay reads from (replayRequest.From).
@@ -182,15 +180,14 @@ func (c *Console) planReplay(ctx context.Context, req replayRequest, parseTime f
 }
 
 // checkReplayName refuses a replay name the replay header cannot carry
-// plainly: it is written in every replayed event's headers, and shown.
+// (replay.CheckName, as postbox replay --name); empty is the default
+// name.
 func checkReplayName(name string) error {
-	if len(name) > replayNameMax {
-		return fmt.Errorf("at most %d characters", replayNameMax)
+	if name == "" {
+		return nil
 	}
-	for _, r := range name {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_.:", r)) {
-			return errors.New("letters, digits and - _ . : only")
-		}
+	if err := replay.CheckName(name); err != nil {
+		return errors.New(strings.TrimPrefix(err.Error(), "replay: "))
 	}
 	return nil
 }
@@ -331,7 +328,7 @@ func (rs *replays) start(cfg replay.Config, plan replayPlan, expected int, clien
 	}
 	now := time.Now()
 	if plan.Params.Name == "" {
-		plan.Params.Name = "replay-" + now.UTC().Format("20060102T150405Z")
+		plan.Params.Name = replay.DefaultName(now)
 	}
 	// A window left open ends now, as replay.Run's would: events written
 	// while it runs are having their first delivery. Fixed here, it is

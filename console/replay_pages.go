@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/replay"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -267,7 +268,7 @@ func (c *Console) replayPost(w http.ResponseWriter, r *http.Request) {
 	}
 	if r.PostFormValue("confirm") != "1" {
 		if plan.Params.Name == "" {
-			plan.Params.Name = "replay-" + time.Now().UTC().Format("20060102T150405Z")
+			plan.Params.Name = replay.DefaultName(time.Now())
 		}
 		got, complete, err := c.countReplay(r.Context(), plan)
 		if err != nil {
