@@ -86,6 +86,10 @@ var apiTable = []apiRoute{
 	{http.MethodPost, "/api/dead-letters/retry", (*Console).apiDeadLetterRetry},
 	{http.MethodPost, "/api/dead-letters/purge", (*Console).apiDeadLetterPurge},
 	{http.MethodGet, "/api/stats", (*Console).apiStats},
+	{http.MethodGet, "/api/replays", (*Console).apiReplayList},
+	{http.MethodPost, "/api/replays", (*Console).apiReplayCreate},
+	{http.MethodGet, "/api/replays/{id}", (*Console).apiReplayGet},
+	{http.MethodPost, "/api/replays/{id}/cancel", (*Console).apiReplayCancel},
 }
 
 // apiRoutes adds the JSON API's routes, under /api/ (see openapi.json):
@@ -265,45 +269,49 @@ type problem string
 
 // The problems of the JSON API.
 const (
-	problemBadRequest   problem = "bad-request"
-	problemUnauthorized problem = "unauthorized"
-	problemBackoff      problem = "too-many-wrong-tokens"
-	problemCrossOrigin  problem = "cross-origin"
-	problemCSRF         problem = "csrf"
-	problemReadOnly     problem = "read-only"
-	problemNoEngine     problem = "endpoints-off"
-	problemNoKey        problem = "no-secrets-key"
-	problemNotFound     problem = "not-found"
-	problemMethod       problem = "method-not-allowed"
-	problemAmbiguous    problem = "ambiguous"
-	problemChanged      problem = "changed"
-	problemTooLarge     problem = "body-too-large"
-	problemMediaType    problem = "unsupported-media-type"
-	problemInvalid      problem = "invalid-setting"
-	problemTestFailed   problem = "test-failed"
-	problemInternal     problem = "internal"
+	problemBadRequest    problem = "bad-request"
+	problemUnauthorized  problem = "unauthorized"
+	problemBackoff       problem = "too-many-wrong-tokens"
+	problemCrossOrigin   problem = "cross-origin"
+	problemCSRF          problem = "csrf"
+	problemReadOnly      problem = "read-only"
+	problemNoEngine      problem = "endpoints-off"
+	problemNoKey         problem = "no-secrets-key"
+	problemNotFound      problem = "not-found"
+	problemMethod        problem = "method-not-allowed"
+	problemAmbiguous     problem = "ambiguous"
+	problemChanged       problem = "changed"
+	problemTooLarge      problem = "body-too-large"
+	problemMediaType     problem = "unsupported-media-type"
+	problemInvalid       problem = "invalid-setting"
+	problemTestFailed    problem = "test-failed"
+	problemInternal      problem = "internal"
+	problemReplayOff     problem = "replay-off"
+	problemReplayRunning problem = "replay-running"
 )
 
 // problemTitles are the problems' titles, the same for every problem of
 // a kind.
 var problemTitles = map[problem]string{
-	problemBadRequest:   "Bad request",
-	problemUnauthorized: "Authentication required",
-	problemBackoff:      "Too many wrong tokens",
-	problemCrossOrigin:  "Cross-origin request refused",
-	problemCSRF:         "Missing or wrong CSRF token",
-	problemReadOnly:     "The console is read-only",
-	problemNoEngine:     "Endpoint management is off",
-	problemNoKey:        "No secrets key",
-	problemNotFound:     "Not found",
-	problemMethod:       "Method not allowed",
-	problemAmbiguous:    "Ambiguous name",
-	problemChanged:      "Changed meanwhile",
-	problemTooLarge:     "Request body too large",
-	problemMediaType:    "Unsupported media type",
-	problemInvalid:      "Invalid setting",
-	problemTestFailed:   "Test event not delivered",
-	problemInternal:     "Internal error",
+	problemBadRequest:    "Bad request",
+	problemUnauthorized:  "Authentication required",
+	problemBackoff:       "Too many wrong tokens",
+	problemCrossOrigin:   "Cross-origin request refused",
+	problemCSRF:          "Missing or wrong CSRF token",
+	problemReadOnly:      "The console is read-only",
+	problemNoEngine:      "Endpoint management is off",
+	problemNoKey:         "No secrets key",
+	problemNotFound:      "Not found",
+	problemMethod:        "Method not allowed",
+	problemAmbiguous:     "Ambiguous name",
+	problemChanged:       "Changed meanwhile",
+	problemTooLarge:      "Request body too large",
+	problemMediaType:     "Unsupported media type",
+	problemInvalid:       "Invalid setting",
+	problemTestFailed:    "Test event not delivered",
+	problemInternal:      "Internal error",
+	problemReplayOff:     "Replay is off",
+	problemReplayRunning: "A replay is running",
 }
 
 // problemTypePrefix starts every problem's type URI.

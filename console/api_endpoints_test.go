@@ -351,7 +351,7 @@ func TestAPIConformance(t *testing.T) {
 		a.wantProblem(t, apiCall{method: http.MethodGet, path: "/api/endpoints/" + partner.ID.String()}, http.StatusNotFound, "not-found")
 
 		for _, op := range apiOperations(t) {
-			if !a.covered[op] {
+			if !a.covered[op] && !strings.Contains(op, "/api/replays") { // TestAPIReplays exercises those
 				t.Errorf("openapi.json's %s was not exercised", op)
 			}
 		}

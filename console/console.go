@@ -49,6 +49,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/endpoint/admin"
+	"github.com/postbox-go/postbox/replay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/store"
 )
@@ -146,6 +147,15 @@ type Config struct {
 	// where a chat service keeps its token. A URL of a kind not listed
 	// shows as its scheme and host.
 	Kinds []sink.URLKind
+	// Replay, when its Outbox is set, offers the replay action (the
+	// replay page and /api/replays): delivered events chosen by time
+	// window, type, aggregate and source (the outbox's table, its archive)
+	// sent again, to the outbox's queue or to one endpoint (Endpoints
+	// needed), by replay.Run in the background of the console's process,
+	// one replay at a time; Run's end stops the one running. Its Logger
+	// is the console's when nil. Without an Outbox the replay page says
+	// it is off and the API refuses it.
+	Replay replay.Config
 }
 
 // Console is the console's http.Handler. Run samples the store for the
@@ -159,6 +169,7 @@ type Console struct {
 	samples  *samples
 	sessions *sessions
 	limiter  *loginLimiter
+	replays  *replays
 	log      *slog.Logger
 }
 
@@ -194,6 +205,9 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
+	if cfg.Replay.Logger == nil {
+		cfg.Replay.Logger = cfg.Logger
+	}
 	pages, err := parsePages()
 	if err != nil {
 		return nil, err
@@ -203,6 +217,7 @@ func New(cfg Config) (*Console, error) {
 		samples:  newSamples(cfg.SampleEvery),
 		sessions: newSessions(cfg.SessionIdle, cfg.SessionMax),
 		limiter:  newLoginLimiter(LoginClientsMax),
+		replays:  newReplays(),
 	}
 	rand.Read(c.secret) // never fails (crypto/rand)
 	c.routes()
@@ -220,9 +235,12 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // Run samples the store every Config.SampleEvery until ctx is done, for
-// the overview's chart of the last hour. It returns nil when ctx is done;
-// a failed sample is logged and skipped.
+// the overview's chart of the last hour. It returns nil when ctx is done,
+// once the replay running, if one, has stopped (after its batch in
+// flight; its end is logged with where to resume); a failed sample is
+// logged and skipped.
 func (c *Console) Run(ctx context.Context) error {
+	defer c.replays.stop()
 	tick := time.NewTicker(c.cfg.SampleEvery)
 	defer tick.Stop()
 	for {

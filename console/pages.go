@@ -38,7 +38,8 @@ const actionTimeout = 10 * time.Minute
 type pages map[string]*template.Template
 
 var pageNames = []string{"overview", "failed", "confirm", "event", "inbox", "inbox_event", "search", "login",
-	"endpoints", "endpoint", "endpoint_new", "endpoint_edit", "endpoint_secret", "endpoint_remove"}
+	"endpoints", "endpoint", "endpoint_new", "endpoint_edit", "endpoint_secret", "endpoint_remove",
+	"replay", "replay_confirm", "replay_run"}
 
 func parsePages() (pages, error) {
 	funcs := template.FuncMap{
@@ -76,6 +77,7 @@ func (c *Console) routes() {
 	mux.HandleFunc("GET /inbox/{id}", c.requireAuth(showRow(c, "inbox_event", "inbox event", c.cfg.Store.InboxGet)))
 	mux.HandleFunc("GET /search", c.requireAuth(c.search))
 	c.endpointPageRoutes(mux)
+	c.replayPageRoutes(mux)
 	c.apiRoutes(mux)
 	c.mux = mux
 }
@@ -95,14 +97,20 @@ type view struct {
 // render writes page name with data, or a 500 when the template fails.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	v := view{Title: name, Nav: name, Token: c.cfg.Token != "", CSRF: c.csrfToken(r), Page: data}
-	if strings.HasPrefix(name, "endpoint") {
+	switch {
+	case strings.HasPrefix(name, "endpoint"):
 		v.Nav = "endpoints"
+	case strings.HasPrefix(name, "replay"):
+		v.Nav = "replay"
 	}
 	if name != "login" { // before login, nothing about the deployment
 		v.Store, v.ReadOnly = c.cfg.Store.String(), c.cfg.ReadOnly
 	}
 	if name == "overview" {
 		v.Refresh = 5
+	}
+	if p, ok := data.(interface{ refreshSeconds() int }); ok { // a page that refreshes while it changes
+		v.Refresh = p.refreshSeconds()
 	}
 	var buf bytes.Buffer
 	if err := c.pages[name].Execute(&buf, v); err != nil {

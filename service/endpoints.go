@@ -246,10 +246,11 @@ func sealedElsewhere(k *keyring.Keyring, byKey map[string]int) string {
 // laneTemplate is endpoint.SupervisorConfig.Relay of the relay configured by c: c
 // without what is the outbox relay's alone. The supervisor sets Store,
 // Sink, Concurrency, Observer, Retention, DedupWindow, PollInterval,
-// Stream and DisableListen per lane; PublishBatch, which the fan-out
+// Stream and DisableListen per lane; Archive is the outbox's history
+// alone (a lane's deliveries are copies: its store refuses a Keep); PublishBatch, which the fan-out
 // takes, a lane refuses (a lane publishes one event at a time).
 func laneTemplate(c relay.Config) relay.Config {
-	c.Store, c.Sink, c.Observer, c.Stream = nil, nil, nil, nil
+	c.Store, c.Sink, c.Observer, c.Stream, c.Archive = nil, nil, nil, nil, nil
 	c.Concurrency, c.PublishBatch = 0, 0
 	c.Retention, c.DedupWindow, c.PollInterval, c.DisableListen = 0, 0, 0, false
 	return c

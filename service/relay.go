@@ -3,6 +3,7 @@ package service
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"sync"
 	"sync/atomic"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/postbox-go/postbox/archive"
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/relay/presence"
@@ -41,7 +43,7 @@ type RelayConfig struct {
 	// MaxAttempts, RejectedAttempts, ProbeInterval, BatchSize,
 	// ClaimBytes, Ordered, ShutdownTimeout, Tracer and Owner apply to each
 	// lane too; Concurrency, PublishBatch, DisableListen, Stream,
-	// DedupWindow and Observer are the outbox relay's alone (each lane has
+	// DedupWindow, Archive and Observer are the outbox relay's alone (each lane has
 	// its endpoint's concurrency, and the observer of Metrics under the
 	// endpoint's label). PollInterval is also how often one query looks
 	// for the lanes' due deliveries, and a Retention other than 0
@@ -49,6 +51,14 @@ type RelayConfig struct {
 	// too, until Endpoints.Retention. The outbox relay's Owner is the
 	// supervisor's, so that the lanes' leases name the same process.
 	Relay relay.Config
+	// Archive, when set, is where retention keeps delivered events before
+	// it removes them from the outbox: Relay.Archive is set to its Keep
+	// (the relay over the outbox only: an endpoint's deliveries are copies
+	// of the outbox's events, not history). It needs a positive
+	// Relay.Retention, and Relay.Archive left nil. NewRelay logs it (its
+	// String, never a credential); closing it, once Run returned, is the
+	// caller's.
+	Archive *archive.Archive
 	// Presence, when set, keeps the relay's row in the presence table
 	// while it runs.
 	Presence *PresenceConfig
@@ -92,7 +102,7 @@ const endpointsSinkDesc = "endpoints from the database"
 // the caller's mistake, which no retry mends.
 type ConfigError struct {
 	// Field names the RelayConfig field at fault: "Outbox", "Sink",
-	// "Relay", "Endpoints", "Endpoints.Guard", "Presence", "Metrics",
+	// "Relay", "Archive", "Endpoints", "Endpoints.Guard", "Presence", "Metrics",
 	// "MetricsSample".
 	Field string
 	// Err says why: for "Relay", "Endpoints" and "Presence", the error
@@ -119,9 +129,10 @@ type Relay struct {
 
 // NewRelay validates cfg and builds what it asks for; in endpoints mode
 // it checks that the outbox's tables are migrated (ordered, with
-// Relay.Ordered), reads the endpoints and logs what endpoints mode will do
-// (the relay logs the rest when it starts: how it finds new events, which
-// sink, which store). A RelayConfig that cannot run is refused with a
+// Relay.Ordered), reads the endpoints and logs what endpoints mode will do;
+// it logs what retention will do (how long delivered events are kept, and
+// where they are archived); the relay logs the rest when it starts: how it
+// finds new events, which sink, which store. A RelayConfig that cannot run is refused with a
 // *ConfigError; the other errors are the database's.
 func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 	if err := cfg.check(); err != nil {
@@ -140,6 +151,9 @@ func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 	}
 	rc := cfg.Relay
 	rc.Store, rc.Sink = cfg.Outbox, cfg.Sink
+	if cfg.Archive != nil {
+		rc.Archive = cfg.Archive.Keep
+	}
 	var observer relay.Observer
 	if prom != nil {
 		observer = prom.Relay()
@@ -174,6 +188,7 @@ func NewRelay(ctx context.Context, cfg RelayConfig) (*Relay, error) {
 		return nil, &ConfigError{Field: "Relay", Err: err}
 	}
 	r.relay = rl
+	logRetention(cfg)
 	if cfg.Metrics != nil {
 		cfg.Metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
 			Namespace: "postbox", Name: "relay_ready",
@@ -214,8 +229,39 @@ func (c *RelayConfig) check() error {
 		return &ConfigError{Field: "Sink", Err: errors.New("give Sink or Endpoints, not both")}
 	case c.Relay.Store != nil || c.Relay.Sink != nil:
 		return &ConfigError{Field: "Relay", Err: errors.New("leave Store and Sink nil: NewRelay sets them from Outbox and Sink")}
+	case c.Archive != nil && c.Relay.Archive != nil:
+		return &ConfigError{Field: "Archive", Err: errors.New("give Archive or Relay.Archive, not both")}
+	case c.Archive != nil && c.Relay.Retention <= 0:
+		return &ConfigError{Field: "Archive", Err: fmt.Errorf("needs a positive Relay.Retention (%v: delivered events are otherwise deleted when delivered, or never)", c.Relay.Retention)}
 	}
 	return nil
+}
+
+// logRetention logs what retention will do with delivered events, as cfg
+// (checked) sets it: deleted when delivered, kept for ever, or kept for
+// Relay.Retention and then deleted, archived first with an Archive (or a
+// Relay.Archive of the caller's).
+func logRetention(cfg RelayConfig) {
+	log, keep := cfg.Relay.Logger, cfg.Relay.Retention
+	archived := "none"
+	switch {
+	case cfg.Archive != nil:
+		archived = cfg.Archive.String()
+	case cfg.Relay.Archive != nil:
+		archived = "Relay.Archive"
+	}
+	switch {
+	case keep == 0:
+		log.Info("retention: delivered events are deleted once delivered", "retention", keep, "archive", archived)
+	case keep < 0:
+		log.Info("retention: delivered events are kept, marked done, for ever", "retention", keep, "archive", archived)
+	case archived == "none":
+		log.Info(fmt.Sprintf("retention %v: delivered events are kept, marked done, then deleted (checked at start, then every minute)", keep),
+			"retention", keep, "archive", archived)
+	default:
+		log.Info(fmt.Sprintf("retention %v, archive %s: delivered events are kept, marked done, then archived and deleted (checked at start, then every minute)", keep, archived),
+			"retention", keep, "archive", archived)
+	}
 }
 
 // newHeartbeat is the presence heartbeat cfg.Presence asks for: its mode

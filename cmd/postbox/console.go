@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	"github.com/postbox-go/postbox/archive"
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/endpoint/admin"
 	"github.com/postbox-go/postbox/keyring"
+	"github.com/postbox-go/postbox/replay"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -24,16 +26,17 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 	var db dbFlags
 	db.register(fs)
 	var (
-		addr      = fs.String("addr", "127.0.0.1:8080", "HOST:PORT the console listens on; an address other than loopback needs a token")
-		token     = fs.String("token", "", fmt.Sprintf("token the console asks for (a login form, or Authorization: Bearer), at least %d bytes; prefer --token-file or the environment variable, which ps does not show", console.TokenMinLength))
-		tokenFile = fs.String("token-file", "", "file holding the token (surrounding white space is ignored)")
-		readOnly  = fs.Bool("read-only", false, "show no action: no retry, no purge, no change to an endpoint (pages and JSON API alike)")
-		sample    = fs.Duration("sample", console.SampleEveryDefault, "how often the overview reads the outbox's counts, for its numbers and its chart (three queries each time, and two more for the webhook endpoints and their deliveries, whatever the number of endpoints and viewers)")
-		idle      = fs.Duration("session-idle", console.SessionIdleDefault, "a login session ends after this long without a request (the overview's own refreshes do not count)")
-		lifetime  = fs.Duration("session-max", console.SessionMaxDefault, "a login session ends this long after the login, however it is used")
-		proxies   = fs.String("trusted-proxy", "", "CIDR[,CIDR]: reverse proxies whose X-Forwarded-For (the client, for the login back-off) and X-Forwarded-Proto (https: a Secure cookie) are believed; none by default")
-		logLevel  = fs.String("log-level", "info", "debug, info, warn or error")
-		logFormat = fs.String("log-format", "text", "text or json")
+		addr       = fs.String("addr", "127.0.0.1:8080", "HOST:PORT the console listens on; an address other than loopback needs a token")
+		token      = fs.String("token", "", fmt.Sprintf("token the console asks for (a login form, or Authorization: Bearer), at least %d bytes; prefer --token-file or the environment variable, which ps does not show", console.TokenMinLength))
+		tokenFile  = fs.String("token-file", "", "file holding the token (surrounding white space is ignored)")
+		readOnly   = fs.Bool("read-only", false, "show no action: no retry, no purge, no change to an endpoint (pages and JSON API alike)")
+		sample     = fs.Duration("sample", console.SampleEveryDefault, "how often the overview reads the outbox's counts, for its numbers and its chart (three queries each time, and two more for the webhook endpoints and their deliveries, whatever the number of endpoints and viewers)")
+		idle       = fs.Duration("session-idle", console.SessionIdleDefault, "a login session ends after this long without a request (the overview's own refreshes do not count)")
+		lifetime   = fs.Duration("session-max", console.SessionMaxDefault, "a login session ends this long after the login, however it is used")
+		proxies    = fs.String("trusted-proxy", "", "CIDR[,CIDR]: reverse proxies whose X-Forwarded-For (the client, for the login back-off) and X-Forwarded-Proto (https: a Secure cookie) are believed; none by default")
+		logLevel   = fs.String("log-level", "info", "debug, info, warn or error")
+		logFormat  = fs.String("log-format", "text", "text or json")
+		archiveURL = fs.String("archive", "", "the archive the replay action reads too, as postbox relay --archive writes it: file:///DIR, s3://BUCKET?region=R[&endpoint=URL][&prefix=P]; without it, replays read the delivered events the outbox keeps")
 	)
 	var key secretsKeyFlag
 	key.register(fs, "optional: without it the endpoints are shown, and adding them, rotating their secrets, testing them and changing their credentials are refused")
@@ -82,9 +85,24 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil {
 			return err
 		}
+		replays := replay.Config{Outbox: s.Outbox, Endpoints: s.Endpoints, Logger: logger}
+		replaying := "from the outbox's table"
+		if *archiveURL != "" {
+			a, err := archive.Open(ctx, *archiveURL)
+			if err != nil {
+				return fmt.Errorf("--archive: %w", err)
+			}
+			defer closeArchive(a, logger) // after Run: the replay running has stopped
+			replays.Archive = a
+			replaying = "from the outbox's table and the archive " + a.String()
+		}
+		if *readOnly {
+			replaying = "off (read-only)"
+		}
 		c, err := console.New(console.Config{
 			Store: s.Console, Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger,
 			SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted, Endpoints: engine, Kinds: endpointKinds,
+			Replay: replays,
 		})
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
@@ -108,7 +126,7 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 			auth = "none (loopback only)"
 		}
 		logger.Info("console on http://"+ln.Addr().String()+"/", "store", s.Console.String(), "read_only", *readOnly, "auth", auth,
-			"endpoints", endpoints, "session_idle", *idle, "session_max", *lifetime, "trusted_proxies", *proxies)
+			"endpoints", endpoints, "replay", replaying, "session_idle", *idle, "session_max", *lifetime, "trusted_proxies", *proxies)
 		sampled := make(chan struct{})
 		go func() {
 			defer close(sampled)

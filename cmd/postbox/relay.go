@@ -8,8 +8,10 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"strings"
 	"time"
 
+	"github.com/postbox-go/postbox/archive"
 	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/relay"
@@ -32,6 +34,7 @@ type relayFlags struct {
 	maxAttempts, batch, concurrency, publishBatch, claimBytes         int
 	ordered, noListen, wal, walDropSlot                               bool
 	metricsAddr, logLevel, logFormat, walSlot                         string
+	archiveURL                                                        string
 }
 
 func (f *relayFlags) register(fs *flag.FlagSet) {
@@ -52,6 +55,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.poll, "poll", relay.PollIntervalDefault, "fallback poll interval; with --endpoints, also how often one query looks for the lanes' due deliveries (retries, deliveries written by other relays)")
 	fs.BoolVar(&f.noListen, "no-listen", false, "do not use LISTEN/NOTIFY (for connection poolers); poll only")
 	fs.DurationVar(&f.retention, "retention", 0, "how long delivered events are kept, marked done (0: deleted at once; negative: forever); with --endpoints, the outbox's events once fanned out, and when not 0 the endpoints' delivered deliveries are kept too, until --attempts-retention")
+	fs.StringVar(&f.archiveURL, "archive", "", "before --retention removes delivered events, write them to this archive, where postbox replay --archive finds them: file:///DIR, s3://BUCKET?region=R[&endpoint=URL][&prefix=P] (credentials from the AWS environment); needs a positive --retention")
 	fs.DurationVar(&f.shutdown, "shutdown-timeout", relay.ShutdownTimeoutDefault, "how long deliveries in flight may finish on SIGINT/SIGTERM")
 	fs.DurationVar(&f.probe, "probe-interval", relay.ProbeIntervalDefault, "while the sink is unreachable (connections refused, every request timing out, a broker connection down), the longest wait between two probes: one event sent alone; such failures count no attempt")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve GET /metrics (Prometheus) and GET /healthz on HOST:PORT, such as 127.0.0.1:9090 (off when empty)")
@@ -100,6 +104,9 @@ func (f *relayFlags) check(fs *flag.FlagSet) error {
 	if err := f.endpoints.checkModeFlags(fs); err != nil {
 		return err
 	}
+	if f.archiveURL != "" && f.retention <= 0 {
+		return fmt.Errorf("%w: --archive needs a positive --retention, how long delivered events stay in the outbox before they are archived and deleted (--retention %v: they are deleted when delivered, or never)", errUsage, f.retention)
+	}
 	if !f.endpoints.on {
 		return required("sink", f.sinkURL)
 	}
@@ -129,6 +136,14 @@ func runRelay(ctx context.Context, f *relayFlags) error {
 		return err
 	}
 	defer s.Close()
+	if f.archiveURL != "" {
+		a, err := archive.Open(ctx, f.archiveURL)
+		if err != nil {
+			return fmt.Errorf("--archive: %w", err)
+		}
+		defer closeArchive(a, logger) // after Run: retention's last step is done
+		cfg.Archive = a
+	}
 	walStream, err := f.useDB(&cfg, s)
 	if err != nil {
 		return err
@@ -238,6 +253,13 @@ func (f *relayFlags) presence(p store.Presence) *service.PresenceConfig {
 	return c
 }
 
+// closeArchive closes the archive of --archive, logging an error.
+func closeArchive(a *archive.Archive, logger *slog.Logger) {
+	if err := a.Close(); err != nil {
+		logger.Error("closing the archive", "archive", a.String(), "error", err)
+	}
+}
+
 // serviceConfigError rewrites service.NewRelay's refusal of what the flags
 // gave (a *service.ConfigError) as a usage error naming the flags.
 func serviceConfigError(err error) error {
@@ -248,6 +270,8 @@ func serviceConfigError(err error) error {
 	switch e.Field {
 	case "Relay":
 		return withFlagNames(e.Err, relayConfigFlags)
+	case "Archive":
+		return fmt.Errorf("%w: --archive: %s", errUsage, strings.ReplaceAll(e.Err.Error(), "Relay.Retention", "--retention"))
 	case "Endpoints":
 		return endpointsConfigError(e.Err)
 	case "Endpoints.Guard":

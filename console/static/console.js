@@ -23,11 +23,14 @@ function startRefresh(main) {
       const fresh = doc.getElementById("main");
       if (fresh) main.replaceChildren(...Array.from(fresh.childNodes, (n) => document.importNode(n, true)));
       document.documentElement.dataset.refreshed = String(Date.now());
+      // A page that stopped changing (a replay that ended) says so by
+      // refreshing no more.
+      if (fresh && !fresh.dataset.refresh) clearInterval(timer);
     } catch (e) {
       // The next tick tries again.
     }
   };
-  setInterval(refresh, every);
+  const timer = setInterval(refresh, every);
 }
 
 // Selection on the failed page: "this page" ticks every row; "every
