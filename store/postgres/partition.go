@@ -496,7 +496,7 @@ func (s *Store) partitions(ctx context.Context) (ranges []partitionInfo, err err
 // ahead, each in a transaction that waits PartitionLockTimeout at most
 // for its lock. A range that an existing partition covers in part starts
 // where that one ends; a range of which the DEFAULT partition holds
-// events, or whose partition is detached, is left to the DEFAULT.
+// events, or whose name a table has, is left to the DEFAULT.
 func (s *Store) createAhead(ctx context.Context, interval time.Duration, now time.Time) (created []string, err error) {
 	ranges, err := s.partitions(ctx)
 	if err != nil {
@@ -531,9 +531,9 @@ func (s *Store) createAhead(ctx context.Context, interval time.Duration, now tim
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (pgErr.Code == "23514" || pgErr.Code == "42P07") {
 			// The DEFAULT partition holds events of the range (ids
-			// chosen by producers, or a range dropped early), or the
-			// range's partition, detached, waits for its Keep: the
-			// DEFAULT partition keeps serving the range.
+			// chosen by producers, or a range dropped early), or a
+			// table has the partition's name: the DEFAULT partition
+			// keeps serving the range.
 			continue
 		}
 		if err != nil {

@@ -259,8 +259,8 @@ where p.dedup_key is not null and k.dedup_key = p.dedup_key and k.id = p.id;
 drop table {schema}.{partition};
 
 -- name: partition_keep_read
--- A detached partition's delivered events for Keep, $2 at a time after
--- id $1, in id order.
+-- A partition's delivered events for Keep, $2 at a time after id $1, in
+-- id order.
 select id, seq, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers, created_at, processed_at
 from {schema}.{partition}
 where status = 'done' and id > $1
