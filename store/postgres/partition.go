@@ -17,6 +17,7 @@ import (
 	"github.com/jackc/pgx/v5/pgconn"
 
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 //go:embed partition.sql
@@ -495,7 +496,7 @@ func (s *Store) partitions(ctx context.Context) (ranges []partitionInfo, err err
 // ahead, each in a transaction that waits PartitionLockTimeout at most
 // for its lock. A range that an existing partition covers in part starts
 // where that one ends; a range of which the DEFAULT partition holds
-// events, or whose partition is detached, is left to the DEFAULT.
+// events, or whose name a table has, is left to the DEFAULT.
 func (s *Store) createAhead(ctx context.Context, interval time.Duration, now time.Time) (created []string, err error) {
 	ranges, err := s.partitions(ctx)
 	if err != nil {
@@ -530,9 +531,9 @@ func (s *Store) createAhead(ctx context.Context, interval time.Duration, now tim
 		var pgErr *pgconn.PgError
 		if errors.As(err, &pgErr) && (pgErr.Code == "23514" || pgErr.Code == "42P07") {
 			// The DEFAULT partition holds events of the range (ids
-			// chosen by producers, or a range dropped early), or the
-			// range's partition, detached, waits for its Keep: the
-			// DEFAULT partition keeps serving the range.
+			// chosen by producers, or a range dropped early), or a
+			// table has the partition's name: the DEFAULT partition
+			// keeps serving the range.
 			continue
 		}
 		if err != nil {
@@ -550,29 +551,24 @@ func (s *Store) createAhead(ctx context.Context, interval time.Duration, now tim
 //
 // On a partitioned outbox it creates the partitions ahead (now to two
 // intervals ahead), then drops the range partitions that are past (begun
-// before now): those whose range ended before p.Before, or, with a zero Before, those that
-// hold no delivered event and whose range ended more than an interval ago.
-// A partition is detached first, its unfinished events moved back to the
-// outbox (to the DEFAULT partition, with their ids: leases still settle
-// them), in one transaction that waits PartitionLockTimeout at most for
-// its lock (a step that cannot have it returns an error saying so and
-// leaves the partition to the next step). With p.Keep, the detached
-// partition's delivered events are then handed to Keep in chunks of
-// p.Limit, in id order, each once, and the partition is dropped only once
-// Keep returned nil for all of them (an error leaves it detached: the
-// next step keeps it again, from its first event); without Keep it is
-// dropped in the detaching transaction. A step with Keep drops one
-// partition (More reports the others). The DEFAULT partition's delivered
-// events are then retained as a plain table's (Limit at a time, through
-// Keep when set), and up to p.Limit held dedup keys whose hold has ended
-// are removed.
+// before now): those whose range ended before p.Before, or, with a zero
+// Before, those that hold no delivered event and whose range ended more
+// than an interval ago (see dropPartition; with p.Keep, one partition
+// with delivered events per step, More reporting the others). A partition whose lock is not granted
+// within PartitionLockTimeout is left to the next step, with an error
+// that says so. The DEFAULT partition's delivered events processed before
+// p.Before are then removed as a plain table's (p.Limit at a time,
+// through Keep when set), and, as on a plain table, the delivered events
+// processed an interval before p.Before that a partition still holds
+// (ids that are not their creation time) and the held dedup keys whose
+// hold has ended.
 func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (res store.ExpireResult, partitioned bool, err error) {
 	kind, err := d.outboxKind(ctx)
 	if err != nil || kind != "p" {
 		return res, false, err
 	}
-	if p.Limit < 1 {
-		return res, true, fmt.Errorf("postgres: expire: limit %d: want at least 1", p.Limit)
+	if p.Limit < 1 || p.Limit > store.HistoryBatchMax {
+		return res, true, fmt.Errorf("postgres: expire: Limit %d is out of range (1 to %d)", p.Limit, store.HistoryBatchMax)
 	}
 	interval, err := d.partitionInterval(ctx)
 	if err != nil {
@@ -582,15 +578,6 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 	res.Created, err = d.createAhead(ctx, interval, now)
 	if err != nil {
 		return res, true, err
-	}
-	// Detached partitions whose Keep failed come first.
-	rows, err := d.pool.Query(ctx, d.sql.Get("partition_detached"))
-	if err != nil {
-		return res, true, fmt.Errorf("postgres: expire: %w", err)
-	}
-	detached, err := pgx.CollectRows(rows, pgx.RowTo[string])
-	if err != nil {
-		return res, true, fmt.Errorf("postgres: expire: %w", err)
 	}
 	ranges, err := d.partitions(ctx)
 	if err != nil {
@@ -613,37 +600,13 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 			}
 		}
 	}
-	if p.Keep != nil {
-		for _, name := range detached {
-			if err := d.keepAndDrop(ctx, p, name, &res); err != nil {
-				return res, true, err
-			}
+	for _, name := range due {
+		if p.Keep != nil && res.Kept > 0 {
+			res.More = true // one partition's Keep per step
+			break
 		}
-		if len(due) > 0 {
-			if _, err := d.detach(ctx, due[0], false); err != nil {
-				return res, true, err
-			}
-			if err := d.keepAndDrop(ctx, p, due[0], &res); err != nil {
-				return res, true, err
-			}
-			res.More = len(due) > 1
-		}
-	} else {
-		for _, name := range detached {
-			n, err := d.dropDetached(ctx, name)
-			if err != nil {
-				return res, true, err
-			}
-			res.Events += n
-			res.Dropped = append(res.Dropped, name)
-		}
-		for _, name := range due {
-			n, err := d.detach(ctx, name, true)
-			if err != nil {
-				return res, true, err
-			}
-			res.Events += n
-			res.Dropped = append(res.Dropped, name)
+		if err := d.dropPartition(ctx, p, name, &res); err != nil {
+			return res, true, err
 		}
 	}
 	if !p.Before.IsZero() {
@@ -655,12 +618,22 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 		}
 		res.More = res.More || n >= p.Limit
 	}
-	tag, err := d.pool.Exec(ctx, d.sql.Get("purge_held_keys"), p.Limit)
-	if err != nil {
-		return res, true, fmt.Errorf("postgres: purge held dedup keys: %w", err)
+	// What the drops leave that a plain table would remove: delivered
+	// events processed more than an interval before p.Before (which a
+	// partition of their ids' time holds only when their ids are not
+	// their creation time), and the held dedup keys whose hold ended.
+	rest := p
+	if !rest.Before.IsZero() {
+		rest.Before = rest.Before.Add(-interval)
 	}
-	res.Keys = int(tag.RowsAffected())
-	res.More = res.More || res.Keys >= p.Limit
+	r, err := sqlstore.Expire(ctx, expireSQL{d.Store}, rest)
+	res.Events += r.Events
+	res.Kept += r.Kept
+	res.Keys = r.Keys
+	res.More = res.More || r.More
+	if err != nil {
+		return res, true, fmt.Errorf("postgres: %w", err)
+	}
 	return res, true, nil
 }
 
@@ -669,96 +642,103 @@ func (s *Store) partitionQuery(query, name string) string {
 	return strings.ReplaceAll(s.sql.Get(query), "{partition}", pgx.Identifier{name}.Sanitize())
 }
 
-// detach detaches a partition and moves its unfinished events back to the
-// outbox, and with drop removes its keys and drops it, in one transaction
-// waiting PartitionLockTimeout at most for its lock. It returns the
-// delivered events dropped.
-func (s *Store) detach(ctx context.Context, name string, drop bool) (dropped int, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+// keepMargin is how long before a partition's Keep began a settle may
+// have marked an event done that the Keep's reads did not see yet (its
+// transaction had not committed): the drop checks those were kept.
+const keepMargin = time.Minute
+
+// dropPartition drops a range partition: with p.Keep, it first hands the
+// partition's delivered events to Keep, p.Limit at a time in id order;
+// then, in one transaction waiting PartitionLockTimeout at most for its
+// lock, it detaches the partition, moves its unfinished events back to
+// the outbox (to the DEFAULT partition, ids and seq kept: leases still
+// settle them), removes its delivered events' dedup keys and drops it. An
+// event delivered in the partition while Keep ran, which Keep did not see,
+// makes the drop wait for the next step (which keeps the partition again).
+func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name string, res *store.ExpireResult) error {
+	kept := 0
+	var since time.Time
+	var late []uuid.UUID // events kept that were delivered after since
+	if p.Keep != nil {
+		if err := s.pool.QueryRow(ctx, "select now()").Scan(&since); err != nil {
+			return fmt.Errorf("postgres: expire: %w", err)
+		}
+		since = since.Add(-keepMargin)
+		var after uuid.UUID
+		for {
+			rows, err := s.pool.Query(ctx, s.partitionQuery("partition_keep_read", name), after, p.Limit)
+			if err != nil {
+				return fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
+			}
+			events, err := pgx.CollectRows(rows, scanHistory)
+			if err != nil {
+				return fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
+			}
+			if len(events) == 0 {
+				break
+			}
+			if err := p.Keep(ctx, events); err != nil {
+				return fmt.Errorf("postgres: expire: keep the delivered events of partition %s (nothing dropped): %w", name, err)
+			}
+			kept += len(events)
+			for _, e := range events {
+				if !e.ProcessedAt.Before(since) {
+					late = append(late, e.ID)
+				}
+			}
+			after = events[len(events)-1].ID
+		}
+	}
+	dropped := 0
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
 			return err
 		}
-		for _, q := range []string{"partition_detach", "partition_move_back"} {
+		if _, err := tx.Exec(ctx, s.partitionQuery("partition_detach", name)); err != nil {
+			return err
+		}
+		if p.Keep != nil {
+			var unseen bool
+			if err := tx.QueryRow(ctx, s.partitionQuery("partition_unkept", name), since, uuidArray(late)).Scan(&unseen); err != nil {
+				return err
+			}
+			if unseen {
+				return errUnkept
+			}
+		}
+		for _, q := range []string{"partition_move_back", "partition_count", "partition_drop_keys", "partition_drop"} {
+			if q == "partition_count" {
+				if err := tx.QueryRow(ctx, s.partitionQuery(q, name)).Scan(&dropped); err != nil {
+					return err
+				}
+				continue
+			}
 			if _, err := tx.Exec(ctx, s.partitionQuery(q, name)); err != nil {
 				return err
 			}
 		}
-		if drop {
-			dropped, err = s.dropIn(ctx, tx, name)
-		}
-		return err
+		return nil
 	})
 	switch {
+	case errors.Is(err, errUnkept):
+		res.Kept += kept
+		res.More = true
+		return nil
 	case isLockTimeout(err):
-		return 0, fmt.Errorf("postgres: expire: partition %s: the lock on %s was not granted within %s (transactions hold it): left for the next step: %w", name, s.Table("outbox_events"), PartitionLockTimeout, err)
+		res.Kept += kept
+		return fmt.Errorf("postgres: expire: partition %s: the lock on %s was not granted within %s (transactions hold it): left for the next step: %w", name, s.Table("outbox_events"), PartitionLockTimeout, err)
 	case err != nil:
-		return 0, fmt.Errorf("postgres: expire: drop partition %s: %w", name, err)
+		res.Kept += kept
+		return fmt.Errorf("postgres: expire: drop partition %s: %w", name, err)
 	}
-	return dropped, nil
-}
-
-// dropIn drops a detached partition whose unfinished events are moved,
-// with its delivered events' keys, in tx, and returns its events' count.
-func (s *Store) dropIn(ctx context.Context, tx pgx.Tx, name string) (n int, err error) {
-	if err := tx.QueryRow(ctx, s.partitionQuery("partition_count", name)).Scan(&n); err != nil {
-		return 0, err
-	}
-	for _, q := range []string{"partition_drop_keys", "partition_drop"} {
-		if _, err := tx.Exec(ctx, s.partitionQuery(q, name)); err != nil {
-			return 0, err
-		}
-	}
-	return n, nil
-}
-
-// dropDetached drops a detached partition (moving back any unfinished
-// event), with its delivered events' keys, and returns its delivered
-// events' count.
-func (s *Store) dropDetached(ctx context.Context, name string) (n int, err error) {
-	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-		if _, err := tx.Exec(ctx, s.partitionQuery("partition_move_back", name)); err != nil {
-			return err
-		}
-		n, err = s.dropIn(ctx, tx, name)
-		return err
-	})
-	if err != nil {
-		return 0, fmt.Errorf("postgres: expire: drop partition %s: %w", name, err)
-	}
-	return n, nil
-}
-
-// keepAndDrop hands a detached partition's delivered events to p.Keep,
-// p.Limit at a time in id order, and drops it once all are kept.
-func (s *Store) keepAndDrop(ctx context.Context, p store.ExpireParams, name string, res *store.ExpireResult) error {
-	var after uuid.UUID
-	kept := 0
-	for {
-		rows, err := s.pool.Query(ctx, s.partitionQuery("partition_keep_read", name), after, p.Limit)
-		if err != nil {
-			return fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
-		}
-		events, err := pgx.CollectRows(rows, scanHistory)
-		if err != nil {
-			return fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
-		}
-		if len(events) == 0 {
-			break
-		}
-		if err := p.Keep(ctx, events); err != nil {
-			return fmt.Errorf("postgres: expire: keep the delivered events of partition %s (it stays detached; the next step keeps it again): %w", name, err)
-		}
-		kept += len(events)
-		after = events[len(events)-1].ID
-	}
-	if _, err := s.dropDetached(ctx, name); err != nil {
-		return err
-	}
-	res.Events += kept
+	res.Events += dropped
 	res.Kept += kept
 	res.Dropped = append(res.Dropped, name)
 	return nil
 }
+
+// errUnkept: an event of the partition was delivered while Keep ran.
+var errUnkept = errors.New("postgres: a delivered event of the partition was not kept")
 
 // expireDefault is the retention of the DEFAULT partition: up to p.Limit
 // delivered events processed before p.Before, oldest first, through

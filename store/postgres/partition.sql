@@ -26,16 +26,6 @@ from pg_inherits i
 join pg_class c on c.oid = i.inhrelid
 where i.inhparent = to_regclass('{schema}.outbox_events');
 
--- name: partition_detached
--- Partitions detached and not dropped yet: an Expire whose Keep failed
--- after the detach left them (their delivered events wait to be kept).
-select c.relname::text
-from pg_class c
-where c.relnamespace = (select relnamespace from pg_class where oid = to_regclass('{schema}.outbox_events'))
-  and c.relkind = 'r' and not c.relispartition
-  and c.relname like 'outbox\_events\_p%'
-order by c.relname;
-
 -- name: partition_options
 -- The storage options of the DEFAULT partition (the plain table's
 -- autovacuum settings, copied at the conversion): every partition gets
@@ -236,6 +226,14 @@ select exists (select 1 from {schema}.{partition} where status = 'done');
 -- name: partition_detach
 alter table {schema}.outbox_events detach partition {schema}.{partition};
 
+-- name: partition_unkept
+-- Whether the detached partition holds a delivered event that Keep was
+-- not handed: delivered since $1 (Keep's start, less a margin) and not
+-- among $2, the events kept that were delivered since $1.
+select exists (
+  select 1 from {schema}.{partition}
+  where status = 'done' and processed_at >= $1 and not (id = any($2::uuid[])));
+
 -- name: partition_move_back
 -- The unfinished events of a detached partition go back to the outbox
 -- (to the DEFAULT partition, their range being gone), with their ids and
@@ -261,8 +259,8 @@ where p.dedup_key is not null and k.dedup_key = p.dedup_key and k.id = p.id;
 drop table {schema}.{partition};
 
 -- name: partition_keep_read
--- A detached partition's delivered events for Keep, $2 at a time after
--- id $1, in id order.
+-- A partition's delivered events for Keep, $2 at a time after id $1, in
+-- id order.
 select id, seq, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers, created_at, processed_at
 from {schema}.{partition}
 where status = 'done' and id > $1

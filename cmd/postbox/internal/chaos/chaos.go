@@ -80,7 +80,8 @@ type Config struct {
 	// order of the applications.
 	Ordered bool
 	// Faults are the fault kinds injected, in turn (see ParseFaults);
-	// default all but db-restart.
+	// default all but db-restart (unless AllowRestart) and partition-drop
+	// (unless Partitioned).
 	Faults []string
 	// Partitioned makes the outbox partitioned, as `postbox migrate
 	// --partitioned --partition-interval 2s` does (PartitionInterval),
