@@ -28,9 +28,10 @@ const (
 // While claims come back full, a backlog is being drained: the next one
 // starts after the last event claimed, instead of reading again past every
 // event the relay still holds and every index entry of those it deleted.
-// Otherwise the claim starts from the head, unless claims from the head
-// have become costly (see headCostShare): the cursor then stays, and the
-// head is read every headEvery.
+// Otherwise the claim starts from the head: after a claim that was not
+// full, the relay may doze, and the doze protocol's promise (a claim after
+// Doze sees every event committed without a notification) holds only for
+// a claim from the head.
 type claimCursor struct {
 	after    store.ClaimPosition
 	fromHead time.Time     // when the last claim from the head ran
@@ -51,10 +52,6 @@ func (c *claimCursor) headEvery() time.Duration {
 	return min(max(fromHeadEvery, headCostShare*c.headExcess()), fromHeadEveryMax)
 }
 
-// headIsCheap reports whether claims from the head cost so little that a
-// relay makes each claim it can from the head.
-func (c *claimCursor) headIsCheap() bool { return headCostShare*c.headExcess() <= fromHeadEvery }
-
 // next is where a claim starting at now begins.
 func (c *claimCursor) next(now time.Time) store.ClaimPosition {
 	c.headNow = c.after.IsZero() || now.Sub(c.fromHead) >= c.headEvery()
@@ -67,9 +64,8 @@ func (c *claimCursor) next(now time.Time) store.ClaimPosition {
 
 // claimed records a claim that returned batch and took took: full (all it
 // asked for, in events or in bytes), the next claim starts after its last
-// event in claim order; otherwise from the head, while claims from the
-// head are cheap. A batch from a store that does not say when its events
-// fell due always sends the next claim to the head.
+// event in claim order; otherwise from the head. So does a batch from a
+// store that does not say when its events fell due.
 func (c *claimCursor) claimed(batch []store.ClaimedEvent, full bool, took time.Duration) {
 	switch {
 	case c.headNow:
@@ -80,7 +76,7 @@ func (c *claimCursor) claimed(batch []store.ClaimedEvent, full bool, took time.D
 	default:
 		c.cursorCost = (3*c.cursorCost + took) / 4
 	}
-	if (!full || len(batch) == 0) && c.headIsCheap() {
+	if !full || len(batch) == 0 {
 		c.after = store.ClaimPosition{}
 		return
 	}
