@@ -516,8 +516,11 @@ func testExpireKeep(t *testing.T, s raw) {
 		if err != nil {
 			t.Fatalf("Expire: %v", err)
 		}
-		if res.Kept > 2 || res.Events != res.Kept {
-			t.Errorf("Expire = %+v, want at most 2 kept, each deleted", res)
+		// A plain table keeps and deletes a batch of Limit at most; a
+		// partitioned outbox drops whole partitions, read in chunks of
+		// Limit (the chunks' order is checked by keep).
+		if (res.Kept > 2 && len(res.Dropped) == 0) || res.Events != res.Kept {
+			t.Errorf("Expire = %+v, want at most 2 kept (but for whole partitions dropped), each deleted", res)
 		}
 		total.Kept, total.Events = total.Kept+res.Kept, total.Events+res.Events
 		if !res.More {

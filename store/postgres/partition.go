@@ -622,8 +622,13 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 	// events processed more than an interval before p.Before (which a
 	// partition of their ids' time holds only when their ids are not
 	// their creation time), and the held dedup keys whose hold ended.
+	// A step that removed events already leaves these to the next step
+	// (at most p.Limit events removed as a batch in one step).
 	rest := p
-	if !rest.Before.IsZero() {
+	switch {
+	case res.Events > 0 && !p.Before.IsZero():
+		rest.Before = time.Time{}
+	case !rest.Before.IsZero():
 		rest.Before = rest.Before.Add(-interval)
 	}
 	r, err := sqlstore.Expire(ctx, expireSQL{d.Store}, rest)
