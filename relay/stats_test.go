@@ -57,9 +57,10 @@ func (s *faultyStore) Settle(ctx context.Context, p store.SettleParams) error {
 
 // ExtendLease, once takeOver is set, first does what another relay would
 // do to a relay stalled past its lease: the lease expires, and is
-// reclaimed.
+// reclaimed. A renewal that fails on the way (its deadline, on a loaded
+// machine) leaves takeOver set for the next one.
 func (s *faultyStore) ExtendLease(ctx context.Context, owner string, ids []uuid.UUID, lease time.Duration) ([]uuid.UUID, error) {
-	if s.takeOver.CompareAndSwap(true, false) {
+	if s.takeOver.Load() {
 		s.reclaiming.Lock()
 		defer s.reclaiming.Unlock()
 		expire := "update " + pgx.Identifier{s.Schema(), "outbox_leases"}.Sanitize() +
@@ -70,6 +71,7 @@ func (s *faultyStore) ExtendLease(ctx context.Context, owner string, ids []uuid.
 		if _, err := s.Driver.ReclaimExpired(ctx, store.ReclaimParams{MaxAttempts: relay.MaxAttemptsDefault}); err != nil {
 			return nil, err
 		}
+		s.takeOver.Store(false)
 	}
 	return s.Driver.ExtendLease(ctx, owner, ids, lease)
 }
