@@ -106,10 +106,11 @@ func (r *run) partitionUpkeep(ctx context.Context) {
 }
 
 // expire runs Expire until it has no more to do, with Before before
-// (zero: no delivered event removed). With a Before, it first counts the
-// unfinished events in the range partitions whose range has ended: those
-// the step moves to the DEFAULT partition (a relay may settle a few of them
-// in between). A step that gives up is counted, not an error: waiting for
+// (zero: no delivered event removed). It first counts the unfinished
+// events in the range partitions the step may drop: those whose range has
+// ended (with a Before) or ended an interval ago (without: the store then
+// drops those that hold no delivered event), which it moves to the DEFAULT
+// partition (a relay may settle a few of them in between). A step that gives up is counted, not an error: waiting for
 // its lock (lock_not_available), or losing a race with a relay's own
 // retention step, which created (duplicate_table) or dropped
 // (undefined_table) the same partition at the same moment.
@@ -118,14 +119,16 @@ func (r *run) expire(ctx context.Context, before time.Time) error {
 	defer r.parts.step.Unlock()
 	callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	if !before.IsZero() {
-		var n int64
-		err := r.store.Pool().QueryRow(callCtx, r.tables.endedUnfinished, partitionBound(before), r.store.Table("outbox_events_default")).Scan(&n)
-		if err != nil {
-			return fmt.Errorf("count the events of ended partitions: %w", err)
-		}
-		r.parts.moved.Add(n)
+	ended := before
+	if ended.IsZero() {
+		ended = time.Now().Add(-PartitionInterval)
 	}
+	var n int64
+	err := r.store.Pool().QueryRow(callCtx, r.tables.endedUnfinished, partitionBound(ended), r.store.Table("outbox_events_default")).Scan(&n)
+	if err != nil {
+		return fmt.Errorf("count the events of ended partitions: %w", err)
+	}
+	r.parts.moved.Add(n)
 	for {
 		res, err := r.store.Driver().Expire(callCtx, store.ExpireParams{Before: before, Limit: partitionLimit})
 		r.parts.dropped.Add(int64(len(res.Dropped)))

@@ -67,9 +67,9 @@ type Report struct {
 	// PartitionsDropped counts the partitions the run's retention steps
 	// dropped (its upkeep's and partition-drop's; the relays' own every
 	// minute are not counted), PartitionEventsMoved about how many
-	// unfinished events were in the partitions partition-drop dropped
-	// (counted just before each of its steps: moved to the DEFAULT
-	// partition, leased ones included), and PartitionStepsGaveUp the
+	// unfinished events were in the partitions those steps dropped
+	// (counted just before each step: moved to the DEFAULT partition,
+	// leased ones included), and PartitionStepsGaveUp the
 	// steps that gave up, waiting for their lock on the outbox or racing
 	// a relay's own step on the same partition (the next step does their
 	// work).
