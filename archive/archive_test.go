@@ -526,31 +526,62 @@ func TestReadRefusesCorruptObjects(t *testing.T) {
 	}
 }
 
-// Keep refuses, naming the event, what an object cannot hold as it was:
-// a payload that is not JSON, a time past year 9999, no id. It writes
-// nothing for it.
-func TestKeepRefusesUnkeepable(t *testing.T) {
+// Keep keeps any event a store holds, so that one odd row (written by a
+// plain-SQL producer) never stops retention: the nil id, a payload that
+// is not JSON (nor UTF-8), times outside the years 0000 to 9999. Read
+// hands them back: the nil id first, also to a Read after the zero id,
+// the payload byte for byte, a time as the nearest within those years.
+func TestKeepKeepsOddEvents(t *testing.T) {
 	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
 		notJSON := event(base, 1)
-		notJSON.Payload = []byte("{oops")
+		notJSON.Payload = []byte("{oops\xff\n")
+		empty := event(base, 5)
+		empty.Payload = nil
 		future := event(base, 2)
 		future.CreatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 		late := event(base, 3)
 		late.ProcessedAt = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)
 		noID := event(base, 4)
 		noID.ID = uuid.Nil
-		for _, e := range []store.HistoryEvent{notJSON, future, late, noID} {
-			err := a.Keep(context.Background(), []store.HistoryEvent{event(base, 9), e})
-			if err == nil {
-				t.Errorf("Keep of %+v: no error", e)
-				continue
-			}
-			if e.ID != uuid.Nil && !strings.Contains(err.Error(), e.ID.String()) {
-				t.Errorf("Keep: %v, want the event's id in it", err)
-			}
+		keep(t, a, []store.HistoryEvent{event(base, 9), notJSON, empty, future, late, noID})
+
+		got := readAll(t, a, archive.ReadParams{})
+		byID := map[uuid.UUID]store.HistoryEvent{}
+		for _, e := range got {
+			byID[e.ID] = e
 		}
-		if got := keys(t, b, "manifest/"); len(got) != 0 {
-			t.Errorf("refused events left entries %v", got)
+		if len(got) != 6 || len(byID) != 6 {
+			t.Fatalf("read %d events (%d ids), want 6", len(got), len(byID))
+		}
+		if got[0].ID != uuid.Nil || got[0].OutboxSeq != 4 {
+			t.Errorf("first event read: %v, want the nil id's", got[0].ID)
+		}
+		if p := byID[notJSON.ID].Payload; !bytes.Equal(p, notJSON.Payload) {
+			t.Errorf("payload %q, want %q", p, notJSON.Payload)
+		}
+		if p := byID[empty.ID].Payload; len(p) != 0 {
+			t.Errorf("empty payload read as %q", p)
+		}
+		if c := byID[future.ID].CreatedAt; !c.Equal(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)) {
+			t.Errorf("created_at of year 10000 read as %v", c)
+		}
+		if p := byID[late.ID].ProcessedAt; !p.Equal(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)) {
+			t.Errorf("processed_at of year -1 read as %v", p)
+		}
+		// The year-10000 event is in the last hour's object, found by a
+		// window.
+		last := readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{Since: time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC)}})
+		if !slices.Equal(ids(last), []uuid.UUID{future.ID}) {
+			t.Errorf("the last hour holds %v, want %v", ids(last), future.ID)
+		}
+		// An object holding only the nil id is read too.
+		only := event(base.Add(-time.Hour), 0)
+		only.ID = uuid.Nil
+		only.OutboxSeq = 77
+		keep(t, a, []store.HistoryEvent{only})
+		early := readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{Until: base}})
+		if len(early) != 1 || early[0].ID != uuid.Nil || early[0].OutboxSeq != 77 {
+			t.Errorf("the object of the nil id alone: read %v", ids(early))
 		}
 	})
 }

@@ -26,7 +26,8 @@ import (
 // ReadParams selects archived events.
 type ReadParams struct {
 	Filter store.HistoryFilter
-	// After is the id after which to read; zero: from the first.
+	// After is the id after which to read; zero: from the first, the nil
+	// id included (an event may have it).
 	After uuid.UUID
 	// BatchSize is the most events handed to fn at once; zero or less:
 	// DefaultBatchSize.
@@ -63,7 +64,7 @@ func (a *Archive) Read(ctx context.Context, p ReadParams, fn func([]store.Histor
 	}
 	var names []name
 	err := a.walk(ctx, p.Filter.Since, p.Filter.Until, func(n name) error {
-		if after(n.maxID, p.After) {
+		if p.wants(n.maxID) {
 			names = append(names, n)
 		}
 		return nil
@@ -156,8 +157,11 @@ func (a *Archive) Objects(ctx context.Context, f store.HistoryFilter, fn func(Ob
 	})
 }
 
-// after reports whether id comes after cursor (any id after a zero one).
-func after(id, cursor uuid.UUID) bool { return bytes.Compare(id[:], cursor[:]) > 0 }
+// wants reports whether id comes after p.After: any id, the nil one
+// included, when After is zero.
+func (p ReadParams) wants(id uuid.UUID) bool {
+	return p.After == uuid.Nil || bytes.Compare(id[:], p.After[:]) > 0
+}
 
 // overlaps reports whether o may hold events written within f's window.
 func overlaps(o Object, f store.HistoryFilter) bool {
@@ -359,7 +363,7 @@ func (a *Archive) openCursor(ctx context.Context, n name, p ReadParams) (*cursor
 			c.close()
 			return nil, err
 		}
-		if after(c.cur.ID, p.After) {
+		if p.wants(c.cur.ID) {
 			return c, nil
 		}
 	}
