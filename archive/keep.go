@@ -34,8 +34,7 @@ const (
 // entry. It returns nil only once every object and its entry are
 // complete; an error leaves objects complete or absent, never partial.
 // Keep given the same events again (a crash before the rows were
-// removed) writes the same objects, or nothing if their entries are
-// there already. No events: nothing to do.
+// removed) writes the same objects again, byte for byte. No events: nothing to do.
 //
 // Keep keeps any event a store holds, so that one odd row never stops
 // retention: the nil id (Read hands it first), a payload that is not JSON
@@ -122,16 +121,14 @@ func encode(hour time.Time, events []*store.HistoryEvent) (encoded, error) {
 	return encoded{name: n, data: obj.Bytes(), entry: entry}, nil
 }
 
-// write writes an object, then its entry, unless its entry is there.
+// write writes an object, then its entry. It does not ask first whether
+// they are there (a round trip for each object, on every Keep): an
+// object's name comes from its events, so writing it again writes the
+// same events, in the same bytes (gzip as this program writes it), and
+// mends an object spoiled since. The entry follows the object, so that an
+// entry is never there without its complete object.
 func (a *Archive) write(ctx context.Context, o encoded) error {
 	entry, entryKey := o.entry, o.name.entryKey()
-	old, found, err := a.readEntry(ctx, entryKey)
-	if err == nil && found && old.Key == entry.Key && old.Count == entry.Count {
-		// Kept already: an entry is written only for a complete object.
-		return nil
-	}
-	// An entry that does not read (or one from elsewhere) is written again.
-
 	if err := a.writeObject(ctx, entry.Key, o.data); err != nil {
 		return err
 	}
