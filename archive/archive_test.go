@@ -709,3 +709,51 @@ func TestKeepReadsNothing(t *testing.T) {
 	}
 	same(t, es, readAll(t, a, archive.ReadParams{}))
 }
+
+// A bounded window lists only the manifest of the hours it covers, not
+// the whole bucket: with 48 hours archived, Read and Objects of one hour
+// list that hour's folder alone, and a window of three days lists the
+// folders down to its hours, never the entries of an hour outside it.
+func TestReadWindowListsItsHours(t *testing.T) {
+	b, c := countingBucket(memblob.OpenBucket(nil))
+	a := archive.New(b, "")
+	defer a.Close()
+	start := time.Date(2026, 2, 28, 12, 0, 0, 0, time.UTC) // across a day and a month
+	for h := range 48 {
+		keep(t, a, events(start.Add(time.Duration(h)*time.Hour), 3))
+	}
+	hour := start.Add(20 * time.Hour)
+	folder := "manifest/" + hour.Format("2006/01/02/15/")
+	one := store.HistoryFilter{Since: hour.Add(-10 * time.Minute), Until: hour.Add(50 * time.Minute)}
+	c.reset()
+	if got := readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{Since: hour, Until: hour.Add(time.Hour)}}); len(got) != 3 {
+		t.Errorf("read %d events of the hour, want 3", len(got))
+	}
+	if !slices.Equal(c.lists, []string{folder}) || c.listed != 1 {
+		t.Errorf("Read of one hour listed %v (%d keys), want %s alone (1 key)", c.lists, c.listed, folder)
+	}
+	c.reset()
+	n := 0
+	if err := a.Objects(context.Background(), one, func(archive.Object) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if prev := "manifest/" + hour.Add(-time.Hour).Format("2006/01/02/15/"); n != 1 || !slices.Equal(c.lists, []string{prev, folder}) {
+		t.Errorf("Objects of an hour's end and the next's start: %d objects, listed %v, want 1 and %s, %s", n, c.lists, prev, folder)
+	}
+
+	// A long window (more hours than it lists one by one) goes down the
+	// folders: it lists the entries of its hours, no more.
+	long := store.HistoryFilter{Since: start.Add(2 * time.Hour), Until: start.Add(40 * time.Hour)}
+	c.reset()
+	if got := readAll(t, a, archive.ReadParams{Filter: long}); len(got) != 38*3 {
+		t.Errorf("read %d events of 38 hours, want %d", len(got), 38*3)
+	}
+	for _, p := range c.lists {
+		if h, err := time.Parse("manifest/2006/01/02/15/", p); err == nil && (h.Before(long.Since) || !h.Before(long.Until)) {
+			t.Errorf("the window [%v, %v) listed the hour %s", long.Since, long.Until, p)
+		}
+	}
+	if c.listed != 38 {
+		t.Errorf("the window of 38 hours listed %d entries (prefixes %v)", c.listed, c.lists)
+	}
+}

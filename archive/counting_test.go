@@ -19,7 +19,7 @@ type counting struct {
 
 	mu        sync.Mutex
 	lists     []string // the prefix of each listed page
-	listed    int      // objects and folders listed
+	listed    int      // objects (not folders) listed
 	reads     []string // the key of each read
 	readBytes int64
 }
@@ -64,12 +64,14 @@ func (c *counting) ListPaged(ctx context.Context, opts *driver.ListOptions) (*dr
 	}
 	c.mu.Lock()
 	c.lists = append(c.lists, opts.Prefix)
-	c.listed += len(objects)
-	c.mu.Unlock()
 	page := &driver.ListPage{NextPageToken: next}
 	for _, o := range objects {
+		if !o.IsDir {
+			c.listed++
+		}
 		page.Objects = append(page.Objects, &driver.ListObject{Key: o.Key, ModTime: o.ModTime, Size: o.Size, MD5: o.MD5, IsDir: o.IsDir})
 	}
+	c.mu.Unlock()
 	return page, nil
 }
 

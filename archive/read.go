@@ -185,19 +185,36 @@ func wantsTypes(o Object, f store.HistoryFilter) bool {
 }
 
 // walk hands fn the names of the entries in the manifest folders of the
-// hours [since, until) meets (a zero bound: open). It lists a folder
-// wholly inside the window in one listing, and goes down into the
-// subfolders of one the window cuts.
+// hours [since, until) meets (a zero bound: open). A window of at most
+// maxHourListings hours lists each of its hours' folders; a longer one
+// lists a folder wholly inside it in one listing, and goes down into the
+// subfolders of one it cuts; no window lists the whole manifest.
 func (a *Archive) walk(ctx context.Context, since, until time.Time, fn func(name) error) error {
+	if !since.IsZero() && !until.IsZero() {
+		first, end := hourOf(since), hourOf(until.Add(-time.Nanosecond)).Add(time.Hour)
+		if end.Sub(first) <= maxHourListings*time.Hour {
+			for h := first; h.Before(end); h = h.Add(time.Hour) {
+				if err := a.walkDir(ctx, manifestDir+h.Format(hourLayout), len(dirLayouts)-1, since, until, fn); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	return a.walkDir(ctx, manifestDir, 0, since, until, fn)
 }
+
+// maxHourListings is the longest window (in hours) walk lists hour by
+// hour, one listing each: shorter than going down the folders of years,
+// months and days to find them.
+const maxHourListings = 24
 
 // dirLayouts are the layouts of the manifest's folders by depth (0: the
 // manifest itself).
 var dirLayouts = []string{"", "2006/", "2006/01/", "2006/01/02/", "2006/01/02/15/"}
 
 func (a *Archive) walkDir(ctx context.Context, dir string, depth int, since, until time.Time, fn func(name) error) error {
-	inside := true
+	inside := since.IsZero() && until.IsZero()
 	if depth > 0 {
 		start, err := time.Parse(dirLayouts[depth], dir[len(manifestDir):])
 		if err != nil || start.Format(dirLayouts[depth]) != dir[len(manifestDir):] {
