@@ -757,3 +757,58 @@ func TestReadWindowListsItsHours(t *testing.T) {
 		t.Errorf("the window of 38 hours listed %d entries (prefixes %v)", c.listed, c.lists)
 	}
 }
+
+// An event of any size Keep keeps, Read reads: a line longer than 64 MiB
+// (once Read's limit, which left such an event, its row deleted, unread).
+func TestReadLongLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 65 MiB event")
+	}
+	b, c := countingBucket(memblob.OpenBucket(nil))
+	a := archive.New(b, "")
+	defer a.Close()
+	es := events(base, 3)
+	es[1].Payload = []byte(`{"s":"` + strings.Repeat("a", 65<<20) + `"}`)
+	keep(t, a, es)
+	c.reset()
+	same(t, es, readAll(t, a, archive.ReadParams{}))
+}
+
+// A large object (read as a stream, not whole into memory) is downloaded
+// once: Read checks it as it comes, then decodes it.
+func TestReadLargeObjectOnce(t *testing.T) {
+	b, c := countingBucket(memblob.OpenBucket(nil))
+	a := archive.New(b, "")
+	defer a.Close()
+	noise := make([]byte, 5<<20)
+	if _, err := rand.Read(noise); err != nil {
+		t.Fatal(err)
+	}
+	huge, _ := json.Marshal(base64.StdEncoding.EncodeToString(noise))
+	es := events(base, 3)
+	es[2].Payload = huge
+	keep(t, a, es)
+	objects := keys(t, b, "events/")
+	size := len(must(b.ReadAll(context.Background(), objects[0])))
+	if size <= 4<<20 {
+		t.Fatalf("the object has %d bytes: not a large one", size)
+	}
+	c.reset()
+	same(t, es, readAll(t, a, archive.ReadParams{BatchSize: 1}))
+	var objectReads int
+	for _, k := range c.reads {
+		if strings.HasPrefix(k, "events/") {
+			objectReads++
+		}
+	}
+	if objectReads != 1 || c.readBytes > int64(size)+1<<20 {
+		t.Errorf("Read read the object %d times (%d bytes read in all, the object has %d)", objectReads, c.readBytes, size)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
+}

@@ -55,8 +55,6 @@ const (
 	maxEntryTypeBytes = 4096
 	// maxEntryBytes bounds an entry Read accepts.
 	maxEntryBytes = 1 << 20
-	// maxLine bounds one line (one event) of an object.
-	maxLine = 64 << 20
 )
 
 // name is what an object's key says: the hour its events were written
@@ -195,8 +193,10 @@ func encodeLine(enc *json.Encoder, e *store.HistoryEvent) error {
 }
 
 // decoder reads an object's events, refusing what Keep would not have
-// written: a line over maxLine, a line that is not one event (id, JSON
-// payload, RFC 3339 times), ids out of order, more lines than want.
+// written: a line that is not one event (id, JSON payload, RFC 3339
+// times), ids out of order, more lines than want. It bounds no line: Keep
+// writes an event of any size, and Read decodes only an object checked
+// against its entry (size and SHA-256), which Keep wrote.
 type decoder struct {
 	gz   *gzip.Reader
 	r    *bufio.Reader
@@ -247,9 +247,6 @@ func (d *decoder) readLine() ([]byte, error) {
 	var buf []byte
 	for {
 		chunk, err := d.r.ReadSlice('\n')
-		if len(buf)+len(chunk) > maxLine+1 {
-			return nil, fmt.Errorf("line %d is longer than %d bytes", d.n+1, maxLine)
-		}
 		switch {
 		case err == nil:
 			if buf == nil {

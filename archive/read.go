@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
+	"os"
 	"path"
 	"slices"
 	"time"
@@ -38,8 +38,8 @@ type ReadParams struct {
 const DefaultBatchSize = 1000
 
 // maxBuffered is the largest object Read reads whole into memory to check
-// it before decoding it; a larger one is read twice: checked, then
-// decoded (and checked again).
+// it before decoding it; a larger one is downloaded once to a temporary
+// file, checked as it comes, then decoded from the file.
 const maxBuffered = 4 << 20
 
 // Read hands fn the archived events p selects, in id order, each id once
@@ -321,12 +321,10 @@ func (a *Archive) entry(ctx context.Context, n name) (Object, error) {
 
 // cursor is an object being read: its next event, in cur.
 type cursor struct {
-	obj   Object
-	dec   *decoder
-	body  io.Closer // the streamed object, or nil
-	check hash.Hash // its SHA-256 as it is read, or nil
-	size  *countReader
-	cur   store.HistoryEvent
+	obj  Object
+	dec  *decoder
+	file *os.File // the object spooled, or nil (read whole)
+	cur  store.HistoryEvent
 }
 
 // openCursor opens the object n names, checked, at its first event after
@@ -343,32 +341,25 @@ func (a *Archive) openCursor(ctx context.Context, n name, p ReadParams) (*cursor
 	if !overlaps(o, p.Filter) || !wantsTypes(o, p.Filter) {
 		return nil, nil
 	}
+	// Checked whole before it is decoded, so that no event of a corrupt
+	// object is handed on.
 	c := &cursor{obj: o}
+	var checked io.Reader
 	if o.Bytes <= maxBuffered {
 		data, err := a.readWhole(ctx, o)
 		if err != nil {
 			return nil, err
 		}
-		c.dec, err = newDecoder(bytes.NewReader(data), o.Count)
-		if err != nil {
-			return nil, c.fail(err)
-		}
+		checked = bytes.NewReader(data)
 	} else {
-		// Checked first, so that no event of a corrupt object is handed
-		// on; checked again as it is decoded (it may have been replaced).
-		if err := a.checkStream(ctx, o); err != nil {
+		if c.file, err = a.spool(ctx, o); err != nil {
 			return nil, err
 		}
-		r, err := a.bucket.NewReader(ctx, o.Key, nil)
-		if err != nil {
-			return nil, fmt.Errorf("archive: object %s: %w", o.Key, err)
-		}
-		c.body, c.check, c.size = r, sha256.New(), &countReader{r: io.LimitReader(r, o.Bytes+1)}
-		c.dec, err = newDecoder(io.TeeReader(c.size, c.check), o.Count)
-		if err != nil {
-			c.close()
-			return nil, c.fail(err)
-		}
+		checked = c.file
+	}
+	if c.dec, err = newDecoder(checked, o.Count); err != nil {
+		c.close()
+		return nil, c.fail(err)
 	}
 	for {
 		err := c.next()
@@ -406,20 +397,41 @@ func (a *Archive) readWhole(ctx context.Context, o Object) ([]byte, error) {
 	return data, nil
 }
 
-// checkStream reads a large object through, checking it against its
-// entry.
-func (a *Archive) checkStream(ctx context.Context, o Object) error {
-	r, err := a.bucket.NewReader(ctx, o.Key, nil)
+// spool downloads a large object to a temporary file, checking it against
+// its entry as it comes: the file, at its start, holds the object checked.
+// Its caller removes it (removeTemp).
+func (a *Archive) spool(ctx context.Context, o Object) (*os.File, error) {
+	rctx, cancel := context.WithTimeout(ctx, objectTimeout)
+	defer cancel()
+	r, err := a.bucket.NewReader(rctx, o.Key, nil)
 	if err != nil {
-		return fmt.Errorf("archive: object %s: %w", o.Key, err)
+		return nil, fmt.Errorf("archive: object %s: %w", o.Key, err)
 	}
 	defer r.Close()
-	h := sha256.New()
-	size, err := io.Copy(h, io.LimitReader(r, o.Bytes+1))
+	f, err := os.CreateTemp("", "postbox-archive-*"+objectExt)
 	if err != nil {
-		return fmt.Errorf("archive: object %s: %w", o.Key, err)
+		return nil, fmt.Errorf("archive: object %s: %w", o.Key, err)
 	}
-	return checkSum(o, size, h.Sum(nil))
+	h := sha256.New()
+	size, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, o.Bytes+1))
+	if err != nil {
+		err = fmt.Errorf("archive: object %s: %w", o.Key, err)
+	} else if err = checkSum(o, size, h.Sum(nil)); err == nil {
+		if _, err = f.Seek(0, io.SeekStart); err != nil {
+			err = fmt.Errorf("archive: object %s: %w", o.Key, err)
+		}
+	}
+	if err != nil {
+		removeTemp(f)
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeTemp closes and removes a temporary file of spool.
+func removeTemp(f *os.File) {
+	_ = f.Close()
+	_ = os.Remove(f.Name())
 }
 
 // checkSum compares an object's size and SHA-256 with its entry's.
@@ -442,15 +454,6 @@ func (c *cursor) next() error {
 		if c.dec.last != c.obj.MaxID {
 			return c.fail(errors.New("its last id is not its entry's"))
 		}
-		if c.check != nil {
-			// Drain the gzip trailer's bytes, then compare.
-			if _, err := io.Copy(io.Discard, c.size); err != nil {
-				return c.fail(err)
-			}
-			if err := checkSum(c.obj, c.size.n, c.check.Sum(nil)); err != nil {
-				return err
-			}
-		}
 		return io.EOF
 	}
 	if err != nil {
@@ -471,22 +474,10 @@ func (c *cursor) fail(err error) error {
 }
 
 func (c *cursor) close() {
-	if c.body != nil {
-		_ = c.body.Close()
-		c.body = nil
+	if c.file != nil {
+		removeTemp(c.file)
+		c.file = nil
 	}
-}
-
-// countReader counts the bytes read through it.
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // cursors is a heap of open objects, by their next event's id.
