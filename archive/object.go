@@ -300,8 +300,8 @@ func decodeLine(raw []byte) (store.HistoryEvent, error) {
 			EventType: l.EventType, Payload: payload, DedupKey: l.DedupKey, Headers: l.Headers,
 		},
 		OutboxSeq:   l.Seq,
-		CreatedAt:   created.UTC(),
-		ProcessedAt: processed.UTC(),
+		CreatedAt:   keptTime(created),
+		ProcessedAt: keptTime(processed),
 	}, nil
 }
 
