@@ -49,11 +49,13 @@ const maxBuffered = 4 << 20
 // Read lists the manifest of the hours p.Filter's window covers (no
 // window: the whole manifest) and opens only the objects that can hold an
 // event after p.After in the window, one at a time as the merge reaches
-// their first id: its memory is that of the objects whose ids overlap,
-// plus a name per object in the window. Each object is checked against
-// its entry (size, SHA-256, event count, ids and times within the entry's)
-// before its events are handed on: a corrupt, truncated or foreign
-// object stops Read with an error naming its key.
+// their first id: its memory is that of the objects whose ids overlap
+// (one over 4 MiB is downloaded to a temporary file, removed when read),
+// plus a name per object in the window. Each object is downloaded once,
+// and checked whole against its entry (size, SHA-256) before it is
+// decoded, its events then against the entry's count, ids and times: a
+// corrupt, truncated or foreign object stops Read with an error naming
+// its key, before any of its events is handed on.
 func (a *Archive) Read(ctx context.Context, p ReadParams, fn func([]store.HistoryEvent) error) error {
 	if err := p.Filter.Check(); err != nil {
 		return fmt.Errorf("archive: %w", err)
