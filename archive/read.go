@@ -53,9 +53,9 @@ const maxBuffered = 4 << 20
 // (one over 4 MiB is downloaded to a temporary file, removed when read),
 // plus a name per object in the window. Each object is downloaded once,
 // and checked whole against its entry (size, SHA-256) before it is
-// decoded, its events then against the entry's count, ids and times: a
-// corrupt, truncated or foreign object stops Read with an error naming
-// its key, before any of its events is handed on.
+// decoded (a corrupt, truncated or replaced object stops Read with an
+// error naming its key before any of its events is handed on), its events
+// then against the entry's count, ids and times.
 func (a *Archive) Read(ctx context.Context, p ReadParams, fn func([]store.HistoryEvent) error) error {
 	if err := p.Filter.Check(); err != nil {
 		return fmt.Errorf("archive: %w", err)
