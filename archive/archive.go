@@ -28,10 +28,12 @@ package archive
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/url"
-	"strings"
 
 	"gocloud.dev/blob"
+
+	"github.com/postbox-go/postbox/internal/redact"
 )
 
 // Archive is a bucket of archived events: compressed NDJSON objects, each
@@ -56,10 +58,10 @@ func Open(ctx context.Context, bucketURL string) (*Archive, error) {
 		// url.Parse's error repeats the URL, secrets and all.
 		return nil, errors.New("archive: the bucket URL does not parse (want a URL such as file:///dir or s3://bucket?region=...)")
 	}
-	name := describeURL(u)
+	name := redact.URLAllowing(u, isPlainParam)
 	b, err := blob.DefaultURLMux().OpenBucketURL(ctx, u)
 	if err != nil {
-		return nil, errors.New("archive: open " + name + ": " + scrub(err.Error(), u))
+		return nil, fmt.Errorf("archive: open %s: %w", name, redact.ScrubURLAllowing(err, u, isPlainParam))
 	}
 	return &Archive{bucket: b, name: name}, nil
 }
@@ -68,7 +70,7 @@ func Open(ctx context.Context, bucketURL string) (*Archive, error) {
 // bucket; a prefix usually ends with "/"), for a program that opens its
 // bucket itself. The archive owns bucket: Close closes it.
 func New(bucket *blob.Bucket, prefix string) *Archive {
-	name := "archive in a bucket"
+	name := "a bucket"
 	if prefix != "" {
 		bucket = blob.PrefixedBucket(bucket, prefix)
 		name += " under " + prefix
@@ -76,9 +78,11 @@ func New(bucket *blob.Bucket, prefix string) *Archive {
 	return &Archive{bucket: bucket, name: name}
 }
 
-// String names the archive for logs: the bucket URL without its user
-// information and with the values of its query parameters, other than
-// those known to hold no secret, replaced by REDACTED.
+// String describes the archive for logs, which say it is an archive: the
+// bucket URL without its user information and with the values of its
+// query parameters, other than those known to hold no secret, replaced by
+// xxxxx ("s3://bucket?region=eu-west-1&token=xxxxx"); "a bucket" (under
+// its prefix) for one made by New.
 func (a *Archive) String() string { return a.name }
 
 // Close closes the bucket.
@@ -97,55 +101,5 @@ var plainParams = map[string]bool{
 	"response_checksum_validation": true,
 }
 
-// describeURL is u for a log: no user information, and the values of
-// parameters not in plainParams redacted. A parameter whose value is a
-// URL (endpoint) loses its own user information.
-func describeURL(u *url.URL) string {
-	c := *u
-	c.User = nil
-	c.Fragment, c.RawFragment = "", ""
-	q := c.Query()
-	for k, vs := range q {
-		for i, v := range vs {
-			switch {
-			case !plainParams[k]:
-				vs[i] = "REDACTED"
-			case strings.Contains(v, "@"):
-				if p, err := url.Parse(v); err == nil && p.User != nil {
-					p.User = nil
-					vs[i] = p.String()
-				} else {
-					vs[i] = "REDACTED"
-				}
-			}
-		}
-	}
-	c.RawQuery = q.Encode()
-	return "archive " + c.String()
-}
-
-// scrub removes from a driver's message every secret u may hold: its
-// password and user name, and the values of parameters String redacts.
-func scrub(msg string, u *url.URL) string {
-	var secrets []string
-	if u.User != nil {
-		secrets = append(secrets, u.User.String(), u.User.Username())
-		if p, ok := u.User.Password(); ok {
-			secrets = append(secrets, p, url.QueryEscape(p))
-		}
-	}
-	for k, vs := range u.Query() {
-		if plainParams[k] {
-			continue
-		}
-		for _, v := range vs {
-			secrets = append(secrets, v, url.QueryEscape(v))
-		}
-	}
-	for _, s := range secrets {
-		if s != "" {
-			msg = strings.ReplaceAll(msg, s, "REDACTED")
-		}
-	}
-	return msg
-}
+// isPlainParam reports whether a bucket URL parameter is in plainParams.
+func isPlainParam(key string) bool { return plainParams[key] }

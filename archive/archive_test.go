@@ -218,7 +218,8 @@ func TestKeepReadRoundTrip(t *testing.T) {
 // Keep, before deleting the rows) leaves one object and one entry, with the
 // same bytes; with the object written and its entry missing (the crash
 // came between the two), Keep completes the entry; with the entry there,
-// it writes nothing.
+// it writes the object again, mending it (it does not look first: see
+// TestKeepReadsNothing).
 func TestKeepIsIdempotent(t *testing.T) {
 	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
 		ctx := context.Background()
@@ -262,14 +263,15 @@ func TestKeepIsIdempotent(t *testing.T) {
 		}
 		same(t, es, readAll(t, a, archive.ReadParams{}))
 
-		// Entry there: nothing written (the object, spoiled, stays so).
+		// Entry there, object spoiled: Keep writes the same bytes again.
 		if err := b.WriteAll(ctx, objects[0], []byte("spoiled"), nil); err != nil {
 			t.Fatal(err)
 		}
 		keep(t, a, es)
-		if got, _ := b.ReadAll(ctx, objects[0]); string(got) != "spoiled" {
-			t.Errorf("Keep with the entry there wrote the object again")
+		if got, _ := b.ReadAll(ctx, objects[0]); !bytes.Equal(got, first) {
+			t.Errorf("Keep with the entry there left the object %.40q, want its bytes again", got)
 		}
+		same(t, es, readAll(t, a, archive.ReadParams{}))
 	})
 }
 
@@ -526,31 +528,62 @@ func TestReadRefusesCorruptObjects(t *testing.T) {
 	}
 }
 
-// Keep refuses, naming the event, what an object cannot hold as it was:
-// a payload that is not JSON, a time past year 9999, no id. It writes
-// nothing for it.
-func TestKeepRefusesUnkeepable(t *testing.T) {
+// Keep keeps any event a store holds, so that one odd row (written by a
+// plain-SQL producer) never stops retention: the nil id, a payload that
+// is not JSON (nor UTF-8), times outside the years 0000 to 9999. Read
+// hands them back: the nil id first, also to a Read after the zero id,
+// the payload byte for byte, a time as the nearest within those years.
+func TestKeepKeepsOddEvents(t *testing.T) {
 	forEach(t, func(t *testing.T, a *archive.Archive, b *blob.Bucket) {
 		notJSON := event(base, 1)
-		notJSON.Payload = []byte("{oops")
+		notJSON.Payload = []byte("{oops\xff\n")
+		empty := event(base, 5)
+		empty.Payload = nil
 		future := event(base, 2)
 		future.CreatedAt = time.Date(10000, 1, 1, 0, 0, 0, 0, time.UTC)
 		late := event(base, 3)
 		late.ProcessedAt = time.Date(-1, 1, 1, 0, 0, 0, 0, time.UTC)
 		noID := event(base, 4)
 		noID.ID = uuid.Nil
-		for _, e := range []store.HistoryEvent{notJSON, future, late, noID} {
-			err := a.Keep(context.Background(), []store.HistoryEvent{event(base, 9), e})
-			if err == nil {
-				t.Errorf("Keep of %+v: no error", e)
-				continue
-			}
-			if e.ID != uuid.Nil && !strings.Contains(err.Error(), e.ID.String()) {
-				t.Errorf("Keep: %v, want the event's id in it", err)
-			}
+		keep(t, a, []store.HistoryEvent{event(base, 9), notJSON, empty, future, late, noID})
+
+		got := readAll(t, a, archive.ReadParams{})
+		byID := map[uuid.UUID]store.HistoryEvent{}
+		for _, e := range got {
+			byID[e.ID] = e
 		}
-		if got := keys(t, b, "manifest/"); len(got) != 0 {
-			t.Errorf("refused events left entries %v", got)
+		if len(got) != 6 || len(byID) != 6 {
+			t.Fatalf("read %d events (%d ids), want 6", len(got), len(byID))
+		}
+		if got[0].ID != uuid.Nil || got[0].OutboxSeq != 4 {
+			t.Errorf("first event read: %v, want the nil id's", got[0].ID)
+		}
+		if p := byID[notJSON.ID].Payload; !bytes.Equal(p, notJSON.Payload) {
+			t.Errorf("payload %q, want %q", p, notJSON.Payload)
+		}
+		if p := byID[empty.ID].Payload; len(p) != 0 {
+			t.Errorf("empty payload read as %q", p)
+		}
+		if c := byID[future.ID].CreatedAt; !c.Equal(time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)) {
+			t.Errorf("created_at of year 10000 read as %v", c)
+		}
+		if p := byID[late.ID].ProcessedAt; !p.Equal(time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)) {
+			t.Errorf("processed_at of year -1 read as %v", p)
+		}
+		// The year-10000 event is in the last hour's object, found by a
+		// window.
+		last := readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{Since: time.Date(9999, 12, 31, 23, 0, 0, 0, time.UTC)}})
+		if !slices.Equal(ids(last), []uuid.UUID{future.ID}) {
+			t.Errorf("the last hour holds %v, want %v", ids(last), future.ID)
+		}
+		// An object holding only the nil id is read too.
+		only := event(base.Add(-time.Hour), 0)
+		only.ID = uuid.Nil
+		only.OutboxSeq = 77
+		keep(t, a, []store.HistoryEvent{only})
+		early := readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{Until: base}})
+		if len(early) != 1 || early[0].ID != uuid.Nil || early[0].OutboxSeq != 77 {
+			t.Errorf("the object of the nil id alone: read %v", ids(early))
 		}
 	})
 }
@@ -652,4 +685,130 @@ func TestReadWindowsAgreeWithFilter(t *testing.T) {
 			}
 		}
 	})
+}
+
+// Keep reads nothing on its way: an object's name comes from its content,
+// so writing it (and its entry) again is harmless, and cheaper than a
+// round trip to ask whether it is there; Keep given the same events again
+// still leaves one object and one entry.
+func TestKeepReadsNothing(t *testing.T) {
+	b, c := countingBucket(memblob.OpenBucket(nil))
+	a := archive.New(b, "")
+	defer a.Close()
+	es := append(events(base, 10), events(base.Add(time.Hour), 10)...)
+	keep(t, a, es)
+	keep(t, a, es)
+	if len(c.reads) != 0 || len(c.lists) != 0 {
+		t.Errorf("Keep read %v and listed %v", c.reads, c.lists)
+	}
+	if got := keys(t, b, "manifest/"); len(got) != 2 {
+		t.Errorf("entries %v, want 2", got)
+	}
+	if got := keys(t, b, "events/"); len(got) != 2 {
+		t.Errorf("objects %v, want 2", got)
+	}
+	same(t, es, readAll(t, a, archive.ReadParams{}))
+}
+
+// A bounded window lists only the manifest of the hours it covers, not
+// the whole bucket: with 48 hours archived, Read and Objects of one hour
+// list that hour's folder alone, and a window of three days lists the
+// folders down to its hours, never the entries of an hour outside it.
+func TestReadWindowListsItsHours(t *testing.T) {
+	b, c := countingBucket(memblob.OpenBucket(nil))
+	a := archive.New(b, "")
+	defer a.Close()
+	start := time.Date(2026, 2, 28, 12, 0, 0, 0, time.UTC) // across a day and a month
+	for h := range 48 {
+		keep(t, a, events(start.Add(time.Duration(h)*time.Hour), 3))
+	}
+	hour := start.Add(20 * time.Hour)
+	folder := "manifest/" + hour.Format("2006/01/02/15/")
+	one := store.HistoryFilter{Since: hour.Add(-10 * time.Minute), Until: hour.Add(50 * time.Minute)}
+	c.reset()
+	if got := readAll(t, a, archive.ReadParams{Filter: store.HistoryFilter{Since: hour, Until: hour.Add(time.Hour)}}); len(got) != 3 {
+		t.Errorf("read %d events of the hour, want 3", len(got))
+	}
+	if !slices.Equal(c.lists, []string{folder}) || c.listed != 1 {
+		t.Errorf("Read of one hour listed %v (%d keys), want %s alone (1 key)", c.lists, c.listed, folder)
+	}
+	c.reset()
+	n := 0
+	if err := a.Objects(context.Background(), one, func(archive.Object) error { n++; return nil }); err != nil {
+		t.Fatal(err)
+	}
+	if prev := "manifest/" + hour.Add(-time.Hour).Format("2006/01/02/15/"); n != 1 || !slices.Equal(c.lists, []string{prev, folder}) {
+		t.Errorf("Objects of an hour's end and the next's start: %d objects, listed %v, want 1 and %s, %s", n, c.lists, prev, folder)
+	}
+
+	// A long window (more hours than it lists one by one) goes down the
+	// folders: it lists the entries of its hours, no more.
+	long := store.HistoryFilter{Since: start.Add(2 * time.Hour), Until: start.Add(40 * time.Hour)}
+	c.reset()
+	if got := readAll(t, a, archive.ReadParams{Filter: long}); len(got) != 38*3 {
+		t.Errorf("read %d events of 38 hours, want %d", len(got), 38*3)
+	}
+	for _, p := range c.lists {
+		if h, err := time.Parse("manifest/2006/01/02/15/", p); err == nil && (h.Before(long.Since) || !h.Before(long.Until)) {
+			t.Errorf("the window [%v, %v) listed the hour %s", long.Since, long.Until, p)
+		}
+	}
+	if c.listed != 38 {
+		t.Errorf("the window of 38 hours listed %d entries (prefixes %v)", c.listed, c.lists)
+	}
+}
+
+// An event of any size Keep keeps, Read reads: a line longer than 64 MiB
+// (once Read's limit, which left such an event, its row deleted, unread).
+func TestReadLongLine(t *testing.T) {
+	if testing.Short() {
+		t.Skip("a 65 MiB event")
+	}
+	b, c := countingBucket(memblob.OpenBucket(nil))
+	a := archive.New(b, "")
+	defer a.Close()
+	es := events(base, 3)
+	es[1].Payload = []byte(`{"s":"` + strings.Repeat("a", 65<<20) + `"}`)
+	keep(t, a, es)
+	c.reset()
+	same(t, es, readAll(t, a, archive.ReadParams{}))
+}
+
+// A large object (read as a stream, not whole into memory) is downloaded
+// once: Read checks it as it comes, then decodes it.
+func TestReadLargeObjectOnce(t *testing.T) {
+	b, c := countingBucket(memblob.OpenBucket(nil))
+	a := archive.New(b, "")
+	defer a.Close()
+	noise := make([]byte, 5<<20)
+	if _, err := rand.Read(noise); err != nil {
+		t.Fatal(err)
+	}
+	huge, _ := json.Marshal(base64.StdEncoding.EncodeToString(noise))
+	es := events(base, 3)
+	es[2].Payload = huge
+	keep(t, a, es)
+	objects := keys(t, b, "events/")
+	size := len(must(b.ReadAll(context.Background(), objects[0])))
+	if size <= 4<<20 {
+		t.Fatalf("the object has %d bytes: not a large one", size)
+	}
+	c.reset()
+	same(t, es, readAll(t, a, archive.ReadParams{BatchSize: 1}))
+	var objectReads int
+	for _, k := range c.reads {
+		if strings.HasPrefix(k, "events/") {
+			objectReads++
+		}
+	}
+	if objectReads != 1 || c.readBytes > int64(size)+1<<20 {
+		t.Errorf("Read read the object %d times (%d bytes read in all, the object has %d)", objectReads, c.readBytes, size)
+	}
+}
+
+func must[T any](v T, err error) T {
+	if err != nil {
+		panic(err)
+	}
+	return v
 }

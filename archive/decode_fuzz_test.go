@@ -51,6 +51,8 @@ func FuzzDecodeLines(f *testing.F) {
 	f.Add([]byte(seedLine))
 	f.Add([]byte(seedLine + seedLine))
 	f.Add([]byte(`{"id":"019cecdc-8180-7000-8000-000000000001","payload":null,"created_at":"0001-01-01T00:00:00Z","processed_at":"9999-12-31T23:59:59.999999999+14:00","headers":{"":"\u2028"}}` + "\n"))
+	f.Add([]byte(`{"id":"00000000-0000-0000-0000-000000000000","payload":null,"payload_base64":"e29vcHM=","created_at":"9999-12-31T23:59:59.999999999Z","created_at_original":"253402300800.000000000","processed_at":"0000-01-01T00:00:00Z"}` + "\n"))
+	f.Add([]byte(`{"id":"019cecdc-8180-7000-8000-000000000002","payload":1,"created_at":"0000-01-01T00:00:00+01:00","processed_at":"9999-12-31T23:59:59-01:00"}` + "\n"))
 	f.Add([]byte("{}\n"))
 	f.Add([]byte(`{"id":"x"}` + "\n"))
 	f.Add([]byte("\n\n"))

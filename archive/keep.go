@@ -34,14 +34,15 @@ const (
 // entry. It returns nil only once every object and its entry are
 // complete; an error leaves objects complete or absent, never partial.
 // Keep given the same events again (a crash before the rows were
-// removed) writes the same objects, or nothing if their entries are
-// there already. No events: nothing to do.
+// removed) writes the same objects again, byte for byte. No events: nothing to do.
 //
-// Keep refuses (an error naming the event) an event without an id, with
-// a payload that is not JSON, or with a time outside the years 0000 to
-// 9999, which an object's RFC 3339 times cannot hold. Strings that are not
-// UTF-8 are kept with U+FFFD in place of their invalid bytes, as in any
-// JSON.
+// Keep keeps any event a store holds, so that one odd row never stops
+// retention: the nil id (Read hands it first), a payload that is not JSON
+// (kept base64 and handed back as it was), a time outside the years 0000
+// to 9999, which an object's RFC 3339 times cannot hold (kept as the
+// nearest time within them, which Read hands on, the original beside it
+// in the object). Strings that are not UTF-8 are kept with U+FFFD in
+// place of their invalid bytes, as in any JSON.
 func (a *Archive) Keep(ctx context.Context, events []store.HistoryEvent) error {
 	if len(events) == 0 {
 		return nil
@@ -96,16 +97,16 @@ func encode(hour time.Time, events []*store.HistoryEvent) (encoded, error) {
 		Count:        len(events),
 		MinID:        events[0].ID,
 		MaxID:        events[len(events)-1].ID,
-		MinCreatedAt: events[0].CreatedAt.UTC(),
-		MaxCreatedAt: events[0].CreatedAt.UTC(),
+		MinCreatedAt: keptTime(events[0].CreatedAt),
+		MaxCreatedAt: keptTime(events[0].CreatedAt),
 	}
 	types := map[string]bool{}
 	for _, e := range events {
 		if err := encodeLine(enc, e); err != nil {
 			return encoded{}, fmt.Errorf("archive: keep: %w", err)
 		}
-		entry.MinCreatedAt = minTime(entry.MinCreatedAt, e.CreatedAt.UTC())
-		entry.MaxCreatedAt = maxTime(entry.MaxCreatedAt, e.CreatedAt.UTC())
+		entry.MinCreatedAt = minTime(entry.MinCreatedAt, keptTime(e.CreatedAt))
+		entry.MaxCreatedAt = maxTime(entry.MaxCreatedAt, keptTime(e.CreatedAt))
 		types[e.EventType] = true
 	}
 	if err := gz.Close(); err != nil {
@@ -120,16 +121,14 @@ func encode(hour time.Time, events []*store.HistoryEvent) (encoded, error) {
 	return encoded{name: n, data: obj.Bytes(), entry: entry}, nil
 }
 
-// write writes an object, then its entry, unless its entry is there.
+// write writes an object, then its entry. It does not ask first whether
+// they are there (a round trip for each object, on every Keep): an
+// object's name comes from its events, so writing it again writes the
+// same events, in the same bytes (gzip as this program writes it), and
+// mends an object spoiled since. The entry follows the object, so that an
+// entry is never there without its complete object.
 func (a *Archive) write(ctx context.Context, o encoded) error {
 	entry, entryKey := o.entry, o.name.entryKey()
-	old, found, err := a.readEntry(ctx, entryKey)
-	if err == nil && found && old.Key == entry.Key && old.Count == entry.Count {
-		// Kept already: an entry is written only for a complete object.
-		return nil
-	}
-	// An entry that does not read (or one from elsewhere) is written again.
-
 	if err := a.writeObject(ctx, entry.Key, o.data); err != nil {
 		return err
 	}

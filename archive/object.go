@@ -4,8 +4,8 @@ import (
 	"bufio"
 	"bytes"
 	"compress/gzip"
+	"encoding/base64"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"strings"
@@ -55,8 +55,6 @@ const (
 	maxEntryTypeBytes = 4096
 	// maxEntryBytes bounds an entry Read accepts.
 	maxEntryBytes = 1 << 20
-	// maxLine bounds one line (one event) of an object.
-	maxLine = 64 << 20
 )
 
 // name is what an object's key says: the hour its events were written
@@ -131,45 +129,74 @@ type line struct {
 	DedupKey      string            `json:"dedup_key"`
 	CreatedAt     string            `json:"created_at"`
 	ProcessedAt   string            `json:"processed_at"`
+	// PayloadBase64 holds, base64, a payload that is not JSON (a store
+	// that does not check it let a producer write it); Payload is null
+	// then.
+	PayloadBase64 *string `json:"payload_base64,omitempty"`
+	// CreatedAtOriginal and ProcessedAtOriginal hold, as Unix seconds and
+	// nanoseconds ("-62198755200.5"), a time outside the years 0000 to
+	// 9999 that RFC 3339 cannot write: CreatedAt and ProcessedAt hold the
+	// nearest time within them, which Read hands on.
+	CreatedAtOriginal   string `json:"created_at_original,omitempty"`
+	ProcessedAtOriginal string `json:"processed_at_original,omitempty"`
+}
+
+// minTimeKept and maxTimeKept bound the times a line holds as they are:
+// RFC 3339's years 0000 to 9999.
+var (
+	minTimeKept = time.Date(0, 1, 1, 0, 0, 0, 0, time.UTC)
+	maxTimeKept = time.Date(9999, 12, 31, 23, 59, 59, 999999999, time.UTC)
+)
+
+// clampTime is t within the years 0000 to 9999 (UTC), and t as Unix
+// seconds and nanoseconds when it was not.
+func clampTime(t time.Time) (kept time.Time, original string) {
+	t = t.UTC()
+	switch {
+	case t.Before(minTimeKept):
+		kept = minTimeKept
+	case t.After(maxTimeKept):
+		kept = maxTimeKept
+	default:
+		return t, ""
+	}
+	return kept, fmt.Sprintf("%d.%09d", t.Unix(), t.Nanosecond())
 }
 
 // formatTime is t as a line holds it: RFC 3339 with nanoseconds, UTC.
-func formatTime(t time.Time) (string, error) {
-	t = t.UTC()
-	if y := t.Year(); y < 0 || y > 9999 {
-		return "", fmt.Errorf("year %d is outside RFC 3339's 0000-9999", y)
-	}
-	return t.Format(time.RFC3339Nano), nil
-}
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
-// encodeLine writes e as one line of NDJSON.
+// encodeLine writes e as one line of NDJSON. It keeps any event a store
+// holds: the nil id, a payload that is not JSON (base64, in
+// payload_base64), a time outside the years 0000 to 9999 (the nearest
+// within them, the original in created_at_original or
+// processed_at_original).
 func encodeLine(enc *json.Encoder, e *store.HistoryEvent) error {
-	if e.ID == uuid.Nil {
-		return errors.New("event without an id")
+	created, createdOriginal := clampTime(e.CreatedAt)
+	processed, processedOriginal := clampTime(e.ProcessedAt)
+	l := line{
+		ID: e.ID, Seq: e.OutboxSeq, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
+		EventType: e.EventType, Payload: e.Payload, Headers: e.Headers, DedupKey: e.DedupKey,
+		CreatedAt: formatTime(created), ProcessedAt: formatTime(processed),
+		CreatedAtOriginal: createdOriginal, ProcessedAtOriginal: processedOriginal,
 	}
 	if !json.Valid(e.Payload) {
-		return fmt.Errorf("event %s: its payload is not JSON", e.ID)
-	}
-	created, err := formatTime(e.CreatedAt)
-	if err != nil {
-		return fmt.Errorf("event %s: created_at: %w", e.ID, err)
-	}
-	processed, err := formatTime(e.ProcessedAt)
-	if err != nil {
-		return fmt.Errorf("event %s: processed_at: %w", e.ID, err)
+		b64 := base64.StdEncoding.EncodeToString(e.Payload)
+		l.Payload, l.PayloadBase64 = json.RawMessage("null"), &b64
 	}
 	// The encoder compacts the payload (a line holds no newline) and, with
 	// HTML escaping off, keeps its strings as they were.
-	return enc.Encode(line{
-		ID: e.ID, Seq: e.OutboxSeq, AggregateType: e.AggregateType, AggregateID: e.AggregateID,
-		EventType: e.EventType, Payload: e.Payload, Headers: e.Headers, DedupKey: e.DedupKey,
-		CreatedAt: created, ProcessedAt: processed,
-	})
+	if err := enc.Encode(l); err != nil {
+		return fmt.Errorf("event %s: %w", e.ID, err)
+	}
+	return nil
 }
 
 // decoder reads an object's events, refusing what Keep would not have
-// written: a line over maxLine, a line that is not one event (id, JSON
-// payload, RFC 3339 times), ids out of order, more lines than want.
+// written: a line that is not one event (id, JSON payload, RFC 3339
+// times), ids out of order, more lines than want. It bounds no line: Keep
+// writes an event of any size, and Read decodes only an object checked
+// against its entry (size and SHA-256), which Keep wrote.
 type decoder struct {
 	gz   *gzip.Reader
 	r    *bufio.Reader
@@ -220,9 +247,6 @@ func (d *decoder) readLine() ([]byte, error) {
 	var buf []byte
 	for {
 		chunk, err := d.r.ReadSlice('\n')
-		if len(buf)+len(chunk) > maxLine+1 {
-			return nil, fmt.Errorf("line %d is longer than %d bytes", d.n+1, maxLine)
-		}
 		switch {
 		case err == nil:
 			if buf == nil {
@@ -249,11 +273,18 @@ func decodeLine(raw []byte) (store.HistoryEvent, error) {
 	if err := json.Unmarshal(raw, &l); err != nil {
 		return store.HistoryEvent{}, fmt.Errorf("not an event: %w", err)
 	}
-	if l.ID == uuid.Nil {
-		return store.HistoryEvent{}, errors.New("an event without an id")
-	}
 	if len(l.Payload) == 0 {
 		return store.HistoryEvent{}, fmt.Errorf("event %s: no payload", l.ID)
+	}
+	payload := []byte(l.Payload)
+	if l.PayloadBase64 != nil {
+		if string(l.Payload) != "null" {
+			return store.HistoryEvent{}, fmt.Errorf("event %s: a payload and a payload_base64", l.ID)
+		}
+		var err error
+		if payload, err = base64.StdEncoding.DecodeString(*l.PayloadBase64); err != nil {
+			return store.HistoryEvent{}, fmt.Errorf("event %s: payload_base64: %w", l.ID, err)
+		}
 	}
 	created, err := time.Parse(time.RFC3339Nano, l.CreatedAt)
 	if err != nil {
@@ -266,11 +297,11 @@ func decodeLine(raw []byte) (store.HistoryEvent, error) {
 	return store.HistoryEvent{
 		Event: postbox.Event{
 			ID: l.ID, AggregateType: l.AggregateType, AggregateID: l.AggregateID,
-			EventType: l.EventType, Payload: []byte(l.Payload), DedupKey: l.DedupKey, Headers: l.Headers,
+			EventType: l.EventType, Payload: payload, DedupKey: l.DedupKey, Headers: l.Headers,
 		},
 		OutboxSeq:   l.Seq,
-		CreatedAt:   created.UTC(),
-		ProcessedAt: processed.UTC(),
+		CreatedAt:   keptTime(created),
+		ProcessedAt: keptTime(processed),
 	}, nil
 }
 
@@ -282,5 +313,12 @@ func truncate(s string) string {
 	return s
 }
 
-// hourOf is the hour (UTC) whose folder holds an event written at t.
-func hourOf(t time.Time) time.Time { return t.UTC().Truncate(time.Hour) }
+// hourOf is the hour (UTC) whose folder holds an event written at t
+// (the last or first of the years 0000 to 9999 for a t outside them).
+func hourOf(t time.Time) time.Time { return keptTime(t).Truncate(time.Hour) }
+
+// keptTime is t as Read hands it on: UTC, within the years 0000 to 9999.
+func keptTime(t time.Time) time.Time {
+	kept, _ := clampTime(t)
+	return kept
+}

@@ -10,8 +10,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash"
 	"io"
+	"os"
 	"path"
 	"slices"
 	"time"
@@ -26,7 +26,8 @@ import (
 // ReadParams selects archived events.
 type ReadParams struct {
 	Filter store.HistoryFilter
-	// After is the id after which to read; zero: from the first.
+	// After is the id after which to read; zero: from the first, the nil
+	// id included (an event may have it).
 	After uuid.UUID
 	// BatchSize is the most events handed to fn at once; zero or less:
 	// DefaultBatchSize.
@@ -37,8 +38,8 @@ type ReadParams struct {
 const DefaultBatchSize = 1000
 
 // maxBuffered is the largest object Read reads whole into memory to check
-// it before decoding it; a larger one is read twice: checked, then
-// decoded (and checked again).
+// it before decoding it; a larger one is downloaded once to a temporary
+// file, checked as it comes, then decoded from the file.
 const maxBuffered = 4 << 20
 
 // Read hands fn the archived events p selects, in id order, each id once
@@ -48,11 +49,13 @@ const maxBuffered = 4 << 20
 // Read lists the manifest of the hours p.Filter's window covers (no
 // window: the whole manifest) and opens only the objects that can hold an
 // event after p.After in the window, one at a time as the merge reaches
-// their first id: its memory is that of the objects whose ids overlap,
-// plus a name per object in the window. Each object is checked against
-// its entry (size, SHA-256, event count, ids and times within the entry's)
-// before its events are handed on: a corrupt, truncated or foreign
-// object stops Read with an error naming its key.
+// their first id: its memory is that of the objects whose ids overlap
+// (one over 4 MiB is downloaded to a temporary file, removed when read),
+// plus a name per object in the window. Each object is downloaded once,
+// and checked whole against its entry (size, SHA-256) before it is
+// decoded (a corrupt, truncated or replaced object stops Read with an
+// error naming its key before any of its events is handed on), its events
+// then against the entry's count, ids and times.
 func (a *Archive) Read(ctx context.Context, p ReadParams, fn func([]store.HistoryEvent) error) error {
 	if err := p.Filter.Check(); err != nil {
 		return fmt.Errorf("archive: %w", err)
@@ -63,7 +66,7 @@ func (a *Archive) Read(ctx context.Context, p ReadParams, fn func([]store.Histor
 	}
 	var names []name
 	err := a.walk(ctx, p.Filter.Since, p.Filter.Until, func(n name) error {
-		if after(n.maxID, p.After) {
+		if p.wants(n.maxID) {
 			names = append(names, n)
 		}
 		return nil
@@ -156,8 +159,11 @@ func (a *Archive) Objects(ctx context.Context, f store.HistoryFilter, fn func(Ob
 	})
 }
 
-// after reports whether id comes after cursor (any id after a zero one).
-func after(id, cursor uuid.UUID) bool { return bytes.Compare(id[:], cursor[:]) > 0 }
+// wants reports whether id comes after p.After: any id, the nil one
+// included, when After is zero.
+func (p ReadParams) wants(id uuid.UUID) bool {
+	return p.After == uuid.Nil || bytes.Compare(id[:], p.After[:]) > 0
+}
 
 // overlaps reports whether o may hold events written within f's window.
 func overlaps(o Object, f store.HistoryFilter) bool {
@@ -181,19 +187,36 @@ func wantsTypes(o Object, f store.HistoryFilter) bool {
 }
 
 // walk hands fn the names of the entries in the manifest folders of the
-// hours [since, until) meets (a zero bound: open). It lists a folder
-// wholly inside the window in one listing, and goes down into the
-// subfolders of one the window cuts.
+// hours [since, until) meets (a zero bound: open). A window of at most
+// maxHourListings hours lists each of its hours' folders; a longer one
+// lists a folder wholly inside it in one listing, and goes down into the
+// subfolders of one it cuts; no window lists the whole manifest.
 func (a *Archive) walk(ctx context.Context, since, until time.Time, fn func(name) error) error {
+	if !since.IsZero() && !until.IsZero() {
+		first, end := hourOf(since), hourOf(until.Add(-time.Nanosecond)).Add(time.Hour)
+		if end.Sub(first) <= maxHourListings*time.Hour {
+			for h := first; h.Before(end); h = h.Add(time.Hour) {
+				if err := a.walkDir(ctx, manifestDir+h.Format(hourLayout), len(dirLayouts)-1, since, until, fn); err != nil {
+					return err
+				}
+			}
+			return nil
+		}
+	}
 	return a.walkDir(ctx, manifestDir, 0, since, until, fn)
 }
+
+// maxHourListings is the longest window (in hours) walk lists hour by
+// hour, one listing each: shorter than going down the folders of years,
+// months and days to find them.
+const maxHourListings = 24
 
 // dirLayouts are the layouts of the manifest's folders by depth (0: the
 // manifest itself).
 var dirLayouts = []string{"", "2006/", "2006/01/", "2006/01/02/", "2006/01/02/15/"}
 
 func (a *Archive) walkDir(ctx context.Context, dir string, depth int, since, until time.Time, fn func(name) error) error {
-	inside := true
+	inside := since.IsZero() && until.IsZero()
 	if depth > 0 {
 		start, err := time.Parse(dirLayouts[depth], dir[len(manifestDir):])
 		if err != nil || start.Format(dirLayouts[depth]) != dir[len(manifestDir):] {
@@ -300,12 +323,10 @@ func (a *Archive) entry(ctx context.Context, n name) (Object, error) {
 
 // cursor is an object being read: its next event, in cur.
 type cursor struct {
-	obj   Object
-	dec   *decoder
-	body  io.Closer // the streamed object, or nil
-	check hash.Hash // its SHA-256 as it is read, or nil
-	size  *countReader
-	cur   store.HistoryEvent
+	obj  Object
+	dec  *decoder
+	file *os.File // the object spooled, or nil (read whole)
+	cur  store.HistoryEvent
 }
 
 // openCursor opens the object n names, checked, at its first event after
@@ -322,32 +343,25 @@ func (a *Archive) openCursor(ctx context.Context, n name, p ReadParams) (*cursor
 	if !overlaps(o, p.Filter) || !wantsTypes(o, p.Filter) {
 		return nil, nil
 	}
+	// Checked whole before it is decoded, so that no event of a corrupt
+	// object is handed on.
 	c := &cursor{obj: o}
+	var checked io.Reader
 	if o.Bytes <= maxBuffered {
 		data, err := a.readWhole(ctx, o)
 		if err != nil {
 			return nil, err
 		}
-		c.dec, err = newDecoder(bytes.NewReader(data), o.Count)
-		if err != nil {
-			return nil, c.fail(err)
-		}
+		checked = bytes.NewReader(data)
 	} else {
-		// Checked first, so that no event of a corrupt object is handed
-		// on; checked again as it is decoded (it may have been replaced).
-		if err := a.checkStream(ctx, o); err != nil {
+		if c.file, err = a.spool(ctx, o); err != nil {
 			return nil, err
 		}
-		r, err := a.bucket.NewReader(ctx, o.Key, nil)
-		if err != nil {
-			return nil, fmt.Errorf("archive: object %s: %w", o.Key, err)
-		}
-		c.body, c.check, c.size = r, sha256.New(), &countReader{r: io.LimitReader(r, o.Bytes+1)}
-		c.dec, err = newDecoder(io.TeeReader(c.size, c.check), o.Count)
-		if err != nil {
-			c.close()
-			return nil, c.fail(err)
-		}
+		checked = c.file
+	}
+	if c.dec, err = newDecoder(checked, o.Count); err != nil {
+		c.close()
+		return nil, c.fail(err)
 	}
 	for {
 		err := c.next()
@@ -359,7 +373,7 @@ func (a *Archive) openCursor(ctx context.Context, n name, p ReadParams) (*cursor
 			c.close()
 			return nil, err
 		}
-		if after(c.cur.ID, p.After) {
+		if p.wants(c.cur.ID) {
 			return c, nil
 		}
 	}
@@ -385,20 +399,41 @@ func (a *Archive) readWhole(ctx context.Context, o Object) ([]byte, error) {
 	return data, nil
 }
 
-// checkStream reads a large object through, checking it against its
-// entry.
-func (a *Archive) checkStream(ctx context.Context, o Object) error {
-	r, err := a.bucket.NewReader(ctx, o.Key, nil)
+// spool downloads a large object to a temporary file, checking it against
+// its entry as it comes: the file, at its start, holds the object checked.
+// Its caller removes it (removeTemp).
+func (a *Archive) spool(ctx context.Context, o Object) (*os.File, error) {
+	rctx, cancel := context.WithTimeout(ctx, objectTimeout)
+	defer cancel()
+	r, err := a.bucket.NewReader(rctx, o.Key, nil)
 	if err != nil {
-		return fmt.Errorf("archive: object %s: %w", o.Key, err)
+		return nil, fmt.Errorf("archive: object %s: %w", o.Key, err)
 	}
 	defer r.Close()
-	h := sha256.New()
-	size, err := io.Copy(h, io.LimitReader(r, o.Bytes+1))
+	f, err := os.CreateTemp("", "postbox-archive-*"+objectExt)
 	if err != nil {
-		return fmt.Errorf("archive: object %s: %w", o.Key, err)
+		return nil, fmt.Errorf("archive: object %s: %w", o.Key, err)
 	}
-	return checkSum(o, size, h.Sum(nil))
+	h := sha256.New()
+	size, err := io.Copy(io.MultiWriter(f, h), io.LimitReader(r, o.Bytes+1))
+	if err != nil {
+		err = fmt.Errorf("archive: object %s: %w", o.Key, err)
+	} else if err = checkSum(o, size, h.Sum(nil)); err == nil {
+		if _, err = f.Seek(0, io.SeekStart); err != nil {
+			err = fmt.Errorf("archive: object %s: %w", o.Key, err)
+		}
+	}
+	if err != nil {
+		removeTemp(f)
+		return nil, err
+	}
+	return f, nil
+}
+
+// removeTemp closes and removes a temporary file of spool.
+func removeTemp(f *os.File) {
+	_ = f.Close()
+	_ = os.Remove(f.Name())
 }
 
 // checkSum compares an object's size and SHA-256 with its entry's.
@@ -421,15 +456,6 @@ func (c *cursor) next() error {
 		if c.dec.last != c.obj.MaxID {
 			return c.fail(errors.New("its last id is not its entry's"))
 		}
-		if c.check != nil {
-			// Drain the gzip trailer's bytes, then compare.
-			if _, err := io.Copy(io.Discard, c.size); err != nil {
-				return c.fail(err)
-			}
-			if err := checkSum(c.obj, c.size.n, c.check.Sum(nil)); err != nil {
-				return err
-			}
-		}
 		return io.EOF
 	}
 	if err != nil {
@@ -450,22 +476,10 @@ func (c *cursor) fail(err error) error {
 }
 
 func (c *cursor) close() {
-	if c.body != nil {
-		_ = c.body.Close()
-		c.body = nil
+	if c.file != nil {
+		removeTemp(c.file)
+		c.file = nil
 	}
-}
-
-// countReader counts the bytes read through it.
-type countReader struct {
-	r io.Reader
-	n int64
-}
-
-func (c *countReader) Read(p []byte) (int, error) {
-	n, err := c.r.Read(p)
-	c.n += int64(n)
-	return n, err
 }
 
 // cursors is a heap of open objects, by their next event's id.

@@ -6,6 +6,7 @@ package redact
 
 import (
 	"net/url"
+	"slices"
 	"strings"
 )
 
@@ -242,4 +243,105 @@ func redactKeyValue(dsn string) string {
 		out = strings.ReplaceAll(out, p, Mask)
 	}
 	return out
+}
+
+// URLAllowing returns u fit to print when only some of its query
+// parameters are known to hold no secret (a bucket URL, whose driver
+// takes keys and tokens as parameters): it drops the user information
+// (its user name may be a key id) and the fragment, and the values of the
+// parameters plain does not name read xxxxx. A plain parameter's value
+// that is a URL loses its own user information.
+func URLAllowing(u *url.URL, plain func(key string) bool) string {
+	c := *u
+	c.User = nil
+	c.Fragment, c.RawFragment = "", ""
+	q := c.Query()
+	for k, vs := range q {
+		for i, v := range vs {
+			switch {
+			case !plain(k):
+				vs[i] = Mask
+			case strings.Contains(v, "@"):
+				if p, err := url.Parse(v); err == nil && p.User != nil {
+					p.User = nil
+					vs[i] = p.String()
+				} else {
+					vs[i] = Mask
+				}
+			}
+		}
+	}
+	c.RawQuery = q.Encode()
+	return c.String()
+}
+
+// ScrubURLAllowing returns err with what URLAllowing hides of u (its user
+// name and password, the values of the parameters plain does not name,
+// as written and percent-decoded) replaced by xxxxx in its text;
+// errors.Is and errors.As see err's chain as before. A secret is masked
+// only where it stands whole (not inside a longer word: a profile "s3"
+// leaves "s3blob" be). A nil err stays nil.
+func ScrubURLAllowing(err error, u *url.URL, plain func(key string) bool) error {
+	if err == nil {
+		return nil
+	}
+	var secrets []string
+	add := func(v string) {
+		for _, s := range []string{v, url.QueryEscape(v), url.PathEscape(v)} {
+			if s != "" {
+				secrets = append(secrets, s)
+			}
+		}
+	}
+	if u.User != nil {
+		add(u.User.String())
+		add(u.User.Username())
+		if p, ok := u.User.Password(); ok {
+			add(p)
+		}
+	}
+	for k, vs := range u.Query() {
+		if !plain(k) {
+			for _, v := range vs {
+				add(v)
+			}
+		}
+	}
+	// The longest first: "pw" must not break "pw2" into "xxxxx2".
+	slices.SortStableFunc(secrets, func(a, b string) int { return len(b) - len(a) })
+	msg := err.Error()
+	scrubbed := msg
+	for _, s := range secrets {
+		scrubbed = replaceWords(scrubbed, s)
+	}
+	if scrubbed == msg {
+		return err
+	}
+	return &scrubbedError{msg: scrubbed, err: err}
+}
+
+// replaceWords replaces by xxxxx each occurrence of s in msg that no
+// letter or digit adjoins.
+func replaceWords(msg, s string) string {
+	var b strings.Builder
+	for {
+		i := strings.Index(msg, s)
+		if i < 0 {
+			b.WriteString(msg)
+			return b.String()
+		}
+		end := i + len(s)
+		if (i > 0 && isWordByte(msg[i-1])) || (end < len(msg) && isWordByte(msg[end])) {
+			b.WriteString(msg[:i+1])
+			msg = msg[i+1:]
+			continue
+		}
+		b.WriteString(msg[:i])
+		b.WriteString(Mask)
+		msg = msg[end:]
+	}
+}
+
+func isWordByte(c byte) bool {
+	return c >= '0' && c <= '9' || c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z'
 }

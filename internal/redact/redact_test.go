@@ -3,6 +3,7 @@ package redact_test
 import (
 	"errors"
 	"fmt"
+	"net/url"
 	"os"
 	"strings"
 	"testing"
@@ -50,5 +51,30 @@ func TestScrubHidesPasswordsInErrors(t *testing.T) {
 	}
 	if redact.Scrub(nil, "postgres://a:b@c/d") != nil {
 		t.Error("Scrub(nil) is not nil")
+	}
+}
+
+// URLAllowing shows only the parameters it is told hold no secret, and
+// no user information; ScrubURLAllowing masks in an error what it hides,
+// whole words only, keeping the error's chain.
+func TestURLAllowing(t *testing.T) {
+	u, err := url.Parse("s3://KEYID:s3cr@bucket?region=eu&token=tok3n&profile=s3#frag")
+	if err != nil {
+		t.Fatal(err)
+	}
+	plain := func(k string) bool { return k == "region" }
+	if got, want := redact.URLAllowing(u, plain), "s3://bucket?profile=xxxxx&region=eu&token=xxxxx"; got != want {
+		t.Errorf("URLAllowing = %s, want %s", got, want)
+	}
+	cause := errors.New("s3blob: KEYID denied (token tok3n, profile s3, region eu)")
+	err = redact.ScrubURLAllowing(fmt.Errorf("open: %w", cause), u, plain)
+	if got, want := err.Error(), "open: s3blob: xxxxx denied (token xxxxx, profile xxxxx, region eu)"; got != want {
+		t.Errorf("ScrubURLAllowing = %s, want %s", got, want)
+	}
+	if !errors.Is(err, cause) {
+		t.Error("ScrubURLAllowing broke the chain")
+	}
+	if redact.ScrubURLAllowing(nil, u, plain) != nil {
+		t.Error("ScrubURLAllowing(nil) is not nil")
 	}
 }
