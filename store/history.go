@@ -143,7 +143,8 @@ type ExpireParams struct {
 	// Keep, when set, is handed every unit's delivered events before they
 	// are removed (an archive: package archive); a unit is removed only
 	// once Keep returned nil for all of it, and an error of Keep stops the
-	// step, removing nothing more. Sources that keep no history of their
+	// step, removing no more events (the dedup keys whose hold ended are
+	// removed all the same). Sources that keep no history of their
 	// own (an endpoint's lane) refuse a Keep with ErrKeepUnsupported.
 	Keep func(ctx context.Context, events []HistoryEvent) error
 }
