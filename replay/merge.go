@@ -39,7 +39,7 @@ func (t *tableSource) next(ctx context.Context) ([]store.HistoryEvent, error) {
 		if !before(t.p.After, last) {
 			return nil, fmt.Errorf("the table's page after %s ends at %s: not in id order", t.p.After, last)
 		}
-		t.p.After = last
+		t.p.After, t.p.Resume = last, true // a page may end on the all-zero id
 	}
 	return events, nil
 }

@@ -17,8 +17,9 @@ import (
 // replays. Every Outbox has these methods.
 type History interface {
 	// HistoryRead returns up to p.Limit delivered (done) events kept in the
-	// outbox that p.Filter lets through, in id order, after p.After (zero:
-	// from the first). Pending, failed and leased events are not history.
+	// outbox that p.Filter lets through, in id order, after p.After (zero
+	// without p.Resume: from the first). Pending, failed and leased events
+	// are not history.
 	HistoryRead(ctx context.Context, p HistoryParams) ([]HistoryEvent, error)
 	// Requeue sends events back to the outbox's queue as replays, in one
 	// transaction: a kept row with the event's id that is done becomes
@@ -42,8 +43,13 @@ const HistoryBatchMax = 10_000
 type HistoryParams struct {
 	Filter HistoryFilter
 	// After is the id after which to read (ids are UUIDv7: time-ordered);
-	// zero reads from the first.
+	// zero reads from the first, unless Resume.
 	After uuid.UUID
+	// Resume reads after After even when it is the all-zero id (a
+	// plain-SQL producer may write that id): set it when paging, with
+	// After the last id of the page before, so that a page ending on that
+	// id does not return it again.
+	Resume bool
 	// Limit is the most events returned, from 1 to HistoryBatchMax.
 	Limit int
 }
@@ -137,7 +143,8 @@ type ExpireParams struct {
 	// Keep, when set, is handed every unit's delivered events before they
 	// are removed (an archive: package archive); a unit is removed only
 	// once Keep returned nil for all of it, and an error of Keep stops the
-	// step, removing nothing more. Sources that keep no history of their
+	// step, removing no more events (the dedup keys whose hold ended are
+	// removed all the same). Sources that keep no history of their
 	// own (an endpoint's lane) refuse a Keep with ErrKeepUnsupported.
 	Keep func(ctx context.Context, events []HistoryEvent) error
 }

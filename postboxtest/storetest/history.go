@@ -27,12 +27,15 @@ func runHistory(t *testing.T, newStore func(t *testing.T) raw) {
 		{"ReadPagesCoverEveryMatchOnce", testHistoryPages},
 		{"ReadReturnsTheEventAsWritten", testHistoryFields},
 		{"ReadRefusesBadParams", testHistoryRefuses},
+		{"ReadPagesPastTheZeroID", testHistoryZeroID},
 		{"RequeueCountsAndStates", testRequeueStates},
 		{"RequeueTwiceSkips", testRequeueTwice},
 		{"RequeueReinsertsDespiteAHeldKey", testRequeueHeldKey},
 		{"RequeueWakesTheListener", testRequeueWakes},
+		{"RequeueSkipsATimeNoTableHolds", testRequeueExtremeTime},
 		{"ExpireKeepsThenDeletes", testExpireKeep},
 		{"ExpireKeepErrorDeletesNothing", testExpireKeepError},
+		{"ExpireKeepErrorPurgesHeldKeys", testExpireKeepErrorHeldKeys},
 		{"ExpireRefusesBadLimits", testExpireLimits},
 		{"PropertyHostileHistory", testHistoryHostile},
 	}
@@ -102,8 +105,9 @@ func readAll(t *testing.T, s store.History, f store.HistoryFilter, limit int) []
 	t.Helper()
 	var out []store.HistoryEvent
 	var after uuid.UUID
+	resume := false // after the first page: After is a page's last id, zero or not
 	for range 100_000 {
-		page, err := s.HistoryRead(ctxFor(t), store.HistoryParams{Filter: f, After: after, Limit: limit})
+		page, err := s.HistoryRead(ctxFor(t), store.HistoryParams{Filter: f, After: after, Resume: resume, Limit: limit})
 		if err != nil {
 			t.Fatalf("HistoryRead %+v after %s limit %d: %v", f, after, limit, err)
 		}
@@ -114,10 +118,10 @@ func readAll(t *testing.T, s store.History, f store.HistoryFilter, limit int) []
 			return out
 		}
 		for _, ev := range page {
-			if after != uuid.Nil && bytes.Compare(ev.ID[:], after[:]) <= 0 {
+			if (resume || after != uuid.Nil) && bytes.Compare(ev.ID[:], after[:]) <= 0 {
 				t.Fatalf("HistoryRead after %s returned %s: not in id order, or repeated", after, ev.ID)
 			}
-			after = ev.ID
+			after, resume = ev.ID, true
 		}
 		out = append(out, page...)
 	}
@@ -190,6 +194,11 @@ func testHistoryPages(t *testing.T, s raw) {
 		{Until: base.Add(3 * time.Minute)},
 		{Since: base.Add(10 * time.Minute), EventTypes: []string{"order.*"}, AggregateType: "order"},
 		{EventTypes: []string{"nothing.*"}},
+		{EventTypes: []string{"*.paid"}},
+		{EventTypes: []string{"*.created*", "*/b"}},
+		{EventTypes: []string{"*.a/?", "[^o]*"}},
+		{EventTypes: []string{"*[.]*.v[0-9]"}},
+		{EventTypes: []string{`order\.c*`, "*.[!-n]*"}},
 	}
 	for _, f := range filters {
 		var want []uuid.UUID
@@ -245,6 +254,62 @@ func testHistoryRefuses(t *testing.T, s raw) {
 	} {
 		if _, err := s.HistoryRead(ctxFor(t), p); err == nil {
 			t.Errorf("HistoryRead %+v: no error", p)
+		}
+	}
+}
+
+// testHistoryZeroID: a done row with the all-zero id (plain SQL writes
+// it) is read once: first from a zero After, and never again by the pages
+// that resume after it (HistoryParams.Resume), whatever their size.
+func testHistoryZeroID(t *testing.T, s raw) {
+	ctx := ctxFor(t)
+	processed := time.Now().Add(-time.Hour).Truncate(time.Second)
+	ids := append([]uuid.UUID{uuid.Nil}, sortedIDs(3)...)
+	for i, id := range ids {
+		historyRow{id: id, status: store.StatusDone, typ: "order.paid", aggType: "order", aggID: fmt.Sprint(i),
+			created: processed.Add(-time.Minute), processed: processed}.write(t, ctx, s)
+	}
+	for _, limit := range []int{1, 2, 10} {
+		if got := historyIDs(readAll(t, s, store.HistoryFilter{}, limit)); fmt.Sprint(got) != fmt.Sprint(ids) {
+			t.Errorf("limit %d: read %v, want %v", limit, got, ids)
+		}
+	}
+	for _, c := range []struct {
+		resume bool
+		want   []uuid.UUID
+	}{{false, ids}, {true, ids[1:]}} {
+		page, err := s.HistoryRead(ctx, store.HistoryParams{After: uuid.Nil, Resume: c.resume, Limit: 10})
+		if err != nil || fmt.Sprint(historyIDs(page)) != fmt.Sprint(c.want) {
+			t.Errorf("HistoryRead after the zero id, Resume %t: %v, %v; want %v", c.resume, historyIDs(page), err, c.want)
+		}
+	}
+}
+
+// testRequeueExtremeTime: in a batch of healthy events, an absent event
+// whose CreatedAt no table holds (years out of 1 to 9999: what an
+// archive may hold of a plain-SQL producer's row) is Skipped, and the
+// healthy ones are requeued and written again.
+func testRequeueExtremeTime(t *testing.T, s raw) {
+	ctx := ctxFor(t)
+	kept := deliveredKept(t, s, event("1", 1))
+	gone := event("2", 1)
+	batch := []store.HistoryEvent{kept[0], {Event: gone, CreatedAt: time.Now().Add(-time.Hour)}}
+	for _, year := range []int{-5000, 0, 10_000, 300_000} {
+		ev := event("x", year)
+		batch = append(batch, store.HistoryEvent{Event: ev, CreatedAt: time.Date(year, 1, 1, 0, 0, 0, 0, time.UTC)})
+	}
+	res, err := s.Requeue(ctx, batch, "extreme")
+	if want := (store.RequeueResult{Requeued: 1, Inserted: 1, Skipped: 4}); err != nil || res != want {
+		t.Fatalf("Requeue with times no table holds = %+v, %v; want %+v", res, err, want)
+	}
+	for _, id := range []uuid.UUID{kept[0].ID, gone.ID} {
+		if r := get(t, s, id); r.Status != store.StatusPending {
+			t.Errorf("event %s after the requeue: %q, want pending", id, r.Status)
+		}
+	}
+	for _, ev := range batch[2:] {
+		if _, err := s.Get(ctx, ev.ID); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("event of %v: %v, want not written", ev.CreatedAt, err)
 		}
 	}
 }
@@ -576,6 +641,42 @@ func testExpireKeepError(t *testing.T, s raw) {
 	res, err = s.Expire(ctx, store.ExpireParams{Before: now.Add(-time.Hour), Limit: 10, Keep: func(context.Context, []store.HistoryEvent) error { return nil }})
 	if err != nil || res.Events != 3 || res.More {
 		t.Fatalf("Expire once Keep succeeds = %+v, %v; want the 3 deleted", res, err)
+	}
+}
+
+// testExpireKeepErrorHeldKeys: a Keep that fails does not stop the
+// purge of the dedup keys whose hold ended (or a bucket that stays down
+// would let them grow without limit); the Keep's error is returned, no
+// event deleted.
+func testExpireKeepErrorHeldKeys(t *testing.T, s raw) {
+	ctx := ctxFor(t)
+	now := time.Now()
+	old := oldDone(t, ctx, s, 2, now.Add(-2*time.Hour))
+	evs := []postbox.Event{event("k1", 1), event("k2", 1), event("k3", 1)}
+	for i := range evs {
+		evs[i].DedupKey = fmt.Sprintf("order-k%d-paid", i)
+	}
+	enqueue(t, s, evs...)
+	got := claim(t, s, store.ClaimParams{Limit: 10})
+	p := store.SettleParams{DedupWindow: time.Millisecond}
+	for _, d := range got {
+		p.Done, p.Ended = append(p.Done, d.ID), append(p.Ended, d.Lease)
+	}
+	settle(t, s, p)
+	time.Sleep(50 * time.Millisecond) // the keys' hold ends
+	down := errors.New("bucket down")
+	res, err := s.Expire(ctx, store.ExpireParams{Before: now.Add(-time.Hour), Limit: 10, Keep: func(context.Context, []store.HistoryEvent) error { return down }})
+	if !errors.Is(err, down) || res.Events != 0 || res.Keys != len(evs) {
+		t.Fatalf("Expire with a failing Keep = %+v, %v; want the Keep's error, nothing deleted, the %d held keys purged", res, err, len(evs))
+	}
+	for _, id := range old {
+		if r := get(t, s, id); r.Status != store.StatusDone {
+			t.Errorf("event %s after a failed Keep: %q, want done, kept", id, r.Status)
+		}
+	}
+	res, err = s.Expire(ctx, store.ExpireParams{Before: now.Add(-time.Hour), Limit: 10, Keep: func(context.Context, []store.HistoryEvent) error { return nil }})
+	if err != nil || res.Events != len(old) || res.Keys != 0 {
+		t.Fatalf("Expire once Keep succeeds = %+v, %v; want the %d events deleted, no key left", res, err, len(old))
 	}
 }
 

@@ -43,6 +43,7 @@ func runLane(t *testing.T, newStore func(t *testing.T) store.Endpoints) {
 		{"ExtendLeaseReturnsWhatIsHeld", testLaneExtendLease},
 		{"ReclaimExpiredCountsAndFails", testLaneReclaim},
 		{"PurgeDoneOfTheEndpointOnly", testLanePurge},
+		{"ExpireRefusesBadLimits", testLaneExpireLimits},
 		{"OrderedClaimsHeadsPerEndpointAndAggregate", testLaneOrdered},
 		{"OrderedClaimFindsHeadsBehindTheirSuccessors", testLaneOrderedWalk},
 		{"LanesOfTwoEndpointsAreApart", testLanesApart},
@@ -63,6 +64,20 @@ func runLane(t *testing.T, newStore func(t *testing.T) store.Endpoints) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) { tc.run(t, newStore(t)) })
+	}
+}
+
+// testLaneExpireLimits: a lane's Expire refuses a Limit out of 1 to
+// HistoryBatchMax, as the outbox's (Limit 0 would report More for ever).
+func testLaneExpireLimits(t *testing.T, s store.Endpoints) {
+	l := s.EndpointLane(newEndpoint(t, s, "a"))
+	for _, limit := range []int{0, -1, store.HistoryBatchMax + 1} {
+		if res, err := l.Expire(context.Background(), store.ExpireParams{Before: time.Now(), Limit: limit}); err == nil {
+			t.Errorf("lane Expire with Limit %d = %+v: no error", limit, res)
+		}
+	}
+	if res, err := l.Expire(context.Background(), store.ExpireParams{Before: time.Now(), Limit: 1}); err != nil || res.More {
+		t.Errorf("lane Expire with Limit 1, nothing to do = %+v, %v; want no work left", res, err)
 	}
 }
 

@@ -601,7 +601,8 @@ select (select count(*) from deliveries) + (select count(*) from attempts);
 -- EndpointRequeue: the deliveries to endpoint $1 of the events $2..$8
 -- (parallel arrays: event id, aggregate type and id, type, payload,
 -- headers with the replay's mark, whether the table can hold it:
--- sqlstore.RequeueRow.Insertable), $9 the replay's name. A finished
+-- sqlstore.RequeueRow.Insertable), $9 the replay's name, $10 the header
+-- that carries it (postbox.HeaderReplay). A finished
 -- delivery (done, dropped) goes back to the endpoint's queue, due now, as
 -- never attempted, its headers marked; an absent one is written, pending;
 -- others are left alone. The first column says whether the endpoint is
@@ -618,7 +619,7 @@ with endpoint as (
   set status = 'pending', attempts = 0, available_at = now(), processed_at = null, last_error = null,
       lease_owner = null, lease_expires_at = null,
       headers = case when jsonb_typeof(d.headers) = 'object' then d.headers else '{}'::jsonb end
-                || jsonb_build_object('Postbox-Replay', $9::text)
+                || jsonb_build_object($10::text, $9::text)
   where d.endpoint_id = $1 and d.event_id in (select event_id from input) and d.status in ('done', 'dropped')
   returning d.event_id
 ), inserted as (

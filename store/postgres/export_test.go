@@ -27,3 +27,6 @@ func (w *WAL) Claim(ctx context.Context, p store.ClaimParams, ids []uuid.UUID, x
 
 // EnqueueError exports enqueueError.
 var EnqueueError = enqueueError
+
+// TypesRegexp exports typesRegexp.
+var TypesRegexp = typesRegexp

@@ -3,12 +3,16 @@ package postgres
 import (
 	"context"
 	"fmt"
+	"path"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgtype"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
@@ -17,7 +21,9 @@ import (
 // through, in id order after p.After (see store.History). A row that a
 // plain-SQL producer wrote with a value the store cannot read as the
 // event's (an infinite time, headers that are no JSON object) is returned
-// with that field zero: it never fails the read.
+// with that field zero: it never fails the read. The whole filter, the
+// types' globs too (translated to a regular expression: typesRegexp), is
+// applied by one statement, so a call reads one page whatever the globs.
 func (s *Store) HistoryRead(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
 	out, err := sqlstore.ReadHistory(ctx, historySQL{s}, p)
 	if err != nil {
@@ -45,10 +51,12 @@ func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay
 	a := requeueArrays(rows)
 	created := make([]pgtype.Timestamptz, len(rows))
 	for i, r := range rows {
-		created[i] = pgtype.Timestamptz{Time: r.CreatedAt, Valid: !r.CreatedAt.IsZero()}
+		// Only an event the table can hold sends its time: one that it
+		// cannot (a year out of 1 to 9999) would fail the whole batch.
+		created[i] = pgtype.Timestamptz{Time: r.CreatedAt, Valid: r.Insertable && !r.CreatedAt.IsZero()}
 	}
 	var requeued, inserted, woke int
-	err = s.pool.QueryRow(ctx, s.sql.Get("requeue"), a.ids, a.aggTypes, a.aggIDs, a.types, a.payloads, a.headers, created, a.insertable, replay).
+	err = s.pool.QueryRow(ctx, s.sql.Get("requeue"), a.ids, a.aggTypes, a.aggIDs, a.types, a.payloads, a.headers, created, a.insertable, replay, postbox.HeaderReplay).
 		Scan(&requeued, &inserted, &woke)
 	if err != nil {
 		return store.RequeueResult{}, fmt.Errorf("postgres: requeue: %w", err)
@@ -68,7 +76,7 @@ func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events 
 	a := requeueArrays(rows)
 	var found bool
 	var requeued, inserted int
-	err = s.pool.QueryRow(ctx, s.sql.Get("endpoint_requeue"), endpoint, a.ids, a.aggTypes, a.aggIDs, a.types, a.payloads, a.headers, a.insertable, replay).
+	err = s.pool.QueryRow(ctx, s.sql.Get("endpoint_requeue"), endpoint, a.ids, a.aggTypes, a.aggIDs, a.types, a.payloads, a.headers, a.insertable, replay, postbox.HeaderReplay).
 		Scan(&found, &requeued, &inserted)
 	if err != nil {
 		return store.RequeueResult{}, fmt.Errorf("postgres: requeue to endpoint %s: %w", endpoint, err)
@@ -100,10 +108,14 @@ func requeueArrays(rows []sqlstore.RequeueRow) requeueColumns {
 // historySQL runs history_read for sqlstore.ReadHistory.
 type historySQL struct{ s *Store }
 
-func (h historySQL) ReadHistory(ctx context.Context, f store.HistoryFilter, prefixes []string, after uuid.UUID, first bool, limit int) ([]store.HistoryEvent, error) {
+func (h historySQL) ReadHistory(ctx context.Context, f store.HistoryFilter, after uuid.UUID, first bool, limit int) ([]store.HistoryEvent, error) {
 	var types any // null: every type
-	if prefixes != nil {
-		types = prefixes
+	if len(f.EventTypes) > 0 {
+		re, err := typesRegexp(f.EventTypes)
+		if err != nil {
+			return nil, err
+		}
+		types = re
 	}
 	rows, err := h.s.pool.Query(ctx, h.s.sql.Get("history_read"), pgx.QueryExecModeDescribeExec,
 		nullTime(f.Since), nullTime(f.Until), f.AggregateType, f.AggregateID, types, [16]byte(after), first, limit)
@@ -111,6 +123,147 @@ func (h historySQL) ReadHistory(ctx context.Context, f store.HistoryFilter, pref
 		return nil, err
 	}
 	return pgx.CollectRows(rows, scanHistory)
+}
+
+// typesRegexp translates the event types' globs (path.Match syntax,
+// checked by store.HistoryFilter.Check) to one PostgreSQL regular
+// expression that matches a type when one of them does: '*' is any run of
+// characters but '/', '?' one character but '/', a class [...] (negated
+// [^...]) one character of its ranges (or of none of them, '/' included,
+// as path.Match has it), '\' quotes the next character. Every character
+// but an ASCII letter or digit is written as its code (\Uhhhhhhhh), so
+// none is special. A type is matched character by character: path.Match,
+// which moves a '*' by bytes, also matches a '*' ending inside a
+// character of a non-ASCII type that a following '?' or class then takes
+// byte by byte; this does not. A glob that is not valid UTF-8 is refused:
+// no type in PostgreSQL's text is.
+func typesRegexp(globs []string) (string, error) {
+	var b strings.Builder
+	b.WriteString("^(?:")
+	for i, g := range globs {
+		if !utf8.ValidString(g) {
+			return "", fmt.Errorf("event type pattern %q is not valid UTF-8 text", g)
+		}
+		if i > 0 {
+			b.WriteByte('|')
+		}
+		if err := globRegexp(&b, g); err != nil {
+			return "", fmt.Errorf("event type pattern %q: %w", g, err)
+		}
+	}
+	b.WriteString(")$")
+	return b.String(), nil
+}
+
+// globRegexp writes g's regular expression to b (see typesRegexp).
+func globRegexp(b *strings.Builder, g string) error {
+	for len(g) > 0 {
+		switch g[0] {
+		case '*':
+			b.WriteString("[^/]*")
+			g = g[1:]
+		case '?':
+			b.WriteString("[^/]")
+			g = g[1:]
+		case '[':
+			var err error
+			if g, err = classRegexp(b, g[1:]); err != nil {
+				return err
+			}
+		default:
+			if g[0] == '\\' {
+				g = g[1:]
+				if g == "" {
+					return path.ErrBadPattern
+				}
+			}
+			r, n := utf8.DecodeRuneInString(g)
+			writeRune(b, r)
+			g = g[n:]
+		}
+	}
+	return nil
+}
+
+// classRegexp writes the class that g begins with (after its '['), as
+// path.Match reads it, and returns what follows it. Ranges whose low end
+// is above their high end hold nothing (path.Match accepts them).
+func classRegexp(b *strings.Builder, g string) (string, error) {
+	negated := strings.HasPrefix(g, "^")
+	if negated {
+		g = g[1:]
+	}
+	var ranges [][2]rune
+	for n := 0; ; n++ {
+		if n > 0 && strings.HasPrefix(g, "]") {
+			g = g[1:]
+			break
+		}
+		lo, rest, err := classChar(g)
+		if err != nil {
+			return "", err
+		}
+		hi := lo
+		if strings.HasPrefix(rest, "-") {
+			if hi, rest, err = classChar(rest[1:]); err != nil {
+				return "", err
+			}
+		}
+		g = rest
+		if lo <= hi {
+			ranges = append(ranges, [2]rune{lo, hi})
+		}
+	}
+	switch {
+	case len(ranges) == 0 && negated:
+		b.WriteString("[\\U00000000-\\U0010FFFF]") // any character, '/' too
+	case len(ranges) == 0:
+		b.WriteString("(?!)") // no character
+	default:
+		b.WriteByte('[')
+		if negated {
+			b.WriteByte('^')
+		}
+		for _, r := range ranges {
+			writeRune(b, r[0])
+			if r[1] != r[0] {
+				b.WriteByte('-')
+				writeRune(b, r[1])
+			}
+		}
+		b.WriteByte(']')
+	}
+	return g, nil
+}
+
+// classChar reads one character of a class as path.Match does: '\\'
+// quotes the next; an unquoted '-' or ']', a class left open, are
+// malformed.
+func classChar(g string) (rune, string, error) {
+	if g == "" || g[0] == '-' || g[0] == ']' {
+		return 0, "", path.ErrBadPattern
+	}
+	if g[0] == '\\' {
+		g = g[1:]
+		if g == "" {
+			return 0, "", path.ErrBadPattern
+		}
+	}
+	r, n := utf8.DecodeRuneInString(g)
+	if g = g[n:]; g == "" {
+		return 0, "", path.ErrBadPattern
+	}
+	return r, g, nil
+}
+
+// writeRune writes r to a regular expression as itself (an ASCII letter
+// or digit) or as its code, which no regular expression reads as special.
+func writeRune(b *strings.Builder, r rune) {
+	if r < utf8.RuneSelf && ('a' <= r && r <= 'z' || 'A' <= r && r <= 'Z' || '0' <= r && r <= '9') {
+		b.WriteRune(r)
+		return
+	}
+	fmt.Fprintf(b, "\\U%08X", r)
 }
 
 // scanHistory reads one row of history_read or expire_read: columns that

@@ -531,8 +531,8 @@ select coalesce(pg_sequence_last_value(pg_get_serial_sequence($1, 'seq')), 0);
 -- A page of HistoryRead (sqlstore.ReadHistory): up to $8 delivered events
 -- in id order after $6 (from the first when $7), written in [$1, $2)
 -- (null: open), of aggregate type $3 and id $4 (empty: any), whose type
--- begins with one of $5 (null: any type; the store matches the types'
--- globs on what this returns). Run planned with its values (unnamed), so
+-- the regular expression $5 matches (the types' globs translated; null:
+-- any type). Run planned with its values (unnamed), so
 -- that the filters not given fold away and the scan of the primary key
 -- starts at $6.
 select id, seq, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
@@ -544,7 +544,7 @@ where status = 'done'
   and ($2::timestamptz is null or created_at < $2::timestamptz)
   and ($3::text = '' or aggregate_type = $3::text)
   and ($4::text = '' or aggregate_id = $4::text)
-  and ($5::text[] is null or exists (select 1 from unnest($5::text[]) p(prefix) where starts_with(event_type, p.prefix)))
+  and ($5::text is null or event_type ~ $5::text)
 order by id
 limit $8;
 
@@ -552,7 +552,8 @@ limit $8;
 -- Requeue: the events $1..$8 (parallel arrays: id, aggregate type and id,
 -- type, payload, headers with the replay's mark, created_at or null for
 -- now, whether the table can hold it: sqlstore.RequeueRow.Insertable),
--- $9 the replay's name. A done row with the event's id goes back to
+-- $9 the replay's name, $10 the header that carries it
+-- (postbox.HeaderReplay). A done row with the event's id goes back to
 -- the queue, due now, as never attempted, its headers marked (headers
 -- that are no object, which its claim would refuse, become the mark
 -- alone); an id with no row is written again, pending, without its dedup
@@ -569,7 +570,7 @@ with input as (
   update {schema}.outbox_events e
   set status = 'pending', available_at = now(), retries = 0, last_error = null, processed_at = null,
       headers = case when jsonb_typeof(e.headers) = 'object' then e.headers else '{}'::jsonb end
-                || jsonb_build_object('Postbox-Replay', $9::text)
+                || jsonb_build_object($10::text, $9::text)
   where e.id in (select id from input) and e.status = 'done'
   returning e.id
 ), inserted as (

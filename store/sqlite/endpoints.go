@@ -804,10 +804,14 @@ func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]sto
 
 // Expire deletes up to p.Limit of the endpoint's finished (done or
 // dropped) deliveries processed before p.Before, and up to p.Limit of its
-// attempts made before it; Events counts both.
+// attempts made before it; Events counts both. Limit is from 1 to
+// store.HistoryBatchMax, as the outbox's.
 func (l *lane) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
 	if p.Keep != nil {
 		return store.ExpireResult{}, store.ErrKeepUnsupported
+	}
+	if err := sqlstore.CheckExpireLimit(p.Limit); err != nil {
+		return store.ExpireResult{}, fmt.Errorf("sqlite: %s: %w", sqlstore.LaneName(l.e), err)
 	}
 	n, err := l.purgeDone(ctx, p.Before, p.Limit)
 	return store.ExpireResult{Events: n, More: n >= p.Limit}, err
@@ -815,9 +819,6 @@ func (l *lane) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireRe
 
 // purgeDone is Expire's deletion.
 func (l *lane) purgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
-	if err := checkLimit("purge finished deliveries", limit); err != nil || limit == 0 {
-		return 0, err
-	}
 	var total int64
 	err := l.s.inTx(ctx, func(tx *sql.Tx) error {
 		total = 0

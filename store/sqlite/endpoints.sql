@@ -494,14 +494,14 @@ select exists (select 1 from {prefix}endpoints where id = ?1);
 -- EndpointRequeue's finished deliveries (done, dropped) to endpoint ?1 of
 -- the events of ?2 (a JSON array of their ids) back to the
 -- endpoint's queue, due ?3, as never attempted, their headers marked with
--- the replay's name ?4 (headers that are no object become the mark
--- alone).
+-- the replay's name ?4 under the header ?5 (postbox.HeaderReplay;
+-- headers that are no object become the mark alone).
 update {prefix}endpoint_deliveries
 set status = 'pending', attempts = 0, available_at = ?3, processed_at = null, last_error = null,
     lease_owner = null, lease_expires_at = null,
     headers = json_set(
       case when json_valid(headers) then case when json_type(headers) = 'object' then headers else '{}' end else '{}' end,
-      '$."Postbox-Replay"', ?4)
+      '$.' || json_quote(?5), ?4)
 where endpoint_id = ?1 and status in ('done', 'dropped')
   and event_id in (select value from json_each(?2));
 

@@ -3,12 +3,19 @@ package sqlite
 import (
 	"context"
 	"database/sql"
+	"database/sql/driver"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"path"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
+	"modernc.org/sqlite"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
@@ -18,7 +25,9 @@ import (
 // plain-SQL producer wrote with a value the store cannot read as the
 // event's (a time that is not one, text that is a blob, headers that are
 // no JSON object) is returned with that field zero: it never fails the
-// read.
+// read. The whole filter, the types' globs too (path.Match, run by the
+// SQL function postbox_types_match), is applied by one statement, so a
+// call reads one page whatever the globs.
 func (s *Store) HistoryRead(ctx context.Context, p store.HistoryParams) ([]store.HistoryEvent, error) {
 	out, err := sqlstore.ReadHistory(ctx, historySQL{s}, p)
 	if err != nil {
@@ -88,7 +97,8 @@ func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay
 	var requeued, inserted int64
 	err = s.inTx(ctx, func(tx *sql.Tx) error {
 		var err error
-		requeued, err = rowsAffected(tx.ExecContext(ctx, s.sql.Get("requeue_kept"), sql.Named("ids", ids), now, sql.Named("replay", replay)))
+		requeued, err = rowsAffected(tx.ExecContext(ctx, s.sql.Get("requeue_kept"), sql.Named("ids", ids), now, sql.Named("replay", replay),
+			sql.Named("header", postbox.HeaderReplay)))
 		if err != nil {
 			return err
 		}
@@ -126,7 +136,7 @@ func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events 
 			return err
 		}
 		var err error
-		requeued, err = rowsAffected(tx.ExecContext(ctx, s.sql.Get("endpoint_requeue_finished"), endpoint, ids, now, replay))
+		requeued, err = rowsAffected(tx.ExecContext(ctx, s.sql.Get("endpoint_requeue_finished"), endpoint, ids, now, replay, postbox.HeaderReplay))
 		if err != nil {
 			return err
 		}
@@ -145,24 +155,56 @@ func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events 
 // historySQL runs history_read for sqlstore.ReadHistory.
 type historySQL struct{ s *Store }
 
-func (h historySQL) ReadHistory(ctx context.Context, f store.HistoryFilter, prefixes []string, after uuid.UUID, first bool, limit int) ([]store.HistoryEvent, error) {
+func (h historySQL) ReadHistory(ctx context.Context, f store.HistoryFilter, after uuid.UUID, first bool, limit int) ([]store.HistoryEvent, error) {
 	afterText := "" // less than every id
 	if !first {
 		afterText = after.String()
 	}
 	var types any // null: every type
-	if prefixes != nil {
-		b, err := json.Marshal(prefixes)
-		if err != nil {
-			return nil, err
-		}
-		types = string(b)
+	if len(f.EventTypes) > 0 {
+		types = typesList(f.EventTypes)
 	}
 	rows, err := h.s.db.QueryContext(ctx, h.s.sql.Get("history_read"),
 		sql.Named("after", afterText), sql.Named("since", nullMicros(f.Since)), sql.Named("until", nullMicros(f.Until)),
 		sql.Named("aggregate_type", f.AggregateType), sql.Named("aggregate_id", f.AggregateID),
-		sql.Named("prefixes", types), sql.Named("limit", limit))
+		sql.Named("types", types), sql.Named("limit", limit))
 	return scanHistory(rows, err)
+}
+
+// typesList is the globs of a HistoryFilter as postbox_types_match takes
+// them: each quoted (strconv.Quote keeps every byte, valid UTF-8 or not),
+// one a line.
+func typesList(globs []string) string {
+	quoted := make([]string, len(globs))
+	for i, g := range globs {
+		quoted[i] = strconv.Quote(g)
+	}
+	return strings.Join(quoted, "\n")
+}
+
+// The SQL function postbox_types_match(list, type) of history_read: 1
+// when one of the globs of list (typesList) matches the type
+// (path.Match), read as HistoryRead reads it (a value that is not text is
+// the empty type), else 0. It is registered with modernc.org/sqlite's
+// driver, for every connection it opens.
+func init() {
+	sqlite.MustRegisterDeterministicScalarFunction("postbox_types_match", 2, func(_ *sqlite.FunctionContext, args []driver.Value) (driver.Value, error) {
+		list, ok := args[0].(string)
+		if !ok {
+			return nil, errors.New("postbox_types_match: the list of globs is not text")
+		}
+		eventType, _ := textValue(args[1])
+		for _, line := range strings.Split(list, "\n") {
+			g, err := strconv.Unquote(line)
+			if err != nil {
+				return nil, fmt.Errorf("postbox_types_match: %w", err)
+			}
+			if ok, _ := path.Match(g, eventType); ok {
+				return int64(1), nil
+			}
+		}
+		return int64(0), nil
+	})
 }
 
 // nullMicros is t in Unix microseconds, or NULL for the zero time.

@@ -255,9 +255,8 @@ select coalesce((select seq from sqlite_sequence where name = '{prefix}outbox_ev
 -- events in id order after :after ('' from the first: every id is
 -- greater), written from :since to before :until (null: open), of
 -- aggregate type :aggregate_type and id :aggregate_id (empty: any), whose
--- type begins with one of :prefixes (a JSON array of text; null: any
--- type), compared as bytes (the store matches the types' globs on what
--- this returns).
+-- type one of the globs :types matches (postbox_types_match, the store's
+-- function: path.Match; null: any type).
 select id, seq, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers,
        created_at, processed_at
 from {prefix}outbox_events
@@ -267,16 +266,15 @@ where status = 'done'
   and (:until is null or created_at < :until)
   and (:aggregate_type = '' or aggregate_type = :aggregate_type)
   and (:aggregate_id = '' or aggregate_id = :aggregate_id)
-  and (:prefixes is null or exists (
-    select 1 from json_each(:prefixes) p
-    where substr(cast(event_type as blob), 1, length(cast(p.value as blob))) = cast(p.value as blob)))
+  and (:types is null or postbox_types_match(:types, event_type))
 order by id
 limit :limit;
 
 -- name: requeue_kept
 -- Requeue's kept rows: done rows of :ids (a JSON array) back to the
 -- queue, due :now, as never attempted, their headers marked with the
--- replay's name :replay (headers that are no object, which a claim would
+-- replay's name :replay under the header :header (postbox.HeaderReplay;
+-- headers that are no object, which a claim would
 -- refuse, become the mark alone). Updated rows wake no relay by
 -- themselves: the store wakes them after the commit.
 update {prefix}outbox_events
@@ -284,7 +282,7 @@ set status = 'pending', available_at = :now, retries = 0, attempts = 0, last_err
     lease_owner = null, lease_expires_at = null,
     headers = json_set(
       case when json_valid(headers) then case when json_type(headers) = 'object' then headers else '{}' end else '{}' end,
-      '$."Postbox-Replay"', :replay)
+      '$.' || json_quote(:header), :replay)
 where id in (select value from json_each(:ids)) and status = 'done';
 
 -- name: requeue_insert

@@ -31,10 +31,11 @@ import (
 // HistorySQL runs a store's statement of the history.
 type HistorySQL interface {
 	// ReadHistory returns up to limit done rows in id order, after after
-	// (every row when first), that f's times and aggregate let through
-	// and whose event type starts with one of prefixes (any type when
-	// prefixes is nil), each read as HistoryRead returns it.
-	ReadHistory(ctx context.Context, f store.HistoryFilter, prefixes []string, after uuid.UUID, first bool, limit int) ([]store.HistoryEvent, error)
+	// (every row when first), that f lets through, each read as
+	// HistoryRead returns it. The statement applies the whole filter, the
+	// types' globs (path.Match) included, so that a page of limit rows is
+	// one statement and paging by id stays exact.
+	ReadHistory(ctx context.Context, f store.HistoryFilter, after uuid.UUID, first bool, limit int) ([]store.HistoryEvent, error)
 }
 
 // CheckHistory refuses what no store reads: a Limit out of 1 to
@@ -46,68 +47,16 @@ func CheckHistory(p store.HistoryParams) error {
 	return p.Filter.Check()
 }
 
-// ReadHistory is store.History's HistoryRead over h: the statement
-// selects, in SQL, the rows of the time window, aggregate and type
-// prefixes (a superset of the types' globs), and the globs themselves
-// (path.Match) are applied here, reading further pages until p.Limit
-// events matched or the rows ran out. Every matching row after p.After
-// is returned exactly once across the calls that page with After = the
-// last id returned.
+// ReadHistory is store.History's HistoryRead over h: one statement reads
+// up to p.Limit rows of the filter after p.After (from the first when
+// After is zero and not p.Resume). Every matching row after p.After is
+// returned exactly once across the calls that page with After = the last
+// id returned and Resume set, a row with the all-zero id included.
 func ReadHistory(ctx context.Context, h HistorySQL, p store.HistoryParams) ([]store.HistoryEvent, error) {
 	if err := CheckHistory(p); err != nil {
 		return nil, err
 	}
-	prefixes := typePrefixes(p.Filter.EventTypes)
-	types := store.HistoryFilter{EventTypes: p.Filter.EventTypes}
-	var out []store.HistoryEvent
-	after, first := p.After, p.After == uuid.Nil
-	for {
-		rows, err := h.ReadHistory(ctx, p.Filter, prefixes, after, first, p.Limit)
-		if err != nil {
-			return nil, err
-		}
-		for _, r := range rows {
-			if types.Match(r.EventType, "", "", time.Time{}) {
-				out = append(out, r)
-				if len(out) == p.Limit {
-					return out, nil
-				}
-			}
-		}
-		if len(rows) < p.Limit {
-			return out, nil
-		}
-		after, first = rows[len(rows)-1].ID, false
-	}
-}
-
-// typePrefixes are the literal beginnings of globs (up to their first
-// special character): a type that a glob matches starts with its prefix.
-// nil when one of them has none (it may match any type), or there are no
-// globs.
-func typePrefixes(globs []string) []string {
-	var out []string
-	for _, g := range globs {
-		var b strings.Builder
-	scan:
-		for i := 0; i < len(g); i++ {
-			switch g[i] {
-			case '*', '?', '[':
-				break scan
-			case '\\':
-				if i+1 == len(g) {
-					break scan
-				}
-				i++
-			}
-			b.WriteByte(g[i])
-		}
-		if b.Len() == 0 {
-			return nil
-		}
-		out = append(out, b.String())
-	}
-	return out
+	return h.ReadHistory(ctx, p.Filter, p.After, p.After == uuid.Nil && !p.Resume, p.Limit)
 }
 
 // RequeueRow is one event that Requeue gives a store to write, checked.
@@ -225,8 +174,9 @@ func CheckExpireLimit(limit int) error {
 // p.Before are deleted; with it, they are read (in processed_at, id
 // order), handed to Keep sorted by id, and only once Keep returned nil
 // deleted, those still done (a replay may have requeued one meanwhile);
-// an error of Keep deletes nothing and is returned. Then up to p.Limit
-// held dedup keys whose hold ended are deleted. More: either was full.
+// an error of Keep deletes no event, and is returned once the held keys
+// were purged as below. Then up to p.Limit held dedup keys whose hold
+// ended are deleted. More: either was full.
 func Expire(ctx context.Context, e ExpireSQL, p store.ExpireParams) (store.ExpireResult, error) {
 	var res store.ExpireResult
 	if err := CheckExpireLimit(p.Limit); err != nil {
@@ -247,7 +197,16 @@ func Expire(ctx context.Context, e ExpireSQL, p store.ExpireParams) (store.Expir
 		if len(events) > 0 {
 			slices.SortFunc(events, func(a, b store.HistoryEvent) int { return strings.Compare(string(a.ID[:]), string(b.ID[:])) })
 			if err := p.Keep(ctx, events); err != nil {
-				return res, fmt.Errorf("keep %d done events (none deleted): %w", len(events), err)
+				// The held keys are purged all the same: a Keep that keeps
+				// failing (a bucket down, an event it refuses) must not let
+				// them grow without limit.
+				err = fmt.Errorf("keep %d done events (none deleted): %w", len(events), err)
+				keys, kerr := e.PurgeHeldKeys(ctx, p.Limit)
+				if kerr != nil {
+					return res, errors.Join(err, fmt.Errorf("purge held dedup keys: %w", kerr))
+				}
+				res.Keys = keys
+				return res, err
 			}
 			res.Kept = len(events)
 			ids := make([]uuid.UUID, len(events))
