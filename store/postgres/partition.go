@@ -1,15 +1,16 @@
 package postgres
 
 import (
-	"bytes"
 	"context"
 	_ "embed"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"regexp"
+	"slices"
 	"sort"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -88,6 +89,7 @@ func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionRepo
 	if p.Interval < PartitionIntervalMin {
 		return rep, fmt.Errorf("postgres: partition: interval %s: want at least %s", p.Interval, PartitionIntervalMin)
 	}
+	s.outboxKindSeen.Store(outboxKindUnknown) // asks again
 	kind, err := s.outboxKind(ctx)
 	if err != nil {
 		return rep, err
@@ -101,13 +103,21 @@ func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionRepo
 		}
 	case "p":
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
-			_, err := tx.Exec(ctx, s.sql.Get("partition_set_interval"), p.Interval.Milliseconds())
+			if _, err := tx.Exec(ctx, s.sql.Get("partition_set_interval"), p.Interval.Milliseconds()); err != nil {
+				return err
+			}
+			// A schema converted before the moves skipped the check.
+			_, err := tx.Exec(ctx, s.sql.Get("partition_refuse_held_key"))
 			return err
 		})
 		if err != nil {
 			return rep, fmt.Errorf("postgres: partition: store the interval: %w", err)
 		}
-		created, err := s.createAhead(ctx, p.Interval, time.Now())
+		ranges, err := s.partitions(ctx)
+		if err != nil {
+			return rep, fmt.Errorf("postgres: partitions: %w", err)
+		}
+		created, _, err := s.createAhead(ctx, ranges, p.Interval, time.Now())
 		rep.Created = created
 		if err != nil {
 			return rep, err
@@ -122,11 +132,20 @@ func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionRepo
 }
 
 // outboxKind is the relkind of outbox_events: "p" partitioned, "r" plain,
-// "" missing.
+// "" missing. A partitioned outbox, once seen, is remembered
+// (outboxKindSeen, which enqueues share): a conversion only turns a plain
+// outbox into a partitioned one. A plain or missing one is asked again
+// each time, since another process may convert it.
 func (s *Store) outboxKind(ctx context.Context) (string, error) {
+	if s.outboxKindSeen.Load() == outboxKindPartitioned {
+		return "p", nil
+	}
 	var kind string
 	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_kind")).Scan(&kind); err != nil {
 		return "", fmt.Errorf("postgres: partition: %w", err)
+	}
+	if kind == "p" {
+		s.outboxKindSeen.Store(outboxKindPartitioned)
 	}
 	return kind, nil
 }
@@ -151,6 +170,7 @@ func isLockTimeout(err error) bool {
 
 // tableDef is what the conversion copies of the plain table.
 type tableDef struct {
+	names    []string // every index's name
 	indexes  []string // CREATE INDEX statements
 	triggers []string // CREATE TRIGGER statements
 	disabled []string // triggers to disable
@@ -190,7 +210,7 @@ func (s *Store) convert(ctx context.Context, interval time.Duration) (PartitionR
 		if err := tx.QueryRow(ctx, "select pg_sequence_last_value($1::regclass)", seqName).Scan(&lastSeq); err != nil {
 			return err
 		}
-		if err := s.renamePlain(ctx, tx, seqName); err != nil {
+		if err := s.renamePlain(ctx, tx, def.names, seqName); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, s.sql.Get("partition_create_parent")); err != nil {
@@ -220,16 +240,16 @@ func (s *Store) convert(ctx context.Context, interval time.Duration) (PartitionR
 				if to.After(first) {
 					to = first
 				}
-				name, err := s.createPartition(ctx, tx, from, to, interval, def.options)
-				if err != nil {
+				name := rangeName(from, to, interval)
+				if err := s.createPartition(ctx, tx, name, from, to, def.options); err != nil {
 					return err
 				}
 				rep.Created = append(rep.Created, name)
 			}
 		}
 		for from := first; !from.After(now.Add(2 * interval)); from = from.Add(interval) {
-			name, err := s.createPartition(ctx, tx, from, from.Add(interval), interval, def.options)
-			if err != nil {
+			name := partitionName(from, interval)
+			if err := s.createPartition(ctx, tx, name, from, from.Add(interval), def.options); err != nil {
 				return err
 			}
 			rep.Created = append(rep.Created, name)
@@ -249,8 +269,10 @@ func (s *Store) convert(ctx context.Context, interval time.Duration) (PartitionR
 				return err
 			}
 		}
-		if _, err := tx.Exec(ctx, s.sql.Get("partition_dedup")); err != nil {
-			return err
+		for _, q := range []string{"partition_dedup", "partition_refuse_held_key", "partition_moving"} {
+			if _, err := tx.Exec(ctx, s.sql.Get(q)); err != nil {
+				return err
+			}
 		}
 		if _, err := tx.Exec(ctx, s.sql.Get("partition_set_interval"), interval.Milliseconds()); err != nil {
 			return err
@@ -308,6 +330,7 @@ func (s *Store) readTableDef(ctx context.Context, tx pgx.Tx) (tableDef, error) {
 		return def, err
 	}
 	for _, i := range indexes {
+		def.names = append(def.names, i.name)
 		switch {
 		case i.primary || i.name == dedupKeyIndex:
 		case i.unique:
@@ -344,22 +367,9 @@ func (s *Store) readTableDef(ctx context.Context, tx pgx.Tx) (tableDef, error) {
 	return def, err
 }
 
-// renamePlain renames the plain table, its indexes and its sequence
-// (outbox_events_unpartitioned…), freeing their names.
-func (s *Store) renamePlain(ctx context.Context, tx pgx.Tx, seqName string) error {
-	rows, err := tx.Query(ctx, s.sql.Get("partition_index_defs"))
-	if err != nil {
-		return err
-	}
-	var names []string
-	var name, text string
-	var unique, primary, valid bool
-	if _, err := pgx.ForEachRow(rows, []any{&name, &text, &unique, &primary, &valid}, func() error {
-		names = append(names, name)
-		return nil
-	}); err != nil {
-		return err
-	}
+// renamePlain renames the plain table, its indexes (names) and its
+// sequence (outbox_events_unpartitioned…), freeing their names.
+func (s *Store) renamePlain(ctx context.Context, tx pgx.Tx, names []string, seqName string) error {
 	stmts := []string{s.expand("alter table {schema}.outbox_events rename to outbox_events_unpartitioned")}
 	for _, n := range names {
 		stmts = append(stmts, "alter index "+pgx.Identifier{s.schema, n}.Sanitize()+" rename to "+
@@ -384,14 +394,20 @@ func (s *Store) moveDone(ctx context.Context) (int, error) {
 	}
 	moved := 0
 	for {
-		tag, err := s.pool.Exec(ctx, s.sql.Get("partition_move_done"), PartitionMoveBatch)
+		var deleted, inserted int
+		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, s.sql.Get("partition_moving")); err != nil {
+				return err
+			}
+			return tx.QueryRow(ctx, s.sql.Get("partition_move_done"), PartitionMoveBatch).Scan(&deleted, &inserted)
+		})
 		if err != nil {
 			return moved, fmt.Errorf("postgres: partition: move delivered events (%d moved; run it again to go on): %w", moved, err)
 		}
-		if tag.RowsAffected() == 0 {
+		moved += inserted
+		if deleted == 0 { // a batch of requeued events only inserts none
 			break
 		}
-		moved += int(tag.RowsAffected())
 	}
 	if _, err := s.pool.Exec(ctx, s.sql.Get("partition_drop_unpartitioned")); err != nil {
 		return moved, fmt.Errorf("postgres: partition: drop the plain table: %w", err)
@@ -450,16 +466,20 @@ func partitionName(from time.Time, interval time.Duration) string {
 	return "outbox_events_p" + from.UTC().Format(layout)
 }
 
-// createPartition creates the partition of [from, to) in tx, named for
-// from, and returns its name.
-func (s *Store) createPartition(ctx context.Context, tx pgx.Tx, from, to time.Time, interval time.Duration, options string) (string, error) {
-	name := partitionName(from, interval)
-	q := fmt.Sprintf("create table %s partition of %s for values from ('%s') to ('%s')%s",
-		pgx.Identifier{s.schema, name}.Sanitize(), s.Table("outbox_events"), uuidBound(from), uuidBound(to), withOptions(options))
+// boundExpr is the bound of the partition of [from, to), as
+// pg_get_expr shows it.
+func boundExpr(from, to time.Time) string {
+	return fmt.Sprintf("FOR VALUES FROM ('%s') TO ('%s')", uuidBound(from), uuidBound(to))
+}
+
+// createPartition creates the partition name of [from, to) in tx.
+func (s *Store) createPartition(ctx context.Context, tx pgx.Tx, name string, from, to time.Time, options string) error {
+	q := fmt.Sprintf("create table %s partition of %s %s%s",
+		pgx.Identifier{s.schema, name}.Sanitize(), s.Table("outbox_events"), boundExpr(from, to), withOptions(options))
 	if _, err := tx.Exec(ctx, q); err != nil {
-		return "", fmt.Errorf("create partition %s: %w", name, err)
+		return fmt.Errorf("create partition %s: %w", name, err)
 	}
-	return name, nil
+	return nil
 }
 
 // partitionInfo is one partition of the outbox.
@@ -492,19 +512,37 @@ func (s *Store) partitions(ctx context.Context) (ranges []partitionInfo, err err
 	return ranges, err
 }
 
+// rangeName names the partition of [lo, hi): partitionName(lo) for a
+// whole interval's range; when lo is not the start of an interval (a range
+// that an existing partition cut short, after a change of interval), both
+// bounds to the millisecond (outbox_events_p20261202T140005_20261202T140010,
+// a millisecond suffix where there is one), so that no two ranges share a
+// name.
+func rangeName(lo, hi time.Time, interval time.Duration) string {
+	if lo.Equal(rangeStart(lo, interval)) {
+		return partitionName(lo, interval)
+	}
+	stamp := func(t time.Time) string {
+		t = t.UTC()
+		if ms := t.Nanosecond() / int(time.Millisecond); ms != 0 {
+			return t.Format("20060102T150405") + fmt.Sprintf("%03d", ms)
+		}
+		return t.Format("20060102T150405")
+	}
+	return "outbox_events_p" + stamp(lo) + "_" + stamp(hi)
+}
+
 // createAhead creates the partitions missing from now to two intervals
 // ahead, each in a transaction that waits PartitionLockTimeout at most
-// for its lock. A range that an existing partition covers in part starts
-// where that one ends; a range of which the DEFAULT partition holds
-// events, or whose name a table has, is left to the DEFAULT.
-func (s *Store) createAhead(ctx context.Context, interval time.Duration, now time.Time) (created []string, err error) {
-	ranges, err := s.partitions(ctx)
-	if err != nil {
-		return nil, fmt.Errorf("postgres: partitions: %w", err)
-	}
+// for its lock, and returns them and ranges with them. A range that an
+// existing partition covers in part starts where that one ends; a range of
+// which the DEFAULT partition holds events is left to the DEFAULT. A table
+// with the partition's name fails it, unless it is that partition (a
+// concurrent step created it).
+func (s *Store) createAhead(ctx context.Context, ranges []partitionInfo, interval time.Duration, now time.Time) (created []string, all []partitionInfo, err error) {
 	var options string
 	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_options")).Scan(&options); err != nil {
-		return nil, fmt.Errorf("postgres: partitions: %w", err)
+		return nil, ranges, fmt.Errorf("postgres: partitions: %w", err)
 	}
 	for from := rangeStart(now, interval); !from.After(now.Add(2 * interval)); from = from.Add(interval) {
 		lo, hi := from, from.Add(interval)
@@ -520,29 +558,39 @@ func (s *Store) createAhead(ctx context.Context, interval time.Duration, now tim
 		if !lo.Before(hi) {
 			continue
 		}
-		var name string
+		name := rangeName(lo, hi, interval)
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
 				return err
 			}
-			name, err = s.createPartition(ctx, tx, lo, hi, interval, options)
-			return err
+			return s.createPartition(ctx, tx, name, lo, hi, options)
 		})
 		var pgErr *pgconn.PgError
-		if errors.As(err, &pgErr) && (pgErr.Code == "23514" || pgErr.Code == "42P07") {
+		if errors.As(err, &pgErr) && pgErr.Code == "23514" {
 			// The DEFAULT partition holds events of the range (ids
-			// chosen by producers, or a range dropped early), or a
-			// table has the partition's name: the DEFAULT partition
-			// keeps serving the range.
+			// chosen by producers, or a range dropped early): it keeps
+			// serving the range.
+			continue
+		}
+		if errors.As(err, &pgErr) && pgErr.Code == "42P07" {
+			var bound string
+			if err := s.pool.QueryRow(ctx, s.sql.Get("partition_bound_of"), name).Scan(&bound); err != nil {
+				return created, ranges, fmt.Errorf("postgres: partitions: %w", err)
+			}
+			if bound != boundExpr(lo, hi) {
+				return created, ranges, fmt.Errorf("postgres: partitions: the range %s to %s is not created: a table %s exists that is not its partition (bound %q)", lo.Format(time.RFC3339Nano), hi.Format(time.RFC3339Nano), name, bound)
+			}
+			ranges = append(ranges, partitionInfo{name: name, from: lo, to: hi})
 			continue
 		}
 		if err != nil {
-			return created, fmt.Errorf("postgres: partitions: %w", err)
+			return created, ranges, fmt.Errorf("postgres: partitions: %w", err)
 		}
 		created = append(created, name)
 		ranges = append(ranges, partitionInfo{name: name, from: lo, to: hi})
 	}
-	return created, nil
+	sort.Slice(ranges, func(i, j int) bool { return ranges[i].from.Before(ranges[j].from) })
+	return created, ranges, nil
 }
 
 // expirePartitions is Expire on a partitioned outbox: it reports
@@ -553,35 +601,35 @@ func (s *Store) createAhead(ctx context.Context, interval time.Duration, now tim
 // intervals ahead), then drops the range partitions that are past (begun
 // before now): those whose range ended before p.Before, or, with a zero
 // Before, those that hold no delivered event and whose range ended more
-// than an interval ago (see dropPartition; with p.Keep, one partition
-// with delivered events per step, More reporting the others). A partition whose lock is not granted
-// within PartitionLockTimeout is left to the next step, with an error
-// that says so. The DEFAULT partition's delivered events processed before
-// p.Before are then removed as a plain table's (p.Limit at a time,
-// through Keep when set), and, as on a plain table, the delivered events
-// processed an interval before p.Before that a partition still holds
-// (ids that are not their creation time) and the held dedup keys whose
-// hold has ended.
+// than an interval ago (see dropPartition: with p.Keep, a step hands one
+// chunk of a partition's delivered events to Keep, More reporting the
+// rest). A partition whose lock is not granted within
+// PartitionLockTimeout is left to the next step, with an error that says
+// so. The DEFAULT partition's delivered events processed before p.Before
+// are then removed as a plain table's (p.Limit at a time, through Keep
+// when set), and, as on a plain table, the delivered events processed an
+// interval before p.Before that a partition still holds (ids that are not
+// their creation time) and the held dedup keys whose hold has ended. A
+// step that handed a partition's chunk to Keep, or whose drop waits,
+// hands nothing else to Keep (one chunk per step; and the partition's
+// events would be kept twice).
 func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (res store.ExpireResult, partitioned bool, err error) {
 	kind, err := d.outboxKind(ctx)
 	if err != nil || kind != "p" {
 		return res, false, err
-	}
-	if p.Limit < 1 || p.Limit > store.HistoryBatchMax {
-		return res, true, fmt.Errorf("postgres: expire: Limit %d is out of range (1 to %d)", p.Limit, store.HistoryBatchMax)
 	}
 	interval, err := d.partitionInterval(ctx)
 	if err != nil {
 		return res, true, err
 	}
 	now := time.Now()
-	res.Created, err = d.createAhead(ctx, interval, now)
-	if err != nil {
-		return res, true, err
-	}
 	ranges, err := d.partitions(ctx)
 	if err != nil {
 		return res, true, fmt.Errorf("postgres: expire: %w", err)
+	}
+	res.Created, ranges, err = d.createAhead(ctx, ranges, interval, now)
+	if err != nil {
+		return res, true, err
 	}
 	var due []string
 	for _, r := range ranges {
@@ -600,33 +648,45 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 			}
 		}
 	}
+	keeping := false // a partition's drop waits for Keep this step
+	if p.Keep != nil {
+		d.keep.mu.Lock()
+		defer d.keep.mu.Unlock()
+		// The partition being kept first, where its cursor is.
+		if c := d.keep.cursor; c != nil {
+			if i := slices.Index(due, c.partition); i > 0 {
+				due = append(append([]string{c.partition}, due[:i]...), due[i+1:]...)
+			}
+		}
+	}
 	for _, name := range due {
-		if p.Keep != nil && res.Kept > 0 {
-			res.More = true // one partition's Keep per step
+		if keeping {
+			res.More = true
 			break
 		}
-		if err := d.dropPartition(ctx, p, name, &res); err != nil {
+		if keeping, err = d.dropPartition(ctx, p, name, &res); err != nil {
 			return res, true, err
 		}
 	}
-	if !p.Before.IsZero() {
-		n, kept, err := d.expireDefault(ctx, p)
-		res.Events += n
-		res.Kept += kept
+	if !p.Before.IsZero() && !keeping {
+		r, err := sqlstore.Expire(ctx, defaultExpireSQL{d.Store}, p)
+		res.Events += r.Events
+		res.Kept += r.Kept
+		res.More = res.More || r.More
 		if err != nil {
-			return res, true, err
+			return res, true, fmt.Errorf("postgres: expire the DEFAULT partition: %w", err)
 		}
-		res.More = res.More || n >= p.Limit
 	}
 	// What the drops leave that a plain table would remove: delivered
 	// events processed more than an interval before p.Before (which a
 	// partition of their ids' time holds only when their ids are not
 	// their creation time), and the held dedup keys whose hold ended.
-	// A step that removed events already leaves these to the next step
-	// (at most p.Limit events removed as a batch in one step).
+	// A step that removed events, or kept some of a partition, leaves
+	// these events to the next step (at most p.Limit events as a batch
+	// in one step), and only purges the keys.
 	rest := p
 	switch {
-	case res.Events > 0 && !p.Before.IsZero():
+	case (res.Events > 0 || keeping) && !p.Before.IsZero():
 		rest.Before = time.Time{}
 	case !rest.Before.IsZero():
 		rest.Before = rest.Before.Add(-interval)
@@ -652,72 +712,115 @@ func (s *Store) partitionQuery(query, name string) string {
 // transaction had not committed): the drop checks those were kept.
 const keepMargin = time.Minute
 
-// dropPartition drops a range partition: with p.Keep, it first hands the
-// partition's delivered events to Keep, p.Limit at a time in id order;
-// then, in one transaction waiting PartitionLockTimeout at most for its
-// lock, it detaches the partition, moves its unfinished events back to
-// the outbox (to the DEFAULT partition, ids and seq kept: leases still
-// settle them), removes its delivered events' dedup keys and drops it. An
-// event delivered in the partition while Keep ran, which Keep did not see,
-// makes the drop wait for the next step (which keeps the partition again).
-func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name string, res *store.ExpireResult) error {
-	kept := 0
-	var since time.Time
-	var late []uuid.UUID // events kept that were delivered after since
+// keepState is where the Keep of a partition to drop is, across the
+// steps of Expire (one chunk per step): in memory, so a process that
+// restarts starts the partition over. That writes the same archive
+// objects again (named by their content: the same chunks, the same
+// names) and no event is lost: the drop checks that Keep saw every
+// delivered event.
+type keepState struct {
+	mu     sync.Mutex // held through a step with Keep
+	cursor *keepCursor
+}
+
+// keepCursor is the Keep of one partition, under way.
+type keepCursor struct {
+	partition string
+	after     uuid.UUID   // the last event kept
+	since     time.Time   // when its Keep began, less keepMargin
+	late      []uuid.UUID // events kept that were delivered since then
+	kept      int
+}
+
+// dropPartition drops a range partition. With p.Keep, it first hands the
+// partition's delivered events to Keep, one chunk of p.Limit per step in
+// id order, and reports keeping=true (More) while chunks are left; the
+// step that kept the last one drops the partition, reporting every event
+// kept of it (Kept) as it reports the events dropped (Events). A Keep
+// that fails leaves the cursor where it was: the next step hands the same
+// chunk again (the archive names objects by content).
+//
+// The drop: the delivered events are counted and whether the partition
+// holds rows of an unusual status is asked before the lock; then, in one
+// transaction waiting PartitionLockTimeout at most for its lock, it
+// detaches the partition, moves its unfinished events back to the outbox
+// (to the DEFAULT partition, ids and seq kept: leases still settle them),
+// removes its delivered events' dedup keys (under the lock: a delivered
+// row kept holds its key until it is gone) and drops it. An event
+// delivered in the partition while Keep ran, which Keep did not see,
+// makes the drop wait: the partition is kept over again from its start.
+func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name string, res *store.ExpireResult) (keeping bool, err error) {
+	var c *keepCursor
 	if p.Keep != nil {
-		if err := s.pool.QueryRow(ctx, "select now()").Scan(&since); err != nil {
-			return fmt.Errorf("postgres: expire: %w", err)
+		c = s.keep.cursor
+		if c == nil || c.partition != name {
+			c = &keepCursor{partition: name}
+			if err := s.pool.QueryRow(ctx, "select now()").Scan(&c.since); err != nil {
+				return false, fmt.Errorf("postgres: expire: %w", err)
+			}
+			c.since = c.since.Add(-keepMargin)
+			s.keep.cursor = c
 		}
-		since = since.Add(-keepMargin)
-		var after uuid.UUID
-		for {
-			rows, err := s.pool.Query(ctx, s.partitionQuery("partition_keep_read", name), after, p.Limit)
-			if err != nil {
-				return fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
-			}
-			events, err := pgx.CollectRows(rows, scanHistory)
-			if err != nil {
-				return fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
-			}
-			if len(events) == 0 {
-				break
-			}
+		rows, err := s.pool.Query(ctx, s.partitionQuery("partition_keep_read", name), c.after, p.Limit)
+		if err != nil {
+			return false, fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
+		}
+		events, err := pgx.CollectRows(rows, scanHistory)
+		if err != nil {
+			return false, fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
+		}
+		if len(events) > 0 {
 			if err := p.Keep(ctx, events); err != nil {
-				return fmt.Errorf("postgres: expire: keep the delivered events of partition %s (nothing dropped): %w", name, err)
+				return false, fmt.Errorf("postgres: expire: keep the delivered events of partition %s (nothing dropped): %w", name, err)
 			}
-			kept += len(events)
+			c.kept += len(events)
 			for _, e := range events {
-				if !e.ProcessedAt.Before(since) {
-					late = append(late, e.ID)
+				// A processed_at that is no time (infinity, where a
+				// producer dropped the row bounds) reads as zero: late.
+				if e.ProcessedAt.IsZero() || !e.ProcessedAt.Before(c.since) {
+					c.late = append(c.late, e.ID)
 				}
 			}
-			after = events[len(events)-1].ID
+			c.after = events[len(events)-1].ID
+			if len(events) == p.Limit {
+				res.More = true // chunks may be left: the next step
+				return true, nil
+			}
 		}
 	}
-	dropped := 0
-	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+	var done int
+	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_count_done", name)).Scan(&done); err != nil {
+		return false, fmt.Errorf("postgres: expire: count partition %s: %w", name, err)
+	}
+	// Rows of the status 'processing' (plain SQL's alone) need a scan of
+	// the partition to be moved back; pending and failed rows, their
+	// indexes. A row set to 'processing' between this check and the lock
+	// is dropped as if delivered: a hand-written update racing a drop.
+	moveBack := "partition_move_back"
+	var other bool
+	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_has_other_status", name)).Scan(&other); err != nil {
+		return false, fmt.Errorf("postgres: expire: partition %s: %w", name, err)
+	}
+	if other {
+		moveBack = "partition_move_back_all"
+	}
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
 			return err
 		}
 		if _, err := tx.Exec(ctx, s.partitionQuery("partition_detach", name)); err != nil {
 			return err
 		}
-		if p.Keep != nil {
+		if c != nil {
 			var unseen bool
-			if err := tx.QueryRow(ctx, s.partitionQuery("partition_unkept", name), since, uuidArray(late)).Scan(&unseen); err != nil {
+			if err := tx.QueryRow(ctx, s.partitionQuery("partition_unkept", name), c.since, uuidArray(c.late)).Scan(&unseen); err != nil {
 				return err
 			}
 			if unseen {
 				return errUnkept
 			}
 		}
-		for _, q := range []string{"partition_move_back", "partition_count", "partition_drop_keys", "partition_drop"} {
-			if q == "partition_count" {
-				if err := tx.QueryRow(ctx, s.partitionQuery(q, name)).Scan(&dropped); err != nil {
-					return err
-				}
-				continue
-			}
+		for _, q := range []string{"partition_moving", moveBack, "partition_drop_keys", "partition_drop"} {
 			if _, err := tx.Exec(ctx, s.partitionQuery(q, name)); err != nil {
 				return err
 			}
@@ -726,55 +829,52 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 	})
 	switch {
 	case errors.Is(err, errUnkept):
-		res.Kept += kept
+		s.keep.cursor = nil // over again, from a new start
 		res.More = true
-		return nil
+		return true, nil
 	case isLockTimeout(err):
-		res.Kept += kept
-		return fmt.Errorf("postgres: expire: partition %s: the lock on %s was not granted within %s (transactions hold it): left for the next step: %w", name, s.Table("outbox_events"), PartitionLockTimeout, err)
+		return c != nil && c.kept > 0, fmt.Errorf("postgres: expire: partition %s: the lock on %s was not granted within %s (transactions hold it): left for the next step: %w", name, s.Table("outbox_events"), PartitionLockTimeout, err)
 	case err != nil:
-		res.Kept += kept
-		return fmt.Errorf("postgres: expire: drop partition %s: %w", name, err)
+		return c != nil && c.kept > 0, fmt.Errorf("postgres: expire: drop partition %s: %w", name, err)
 	}
-	res.Events += dropped
-	res.Kept += kept
+	if c != nil {
+		res.Kept += c.kept
+		s.keep.cursor = nil
+	}
+	res.Events += done
 	res.Dropped = append(res.Dropped, name)
-	return nil
+	return c != nil && c.kept > 0, nil
 }
 
 // errUnkept: an event of the partition was delivered while Keep ran.
 var errUnkept = errors.New("postgres: a delivered event of the partition was not kept")
 
-// expireDefault is the retention of the DEFAULT partition: up to p.Limit
-// delivered events processed before p.Before, oldest first, through
-// p.Keep when set.
-func (s *Store) expireDefault(ctx context.Context, p store.ExpireParams) (n, kept int, err error) {
-	if p.Keep == nil {
-		n, err := s.deleteBefore(ctx, "partition_default_purge", "purge done events", p.Before, p.Limit)
-		return n, 0, err
-	}
-	rows, err := s.pool.Query(ctx, s.sql.Get("partition_default_read"), p.Before, p.Limit)
+// defaultExpireSQL is sqlstore.ExpireSQL on the DEFAULT partition alone
+// (the range partitions are dropped whole). Its PurgeHeldKeys purges
+// nothing: the step's catch-up Expire over the outbox does.
+type defaultExpireSQL struct{ s *Store }
+
+func (e defaultExpireSQL) ReadExpired(ctx context.Context, before time.Time, limit int) ([]store.HistoryEvent, error) {
+	rows, err := e.s.pool.Query(ctx, e.s.sql.Get("partition_default_read"), before, limit)
 	if err != nil {
-		return 0, 0, fmt.Errorf("postgres: expire: %w", err)
+		return nil, err
 	}
-	events, err := pgx.CollectRows(rows, scanHistory)
-	if err != nil || len(events) == 0 {
-		return 0, 0, err
-	}
-	sort.Slice(events, func(i, j int) bool { return bytes.Compare(events[i].ID[:], events[j].ID[:]) < 0 })
-	if err := p.Keep(ctx, events); err != nil {
-		return 0, 0, fmt.Errorf("postgres: expire: keep delivered events: %w", err)
-	}
-	ids := make([]uuid.UUID, len(events))
-	for i, e := range events {
-		ids[i] = e.ID
-	}
-	tag, err := s.pool.Exec(ctx, s.sql.Get("partition_default_delete_ids"), uuidArray(ids))
-	if err != nil {
-		return 0, len(events), fmt.Errorf("postgres: expire: %w", err)
-	}
-	return int(tag.RowsAffected()), len(events), nil
+	return pgx.CollectRows(rows, scanHistory)
 }
+
+func (e defaultExpireSQL) DeleteExpired(ctx context.Context, ids []uuid.UUID) (int, error) {
+	tag, err := e.s.pool.Exec(ctx, e.s.sql.Get("partition_default_delete"), uuidArray(ids))
+	return int(tag.RowsAffected()), err
+}
+
+func (e defaultExpireSQL) PurgeDone(ctx context.Context, before time.Time, limit int) (int, error) {
+	tag, err := e.s.pool.Exec(ctx, e.s.sql.Get("partition_default_purge"), before, limit)
+	return int(tag.RowsAffected()), err
+}
+
+func (defaultExpireSQL) PurgeHeldKeys(context.Context, int) (int, error) { return 0, nil }
+
+var _ sqlstore.ExpireSQL = defaultExpireSQL{}
 
 // The partitioned outbox's enqueue: a partitioned table has no unique index
 // of dedup keys for ON CONFLICT, so EnqueueTx's insert takes each key

@@ -177,6 +177,37 @@ create table if not exists {schema}.outbox_partitioning (
   interval_ms bigint not null check (interval_ms >= 1000)
 );
 
+-- name: partition_refuse_held_key
+-- Migration 0008's held-key check, which the conversion copies to the
+-- partitioned table, skipped by the moves of rows already in the outbox
+-- (the conversion's, a dropped partition's: postbox.moving, set for their
+-- transaction alone by partition_moving): a delivered or requeued event
+-- whose key is held is moved, not inserted anew.
+create or replace function {schema}.postbox_refuse_held_key() returns trigger
+language plpgsql as $$
+declare
+  held_until timestamptz;
+begin
+  if current_setting('postbox.moving', true) = 'on' then
+    return null;
+  end if;
+  select expires_at into held_until from {schema}.outbox_held_keys
+  where dedup_key = new.dedup_key and expires_at > now();
+  if found then
+    raise unique_violation using
+      message = 'duplicate key value violates unique constraint "outbox_events_dedup_key_uq"',
+      detail = format('Key (dedup_key)=(%s) was delivered; it is held until %s.', new.dedup_key, held_until),
+      constraint = 'outbox_events_dedup_key_uq',
+      table = 'outbox_events';
+  end if;
+  return null;
+end
+$$;
+
+-- name: partition_moving
+-- Marks the transaction's inserts as moves (partition_refuse_held_key).
+select set_config('postbox.moving', 'on', true);
+
 -- name: partition_fill_keys
 -- Every key of the plain table, delivered events' too (a kept delivered
 -- event holds its key, as on the plain table).
@@ -196,16 +227,29 @@ with moved as (
 insert into {schema}.outbox_events overriding system value select * from moved;
 
 -- name: partition_move_done
--- After the switch, the delivered events kept, $1 at a time, in id order.
--- An event requeued meanwhile (written again in the partitioned table) is
--- not written twice.
+-- After the switch, the delivered events kept, $1 at a time, in id order:
+-- how many were deleted from the plain table, how many inserted. An event
+-- requeued meanwhile (written again in the partitioned table, without its
+-- key) is not written twice, and the key entry of the old row
+-- (partition_fill_keys) goes with it, unless the row in the outbox holds
+-- that key: the key is free again, as it would have been had the move come
+-- first.
 with batch as (
   select id from {schema}.outbox_events_unpartitioned order by id limit $1
 ), moved as (
   delete from {schema}.outbox_events_unpartitioned o using batch b where o.id = b.id returning o.*
+), inserted as (
+  insert into {schema}.outbox_events overriding system value select * from moved
+  on conflict (id) do nothing
+  returning id
+), unkeyed as (
+  delete from {schema}.outbox_dedup_keys k
+  using moved m
+  where m.dedup_key is not null and k.dedup_key = m.dedup_key and k.id = m.id
+    and not exists (select 1 from inserted i where i.id = m.id)
+    and not exists (select 1 from {schema}.outbox_events e where e.id = m.id and e.dedup_key = m.dedup_key)
 )
-insert into {schema}.outbox_events overriding system value select * from moved
-on conflict (id) do nothing;
+select (select count(*) from moved), (select count(*) from inserted);
 
 -- name: partition_unpartitioned_exists
 select to_regclass('{schema}.outbox_events_unpartitioned') is not null;
@@ -237,16 +281,35 @@ select exists (
 -- name: partition_move_back
 -- The unfinished events of a detached partition go back to the outbox
 -- (to the DEFAULT partition, their range being gone), with their ids and
--- seq: leases that list them still settle them.
+-- seq: leases that list them still settle them. Pending and failed rows
+-- are found by their partial indexes (outbox_events_pending_idx,
+-- outbox_events_failed_seq_idx), not by a scan of the partition's
+-- delivered rows.
+with moved as (
+  delete from {schema}.{partition} where status = 'pending' returning *
+), moved_failed as (
+  delete from {schema}.{partition} where status = 'failed' returning *
+)
+insert into {schema}.outbox_events overriding system value
+select * from moved union all select * from moved_failed;
+
+-- name: partition_move_back_all
+-- partition_move_back when the partition holds rows of another unfinished
+-- status ('processing', which only plain SQL writes): a scan of it.
 with moved as (
   delete from {schema}.{partition} where status <> 'done' returning *
 )
 insert into {schema}.outbox_events overriding system value select * from moved;
 
--- name: partition_count
--- The events of a detached partition, once its unfinished ones are moved:
--- the delivered events its drop removes.
-select count(*) from {schema}.{partition};
+-- name: partition_has_other_status
+-- Whether a partition holds a row neither pending, failed nor done.
+select exists (
+  select 1 from {schema}.{partition} where status not in ('pending', 'failed', 'done'));
+
+-- name: partition_count_done
+-- The delivered events of a partition, counted before its drop's lock:
+-- the events its drop removes.
+select count(*) from {schema}.{partition} where status = 'done';
 
 -- name: partition_drop_keys
 -- The keys of a detached partition's delivered events, before it is
@@ -268,7 +331,8 @@ order by id
 limit $2;
 
 -- name: partition_default_read
--- The DEFAULT partition's retention with Keep: up to $2 delivered events
+-- The DEFAULT partition's retention with Keep (expire_read on it alone:
+-- the range partitions are dropped whole): up to $2 delivered events
 -- processed before $1, oldest first.
 select id, seq, aggregate_type, aggregate_id, event_type, payload, coalesce(dedup_key, ''), headers, created_at, processed_at
 from {schema}.outbox_events_default
@@ -276,19 +340,28 @@ where status = 'done' and processed_at < $1
 order by processed_at, id
 limit $2;
 
--- name: partition_default_delete_ids
--- Deletes the events Keep was handed ($1), those still delivered.
+-- name: partition_default_delete
+-- expire_delete on the DEFAULT partition: the events Keep was handed
+-- ($1), those still delivered.
 delete from {schema}.outbox_events_default where id = any($1::uuid[]) and status = 'done';
 
 -- name: partition_default_purge
--- The DEFAULT partition's retention without Keep: purge_done on it alone
--- (the range partitions are dropped whole).
+-- purge_done on the DEFAULT partition alone.
 delete from {schema}.outbox_events_default
 where id in (
   select id from {schema}.outbox_events_default
   where status = 'done' and processed_at < $1
   order by processed_at
   limit $2);
+
+-- name: partition_bound_of
+-- The bound of the partition named $1 ('' when no partition of the outbox
+-- has that name).
+select coalesce((
+  select pg_get_expr(c.relpartbound, c.oid)
+  from pg_inherits i
+  join pg_class c on c.oid = i.inhrelid
+  where i.inhparent = to_regclass('{schema}.outbox_events') and c.relname = $1), '');
 
 -- name: partition_publication_root
 -- A publication of the outbox publishes the partitions' inserts as the

@@ -10,6 +10,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/store"
 	"github.com/postbox-go/postbox/store/postgres"
@@ -215,5 +216,68 @@ func BenchmarkPartitionDedupKeys(b *testing.B) {
 				b.ReportMetric(float64(b.N*1000)/b.Elapsed().Seconds(), "events/s")
 			})
 		}
+	}
+}
+
+// The drop of a partition of N delivered events with dedup keys (and a
+// few pending ones, moved back) while a producer enqueues an event at a
+// time: the drop's ACCESS EXCLUSIVE lock on outbox_events blocks the
+// producer. Reports the longest enqueue during the Expire (the lock time,
+// about) and the Expire's time.
+func BenchmarkPartitionDropLock(b *testing.B) {
+	n := benchEvents(b)
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		s := pgtest.Store(b)
+		insertDelivered(b, s, n)
+		if _, err := s.Pool().Exec(ctx, s.Expand(`update {schema}.outbox_events set dedup_key = id::text;
+update {schema}.outbox_events set status = 'pending', processed_at = null
+where id in (select id from {schema}.outbox_events order by id limit 10)`)); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Partition(ctx, postgres.PartitionParams{Interval: time.Hour}); err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Pool().Exec(ctx, s.Expand("vacuum analyze {schema}.outbox_events")); err != nil {
+			b.Fatal(err)
+		}
+		d := s.Driver()
+		stop := make(chan struct{})
+		worst := make(chan time.Duration)
+		go func() {
+			var max time.Duration
+			for {
+				select {
+				case <-stop:
+					worst <- max
+					return
+				default:
+				}
+				start := time.Now()
+				ev := postbox.Event{ID: postbox.NewID(), AggregateType: "probe", AggregateID: "1", EventType: "probe", Payload: []byte(`{}`)}
+				if err := s.Enqueue(ctx, ev); err != nil {
+					b.Error(err)
+				}
+				if d := time.Since(start); d > max {
+					max = d
+				}
+				time.Sleep(time.Millisecond)
+			}
+		}()
+		time.Sleep(50 * time.Millisecond)
+		b.StartTimer()
+		start := time.Now()
+		res, err := d.Expire(ctx, store.ExpireParams{Before: time.Now().Add(-time.Hour), Limit: 1000})
+		took := time.Since(start)
+		b.StopTimer()
+		time.Sleep(50 * time.Millisecond)
+		close(stop)
+		max := <-worst
+		if err != nil || res.Events != n-10 || len(res.Dropped) == 0 {
+			b.Fatalf("Expire: %+v, %v; want %d delivered events dropped", res, err, n-10)
+		}
+		b.ReportMetric(float64(max.Microseconds())/1000, "max-enqueue-ms")
+		b.ReportMetric(float64(took.Microseconds())/1000, "expire-ms")
 	}
 }

@@ -459,3 +459,320 @@ func TestPartitionEnqueueAcrossTheConversion(t *testing.T) {
 		t.Fatalf("Enqueue of a taken key: %v, want ErrDuplicate", err)
 	}
 }
+
+// deliverKeeping claims and settles every pending event of s as a relay
+// with a dedup window does: the rows kept done, their keys held an hour.
+func deliverKeeping(t *testing.T, d *postgres.Driver) {
+	t.Helper()
+	ctx := t.Context()
+	for {
+		got, err := d.Claim(ctx, store.ClaimParams{Owner: "x", Limit: 100, Lease: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(got) == 0 {
+			return
+		}
+		p := store.SettleParams{Owner: "x", KeepDone: true, DedupWindow: time.Hour}
+		for _, e := range got {
+			p.Done = append(p.Done, e.ID)
+			p.Ended = append(p.Ended, e.Lease)
+		}
+		if err := d.Settle(ctx, p); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// keyed makes n events with dedup keys prefix0, prefix1, ….
+func keyed(n int, prefix string) []postbox.Event {
+	out := events(n, "1")
+	for i := range out {
+		out[i].DedupKey = fmt.Sprintf("%s%d", prefix, i)
+	}
+	return out
+}
+
+// requeueAll requeues every delivered event of s as a replay: rows kept
+// done become pending again, their dedup keys still held.
+func requeueAll(t *testing.T, s *postgres.Store) {
+	t.Helper()
+	hist, err := s.HistoryRead(t.Context(), store.HistoryParams{Limit: 1000})
+	if err != nil || len(hist) == 0 {
+		t.Fatalf("HistoryRead: %d events, %v", len(hist), err)
+	}
+	if _, err := s.Requeue(t.Context(), hist, "again"); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The conversion moves delivered rows whose dedup key is held (a relay's
+// DedupWindow), and replayed rows (pending, their key held): the held-key
+// check refuses new events, not the moves.
+func TestPartitionConvertsHeldKeys(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := t.Context()
+	d := s.Driver()
+	if err := s.Enqueue(ctx, keyed(4, "held")...); err != nil {
+		t.Fatal(err)
+	}
+	deliverKeeping(t, d)
+	if err := s.Enqueue(ctx, keyed(3, "done")...); err != nil {
+		t.Fatal(err)
+	}
+	deliverKeeping(t, d)
+	hist, err := s.HistoryRead(ctx, store.HistoryParams{Limit: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var replayed []store.HistoryEvent
+	for _, h := range hist {
+		if strings.HasPrefix(h.DedupKey, "held") {
+			replayed = append(replayed, h)
+		}
+	}
+	if _, err := s.Requeue(ctx, replayed, "again"); err != nil {
+		t.Fatal(err)
+	}
+	rep, err := s.Partition(ctx, postgres.PartitionParams{Interval: time.Second})
+	if err != nil {
+		t.Fatalf("Partition with held keys: %v", err)
+	}
+	if rep.Moved != 4 || rep.MovedDone != 3 {
+		t.Fatalf("Partition: %+v; want the 4 replayed events moved in the switch, the 3 delivered after", rep)
+	}
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events where dedup_key is not null"); n != 7 {
+		t.Fatalf("%d keyed events in the partitioned outbox, want 7", n)
+	}
+	if err := s.Enqueue(ctx, keyed(1, "held")...); !errors.Is(err, postbox.ErrDuplicate) {
+		t.Fatalf("Enqueue of a held key after the conversion: %v, want ErrDuplicate", err)
+	}
+}
+
+// A partition holding a replayed event whose key is held is dropped: its
+// pending row moves to the DEFAULT partition, key and all.
+func TestPartitionDropMovesAHeldKeyReplay(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Second)
+	ctx := t.Context()
+	d := s.Driver()
+	evs := keyed(3, "k")
+	if err := s.Enqueue(ctx, evs...); err != nil {
+		t.Fatal(err)
+	}
+	deliverKeeping(t, d)
+	requeueAll(t, s)
+	res, err := d.Expire(ctx, store.ExpireParams{Before: time.Now().Add(time.Hour), Limit: 1000})
+	if err != nil || len(res.Dropped) == 0 {
+		t.Fatalf("Expire: %+v, %v; want the partition dropped", res, err)
+	}
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events_default where status = 'pending' and dedup_key like 'k%'"); n != len(evs) {
+		t.Fatalf("%d replayed events in the DEFAULT partition, want %d", n, len(evs))
+	}
+}
+
+// v7At is a UUIDv7 of time t.
+func v7At(t time.Time) uuid.UUID {
+	id := postbox.NewID()
+	ms := uint64(t.UnixMilli())
+	for i := 0; i < 6; i++ {
+		id[i] = byte(ms >> (40 - 8*i))
+	}
+	return id
+}
+
+// A conversion interrupted before its delivered rows were moved, finished
+// by the next run while every row of a batch was written again meanwhile
+// (Requeue's insert, without the key): the rows after that batch are
+// moved too, and the keys of the rows not inserted are free.
+func TestPartitionMoveDoneAfterRequeue(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Hour)
+	ctx := t.Context()
+	n := postgres.PartitionMoveBatch + 1
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = v7At(time.Now().Add(-time.Minute).Add(time.Duration(i) * time.Millisecond))
+	}
+	for _, q := range []string{
+		"create table {schema}.outbox_events_unpartitioned (like {schema}.outbox_events including defaults)",
+		`insert into {schema}.outbox_events_unpartitioned (id, seq, aggregate_type, aggregate_id, event_type, payload, status, dedup_key, processed_at)
+		 select id, ord, 'order', '1', 'order.created', '{}', 'done', 'm' || ord, now() from unnest($1::uuid[]) with ordinality u(id, ord)`,
+		"insert into {schema}.outbox_dedup_keys (dedup_key, id) select dedup_key, id from {schema}.outbox_events_unpartitioned",
+		`insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload)
+		 select id, aggregate_type, aggregate_id, event_type, payload from {schema}.outbox_events_unpartitioned where seq <= $1::bigint`,
+	} {
+		var args []any
+		if strings.Contains(q, "$1::uuid") {
+			args = []any{ids}
+		} else if strings.Contains(q, "$1") {
+			args = []any{postgres.PartitionMoveBatch}
+		}
+		if _, err := s.Pool().Exec(ctx, s.Expand(q), args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rep, err := s.Partition(ctx, postgres.PartitionParams{Interval: time.Hour})
+	if err != nil || rep.MovedDone != 1 {
+		t.Fatalf("Partition: %+v, %v; want the one row not requeued moved", rep, err)
+	}
+	last := fmt.Sprintf("m%d", n)
+	if got := countRows(t, s, "select count(*) from {schema}.outbox_events where id = $1 and status = 'done' and dedup_key = $2", ids[n-1], last); got != 1 {
+		t.Fatalf("the row after the requeued batch: %d moved, want 1", got)
+	}
+	if got := countRows(t, s, "select count(*) from {schema}.outbox_dedup_keys where dedup_key like 'm%' and dedup_key <> $1", last); got != 0 {
+		t.Fatalf("%d keys of requeued rows still taken, want 0", got)
+	}
+	if err := s.Enqueue(ctx, postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: "1", EventType: "order.created", Payload: []byte(`{}`), DedupKey: "m1"}); err != nil {
+		t.Fatalf("Enqueue of a requeued row's key: %v", err)
+	}
+	if got := countRows(t, s, "select count(*) from {schema}.outbox_events where dedup_key = 'm1'"); got != 1 {
+		t.Fatalf("%d events of key m1, want the one enqueued", got)
+	}
+}
+
+// keepRecorder is a Keep that counts each event handed and the calls.
+type keepRecorder struct {
+	seen  map[uuid.UUID]int
+	calls int
+}
+
+func (k *keepRecorder) keep(_ context.Context, evs []store.HistoryEvent) error {
+	k.calls++
+	for _, e := range evs {
+		k.seen[e.ID]++
+	}
+	return nil
+}
+
+// With Keep, a step hands Keep one chunk of a partition (Limit events):
+// the partition is dropped by the step that kept its last chunk, which
+// reports every event kept of it as it reports them removed.
+func TestPartitionKeepsAChunkPerStep(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Hour)
+	ctx := t.Context()
+	d := s.Driver()
+	delivered := events(250, "1")
+	if err := s.Enqueue(ctx, delivered...); err != nil {
+		t.Fatal(err)
+	}
+	deliverKeeping(t, d)
+	k := &keepRecorder{seen: map[uuid.UUID]int{}}
+	before := time.Now().Add(3 * time.Hour)
+	kept, steps := 0, 0
+	for ; steps < 20; steps++ {
+		calls := k.calls
+		res, err := d.Expire(ctx, store.ExpireParams{Before: before, Limit: 100, Keep: k.keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if k.calls-calls > 1 {
+			t.Fatalf("step %d called Keep %d times, want once at most", steps, k.calls-calls)
+		}
+		if res.Events != res.Kept {
+			t.Fatalf("step %d: %+v; want Events == Kept", steps, res)
+		}
+		kept += res.Kept
+		if !res.More {
+			break
+		}
+	}
+	if kept != len(delivered) || len(k.seen) != len(delivered) || steps < 2 {
+		t.Fatalf("kept %d events, %d distinct, in %d steps; want the %d delivered, in 3 steps", kept, len(k.seen), steps+1, len(delivered))
+	}
+	for id, n := range k.seen {
+		if n != 1 {
+			t.Fatalf("event %s kept %d times, want once", id, n)
+		}
+	}
+}
+
+// A delivered row whose processed_at is infinity (a producer dropped the
+// row bounds) is kept once, and its partition dropped; the other events
+// are kept once too.
+func TestPartitionKeepsAnInfiniteProcessedAt(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Second)
+	ctx := t.Context()
+	d := s.Driver()
+	delivered := events(5, "1")
+	if err := s.Enqueue(ctx, delivered...); err != nil {
+		t.Fatal(err)
+	}
+	deliverKeeping(t, d)
+	for _, q := range []string{
+		"alter table {schema}.outbox_events drop constraint outbox_events_times_range",
+		"update {schema}.outbox_events set processed_at = 'infinity' where id = $1",
+	} {
+		var args []any
+		if strings.Contains(q, "$1") {
+			args = []any{delivered[0].ID}
+		}
+		if _, err := s.Pool().Exec(ctx, s.Expand(q), args...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	k := &keepRecorder{seen: map[uuid.UUID]int{}}
+	before := time.Now().Add(time.Hour)
+	for step := 0; ; step++ {
+		res, err := d.Expire(ctx, store.ExpireParams{Before: before, Limit: 100, Keep: k.keep})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !res.More {
+			break
+		}
+		if step == 20 {
+			t.Fatalf("Expire still reports More after %d steps: %+v", step, res)
+		}
+	}
+	for _, e := range delivered {
+		if k.seen[e.ID] != 1 {
+			t.Fatalf("event %s kept %d times, want once", e.ID, k.seen[e.ID])
+		}
+	}
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events where status = 'done'"); n != 0 {
+		t.Fatalf("%d delivered events left", n)
+	}
+}
+
+// A range cut short by an existing partition (after a change of interval)
+// is named for its bounds: a table with the name its start alone would
+// give does not leave the range to the DEFAULT partition.
+func TestPartitionNameOfACutRange(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Hour)
+	ctx := t.Context()
+	h := time.Now().UTC().Truncate(time.Hour)
+	half := h.Add(30 * time.Minute)
+	q := func(query string) {
+		t.Helper()
+		if _, err := s.Pool().Exec(ctx, s.Expand(query)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The hour's partition becomes one of its first half; a table of a
+	// past range has the name of the half that is left.
+	q(`drop table {schema}."outbox_events_p` + h.Format("20060102T1504") + `"`)
+	q(fmt.Sprintf("create table {schema}.outbox_events_first_half partition of {schema}.outbox_events for values from ('%s') to ('%s')", v7Bound(h), v7Bound(half)))
+	past := time.Date(2001, 1, 1, 0, 0, 0, 0, time.UTC)
+	q(fmt.Sprintf(`create table {schema}."outbox_events_p%s" partition of {schema}.outbox_events for values from ('%s') to ('%s')`, half.Format("20060102T1504"), v7Bound(past), v7Bound(past.Add(time.Hour))))
+	rep, err := s.Partition(ctx, postgres.PartitionParams{Interval: time.Hour})
+	if err != nil || len(rep.Created) != 1 {
+		t.Fatalf("Partition: %+v, %v; want the second half of the hour created", rep, err)
+	}
+	ev := events(1, "1")[0]
+	ev.ID = v7At(half.Add(15 * time.Minute))
+	if err := s.Enqueue(ctx, ev); err != nil {
+		t.Fatal(err)
+	}
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events_default"); n != 0 {
+		t.Fatalf("the event of the cut range went to the DEFAULT partition")
+	}
+}
+
+// v7Bound is a partition bound: the smallest UUIDv7 of t's millisecond.
+func v7Bound(t time.Time) uuid.UUID {
+	var id uuid.UUID
+	ms := uint64(t.UnixMilli())
+	for i := 0; i < 6; i++ {
+		id[i] = byte(ms >> (40 - 8*i))
+	}
+	return id
+}

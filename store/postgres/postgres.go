@@ -59,6 +59,8 @@ type Store struct {
 	// outboxKindSeen is whether outbox_events is partitioned, as the
 	// store's enqueues learned it (see skipInsertSQL).
 	outboxKindSeen atomic.Int32
+	// keep is where the Keep of a partition to drop is (partition.go).
+	keep keepState
 }
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
