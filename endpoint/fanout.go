@@ -70,15 +70,14 @@ type route struct {
 // filterLogEvery is how often one endpoint's filter errors are logged.
 const filterLogEvery = time.Minute
 
-// wants reports whether r's endpoint wants m: its type globs match (see
-// Matches), m is no operator event about that endpoint (about: see
-// operatorSubject), and its filter, if any, holds. A filter whose
+// wants reports whether r's endpoint wants m: by its type and subject
+// (see Wants), and its filter, if any, holds. A filter whose
 // evaluation fails (a key the payload lacks, the cost limit, a payload
 // that is not JSON) does not hold: the event is not the endpoint's,
 // counted by FilterErrors and logged at most once a minute per endpoint.
 // in is m's filter input, made once per event when a filter needs it.
-func (f *FanOut) wants(r *route, m *sink.Message, about uuid.UUID, in **filter.Input) bool {
-	if r.refused || r.id == about || !Matches(r.types, m.EventType) {
+func (f *FanOut) wants(r *route, m *sink.Message, in **filter.Input) bool {
+	if r.refused || !Wants(r.id, r.types, m.Event) {
 		return false
 	}
 	if r.filter == nil {
@@ -144,10 +143,9 @@ func (f *FanOut) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []
 	for i, m := range msgs {
 		errs[i] = nil
 		var in *filter.Input
-		about := operatorSubject(m.Event)
 		for k := range routes {
 			r := &routes[k]
-			if f.wants(r, m, about, &in) {
+			if f.wants(r, m, &in) {
 				matched[i] = append(matched[i], r.id)
 				if !seen[r.id] {
 					seen[r.id] = true

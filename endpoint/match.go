@@ -4,6 +4,10 @@ import (
 	"fmt"
 	"path"
 	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
 )
 
 // ValidateTypes checks an endpoint's type filter: globs with path.Match
@@ -38,4 +42,15 @@ func Matches(types []string, eventType string) bool {
 		}
 	}
 	return false
+}
+
+// Wants reports whether the endpoint id, with the type filter types,
+// wants ev by its type and subject: Matches(types, ev.EventType), and ev
+// is no operator event about that endpoint itself (an endpoint is never
+// sent news of its own failures, nor of its own dead letters). It is the
+// rule the fan-out routes by and a replay to one endpoint chooses by
+// (package replay); the endpoint's content filter, if any, is checked
+// after it.
+func Wants(id uuid.UUID, types []string, ev postbox.Event) bool {
+	return Matches(types, ev.EventType) && (id == uuid.Nil || operatorSubject(ev) != id)
 }

@@ -13,16 +13,22 @@ import (
 // the dedup keys whose hold (DedupWindow) has ended and, on a partitioned
 // outbox, dropping old partitions and creating the next ones. Without a
 // positive Retention it removes no event: delivered rows in the table are
-// another relay's kept history (or this one's, kept for ever).
+// another relay's kept history (or this one's, kept for ever). Each step
+// is bounded by storeCallTimeout, or by expireArchiveTimeout when it
+// writes to an archive.
 func (r *Relay) expireDelivered(ctx context.Context) {
 	const batch = 1000
+	timeout := storeCallTimeout
+	if r.cfg.Archive != nil {
+		timeout = expireArchiveTimeout
+	}
 	for first := true; first || sleep(ctx, time.Minute); first = false {
 		p := store.ExpireParams{Limit: batch, Keep: r.cfg.Archive}
 		if r.cfg.Retention > 0 {
 			p.Before = time.Now().Add(-r.cfg.Retention)
 		}
 		for ctx.Err() == nil {
-			callCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+			callCtx, cancel := context.WithTimeout(ctx, timeout)
 			res, err := r.cfg.Store.Expire(callCtx, p)
 			cancel()
 			if err != nil {

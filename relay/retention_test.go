@@ -48,12 +48,19 @@ type archive struct {
 	mu     sync.Mutex
 	calls  int
 	handed map[uuid.UUID]int
+	// left is, for each call, how long its ctx had left (0: no deadline).
+	left []time.Duration
 }
 
 func (a *archive) keep(ctx context.Context, events []store.HistoryEvent) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.calls++
+	var left time.Duration
+	if d, ok := ctx.Deadline(); ok {
+		left = time.Until(d)
+	}
+	a.left = append(a.left, left)
 	if a.fail != nil {
 		return a.fail
 	}
@@ -107,6 +114,33 @@ func TestRetentionArchivesBeforeDeleting(t *testing.T) {
 	for _, id := range young {
 		if handed[id] != 0 {
 			t.Errorf("young event %s handed to the archive, want kept in the outbox only", id)
+		}
+	}
+}
+
+// A retention step that hands events to the archive gets as long as the
+// archive may take to write an object to object storage (its own bounds:
+// a minute per small call, ten per object), not the few seconds of a
+// store call: a slow bucket is not cut short mid-object.
+func TestRetentionGivesArchiveTime(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Store(t).Driver()
+	keptDone(t, s, 2, time.Now().Add(-2*time.Hour))
+	a := &archive{t: t, s: s, handed: map[uuid.UUID]int{}}
+	rcv := receiver.New(t, secret, nil)
+	_, stop := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), PollInterval: 20 * time.Millisecond,
+		Retention: time.Hour, Archive: a.keep})
+	defer stop()
+	waitFor(t, "the old events deleted", 10*time.Second, func() bool { return stats(t, s).Done == 0 })
+	stop()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	if len(a.left) == 0 {
+		t.Fatal("the archive was never called")
+	}
+	for i, left := range a.left {
+		if left == 0 || left < 5*time.Minute || left > 10*time.Minute {
+			t.Errorf("archive call %d: its context had %v left, want a deadline of up to 10 minutes (more than 5 left)", i, left)
 		}
 	}
 }

@@ -11,6 +11,13 @@ const (
 	// that hangs does not hold the relay up; it is also the ceiling of
 	// leasedCallTimeout.
 	storeCallTimeout = 10 * time.Second
+	// expireArchiveTimeout bounds a retention step (Store.Expire) that
+	// hands events to Config.Archive: it writes to object storage, whose
+	// calls the archive bounds itself (archive.Archive: a minute per
+	// small call, ten per object), so the step gets as long as writing an
+	// object may take. Without an archive a step is bounded by
+	// storeCallTimeout.
+	expireArchiveTimeout = 10 * time.Minute
 	// minLeasedCallTimeout is the floor of leasedCallTimeout: with a very
 	// short lease, a loaded database still gets that long.
 	minLeasedCallTimeout = time.Second

@@ -10,8 +10,9 @@ import (
 )
 
 // endpointFilter chooses the events one endpoint wants, as the fan-out
-// does: its type globs (endpoint.Matches), then its content filter, whose
-// evaluation error means no.
+// does: by type and subject (endpoint.Wants: its type globs, and no
+// operator event about the endpoint itself), then its content filter,
+// whose evaluation error means no.
 type endpointFilter struct {
 	e      store.Endpoint
 	filter *filter.Filter
@@ -38,7 +39,7 @@ func (f *endpointFilter) keep(events []store.HistoryEvent, log *slog.Logger, log
 	out := make([]store.HistoryEvent, 0, len(events))
 	failed := 0
 	for _, ev := range events {
-		if !endpoint.Matches(f.e.Types, ev.EventType) {
+		if !endpoint.Wants(f.e.ID, f.e.Types, ev.Event) {
 			continue
 		}
 		if f.filter != nil {

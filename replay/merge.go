@@ -3,7 +3,6 @@ package replay
 import (
 	"context"
 	"fmt"
-	"slices"
 
 	"github.com/google/uuid"
 
@@ -33,13 +32,11 @@ func (t *tableSource) next(ctx context.Context) ([]store.HistoryEvent, error) {
 		return nil, err
 	}
 	// A short page is the last: no query to learn that the next is empty.
+	// The pages' order is checked by stream.head: each event after the
+	// one before, so that each page starts after the last.
 	t.done = len(events) < t.p.Limit
 	if len(events) > 0 {
-		last := events[len(events)-1].ID
-		if !before(t.p.After, last) {
-			return nil, fmt.Errorf("the table's page after %s ends at %s: not in id order", t.p.After, last)
-		}
-		t.p.After, t.p.Resume = last, true // a page may end on the all-zero id
+		t.p.After, t.p.Resume = events[len(events)-1].ID, true // a page may end on the all-zero id
 	}
 	return events, nil
 }
@@ -66,9 +63,9 @@ func startArchive(ctx context.Context, read readFunc, p archive.ReadParams) *arc
 	go func() {
 		defer close(a.batches)
 		a.result <- read(ctx, p, func(events []store.HistoryEvent) error {
-			// The batch is handed over: Read may reuse its slice.
+			// Handed over as is: Read makes a new slice for each batch.
 			select {
-			case a.batches <- slices.Clone(events):
+			case a.batches <- events:
 				return nil
 			case <-ctx.Done():
 				return context.Cause(ctx)
@@ -110,15 +107,17 @@ type stream struct {
 	src  source
 	buf  []store.HistoryEvent
 	last uuid.UUID
+	seen bool // last is set (the all-zero id is an id too)
 	done bool
 }
 
-// head returns the stream's next event after after, nil at its end. Events
-// at or before after are dropped (a resumed run's After); others must come
-// in strictly increasing id order.
-func (s *stream) head(ctx context.Context, after uuid.UUID) (*store.HistoryEvent, error) {
+// head returns the stream's next event after after (from the first when
+// from is set: the all-zero id is an event's id too), nil at its end.
+// Events at or before after are dropped (a resumed run's After); others
+// must come in strictly increasing id order.
+func (s *stream) head(ctx context.Context, after uuid.UUID, from bool) (*store.HistoryEvent, error) {
 	for {
-		for len(s.buf) > 0 && !before(after, s.buf[0].ID) {
+		for !from && len(s.buf) > 0 && !before(after, s.buf[0].ID) {
 			s.buf = s.buf[1:]
 		}
 		if len(s.buf) > 0 || s.done {
@@ -133,10 +132,10 @@ func (s *stream) head(ctx context.Context, after uuid.UUID) (*store.HistoryEvent
 			break
 		}
 		for _, e := range b {
-			if s.last != uuid.Nil && !before(s.last, e.ID) {
+			if s.seen && !before(s.last, e.ID) {
 				return nil, fmt.Errorf("read the %s: event %s came after %s: not in id order", s.what, e.ID, s.last)
 			}
-			s.last = e.ID
+			s.last, s.seen = e.ID, true
 		}
 		s.buf = b
 	}
@@ -150,8 +149,10 @@ func (s *stream) head(ctx context.Context, after uuid.UUID) (*store.HistoryEvent
 // by id, each id once.
 type merge struct {
 	table, archive *stream
-	// after is the id of the last event handed out (Params.After first).
+	// after is the id of the last event handed out (Params.After first);
+	// from, that none was and Params.After is zero: from the first.
 	after uuid.UUID
+	from  bool
 }
 
 // batch is what one call of merge.next hands out.
@@ -170,12 +171,12 @@ func (m *merge) next(ctx context.Context, n int) (batch, error) {
 		var t, a *store.HistoryEvent
 		var err error
 		if m.table != nil {
-			if t, err = m.table.head(ctx, m.after); err != nil {
+			if t, err = m.table.head(ctx, m.after, m.from); err != nil {
 				return b, err
 			}
 		}
 		if m.archive != nil {
-			if a, err = m.archive.head(ctx, m.after); err != nil {
+			if a, err = m.archive.head(ctx, m.after, m.from); err != nil {
 				return b, err
 			}
 		}
@@ -193,7 +194,7 @@ func (m *merge) next(ctx context.Context, n int) (batch, error) {
 			b.both++
 		}
 		b.events = append(b.events, e)
-		m.after = e.ID
+		m.after, m.from = e.ID, false
 	}
 	return b, nil
 }

@@ -165,7 +165,7 @@ func Run(ctx context.Context, cfg Config, p Params) (Progress, error) {
 		}
 	}
 
-	m := &merge{after: p.After}
+	m := &merge{after: p.After, from: p.After == uuid.Nil}
 	if table {
 		m.table = &stream{what: "table", src: &tableSource{h: cfg.Outbox,
 			p: store.HistoryParams{Filter: p.Filter, After: p.After, Limit: p.BatchSize}}}

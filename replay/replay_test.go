@@ -16,6 +16,7 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/archive"
+	"github.com/postbox-go/postbox/endpoint"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/replay"
 	"github.com/postbox-go/postbox/store"
@@ -201,6 +202,49 @@ func TestReplayBackfillsOneEndpoint(t *testing.T) {
 		if r := replays(first, "backfill-late"); len(r) != 0 {
 			t.Fatalf("the outbox's receiver got replays of an endpoint's backfill: %v", r)
 		}
+	})
+}
+
+// A replay to an endpoint subscribed to postbox.* chooses as the fan-out
+// does: the operator events about other endpoints (and the outbox's dead
+// letters), never those about the endpoint itself (its own failures, its
+// own dead letters).
+func TestReplayToEndpointSkipsOperatorEventsAboutItself(t *testing.T) {
+	bothStores(t, func(t *testing.T, s outbox) {
+		ctx := context.Background()
+		ops := receiver.New(t, secret, nil)
+		e, err := s.EndpointCreate(ctx, store.Endpoint{Name: "ops", URL: ops.URL, Types: []string{"postbox.*"}, Secret: secret, Concurrency: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		other := uuid.New()
+		op := func(eventType, aggType, aggID string) postbox.Event {
+			return postbox.Event{ID: postbox.NewID(), AggregateType: aggType, AggregateID: aggID, EventType: eventType, Payload: []byte(`{}`)}
+		}
+		self := []postbox.Event{
+			op(endpoint.EventEndpointFailing, endpoint.AggregateEndpoint, e.ID.String()),
+			op(endpoint.EventEndpointDisabled, endpoint.AggregateEndpoint, e.ID.String()),
+			op(endpoint.EventDeadLettersGrew, endpoint.AggregateDeadLetters, e.ID.String()+"/g1"),
+		}
+		want := []postbox.Event{
+			op(endpoint.EventEndpointFailing, endpoint.AggregateEndpoint, other.String()),
+			op(endpoint.EventDeadLettersGrew, endpoint.AggregateDeadLetters, other.String()+"/g1"),
+			op(endpoint.EventDeadLettersGrew, endpoint.AggregateDeadLetters, "outbox/g2"),
+		}
+		events := append(newEvents(2, "order.created"), append(self, want...)...)
+		deliverKept(t, s, events)
+
+		pr, err := replay.Run(ctx, replay.Config{Outbox: s, Endpoints: s}, replay.Params{Endpoint: e.ID, Name: "ops-backfill"})
+		if err != nil || pr.Read != len(events) || pr.Matched != len(want) || pr.Inserted+pr.Requeued != len(want) {
+			t.Fatalf("replay: %+v, %v; want %d read, %d matched and sent (not the %d about the endpoint itself)", pr, err, len(events), len(want), len(self))
+		}
+		startLanes(t, s)
+		ops.WaitAccepted(t, len(want), 30*time.Second)
+		waitFor(t, 30*time.Second, "the replay delivered", func() bool {
+			c, err := s.DeliveryCounts(ctx, e.ID)
+			return err == nil && c.Done == int64(len(want)) && c.Pending == 0 && c.Processing == 0
+		})
+		onceEach(t, "replay to the endpoint", replays(ops, "ops-backfill"), idSet(want))
 	})
 }
 

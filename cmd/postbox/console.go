@@ -29,7 +29,7 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		addr       = fs.String("addr", "127.0.0.1:8080", "HOST:PORT the console listens on; an address other than loopback needs a token")
 		token      = fs.String("token", "", fmt.Sprintf("token the console asks for (a login form, or Authorization: Bearer), at least %d bytes; prefer --token-file or the environment variable, which ps does not show", console.TokenMinLength))
 		tokenFile  = fs.String("token-file", "", "file holding the token (surrounding white space is ignored)")
-		readOnly   = fs.Bool("read-only", false, "show no action: no retry, no purge, no change to an endpoint (pages and JSON API alike)")
+		readOnly   = fs.Bool("read-only", false, "show no action: no retry, no purge, no change to an endpoint, no replay (pages and JSON API alike; --archive is not opened)")
 		sample     = fs.Duration("sample", console.SampleEveryDefault, "how often the overview reads the outbox's counts, for its numbers and its chart (three queries each time, and two more for the webhook endpoints and their deliveries, whatever the number of endpoints and viewers)")
 		idle       = fs.Duration("session-idle", console.SessionIdleDefault, "a login session ends after this long without a request (the overview's own refreshes do not count)")
 		lifetime   = fs.Duration("session-max", console.SessionMaxDefault, "a login session ends this long after the login, however it is used")
@@ -87,7 +87,10 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		}
 		replays := replay.Config{Outbox: s.Outbox, Endpoints: s.Endpoints, Logger: logger}
 		replaying := "from the outbox's table"
-		if *archiveURL != "" {
+		// A read-only console replays nothing: its --archive (a
+		// variable left set, say) is not opened, and a bad one stops
+		// nothing.
+		if *archiveURL != "" && !*readOnly {
 			a, err := archive.Open(ctx, *archiveURL)
 			if err != nil {
 				return fmt.Errorf("--archive: %w", err)

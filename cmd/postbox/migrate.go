@@ -18,10 +18,15 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 	wal := fs.Bool("wal", false, "WAL mode (relay --wal): producers' commits skip the notify trigger, which only relays waiting for notifications need; PostgreSQL only")
 	noWAL := fs.Bool("no-wal", false, "leave WAL mode: producers' commits notify waiting relays again (the default)")
 	partitioned := fs.Bool("partitioned", false, "partition the outbox by event id (UUIDv7: creation time), one partition per --partition-interval, so that retention drops whole partitions; converts an existing outbox online (a lock of at most 2s, then delivered events moved in batches); PostgreSQL only")
-	interval := fs.Duration("partition-interval", 24*time.Hour, "with --partitioned: the time range of each partition (at least 1m), stored in the schema; giving another one later changes it for the partitions created from then on")
+	interval := fs.Duration("partition-interval", postgres.PartitionIntervalDefault, "with --partitioned: the time range of each partition (at least 1m), stored in the schema; giving another one later changes it for the partitions created from then on (run again without it, the stored one is kept)")
 	return func(ctx context.Context) error {
+		intervalGiven := false
+		fs.Visit(func(f *flag.Flag) { intervalGiven = intervalGiven || f.Name == "partition-interval" })
 		if *interval < partitionIntervalMin {
 			return fmt.Errorf("%w: --partition-interval %s: want at least %s", errUsage, *interval, partitionIntervalMin)
+		}
+		if *partitioned && isSQLite(db.url) {
+			return fmt.Errorf("%w: --partitioned is for PostgreSQL", errUsage)
 		}
 		s, err := db.open(ctx, "migrate", false)
 		if err != nil {
@@ -41,9 +46,6 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 			return err
 		}
 		pg, isPG := s.Postgres()
-		if *partitioned && !isPG {
-			return fmt.Errorf("%w: --partitioned is for PostgreSQL", errUsage)
-		}
 		if *ordered {
 			if !isPG {
 				fmt.Println("ordered relays: nothing more to do on SQLite (its migrations keep the index they need)")
@@ -59,14 +61,20 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 		if !*partitioned {
 			return nil
 		}
-		rep, err := pg.Partition(ctx, postgres.PartitionParams{Interval: *interval})
+		// Without --partition-interval, zero: the stored interval is kept
+		// (the default, when converting).
+		p := postgres.PartitionParams{}
+		if intervalGiven {
+			p.Interval = *interval
+		}
+		rep, err := pg.Partition(ctx, p)
 		if err != nil {
 			return err
 		}
 		if rep.Converted {
-			fmt.Printf("outbox partitioned by id, one partition per %s: %d unfinished events moved in the switch, %d delivered events after it\n", *interval, rep.Moved, rep.MovedDone)
+			fmt.Printf("outbox partitioned by id, one partition per %s: %d unfinished events moved in the switch, %d delivered events after it\n", rep.Interval, rep.Moved, rep.MovedDone)
 		} else {
-			fmt.Printf("outbox already partitioned; interval %s", *interval)
+			fmt.Printf("outbox already partitioned; interval %s", rep.Interval)
 			if rep.MovedDone > 0 {
 				fmt.Printf("; %d delivered events moved from the plain table", rep.MovedDone)
 			}
@@ -80,7 +88,9 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 }
 
 // partitionIntervalMin is the shortest --partition-interval: a partition
-// per minute already makes 1,440 tables a day.
+// per minute already makes 1,440 tables a day. It is longer than
+// postgres.PartitionIntervalMin (a second), which only tests use to see
+// partitions come and go without waiting.
 const partitionIntervalMin = time.Minute
 
 // setProducerNotify is migrate's --wal and --no-wal.

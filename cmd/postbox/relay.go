@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/postbox-go/postbox/archive"
@@ -261,7 +260,9 @@ func closeArchive(a *archive.Archive, logger *slog.Logger) {
 }
 
 // serviceConfigError rewrites service.NewRelay's refusal of what the flags
-// gave (a *service.ConfigError) as a usage error naming the flags.
+// gave (a *service.ConfigError) as a usage error naming the flags. Its
+// "Archive" refusals cannot happen: check refuses --archive without a
+// positive --retention first, and the command sets no Relay.Archive.
 func serviceConfigError(err error) error {
 	var e *service.ConfigError
 	if !errors.As(err, &e) {
@@ -270,8 +271,6 @@ func serviceConfigError(err error) error {
 	switch e.Field {
 	case "Relay":
 		return withFlagNames(e.Err, relayConfigFlags)
-	case "Archive":
-		return fmt.Errorf("%w: --archive: %s", errUsage, strings.ReplaceAll(e.Err.Error(), "Relay.Retention", "--retention"))
 	case "Endpoints":
 		return endpointsConfigError(e.Err)
 	case "Endpoints.Guard":

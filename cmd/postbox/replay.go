@@ -73,12 +73,13 @@ func (f *replayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.name, "name", "", "the replay's name, the value of the "+postbox.HeaderReplay+" header consumers see (default: replay-<UTC time>)")
 	fs.BoolVar(&f.dryRun, "dry-run", false, "count what would be replayed and replay nothing")
 	fs.BoolVar(&f.yes, "yes", false, "replay (without it, and without --dry-run, the plan and its count are printed and nothing is replayed)")
-	// What a replay selects, where it sends them, and whether it does,
-	// are read from the command line only: a variable left set (another
-	// command's --type, --since, --batch) must not change what consumers
-	// get again.
+	// What a replay selects, where it reads and sends them, and whether it
+	// does, are read from the command line only: a variable left set
+	// (another command's --type, --since, --batch; the relay's
+	// $POSTBOX_ARCHIVE, which would make the default --from both) must not
+	// change what consumers get again.
 	setCommandLineOnly(fs, true, "since", "since-ago", "until", "type", "aggregate-type", "aggregate-id", "to-endpoint",
-		"from", "after", "batch", "name", "dry-run", "yes")
+		"archive", "from", "after", "batch", "name", "dry-run", "yes")
 }
 
 // check checks the flags before anything is opened, and sets the filter,
@@ -223,9 +224,9 @@ func printReplayPlan(w io.Writer, p replay.Params, a *archive.Archive, e *store.
 	from := "the outbox's table (the delivered events that relays' --retention keeps)"
 	switch {
 	case p.Archive && !p.Table:
-		from = a.String()
+		from = "archive " + a.String()
 	case p.Archive:
-		from += " and " + a.String() + " (an event in both is sent once)"
+		from += " and archive " + a.String() + " (an event in both is sent once)"
 	}
 	fmt.Fprintf(w, "  read from  %s\n", from)
 	if e != nil {

@@ -266,6 +266,15 @@ func TestReplayCommandFromArchive(t *testing.T) {
 		t.Fatalf("expire: %+v, %v", res, err)
 	}
 
+	// $POSTBOX_ARCHIVE (the relay's, left set) is not read: the
+	// replay reads the table alone.
+	var envOut bytes.Buffer
+	envCmd := command(append([]string{"replay", "--dry-run"}, db...)...)
+	envCmd.Env, envCmd.Stdout = append(envCmd.Env, "POSTBOX_ARCHIVE="+bucket), &envOut
+	if err := envCmd.Run(); err != nil || !strings.Contains(envOut.String(), "  read from  the outbox's table") ||
+		strings.Contains(envOut.String(), "archive file:") || !strings.Contains(envOut.String(), "would replay 4 events") {
+		t.Fatalf("replay --dry-run with $POSTBOX_ARCHIVE set: %v\n%s\nwant the table alone read (4 events)", err, envOut.String())
+	}
 	dry := runOK(t, append([]string{"replay", "--archive", bucket, "--from", "archive", "--dry-run"}, db...)...)
 	if !strings.Contains(dry, "  read from  archive file:///") || !strings.Contains(dry, "would replay 8 events: read 8 (8 only in the archive, 0 in the table and the archive: sent once)") {
 		t.Fatalf("replay --from archive --dry-run printed:\n%s", dry)
@@ -283,5 +292,22 @@ func TestReplayCommandFromArchive(t *testing.T) {
 	last := runFails(t, command(append([]string{"replay", "--archive", "nosuch://bucket?secret=hunter2", "--dry-run"}, db...)...))
 	if !strings.Contains(last, "--archive") || strings.Contains(last, "hunter2") {
 		t.Fatalf("an archive URL no driver opens: %q", last)
+	}
+}
+
+// A read-only console replays nothing, so it does not open its --archive:
+// one that no driver opens (a variable left set, say) stops nothing, and
+// the start line says replay is off.
+func TestConsoleReadOnlyOpensNoArchive(t *testing.T) {
+	db := "sqlite:" + filepath.Join(t.TempDir(), "console.db")
+	runOK(t, "migrate", "--db", db)
+	logs, _ := startConsole(t, "--db", db, "--addr", "127.0.0.1:0", "--read-only", "--archive", "nosuch://bucket?secret=hunter2")
+	if line := logs.String(); !strings.Contains(line, `replay="off (read-only)"`) || strings.Contains(line, "hunter2") {
+		t.Fatalf("read-only console with an --archive no driver opens:\n%s", line)
+	}
+	// Not read-only, the same --archive is refused, without its secret.
+	last := runFails(t, command("console", "--db", db, "--addr", "127.0.0.1:0", "--archive", "nosuch://bucket?secret=hunter2"))
+	if !strings.Contains(last, "--archive") || strings.Contains(last, "hunter2") {
+		t.Fatalf("console with an --archive no driver opens: %q", last)
 	}
 }

@@ -47,9 +47,14 @@ type PartitionParams struct {
 	// Interval is the time range of each partition's ids (24 h: a
 	// partition per day). At least PartitionIntervalMin. It is stored in
 	// the schema: relays read it, and running Partition again with another
-	// interval changes it for the partitions created from then on.
+	// interval changes it for the partitions created from then on. Zero:
+	// the stored interval on a partitioned outbox, PartitionIntervalDefault
+	// when converting.
 	Interval time.Duration
 }
+
+// PartitionIntervalDefault is the interval of a conversion given none.
+const PartitionIntervalDefault = 24 * time.Hour
 
 // PartitionReport is what Partition did.
 type PartitionReport struct {
@@ -61,6 +66,8 @@ type PartitionReport struct {
 	Moved, MovedDone int
 	// Created names the partitions created.
 	Created []string
+	// Interval is the interval of the partitions, as stored.
+	Interval time.Duration
 }
 
 // Partition converts outbox_events into a table partitioned by range of id,
@@ -86,6 +93,12 @@ type PartitionReport struct {
 // missing from now to two intervals ahead.
 func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionReport, error) {
 	var rep PartitionReport
+	if p.Interval == 0 {
+		var err error
+		if p.Interval, err = s.keptInterval(ctx); err != nil {
+			return rep, err
+		}
+	}
 	if p.Interval < PartitionIntervalMin {
 		return rep, fmt.Errorf("postgres: partition: interval %s: want at least %s", p.Interval, PartitionIntervalMin)
 	}
@@ -128,7 +141,18 @@ func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionRepo
 	s.outboxKindSeen.Store(outboxKindPartitioned)
 	n, err := s.moveDone(ctx)
 	rep.MovedDone = n
+	rep.Interval = p.Interval
 	return rep, err
+}
+
+// keptInterval is the interval of a Partition given none: the stored one
+// on a partitioned outbox, PartitionIntervalDefault on another.
+func (s *Store) keptInterval(ctx context.Context) (time.Duration, error) {
+	kind, err := s.outboxKind(ctx)
+	if err != nil || kind != "p" {
+		return PartitionIntervalDefault, err
+	}
+	return s.partitionInterval(ctx)
 }
 
 // outboxKind is the relkind of outbox_events: "p" partitioned, "r" plain,
@@ -665,7 +689,7 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 			break
 		}
 		if keeping, err = d.dropPartition(ctx, p, name, &res); err != nil {
-			return res, true, err
+			return d.purgeHeldKeysOnError(ctx, p, res, err)
 		}
 	}
 	if !p.Before.IsZero() && !keeping {
@@ -674,7 +698,7 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 		res.Kept += r.Kept
 		res.More = res.More || r.More
 		if err != nil {
-			return res, true, fmt.Errorf("postgres: expire the DEFAULT partition: %w", err)
+			return d.purgeHeldKeysOnError(ctx, p, res, fmt.Errorf("postgres: expire the DEFAULT partition: %w", err))
 		}
 	}
 	// What the drops leave that a plain table would remove: delivered
@@ -700,6 +724,20 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 		return res, true, fmt.Errorf("postgres: %w", err)
 	}
 	return res, true, nil
+}
+
+// purgeHeldKeysOnError ends an expire step that failed (a Keep, a drop
+// whose lock waited): the held dedup keys whose hold ended are purged all
+// the same, as on a plain table, since they hold no event's data and a
+// failing archive must not keep producers' keys taken. It returns err,
+// joined with the purge's own error.
+func (d *Driver) purgeHeldKeysOnError(ctx context.Context, p store.ExpireParams, res store.ExpireResult, err error) (store.ExpireResult, bool, error) {
+	keys, kerr := expireSQL{d.Store}.PurgeHeldKeys(ctx, p.Limit)
+	res.Keys = keys
+	if kerr != nil {
+		err = errors.Join(err, fmt.Errorf("postgres: purge held dedup keys: %w", kerr))
+	}
+	return res, true, err
 }
 
 // partitionQuery is a named query on the partition name.
