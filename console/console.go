@@ -237,10 +237,14 @@ func (c *Console) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // Run samples the store every Config.SampleEvery until ctx is done, for
 // the overview's chart of the last hour. It returns nil when ctx is done,
 // once the replay running, if one, has stopped (after its batch in
-// flight; its end is logged with where to resume); a failed sample is
-// logged and skipped.
+// flight; its end is logged with where to resume), or replayCancelWait
+// later (logged); a failed sample is logged and skipped.
 func (c *Console) Run(ctx context.Context) error {
-	defer c.replays.stop()
+	defer func() {
+		if !c.replays.stop(replayCancelWait) {
+			c.log.Warn("console: stopped while a replay was still finishing its batch in flight; what it sent stays sent, its end is not logged", "waited", replayCancelWait)
+		}
+	}()
 	tick := time.NewTicker(c.cfg.SampleEvery)
 	defer tick.Stop()
 	for {

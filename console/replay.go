@@ -330,10 +330,11 @@ func (rs *replays) start(cfg replay.Config, plan replayPlan, expected int, clien
 	if plan.Params.Name == "" {
 		plan.Params.Name = replay.DefaultName(now)
 	}
-	// A window left open ends now, as replay.Run's would: events written
-	// while it runs are having their first delivery. Fixed here, it is
-	// shown, and a resume reads the same window.
-	if f := &plan.Params.Filter; f.Until.IsZero() && f.Since.Before(now) {
+	// A window left open, or ending later, ends now, as replay.Run's
+	// would: events written while it runs are having their first
+	// delivery. Fixed here, it is shown, and a resume reads the same
+	// window.
+	if f := &plan.Params.Filter; (f.Until.IsZero() || f.Until.After(now)) && f.Since.Before(now) {
 		f.Until = now.UTC()
 	}
 	ctx, cancel := context.WithCancel(rs.ctx)
@@ -418,10 +419,26 @@ func (rs *replays) cancel(ctx context.Context, run *replayRun, wait time.Duratio
 	return asked
 }
 
-// stop stops every replay (after its batch in flight) and waits for it.
-func (rs *replays) stop() {
+// stop stops every replay (after its batch in flight) and waits for it,
+// up to wait; it reports whether every replay ended. Under rs.mu, so that
+// no start slips in between the stop and the wait.
+func (rs *replays) stop(wait time.Duration) bool {
+	rs.mu.Lock()
 	rs.stopAll()
-	rs.running.Wait()
+	rs.mu.Unlock()
+	ended := make(chan struct{})
+	go func() {
+		rs.running.Wait()
+		close(ended)
+	}()
+	timer := time.NewTimer(wait)
+	defer timer.Stop()
+	select {
+	case <-ended:
+		return true
+	case <-timer.C:
+		return false
+	}
 }
 
 // logReplayEnd logs how a replay ended, with where to resume one that

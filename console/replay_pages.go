@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"html/template"
 	"net/http"
 	"net/url"
 	"strconv"
@@ -108,9 +109,12 @@ func formTime(now time.Time) func(string) (time.Time, error) {
 type replayView struct {
 	replayState
 	Describe string
-	// Resume is the form's query that resumes a replay that did not
-	// finish ("" for one running or done).
-	Resume string
+	// Resume is the link to the form, filled in, that resumes a replay
+	// that did not finish ("" for one running or done). A template.URL:
+	// the query url.Values.Encode built is put in the href as it is
+	// (html/template would escape its & and =, and the form would open
+	// empty: a replay of everything).
+	Resume template.URL
 }
 
 func replayViewOf(st replayState) replayView {
@@ -121,7 +125,7 @@ func replayViewOf(st replayState) replayView {
 		if after := resumeAfter(st); after != uuid.Nil {
 			f.After = after.String()
 		}
-		v.Resume = f.query().Encode()
+		v.Resume = template.URL("/replay?" + f.query().Encode())
 	}
 	return v
 }

@@ -432,3 +432,98 @@ func TestAPIReplayRefusals(t *testing.T) {
 		t.Fatal("a replay wrote an event")
 	}
 }
+
+// A canceled replay's page links to the form filled in to resume it: the
+// same types and name, after the last event it handled (an empty form
+// would replay everything).
+func TestReplayPageResumeLink(t *testing.T) {
+	t.Parallel()
+	s := pgtest.Store(t)
+	events := []postbox.Event{orderEvent(1), orderEvent(2)}
+	deliverKept(t, s, events...)
+	c := serve(t, console.Config{Store: s, Replay: replayConfig(t, s, nil)})
+
+	tx, err := s.Pool().Begin(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctxFor(t), "select id from "+s.Table("outbox_events")+" where id = $1 for update", events[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	var holder int
+	must(t, tx.QueryRow(ctxFor(t), "select pg_backend_pid()").Scan(&holder))
+	csrf := c.csrf("/replay")
+	res, body := c.post("/replay", url.Values{"csrf": {csrf}, "confirm": {"1"}, "types": {"order.*"}, "name": {"replay-resume-1"}})
+	wantStatus(t, res, body, http.StatusSeeOther)
+	m := replayPath.FindStringSubmatch(res.Header.Get("Location"))
+	if m == nil {
+		t.Fatalf("after the confirmation: redirected to %q, want the replay's page", res.Header.Get("Location"))
+	}
+	waitUntil(t, 20*time.Second, "the replay's batch waiting for the row lock", func() bool {
+		var waiting int
+		must(t, s.Pool().QueryRow(ctxFor(t), "select count(*) from pg_stat_activity where $1::int = any(pg_blocking_pids(pid))", holder).Scan(&waiting))
+		return waiting > 0
+	})
+	canceled := make(chan struct{})
+	go func() {
+		defer close(canceled)
+		c.post(m[0]+"/cancel", url.Values{"csrf": {csrf}})
+	}()
+	waitUntil(t, 20*time.Second, "the cancel asked", func() bool {
+		_, body := c.get(m[0])
+		return strings.Contains(body, `id="replay-state">stopping<`)
+	})
+	must(t, tx.Rollback(ctxFor(t)))
+	<-canceled
+	waitUntil(t, 20*time.Second, "the replay stopped", func() bool {
+		_, body := c.get(m[0])
+		return strings.Contains(body, `id="replay-stopped"`)
+	})
+	_, body = c.get(m[0])
+	link := regexp.MustCompile(`<a href="([^"]*)" id="resume">`).FindStringSubmatch(body)
+	if link == nil {
+		t.Fatalf("the canceled replay's page has no resume link:\n%s", body)
+	}
+	href := strings.ReplaceAll(link[1], "&amp;", "&")
+	u, err := url.Parse(href)
+	if err != nil || u.Path != "/replay" {
+		t.Fatalf("resume link %q: %v", href, err)
+	}
+	want := url.Values{"types": {"order.*"}, "name": {"replay-resume-1"}, "after": {events[1].ID.String()}, "from": {"table"}}
+	for field, v := range want {
+		if got := u.Query().Get(field); got != v[0] {
+			t.Errorf("resume link %q: %s = %q, want %q", href, field, got, v[0])
+		}
+	}
+	_, form := c.get(href)
+	for _, v := range []string{`value="order.*"`, `value="replay-resume-1"`, `value="` + events[1].ID.String() + `"`} {
+		if !strings.Contains(form, v) {
+			t.Errorf("the form the resume link opens lacks %s", v)
+		}
+	}
+}
+
+// A window ending later than the replay's start ends at the start, as
+// one left open: events written while it runs are having their first
+// delivery, and a resume reads the same window.
+func TestAPIReplayCapsAFutureUntil(t *testing.T) {
+	t.Parallel()
+	s := sqliteStore(t)
+	deliverKept(t, s, orderEvent(1))
+	api := newAPI(t, console.Config{Store: s, Token: testToken, Replay: replayConfig(t, s, nil)})
+	before := time.Now()
+	future := before.Add(time.Hour).UTC().Format(time.RFC3339)
+	_, body := api.call(t, apiCall{method: http.MethodPost, path: "/api/replays", body: map[string]any{"until": future}}, http.StatusAccepted)
+	var r struct {
+		ID    uuid.UUID  `json:"id"`
+		Until *time.Time `json:"until"`
+	}
+	decode(t, body, &r)
+	if r.Until == nil || r.Until.Before(before) || r.Until.After(time.Now()) {
+		t.Fatalf("a replay until %s: its window ends at %v, want when it began", future, r.Until)
+	}
+	if got := api.waitReplay(t, r.ID); got.State != "done" || got.Requeued != 1 {
+		t.Fatalf("the replay: %+v, want done, 1 event", got)
+	}
+}
