@@ -198,3 +198,58 @@ func (m *merge) next(ctx context.Context, n int) (batch, error) {
 	}
 	return b, nil
 }
+
+// ahead reads a merge's batches one ahead of the caller, so that the next
+// batch is read while the last one is sent (two round trips of the
+// database, or the archive's reads, at once rather than one after the
+// other).
+type ahead struct {
+	batches chan aheadBatch
+	cancel  context.CancelFunc
+	done    chan struct{}
+}
+
+// aheadBatch is one merge.next's result.
+type aheadBatch struct {
+	b   batch
+	err error
+}
+
+// readAhead starts reading m's batches of n, until its end, an error, ctx's
+// end or stop.
+func readAhead(ctx context.Context, m *merge, n int) *ahead {
+	ctx, cancel := context.WithCancel(ctx)
+	a := &ahead{batches: make(chan aheadBatch), cancel: cancel, done: make(chan struct{})}
+	go func() {
+		defer close(a.done)
+		for {
+			b, err := m.next(ctx, n)
+			select {
+			case a.batches <- aheadBatch{b, err}:
+			case <-ctx.Done():
+				return
+			}
+			if err != nil || len(b.events) == 0 {
+				return
+			}
+		}
+	}()
+	return a
+}
+
+// next is the next batch, in order; an empty one at the end.
+func (a *ahead) next(ctx context.Context) (batch, error) {
+	select {
+	case r := <-a.batches:
+		return r.b, r.err
+	case <-ctx.Done():
+		return batch{}, context.Cause(ctx)
+	}
+}
+
+// stop ends the reading and waits for it: a batch read ahead and not
+// taken is dropped (Progress.Last never passed it).
+func (a *ahead) stop() {
+	a.cancel()
+	<-a.done
+}

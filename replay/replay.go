@@ -177,6 +177,8 @@ func Run(ctx context.Context, cfg Config, p Params) (Progress, error) {
 	}
 	log.Info("replay started", "name", p.Name, "table", table, "archive", fromArchive, "endpoint", p.Endpoint,
 		"after", p.After, "since", p.Filter.Since, "until", p.Filter.Until, "dry_run", p.DryRun)
+	batches := readAhead(ctx, m, p.BatchSize)
+	defer batches.stop()
 
 	// The batch in flight runs to its end (one transaction) whatever
 	// becomes of ctx: Progress.Last then says exactly where to resume.
@@ -189,7 +191,7 @@ func Run(ctx context.Context, cfg Config, p Params) (Progress, error) {
 		if ctx.Err() != nil {
 			return stopped(context.Cause(ctx))
 		}
-		b, err := m.next(ctx, p.BatchSize)
+		b, err := batches.next(ctx)
 		if err != nil {
 			if ctx.Err() != nil {
 				err = context.Cause(ctx)

@@ -157,7 +157,9 @@ var ErrKeepUnsupported = errors.New("store: this source keeps no history to arch
 // ExpireResult is what one Expire step did.
 type ExpireResult struct {
 	// Events is how many delivered events (or finished deliveries) it
-	// removed, Kept how many of them it handed to Keep first.
+	// removed, Kept how many of them it handed to Keep first. The events
+	// of a partition dropped without Keep are the database's estimate of
+	// its rows (PostgreSQL's statistics), so that a drop never reads them.
 	Events int
 	Kept   int
 	// Keys is how many dedup keys whose hold had ended it removed.

@@ -32,13 +32,15 @@ func (s *Store) HistoryRead(ctx context.Context, p store.HistoryParams) ([]store
 	return out, nil
 }
 
-// Requeue sends events back to the queue as replays, in one statement
-// (see store.History), and wakes the listening relays. An event the table
-// cannot hold (a plain-SQL producer's row may have held a payload with
-// \u0000, a time out of years 1 to 9999) is requeued when its row is kept,
-// and skipped when it is gone. A delivered event that a relay's
-// claim still lists (within a lease period of its delivery) is claimed
-// again once that claim ends.
+// Requeue sends events back to the queue as replays, in one transaction
+// (see store.History), and wakes the listening relays: the done rows are
+// requeued by id (requeue_done: no payload travels back), then the events
+// left, when some are, are written again where their rows are gone
+// (requeue_insert). An event the table cannot hold (a plain-SQL
+// producer's row may have held a payload with \u0000, a time out of years
+// 1 to 9999) is requeued when its row is kept, and skipped when it is
+// gone. A delivered event that a relay's claim still lists (within a
+// lease period of its delivery) is claimed again once that claim ends.
 func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {
 	rows, dups, err := sqlstore.PrepareRequeue(events, replay)
 	if err != nil {
@@ -48,21 +50,45 @@ func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay
 	if len(rows) == 0 {
 		return res, nil
 	}
-	a := requeueArrays(rows)
-	created := make([]pgtype.Timestamptz, len(rows))
+	ids := make([][16]byte, len(rows))
 	for i, r := range rows {
-		// Only an event the table can hold sends its time: one that it
-		// cannot (a year out of 1 to 9999) would fail the whole batch.
-		created[i] = pgtype.Timestamptz{Time: r.CreatedAt, Valid: r.Insertable && !r.CreatedAt.IsZero()}
+		ids[i] = r.ID
 	}
-	var requeued, inserted, woke int
-	err = s.pool.QueryRow(ctx, s.sql.Get("requeue"), a.ids, a.aggTypes, a.aggIDs, a.types, a.payloads, a.headers, created, a.insertable, replay, postbox.HeaderReplay).
-		Scan(&requeued, &inserted, &woke)
+	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		q, err := tx.Query(ctx, s.sql.Get("requeue_done"), ids, replay, postbox.HeaderReplay)
+		if err != nil {
+			return err
+		}
+		done, err := pgx.CollectRows(q, pgx.RowTo[uuid.UUID])
+		if err != nil {
+			return err
+		}
+		res.Requeued = len(done)
+		requeued := make(map[uuid.UUID]bool, len(done))
+		for _, id := range done {
+			requeued[id] = true
+		}
+		var left []sqlstore.RequeueRow
+		for _, r := range rows {
+			if !requeued[r.ID] && r.Insertable {
+				left = append(left, r)
+			}
+		}
+		if len(left) == 0 {
+			return nil
+		}
+		a := requeueArrays(left)
+		created := make([]pgtype.Timestamptz, len(left))
+		for i, r := range left {
+			created[i] = pgtype.Timestamptz{Time: r.CreatedAt, Valid: !r.CreatedAt.IsZero()}
+		}
+		return tx.QueryRow(ctx, s.sql.Get("requeue_insert"), a.ids, a.aggTypes, a.aggIDs, a.types, a.payloads, a.headers, created).
+			Scan(&res.Inserted)
+	})
 	if err != nil {
 		return store.RequeueResult{}, fmt.Errorf("postgres: requeue: %w", err)
 	}
-	res.Requeued, res.Inserted = requeued, inserted
-	res.Skipped += len(rows) - requeued - inserted
+	res.Skipped += len(rows) - res.Requeued - res.Inserted
 	return res, nil
 }
 

@@ -62,7 +62,7 @@ func TestRequeueDuringRetentionDeleteInserts(t *testing.T) {
 	// The requeue waits for the row the delete holds.
 	for waiting := false; !waiting; {
 		err := s.Pool().QueryRow(ctx, `select exists (select 1 from pg_stat_activity
-			where datname = current_database() and wait_event_type = 'Lock' and query like '-- Requeue:%')`).Scan(&waiting)
+			where datname = current_database() and wait_event_type = 'Lock' and query like '-- Requeue, first statement%')`).Scan(&waiting)
 		if err != nil {
 			t.Fatal(err)
 		}

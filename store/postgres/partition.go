@@ -778,13 +778,15 @@ type keepCursor struct {
 // that fails leaves the cursor where it was: the next step hands the same
 // chunk again (the archive names objects by content).
 //
-// The drop: the delivered events are counted and whether the partition
-// holds rows of an unusual status is asked before the lock; then, in one
-// transaction waiting PartitionLockTimeout at most for its lock, it
-// detaches the partition, moves its unfinished events back to the outbox
-// (to the DEFAULT partition, ids and seq kept: leases still settle them),
-// removes its delivered events' dedup keys (under the lock: a delivered
-// row kept holds its key until it is gone) and drops it. An event
+// The drop: in one transaction waiting PartitionLockTimeout at most for
+// its lock, it detaches the partition, moves its unfinished events back
+// to the outbox (to the DEFAULT partition, ids and seq kept: leases still
+// settle them; found by their partial indexes), removes its delivered
+// events' dedup keys (under the lock: a delivered row kept holds its key
+// until it is gone) and drops it. No statement reads the partition's
+// delivered rows (without Keep): the events it reports (Events) are
+// PostgreSQL's estimate of its rows less those moved back, exact only
+// when the statistics have not measured it yet (then counted). An event
 // delivered in the partition while Keep ran, which Keep did not see,
 // makes the drop wait: the partition is kept over again from its start.
 func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name string, res *store.ExpireResult) (keeping bool, err error) {
@@ -826,21 +828,23 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 			}
 		}
 	}
+	// The events the drop removes: PostgreSQL's estimate of the
+	// partition's rows less those moved back, so that a drop costs the
+	// same whatever its rows. A partition the statistics have not
+	// measured yet is analyzed (a sample of bounded size; exact for a
+	// small partition); counted exactly when that is not allowed (a role
+	// that does not own it), or when Keep read it all anyway.
+	estimate := int64(-1)
+	if c == nil {
+		if estimate, err = s.partitionEstimate(ctx, name); err != nil {
+			return false, err
+		}
+	}
 	var done int
-	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_count_done", name)).Scan(&done); err != nil {
-		return false, fmt.Errorf("postgres: expire: count partition %s: %w", name, err)
-	}
-	// Rows of the status 'processing' (plain SQL's alone) need a scan of
-	// the partition to be moved back; pending and failed rows, their
-	// indexes. A row set to 'processing' between this check and the lock
-	// is dropped as if delivered: a hand-written update racing a drop.
-	moveBack := "partition_move_back"
-	var other bool
-	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_has_other_status", name)).Scan(&other); err != nil {
-		return false, fmt.Errorf("postgres: expire: partition %s: %w", name, err)
-	}
-	if other {
-		moveBack = "partition_move_back_all"
+	if estimate < 0 {
+		if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_count", name)).Scan(&done); err != nil {
+			return false, fmt.Errorf("postgres: expire: count partition %s: %w", name, err)
+		}
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
@@ -858,9 +862,13 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 				return errUnkept
 			}
 		}
-		for _, q := range []string{"partition_moving", moveBack, "partition_drop_keys", "partition_drop"} {
-			if _, err := tx.Exec(ctx, s.partitionQuery(q, name)); err != nil {
+		for _, q := range []string{"partition_moving", "partition_move_back", "partition_drop_keys", "partition_drop"} {
+			tag, err := tx.Exec(ctx, s.partitionQuery(q, name))
+			if err != nil {
 				return err
+			}
+			if q == "partition_move_back" && estimate >= 0 {
+				done = max(0, int(estimate-tag.RowsAffected()))
 			}
 		}
 		return nil
@@ -882,6 +890,25 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 	res.Events += done
 	res.Dropped = append(res.Dropped, name)
 	return c != nil && c.kept > 0, nil
+}
+
+// partitionEstimate is the rows of a partition as the statistics have
+// them (partition_estimate), analyzing it first when they have not
+// measured it yet; -1 when they still have not (the role may not analyze
+// it: PostgreSQL then warns and skips it).
+func (s *Store) partitionEstimate(ctx context.Context, name string) (int64, error) {
+	var n int64
+	for analyzed := false; ; analyzed = true {
+		if err := s.pool.QueryRow(ctx, s.sql.Get("partition_estimate"), s.Table(name)).Scan(&n); err != nil {
+			return 0, fmt.Errorf("postgres: expire: partition %s: %w", name, err)
+		}
+		if n >= 0 || analyzed {
+			return n, nil
+		}
+		if _, err := s.pool.Exec(ctx, s.partitionQuery("partition_analyze", name)); err != nil {
+			return 0, fmt.Errorf("postgres: expire: analyze partition %s: %w", name, err)
+		}
+	}
 }
 
 // errUnkept: an event of the partition was delivered while Keep ran.

@@ -281,18 +281,24 @@ create index concurrently if not exists outbox_events_aggregate_open_idx
 -- for that many milliseconds (outbox_held_keys, migration 0008). Counting
 -- an attempt saturates below the bound of retries (0008's check), so that
 -- no row can make a settle or a reclaim fail.
+-- The delivered rows are found by their ids (the primary key) with the
+-- status written "(status = 'pending') is true": the planner cannot then
+-- use outbox_events_pending_idx, which, with statistics from before a
+-- burst of pending rows (a replay's requeue, a backlog after a quiet
+-- hour, until autovacuum's analyze), it would pick, reading every pending
+-- entry for each settle (0.6 s a settle at 200,000 pending).
 with owned as (
   -- Read only when there are retries or failures to check.
   select unnest(ids) as id from {schema}.outbox_leases
   where owner = $1 and cardinality($3::uuid[]) + cardinality($6::uuid[]) > 0
 ), deleted as (
   delete from {schema}.outbox_events
-  where not $9::bool and id = any($2::uuid[]) and status = 'pending'
+  where not $9::bool and id = any($2::uuid[]) and (status = 'pending') is true
   returning dedup_key
 ), kept as (
   update {schema}.outbox_events
   set status = 'done', processed_at = now(), last_error = null
-  where $9::bool and id = any($2::uuid[]) and status = 'pending'
+  where $9::bool and id = any($2::uuid[]) and (status = 'pending') is true
   returning dedup_key
 ), held as (
   insert into {schema}.outbox_held_keys (dedup_key, expires_at)
@@ -548,43 +554,51 @@ where status = 'done'
 order by id
 limit $8;
 
--- name: requeue
--- Requeue: the events $1..$8 (parallel arrays: id, aggregate type and id,
--- type, payload, headers with the replay's mark, created_at or null for
--- now, whether the table can hold it: sqlstore.RequeueRow.Insertable),
--- $9 the replay's name, $10 the header that carries it
--- (postbox.HeaderReplay). A done row with the event's id goes back to
--- the queue, due now, as never attempted, its headers marked (headers
--- that are no object, which its claim would refuse, become the mark
--- alone); an id with no row is written again, pending, without its dedup
--- key (migration 0008's trigger of held keys is not asked); other rows
--- are left alone. The insert finds the rows that are there by its
--- conflict, not by a look beforehand: a row that a retention step was
--- deleting meanwhile is written again once that delete committed. The rows requeued were updated, not inserted: the
--- producers' trigger did not run, so the statement wakes the listening
--- relays itself (pg_notify, sent at its commit), as failed_notify does.
-with input as (
-  select * from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[], $8::bool[])
-    with ordinality as r(id, aggregate_type, aggregate_id, event_type, payload, headers, created_at, insertable, n)
-), requeued as (
+-- name: requeue_done
+-- Requeue, first statement: the done rows of the events $1 go back to the
+-- queue, due now, as never attempted, their headers marked with $3 (the
+-- header, postbox.HeaderReplay) = $2 (the replay's name); headers that are
+-- no object, which a claim would refuse, become the mark alone. Only ids
+-- travel: a replay of kept rows sends no payload back. A row that a
+-- retention step is deleting is waited for (its row lock) and then, gone,
+-- not requeued: requeue_insert writes it again. The rows were updated,
+-- not inserted: the producers' trigger did not run, so the statement
+-- wakes the listening relays itself (pg_notify, sent at its commit), as
+-- failed_notify does. It returns the ids requeued.
+with requeued as (
   update {schema}.outbox_events e
   set status = 'pending', available_at = now(), retries = 0, last_error = null, processed_at = null,
       headers = case when jsonb_typeof(e.headers) = 'object' then e.headers else '{}'::jsonb end
-                || jsonb_build_object($10::text, $9::text)
-  where e.id in (select id from input) and e.status = 'done'
+                || jsonb_build_object($3::text, $2::text)
+  where e.id = any($1::uuid[]) and (e.status = 'done') is true -- by id, never outbox_events_done_idx (see settle)
   returning e.id
+), woke as (
+  select pg_notify('{channel}', '') where exists (select 1 from requeued)
+)
+select id from requeued cross join (select count(*) from woke) w;
+
+-- name: requeue_insert
+-- Requeue, second statement, in the same transaction, for the events
+-- requeue_done did not requeue: $1..$7 (parallel arrays: id, aggregate
+-- type and id, type, payload, headers with the replay's mark, created_at
+-- or null for now). An id with no row is written again, pending, without
+-- its dedup key (migration 0008's trigger of held keys is not asked);
+-- an id whose row is there (pending, leased, failed) is left alone: the
+-- insert finds it by its conflict, not by a look beforehand, so a row a
+-- retention step deleted meanwhile is written again once that delete
+-- committed. It returns how many it inserted.
+with input as (
+  select * from unnest($1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[], $7::timestamptz[])
+    with ordinality as r(id, aggregate_type, aggregate_id, event_type, payload, headers, created_at, n)
 ), inserted as (
   insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, headers, created_at)
   select r.id, r.aggregate_type, r.aggregate_id, r.event_type, r.payload::jsonb, r.headers::jsonb, coalesce(r.created_at, now())
   from input r
-  where r.insertable
   order by r.n
   on conflict (id) do nothing
   returning id
-), woke as (
-  select pg_notify('{channel}', '') where exists (select 1 from requeued)
 )
-select (select count(*) from requeued), (select count(*) from inserted), (select count(*) from woke);
+select count(*) from inserted;
 
 -- name: expire_read
 -- Retention with a Keep: up to $2 delivered events processed before $1,
@@ -600,4 +614,4 @@ limit $2;
 -- The events expire_read returned, once kept: those still done (a replay
 -- may have requeued one since).
 delete from {schema}.outbox_events
-where id = any($1::uuid[]) and status = 'done';
+where id = any($1::uuid[]) and (status = 'done') is true; -- by id, never outbox_events_done_idx (see settle)
