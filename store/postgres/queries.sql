@@ -311,12 +311,12 @@ with owned as (
   update {schema}.outbox_events e
   set available_at = r.available_at, retries = least(e.retries, 999999999) + 1, last_error = r.last_error
   from unnest($3::uuid[], $4::timestamptz[], $5::text[]) as r(id, available_at, last_error)
-  where e.id = r.id and e.status = 'pending' and e.id in (select id from owned)
+  where e.id = r.id and (e.status = 'pending') is true and e.id in (select id from owned)
 ), failed as (
   update {schema}.outbox_events e
   set status = 'failed', processed_at = now(), retries = least(e.retries, 999999999) + 1, last_error = f.last_error
   from unnest($6::uuid[], $7::text[]) as f(id, last_error)
-  where e.id = f.id and e.status = 'pending' and e.id in (select id from owned)
+  where e.id = f.id and (e.status = 'pending') is true and e.id in (select id from owned)
 ), ended as (
   delete from {schema}.outbox_leases
   where owner = $1 and batch = any($10::bigint[])

@@ -1,0 +1,100 @@
+package postgres_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/postbox-go/postbox"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+)
+
+// The statements that change a batch of events by id find them by id
+// (the primary key), whatever the planner believes of their status: with
+// statistics taken while no event had that status (a replay's requeue, a
+// backlog after a quiet hour, before autovacuum's analyze), a plan through
+// the status's partial index reads every entry of it for each batch (0.6 s
+// a settle at 200,000 pending).
+func TestBatchStatementsFindEventsByID(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool, table := s.Pool(), s.Table("outbox_events")
+	const n = 5000
+	// Rows written as plain SQL would, then analyzed while all have the
+	// status "from", then all set to "to": the statistics say none has it.
+	fill := func(t *testing.T, from, to string) [][16]byte {
+		t.Helper()
+		if _, err := pool.Exec(ctx, "truncate "+table); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "insert into "+table+` (aggregate_type, aggregate_id, event_type, payload, status, processed_at)
+			select 'order', g::text, 'order.paid', '{}', $1, case when $1 = 'done' then now() end from generate_series(1, $2) g`, from, n); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "analyze "+table); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := pool.Exec(ctx, "update "+table+" set status = $1, processed_at = case when $1 = 'done' then now() end", to); err != nil {
+			t.Fatal(err)
+		}
+		var ids [][16]byte
+		rows, err := pool.Query(ctx, "select id from "+table+" order by seq desc limit 100")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id uuid.UUID
+			if err := rows.Scan(&id); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return ids
+	}
+	plan := func(t *testing.T, query string, args ...any) string {
+		t.Helper()
+		rows, err := pool.Query(ctx, "explain "+s.Query(query), args...)
+		if err != nil {
+			t.Fatalf("explain %s: %v", query, err)
+		}
+		defer rows.Close()
+		var out strings.Builder
+		for rows.Next() {
+			var line string
+			if err := rows.Scan(&line); err != nil {
+				t.Fatal(err)
+			}
+			out.WriteString(line + "\n")
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	t.Run("settle", func(t *testing.T) {
+		ids := fill(t, "done", "pending")
+		for _, keep := range []bool{false, true} {
+			// 100 delivered, and as many retried and failed.
+			at, msg := make([]time.Time, len(ids)), make([]string, len(ids))
+			p := plan(t, "settle", "relay-1", ids, ids, at, msg, ids, msg, ids, keep, []int64{}, []int64{}, int64(0))
+			if strings.Contains(p, "outbox_events_pending_idx") || !strings.Contains(p, "outbox_events_pkey") {
+				t.Fatalf("settle (keep %v) of 100 events (retried and failed alike) among %d pending the statistics do not know of:\n%s", keep, n, p)
+			}
+		}
+	})
+	t.Run("requeue", func(t *testing.T) {
+		ids := fill(t, "pending", "done")
+		p := plan(t, "requeue_done", ids, "replay-1", postbox.HeaderReplay)
+		if strings.Contains(p, "outbox_events_done_idx") || !strings.Contains(p, "outbox_events_pkey") {
+			t.Fatalf("requeue of 100 events among %d done the statistics do not know of:\n%s", n, p)
+		}
+	})
+}
