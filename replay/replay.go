@@ -165,6 +165,51 @@ func Run(ctx context.Context, cfg Config, p Params) (Progress, error) {
 		}
 	}
 
+	log.Info("replay started", "name", p.Name, "table", table, "archive", fromArchive, "endpoint", p.Endpoint,
+		"after", p.After, "since", p.Filter.Since, "until", p.Filter.Until, "dry_run", p.DryRun)
+	// The batch in flight runs to its end (one transaction) whatever
+	// becomes of ctx: Progress.Last then says exactly where to resume.
+	work := context.WithoutCancel(ctx)
+	stopped := func(err error) (Progress, error) {
+		log.Warn("replay stopped", "name", p.Name, "read", prog.Read, "requeued", prog.Requeued, "inserted", prog.Inserted, "skipped", prog.Skipped, "last", prog.Last, "error", err)
+		return prog, fmt.Errorf("replay %s: stopped after %d events (resume after %s): %w", p.Name, prog.Read, prog.Last, err)
+	}
+	ended := func() (Progress, error) {
+		log.Info("replay ended", "name", p.Name, "read", prog.Read, "matched", prog.Matched, "requeued", prog.Requeued,
+			"inserted", prog.Inserted, "skipped", prog.Skipped, "last", prog.Last, "dry_run", p.DryRun)
+		return prog, nil
+	}
+
+	// The table alone to the outbox's queue: the store requeues each page
+	// itself (store.History.RequeueKept), no event handed out.
+	if table && !fromArchive && wants == nil && !p.DryRun {
+		hp := store.HistoryParams{Filter: p.Filter, After: p.After, Limit: p.BatchSize}
+		for {
+			if ctx.Err() != nil {
+				return stopped(context.Cause(ctx))
+			}
+			res, err := cfg.Outbox.RequeueKept(work, hp, p.Name)
+			if err != nil {
+				return stopped(err)
+			}
+			if res.Read > 0 {
+				prog.Read += res.Read
+				prog.Matched += res.Read
+				prog.Requeued += res.Requeued
+				prog.Inserted += res.Inserted
+				prog.Skipped += res.Skipped
+				prog.Last = res.Last
+				hp.After, hp.Resume = res.Last, true
+				if p.Progress != nil {
+					p.Progress(prog)
+				}
+			}
+			if res.Read < hp.Limit {
+				return ended()
+			}
+		}
+	}
+
 	m := &merge{after: p.After, from: p.After == uuid.Nil}
 	if table {
 		m.table = &stream{what: "table", src: &tableSource{h: cfg.Outbox,
@@ -175,18 +220,9 @@ func Run(ctx context.Context, cfg Config, p Params) (Progress, error) {
 		defer src.stop()
 		m.archive = &stream{what: "archive", src: src}
 	}
-	log.Info("replay started", "name", p.Name, "table", table, "archive", fromArchive, "endpoint", p.Endpoint,
-		"after", p.After, "since", p.Filter.Since, "until", p.Filter.Until, "dry_run", p.DryRun)
 	batches := readAhead(ctx, m, p.BatchSize)
 	defer batches.stop()
 
-	// The batch in flight runs to its end (one transaction) whatever
-	// becomes of ctx: Progress.Last then says exactly where to resume.
-	work := context.WithoutCancel(ctx)
-	stopped := func(err error) (Progress, error) {
-		log.Warn("replay stopped", "name", p.Name, "read", prog.Read, "requeued", prog.Requeued, "inserted", prog.Inserted, "skipped", prog.Skipped, "last", prog.Last, "error", err)
-		return prog, fmt.Errorf("replay %s: stopped after %d events (resume after %s): %w", p.Name, prog.Read, prog.Last, err)
-	}
 	for {
 		if ctx.Err() != nil {
 			return stopped(context.Cause(ctx))
@@ -199,9 +235,7 @@ func Run(ctx context.Context, cfg Config, p Params) (Progress, error) {
 			return stopped(err)
 		}
 		if len(b.events) == 0 {
-			log.Info("replay ended", "name", p.Name, "read", prog.Read, "matched", prog.Matched, "requeued", prog.Requeued,
-				"inserted", prog.Inserted, "skipped", prog.Skipped, "last", prog.Last, "dry_run", p.DryRun)
-			return prog, nil
+			return ended()
 		}
 		chosen := b.events
 		if wants != nil {

@@ -33,6 +33,23 @@ type History interface {
 	// tell a replay from a first delivery; its id stays the event's id, so
 	// an inbox absorbs what it already applied.
 	Requeue(ctx context.Context, events []HistoryEvent, replay string) (RequeueResult, error)
+	// RequeueKept is HistoryRead and Requeue of what it read in one step,
+	// for a replay of the kept rows alone: the delivered events HistoryRead
+	// would return for p are requeued as Requeue requeues them, without
+	// being handed out (a store may do it all on its server: no payload
+	// travels). Read is how many it selected (a page shorter than p.Limit
+	// is the last), Last the last one's id (the next page's After, with
+	// Resume).
+	RequeueKept(ctx context.Context, p HistoryParams, replay string) (RequeueKeptResult, error)
+}
+
+// RequeueKeptResult is what a RequeueKept did.
+type RequeueKeptResult struct {
+	RequeueResult
+	// Read is how many kept events it selected; Last the id of the last
+	// one (in id order), zero when none.
+	Read int
+	Last uuid.UUID
 }
 
 // HistoryBatchMax is the largest HistoryParams.Limit, and the most events

@@ -33,6 +33,7 @@ func runHistory(t *testing.T, newStore func(t *testing.T) raw) {
 		{"RequeueReinsertsDespiteAHeldKey", testRequeueHeldKey},
 		{"RequeueWakesTheListener", testRequeueWakes},
 		{"RequeueSkipsATimeNoTableHolds", testRequeueExtremeTime},
+		{"RequeueKeptPagesWhatReadWouldReturn", testRequeueKept},
 		{"ExpireKeepsThenDeletes", testExpireKeep},
 		{"ExpireKeepErrorDeletesNothing", testExpireKeepError},
 		{"ExpireKeepErrorPurgesHeldKeys", testExpireKeepErrorHeldKeys},
@@ -311,6 +312,63 @@ func testRequeueExtremeTime(t *testing.T, s raw) {
 		if _, err := s.Get(ctx, ev.ID); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("event of %v: %v, want not written", ev.CreatedAt, err)
 		}
+	}
+}
+
+// testRequeueKept: RequeueKept requeues, page by page, the kept events
+// HistoryRead returns for the same params (here: a type glob), each once,
+// marked, and leaves the others done; a page shorter than the limit is the
+// last, and the one after it selects nothing.
+func testRequeueKept(t *testing.T, s raw) {
+	ctx := ctxFor(t)
+	var evs []postbox.Event
+	for i := range 5 {
+		ev := event(fmt.Sprint("k", i), 1)
+		if i%2 == 1 {
+			ev.EventType = "invoice.sent"
+		}
+		evs = append(evs, ev)
+	}
+	kept := deliveredKept(t, s, evs...)
+	var orders []uuid.UUID
+	for _, e := range kept {
+		if e.EventType == "order.updated" {
+			orders = append(orders, e.ID)
+		}
+	}
+	p := store.HistoryParams{Filter: store.HistoryFilter{EventTypes: []string{"order.*"}}, Limit: 2}
+	var pages []store.RequeueKeptResult
+	for range 3 {
+		res, err := s.RequeueKept(ctx, p, "replay-kept")
+		if err != nil {
+			t.Fatalf("RequeueKept(%+v): %v", p, err)
+		}
+		pages = append(pages, res)
+		p.After, p.Resume = res.Last, true
+	}
+	want := []store.RequeueKeptResult{
+		{RequeueResult: store.RequeueResult{Requeued: 2}, Read: 2, Last: orders[1]},
+		{RequeueResult: store.RequeueResult{Requeued: 1}, Read: 1, Last: orders[2]},
+		{Read: 0},
+	}
+	if fmt.Sprint(pages) != fmt.Sprint(want) {
+		t.Fatalf("RequeueKept pages = %+v, want %+v", pages, want)
+	}
+	for _, e := range kept {
+		r := get(t, s, e.ID)
+		wantStatus := store.StatusDone
+		if e.EventType == "order.updated" {
+			wantStatus = store.StatusPending
+			if r.Headers[postbox.HeaderReplay] != "replay-kept" {
+				t.Errorf("requeued event %s: headers %v, want the replay's mark", e.ID, r.Headers)
+			}
+		}
+		if r.Status != wantStatus {
+			t.Errorf("event %s (%s) after RequeueKept: %q, want %q", e.ID, e.EventType, r.Status, wantStatus)
+		}
+	}
+	if _, err := s.RequeueKept(ctx, store.HistoryParams{Limit: 0}, "x"); err == nil {
+		t.Error("RequeueKept with Limit 0: no error")
 	}
 }
 

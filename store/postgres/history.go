@@ -92,6 +92,41 @@ func (s *Store) Requeue(ctx context.Context, events []store.HistoryEvent, replay
 	return res, nil
 }
 
+// RequeueKept requeues the delivered events HistoryRead would return for
+// p (see store.History) in one statement on the server (requeue_kept): the
+// kept rows go back to the queue by id, no payload travels, and a row a
+// retention step deleted meanwhile is written again from what the
+// statement read.
+func (s *Store) RequeueKept(ctx context.Context, p store.HistoryParams, replay string) (store.RequeueKeptResult, error) {
+	if err := sqlstore.CheckHistory(p); err != nil {
+		return store.RequeueKeptResult{}, fmt.Errorf("postgres: requeue kept: %w", err)
+	}
+	if problem := sqlstore.TextProblem(replay); problem != "" {
+		return store.RequeueKeptResult{}, fmt.Errorf("postgres: requeue kept: the replay's name %s", problem)
+	}
+	var types any // null: every type
+	if len(p.Filter.EventTypes) > 0 {
+		re, err := typesRegexp(p.Filter.EventTypes)
+		if err != nil {
+			return store.RequeueKeptResult{}, fmt.Errorf("postgres: requeue kept: %w", err)
+		}
+		types = re
+	}
+	var res store.RequeueKeptResult
+	var last [16]byte
+	var woke int
+	err := s.pool.QueryRow(ctx, s.sql.Get("requeue_kept"), pgx.QueryExecModeDescribeExec,
+		nullTime(p.Filter.Since), nullTime(p.Filter.Until), p.Filter.AggregateType, p.Filter.AggregateID, types,
+		[16]byte(p.After), p.After == uuid.Nil && !p.Resume, p.Limit, replay, postbox.HeaderReplay).
+		Scan(&res.Read, &last, &res.Requeued, &res.Inserted, &woke)
+	if err != nil {
+		return store.RequeueKeptResult{}, fmt.Errorf("postgres: requeue kept: %w", err)
+	}
+	res.Last = last
+	res.Skipped = res.Read - res.Requeued - res.Inserted
+	return res, nil
+}
+
 // EndpointRequeue sends events to one endpoint again as replays, in one
 // statement (see store.Endpoints): package endpoint's poll finds them due.
 func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events []store.HistoryEvent, replay string) (store.RequeueResult, error) {

@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"encoding/json"
 	_ "embed"
 	"encoding/binary"
 	"errors"
@@ -785,8 +786,9 @@ type keepCursor struct {
 // events' dedup keys (under the lock: a delivered row kept holds its key
 // until it is gone) and drops it. No statement reads the partition's
 // delivered rows (without Keep): the events it reports (Events) are
-// PostgreSQL's estimate of its rows less those moved back, exact only
-// when the statistics have not measured it yet (then counted). An event
+// PostgreSQL's estimate of its rows less those moved back (its
+// statistics, or the planner's estimate from its size), exact for a small
+// partition never measured (counted). An event
 // delivered in the partition while Keep ran, which Keep did not see,
 // makes the drop wait: the partition is kept over again from its start.
 func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name string, res *store.ExpireResult) (keeping bool, err error) {
@@ -830,10 +832,8 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 	}
 	// The events the drop removes: PostgreSQL's estimate of the
 	// partition's rows less those moved back, so that a drop costs the
-	// same whatever its rows. A partition the statistics have not
-	// measured yet is analyzed (a sample of bounded size; exact for a
-	// small partition); counted exactly when that is not allowed (a role
-	// that does not own it), or when Keep read it all anyway.
+	// same whatever its rows (partitionEstimate); counted exactly for a
+	// small partition never measured, or when Keep read it all anyway.
 	estimate := int64(-1)
 	if c == nil {
 		if estimate, err = s.partitionEstimate(ctx, name); err != nil {
@@ -892,23 +892,37 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 	return c != nil && c.kept > 0, nil
 }
 
-// partitionEstimate is the rows of a partition as the statistics have
-// them (partition_estimate), analyzing it first when they have not
-// measured it yet; -1 when they still have not (the role may not analyze
-// it: PostgreSQL then warns and skips it).
+// partitionCountMaxBytes is the size under which a partition the
+// statistics have not measured is counted (a few milliseconds) rather
+// than estimated.
+const partitionCountMaxBytes = 8 << 20
+
+// partitionEstimate is the rows of a partition without reading them: as
+// the statistics have them (partition_estimate), or, never measured, the
+// planner's estimate from its size (partition_planned_rows); -1 for a
+// small partition never measured, which the caller counts (the planner
+// takes a near-empty table for ten pages).
 func (s *Store) partitionEstimate(ctx context.Context, name string) (int64, error) {
-	var n int64
-	for analyzed := false; ; analyzed = true {
-		if err := s.pool.QueryRow(ctx, s.sql.Get("partition_estimate"), s.Table(name)).Scan(&n); err != nil {
-			return 0, fmt.Errorf("postgres: expire: partition %s: %w", name, err)
-		}
-		if n >= 0 || analyzed {
-			return n, nil
-		}
-		if _, err := s.pool.Exec(ctx, s.partitionQuery("partition_analyze", name)); err != nil {
-			return 0, fmt.Errorf("postgres: expire: analyze partition %s: %w", name, err)
+	var tuples, bytes int64
+	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_estimate"), s.Table(name)).Scan(&tuples, &bytes); err != nil {
+		return 0, fmt.Errorf("postgres: expire: partition %s: %w", name, err)
+	}
+	if tuples >= 0 || bytes <= partitionCountMaxBytes {
+		return tuples, nil
+	}
+	var plan string
+	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_planned_rows", name)).Scan(&plan); err != nil {
+		return 0, fmt.Errorf("postgres: expire: partition %s: %w", name, err)
+	}
+	var plans []struct {
+		Plan struct {
+			Rows float64 `json:"Plan Rows"`
 		}
 	}
+	if err := json.Unmarshal([]byte(plan), &plans); err != nil || len(plans) != 1 {
+		return 0, fmt.Errorf("postgres: expire: partition %s: the planner's estimate %.100q: %v", name, plan, err)
+	}
+	return int64(plans[0].Plan.Rows), nil
 }
 
 // errUnkept: an event of the partition was delivered while Keep ran.

@@ -309,16 +309,17 @@ select * from moved union all select * from moved_failed union all select * from
 -- were kept (Keep read them all already).
 select count(*) from {schema}.{partition} where status = 'done';
 
--- name: partition_analyze
--- Measures a partition the statistics have not measured yet: a sample of
--- bounded size (every row of a small one).
-analyze {schema}.{partition};
-
 -- name: partition_estimate
 -- The rows of a partition as PostgreSQL's statistics have them
--- (pg_class.reltuples, which autovacuum's analyze keeps): -1 when it has
--- not measured it yet.
-select coalesce((select reltuples::bigint from pg_class where oid = to_regclass($1)), -1);
+-- (pg_class.reltuples, which autovacuum's analyze keeps: -1 when it has
+-- not measured it yet), and its size in bytes.
+select coalesce((select reltuples::bigint from pg_class where oid = to_regclass($1)), -1),
+       coalesce(pg_relation_size(to_regclass($1)), 0);
+
+-- name: partition_planned_rows
+-- The planner's estimate of a partition's rows when the statistics have
+-- none: from its size on disk and its columns' widths, with no read of it.
+explain (format json) select * from {schema}.{partition};
 
 -- name: partition_drop_keys
 -- The keys of a detached partition's delivered events, before it is

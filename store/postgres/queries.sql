@@ -554,6 +554,53 @@ where status = 'done'
 order by id
 limit $8;
 
+-- name: requeue_kept
+-- RequeueKept in one statement: the page history_read would return for
+-- $1..$8 (the same parameters) is requeued as Requeue requeues it ($9 the
+-- replay's name, $10 its header), on the server: no payload travels. The
+-- done rows go back to the queue, found by id (see settle); a row a
+-- retention step deleted meanwhile (the update waited for it, then found
+-- it gone) is written again from what the page read, without its dedup
+-- key; a row no longer done is left alone (its insert's conflict). It
+-- returns how many the page held, its last id, how many were requeued and
+-- inserted.
+with picked as (
+  select id, aggregate_type, aggregate_id, event_type, payload, headers, created_at
+  from {schema}.outbox_events
+  where status = 'done'
+    and ($7::bool or id > $6::uuid)
+    and ($1::timestamptz is null or created_at >= $1::timestamptz)
+    and ($2::timestamptz is null or created_at < $2::timestamptz)
+    and ($3::text = '' or aggregate_type = $3::text)
+    and ($4::text = '' or aggregate_id = $4::text)
+    and ($5::text is null or event_type ~ $5::text)
+  order by id
+  limit $8
+), requeued as (
+  update {schema}.outbox_events e
+  set status = 'pending', available_at = now(), retries = 0, last_error = null, processed_at = null,
+      headers = case when jsonb_typeof(e.headers) = 'object' then e.headers else '{}'::jsonb end
+                || jsonb_build_object($10::text, $9::text)
+  where e.id in (select id from picked) and (e.status = 'done') is true -- by id (see settle)
+  returning e.id
+), inserted as (
+  insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, headers, created_at)
+  select p.id, p.aggregate_type, p.aggregate_id, p.event_type, p.payload,
+         case when jsonb_typeof(p.headers) = 'object' then p.headers else '{}'::jsonb end
+           || jsonb_build_object($10::text, $9::text),
+         p.created_at
+  from picked p
+  where not exists (select 1 from requeued r where r.id = p.id)
+  order by p.id
+  on conflict (id) do nothing
+  returning id
+), woke as (
+  select pg_notify('{channel}', '') where exists (select 1 from requeued)
+)
+select (select count(*) from picked),
+       coalesce((select id from picked order by id desc limit 1), '00000000-0000-0000-0000-000000000000'::uuid),
+       (select count(*) from requeued), (select count(*) from inserted), (select count(*) from woke);
+
 -- name: requeue_done
 -- Requeue, first statement: the done rows of the events $1 go back to the
 -- queue, due now, as never attempted, their headers marked with $3 (the

@@ -74,6 +74,13 @@ func requeueJSON(rows []sqlstore.RequeueRow) (events, ids string, err error) {
 	return string(b), string(i), err
 }
 
+// RequeueKept requeues the delivered events HistoryRead would return for
+// p (see store.History): HistoryRead, then Requeue, the database being in
+// the process.
+func (s *Store) RequeueKept(ctx context.Context, p store.HistoryParams, replay string) (store.RequeueKeptResult, error) {
+	return sqlstore.RequeueKept(ctx, s, p, replay)
+}
+
 // Requeue sends events back to the queue as replays, in one write
 // transaction (see store.History), and wakes this Store's listeners (relays
 // of other processes find them by polling). An event the table cannot hold

@@ -59,6 +59,20 @@ func ReadHistory(ctx context.Context, h HistorySQL, p store.HistoryParams) ([]st
 	return h.ReadHistory(ctx, p.Filter, p.After, p.After == uuid.Nil && !p.Resume, p.Limit)
 }
 
+// RequeueKept is store.History's RequeueKept for a store with no single
+// statement for it: h's HistoryRead, then its Requeue of what it read.
+func RequeueKept(ctx context.Context, h store.History, p store.HistoryParams, replay string) (store.RequeueKeptResult, error) {
+	events, err := h.HistoryRead(ctx, p)
+	if err != nil || len(events) == 0 {
+		return store.RequeueKeptResult{}, err
+	}
+	res, err := h.Requeue(ctx, events, replay)
+	if err != nil {
+		return store.RequeueKeptResult{}, err
+	}
+	return store.RequeueKeptResult{RequeueResult: res, Read: len(events), Last: events[len(events)-1].ID}, nil
+}
+
 // RequeueRow is one event that Requeue gives a store to write, checked.
 type RequeueRow struct {
 	store.HistoryEvent
