@@ -175,8 +175,8 @@ var ErrKeepUnsupported = errors.New("store: this source keeps no history to arch
 type ExpireResult struct {
 	// Events is how many delivered events (or finished deliveries) it
 	// removed, Kept how many of them it handed to Keep first. The events
-	// of a partition dropped without Keep are the database's estimate of
-	// its rows (PostgreSQL's statistics), so that a drop never reads them.
+	// of a large partition dropped without Keep are an estimate (counted
+	// in a sample of its pages), so that a drop never reads them all.
 	Events int
 	Kept   int
 	// Keys is how many dedup keys whose hold had ended it removed.

@@ -2,11 +2,11 @@ package postgres
 
 import (
 	"context"
-	"encoding/json"
 	_ "embed"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"math"
 	"regexp"
 	"slices"
 	"sort"
@@ -785,10 +785,9 @@ type keepCursor struct {
 // settle them; found by their partial indexes), removes its delivered
 // events' dedup keys (under the lock: a delivered row kept holds its key
 // until it is gone) and drops it. No statement reads the partition's
-// delivered rows (without Keep): the events it reports (Events) are
-// PostgreSQL's estimate of its rows less those moved back (its
-// statistics, or the planner's estimate from its size), exact for a small
-// partition never measured (counted). An event
+// delivered rows but a sample of bounded size (without Keep): the events
+// it reports (Events) are exact for a partition of up to 8 MiB, an
+// estimate within a few percent for a larger one (partitionDone). An event
 // delivered in the partition while Keep ran, which Keep did not see,
 // makes the drop wait: the partition is kept over again from its start.
 func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name string, res *store.ExpireResult) (keeping bool, err error) {
@@ -830,21 +829,18 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 			}
 		}
 	}
-	// The events the drop removes: PostgreSQL's estimate of the
-	// partition's rows less those moved back, so that a drop costs the
-	// same whatever its rows (partitionEstimate); counted exactly for a
-	// small partition never measured, or when Keep read it all anyway.
-	estimate := int64(-1)
-	if c == nil {
-		if estimate, err = s.partitionEstimate(ctx, name); err != nil {
-			return false, err
-		}
-	}
+	// The events the drop removes, counted in a sample of the partition's
+	// pages of bounded size (partitionDone): exact for a partition of up
+	// to partitionSamplePages pages, estimated for a larger one, so that a
+	// drop costs about the same whatever its rows. Kept events are counted
+	// exactly: Keep read them all anyway.
 	var done int
-	if estimate < 0 {
+	if c != nil {
 		if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_count", name)).Scan(&done); err != nil {
 			return false, fmt.Errorf("postgres: expire: count partition %s: %w", name, err)
 		}
+	} else if done, err = s.partitionDone(ctx, name); err != nil {
+		return false, err
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
@@ -863,12 +859,8 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 			}
 		}
 		for _, q := range []string{"partition_moving", "partition_move_back", "partition_drop_keys", "partition_drop"} {
-			tag, err := tx.Exec(ctx, s.partitionQuery(q, name))
-			if err != nil {
+			if _, err := tx.Exec(ctx, s.partitionQuery(q, name)); err != nil {
 				return err
-			}
-			if q == "partition_move_back" && estimate >= 0 {
-				done = max(0, int(estimate-tag.RowsAffected()))
 			}
 		}
 		return nil
@@ -892,37 +884,30 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 	return c != nil && c.kept > 0, nil
 }
 
-// partitionCountMaxBytes is the size under which a partition the
-// statistics have not measured is counted (a few milliseconds) rather
-// than estimated.
-const partitionCountMaxBytes = 8 << 20
+// partitionSamplePages is how many of a partition's pages partitionDone
+// reads at most: a partition of that many pages or fewer (8 MiB) is
+// counted whole.
+const partitionSamplePages = 1024
 
-// partitionEstimate is the rows of a partition without reading them: as
-// the statistics have them (partition_estimate), or, never measured, the
-// planner's estimate from its size (partition_planned_rows); -1 for a
-// small partition never measured, which the caller counts (the planner
-// takes a near-empty table for ten pages).
-func (s *Store) partitionEstimate(ctx context.Context, name string) (int64, error) {
-	var tuples, bytes int64
-	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_estimate"), s.Table(name)).Scan(&tuples, &bytes); err != nil {
+// partitionDone is the delivered events of a partition, counted in a
+// random sample of about partitionSamplePages of its pages (TABLESAMPLE
+// SYSTEM) and scaled to the whole: exact for a partition of that many
+// pages or fewer, within a few percent for a larger one, whose drop then
+// reads a bounded part of it.
+func (s *Store) partitionDone(ctx context.Context, name string) (int, error) {
+	var pages int64
+	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_pages"), s.Table(name)).Scan(&pages); err != nil {
 		return 0, fmt.Errorf("postgres: expire: partition %s: %w", name, err)
 	}
-	if tuples >= 0 || bytes <= partitionCountMaxBytes {
-		return tuples, nil
+	percent := 100.0
+	if pages > partitionSamplePages {
+		percent = 100 * float64(partitionSamplePages) / float64(pages)
 	}
-	var plan string
-	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_planned_rows", name)).Scan(&plan); err != nil {
-		return 0, fmt.Errorf("postgres: expire: partition %s: %w", name, err)
+	var sampled int64
+	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_sample_done", name), percent).Scan(&sampled); err != nil {
+		return 0, fmt.Errorf("postgres: expire: count partition %s: %w", name, err)
 	}
-	var plans []struct {
-		Plan struct {
-			Rows float64 `json:"Plan Rows"`
-		}
-	}
-	if err := json.Unmarshal([]byte(plan), &plans); err != nil || len(plans) != 1 {
-		return 0, fmt.Errorf("postgres: expire: partition %s: the planner's estimate %.100q: %v", name, plan, err)
-	}
-	return int64(plans[0].Plan.Rows), nil
+	return int(math.Round(float64(sampled) * 100 / percent)), nil
 }
 
 // errUnkept: an event of the partition was delivered while Keep ran.

@@ -304,22 +304,18 @@ insert into {schema}.outbox_events overriding system value
 select * from moved union all select * from moved_failed union all select * from moved_processing;
 
 -- name: partition_count
--- A partition's rows, counted exactly: the drop of a partition the
--- statistics have not measured yet (partition_estimate), or whose events
--- were kept (Keep read them all already).
+-- A partition's delivered events, counted exactly: the drop of a
+-- partition whose events were kept (Keep read them all already).
 select count(*) from {schema}.{partition} where status = 'done';
 
--- name: partition_estimate
--- The rows of a partition as PostgreSQL's statistics have them
--- (pg_class.reltuples, which autovacuum's analyze keeps: -1 when it has
--- not measured it yet), and its size in bytes.
-select coalesce((select reltuples::bigint from pg_class where oid = to_regclass($1)), -1),
-       coalesce(pg_relation_size(to_regclass($1)), 0);
+-- name: partition_pages
+-- The pages of a partition (its size over the block size).
+select coalesce(pg_relation_size(to_regclass($1)), 0) / current_setting('block_size')::bigint;
 
--- name: partition_planned_rows
--- The planner's estimate of a partition's rows when the statistics have
--- none: from its size on disk and its columns' widths, with no read of it.
-explain (format json) select * from {schema}.{partition};
+-- name: partition_sample_done
+-- The delivered events in a random $1 percent of a partition's pages
+-- (100: all of them, exactly).
+select count(*) from {schema}.{partition} tablesample system ($1::float8) where status = 'done';
 
 -- name: partition_drop_keys
 -- The keys of a detached partition's delivered events, before it is

@@ -776,3 +776,35 @@ func v7Bound(t time.Time) uuid.UUID {
 	}
 	return id
 }
+
+// The drop of a partition too large to count whole (more than
+// partitionSamplePages pages) reports its delivered events counted in a
+// sample of its pages: within a few percent of them.
+func TestPartitionDropCountsALargePartitionInASample(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Second)
+	ctx := t.Context()
+	const n = 150_000 // about 3,000 pages: a sample of a third of them
+	at := time.Now().Add(time.Second)
+	ids := make([]uuid.UUID, n)
+	for i := range ids {
+		ids[i] = v7At(at)
+	}
+	if _, err := s.Pool().Exec(ctx, s.Expand(`insert into {schema}.outbox_events (id, aggregate_type, aggregate_id, event_type, payload, status, processed_at)
+		select id, 'order', 'o', 'order.paid', '{"n": 1}', 'done', now() - interval '1 hour' from unnest($1::uuid[]) as id`), ids); err != nil {
+		t.Fatal(err)
+	}
+	if inDefault := countRows(t, s, "select count(*) from {schema}.outbox_events_default"); inDefault != 0 {
+		t.Fatalf("%d rows in the DEFAULT partition, want all in the partition of %s", inDefault, at)
+	}
+	time.Sleep(time.Until(at.Add(2 * time.Second))) // its range has ended
+	res, err := s.Driver().Expire(ctx, store.ExpireParams{Before: time.Now().Add(time.Hour), Limit: 1000})
+	if err != nil || len(res.Dropped) == 0 {
+		t.Fatalf("Expire: %+v, %v; want the partition dropped", res, err)
+	}
+	if left := countRows(t, s, "select count(*) from {schema}.outbox_events"); left != 0 {
+		t.Fatalf("%d events left after the drop", left)
+	}
+	if res.Events < n*95/100 || res.Events > n*105/100 {
+		t.Fatalf("the drop of %d delivered events reports %d: want within 5%%", n, res.Events)
+	}
+}

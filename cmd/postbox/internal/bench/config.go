@@ -175,6 +175,13 @@ const (
 	// extrapolates to it from the events measured.
 	RetentionEventsDefault = 1_000_000
 	RetentionEventsQuick   = 20_000
+	// RetentionPartitionDefault is the partitions' interval of retention's
+	// partitioned outbox: the shortest postbox migrate --partition-interval
+	// takes, so that the backlog, written at the bench's pace (about
+	// 100,000 events a second here), fills a few partitions, as a day's
+	// events fill one in production, rather than one per few seconds.
+	// The measure waits for the last one's range to end.
+	RetentionPartitionDefault = time.Minute
 	// ReplayEventsDefault is the backlog replay drains, then replays:
 	// the goal's 1,000,000.
 	ReplayEventsDefault = 1_000_000
@@ -213,6 +220,9 @@ type Config struct {
 	// RetentionEvents is how many delivered events retention removes from
 	// each outbox (RetentionEventsDefault).
 	RetentionEvents int
+	// RetentionPartition is the interval of the partitions of retention's
+	// partitioned outbox (RetentionPartitionDefault).
+	RetentionPartition time.Duration
 	// ReplayEvents is the backlog that replay drains, then replays
 	// (ReplayEventsDefault).
 	ReplayEvents int
@@ -284,6 +294,9 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.BloatEvents, quick(BloatEventsDefault, BloatEventsQuick))
 	setDefault(&c.RetentionEvents, quick(RetentionEventsDefault, RetentionEventsQuick))
 	setDefault(&c.ReplayEvents, quick(ReplayEventsDefault, ReplayEventsQuick))
+	if c.RetentionPartition == 0 {
+		c.RetentionPartition = RetentionPartitionDefault
+	}
 	setDefault(&c.Clients, ClientsDefault)
 	setDefault(&c.InboxClients, InboxClientsDefault)
 	if c.AMQPURL == "" {
@@ -365,6 +378,9 @@ func (c Config) withDefaults() (Config, error) {
 			}
 		}
 	}
+	if c.RetentionPartition < time.Second {
+		return c, fmt.Errorf("bench: Config.RetentionPartition %v: at least 1s", c.RetentionPartition)
+	}
 	if c.ReceiverLatency < 0 {
 		return c, fmt.Errorf("bench: Config.ReceiverLatency %v is negative", c.ReceiverLatency)
 	}
@@ -383,6 +399,7 @@ func (c Config) params() Params {
 		ReceiverLatencyMs: float64(c.ReceiverLatency) / float64(time.Millisecond),
 		BrokerEvents:      c.BrokerEvents,
 		BloatEvents:       c.BloatEvents, RetentionEvents: c.RetentionEvents, ReplayEvents: c.ReplayEvents,
+		RetentionPartitionSeconds: c.RetentionPartition.Seconds(),
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/postbox-go/postbox/cmd/postbox/internal/bench"
 	"github.com/postbox-go/postbox/postboxtest/logbuf"
@@ -32,7 +33,10 @@ func TestHistoryScenarios(t *testing.T) {
 	cfg := bench.Config{
 		DB: pgtest.URL(), Scenarios: []string{"history"},
 		BloatEvents: 2000, RetentionEvents: 3000, ReplayEvents: 2000,
-		Progress: &progress, Command: relays.command,
+		// Partitions of 10 s, not the minute a user's run has: the
+		// retention's measure waits for the last one's range to end.
+		RetentionPartition: 10 * time.Second,
+		Progress:           &progress, Command: relays.command,
 	}
 	rep, err := bench.Run(ctx, cfg)
 	if err != nil {
@@ -41,7 +45,7 @@ func TestHistoryScenarios(t *testing.T) {
 	if want := bench.HistoryScenarios; !slices.Equal(rep.Params.Scenarios, want) {
 		t.Errorf("ran %v, want %v", rep.Params.Scenarios, want)
 	}
-	if p := rep.Params; p.BloatEvents != 2000 || p.RetentionEvents != 3000 || p.ReplayEvents != 2000 {
+	if p := rep.Params; p.BloatEvents != 2000 || p.RetentionEvents != 3000 || p.ReplayEvents != 2000 || p.RetentionPartitionSeconds != 10 {
 		t.Errorf("params %+v: want the sizes given", p)
 	}
 	value := func(key string) float64 {

@@ -97,6 +97,8 @@ type Params struct {
 	BloatEvents     int `json:"bloat_events,omitempty"`
 	RetentionEvents int `json:"retention_events,omitempty"`
 	ReplayEvents    int `json:"replay_events,omitempty"`
+	// RetentionPartitionSeconds is the interval of retention's partitions.
+	RetentionPartitionSeconds float64 `json:"retention_partition_seconds,omitempty"`
 }
 
 // Measure is one figure.
@@ -288,7 +290,8 @@ func (p Params) describe() string {
 		case ScenarioBloat:
 			parts = append(parts, fmt.Sprintf("bloat %d events per drain", p.BloatEvents))
 		case ScenarioRetention:
-			parts = append(parts, fmt.Sprintf("retention %d delivered events per outbox", p.RetentionEvents))
+			parts = append(parts, fmt.Sprintf("retention %d delivered events per outbox, partitions of %s", p.RetentionEvents,
+				time.Duration(p.RetentionPartitionSeconds*float64(time.Second))))
 		case ScenarioReplay:
 			parts = append(parts, fmt.Sprintf("replay %d events", p.ReplayEvents))
 		case ScenarioNATS, ScenarioAMQP, ScenarioKafka:

@@ -16,10 +16,6 @@ const (
 	retentionGoal       = 1.0 // seconds
 	// retentionLimit is ExpireParams.Limit: the relay's batch.
 	retentionLimit = 1000
-	// retentionInterval is the partitions' interval of retention's
-	// partitioned outbox: short, so that the partitions the backlog fills
-	// have ended moments after it is written, and their drop is due.
-	retentionInterval = 10 * time.Second
 )
 
 // runRetention fills the plain outbox, then a partitioned one, with
@@ -33,7 +29,7 @@ const (
 // events: a run of fewer extrapolates linearly, which for partition drops
 // (whose cost follows the partitions, not the rows) is an upper bound.
 //
-// The partitioned outbox has partitions of retentionInterval; while the
+// The partitioned outbox has partitions of Config.RetentionPartition; while the
 // backlog is written, Expire with a zero Before (no event removed) creates
 // the partitions ahead every half interval, as a relay's retention does
 // every minute, and the measure starts once the last partition's range
@@ -62,7 +58,7 @@ func runRetention(ctx context.Context, e *env, p *progress) error {
 		fmt.Sprintf("plain outbox: extrapolated to %d events (linear)", retentionGoalEvents),
 		plain.d.Seconds()*scale, UnitSeconds, nil)
 	r.addNoRelay(ScenarioRetention, "retention.partitioned_seconds",
-		fmt.Sprintf("partitioned outbox: Expire's partition drops, %d delivered events in %d partitions of %s (%d calls)", n, part.dropped, retentionInterval, part.calls),
+		fmt.Sprintf("partitioned outbox: Expire's partition drops, %d delivered events in %d partitions of %s (%d calls)", n, part.dropped, e.cfg.RetentionPartition, part.calls),
 		part.d.Seconds(), UnitSeconds, nil)
 	r.addNoRelay(ScenarioRetention, "retention.partitioned_10m",
 		fmt.Sprintf("partitioned outbox: extrapolated to %d events (linear: an upper bound)", retentionGoalEvents),
@@ -86,7 +82,7 @@ type expired struct {
 // retentionRun fills a fresh outbox laid out as l with n delivered events
 // and removes them with Expire.
 func retentionRun(ctx context.Context, e *env, p *progress, b *pgBackend, l outboxLayout, n int) (expired, error) {
-	sc, err := b.newLayoutScratch(ctx, "retention_"+l.String(), l, retentionInterval)
+	sc, err := b.newLayoutScratch(ctx, "retention_"+l.String(), l, e.cfg.RetentionPartition)
 	if err != nil {
 		return expired{}, err
 	}
@@ -100,7 +96,7 @@ func retentionRun(ctx context.Context, e *env, p *progress, b *pgBackend, l outb
 		var upkeep time.Time
 		fillDelivered := fill
 		fill = func(ctx context.Context, from, to int) error {
-			if time.Since(upkeep) >= retentionInterval/2 {
+			if time.Since(upkeep) >= e.cfg.RetentionPartition/2 {
 				if _, err := expireAll(ctx, nil, outbox, store.ExpireParams{Limit: retentionLimit}); err != nil {
 					return fmt.Errorf("create the partitions ahead: %w", err)
 				}
@@ -117,7 +113,7 @@ func retentionRun(ctx context.Context, e *env, p *progress, b *pgBackend, l outb
 	if l == layoutPartitioned {
 		// The last event's partition ends at most an interval after it
 		// was written.
-		if wait := time.Until(filled.Add(retentionInterval + time.Second)); wait > 0 {
+		if wait := time.Until(filled.Add(e.cfg.RetentionPartition + time.Second)); wait > 0 {
 			p.printf("waiting %s for the last partition's range to end", wait.Round(100*time.Millisecond))
 			if !sleep(ctx, wait) {
 				return expired{}, ctx.Err()
