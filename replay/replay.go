@@ -204,9 +204,11 @@ func Run(ctx context.Context, cfg Config, p Params) (Progress, error) {
 					p.Progress(prog)
 				}
 			}
-			if res.Read < hp.Limit {
+			if res.Read < hp.Limit && ctx.Err() == nil {
 				return ended()
 			}
+			// A short page is the last; canceled meanwhile, the run
+			// stops as the merge's does after its batch in flight.
 		}
 	}
 
