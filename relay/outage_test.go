@@ -69,12 +69,24 @@ func (e *switchedEndpoint) down() {
 // progress at once since reset.
 type countingSink struct {
 	sink.Sink
-	calls, inFlight, maxInFlight atomic.Int64
+	calls, inFlight atomic.Int64
+	// maxInFlight is the most publishes at once among those begun since
+	// the last reset (fresh counts them): a publish sent before it, which
+	// may still wait for its timeout, is not one of them.
+	maxInFlight atomic.Int64
+	fresh       atomic.Pointer[atomic.Int64]
 }
 
 func (s *countingSink) Publish(ctx context.Context, m *sink.Message) error {
-	n := s.inFlight.Add(1)
+	s.inFlight.Add(1)
 	defer s.inFlight.Add(-1)
+	fresh := s.fresh.Load()
+	if fresh == nil {
+		s.fresh.CompareAndSwap(nil, new(atomic.Int64))
+		fresh = s.fresh.Load()
+	}
+	n := fresh.Add(1)
+	defer fresh.Add(-1)
 	for {
 		seen := s.maxInFlight.Load()
 		if n <= seen || s.maxInFlight.CompareAndSwap(seen, n) {
@@ -85,9 +97,12 @@ func (s *countingSink) Publish(ctx context.Context, m *sink.Message) error {
 	return s.Sink.Publish(ctx, m)
 }
 
+// reset starts the counts again: calls, and the most publishes at once
+// among those begun from now on.
 func (s *countingSink) reset() {
 	s.calls.Store(0)
-	s.maxInFlight.Store(s.inFlight.Load())
+	s.fresh.Store(new(atomic.Int64))
+	s.maxInFlight.Store(0)
 }
 
 // produce enqueues one event every few milliseconds until the returned
