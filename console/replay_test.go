@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jackc/pgx/v5"
 	"gocloud.dev/blob/memblob"
 
 	"github.com/postbox-go/postbox"
@@ -21,6 +22,7 @@ import (
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/replay"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/postgres"
 )
 
 // deliverKept writes events and delivers them, kept marked done (as a
@@ -331,23 +333,12 @@ func TestAPIReplayOneAtATimeAndCancel(t *testing.T) {
 	deliverKept(t, s, events...)
 	api := newAPI(t, console.Config{Store: s, Token: testToken, Replay: replayConfig(t, s, nil)})
 
-	tx, err := s.Pool().Begin(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctxFor(t), "select id from "+s.Table("outbox_events")+" where id = $1 for update", events[1].ID); err != nil {
-		t.Fatal(err)
-	}
-	var holder int
-	must(t, tx.QueryRow(ctxFor(t), "select pg_backend_pid()").Scan(&holder))
+	lock := holdRow(t, s, events[1].ID)
 	_, body := api.call(t, apiCall{method: http.MethodPost, path: "/api/replays", body: map[string]any{}}, http.StatusAccepted)
 	var held apiReplay
 	decode(t, body, &held)
 	waitUntil(t, 20*time.Second, "the replay's batch waiting for the row lock", func() bool {
-		var waiting int
-		must(t, s.Pool().QueryRow(ctxFor(t), "select count(*) from pg_stat_activity where $1::int = any(pg_blocking_pids(pid))", holder).Scan(&waiting))
-		return waiting > 0
+		return lock.blocking(t)
 	})
 	p := api.wantProblem(t, apiCall{method: http.MethodPost, path: "/api/replays", body: map[string]any{}}, http.StatusConflict, "replay-running")
 	if !strings.Contains(p.Detail, held.ID.String()) {
@@ -369,9 +360,7 @@ func TestAPIReplayOneAtATimeAndCancel(t *testing.T) {
 		}
 		return r.Canceling
 	})
-	if err := tx.Rollback(ctxFor(t)); err != nil {
-		t.Fatal(err)
-	}
+	lock.release(t)
 	r := <-canceled
 	if r.State != "canceled" || r.ResumeAfter != events[1].ID || r.Requeued != 2 {
 		t.Fatalf("after the cancel: %+v, want canceled after its batch (both events), resuming after the last", r)
@@ -443,16 +432,7 @@ func TestReplayPageResumeLink(t *testing.T) {
 	deliverKept(t, s, events...)
 	c := serve(t, console.Config{Store: s, Replay: replayConfig(t, s, nil)})
 
-	tx, err := s.Pool().Begin(ctxFor(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback(context.Background())
-	if _, err := tx.Exec(ctxFor(t), "select id from "+s.Table("outbox_events")+" where id = $1 for update", events[1].ID); err != nil {
-		t.Fatal(err)
-	}
-	var holder int
-	must(t, tx.QueryRow(ctxFor(t), "select pg_backend_pid()").Scan(&holder))
+	lock := holdRow(t, s, events[1].ID)
 	csrf := c.csrf("/replay")
 	res, body := c.post("/replay", url.Values{"csrf": {csrf}, "confirm": {"1"}, "types": {"order.*"}, "name": {"replay-resume-1"}})
 	wantStatus(t, res, body, http.StatusSeeOther)
@@ -461,9 +441,7 @@ func TestReplayPageResumeLink(t *testing.T) {
 		t.Fatalf("after the confirmation: redirected to %q, want the replay's page", res.Header.Get("Location"))
 	}
 	waitUntil(t, 20*time.Second, "the replay's batch waiting for the row lock", func() bool {
-		var waiting int
-		must(t, s.Pool().QueryRow(ctxFor(t), "select count(*) from pg_stat_activity where $1::int = any(pg_blocking_pids(pid))", holder).Scan(&waiting))
-		return waiting > 0
+		return lock.blocking(t)
 	})
 	canceled := make(chan struct{})
 	go func() {
@@ -474,7 +452,7 @@ func TestReplayPageResumeLink(t *testing.T) {
 		_, body := c.get(m[0])
 		return strings.Contains(body, `id="replay-state">stopping<`)
 	})
-	must(t, tx.Rollback(ctxFor(t)))
+	lock.release(t)
 	<-canceled
 	waitUntil(t, 20*time.Second, "the replay stopped", func() bool {
 		_, body := c.get(m[0])
@@ -526,4 +504,41 @@ func TestAPIReplayCapsAFutureUntil(t *testing.T) {
 	if got := api.waitReplay(t, r.ID); got.State != "done" || got.Requeued != 1 {
 		t.Fatalf("the replay: %+v, want done, 1 event", got)
 	}
+}
+
+// rowLock is a row of the outbox locked by a transaction of the test's,
+// which holds up a replay's batch that reaches it.
+type rowLock struct {
+	s      *postgres.Store
+	tx     pgx.Tx
+	holder int // the backend's pid
+}
+
+// holdRow locks the outbox row of id until release (or the test's end).
+func holdRow(t *testing.T, s *postgres.Store, id uuid.UUID) *rowLock {
+	t.Helper()
+	tx, err := s.Pool().Begin(ctxFor(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = tx.Rollback(context.Background()) })
+	if _, err := tx.Exec(ctxFor(t), "select id from "+s.Table("outbox_events")+" where id = $1 for update", id); err != nil {
+		t.Fatal(err)
+	}
+	l := &rowLock{s: s, tx: tx}
+	must(t, tx.QueryRow(ctxFor(t), "select pg_backend_pid()").Scan(&l.holder))
+	return l
+}
+
+// blocking reports whether a statement waits for the lock.
+func (l *rowLock) blocking(t *testing.T) bool {
+	var waiting int
+	must(t, l.s.Pool().QueryRow(ctxFor(t), "select count(*) from pg_stat_activity where $1::int = any(pg_blocking_pids(pid))", l.holder).Scan(&waiting))
+	return waiting > 0
+}
+
+// release ends the lock's transaction.
+func (l *rowLock) release(t *testing.T) {
+	t.Helper()
+	must(t, l.tx.Rollback(ctxFor(t)))
 }
