@@ -183,33 +183,10 @@ func Run(ctx context.Context, cfg Config, p Params) (Progress, error) {
 	// The table alone to the outbox's queue: the store requeues each page
 	// itself (store.History.RequeueKept), no event handed out.
 	if table && !fromArchive && wants == nil && !p.DryRun {
-		hp := store.HistoryParams{Filter: p.Filter, After: p.After, Limit: p.BatchSize}
-		for {
-			if ctx.Err() != nil {
-				return stopped(context.Cause(ctx))
-			}
-			res, err := cfg.Outbox.RequeueKept(work, hp, p.Name)
-			if err != nil {
-				return stopped(err)
-			}
-			if res.Read > 0 {
-				prog.Read += res.Read
-				prog.Matched += res.Read
-				prog.Requeued += res.Requeued
-				prog.Inserted += res.Inserted
-				prog.Skipped += res.Skipped
-				prog.Last = res.Last
-				hp.After, hp.Resume = res.Last, true
-				if p.Progress != nil {
-					p.Progress(prog)
-				}
-			}
-			if res.Read < hp.Limit && ctx.Err() == nil {
-				return ended()
-			}
-			// A short page is the last; canceled meanwhile, the run
-			// stops as the merge's does after its batch in flight.
+		if err := requeueKept(ctx, work, cfg.Outbox, p, &prog); err != nil {
+			return stopped(err)
 		}
+		return ended()
 	}
 
 	m := &merge{after: p.After, from: p.After == uuid.Nil}
@@ -261,6 +238,40 @@ func Run(ctx context.Context, cfg Config, p Params) (Progress, error) {
 		prog.Last = b.events[len(b.events)-1].ID
 		if p.Progress != nil {
 			p.Progress(prog)
+		}
+	}
+}
+
+// requeueKept is Run of the table alone to the outbox's queue: page after
+// page, the store requeues the kept events p chooses (RequeueKept), each
+// page whole (work is not canceled), prog following them. It returns nil
+// after the last page (a short one), or ctx's cause when ctx ends first
+// (even during the last page, as the merge's loop does after its batch in
+// flight), or the store's error.
+func requeueKept(ctx, work context.Context, h store.History, p Params, prog *Progress) error {
+	hp := store.HistoryParams{Filter: p.Filter, After: p.After, Limit: p.BatchSize}
+	for {
+		if ctx.Err() != nil {
+			return context.Cause(ctx)
+		}
+		res, err := h.RequeueKept(work, hp, p.Name)
+		if err != nil {
+			return err
+		}
+		if res.Read > 0 {
+			prog.Read += res.Read
+			prog.Matched += res.Read
+			prog.Requeued += res.Requeued
+			prog.Inserted += res.Inserted
+			prog.Skipped += res.Skipped
+			prog.Last = res.Last
+			hp.After, hp.Resume = res.Last, true
+			if p.Progress != nil {
+				p.Progress(*prog)
+			}
+		}
+		if res.Read < hp.Limit && ctx.Err() == nil {
+			return nil
 		}
 	}
 }
