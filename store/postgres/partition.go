@@ -652,6 +652,9 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 	if err != nil {
 		return res, true, fmt.Errorf("postgres: expire: %w", err)
 	}
+	if err := d.dropDetached(ctx, &res); err != nil {
+		return res, true, err
+	}
 	res.Created, ranges, err = d.createAhead(ctx, ranges, interval, now)
 	if err != nil {
 		return res, true, err
@@ -782,9 +785,12 @@ type keepCursor struct {
 // The drop: in one transaction waiting PartitionLockTimeout at most for
 // its lock, it detaches the partition, moves its unfinished events back
 // to the outbox (to the DEFAULT partition, ids and seq kept: leases still
-// settle them; found by their partial indexes), removes its delivered
+// settle them; found by their partial indexes) and removes its delivered
 // events' dedup keys (under the lock: a delivered row kept holds its key
-// until it is gone) and drops it. No statement reads the partition's
+// until it is gone); then it drops the detached table in a statement of
+// its own, so that the removal of its files holds no lock on
+// outbox_events (a table left detached by a stop between the two is
+// dropped by the next step: dropDetached). No statement reads the partition's
 // delivered rows but a sample of bounded size (without Keep): the events
 // it reports (Events) are exact for a partition of up to 8 MiB, an
 // estimate within a few percent for a larger one (partitionDone). An event
@@ -858,7 +864,7 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 				return errUnkept
 			}
 		}
-		for _, q := range []string{"partition_moving", "partition_move_back", "partition_drop_keys", "partition_drop"} {
+		for _, q := range []string{"partition_moving", "partition_move_back", "partition_drop_keys", "partition_mark_detached"} {
 			if _, err := tx.Exec(ctx, s.partitionQuery(q, name)); err != nil {
 				return err
 			}
@@ -880,8 +886,32 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 		s.keep.cursor = nil
 	}
 	res.Events += done
+	if _, err := s.pool.Exec(ctx, s.partitionQuery("partition_drop", name)); err != nil {
+		return c != nil && c.kept > 0, fmt.Errorf("postgres: expire: drop the detached partition %s (the next step drops it): %w", name, err)
+	}
 	res.Dropped = append(res.Dropped, name)
 	return c != nil && c.kept > 0, nil
+}
+
+// dropDetached drops the partitions a drop detached and did not drop (the
+// process stopped between its transaction and the DROP: the transaction
+// marked them, partition_mark_detached), naming them in res.Dropped.
+func (s *Store) dropDetached(ctx context.Context, res *store.ExpireResult) error {
+	rows, err := s.pool.Query(ctx, s.sql.Get("partition_detached"), s.schema)
+	if err != nil {
+		return fmt.Errorf("postgres: expire: list detached partitions: %w", err)
+	}
+	left, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		return fmt.Errorf("postgres: expire: list detached partitions: %w", err)
+	}
+	for _, name := range left {
+		if _, err := s.pool.Exec(ctx, s.partitionQuery("partition_drop", name)); err != nil {
+			return fmt.Errorf("postgres: expire: drop the detached partition %s: %w", name, err)
+		}
+		res.Dropped = append(res.Dropped, name)
+	}
+	return nil
 }
 
 // partitionSamplePages is how many of a partition's pages partitionDone

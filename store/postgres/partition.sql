@@ -325,7 +325,30 @@ using {schema}.{partition} p
 where p.dedup_key is not null and k.dedup_key = p.dedup_key and k.id = p.id;
 
 -- name: partition_drop
-drop table {schema}.{partition};
+-- A detached partition, dropped in a statement of its own after the
+-- detach's transaction: the removal of its files (a moment per gigabyte)
+-- holds no lock on outbox_events. "if exists": another relay's sweep may
+-- have dropped it first.
+drop table if exists {schema}.{partition};
+
+-- name: partition_mark_detached
+-- Marks a partition the drop's transaction detached, in that transaction:
+-- partition_detached finds it by this comment if the DROP after it never
+-- ran, and no table of the user's is ever taken for it.
+comment on table {schema}.{partition} is 'postbox: a partition retention detached, to drop';
+
+-- name: partition_detached
+-- The partitions a drop detached and did not drop (the process stopped
+-- between the two): tables of the schema that partition_mark_detached
+-- marked and that are no partition. Their unfinished events were moved
+-- back and their keys removed in the detach's transaction; what they hold
+-- is delivered.
+select c.relname::text
+from pg_class c
+join pg_namespace n on n.oid = c.relnamespace
+where n.nspname = $1 and c.relkind = 'r' and not c.relispartition
+  and obj_description(c.oid, 'pg_class') = 'postbox: a partition retention detached, to drop'
+order by c.relname;
 
 -- name: partition_keep_read
 -- A partition's delivered events for Keep, $2 at a time after id $1, in

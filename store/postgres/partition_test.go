@@ -808,3 +808,46 @@ func TestPartitionDropCountsALargePartitionInASample(t *testing.T) {
 		t.Fatalf("the drop of %d delivered events reports %d: want within 5%%", n, res.Events)
 	}
 }
+
+// A partition a drop detached but did not drop (the relay stopped between
+// the detach's transaction and the DROP, which runs apart so that the
+// removal of its files holds no lock on the outbox) is dropped by the next
+// step, and named among the partitions dropped; the outbox's other events
+// are left alone.
+func TestPartitionDropSweepsADetachedLeftover(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Second)
+	ctx := t.Context()
+	var name string
+	if err := s.Pool().QueryRow(ctx, s.Expand(`select c.relname from pg_inherits i join pg_class c on c.oid = i.inhrelid
+		where i.inhparent = '{schema}.outbox_events'::regclass and c.relname <> 'outbox_events_default' order by c.relname limit 1`)).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	// What the drop's transaction commits: detached and marked. A table
+	// of the same kind left unmarked (a user's) is not touched.
+	if _, err := s.Pool().Exec(ctx, s.Expand("alter table {schema}.outbox_events detach partition ")+s.Table(name)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, strings.ReplaceAll(s.Expand(s.Query("partition_mark_detached")), "{partition}", `"`+name+`"`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, s.Expand("create table {schema}.outbox_events_p20000101 (id int)")); err != nil {
+		t.Fatal(err)
+	}
+	pending := events(3, "1")
+	if err := s.Enqueue(ctx, pending...); err != nil {
+		t.Fatal(err)
+	}
+	res, err := s.Driver().Expire(ctx, store.ExpireParams{Limit: 1000})
+	if err != nil || !slices.Contains(res.Dropped, name) {
+		t.Fatalf("Expire: %+v, %v; want the detached %s dropped", res, err, name)
+	}
+	if n := countRows(t, s, "select count(*) from pg_class c join pg_namespace n on n.oid = c.relnamespace where n.nspname = $1 and c.relname = $2", s.Schema(), name); n != 0 {
+		t.Fatalf("the detached partition %s is still there", name)
+	}
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events where status = 'pending'"); n != len(pending) {
+		t.Fatalf("%d pending events after the sweep, want %d", n, len(pending))
+	}
+	if n := countRows(t, s, "select count(*) from {schema}.outbox_events_p20000101"); n != 0 || slices.Contains(res.Dropped, "outbox_events_p20000101") {
+		t.Fatalf("an unmarked table named as a partition: %d rows, dropped %v", n, res.Dropped)
+	}
+}
