@@ -116,7 +116,7 @@ func (s *Store) RequeueKept(ctx context.Context, p store.HistoryParams, replay s
 	var last [16]byte
 	var woke int
 	err := s.walkingPrimaryKey(ctx, func(tx pgx.Tx) error {
-		return tx.QueryRow(ctx, s.sql.Get("requeue_kept"), pgx.QueryExecModeDescribeExec,
+		return tx.QueryRow(ctx, s.requeueKeptSQL(), pgx.QueryExecModeDescribeExec,
 			nullTime(p.Filter.Since), nullTime(p.Filter.Until), p.Filter.AggregateType, p.Filter.AggregateID, types,
 			[16]byte(p.After), p.After == uuid.Nil && !p.Resume, p.Limit, replay, postbox.HeaderReplay).
 			Scan(&res.Read, &last, &res.Requeued, &res.Inserted, &woke)
@@ -127,6 +127,13 @@ func (s *Store) RequeueKept(ctx context.Context, p store.HistoryParams, replay s
 	res.Last = last
 	res.Skipped = res.Read - res.Requeued - res.Inserted
 	return res, nil
+}
+
+// requeueKeptSQL is requeue_kept with history_read's statement as its
+// page: the events RequeueKept requeues are those HistoryRead returns.
+func (s *Store) requeueKeptSQL() string {
+	page := strings.TrimSuffix(s.sql.Get("history_read"), ";")
+	return strings.Replace(s.sql.Get("requeue_kept"), "{history_read}", page, 1)
 }
 
 // EndpointRequeue sends events to one endpoint again as replays, in one

@@ -652,9 +652,10 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 	if err != nil {
 		return res, true, fmt.Errorf("postgres: expire: %w", err)
 	}
-	if err := d.dropDetached(ctx, &res); err != nil {
-		return res, true, err
-	}
+	// A leftover that cannot be dropped now (its lock held) does not
+	// stop the step: its error is returned at the end, and the next step
+	// tries again.
+	leftErr := d.dropDetached(ctx, &res)
 	res.Created, ranges, err = d.createAhead(ctx, ranges, interval, now)
 	if err != nil {
 		return res, true, err
@@ -725,9 +726,9 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 	res.Keys = r.Keys
 	res.More = res.More || r.More
 	if err != nil {
-		return res, true, fmt.Errorf("postgres: %w", err)
+		return res, true, errors.Join(leftErr, fmt.Errorf("postgres: %w", err))
 	}
-	return res, true, nil
+	return res, true, leftErr
 }
 
 // purgeHeldKeysOnError ends an expire step that failed (a Keep, a drop
@@ -886,8 +887,8 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 		s.keep.cursor = nil
 	}
 	res.Events += done
-	if _, err := s.pool.Exec(ctx, s.partitionQuery("partition_drop", name)); err != nil {
-		return c != nil && c.kept > 0, fmt.Errorf("postgres: expire: drop the detached partition %s (the next step drops it): %w", name, err)
+	if err := s.dropDetachedTable(ctx, name); err != nil {
+		return c != nil && c.kept > 0, fmt.Errorf("%w (the next step drops it)", err)
 	}
 	res.Dropped = append(res.Dropped, name)
 	return c != nil && c.kept > 0, nil
@@ -905,11 +906,30 @@ func (s *Store) dropDetached(ctx context.Context, res *store.ExpireResult) error
 	if err != nil {
 		return fmt.Errorf("postgres: expire: list detached partitions: %w", err)
 	}
+	var errs []error
 	for _, name := range left {
-		if _, err := s.pool.Exec(ctx, s.partitionQuery("partition_drop", name)); err != nil {
-			return fmt.Errorf("postgres: expire: drop the detached partition %s: %w", name, err)
+		if err := s.dropDetachedTable(ctx, name); err != nil {
+			errs = append(errs, err)
+			continue
 		}
 		res.Dropped = append(res.Dropped, name)
+	}
+	return errors.Join(errs...)
+}
+
+// dropDetachedTable drops a partition a drop detached, waiting
+// PartitionLockTimeout at most for its lock (a reader of it, a backup):
+// a table it cannot drop now is dropped by a later step.
+func (s *Store) dropDetachedTable(ctx context.Context, name string) error {
+	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
+		if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
+			return err
+		}
+		_, err := tx.Exec(ctx, s.partitionQuery("partition_drop", name))
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("postgres: expire: drop the detached partition %s: %w", name, err)
 	}
 	return nil
 }

@@ -837,7 +837,24 @@ func TestPartitionDropSweepsADetachedLeftover(t *testing.T) {
 	if err := s.Enqueue(ctx, pending...); err != nil {
 		t.Fatal(err)
 	}
+	// Its lock held (a reader, a backup), the step does the rest, says
+	// which table it could not drop, and a later step drops it.
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback(context.Background())
+	if _, err := tx.Exec(ctx, "lock table "+s.Table(name)+" in access share mode"); err != nil {
+		t.Fatal(err)
+	}
 	res, err := s.Driver().Expire(ctx, store.ExpireParams{Limit: 1000})
+	if err == nil || !strings.Contains(err.Error(), name) || slices.Contains(res.Dropped, name) || len(res.Created) == 0 {
+		t.Fatalf("Expire while the detached %s is locked: %+v, %v; want partitions created ahead, an error naming it", name, res, err)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.Driver().Expire(ctx, store.ExpireParams{Limit: 1000})
 	if err != nil || !slices.Contains(res.Dropped, name) {
 		t.Fatalf("Expire: %+v, %v; want the detached %s dropped", res, err, name)
 	}

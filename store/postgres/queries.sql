@@ -564,27 +564,17 @@ order by id
 limit $8;
 
 -- name: requeue_kept
--- RequeueKept in one statement: the page history_read would return for
--- $1..$8 (the same parameters) is requeued as Requeue requeues it ($9 the
--- replay's name, $10 its header), on the server: no payload travels. The
--- done rows go back to the queue, found by id (see settle); a row a
--- retention step deleted meanwhile (the update waited for it, then found
--- it gone) is written again from what the page read, without its dedup
--- key; a row no longer done is left alone (its insert's conflict). It
--- returns how many the page held, its last id, how many were requeued and
--- inserted.
+-- RequeueKept in one statement: the page history_read returns for $1..$8
+-- (its very statement, which RequeueKept puts in picked's place) is
+-- requeued as Requeue requeues it ($9 the replay's name, $10 its header),
+-- on the server: no payload travels. The done rows go back to the queue,
+-- found by id (see settle); a row a retention step deleted meanwhile (the
+-- update waited for it, then found it gone) is written again from what
+-- the page read, without its dedup key; a row no longer done is left
+-- alone (its insert's conflict). It returns how many the page held, its
+-- last id, how many were requeued and inserted.
 with picked as (
-  select id, aggregate_type, aggregate_id, event_type, payload, headers, created_at
-  from {schema}.outbox_events
-  where status = 'done'
-    and ($7::bool or id > $6::uuid)
-    and ($1::timestamptz is null or created_at >= $1::timestamptz)
-    and ($2::timestamptz is null or created_at < $2::timestamptz)
-    and ($3::text = '' or aggregate_type = $3::text)
-    and ($4::text = '' or aggregate_id = $4::text)
-    and ($5::text is null or event_type ~ $5::text)
-  order by id
-  limit $8
+{history_read}
 ), requeued as (
   update {schema}.outbox_events e
   set status = 'pending', available_at = now(), retries = 0, last_error = null, processed_at = null,
