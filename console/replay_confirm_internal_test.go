@@ -25,7 +25,7 @@ func TestReplayConfirmCountCutShortAtZero(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct {
-		more        bool
+		more          bool
 		want, wantNot string
 	}{
 		{true, `id="confirm-button"`, `id="confirm-none"`},
