@@ -30,3 +30,6 @@ var EnqueueError = enqueueError
 
 // TypesRegexp exports typesRegexp.
 var TypesRegexp = typesRegexp
+
+// RequeueKeptSQL is requeue_kept as RequeueKept runs it.
+func (s *Store) RequeueKeptSQL() string { return s.requeueKeptSQL() }
