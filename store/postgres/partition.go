@@ -953,11 +953,14 @@ func (s *Store) partitionDone(ctx context.Context, name string) (int, error) {
 	if pages > partitionSamplePages {
 		percent = 100 * float64(partitionSamplePages) / float64(pages)
 	}
-	var sampled int64
-	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_sample_done", name), percent).Scan(&sampled); err != nil {
+	var sampled, seen int64
+	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_sample_done", name), percent).Scan(&sampled, &seen); err != nil {
 		return 0, fmt.Errorf("postgres: expire: count partition %s: %w", name, err)
 	}
-	return int(math.Round(float64(sampled) * 100 / percent)), nil
+	if percent == 100 || seen == 0 {
+		return int(sampled), nil
+	}
+	return int(math.Round(float64(sampled) * float64(pages) / float64(seen))), nil
 }
 
 // errUnkept: an event of the partition was delivered while Keep ran.

@@ -314,8 +314,11 @@ select coalesce(pg_relation_size(to_regclass($1)), 0) / current_setting('block_s
 
 -- name: partition_sample_done
 -- The delivered events in a random $1 percent of a partition's pages
--- (100: all of them, exactly).
-select count(*) from {schema}.{partition} tablesample system ($1::float8) where status = 'done';
+-- (100: all of them, exactly), and how many pages holding rows the sample
+-- read: the estimate scales by the pages read, not by $1, whose share of
+-- pages drawn varies from run to run.
+select count(*) filter (where status = 'done'), count(distinct (ctid::text::point)[0])
+from {schema}.{partition} tablesample system ($1::float8);
 
 -- name: partition_drop_keys
 -- The keys of a detached partition's delivered events, before it is
