@@ -27,19 +27,20 @@ func (r *Relay) publishers() int {
 
 // publishBatches is publish for a sink.BatchSink (Config.PublishBatch): it
 // takes the jobs waiting in work, up to a batch, and publishes them
-// together. A probe is published alone, as publish does.
+// together. A probe is published alone, as publish does, and so is a run
+// of an ordered claim (job.then), one event after the other.
 func (r *Relay) publishBatches(ctx, deliverCtx context.Context, work <-chan job, results chan<- outcome) {
 	bs := r.cfg.Sink.(sink.BatchSink) // New checked it
 	c := newCutter(deliverCtx)
 	defer c.stop()
 	jobs := make([]job, 0, r.cfg.PublishBatch)
 	for j := range work {
-		if j.probe {
+		if alone(j) {
 			r.publishJob(ctx, c, j, results)
 			continue
 		}
 		jobs = append(jobs[:0], j)
-		var probe *job
+		var last *job // a job taken from work that goes alone, after the batch
 	more:
 		for len(jobs) < r.cfg.PublishBatch {
 			select {
@@ -47,8 +48,8 @@ func (r *Relay) publishBatches(ctx, deliverCtx context.Context, work <-chan job,
 				switch {
 				case !ok:
 					break more
-				case next.probe:
-					probe = &next
+				case alone(next):
+					last = &next
 					break more
 				}
 				jobs = append(jobs, next)
@@ -59,11 +60,15 @@ func (r *Relay) publishBatches(ctx, deliverCtx context.Context, work <-chan job,
 		for _, o := range r.publishAll(ctx, c, bs, jobs) {
 			results <- o
 		}
-		if probe != nil {
-			r.publishJob(ctx, c, *probe, results)
+		if last != nil {
+			r.publishJob(ctx, c, *last, results)
 		}
 	}
 }
+
+// alone reports whether j is published on its own, not in a batch: a probe,
+// or a run.
+func alone(j job) bool { return j.probe || len(j.then) > 0 }
 
 // publishAll delivers the events of jobs in one batch, or releases them
 // unsent at shutdown, during an outage, or, one by one, when a lease ended

@@ -150,3 +150,51 @@ func fillBacklog(b *testing.B, s *postgres.Driver, n int) {
 		}
 	}
 }
+
+// BenchmarkDrainOrdered drains a backlog of b.N events spread over
+// aggregates to a local webhook receiver, ordered and unordered, with the
+// default settings. It reports events/s.
+func BenchmarkDrainOrdered(b *testing.B) {
+	for _, aggregates := range []int{128, 1000} {
+		for _, ordered := range []bool{false, true} {
+			b.Run(fmt.Sprintf("aggregates=%d/ordered=%v", aggregates, ordered), func(b *testing.B) {
+				st := pgtest.Store(b)
+				s := st.Driver()
+				ctx := context.Background()
+				if ordered {
+					if err := st.MigrateOrdered(ctx); err != nil {
+						b.Fatal(err)
+					}
+				}
+				var got atomic.Int64
+				done := make(chan struct{})
+				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if got.Add(1) == int64(b.N) {
+						close(done)
+					}
+				}))
+				defer srv.Close()
+				if _, err := st.Pool().Exec(ctx, fmt.Sprintf(`insert into %s (aggregate_type, aggregate_id, event_type, payload)
+select 'order', 'agg-' || (g %% %d), 'order.created', '{"a": 1}' from generate_series(1, %d) g`, st.Table("outbox_events"), aggregates, b.N)); err != nil {
+					b.Fatal(err)
+				}
+				sk := newSink(&testing.T{}, srv.URL, 10*time.Second)
+				r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: testlog.Discard(), Ordered: ordered})
+				if err != nil {
+					b.Fatal(err)
+				}
+				ctx, cancel := context.WithCancel(ctx)
+				b.ResetTimer()
+				start := time.Now()
+				stopped := make(chan struct{})
+				go func() { _ = r.Run(ctx); close(stopped) }()
+				<-done
+				elapsed := time.Since(start)
+				b.StopTimer()
+				cancel()
+				<-stopped
+				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+			})
+		}
+	}
+}

@@ -60,6 +60,11 @@ type job struct {
 	// settled, when not nil, receives one value once the outcome is
 	// recorded: the stream waits for it before confirming the event.
 	settled chan<- struct{}
+	// then are the rest of an ordered claim's run (see aggregateRun): the
+	// successors of delivery in its aggregate, in sequence order, each
+	// sent once the one before it was delivered, and released unsent
+	// after the first that was not.
+	then []store.ClaimedEvent
 }
 
 // publish delivers the events of work until it is closed, and hands their
@@ -79,7 +84,7 @@ func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan job, result
 
 // publishJob delivers the event of j alone and hands its outcome to the
 // settler, unless j is a probe that timed out and is kept (see
-// outageTimeouts).
+// outageTimeouts); then the run that follows it, if any (job.then).
 func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<- outcome) {
 	o := r.publishOne(ctx, c, j)
 	o.settled = j.settled
@@ -89,6 +94,17 @@ func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<-
 	}
 	if !kept {
 		results <- o
+	}
+	delivered := o.action == actionDone
+	for _, d := range j.then {
+		if !delivered {
+			// Its predecessor is not delivered: it must not overtake it.
+			results <- outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease}
+			continue
+		}
+		o := r.publishOne(ctx, c, job{delivery: d})
+		results <- o
+		delivered = o.action == actionDone
 	}
 }
 

@@ -104,6 +104,15 @@ type ClaimParams struct {
 	// aggregate, and only when no other event of that aggregate is being
 	// delivered: one aggregate's events go one at a time, in sequence order.
 	Ordered bool
+	// AggregateRun, with Ordered and when above 1, lets the claim take
+	// with each aggregate's head up to AggregateRun-1 of its successors: a
+	// run of consecutive events of the aggregate in sequence order, each
+	// due and not leased, which the relay delivers one after the other
+	// (stopping at the first that is not delivered). Every head found is
+	// taken before any successor, within Limit and MaxBytes. A store may
+	// take heads only (SQLite does): runs are an optimization, not a
+	// contract of order, which holds either way.
+	AggregateRun int
 	// After, when not zero, restricts the claim to events after it in
 	// claim order. A relay draining a backlog passes the position of the
 	// last event it claimed, so that each claim starts where the last one

@@ -107,6 +107,9 @@ func drain(t *testing.T, ctx context.Context, s raw, rng *rand.Rand, rows map[uu
 	t.Helper()
 	for range 10_000 {
 		p := store.ClaimParams{Owner: "relay-p", Limit: 1 + rng.Intn(20), Lease: lease, Ordered: rng.Intn(2) == 0}
+		if p.Ordered {
+			p.AggregateRun = rng.Intn(4)
+		}
 		if rng.Intn(2) == 0 {
 			p.MaxBytes = int64(1 + rng.Intn(300))
 		}

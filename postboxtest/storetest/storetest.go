@@ -43,6 +43,8 @@ func runOutbox(t *testing.T, newStore func(t *testing.T) store.Outbox) {
 		{"ReclaimExpiredLease", testReclaimExpired},
 		{"OrderedClaimOneAtATimePerAggregate", testOrderedClaim},
 		{"OrderedRetryHoldsBackOnlyItsAggregate", testOrderedRetry},
+		{"OrderedClaimTakesRunsFromTheHead", testOrderedRuns},
+		{"OrderedRunsModel", testOrderedRunsModel},
 		{"ConcurrentClaimersNeverShare", testConcurrentClaimers},
 		{"PurgeDone", testPurgeDone},
 		{"StatsAndList", testStatsAndList},

@@ -243,7 +243,7 @@ func TestClaimUsesThePendingIndex(t *testing.T) {
 		// A claim after a position starts the index scan there.
 		{"claim", []any{"x", 100, 1000, time.Now().Add(-time.Minute), 20}, "ROW(available_at, seq) > ROW("},
 		{"claim_bounded", []any{"x", 100, 1000, "-infinity", 0, 1 << 20}, ""},
-		{"claim_ordered", []any{"x", 100, 1000, "", "", 0}, ""},
+		{"claim_ordered", []any{"x", 100, 1000, "", "", 0, 16}, ""},
 	}
 	conn, err := s.Pool().Acquire(ctx)
 	if err != nil {

@@ -145,7 +145,7 @@ func (s *Store) claimOrdered(ctx context.Context, p store.ClaimParams) (out []st
 		if walkEnd {
 			to = &aggregateKey{d.AggregateType, d.AggregateID}
 		}
-	}, from.typ, from.id, p.MaxBytes)
+	}, from.typ, from.id, p.MaxBytes, max(p.AggregateRun, 1))
 	if err == nil && to != nil {
 		s.walkedTo.Store(to)
 	}
