@@ -14,8 +14,9 @@ import (
 func setupBench(fs *flag.FlagSet) func(context.Context) error {
 	var (
 		db          = fs.String("db", "", "database: postgres://... (scratch schemas in it) or sqlite:PATH (scratch files beside PATH)")
-		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is the default set ("+strings.Join(bench.DefaultScenarios, ", ")+"); scaling and endpoints run when named, and so do "+bench.ScenarioInbox+" (signed webhooks into the inbox's handler against bare pgx transactions), WAL mode, "+strings.Join(bench.WALScenarios, ", ")+" (wal: these and their default-mode counterparts), the history's, "+strings.Join(bench.HistoryScenarios, ", ")+" (history: these three), and the brokers: "+strings.Join(bench.BrokerScenarios, ", "))
-		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook, each scaling drain, each broker scenario, each drain of bloat and replay's (default %d, %d, %d, %d, %d and %d; --quick %d, %d, %d, %d, %d and %d); endpoints delivers as many requests as webhook: a tenth as many events to each of its 10 endpoints (a twentieth in its isolation phases)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.BrokerEventsDefault, bench.BloatEventsDefault, bench.ReplayEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick, bench.BrokerEventsQuick, bench.BloatEventsQuick, bench.ReplayEventsQuick))
+		scenarios   = fs.String("scenarios", "all", "comma-separated scenarios: "+strings.Join(bench.AllScenarios, ", ")+"; all is the default set ("+strings.Join(bench.DefaultScenarios, ", ")+"); scaling and endpoints run when named, and so do "+bench.ScenarioInbox+" (signed webhooks into the inbox's handler against bare pgx transactions), WAL mode, "+strings.Join(bench.WALScenarios, ", ")+" (wal: these and their default-mode counterparts), the history's, "+strings.Join(bench.HistoryScenarios, ", ")+" (history: these three), "+bench.ScenarioOrdered+" (ordered against unordered drains of a backlog spread over --ordered-aggregates aggregates: the relay library to a no-op sink, and postbox relay with and without --ordered to a local webhook receiver; PostgreSQL and SQLite), and the brokers: "+strings.Join(bench.BrokerScenarios, ", "))
+		events      = fs.Int("events", 0, fmt.Sprintf("backlog of drain-noop, webhook, each scaling drain, each broker scenario, each drain of bloat, replay's and each drain of ordered (default %d, %d, %d, %d, %d, %d and %d; --quick %d, %d, %d, %d, %d, %d and %d); endpoints delivers as many requests as webhook: a tenth as many events to each of its 10 endpoints (a twentieth in its isolation phases)", bench.DrainEventsDefault, bench.WebhookEventsDefault, bench.ScalingEventsDefault, bench.BrokerEventsDefault, bench.BloatEventsDefault, bench.ReplayEventsDefault, bench.OrderedEventsDefault, bench.DrainEventsQuick, bench.WebhookEventsQuick, bench.ScalingEventsQuick, bench.BrokerEventsQuick, bench.BloatEventsQuick, bench.ReplayEventsQuick, bench.OrderedEventsQuick))
+		orderedAggs = fs.Int("ordered-aggregates", bench.OrderedAggregatesDefault, fmt.Sprintf("aggregates the ordered scenario's backlog is spread over, round-robin (its goal, ordered at least 0.7 of unordered, is judged with %d and more)", bench.OrderedAggregatesDefault))
 		scaleEvents = fs.String("scale-events", "", fmt.Sprintf("the small and large backlogs of scale, SMALL,LARGE (default %d,%d; --quick %d,%d)", bench.ScaleSmallDefault, bench.ScaleLargeDefault, bench.ScaleSmallDefault, bench.ScaleLargeQuick))
 		duration    = fs.Duration("duration", 0, fmt.Sprintf("how long latency runs at each rate, and each write-overhead run and each side of inbox lasts (default %s; --quick %s)", bench.DurationDefault, bench.DurationQuick))
 		rates       = fs.String("rates", "", "commit rates of latency, events/s (default "+joinInts(bench.RatesDefault)+")")
@@ -33,7 +34,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		kafkaSeeds  = fs.String("kafka-brokers", "", "seed brokers of the kafka scenario's Kafka cluster, `HOST:PORT`[,...], plaintext (it creates, then deletes, three topics there), e.g. 127.0.0.1:9092 of go run ./examples/kafka/devkafka; without it the scenario needs a postbox built with -tags kfake, which runs franz-go's in-memory cluster in process")
 	)
 	return func(ctx context.Context) error {
-		if err := positive(fs, "clients", "inbox-clients"); err != nil {
+		if err := positive(fs, "clients", "inbox-clients", "ordered-aggregates"); err != nil {
 			return err
 		}
 		if err := notNegative(fs, "events", "retention-events", "duration", "receiver-latency"); err != nil {
@@ -45,7 +46,7 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		cfg := bench.Config{
 			DB: *db, Scenarios: splitList(*scenarios), DrainEvents: *events, WebhookEvents: *events,
 			ScalingEvents: *events, Duration: *duration, Clients: *clients, InboxClients: *inboxClient, ReceiverLatency: *recvLatency,
-			BrokerEvents: *events, BloatEvents: *events, RetentionEvents: *retention, ReplayEvents: *events, NATSURL: *natsURL, KafkaBrokers: splitList(*kafkaSeeds), AMQPURL: *amqpURL, Quick: *quick, Keep: *keep, Progress: os.Stderr,
+			BrokerEvents: *events, BloatEvents: *events, RetentionEvents: *retention, ReplayEvents: *events, OrderedEvents: *events, OrderedAggregates: *orderedAggs, NATSURL: *natsURL, KafkaBrokers: splitList(*kafkaSeeds), AMQPURL: *amqpURL, Quick: *quick, Keep: *keep, Progress: os.Stderr,
 		}
 		var err error
 		if cfg.Rates, err = parseInts("rates", *rates); err != nil {

@@ -58,6 +58,7 @@ func TestNumericFlagsAreCheckedByName(t *testing.T) {
 		{[]string{"bench", "--db", db}, "duration", []string{"-1s"}},
 		{[]string{"bench", "--db", db}, "clients", []string{"0", "-1"}},
 		{[]string{"bench", "--db", db}, "inbox-clients", []string{"0", "-1"}},
+		{[]string{"bench", "--db", db}, "ordered-aggregates", []string{"0", "-1"}},
 		{[]string{"bench", "--db", db}, "receiver-latency", []string{"-1s"}},
 		{[]string{"console", "--db", db}, "sample", []string{"0s", "-1s"}},
 		{[]string{"console", "--db", db}, "session-idle", []string{"0s", "-1s"}},

@@ -36,6 +36,14 @@ type scratch interface {
 	// fill writes the events from..to (inclusive) of a backlog in one
 	// statement.
 	fill(ctx context.Context, from, to int) error
+	// fillOrdered is fill with the events spread round-robin over
+	// aggregates aggregates (event g's is order-(g mod aggregates)).
+	fillOrdered(ctx context.Context, from, to, aggregates int) error
+	// migrateOrdered makes the outbox ready for ordered claims, as
+	// `postbox migrate --ordered` does after Migrate: on PostgreSQL the
+	// store's MigrateOrdered (the index of ordered claims); nothing on
+	// SQLite.
+	migrateOrdered(ctx context.Context) error
 	// prepare vacuums and analyzes the tables and checkpoints, so every
 	// measure starts alike.
 	prepare(ctx context.Context) error

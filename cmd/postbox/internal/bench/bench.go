@@ -48,6 +48,7 @@ var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
 	ScenarioBloat:      runBloat,
 	ScenarioRetention:  runRetention,
 	ScenarioReplay:     runReplay,
+	ScenarioOrdered:    runOrdered,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

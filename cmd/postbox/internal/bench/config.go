@@ -100,6 +100,16 @@ const (
 	// drains the replays: the replay's rate, from its start until every
 	// replay is delivered, over the drain's. It runs only when named.
 	ScenarioReplay = "replay"
+	// ScenarioOrdered drains a backlog whose events are spread round-robin
+	// over Config.OrderedAggregates aggregates, with the relay in ordered
+	// mode and, on an identical fresh backlog, in its default (unordered)
+	// mode, by two paths: the relay library in process to a no-op sink,
+	// and a `postbox relay` child process (with and without --ordered)
+	// delivering signed webhooks to a local receiver. Each path's measure
+	// is the ordered rate over the unordered one. The ordered outboxes are
+	// migrated as `postbox migrate --ordered` migrates them, the unordered
+	// ones as `postbox migrate`. It runs only when named.
+	ScenarioOrdered = "ordered"
 )
 
 // DefaultScenarios are the scenarios of the issue's goals, run when
@@ -117,8 +127,8 @@ var AllScenarios = append(slices.Clone(DefaultScenarios), ScenarioScaling, Scena
 var WALScenarios = []string{ScenarioDrainWAL, ScenarioLatencyWAL, ScenarioWriteWAL}
 
 // knownScenarios are every scenario, in the order they run: each WAL-mode
-// one just after its default-mode counterpart, then the inbox, then the
-// brokers'.
+// one just after its default-mode counterpart, then the history's, ordered,
+// the inbox, then the brokers'.
 func knownScenarios() []string {
 	var known []string
 	for _, s := range AllScenarios {
@@ -127,7 +137,7 @@ func knownScenarios() []string {
 			known = append(known, walPairs[i+1])
 		}
 	}
-	return slices.Concat(known, HistoryScenarios, []string{ScenarioInbox}, BrokerScenarios)
+	return slices.Concat(known, HistoryScenarios, []string{ScenarioOrdered, ScenarioInbox}, BrokerScenarios)
 }
 
 // walPairs are the scenarios "wal" stands for, in pairs of default mode and
@@ -186,6 +196,12 @@ const (
 	// the goal's 1,000,000.
 	ReplayEventsDefault = 1_000_000
 	ReplayEventsQuick   = 20_000
+	// OrderedEventsDefault is the backlog of each drain of ordered.
+	OrderedEventsDefault = 100_000
+	OrderedEventsQuick   = 10_000
+	// OrderedAggregatesDefault is how many aggregates the backlog of
+	// ordered is spread over: the issue's goal is set for 1,000 and more.
+	OrderedAggregatesDefault = 1_000
 )
 
 // Defaults of the list fields of Config.
@@ -226,6 +242,13 @@ type Config struct {
 	// ReplayEvents is the backlog that replay drains, then replays
 	// (ReplayEventsDefault).
 	ReplayEvents int
+	// OrderedEvents is the backlog of each drain of ordered
+	// (OrderedEventsDefault).
+	OrderedEvents int
+	// OrderedAggregates is how many aggregates ordered's backlog is spread
+	// over, round-robin: event g belongs to aggregate order-(g mod
+	// OrderedAggregates) (OrderedAggregatesDefault).
+	OrderedAggregates int
 	// AMQPURL is the RabbitMQ server of amqp, amqp://USER:PASS@HOST:PORT/
 	// (AMQPURLDefault).
 	AMQPURL string
@@ -294,6 +317,8 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.BloatEvents, quick(BloatEventsDefault, BloatEventsQuick))
 	setDefault(&c.RetentionEvents, quick(RetentionEventsDefault, RetentionEventsQuick))
 	setDefault(&c.ReplayEvents, quick(ReplayEventsDefault, ReplayEventsQuick))
+	setDefault(&c.OrderedEvents, quick(OrderedEventsDefault, OrderedEventsQuick))
+	setDefault(&c.OrderedAggregates, OrderedAggregatesDefault)
 	if c.RetentionPartition == 0 {
 		c.RetentionPartition = RetentionPartitionDefault
 	}
@@ -366,6 +391,7 @@ func (c Config) withDefaults() (Config, error) {
 		"DrainEvents": c.DrainEvents, "WebhookEvents": c.WebhookEvents, "ScaleSmall": c.ScaleSmall,
 		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "InboxClients": c.InboxClients, "BrokerEvents": c.BrokerEvents,
 		"BloatEvents": c.BloatEvents, "RetentionEvents": c.RetentionEvents, "ReplayEvents": c.ReplayEvents,
+		"OrderedEvents": c.OrderedEvents, "OrderedAggregates": c.OrderedAggregates,
 	} {
 		if v < 1 {
 			return c, fmt.Errorf("bench: Config.%s %d: must be positive", name, v)
@@ -400,6 +426,7 @@ func (c Config) params() Params {
 		BrokerEvents:      c.BrokerEvents,
 		BloatEvents:       c.BloatEvents, RetentionEvents: c.RetentionEvents, ReplayEvents: c.ReplayEvents,
 		RetentionPartitionSeconds: c.RetentionPartition.Seconds(),
+		OrderedEvents:             c.OrderedEvents, OrderedAggregates: c.OrderedAggregates,
 	}
 }
 

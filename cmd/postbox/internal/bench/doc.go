@@ -9,7 +9,8 @@
 // and the outbox's history: the drain under a long-open snapshot (bloat),
 // on the plain and the partitioned outbox, the time retention takes to
 // remove delivered events (DELETE batches against partition drops), and
-// the rate of a replay against the drain's.
+// the rate of a replay against the drain's; and ordered delivery against
+// unordered of a backlog spread over many aggregates (ordered).
 // It backs "postbox bench".
 //
 // Every scenario works in scratch outboxes of its own: PostgreSQL schemas
@@ -25,11 +26,12 @@
 //
 //   - RelayProcess: the webhook, latency, latency-wal (with --wal),
 //     scale, scaling and endpoints scenarios (and the broker scenarios'
-//     sink drain) run the command users run, `postbox relay`, as a child
+//     sink drain, and two of ordered's four drains) run the command users run, `postbox relay`, as a child
 //     process (Config.Command; by default this executable), with --db and
 //     --schema of the scratch outbox, --webhook-url of a local receiver, a
 //     new whsec_ --webhook-secret, --log-level warn, and --concurrency in
-//     scaling, which varies it (brokers: --sink). The endpoints scenario
+//     scaling, which varies it (brokers: --sink; ordered: --ordered, in
+//     one of its two drains). The endpoints scenario
 //     runs `postbox relay --endpoints` instead of the webhook flags, its
 //     endpoints registered beforehand with `postbox endpoints add` (their
 //     defaults, a secret it generates), with `endpoints add
@@ -46,10 +48,11 @@
 //     <run>_relay, which finds its server processes for the idle CPU
 //     measure.
 //   - RelayInProcess: the drain-noop and write-overhead scenarios
-//     and their WAL-mode counterparts, bloat and replay run the relay
-//     package in the bench's own process, with only Store, Sink and Logger
-//     set (and Stream, the store's WAL, in WAL mode; Retention in replay,
-//     which keeps the delivered events to replay them): the library path,
+//     and their WAL-mode counterparts, bloat and replay (and the other two
+//     of ordered's drains) run the relay package in the bench's own
+//     process, with only Store, Sink and Logger set (and Stream, the
+//     store's WAL, in WAL mode; Retention in replay, which keeps the
+//     delivered events to replay them; Ordered in ordered): the library path,
 //     which has the no-op sink that `postbox relay` lacks. They do not
 //     tell what the command does. Retention runs no relay: it calls the
 //     store's Expire as a relay's retention does.
@@ -58,6 +61,9 @@
 // migrate --partitioned` makes it: Migrate, then the PostgreSQL store's
 // Partition (partitions of a day in bloat, of 10 s in retention, whose
 // backlog must end in partitions past their range).
+//
+// An ordered scratch outbox is made as `postbox migrate --ordered` makes
+// it: Migrate, then on PostgreSQL the store's MigrateOrdered.
 //
 // WAL-mode scratch outboxes have a replication slot and a publication named
 // postbox_<schema>; they are dropped with the schema, and Leftovers lists

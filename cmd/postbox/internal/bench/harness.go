@@ -164,11 +164,11 @@ type libraryRelay struct {
 }
 
 // startLibraryRelay runs a relay of the relay package in this process with
-// cfg, which sets Store and Sink and may set Observer, Stream (WAL mode)
-// and Retention (delivered events kept, for replay); every other setting
-// is at its default. The relay logs to p.
+// cfg, which sets Store and Sink and may set Observer, Stream (WAL mode),
+// Retention (delivered events kept, for replay) and Ordered; every other
+// setting is at its default. The relay logs to p.
 func startLibraryRelay(ctx context.Context, p *progress, cfg relay.Config) (*libraryRelay, error) {
-	r, err := relay.New(relay.Config{Store: cfg.Store, Sink: cfg.Sink, Logger: relayLogger(p), Observer: cfg.Observer, Stream: cfg.Stream, Retention: cfg.Retention})
+	r, err := relay.New(relay.Config{Store: cfg.Store, Sink: cfg.Sink, Logger: relayLogger(p), Observer: cfg.Observer, Stream: cfg.Stream, Retention: cfg.Retention, Ordered: cfg.Ordered})
 	if err != nil {
 		return nil, err
 	}

@@ -225,6 +225,18 @@ func (s *pgScratch) fill(ctx context.Context, from, to int) error {
 	return err
 }
 
+func (s *pgScratch) fillOrdered(ctx context.Context, from, to, aggregates int) error {
+	_, err := s.b.workPool.Exec(ctx, s.sql(pgFillOrdered), from, to, aggregates)
+	return err
+}
+
+func (s *pgScratch) migrateOrdered(ctx context.Context) error {
+	if err := s.workStore.MigrateOrdered(ctx); err != nil {
+		return fmt.Errorf("bench: migrate %s for ordered claims: %w", s.schema, err)
+	}
+	return nil
+}
+
 func (s *pgScratch) prepare(ctx context.Context) error {
 	rows, err := s.b.workPool.Query(ctx, pgSchemaTables, s.schema)
 	if err != nil {

@@ -162,10 +162,11 @@ type processDrained struct {
 
 // processDrain drains sc's backlog of n events with instances `postbox
 // relay` processes of --concurrency concurrency (0: the default), all
-// delivering to rec. The count of published events is the count of
-// distinct event ids rec receives from the start on. It returns how the
-// drain went, from the start of the processes.
-func (e *env) processDrain(ctx context.Context, p *progress, what string, sc scratch, rec *receiver, concurrency, instances, n int) (_ processDrained, err error) {
+// delivering to rec, each with the flags extra besides relayArgs'. The
+// count of published events is the count of distinct event ids rec
+// receives from the start on. It returns how the drain went, from the
+// start of the processes.
+func (e *env) processDrain(ctx context.Context, p *progress, what string, sc scratch, rec *receiver, concurrency, instances, n int, extra ...string) (_ processDrained, err error) {
 	parent := ctx
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -181,7 +182,7 @@ func (e *env) processDrain(ctx context.Context, p *progress, what string, sc scr
 	server := e.processServerCPU(ctx)
 	start := time.Now()
 	for range instances {
-		rp, err := e.startRelayProcess(ctx, p, relayArgs(sc, rec.url, concurrency), cancel)
+		rp, err := e.startRelayProcess(ctx, p, append(relayArgs(sc, rec.url, concurrency), extra...), cancel)
 		if err != nil {
 			return processDrained{}, err
 		}

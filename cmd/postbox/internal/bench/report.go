@@ -99,6 +99,10 @@ type Params struct {
 	ReplayEvents    int `json:"replay_events,omitempty"`
 	// RetentionPartitionSeconds is the interval of retention's partitions.
 	RetentionPartitionSeconds float64 `json:"retention_partition_seconds,omitempty"`
+	// OrderedEvents is the backlog of each drain of ordered, spread over
+	// OrderedAggregates aggregates.
+	OrderedEvents     int `json:"ordered_events,omitempty"`
+	OrderedAggregates int `json:"ordered_aggregates,omitempty"`
 }
 
 // Measure is one figure.
@@ -150,6 +154,12 @@ type ScalingPoint struct {
 // on PostgreSQL only, which is what they were set for.
 func (r *Report) add(scenario, key, name string, value float64, unit string, goal *Goal) {
 	r.record(Measure{Key: key, Scenario: scenario, Relay: scenarioRelay[scenario], Name: name, Value: value, Unit: unit, Goal: goal})
+}
+
+// addBy records a measure of the relay run as relay says (RelayProcess or
+// RelayInProcess), for a scenario that runs it both ways, as add does.
+func (r *Report) addBy(relay, scenario, key, name string, value float64, unit string, goal *Goal) {
+	r.record(Measure{Key: key, Scenario: scenario, Relay: relay, Name: name, Value: value, Unit: unit, Goal: goal})
 }
 
 // addNoRelay records a measure that involves no relay, as add does.
@@ -294,6 +304,8 @@ func (p Params) describe() string {
 				time.Duration(p.RetentionPartitionSeconds*float64(time.Second))))
 		case ScenarioReplay:
 			parts = append(parts, fmt.Sprintf("replay %d events", p.ReplayEvents))
+		case ScenarioOrdered:
+			parts = append(parts, fmt.Sprintf("ordered %d events over %d aggregates per drain", p.OrderedEvents, p.OrderedAggregates))
 		case ScenarioNATS, ScenarioAMQP, ScenarioKafka:
 			parts = append(parts, fmt.Sprintf("%s %d events per drain", s, p.BrokerEvents))
 		}

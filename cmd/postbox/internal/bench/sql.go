@@ -18,6 +18,17 @@ select 'order', 'order-' || g, 'order.created',
                           'items', 1 + g % 5, 'channel', 'web')
 from generate_series($1::bigint, $2::bigint) as g`
 
+	// pgFillOrdered is pgFill with the events spread round-robin over $3
+	// aggregates: event g belongs to aggregate order-(g mod $3), so every
+	// aggregate's events interleave with every other's (ordered's
+	// backlog).
+	pgFillOrdered = `insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
+select 'order', 'order-' || (g % $3::bigint), 'order.created',
+       jsonb_build_object('order_id', g, 'customer_id', 'customer-' || (g % 9973),
+                          'amount_cents', (g * 7919) % 100000, 'currency', 'EUR',
+                          'items', 1 + g % 5, 'channel', 'web')
+from generate_series($1::bigint, $2::bigint) as g`
+
 	// pgFillDelivered writes the events $1..$2 of pgFill as delivered and
 	// kept: done, processed an hour ago (retention's backlog).
 	pgFillDelivered = `insert into {outbox} (aggregate_type, aggregate_id, event_type, payload, status, processed_at)
@@ -121,6 +132,16 @@ const (
 	liteFill = `with recursive g(n) as (select ?1 union all select n + 1 from g where n < ?2)
 insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
 select 'order', 'order-' || n, 'order.created',
+       json_object('order_id', n, 'customer_id', 'customer-' || (n % 9973),
+                   'amount_cents', (n * 7919) % 100000, 'currency', 'EUR',
+                   'items', 1 + n % 5, 'channel', 'web')
+from g`
+
+	// liteFillOrdered is liteFill with the events spread round-robin over
+	// ?3 aggregates (see pgFillOrdered).
+	liteFillOrdered = `with recursive g(n) as (select ?1 union all select n + 1 from g where n < ?2)
+insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
+select 'order', 'order-' || (n % ?3), 'order.created',
        json_object('order_id', n, 'customer_id', 'customer-' || (n % 9973),
                    'amount_cents', (n * 7919) % 100000, 'currency', 'EUR',
                    'items', 1 + n % 5, 'channel', 'web')

@@ -122,6 +122,15 @@ func (s *liteScratch) fill(ctx context.Context, from, to int) error {
 	return err
 }
 
+func (s *liteScratch) fillOrdered(ctx context.Context, from, to, aggregates int) error {
+	_, err := s.st.DB().ExecContext(ctx, s.sql(liteFillOrdered), from, to, aggregates)
+	return err
+}
+
+// migrateOrdered does nothing: SQLite's migrations keep the index ordered
+// claims need.
+func (s *liteScratch) migrateOrdered(context.Context) error { return nil }
+
 func (s *liteScratch) prepare(ctx context.Context) error {
 	for _, q := range []string{liteAnalyze, liteCheckpoint} {
 		if _, err := s.st.DB().ExecContext(ctx, q); err != nil {
