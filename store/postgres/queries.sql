@@ -103,28 +103,30 @@ from taken;
 -- committed is invisible here; it is taken after the ones committed before
 -- it. $4, $5: the aggregate (type, id) after which the walk for heads
 -- starts (see skip_scan). $6, when positive, is the byte bound of
--- claim_bounded, applied to the heads (in one query: the ordered claim is
--- long, and its cost is elsewhere). $7, when above 1, takes with each head
--- up to $7 - 1 of its successors (runs). The last column, walk_end, marks
--- the row of the last aggregate the walk took: the next claim's walk starts
--- after it.
+-- claim_bounded (in one query: the ordered claim is long, and its cost is
+-- elsewhere). $7, when above 1, takes with each head up to $7 - 1 of its
+-- successors (runs). The last column, walk_end, marks the row of the last
+-- aggregate the walk took: the next claim's walk starts after it.
 --
 -- Two ways find heads, so that no claim reads the whole backlog:
 -- - window: the oldest due events (4 × $2 of them, in claim order), those
 --   of them that are heads: the common case, oldest first;
--- - skip_scan: when the window was full yet holds fewer than $2 heads (the
---   heads sit behind their successors in claim order: a head waiting for a
---   retry, or reclaimed, while its successors are long due), one index
---   probe per aggregate that has pending events, until $2 heads are found.
---   Its cost grows with the aggregates, never with the events queued
+-- - skip_scan: when the window was full yet its heads cannot fill the claim
+--   (the heads sit behind their successors in claim order: a head waiting
+--   for a retry, or reclaimed, while its successors are long due), one
+--   index probe per aggregate that has pending events, until $2 heads are
+--   found. Its cost grows with the aggregates, never with the events queued
 --   behind their heads. The walk goes round the aggregates in key order
 --   from the one after ($4, $5), wrapping past the last key to the first
 --   and ending at ($4, $5) itself: since each claim starts where the last
 --   one ended, every aggregate gets its turn, whatever its key.
+--
+-- Every step until the last carries the rows' keys only (id, seq,
+-- aggregate, due time): the payloads are read once, for the events taken.
 with recursive leased as (
   select unnest(ids) as id from {schema}.outbox_leases
 ), window_rows as (
-  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.available_at
   from {schema}.outbox_events e
   where e.status = 'pending' and e.available_at <= now()
   order by e.available_at, e.seq
@@ -134,8 +136,8 @@ with recursive leased as (
   -- scalar subquery per such row: one probe of the aggregate index each,
   -- never a join that reads every pending event.
   select w.*, null::int as step from (
-    -- (compared byte by byte: sorted under the database's collation, the
-    -- window took three times as long)
+    -- (compared byte by byte: under the database's collation, the sort
+    -- took three times as long)
     select distinct on (r.aggregate_type collate "C", r.aggregate_id collate "C") r.*
     from window_rows r
     order by r.aggregate_type collate "C", r.aggregate_id collate "C", r.seq) w
@@ -154,14 +156,14 @@ with recursive leased as (
   -- a UNION ALL under LIMIT 1 runs a branch only when those before it found
   -- nothing, and a branch whose condition on h is false runs no probe.
   select s.*, 1 as step from (
-    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, false as wrapped
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.available_at, false as wrapped
      from {schema}.outbox_events e
      where e.status = 'pending'
        and (e.aggregate_type, e.aggregate_id) > ($4::text, $5::text)
      order by e.aggregate_type, e.aggregate_id, e.seq
      limit 1)
     union all
-    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, true
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.available_at, true
      from {schema}.outbox_events e
      where e.status = 'pending'
        and (e.aggregate_type, e.aggregate_id) <= ($4::text, $5::text)
@@ -172,7 +174,7 @@ with recursive leased as (
   select n.*, h.step + 1
   from heads h, lateral (
     -- the next aggregate, before wrapping
-    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, false
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.available_at, false
      from {schema}.outbox_events e
      where not h.wrapped and e.status = 'pending'
        and (e.aggregate_type, e.aggregate_id) > (h.aggregate_type, h.aggregate_id)
@@ -180,7 +182,7 @@ with recursive leased as (
      limit 1)
     union all
     -- the next aggregate after wrapping, up to ($4, $5)
-    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, true
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.available_at, true
      from {schema}.outbox_events e
      where h.wrapped and e.status = 'pending'
        and (e.aggregate_type, e.aggregate_id) > (h.aggregate_type, h.aggregate_id)
@@ -189,7 +191,7 @@ with recursive leased as (
      limit 1)
     union all
     -- past the last aggregate: wrap to the first
-    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at, true
+    (select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.available_at, true
      from {schema}.outbox_events e
      where not h.wrapped and e.status = 'pending'
        and (e.aggregate_type, e.aggregate_id) <= ($4::text, $5::text)
@@ -197,11 +199,12 @@ with recursive leased as (
      limit 1)
     limit 1) n
 ), skip_scan as (
-  -- Only when the window was full: a window that is not full saw every
-  -- due event, so every due head.
-  select h.id, h.seq, h.aggregate_type, h.aggregate_id, h.event_type, h.payload, h.headers, h.retries, h.created_at, h.available_at, h.step
+  -- Only when the window was full (a window that is not full saw every
+  -- due event, so every due head) and its heads with their runs cannot
+  -- fill the claim.
+  select h.id, h.seq, h.aggregate_type, h.aggregate_id, h.available_at, h.step
   from heads h
-  where (select count(*) from window_heads) < $2
+  where (select count(*) from window_heads) * greatest($7::int, 1) < $2
     and exists (
       select 1 from {schema}.outbox_events e
       where e.status = 'pending' and e.available_at <= now()
@@ -220,26 +223,25 @@ with recursive leased as (
 ), runs as (
   -- Each head's run ($7 events at most, see store.ClaimParams.AggregateRun):
   -- the head (pos 1), then its successors in sequence order, each due and
-  -- not leased, up to the first that is not. One probe of the aggregate
-  -- index per head, reading $7 - 1 entries at most.
-  select h.id, h.seq, h.aggregate_type, h.aggregate_id, h.event_type, h.payload, h.headers, h.retries, h.created_at, h.available_at, h.step,
-    h.head_rank, 1::bigint as pos
+  -- not leased, up to the first that is not; none when the heads fill the
+  -- claim, and no more per head than the claim has room for. One probe of
+  -- the aggregate index per head.
+  select h.id, h.step, h.head_rank, 1::bigint as pos
   from heads_due h
   union all
-  select n.id, n.seq, n.aggregate_type, n.aggregate_id, n.event_type, n.payload, n.headers, n.retries, n.created_at, n.available_at, null::int,
-    h.head_rank, n.pos
+  select n.id, null::int, h.head_rank, n.pos
   from heads_due h, lateral (
-    -- (none when the heads fill the claim)
-    select f.*, 1 + row_number() over (order by f.seq) as pos,
+    select f.id, 1 + row_number() over (order by f.seq) as pos,
       bool_and(f.available_at <= now() and f.id not in (select id from leased)) over (order by f.seq) as clear
     from (
-      select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at
+      select e.id, e.seq, e.available_at
       from {schema}.outbox_events e
       where $7::int > 1 and (select count(*) from heads_due) < $2::int
         and e.aggregate_type = h.aggregate_type and e.aggregate_id = h.aggregate_id
         and e.status = 'pending' and e.seq > h.seq
       order by e.seq
-      limit greatest($7::int - 1, 0)) f
+      limit least($7::int - 1,
+        ($2::int - 1) / greatest((select count(*) from heads_due), 1))) f
   ) n
   where n.clear
 ), chosen as (
@@ -248,17 +250,22 @@ with recursive leased as (
   select r.* from runs r
   order by r.pos, r.head_rank
   limit $2
+), taken as (
+  select e.id, e.seq, e.aggregate_type, e.aggregate_id, e.event_type, e.payload, e.headers, e.retries, e.created_at, e.available_at,
+    c.step, c.pos, c.head_rank
+  from chosen c
+  join {schema}.outbox_events e on e.id = c.id
 ), due as (
   -- The byte bound of claim ($6): computed only with one.
-  select c.id, c.seq, c.aggregate_type, c.aggregate_id, c.event_type, c.payload, c.headers, c.retries, c.created_at, c.available_at, c.step
-  from chosen c where $6::bigint <= 0
+  select t.id, t.seq, t.aggregate_type, t.aggregate_id, t.event_type, t.payload, t.headers, t.retries, t.created_at, t.available_at, t.step
+  from taken t where $6::bigint <= 0
   union all
   select h.id, h.seq, h.aggregate_type, h.aggregate_id, h.event_type, h.payload, h.headers, h.retries, h.created_at, h.available_at, h.step
   from (
     select h.*,
       sum(octet_length(h.payload::text)) over (order by h.pos, h.head_rank rows unbounded preceding) as total,
       row_number() over (order by h.pos, h.head_rank) as n
-    from chosen h
+    from taken h
     where $6::bigint > 0) h
   where h.n = 1 or h.total <= $6::bigint
 ), lease as (
