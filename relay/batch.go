@@ -58,6 +58,7 @@ func (r *Relay) publishBatches(ctx, deliverCtx context.Context, work <-chan job,
 			}
 		}
 		for _, o := range r.publishAll(ctx, c, bs, jobs) {
+			o.runEnd = true // a job of one event
 			results <- o
 		}
 		if last != nil {

@@ -46,6 +46,10 @@ type outcome struct {
 	// settled, when not nil, is told once the outcome is recorded (see
 	// job.settled).
 	settled chan<- struct{}
+	// runEnd: the last outcome of a job, its run's included (job.then):
+	// once it is recorded, an ordered claim may find the aggregate's next
+	// head.
+	runEnd bool
 }
 
 // maxErrorLen bounds the error text kept in the outbox row.
@@ -92,19 +96,23 @@ func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<-
 	if j.probe {
 		r.health.probeEnded(o)
 	}
-	if !kept {
-		results <- o
-	}
 	delivered := o.action == actionDone
 	for _, d := range j.then {
+		if !kept {
+			results <- o
+		}
+		kept = false
 		if !delivered {
 			// Its predecessor is not delivered: it must not overtake it.
-			results <- outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease}
+			o = outcome{delivery: d, claimed: r.inflight.claimedAt(d.ID), action: actionRelease}
 			continue
 		}
-		o := r.publishOne(ctx, c, job{delivery: d})
-		results <- o
+		o = r.publishOne(ctx, c, job{delivery: d})
 		delivered = o.action == actionDone
+	}
+	if !kept {
+		o.runEnd = true
+		results <- o
 	}
 }
 

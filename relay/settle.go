@@ -150,8 +150,8 @@ func (r *Relay) write(ctx context.Context, batch []outcome) {
 			batch[i].settled <- struct{}{}
 		}
 	}
-	if r.cfg.Ordered && len(p.Done)+len(p.Failed) > 0 {
-		r.notify() // the successors of finished events are now due
+	if r.cfg.Ordered && endsARun(batch) {
+		r.notify() // the successors of finished runs are now due
 	}
 }
 
@@ -174,4 +174,17 @@ func observeAttempt(obs Observer, o *outcome) {
 		Age:        o.age,
 		StatusCode: o.statusCode,
 	})
+}
+
+// endsARun reports whether batch finished (delivered or failed) the last
+// event of a job: in ordered mode, the aggregate's next head may then be
+// due. An event finished within a run does not: its successor is the run's,
+// still leased, and a claim woken for it would find nothing.
+func endsARun(batch []outcome) bool {
+	for _, o := range batch {
+		if o.runEnd && (o.action == actionDone || o.action == actionFail) {
+			return true
+		}
+	}
+	return false
 }
