@@ -24,6 +24,14 @@ import (
 // 100,000-event backlog). It reports events/s.
 func BenchmarkDrainToWebhook(b *testing.B) {
 	s := pgtest.Store(b).Driver()
+	fillBacklog(b, s, b.N)
+	drainToReceiver(b, relay.Config{Store: s})
+}
+
+// drainToReceiver runs a relay of cfg (its sink: a local receiver) until
+// the receiver has had b.N requests, and reports events/s.
+func drainToReceiver(b *testing.B, cfg relay.Config) {
+	b.Helper()
 	var got atomic.Int64
 	done := make(chan struct{})
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -32,9 +40,8 @@ func BenchmarkDrainToWebhook(b *testing.B) {
 		}
 	}))
 	defer srv.Close()
-	fillBacklog(b, s, b.N)
-	sk := newSink(&testing.T{}, srv.URL, 10*time.Second)
-	r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: testlog.Discard()})
+	cfg.Sink, cfg.Logger = newSink(&testing.T{}, srv.URL, 10*time.Second), testlog.Discard()
+	r, err := relay.New(cfg)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -159,41 +166,17 @@ func BenchmarkDrainOrdered(b *testing.B) {
 		for _, ordered := range []bool{false, true} {
 			b.Run(fmt.Sprintf("aggregates=%d/ordered=%v", aggregates, ordered), func(b *testing.B) {
 				st := pgtest.Store(b)
-				s := st.Driver()
 				ctx := context.Background()
 				if ordered {
 					if err := st.MigrateOrdered(ctx); err != nil {
 						b.Fatal(err)
 					}
 				}
-				var got atomic.Int64
-				done := make(chan struct{})
-				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if got.Add(1) == int64(b.N) {
-						close(done)
-					}
-				}))
-				defer srv.Close()
 				if _, err := st.Pool().Exec(ctx, fmt.Sprintf(`insert into %s (aggregate_type, aggregate_id, event_type, payload)
 select 'order', 'agg-' || (g %% %d), 'order.created', '{"a": 1}' from generate_series(1, %d) g`, st.Table("outbox_events"), aggregates, b.N)); err != nil {
 					b.Fatal(err)
 				}
-				sk := newSink(&testing.T{}, srv.URL, 10*time.Second)
-				r, err := relay.New(relay.Config{Store: s, Sink: sk, Logger: testlog.Discard(), Ordered: ordered})
-				if err != nil {
-					b.Fatal(err)
-				}
-				ctx, cancel := context.WithCancel(ctx)
-				b.ResetTimer()
-				start := time.Now()
-				stopped := make(chan struct{})
-				go func() { _ = r.Run(ctx); close(stopped) }()
-				<-done
-				elapsed := time.Since(start)
-				b.StopTimer()
-				cancel()
-				<-stopped
-				b.ReportMetric(float64(b.N)/elapsed.Seconds(), "events/s")
+				drainToReceiver(b, relay.Config{Store: st.Driver(), Ordered: ordered})
 			})
 		}
 	}
