@@ -92,7 +92,12 @@ func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan job, result
 func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<- outcome) {
 	o := r.publishOne(ctx, c, j)
 	o.settled = j.settled
-	kept := j.probe && o.timedOut && r.health.keep(j.delivery, r.cfg.Concurrency)
+	// An ordered relay keeps no probe: a kept probe is an aggregate's head,
+	// and its aggregate would wait for this relay's outage to end while
+	// other relays could deliver it. Released, it is probed again, and
+	// the culprit probes (see culprits) keep one slow event from passing
+	// for an outage.
+	kept := j.probe && o.timedOut && !r.cfg.Ordered && r.health.keep(j.delivery, r.cfg.Concurrency)
 	if j.probe {
 		r.health.probeEnded(o)
 	}

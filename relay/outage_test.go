@@ -14,6 +14,7 @@ import (
 
 	"github.com/jackc/pgx/v5"
 
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 	"github.com/postbox-go/postbox/postboxtest/receiver"
 	"github.com/postbox-go/postbox/postboxtest/relaytest"
@@ -442,4 +443,29 @@ func TestOutageEndsWhenOnlyKeptProbesRemain(t *testing.T) {
 	waitFor(t, "every event delivered once the sink answers", 10*time.Second, func() bool {
 		return stats(t, s).Done == 4
 	})
+}
+
+// An ordered relay whose sink times out does not keep the head it probed
+// with until its outage ends: the head's aggregate would wait for that
+// relay alone, while another relay, whose sink answers, could deliver it.
+func TestOrderedRelayInAnOutageKeepsNoHead(t *testing.T) {
+	s := pgtest.OrderedStore(t).Driver()
+	hanging := receiver.New(t, secret, func(w http.ResponseWriter, r *http.Request, _ receiver.Delivery, _ int) int {
+		<-r.Context().Done()
+		return receiver.Answered
+	})
+	down := newRelay(t, relay.Config{Store: s, Sink: newSink(t, hanging.URL, 50*time.Millisecond), Ordered: true,
+		MaxAttempts: 100, BackoffMin: 5 * time.Millisecond, BackoffMax: 20 * time.Millisecond,
+		ProbeInterval: 40 * time.Millisecond, PollInterval: 20 * time.Millisecond, Owner: "down"})
+	relaytest.Run(t, down)
+	events := []postbox.Event{ev("A", 0), ev("A", 1), ev("A", 2), ev("A", 3)}
+	if err := s.Enqueue(context.Background(), events...); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the relay to find its sink down and probe", 10*time.Second, func() bool { return down.Stats().Probes >= 2 })
+	ok := receiver.New(t, secret, nil)
+	relaytest.Start(t, relay.Config{Store: s, Sink: newSink(t, ok.URL, 5*time.Second), Ordered: true,
+		PollInterval: 20 * time.Millisecond, Owner: "up"})
+	ok.WaitAccepted(t, len(events), 15*time.Second)
+	checkOrder(t, ok.Accepted(), map[string]int{"A": len(events)})
 }
