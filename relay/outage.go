@@ -39,10 +39,13 @@ import (
 // A probe that timed out is kept instead (leased, up to Concurrency of
 // them) until the outage ends: the next probe is another event, so one
 // event whose requests time out (a slow handler, not a dead endpoint)
-// cannot pass for an outage that never ends. Likewise a probe a gateway
-// answered makes its event suspect: the next probe skips it (releases it
-// unsent) when another event can be claimed, so that one event a gateway
-// always fails cannot hold the outage, and the outbox behind it, forever;
+// cannot pass for an outage that never ends. An ordered relay keeps none:
+// its probe is an aggregate's head, which other relays may be able to
+// deliver; the culprit probes below tell a slow event from a dead sink.
+// Likewise a probe a gateway answered makes its event suspect: the next
+// probe skips it (releases it unsent) when another event can be claimed,
+// so that one event a gateway always fails cannot hold the outage, and
+// the outbox behind it, forever;
 // probed again alone, with no other event to take, its answer counts an
 // attempt, so it ends failed like any event the endpoint keeps failing.
 // And a probe that found the sink unreachable culpritProbes times in a row
