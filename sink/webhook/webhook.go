@@ -70,6 +70,10 @@ type Sink struct {
 	tokens *oauthTokens
 	slots  chan struct{} // one token per request in flight
 	now    func() time.Time
+	// dropIdle closes the idle connections of the sink's own client
+	// (Config.Client nil), after a request timed out (see Publish); nil
+	// with a client of the caller's, whose transport others may share.
+	dropIdle func()
 }
 
 var _ sink.Sink = (*Sink)(nil)
@@ -80,6 +84,7 @@ func New(c Config) (*Sink, error) {
 	if err := c.validate(); err != nil {
 		return nil, err
 	}
+	ownClient := c.Client == nil
 	c = c.withDefaults()
 	if c.ClientCertificate != nil || c.RootCAs != nil {
 		client, err := WithTLS(c.Client, c.ClientCertificate, c.RootCAs)
@@ -110,6 +115,9 @@ func New(c Config) (*Sink, error) {
 		headers:   canonicalHeaders(c.Headers),
 		slots:     make(chan struct{}, c.MaxConcurrency),
 		now:       time.Now,
+	}
+	if ownClient {
+		s.dropIdle = c.Client.CloseIdleConnections
 	}
 	if c.Auth.OAuth2 != nil {
 		// The token requests go through the sink's client, bounded
@@ -207,6 +215,13 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	}
 	resp, err := s.send(req)
 	if err != nil {
+		if s.dropIdle != nil && caller.Err() == nil && timedOut(err) {
+			// No answer in time: the connections kept idle to the
+			// endpoint may be dead as well (a link gone half-open while
+			// idle would time the next requests out one by one, which a
+			// relay takes for an outage); the next requests dial afresh.
+			s.dropIdle()
+		}
 		err = fmt.Errorf("webhook: post: %w", err)
 		if errors.Is(err, guard.ErrBlocked) {
 			// The endpoint's address is not allowed: no retry can
@@ -233,6 +248,12 @@ func (s *Sink) authorization() (string, *tokenSource, error) {
 		return s.target.authorization, nil, nil
 	}
 	return s.tokens.authorization()
+}
+
+// timedOut reports whether err, a request's failure, is a timeout.
+func timedOut(err error) bool {
+	var netErr net.Error
+	return errors.Is(err, context.DeadlineExceeded) || errors.As(err, &netErr) && netErr.Timeout()
 }
 
 // unreachable reports whether err, a request's failure, says the endpoint
