@@ -34,11 +34,9 @@ type scratch interface {
 	// enqueue writes one event in a transaction of its own, as a producer.
 	enqueue(ctx context.Context, e postbox.Event) error
 	// fill writes the events from..to (inclusive) of a backlog in one
-	// statement.
-	fill(ctx context.Context, from, to int) error
-	// fillOrdered is fill with the events spread round-robin over
-	// aggregates aggregates (event g's is order-(g mod aggregates)).
-	fillOrdered(ctx context.Context, from, to, aggregates int) error
+	// statement, spread round-robin over aggregates aggregates (event g's
+	// is order-(g mod aggregates)); 0: each event its own aggregate.
+	fill(ctx context.Context, from, to, aggregates int) error
 	// migrateOrdered makes the outbox ready for ordered claims, as
 	// `postbox migrate --ordered` does after Migrate: on PostgreSQL the
 	// store's MigrateOrdered (the index of ordered claims); nothing on

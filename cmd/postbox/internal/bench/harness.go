@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/http"
 	"sync"
@@ -40,7 +41,18 @@ func fillBacklog(ctx context.Context, p *progress, sc scratch, n int) error {
 // fillBacklogBy is fillBacklog with chunk events per statement (each its
 // own transaction).
 func fillBacklogBy(ctx context.Context, p *progress, sc scratch, n, chunk int) error {
-	return fillWith(ctx, p, sc, "events", n, chunk, sc.fill)
+	return fillWith(ctx, p, sc, "events", n, chunk, func(ctx context.Context, from, to int) error {
+		return sc.fill(ctx, from, to, 0)
+	})
+}
+
+// fillAggregates is the modulus of the fill statements for a count of
+// aggregates: 0 (each event its own aggregate) is one above every event.
+func fillAggregates(aggregates int) int64 {
+	if aggregates <= 0 {
+		return math.MaxInt64
+	}
+	return int64(aggregates)
 }
 
 // fillWith is fillBacklogBy with fill writing the events from..to

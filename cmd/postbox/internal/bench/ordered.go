@@ -19,7 +19,7 @@ const (
 )
 
 // runOrdered drains a backlog of Config.OrderedEvents events spread
-// round-robin over Config.OrderedAggregates aggregates (pgFillOrdered), in
+// round-robin over Config.OrderedAggregates aggregates (pgFill), in
 // ordered mode and in the default, unordered one, each on an identical
 // fresh backlog in a scratch outbox of its own, by two paths:
 //
@@ -63,7 +63,7 @@ func runOrdered(ctx context.Context, e *env, p *progress) error {
 		}
 		what := fmt.Sprintf("events over %d aggregates", aggregates)
 		err = fillWith(ctx, p, sc, what, n, fillChunk, func(ctx context.Context, from, to int) error {
-			return sc.fillOrdered(ctx, from, to, aggregates)
+			return sc.fill(ctx, from, to, aggregates)
 		})
 		if err != nil {
 			return nil, err

@@ -220,13 +220,8 @@ func (s *pgScratch) enqueue(ctx context.Context, e postbox.Event) error {
 	return s.workStore.Enqueue(ctx, e)
 }
 
-func (s *pgScratch) fill(ctx context.Context, from, to int) error {
-	_, err := s.b.workPool.Exec(ctx, s.sql(pgFill), from, to)
-	return err
-}
-
-func (s *pgScratch) fillOrdered(ctx context.Context, from, to, aggregates int) error {
-	_, err := s.b.workPool.Exec(ctx, s.sql(pgFillOrdered), from, to, aggregates)
+func (s *pgScratch) fill(ctx context.Context, from, to, aggregates int) error {
+	_, err := s.b.workPool.Exec(ctx, s.sql(pgFill), from, to, fillAggregates(aggregates))
 	return err
 }
 

@@ -9,20 +9,12 @@ import "strings"
 // PostgreSQL.
 const (
 	// pgFill writes the events $1..$2 of a backlog with the article's
-	// plain-SQL insert: distinct aggregates, ~110-byte payloads, ids and
-	// every other column from the table's defaults.
+	// plain-SQL insert: ~110-byte payloads, ids and every other column
+	// from the table's defaults. Event g belongs to aggregate
+	// order-(g mod $3): with $3 above every g, distinct aggregates; with
+	// fewer, every aggregate's events interleave with every other's
+	// (ordered's backlog).
 	pgFill = `insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
-select 'order', 'order-' || g, 'order.created',
-       jsonb_build_object('order_id', g, 'customer_id', 'customer-' || (g % 9973),
-                          'amount_cents', (g * 7919) % 100000, 'currency', 'EUR',
-                          'items', 1 + g % 5, 'channel', 'web')
-from generate_series($1::bigint, $2::bigint) as g`
-
-	// pgFillOrdered is pgFill with the events spread round-robin over $3
-	// aggregates: event g belongs to aggregate order-(g mod $3), so every
-	// aggregate's events interleave with every other's (ordered's
-	// backlog).
-	pgFillOrdered = `insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
 select 'order', 'order-' || (g % $3::bigint), 'order.created',
        jsonb_build_object('order_id', g, 'customer_id', 'customer-' || (g % 9973),
                           'amount_cents', (g * 7919) % 100000, 'currency', 'EUR',
@@ -128,18 +120,8 @@ order by 1`
 // store's schema.
 const (
 	// liteFill writes the events ?1..?2 of a backlog with the article's
-	// plain-SQL insert (see pgFill).
+	// plain-SQL insert, event n of aggregate order-(n mod ?3) (see pgFill).
 	liteFill = `with recursive g(n) as (select ?1 union all select n + 1 from g where n < ?2)
-insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
-select 'order', 'order-' || n, 'order.created',
-       json_object('order_id', n, 'customer_id', 'customer-' || (n % 9973),
-                   'amount_cents', (n * 7919) % 100000, 'currency', 'EUR',
-                   'items', 1 + n % 5, 'channel', 'web')
-from g`
-
-	// liteFillOrdered is liteFill with the events spread round-robin over
-	// ?3 aggregates (see pgFillOrdered).
-	liteFillOrdered = `with recursive g(n) as (select ?1 union all select n + 1 from g where n < ?2)
 insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
 select 'order', 'order-' || (n % ?3), 'order.created',
        json_object('order_id', n, 'customer_id', 'customer-' || (n % 9973),

@@ -117,13 +117,8 @@ func (s *liteScratch) enqueue(ctx context.Context, e postbox.Event) error {
 	return s.st.Enqueue(ctx, e)
 }
 
-func (s *liteScratch) fill(ctx context.Context, from, to int) error {
-	_, err := s.st.DB().ExecContext(ctx, s.sql(liteFill), from, to)
-	return err
-}
-
-func (s *liteScratch) fillOrdered(ctx context.Context, from, to, aggregates int) error {
-	_, err := s.st.DB().ExecContext(ctx, s.sql(liteFillOrdered), from, to, aggregates)
+func (s *liteScratch) fill(ctx context.Context, from, to, aggregates int) error {
+	_, err := s.st.DB().ExecContext(ctx, s.sql(liteFill), from, to, fillAggregates(aggregates))
 	return err
 }
 
