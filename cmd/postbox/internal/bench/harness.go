@@ -268,7 +268,8 @@ func (s *noopSink) Destination() sink.Destination {
 
 // receiver is a local webhook endpoint that answers 200 with no body,
 // after a delay when asked. It keeps the first arrival of every event id
-// (the id header of Standard Webhooks).
+// (the id header of Standard Webhooks), and the ids that arrived marked as
+// replays (postbox.HeaderReplay).
 type receiver struct {
 	srv      *http.Server
 	url      string
@@ -279,6 +280,8 @@ type receiver struct {
 	mu sync.Mutex
 	// arrived holds the first arrival of each event id, since started.
 	arrived map[uuid.UUID]time.Duration
+	// replayed holds the ids that arrived as replays.
+	replayed map[uuid.UUID]struct{}
 }
 
 func startReceiver(delay time.Duration) (*receiver, error) {
@@ -289,7 +292,7 @@ func startReceiver(delay time.Duration) (*receiver, error) {
 	idHeader, _, _ := signature.Standard.HeaderNames()
 	r := &receiver{
 		url: "http://" + ln.Addr().String() + "/", idHeader: idHeader, delay: delay,
-		started: time.Now(), arrived: map[uuid.UUID]time.Duration{},
+		started: time.Now(), arrived: map[uuid.UUID]time.Duration{}, replayed: map[uuid.UUID]struct{}{},
 	}
 	r.srv = &http.Server{Handler: r, ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = r.srv.Serve(ln) }()
@@ -303,6 +306,9 @@ func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 		r.mu.Lock()
 		if _, seen := r.arrived[id]; !seen {
 			r.arrived[id] = at
+		}
+		if req.Header.Get(postbox.HeaderReplay) != "" {
+			r.replayed[id] = struct{}{}
 		}
 		r.mu.Unlock()
 	}
@@ -326,6 +332,13 @@ func (r *receiver) distinct() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return int64(len(r.arrived))
+}
+
+// replays counts the event ids that arrived marked as replays.
+func (r *receiver) replays() int64 {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return int64(len(r.replayed))
 }
 
 func (r *receiver) close() { _ = r.srv.Close() }

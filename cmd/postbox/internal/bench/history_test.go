@@ -19,7 +19,9 @@ import (
 // there and positive, that each ratio is the quotient of its two rates,
 // that the partitioned outbox's retention dropped partitions, that only
 // the goals of the partitioned outbox's bloat, its retention and the
-// replay are set, and that no scratch schema is left. The scenarios fail
+// replay on the user's path are set, that the replay ran `postbox relay
+// --retention` and `postbox replay` as processes (the rest runs the relay
+// library), and that no scratch schema is left. The scenarios fail
 // the run themselves when the held snapshot did not hold, when an event is
 // left after retention, or when the replay did not deliver every event
 // once, marked as a replay. The figures are never compared with the
@@ -79,24 +81,29 @@ func TestHistoryScenarios(t *testing.T) {
 	value("retention.partitions_dropped")
 	quotient("replay.ratio", "replay.replay", "replay.drain")
 	value("replay.requeue")
+	quotient("replay.process_ratio", "replay.process_replay", "replay.process_drain")
 
-	goals := map[string]bool{"bloat.partitioned_ratio": true, "retention.partitioned_10m": true, "replay.ratio": true}
+	goals := map[string]bool{"bloat.partitioned_ratio": true, "retention.partitioned_10m": true, "replay.process_ratio": true}
 	for _, m := range rep.Measures {
 		if (m.Goal != nil) != goals[m.Key] || (m.Goal != nil) != (m.Met != nil) {
 			t.Errorf("measure %s: goal %v, met %v", m.Key, m.Goal, m.Met)
 		}
 		want := bench.RelayInProcess
-		if m.Scenario == bench.ScenarioRetention {
+		switch {
+		case m.Scenario == bench.ScenarioRetention:
 			want = ""
+		case strings.HasPrefix(m.Key, "replay.process_"):
+			want = bench.RelayProcess
 		}
 		if m.Relay != want {
 			t.Errorf("measure %s: relay %q, want %q", m.Key, m.Relay, want)
 		}
 	}
-	if len(relays.args) != 0 {
-		t.Errorf("started `postbox relay` %q: the history scenarios run the relay library", relays.args)
+	if len(relays.args) != 1 || !slices.Contains(relays.args[0], "--retention") {
+		t.Errorf("started `postbox relay` %q: want it once, with --retention, for the replay's user path", relays.args)
 	}
-	for _, s := range []string{"holding a REPEATABLE READ snapshot", "partitions dropped", "replayed 2000 events"} {
+	for _, s := range []string{"holding a REPEATABLE READ snapshot", "partitions dropped", "replayed 2000 events",
+		"`postbox replay --yes` had every event delivered again"} {
 		if !strings.Contains(progress.String(), s) {
 			t.Errorf("progress lacks %q:\n%s", s, progress.String())
 		}

@@ -52,7 +52,6 @@ var scenarioRelay = map[string]string{
 	ScenarioWriteWAL:   RelayInProcess,
 	ScenarioLatencyWAL: RelayProcess,
 	ScenarioBloat:      RelayInProcess,
-	ScenarioReplay:     RelayInProcess,
 }
 
 // Report is the outcome of a run: what ran where, and every measure.

@@ -91,16 +91,25 @@ func retentionRun(ctx context.Context, e *env, p *progress, b *pgBackend, l outb
 		_, err := b.workPool.Exec(ctx, sc.sql(pgFillDelivered), from, to)
 		return err
 	}
-	var filled time.Time
+	var filled, upkeep time.Time
+	// keepUp is what a relay's retention does every minute while the
+	// outbox fills: Expire with a zero Before, which removes no event and
+	// creates the partitions ahead (every half interval here).
+	keepUp := func(ctx context.Context) error {
+		if time.Since(upkeep) < e.cfg.RetentionPartition/2 {
+			return nil
+		}
+		if _, err := expireAll(ctx, nil, outbox, store.ExpireParams{Limit: retentionLimit}); err != nil {
+			return fmt.Errorf("create the partitions ahead: %w", err)
+		}
+		upkeep = time.Now()
+		return nil
+	}
 	if l == layoutPartitioned {
-		var upkeep time.Time
 		fillDelivered := fill
 		fill = func(ctx context.Context, from, to int) error {
-			if time.Since(upkeep) >= e.cfg.RetentionPartition/2 {
-				if _, err := expireAll(ctx, nil, outbox, store.ExpireParams{Limit: retentionLimit}); err != nil {
-					return fmt.Errorf("create the partitions ahead: %w", err)
-				}
-				upkeep = time.Now()
+			if err := keepUp(ctx); err != nil {
+				return err
 			}
 			err := fillDelivered(ctx, from, to)
 			filled = time.Now()
@@ -112,11 +121,17 @@ func retentionRun(ctx context.Context, e *env, p *progress, b *pgBackend, l outb
 	}
 	if l == layoutPartitioned {
 		// The last event's partition ends at most an interval after it
-		// was written.
-		if wait := time.Until(filled.Add(e.cfg.RetentionPartition + time.Second)); wait > 0 {
-			p.printf("waiting %s for the last partition's range to end", wait.Round(100*time.Millisecond))
-			if !sleep(ctx, wait) {
+		// was written; the upkeep goes on meanwhile, as a relay's would,
+		// so that the measured step creates what a relay's step of that
+		// moment creates, not the partitions of the whole wait.
+		end := filled.Add(e.cfg.RetentionPartition + time.Second)
+		p.printf("waiting %s for the last partition's range to end", time.Until(end).Round(100*time.Millisecond))
+		for wait := time.Until(end); wait > 0; wait = time.Until(end) {
+			if !sleep(ctx, min(wait, e.cfg.RetentionPartition/2)) {
 				return expired{}, ctx.Err()
+			}
+			if err := keepUp(ctx); err != nil {
+				return expired{}, err
 			}
 		}
 	}
