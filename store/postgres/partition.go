@@ -793,7 +793,7 @@ type keepCursor struct {
 // outbox_events (a table left detached by a stop between the two is
 // dropped by the next step: dropDetached). No statement reads the partition's
 // delivered rows but a sample of bounded size (without Keep): the events
-// it reports (Events) are exact for a partition of up to 8 MiB, an
+// it reports (Events) are exact for a partition of up to 2 MiB, an
 // estimate within a few percent for a larger one (partitionDone). An event
 // delivered in the partition while Keep ran, which Keep did not see,
 // makes the drop wait: the partition is kept over again from its start.
@@ -935,9 +935,9 @@ func (s *Store) dropDetachedTable(ctx context.Context, name string) error {
 }
 
 // partitionSamplePages is how many of a partition's pages partitionDone
-// reads at most: a partition of that many pages or fewer (8 MiB) is
+// reads at most: a partition of that many pages or fewer (2 MiB) is
 // counted whole.
-const partitionSamplePages = 1024
+const partitionSamplePages = 256
 
 // partitionDone is the delivered events of a partition, counted in a
 // random sample of about partitionSamplePages of its pages (TABLESAMPLE

@@ -67,6 +67,17 @@ func runRetention(ctx context.Context, e *env, p *progress) error {
 		float64(part.dropped), UnitPartitions, nil)
 	r.addNoRelay(ScenarioRetention, "retention.ratio", "plain outbox's time / partitioned outbox's",
 		plain.d.Seconds()/part.d.Seconds(), UnitRatio, nil)
+	// The floor: what freeing the partitions' bytes costs the server and
+	// its filesystem, from one DROP TABLE of the plain outbox (whose
+	// deletes left its files as they were), scaled to those bytes.
+	floor := plain.dropTable.Seconds() * float64(part.bytes) / float64(plain.bytes)
+	r.addNoRelay(ScenarioRetention, "retention.partitioned_mib", "partitioned outbox: the size of the partitions dropped",
+		float64(part.bytes)/(1<<20), UnitMiB, nil)
+	r.addNoRelay(ScenarioRetention, "retention.drop_floor_seconds",
+		fmt.Sprintf("floor: one DROP TABLE of the plain outbox after its deletes (%.0f MiB), scaled to the partitions' size", float64(plain.bytes)/(1<<20)),
+		floor, UnitSeconds, nil)
+	r.addNoRelay(ScenarioRetention, "retention.floor_ratio", "partitioned outbox's time / the floor's: what the drops cost beyond freeing their bytes",
+		part.d.Seconds()/floor, UnitRatio, nil)
 	return nil
 }
 
@@ -77,6 +88,12 @@ type expired struct {
 	calls int
 	// dropped is how many partitions they dropped.
 	dropped int
+	// bytes is the size of the outbox's files when the calls began (its
+	// partitions', on a partitioned outbox).
+	bytes int64
+	// dropTable is the time of one DROP TABLE of the outbox after the
+	// calls (the plain outbox: its deletes left the files as they were).
+	dropTable time.Duration
 }
 
 // retentionRun fills a fresh outbox laid out as l with n delivered events
@@ -135,17 +152,30 @@ func retentionRun(ctx context.Context, e *env, p *progress, b *pgBackend, l outb
 			}
 		}
 	}
-	p.printf("removing the %d delivered events of %s with Expire (Limit %d, Before now)", n, l.describe(), retentionLimit)
+	var bytes int64
+	if err := b.workPool.QueryRow(ctx, pgOutboxBytes, sc.workStore.Table("outbox_events")).Scan(&bytes); err != nil {
+		return expired{}, fmt.Errorf("size of %s: %w", l.describe(), err)
+	}
+	p.printf("removing the %d delivered events of %s (%.0f MiB) with Expire (Limit %d, Before now)", n, l.describe(), float64(bytes)/(1<<20), retentionLimit)
 	x, err := expireAll(ctx, p, outbox, store.ExpireParams{Before: time.Now(), Limit: retentionLimit})
 	if err != nil {
 		return expired{}, err
 	}
+	x.bytes = bytes
 	stats, err := outbox.Stats(ctx)
 	if err != nil {
 		return expired{}, err
 	}
 	if left := stats.Done + stats.Pending + stats.Processing + stats.Failed; left != 0 {
 		return expired{}, fmt.Errorf("%s: %d events left after Expire (%+v)", l.describe(), left, stats)
+	}
+	if l == layoutPlain {
+		start := time.Now()
+		if _, err := b.workPool.Exec(ctx, sc.sql("drop table {outbox}")); err != nil {
+			return expired{}, fmt.Errorf("drop %s: %w", l.describe(), err)
+		}
+		x.dropTable = time.Since(start)
+		p.printf("%s: one DROP TABLE of its %.0f MiB in %s", l.describe(), float64(bytes)/(1<<20), x.dropTable.Round(time.Millisecond))
 	}
 	if err := e.release(ctx, sc); err != nil {
 		return expired{}, err

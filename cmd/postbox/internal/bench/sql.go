@@ -31,6 +31,12 @@ select 'order', 'order-' || g, 'order.created',
        'done', now() - interval '1 hour'
 from generate_series($1::bigint, $2::bigint) as g`
 
+	// pgOutboxBytes is the size of the outbox table $1 with its indexes
+	// and TOAST: of its partitions, when it is partitioned.
+	pgOutboxBytes = `select coalesce(sum(pg_total_relation_size(c.oid)), 0)::bigint
+from pg_class c
+where c.oid = to_regclass($1) or c.oid in (select inhrelid from pg_inherits where inhparent = to_regclass($1))`
+
 	// pgRawDelete is the raw-SQL baseline (a): one batch of due events
 	// taken and deleted in one statement.
 	pgRawDelete = `delete from {outbox}
