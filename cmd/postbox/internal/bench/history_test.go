@@ -79,6 +79,8 @@ func TestHistoryScenarios(t *testing.T) {
 		}
 	}
 	value("retention.partitions_dropped")
+	value("retention.partitioned_mib")
+	quotient("retention.floor_ratio", "retention.partitioned_seconds", "retention.drop_floor_seconds")
 	quotient("replay.ratio", "replay.replay", "replay.drain")
 	value("replay.requeue")
 	quotient("replay.process_ratio", "replay.process_replay", "replay.process_drain")
