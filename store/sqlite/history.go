@@ -75,10 +75,57 @@ func requeueJSON(rows []sqlstore.RequeueRow) (events, ids string, err error) {
 }
 
 // RequeueKept requeues the delivered events HistoryRead would return for
-// p (see store.History): HistoryRead, then Requeue, the database being in
-// the process.
+// p (see store.History) in one statement, requeue_kept_page: the page is
+// history_read's very statement, updated where it is, no event read out
+// (a replay of 100,000 kept events read each page whole and wrote it back
+// as JSON: 12 s, against under 1 s for the update). It wakes this Store's
+// listeners, as Requeue does.
 func (s *Store) RequeueKept(ctx context.Context, p store.HistoryParams, replay string) (store.RequeueKeptResult, error) {
-	return sqlstore.RequeueKept(ctx, s, p, replay)
+	if err := sqlstore.CheckHistory(p); err != nil {
+		return store.RequeueKeptResult{}, fmt.Errorf("sqlite: requeue kept: %w", err)
+	}
+	if problem := sqlstore.TextProblem(replay); problem != "" {
+		return store.RequeueKeptResult{}, errors.New("sqlite: requeue kept: the replay's name " + problem)
+	}
+	args := append(historyArgs(p.Filter, p.After, p.After == uuid.Nil && !p.Resume, p.Limit),
+		sql.Named("now", time.Now().UnixMicro()), sql.Named("replay", replay), sql.Named("header", postbox.HeaderReplay))
+	var res store.RequeueKeptResult
+	var last string
+	err := s.inTx(ctx, func(tx *sql.Tx) error {
+		rows, err := tx.QueryContext(ctx, s.requeueKeptSQL(), args...)
+		if err != nil {
+			return err
+		}
+		defer rows.Close()
+		for rows.Next() {
+			var id string
+			if err := rows.Scan(&id); err != nil {
+				return err
+			}
+			res.Read++
+			last = max(last, id) // ids are canonical text (the table's check): text order is id order
+		}
+		return rows.Err()
+	})
+	if err != nil {
+		return store.RequeueKeptResult{}, fmt.Errorf("sqlite: requeue kept: %w", err)
+	}
+	if res.Read == 0 {
+		return res, nil
+	}
+	if res.Last, err = uuid.Parse(last); err != nil {
+		return store.RequeueKeptResult{}, fmt.Errorf("sqlite: requeue kept: last id %q: %w", last, err)
+	}
+	res.Requeued = res.Read
+	s.Notify() // updated rows wake no relay by themselves
+	return res, nil
+}
+
+// requeueKeptSQL is requeue_kept_page with history_read's statement as its
+// page: the events RequeueKept requeues are those HistoryRead returns.
+func (s *Store) requeueKeptSQL() string {
+	page := strings.TrimSuffix(strings.TrimSpace(s.sql.Get("history_read")), ";")
+	return strings.Replace(s.sql.Get("requeue_kept_page"), "{history_read}", page, 1)
 }
 
 // Requeue sends events back to the queue as replays, in one write
@@ -163,6 +210,13 @@ func (s *Store) EndpointRequeue(ctx context.Context, endpoint uuid.UUID, events 
 type historySQL struct{ s *Store }
 
 func (h historySQL) ReadHistory(ctx context.Context, f store.HistoryFilter, after uuid.UUID, first bool, limit int) ([]store.HistoryEvent, error) {
+	rows, err := h.s.db.QueryContext(ctx, h.s.sql.Get("history_read"), historyArgs(f, after, first, limit)...)
+	return scanHistory(rows, err)
+}
+
+// historyArgs are history_read's parameters: the page of up to limit rows
+// f lets through after after (from the first when first).
+func historyArgs(f store.HistoryFilter, after uuid.UUID, first bool, limit int) []any {
 	afterText := "" // less than every id
 	if !first {
 		afterText = after.String()
@@ -171,11 +225,9 @@ func (h historySQL) ReadHistory(ctx context.Context, f store.HistoryFilter, afte
 	if len(f.EventTypes) > 0 {
 		types = typesList(f.EventTypes)
 	}
-	rows, err := h.s.db.QueryContext(ctx, h.s.sql.Get("history_read"),
-		sql.Named("after", afterText), sql.Named("since", nullMicros(f.Since)), sql.Named("until", nullMicros(f.Until)),
+	return []any{sql.Named("after", afterText), sql.Named("since", nullMicros(f.Since)), sql.Named("until", nullMicros(f.Until)),
 		sql.Named("aggregate_type", f.AggregateType), sql.Named("aggregate_id", f.AggregateID),
-		sql.Named("types", types), sql.Named("limit", limit))
-	return scanHistory(rows, err)
+		sql.Named("types", types), sql.Named("limit", limit)}
 }
 
 // typesList is the globs of a HistoryFilter as postbox_types_match takes

@@ -285,6 +285,24 @@ set status = 'pending', available_at = :now, retries = 0, attempts = 0, last_err
       '$.' || json_quote(:header), :replay)
 where id in (select value from json_each(:ids)) and status = 'done';
 
+-- name: requeue_kept_page
+-- RequeueKept in one statement: the page history_read returns (its very
+-- statement, which RequeueKept puts in picked's place, with its
+-- parameters) goes back to the queue as requeue_kept sends it, no row
+-- read out: in one statement, so every row of the page is still done when
+-- it is updated (writers take turns), and the ids returned are the page.
+with picked as (
+{history_read}
+)
+update {prefix}outbox_events
+set status = 'pending', available_at = :now, retries = 0, attempts = 0, last_error = null, processed_at = null,
+    lease_owner = null, lease_expires_at = null,
+    headers = json_set(
+      case when json_valid(headers) then case when json_type(headers) = 'object' then headers else '{}' end else '{}' end,
+      '$.' || json_quote(:header), :replay)
+where id in (select id from picked) and status = 'done'
+returning id;
+
 -- name: requeue_insert
 -- Requeue's events whose row is gone: :events, a JSON array of {"id",
 -- "aggregate_type", "aggregate_id", "event_type", "payload", "headers"
