@@ -413,7 +413,7 @@ func (s *Store) createAheadOf(ctx context.Context, t deliveredTable, interval ti
 		return nil, err
 	}
 	var options string
-	if err := s.pool.QueryRow(ctx, s.deliveredQuery(t, "delivered_default_options")).Scan(&options); err != nil {
+	if err := s.pool.QueryRow(ctx, s.sql.Get("delivered_default_options"), s.Table(t.name+"_default")).Scan(&options); err != nil {
 		return nil, fmt.Errorf("postgres: partitions of %s: %w", t.name, err)
 	}
 	var created []string

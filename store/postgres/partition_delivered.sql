@@ -39,10 +39,10 @@ select coalesce(array_to_string(reloptions, ', '), '')
 from pg_class where oid = to_regclass('{schema}.{table}');
 
 -- name: delivered_default_options
--- The storage options of the DEFAULT partition (copied from the plain
+-- The storage options of the DEFAULT partition $1 (copied from the plain
 -- table at the conversion), given to each partition created ahead.
 select coalesce(array_to_string(reloptions, ', '), '')
-from pg_class where oid = to_regclass('{schema}.{table}_default');
+from pg_class where oid = to_regclass($1);
 
 -- name: delivered_rename
 -- Frees the table's name for the partitioned one: the plain table becomes
@@ -124,18 +124,28 @@ insert into {schema}.inbox_events select * from moved;
 
 -- name: inbox_move_guard
 -- While the done rows are moved (after the switch), an insert into the
--- partitioned inbox first moves the row of its id from the plain one, if
--- it is still there: inbox_take's ON CONFLICT then finds the done row, and
--- a duplicate is absorbed as before the conversion. The moves themselves
--- (postbox.moving, partition_moving) skip it.
+-- partitioned inbox of an id whose row the plain inbox still holds moves
+-- that row instead, and is skipped: the row is done (the switch moved the
+-- others), so that inbox_take takes nothing and finds it done
+-- (inbox_status), a duplicate absorbed as its ON CONFLICT ... WHERE not
+-- done absorbs it (which cannot see a row written by the trigger of its
+-- own statement). The moves themselves (postbox.moving, partition_moving)
+-- skip it.
 create or replace function {schema}.postbox_inbox_unpartitioned() returns trigger
 language plpgsql as $$
+declare
+  moved bigint;
 begin
   if current_setting('postbox.moving', true) is distinct from 'on' then
-    with moved as (
+    with gone as (
       delete from {schema}.inbox_events_unpartitioned where id = new.id returning *
+    ), written as (
+      insert into {schema}.inbox_events select * from gone returning 1
     )
-    insert into {schema}.inbox_events select * from moved;
+    select count(*) into moved from written;
+    if moved > 0 then
+      return null;
+    end if;
   end if;
   return new;
 end
@@ -158,6 +168,10 @@ insert into {schema}.inbox_events select * from moved on conflict (id) do nothin
 
 -- name: inbox_finish
 -- The inbox's conversion ends: the guard and the emptied plain inbox go.
+-- The inbox is locked first, then its partitions (the DROP TRIGGER alone
+-- would lock a partition before waiting for the inbox, while a consumer's
+-- transaction holding the inbox waits for that partition: a deadlock).
+lock table {schema}.inbox_events in access exclusive mode;
 drop trigger inbox_events_unpartitioned on {schema}.inbox_events;
 drop function {schema}.postbox_inbox_unpartitioned();
 drop table {schema}.inbox_events_unpartitioned;
