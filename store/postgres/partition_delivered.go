@@ -475,8 +475,10 @@ func (s *Store) createDeliveredAhead(ctx context.Context, interval time.Duration
 }
 
 // dropEnded drops t's range partitions whose range ended before before
-// (and before now), naming them in res.Dropped, and returns the rows they
-// held (pg_class.reltuples: an estimate, since the drop reads none). Each
+// (and began before now: not those created ahead, as the outbox's),
+// naming them in res.Dropped, and returns the rows they held (counted in a
+// partition of up to partitionSamplePages pages, estimated in a larger
+// one: delivered_count). Each
 // drop is one transaction that waits PartitionLockTimeout at most for its
 // lock on t (left to the next step, with an error, when not granted):
 // it detaches the partition, moves the inbox rows retention keeps back to
@@ -495,7 +497,7 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 	now := time.Now()
 	rows := 0
 	for _, r := range ranges {
-		if r.to.After(before) || r.to.After(now) {
+		if r.from.After(now) || r.to.After(before) {
 			break // sorted by start, and ranges do not overlap
 		}
 		var attached, skipped bool
@@ -512,18 +514,19 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 				skipped = true
 				return nil
 			}
-			if err := tx.QueryRow(ctx, s.sql.Get("delivered_attached"), s.Table(t.name), s.Table(r.name)).Scan(&attached, &n); err != nil || !attached {
+			if err := tx.QueryRow(ctx, s.sql.Get("delivered_attached"), s.Table(t.name), s.Table(r.name)).Scan(&attached); err != nil || !attached {
 				return err
 			}
 			if _, err := tx.Exec(ctx, s.partitionQueryOf(t, "delivered_detach", r.name)); err != nil {
 				return err
 			}
 			if t == inboxTable {
-				tag, err := tx.Exec(ctx, s.partitionQueryOf(t, "inbox_move_back", r.name), before)
-				if err != nil {
+				if _, err := tx.Exec(ctx, s.partitionQueryOf(t, "inbox_move_back", r.name), before); err != nil {
 					return err
 				}
-				n = max(0, n-tag.RowsAffected())
+			}
+			if err := tx.QueryRow(ctx, s.partitionQuery("delivered_count", r.name), s.Table(r.name), partitionSamplePages).Scan(&n); err != nil {
+				return err
 			}
 			_, err := tx.Exec(ctx, s.partitionQuery("partition_mark_detached", r.name))
 			return err
@@ -558,8 +561,8 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 // DEFAULT partition made before p.Before (lane_purge_done_partitioned),
 // sweeps the partitions left detached, and drops the attempts' partitions
 // whose range ended before p.Before: an attempt is kept up to an interval
-// longer than Retention. Events counts the rows deleted (not those of the
-// partitions dropped, named in Dropped).
+// longer than Retention. Events counts the rows deleted and those of the
+// partitions dropped (named in Dropped; see dropEnded).
 func (l *lane) expireAttempts(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
 	var res store.ExpireResult
 	if err := l.s.pool.QueryRow(ctx, l.s.sql.Get("lane_purge_done_partitioned"), l.id, p.Before, p.Limit).Scan(&res.Events); err != nil {
@@ -567,7 +570,8 @@ func (l *lane) expireAttempts(ctx context.Context, p store.ExpireParams) (store.
 	}
 	res.More = res.Events >= p.Limit
 	leftErr := l.s.dropDetached(ctx, &res)
-	_, err := l.s.dropEnded(ctx, attemptsTable, p.Before, &res)
+	n, err := l.s.dropEnded(ctx, attemptsTable, p.Before, &res)
+	res.Events += n
 	return res, errors.Join(leftErr, err)
 }
 
@@ -580,7 +584,7 @@ func (l *lane) expireAttempts(ctx context.Context, p store.ExpireParams) (store.
 // interval before it (their partition, not dropped yet, holds them only
 // when their ids are older than their processing): a done row is kept up
 // to an interval longer than the retention. It reports the rows deleted
-// and those of the partitions dropped (an estimate).
+// and those of the partitions dropped (see dropEnded).
 func (d *Driver) inboxExpire(ctx context.Context, before time.Time, limit int) (int, error) {
 	interval, err := d.partitionInterval(ctx)
 	if err != nil {

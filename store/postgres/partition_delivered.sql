@@ -213,10 +213,18 @@ select pg_try_advisory_xact_lock($1);
 
 -- name: delivered_attached
 -- Whether partition $2 is still a partition of table $1 (another process
--- may have dropped it since it was listed), and its rows as last counted by
--- ANALYZE or VACUUM (an estimate: the drop reads none of them).
-select exists (select 1 from pg_inherits where inhparent = to_regclass($1) and inhrelid = to_regclass($2)),
-       coalesce((select greatest(reltuples, 0)::bigint from pg_class where oid = to_regclass($2)), 0);
+-- may have dropped it since it was listed).
+select exists (select 1 from pg_inherits where inhparent = to_regclass($1) and inhrelid = to_regclass($2));
+
+-- name: delivered_count
+-- The rows a detached partition $1 drops: counted when it has $2 pages or
+-- fewer, else as last counted by ANALYZE or VACUUM (an estimate: the drop
+-- of a large partition reads none of its rows).
+select case
+  when pg_relation_size(to_regclass($1)) <= $2::bigint * current_setting('block_size')::bigint
+  then (select count(*) from {schema}.{partition})
+  else (select greatest(reltuples, 0)::bigint from pg_class where oid = to_regclass($1))
+end;
 
 -- name: delivered_detach
 -- Detaches a partition whose range ended (waiting partition_lock_timeout
