@@ -102,6 +102,9 @@ type PartitionReport struct {
 //
 // On a partitioned outbox it stores Interval and creates the partitions
 // missing from now to two intervals ahead.
+//
+// Then it does the same to endpoint_attempts (by range of at) and, with
+// Inbox, to inbox_events (by range of id): see partitionDelivered.
 func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionReport, error) {
 	var rep PartitionReport
 	if p.Interval == 0 {
