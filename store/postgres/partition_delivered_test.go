@@ -421,3 +421,38 @@ func TestPartitionInboxAbsorbsDuplicatesDuringTheMove(t *testing.T) {
 		t.Fatalf("%d triggers left on the inbox", c)
 	}
 }
+
+// A conversion of the attempts log whose lock is held longer than
+// PartitionLockTimeout fails and leaves the log plain and whole; the next
+// run converts it.
+func TestPartitionAttemptsLockHeld(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx := t.Context()
+	e := endpoints(t, s, 1)[0]
+	attemptsAt(t, s, e, time.Now().Add(-time.Hour), time.Now())
+	tx, err := s.Pool().Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(ctx, "select count(*) from "+s.Table("endpoint_attempts")); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	_, err = s.Partition(ctx, postgres.PartitionParams{Interval: time.Hour})
+	if err == nil || !strings.Contains(err.Error(), "not granted") {
+		t.Fatalf("Partition with the attempts log's lock held: %v; want its lock not granted", err)
+	}
+	if waited := time.Since(start); waited > postgres.PartitionLockTimeout+time.Second {
+		t.Fatalf("waited %s for the lock", waited)
+	}
+	if err := tx.Rollback(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if relkind(t, s, "endpoint_attempts") != "r" || countRows(t, s, "select count(*) from {schema}.endpoint_attempts") != 2 {
+		t.Fatal("the attempts log changed by a conversion that failed")
+	}
+	rep, err := s.Partition(ctx, postgres.PartitionParams{})
+	if err != nil || !slices.Contains(rep.Tables, "endpoint_attempts") || rep.MovedRows != 2 {
+		t.Fatalf("Partition again: %+v, %v; want the attempts log converted", rep, err)
+	}
+}
