@@ -5,6 +5,7 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -478,7 +479,7 @@ func (s *Store) createDeliveredAhead(ctx context.Context, interval time.Duration
 // (and began before now: not those created ahead, as the outbox's),
 // naming them in res.Dropped, and returns the rows they held (counted in a
 // partition of up to partitionSamplePages pages, estimated in a larger
-// one: delivered_count). Each
+// one: sampleCount). Each
 // drop is one transaction that waits PartitionLockTimeout at most for its
 // lock on t (left to the next step, with an error, when not granted):
 // it detaches the partition, moves the inbox rows retention keeps back to
@@ -525,10 +526,11 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 					return err
 				}
 			}
-			if err := tx.QueryRow(ctx, s.partitionQuery("delivered_count", r.name), s.Table(r.name), partitionSamplePages).Scan(&n); err != nil {
+			var err error
+			if n, err = s.sampleCount(ctx, tx, r.name); err != nil {
 				return err
 			}
-			_, err := tx.Exec(ctx, s.partitionQuery("partition_mark_detached", r.name))
+			_, err = tx.Exec(ctx, s.partitionQuery("partition_mark_detached", r.name))
 			return err
 		})
 		switch {
@@ -548,6 +550,30 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 		res.Dropped = append(res.Dropped, r.name)
 	}
 	return rows, nil
+}
+
+// sampleCount is the rows of the detached partition name, in tx, counted
+// in a random sample of about partitionSamplePages of its pages and scaled
+// to the whole, as partitionDone counts the outbox's: exact for a
+// partition of that many pages or fewer, within a few percent for a
+// larger one, whose drop then reads a bounded part of it.
+func (s *Store) sampleCount(ctx context.Context, tx pgx.Tx, name string) (int64, error) {
+	var pages int64
+	if err := tx.QueryRow(ctx, s.sql.Get("partition_pages"), s.Table(name)).Scan(&pages); err != nil {
+		return 0, err
+	}
+	percent := 100.0
+	if pages > partitionSamplePages {
+		percent = 100 * float64(partitionSamplePages) / float64(pages)
+	}
+	var sampled, seen int64
+	if err := tx.QueryRow(ctx, s.partitionQuery("delivered_sample_count", name), percent).Scan(&sampled, &seen); err != nil {
+		return 0, err
+	}
+	if percent == 100 || seen == 0 {
+		return sampled, nil
+	}
+	return int64(math.Round(float64(sampled) * float64(pages) / float64(seen))), nil
 }
 
 // expireAttempts is a lane's Expire on a partitioned attempts log. The

@@ -216,15 +216,12 @@ select pg_try_advisory_xact_lock($1);
 -- may have dropped it since it was listed).
 select exists (select 1 from pg_inherits where inhparent = to_regclass($1) and inhrelid = to_regclass($2));
 
--- name: delivered_count
--- The rows a detached partition $1 drops: counted when it has $2 pages or
--- fewer, else as last counted by ANALYZE or VACUUM (an estimate: the drop
--- of a large partition reads none of its rows).
-select case
-  when pg_relation_size(to_regclass($1)) <= $2::bigint * current_setting('block_size')::bigint
-  then (select count(*) from {schema}.{partition})
-  else (select greatest(reltuples, 0)::bigint from pg_class where oid = to_regclass($1))
-end;
+-- name: delivered_sample_count
+-- The rows of a detached partition in a random $1 percent of its pages
+-- (100: all of them, exactly), and how many pages holding rows the sample
+-- read (as partition_sample_done: the count is scaled by the pages read).
+select count(*), count(distinct (ctid::text::point)[0])
+from {schema}.{partition} tablesample system ($1::float8);
 
 -- name: delivered_detach
 -- Detaches a partition whose range ended (waiting partition_lock_timeout
