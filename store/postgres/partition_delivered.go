@@ -153,9 +153,11 @@ func (s *Store) partitionDelivered(ctx context.Context, p PartitionParams, rep *
 // oldest row's time (at most catchUpPartitions, as the outbox's) to two
 // intervals ahead, and the plain table's indexes. The inbox's switch also
 // moves the rows not done, and guards the inserts until the done rows are
-// moved (inbox_move_guard). No statement reads the rows but those moved:
-// the lock lasts milliseconds, whatever the table's size. The rows left are
-// moved afterwards (moveDelivered).
+// moved (inbox_move_guard). No statement reads other rows than those the
+// inbox's switch moves (found by inbox_events_open_idx): the lock lasts
+// milliseconds for the attempts log whatever its size, and for the inbox
+// as long as moving its rows not done takes. The rows left are moved
+// afterwards (moveDelivered).
 func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval time.Duration) (created []string, converted bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 		created = nil
@@ -191,6 +193,11 @@ func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval
 		if err != nil {
 			return err
 		}
+		for _, i := range indexes {
+			if i.unique {
+				return fmt.Errorf("the unique index %s cannot be kept on a partitioned %s (it does not hold the partition key): drop it first", i.name, t.name)
+			}
+		}
 		var pkey, options string
 		if err := tx.QueryRow(ctx, s.deliveredQuery(t, "delivered_pkey")).Scan(&pkey); err != nil {
 			return err
@@ -207,12 +214,11 @@ func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval
 		}
 		// The plain table and its indexes free their names.
 		renames := []string{s.partitionQueryOf(t, "delivered_rename", t.unpartitioned())}
-		for _, name := range append([]string{pkey}, func() (n []string) {
-			for _, i := range indexes {
-				n = append(n, i.name)
-			}
-			return n
-		}()...) {
+		names := []string{pkey}
+		for _, i := range indexes {
+			names = append(names, i.name)
+		}
+		for _, name := range names {
 			renames = append(renames, "alter index "+pgx.Identifier{s.schema, name}.Sanitize()+" rename to "+
 				pgx.Identifier{t.unpartitioned() + strings.TrimPrefix(name, t.name)}.Sanitize())
 		}
@@ -254,11 +260,7 @@ func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval
 			created = append(created, name)
 		}
 		for _, i := range indexes {
-			switch {
-			case i.unique:
-				return fmt.Errorf("the unique index %s cannot be kept on a partitioned %s (it does not hold the partition key): drop it first", i.name, t.name)
-			case !i.usable: // a failed concurrent build
-			default:
+			if i.usable { // not a failed concurrent build
 				if _, err := tx.Exec(ctx, i.def); err != nil {
 					return err
 				}
