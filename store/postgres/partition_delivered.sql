@@ -233,12 +233,16 @@ alter table {schema}.{table} detach partition {schema}.{partition};
 -- keeps go back to the inbox (to the DEFAULT partition, their range being
 -- gone), ids kept: the rows not done (pending, leased, failed), found by
 -- inbox_events_open_idx, and the done rows processed at or after $1 (the
--- retention's Before), found by inbox_events_done_idx: a duplicate of them
--- is still absorbed. Neither reads the partition's rows that go.
+-- retention's Before) or at no time (plain SQL's: a plain table's
+-- retention never deletes them), found by inbox_events_done_idx: a
+-- duplicate of them is still absorbed. Neither reads the partition's rows
+-- that go.
 with open as (
   delete from {schema}.{partition} where handler_status <> 'done' returning *
 ), recent as (
-  delete from {schema}.{partition} where handler_status = 'done' and processed_at >= $1 returning *
+  delete from {schema}.{partition}
+  where handler_status = 'done' and (processed_at >= $1 or processed_at is null)
+  returning *
 )
 insert into {schema}.inbox_events select * from open union all select * from recent;
 
