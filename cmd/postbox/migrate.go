@@ -18,6 +18,7 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 	wal := fs.Bool("wal", false, "WAL mode (relay --wal): producers' commits skip the notify trigger, which only relays waiting for notifications need; PostgreSQL only")
 	noWAL := fs.Bool("no-wal", false, "leave WAL mode: producers' commits notify waiting relays again (the default)")
 	partitioned := fs.Bool("partitioned", false, "partition the outbox by event id (UUIDv7: creation time), one partition per --partition-interval, so that retention drops whole partitions; converts an existing outbox online (a lock of at most 2s, then delivered events moved in batches); PostgreSQL only")
+	partitionInbox := fs.Bool("partition-inbox", false, "with --partitioned: partition the inbox too (inbox_events, by event id), so that the inbox's retention drops whole partitions; a done row is then kept up to an interval longer than that retention")
 	interval := fs.Duration("partition-interval", postgres.PartitionIntervalDefault, "with --partitioned: the time range of each partition (at least 1m), stored in the schema; giving another one later changes it for the partitions created from then on (run again without it, the stored one is kept)")
 	return func(ctx context.Context) error {
 		intervalGiven := false
@@ -63,7 +64,7 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 		}
 		// Without --partition-interval, zero: the stored interval is kept
 		// (the default, when converting).
-		p := postgres.PartitionParams{}
+		p := postgres.PartitionParams{Inbox: *partitionInbox}
 		if intervalGiven {
 			p.Interval = *interval
 		}
@@ -79,6 +80,9 @@ func setupMigrate(fs *flag.FlagSet) func(context.Context) error {
 				fmt.Printf("; %d delivered events moved from the plain table", rep.MovedDone)
 			}
 			fmt.Println()
+		}
+		if len(rep.Tables) > 0 {
+			fmt.Printf("partitioned by time too: %s (%d rows moved after the switch)\n", strings.Join(rep.Tables, " "), rep.MovedRows)
 		}
 		if len(rep.Created) > 0 {
 			fmt.Printf("partitions created: %s\n", strings.Join(rep.Created, " "))

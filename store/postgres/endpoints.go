@@ -690,13 +690,21 @@ func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]sto
 // Expire deletes up to p.Limit of the endpoint's finished (done or
 // dropped) deliveries processed before p.Before, and up to p.Limit of its
 // attempts made before it; Events counts both. Limit is from 1 to
-// store.HistoryBatchMax, as the outbox's.
+// store.HistoryBatchMax, as the outbox's. On a partitioned attempts log
+// (Partition), the attempts' partitions are dropped instead
+// (expireAttempts).
 func (l *lane) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
 	if p.Keep != nil {
 		return store.ExpireResult{}, store.ErrKeepUnsupported
 	}
 	if err := sqlstore.CheckExpireLimit(p.Limit); err != nil {
 		return store.ExpireResult{}, fmt.Errorf("postgres: endpoint %s: %w", l.id, err)
+	}
+	switch kind, err := l.s.deliveredKind(ctx, attemptsTable); {
+	case err != nil:
+		return store.ExpireResult{}, err
+	case kind == "p":
+		return l.expireAttempts(ctx, p)
 	}
 	var n int
 	if err := l.s.pool.QueryRow(ctx, l.s.sql.Get("lane_purge_done"), l.id, p.Before, p.Limit).Scan(&n); err != nil {

@@ -97,8 +97,15 @@ func scanInboxRecord(row pgx.CollectableRow) (store.InboxRecord, error) {
 }
 
 // InboxDeleteProcessedBefore deletes up to limit done rows processed before
-// the given time.
+// the given time. On a partitioned inbox (PartitionParams.Inbox), it drops
+// the partitions whose range ended instead (inboxExpire).
 func (d *Driver) InboxDeleteProcessedBefore(ctx context.Context, before time.Time, limit int) (int, error) {
+	switch kind, err := d.deliveredKind(ctx, inboxTable); {
+	case err != nil:
+		return 0, err
+	case kind == "p":
+		return d.inboxExpire(ctx, before, limit)
+	}
 	return d.deleteBefore(ctx, "inbox_delete_processed", "inbox delete processed", before, limit)
 }
 

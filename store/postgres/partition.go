@@ -52,6 +52,11 @@ type PartitionParams struct {
 	// the stored interval on a partitioned outbox, PartitionIntervalDefault
 	// when converting.
 	Interval time.Duration
+	// Inbox also converts a plain inbox_events (see partitionDelivered):
+	// opt-in, since on a partitioned inbox retention keeps a done row up
+	// to an Interval longer. A partitioned inbox gets its partitions ahead
+	// without it.
+	Inbox bool
 }
 
 // PartitionIntervalDefault is the interval of a conversion given none.
@@ -69,6 +74,11 @@ type PartitionReport struct {
 	Created []string
 	// Interval is the interval of the partitions, as stored.
 	Interval time.Duration
+	// Tables names the delivered-side tables converted with the outbox
+	// (endpoint_attempts; inbox_events with PartitionParams.Inbox), and
+	// MovedRows counts their rows moved after their switch.
+	Tables    []string
+	MovedRows int
 }
 
 // Partition converts outbox_events into a table partitioned by range of id,
@@ -92,6 +102,9 @@ type PartitionReport struct {
 //
 // On a partitioned outbox it stores Interval and creates the partitions
 // missing from now to two intervals ahead.
+//
+// Then it does the same to endpoint_attempts (by range of at) and, with
+// Inbox, to inbox_events (by range of id): see partitionDelivered.
 func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionReport, error) {
 	var rep PartitionReport
 	if p.Interval == 0 {
@@ -143,7 +156,10 @@ func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionRepo
 	n, err := s.moveDone(ctx)
 	rep.MovedDone = n
 	rep.Interval = p.Interval
-	return rep, err
+	if err != nil {
+		return rep, err
+	}
+	return rep, s.partitionDelivered(ctx, p, &rep)
 }
 
 // keptInterval is the interval of a Partition given none: the stored one
@@ -660,6 +676,9 @@ func (d *Driver) expirePartitions(ctx context.Context, p store.ExpireParams) (re
 	if err != nil {
 		return res, true, err
 	}
+	created, err := d.createDeliveredAhead(ctx, interval, now)
+	res.Created = append(res.Created, created...)
+	leftErr = errors.Join(leftErr, err)
 	var due []string
 	for _, r := range ranges {
 		switch {

@@ -61,6 +61,10 @@ type Store struct {
 	outboxKindSeen atomic.Int32
 	// keep is where the Keep of a partition to drop is (partition.go).
 	keep keepState
+	// attemptsPartitioned and inboxPartitioned remember that
+	// endpoint_attempts and inbox_events were found partitioned
+	// (partition_delivered.go).
+	attemptsPartitioned, inboxPartitioned atomic.Bool
 }
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
@@ -85,7 +89,7 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 		"{doze_barrier_lock}", strconv.Itoa(dozeBarrierLock),
 	)
 	s.insertOne = [2]string{s.buildInsertSQL(1, false), s.buildInsertSQL(1, true)}
-	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL, deadLettersSQL, endpointsSQL, walSQL, partitionSQL)
+	s.sql = sqlstore.ParseQueries("postgres", s.expand, queriesSQL, inboxSQL, deadLettersSQL, endpointsSQL, walSQL, partitionSQL, partitionDeliveredSQL)
 	s.inbox = sqlstore.NewInbox("postgres", inboxDialect{s.tx, s})
 	s.dead = sqlstore.NewDeadLetters("postgres", deadLetterSQL{s})
 	return s, nil

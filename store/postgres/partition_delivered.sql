@@ -1,0 +1,285 @@
+-- Named queries of the partitioned delivered-side tables
+-- (partition_delivered.go): endpoint_attempts partitioned by range of its
+-- time (at), inbox_events by range of id (UUIDv7 ids carry their time),
+-- each with a DEFAULT partition, at the outbox's interval
+-- (outbox_partitioning). "{table}" is replaced by the table's quoted name,
+-- "{partition}" by a partition's.
+
+-- name: delivered_kind
+-- The relkind of table $1 (a qualified, quoted name): 'p' partitioned, 'r'
+-- plain, '' missing.
+select coalesce((select relkind::text from pg_class where oid = to_regclass($1)), '');
+
+-- name: delivered_lock
+-- The conversion's switch: no reader or writer of the plain table meanwhile
+-- (waiting partition_lock_timeout at most).
+lock table {schema}.{table} in access exclusive mode;
+
+-- name: delivered_index_defs
+-- The plain table's indexes but its primary key (the partitioned table has
+-- its own, with the partition key): name, CREATE INDEX statement, unique,
+-- valid. The conversion renames them and creates them on the partitioned
+-- table.
+select c.relname::text, pg_get_indexdef(i.indexrelid), i.indisunique, i.indisvalid
+from pg_index i
+join pg_class c on c.oid = i.indexrelid
+where i.indrelid = to_regclass('{schema}.{table}') and not i.indisprimary
+order by c.relname;
+
+-- name: delivered_pkey
+-- The name of the plain table's primary key index (renamed with the table).
+select c.relname::text
+from pg_index i
+join pg_class c on c.oid = i.indexrelid
+where i.indrelid = to_regclass('{schema}.{table}') and i.indisprimary;
+
+-- name: delivered_options
+-- The plain table's storage options, copied to every partition.
+select coalesce(array_to_string(reloptions, ', '), '')
+from pg_class where oid = to_regclass('{schema}.{table}');
+
+-- name: delivered_default_options
+-- The storage options of the DEFAULT partition $1 (copied from the plain
+-- table at the conversion), given to each partition created ahead.
+select coalesce(array_to_string(reloptions, ', '), '')
+from pg_class where oid = to_regclass($1);
+
+-- name: delivered_rename
+-- Frees the table's name for the partitioned one: the plain table becomes
+-- {table}_unpartitioned until its rows are moved.
+alter table {schema}.{table} rename to {partition};
+
+-- name: attempts_seq
+-- The identity sequence of the plain attempts log and its last value (null
+-- when none was drawn): the partitioned log's continues it.
+select pg_get_serial_sequence('{schema}.endpoint_attempts', 'id'),
+       pg_sequence_last_value(pg_get_serial_sequence('{schema}.endpoint_attempts', 'id')::regclass);
+
+-- name: attempts_seq_sync
+-- The partitioned attempts log's identity continues the plain one's.
+select setval(pg_get_serial_sequence('{schema}.endpoint_attempts', 'id'), $1::bigint);
+
+-- name: attempts_oldest
+-- The oldest attempt of the plain log, found per endpoint through
+-- endpoint_attempts_endpoint_at_idx (endpoint_id, at), never by a scan of
+-- the log: the conversion creates partitions for the past from it. Every
+-- attempt has its endpoint (a foreign key that cascades).
+select min(o.at)
+from {schema}.endpoints e
+cross join lateral (
+  select a.at from {schema}.endpoint_attempts_unpartitioned a
+  where a.endpoint_id = e.id order by a.at limit 1
+) o;
+
+-- name: attempts_create_parent
+-- The partitioned attempts log: the plain log's columns in their order,
+-- with their defaults, checks and identity; the primary key holds the
+-- partition key (at), and the foreign key to endpoints is the plain log's.
+create table {schema}.endpoint_attempts (
+  like {schema}.endpoint_attempts_unpartitioned
+    including defaults including constraints including identity including storage including comments,
+  primary key (id, at),
+  foreign key (endpoint_id) references {schema}.endpoints (id) on delete cascade
+) partition by range (at);
+
+-- name: attempts_move
+-- After the switch, $1 attempts of the plain log moved to the partitioned
+-- one (each to the partition of its time), the newest first: the console's
+-- latest attempts are the first found again.
+with moved as (
+  delete from {schema}.endpoint_attempts_unpartitioned
+  where id in (select id from {schema}.endpoint_attempts_unpartitioned order by id desc limit $1)
+  returning *
+)
+insert into {schema}.endpoint_attempts overriding system value select * from moved;
+
+-- name: attempts_finish
+-- The attempts log's conversion ends: the emptied plain log goes.
+drop table {schema}.endpoint_attempts_unpartitioned;
+
+-- name: inbox_oldest
+-- The smallest time-ordered (version 7) id of the plain inbox: the
+-- conversion creates partitions for the past from its time.
+select id from {schema}.inbox_events_unpartitioned
+where substring(id::text, 15, 1) = '7'
+order by id limit 1;
+
+-- name: inbox_create_parent
+-- The partitioned inbox: the plain inbox's columns in their order, with
+-- their defaults and checks; its primary key, id, is the partition key, so
+-- inbox_take's ON CONFLICT (id) absorbs a duplicate as on the plain table.
+create table {schema}.inbox_events (
+  like {schema}.inbox_events_unpartitioned
+    including defaults including constraints including storage including comments,
+  primary key (id)
+) partition by range (id);
+
+-- name: inbox_move_unfinished
+-- The switch moves the rows not done (pending, leased, failed): their
+-- claims, completions and failures find them in the partitioned inbox.
+with moved as (
+  delete from {schema}.inbox_events_unpartitioned where handler_status <> 'done' returning *
+)
+insert into {schema}.inbox_events select * from moved;
+
+-- name: inbox_move_guard
+-- While the done rows are moved (after the switch), an insert into the
+-- partitioned inbox of an id whose row the plain inbox still holds moves
+-- that row instead, and is skipped: the row is done (the switch moved the
+-- others), so that inbox_take takes nothing and finds it done
+-- (inbox_status), a duplicate absorbed as its ON CONFLICT ... WHERE not
+-- done absorbs it (which cannot see a row written by the trigger of its
+-- own statement). The moves themselves (postbox.moving, partition_moving)
+-- skip it.
+create or replace function {schema}.postbox_inbox_unpartitioned() returns trigger
+language plpgsql as $$
+declare
+  moved bigint;
+begin
+  if current_setting('postbox.moving', true) is distinct from 'on' then
+    with gone as (
+      delete from {schema}.inbox_events_unpartitioned where id = new.id returning *
+    ), written as (
+      insert into {schema}.inbox_events select * from gone returning 1
+    )
+    select count(*) into moved from written;
+    if moved > 0 then
+      return null;
+    end if;
+  end if;
+  return new;
+end
+$$;
+create trigger inbox_events_unpartitioned
+  before insert on {schema}.inbox_events
+  for each row execute function {schema}.postbox_inbox_unpartitioned();
+
+-- name: inbox_move
+-- After the switch, $1 done rows of the plain inbox moved to the
+-- partitioned one (to the partition of their id), the newest first. A row
+-- an insert moved meanwhile (inbox_move_guard) is gone from the plain
+-- inbox already.
+with moved as (
+  delete from {schema}.inbox_events_unpartitioned
+  where id in (select id from {schema}.inbox_events_unpartitioned order by id desc limit $1)
+  returning *
+)
+insert into {schema}.inbox_events select * from moved on conflict (id) do nothing;
+
+-- name: inbox_finish
+-- The inbox's conversion ends: the guard and the emptied plain inbox go.
+-- The inbox is locked first, then its partitions (the DROP TRIGGER alone
+-- would lock a partition before waiting for the inbox, while a consumer's
+-- transaction holding the inbox waits for that partition: a deadlock).
+lock table {schema}.inbox_events in access exclusive mode;
+drop trigger inbox_events_unpartitioned on {schema}.inbox_events;
+drop function {schema}.postbox_inbox_unpartitioned();
+drop table {schema}.inbox_events_unpartitioned;
+
+-- name: delivered_unpartitioned_exists
+-- Whether a conversion's plain table is left, its rows still to move.
+select to_regclass('{schema}.{partition}') is not null;
+
+-- name: delivered_create_default
+-- The DEFAULT partition: rows outside every range (an attempt of a time
+-- before the first partition or after the last; an inbox id that is not a
+-- UUIDv7, or of a range dropped) are kept, and removed by DELETE.
+create table {schema}.{partition} partition of {schema}.{table} default;
+
+-- name: attempts_ranges
+-- The range partitions of the attempts log: name and bounds (the bound
+-- text, shown in the session's time zone, read back in it).
+select c.relname::text, b[1]::timestamptz, b[2]::timestamptz
+from pg_inherits i
+join pg_class c on c.oid = i.inhrelid
+cross join lateral regexp_match(pg_get_expr(c.relpartbound, c.oid),
+  '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') b
+where i.inhparent = to_regclass('{schema}.endpoint_attempts') and b is not null;
+
+-- name: inbox_ranges
+-- The range partitions of the inbox: name and bounds (UUIDv7 ids).
+select c.relname::text, b[1]::uuid, b[2]::uuid
+from pg_inherits i
+join pg_class c on c.oid = i.inhrelid
+cross join lateral regexp_match(pg_get_expr(c.relpartbound, c.oid),
+  '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') b
+where i.inhparent = to_regclass('{schema}.inbox_events') and b is not null;
+
+-- name: delivered_retention_lock
+-- One drop of the table's partitions at a time (every endpoint's lane
+-- runs the attempts' retention): false, and the drop is left to the one
+-- running.
+select pg_try_advisory_xact_lock($1);
+
+-- name: delivered_attached
+-- Whether partition $2 is still a partition of table $1 (another process
+-- may have dropped it since it was listed).
+select exists (select 1 from pg_inherits where inhparent = to_regclass($1) and inhrelid = to_regclass($2));
+
+-- name: delivered_sample_count
+-- The rows of a detached partition in a random $1 percent of its pages
+-- (100: all of them, exactly), and how many pages holding rows the sample
+-- read (as partition_sample_done: the count is scaled by the pages read).
+select count(*), count(distinct (ctid::text::point)[0])
+from {schema}.{partition} tablesample system ($1::float8);
+
+-- name: delivered_detach
+-- Detaches a partition whose range ended (waiting partition_lock_timeout
+-- at most for its lock on the table).
+alter table {schema}.{table} detach partition {schema}.{partition};
+
+-- name: inbox_move_back
+-- Before a detached inbox partition is dropped, its rows that retention
+-- keeps go back to the inbox (to the DEFAULT partition, their range being
+-- gone), ids kept: the rows not done (pending, leased, failed), found by
+-- inbox_events_open_idx, and the done rows processed at or after $1 (the
+-- retention's Before) or at no time (plain SQL's: a plain table's
+-- retention never deletes them), found by inbox_events_done_idx: a
+-- duplicate of them is still absorbed. Neither reads the partition's rows
+-- that go.
+with open as (
+  delete from {schema}.{partition} where handler_status <> 'done' returning *
+), recent as (
+  delete from {schema}.{partition}
+  where handler_status = 'done' and (processed_at >= $1 or processed_at is null)
+  returning *
+)
+insert into {schema}.inbox_events select * from open union all select * from recent;
+
+-- name: lane_purge_done_partitioned
+-- lane_purge_done on a partitioned attempts log: the endpoint's finished
+-- deliveries as there, and its attempts made before $2 in the DEFAULT
+-- partition alone (the range partitions are dropped whole).
+with deliveries as (
+  delete from {schema}.endpoint_deliveries
+  where endpoint_id = $1 and event_id in (
+    select event_id from {schema}.endpoint_deliveries
+    where endpoint_id = $1 and status in ('done', 'dropped') and processed_at < $2
+    limit $3)
+  returning 1
+), attempts as (
+  delete from {schema}.endpoint_attempts_default
+  where id = any(array(
+    select id from {schema}.endpoint_attempts_default
+    where endpoint_id = $1 and at < $2
+    limit $3))
+  returning 1
+)
+select (select count(*) from deliveries) + (select count(*) from attempts);
+
+-- name: inbox_delete_processed_partitioned
+-- inbox_delete_processed on a partitioned inbox: up to $3 done rows of the
+-- DEFAULT partition processed before $1, and of the range partitions
+-- processed before $2 (an interval before $1: rows whose partition is not
+-- dropped yet only when their ids are older than their processing), oldest
+-- first.
+delete from {schema}.inbox_events
+where id in (
+  (select id from {schema}.inbox_events_default
+   where handler_status = 'done' and processed_at < $1
+   order by processed_at limit $3)
+  union
+  (select id from {schema}.inbox_events
+   where handler_status = 'done' and processed_at < $2
+   order by processed_at limit $3)
+  limit $3);
