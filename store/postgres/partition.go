@@ -585,20 +585,8 @@ func (s *Store) createAhead(ctx context.Context, ranges []partitionInfo, interva
 	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_options")).Scan(&options); err != nil {
 		return nil, ranges, fmt.Errorf("postgres: partitions: %w", err)
 	}
-	for from := rangeStart(now, interval); !from.After(now.Add(2 * interval)); from = from.Add(interval) {
-		lo, hi := from, from.Add(interval)
-		for _, r := range ranges {
-			if r.from.Before(hi) && r.to.After(lo) { // overlap
-				if r.from.After(lo) {
-					hi = r.from
-				} else {
-					lo = r.to
-				}
-			}
-		}
-		if !lo.Before(hi) {
-			continue
-		}
+	for _, m := range missingRanges(ranges, interval, now) {
+		lo, hi := m.from, m.to
 		name := rangeName(lo, hi, interval)
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
@@ -632,6 +620,31 @@ func (s *Store) createAhead(ctx context.Context, ranges []partitionInfo, interva
 	}
 	sort.Slice(ranges, func(i, j int) bool { return ranges[i].from.Before(ranges[j].from) })
 	return created, ranges, nil
+}
+
+// missingRanges are the ranges of the partitions to create, from now's
+// interval to two intervals ahead, beside the existing ranges: each
+// interval of the grid, starting where an existing partition that covers
+// part of it ends (or ending where one begins), none where one covers it
+// whole. The ranges it returns have no name.
+func missingRanges(ranges []partitionInfo, interval time.Duration, now time.Time) []partitionInfo {
+	var missing []partitionInfo
+	for from := rangeStart(now, interval); !from.After(now.Add(2 * interval)); from = from.Add(interval) {
+		lo, hi := from, from.Add(interval)
+		for _, r := range ranges {
+			if r.from.Before(hi) && r.to.After(lo) { // overlap
+				if r.from.After(lo) {
+					hi = r.from
+				} else {
+					lo = r.to
+				}
+			}
+		}
+		if lo.Before(hi) {
+			missing = append(missing, partitionInfo{from: lo, to: hi})
+		}
+	}
+	return missing
 }
 
 // expirePartitions is Expire on a partitioned outbox: it reports
@@ -959,27 +972,44 @@ func (s *Store) dropDetachedTable(ctx context.Context, name string) error {
 const partitionSamplePages = 256
 
 // partitionDone is the delivered events of a partition, counted in a
-// random sample of about partitionSamplePages of its pages (TABLESAMPLE
-// SYSTEM) and scaled to the whole: exact for a partition of that many
-// pages or fewer, within a few percent for a larger one, whose drop then
-// reads a bounded part of it.
+// sample (sampledRows of partition_sample_done).
 func (s *Store) partitionDone(ctx context.Context, name string) (int, error) {
+	n, err := s.sampledRows(ctx, s.pool, name, "partition_sample_done")
+	if err != nil {
+		return 0, fmt.Errorf("postgres: expire: count partition %s: %w", name, err)
+	}
+	return int(n), nil
+}
+
+// rowQuerier runs a query of one row: the pool, or a transaction.
+type rowQuerier interface {
+	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
+}
+
+// sampledRows is the rows of the partition name that the named query
+// counts, in a random sample of about partitionSamplePages of its pages
+// (TABLESAMPLE SYSTEM of the percent the query takes as $1; it returns the
+// rows it counted and the pages holding rows it read) scaled to the whole
+// by the pages read: exact for a partition of that many pages or fewer,
+// within a few percent for a larger one, whose drop then reads a bounded
+// part of it.
+func (s *Store) sampledRows(ctx context.Context, q rowQuerier, name, query string) (int64, error) {
 	var pages int64
-	if err := s.pool.QueryRow(ctx, s.sql.Get("partition_pages"), s.Table(name)).Scan(&pages); err != nil {
-		return 0, fmt.Errorf("postgres: expire: partition %s: %w", name, err)
+	if err := q.QueryRow(ctx, s.sql.Get("partition_pages"), s.Table(name)).Scan(&pages); err != nil {
+		return 0, err
 	}
 	percent := 100.0
 	if pages > partitionSamplePages {
 		percent = 100 * float64(partitionSamplePages) / float64(pages)
 	}
 	var sampled, seen int64
-	if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_sample_done", name), percent).Scan(&sampled, &seen); err != nil {
-		return 0, fmt.Errorf("postgres: expire: count partition %s: %w", name, err)
+	if err := q.QueryRow(ctx, s.partitionQuery(query, name), percent).Scan(&sampled, &seen); err != nil {
+		return 0, err
 	}
 	if percent == 100 || seen == 0 {
-		return int(sampled), nil
+		return sampled, nil
 	}
-	return int(math.Round(float64(sampled) * float64(pages) / float64(seen))), nil
+	return int64(math.Round(float64(sampled) * float64(pages) / float64(seen))), nil
 }
 
 // errUnkept: an event of the partition was delivered while Keep ran.

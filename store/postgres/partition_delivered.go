@@ -5,7 +5,6 @@ import (
 	_ "embed"
 	"errors"
 	"fmt"
-	"math"
 	"sort"
 	"strings"
 	"sync/atomic"
@@ -420,20 +419,8 @@ func (s *Store) createAheadOf(ctx context.Context, t deliveredTable, interval ti
 		return nil, fmt.Errorf("postgres: partitions of %s: %w", t.name, err)
 	}
 	var created []string
-	for from := rangeStart(now, interval); !from.After(now.Add(2 * interval)); from = from.Add(interval) {
-		lo, hi := from, from.Add(interval)
-		for _, r := range ranges {
-			if r.from.Before(hi) && r.to.After(lo) { // overlap
-				if r.from.After(lo) {
-					hi = r.from
-				} else {
-					lo = r.to
-				}
-			}
-		}
-		if !lo.Before(hi) {
-			continue
-		}
+	for _, m := range missingRanges(ranges, interval, now) {
+		lo, hi := m.from, m.to
 		name := t.partitionName(lo, hi, interval)
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
@@ -453,7 +440,6 @@ func (s *Store) createAheadOf(ctx context.Context, t deliveredTable, interval ti
 			return created, fmt.Errorf("postgres: partitions of %s: %w", t.name, err)
 		}
 		created = append(created, name)
-		ranges = append(ranges, partitionInfo{name: name, from: lo, to: hi})
 	}
 	return created, nil
 }
@@ -481,7 +467,7 @@ func (s *Store) createDeliveredAhead(ctx context.Context, interval time.Duration
 // (and began before now: not those created ahead, as the outbox's),
 // naming them in res.Dropped, and returns the rows they held (counted in a
 // partition of up to partitionSamplePages pages, estimated in a larger
-// one: sampleCount). Each
+// one: sampledRows). Each
 // drop is one transaction that waits PartitionLockTimeout at most for its
 // lock on t (left to the next step, with an error, when not granted):
 // it detaches the partition, moves the inbox rows retention keeps back to
@@ -529,7 +515,7 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 				}
 			}
 			var err error
-			if n, err = s.sampleCount(ctx, tx, r.name); err != nil {
+			if n, err = s.sampledRows(ctx, tx, r.name, "delivered_sample_count"); err != nil {
 				return err
 			}
 			_, err = tx.Exec(ctx, s.partitionQuery("partition_mark_detached", r.name))
@@ -552,30 +538,6 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 		res.Dropped = append(res.Dropped, r.name)
 	}
 	return rows, nil
-}
-
-// sampleCount is the rows of the detached partition name, in tx, counted
-// in a random sample of about partitionSamplePages of its pages and scaled
-// to the whole, as partitionDone counts the outbox's: exact for a
-// partition of that many pages or fewer, within a few percent for a
-// larger one, whose drop then reads a bounded part of it.
-func (s *Store) sampleCount(ctx context.Context, tx pgx.Tx, name string) (int64, error) {
-	var pages int64
-	if err := tx.QueryRow(ctx, s.sql.Get("partition_pages"), s.Table(name)).Scan(&pages); err != nil {
-		return 0, err
-	}
-	percent := 100.0
-	if pages > partitionSamplePages {
-		percent = 100 * float64(partitionSamplePages) / float64(pages)
-	}
-	var sampled, seen int64
-	if err := tx.QueryRow(ctx, s.partitionQuery("delivered_sample_count", name), percent).Scan(&sampled, &seen); err != nil {
-		return 0, err
-	}
-	if percent == 100 || seen == 0 {
-		return sampled, nil
-	}
-	return int64(math.Round(float64(sampled) * float64(pages) / float64(seen))), nil
 }
 
 // expireAttempts is a lane's Expire on a partitioned attempts log. The
