@@ -2,6 +2,7 @@ package postgres
 
 import (
 	"context"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -33,3 +34,12 @@ var TypesRegexp = typesRegexp
 
 // RequeueKeptSQL is requeue_kept as RequeueKept runs it.
 func (s *Store) RequeueKeptSQL() string { return s.requeueKeptSQL() }
+
+// DropPartition runs the drop of the outbox's partition name as a
+// retention step with Before now does, for tests of a step that finds it
+// gone (another relay's step dropped or detached it first).
+func (s *Store) DropPartition(ctx context.Context, name string) (store.ExpireResult, error) {
+	var res store.ExpireResult
+	_, err := s.dropPartition(ctx, store.ExpireParams{Before: time.Now(), Limit: 1000}, name, &res)
+	return res, err
+}

@@ -209,6 +209,15 @@ func isLockTimeout(err error) bool {
 	return errors.As(err, &pgErr) && pgErr.Code == "55P03"
 }
 
+// isGoneTable reports a partition another step dropped or detached
+// meanwhile (undefined_table: "does not exist", "is not a partition of"):
+// several relays' retention steps may go for the same partition, and the
+// one that comes second has nothing left to do.
+func isGoneTable(err error) bool {
+	var pgErr *pgconn.PgError
+	return errors.As(err, &pgErr) && pgErr.Code == "42P01"
+}
+
 // tableDef is what the conversion copies of the plain table.
 type tableDef struct {
 	names    []string // every index's name
@@ -846,6 +855,10 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 			return false, fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
 		}
 		events, err := pgx.CollectRows(rows, scanHistory)
+		if isGoneTable(err) {
+			s.keep.cursor = nil // another step kept and dropped it
+			return false, nil
+		}
 		if err != nil {
 			return false, fmt.Errorf("postgres: expire: read partition %s: %w", name, err)
 		}
@@ -875,10 +888,15 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 	// exactly: Keep read them all anyway.
 	var done int
 	if c != nil {
-		if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_count", name)).Scan(&done); err != nil {
+		if err := s.pool.QueryRow(ctx, s.partitionQuery("partition_count", name)).Scan(&done); isGoneTable(err) {
+			s.keep.cursor = nil // another step kept and dropped it
+			return false, nil
+		} else if err != nil {
 			return false, fmt.Errorf("postgres: expire: count partition %s: %w", name, err)
 		}
-	} else if done, err = s.partitionDone(ctx, name); err != nil {
+	} else if done, err = s.partitionDone(ctx, name); isGoneTable(err) {
+		return false, nil // another step dropped it
+	} else if err != nil {
 		return false, err
 	}
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -905,6 +923,13 @@ func (s *Store) dropPartition(ctx context.Context, p store.ExpireParams, name st
 		return nil
 	})
 	switch {
+	case isGoneTable(err):
+		// Another step detached it first (and drops it, or left it for
+		// dropDetached): nothing left to do here.
+		if c != nil {
+			s.keep.cursor = nil
+		}
+		return false, nil
 	case errors.Is(err, errUnkept):
 		s.keep.cursor = nil // over again, from a new start
 		res.More = true

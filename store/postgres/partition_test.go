@@ -872,3 +872,32 @@ func TestPartitionDropSweepsADetachedLeftover(t *testing.T) {
 		t.Fatalf("an unmarked table named as a partition: %d rows, dropped %v", n, res.Dropped)
 	}
 }
+
+// Several relays' retention steps may go for the same partition: the
+// step that comes second finds it dropped, or detached and not yet dropped
+// ("is not a partition of"), and has nothing left to do: no error (a
+// relay logged "retention failed" for it), nothing counted, and the table
+// another step detached is left to that step (or to dropDetached).
+func TestPartitionDropAfterAnotherStep(t *testing.T) {
+	s := partitioned(t, pgtest.Store(t), time.Minute)
+	ctx := t.Context()
+	res, err := s.DropPartition(ctx, "outbox_events_p19700101T0000")
+	if err != nil || res.Events != 0 || len(res.Dropped) != 0 {
+		t.Fatalf("drop of a partition gone: %+v, %v; want nothing done and no error", res, err)
+	}
+	var name string
+	if err := s.Pool().QueryRow(ctx, s.Expand(`select c.relname from pg_inherits i join pg_class c on c.oid = i.inhrelid
+		where i.inhparent = '{schema}.outbox_events'::regclass and c.relname <> 'outbox_events_default' order by c.relname limit 1`)).Scan(&name); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.Pool().Exec(ctx, s.Expand(`alter table {schema}.outbox_events detach partition {schema}.`+pgx.Identifier{name}.Sanitize())); err != nil {
+		t.Fatal(err)
+	}
+	res, err = s.DropPartition(ctx, name)
+	if err != nil || res.Events != 0 || len(res.Dropped) != 0 {
+		t.Fatalf("drop of a partition another step detached: %+v, %v; want nothing done and no error", res, err)
+	}
+	if n := countRows(t, s, "select count(*) from pg_class where relnamespace = '{schema}'::regnamespace and relname = $1", name); n != 1 {
+		t.Fatalf("the detached table %s: %d found, want it left to the step that detached it", name, n)
+	}
+}
