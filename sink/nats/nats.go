@@ -87,6 +87,13 @@ func New(ctx context.Context, c Config) (*Sink, error) {
 		natsgo.Timeout(c.Timeout),
 		natsgo.MaxReconnects(-1),
 		natsgo.ReconnectWait(c.ReconnectWait),
+		// No reconnect buffer: a publish while the connection is down
+		// fails at once (ErrReconnectBufExceeded: Unavailable), and is
+		// never sent later. With nats.go's default 8 MB buffer, a publish
+		// the sink had reported Unavailable reached the stream after the
+		// reconnect, unseen: the outbox is the buffer, and the relay sends
+		// it again when the sink is back.
+		natsgo.ReconnectBufSize(-1),
 		natsgo.DisconnectErrHandler(func(_ *natsgo.Conn, err error) {
 			if err == nil {
 				return // closed by Close
