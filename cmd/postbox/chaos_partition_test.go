@@ -13,13 +13,24 @@ import (
 // consumer answers slowly, so that its events are still pending or being
 // delivered (moved to the DEFAULT partition, leases and all), and kills a
 // relay besides; every event is applied exactly once, in order per
-// aggregate.
+// aggregate. Whether a dropped partition still holds unfinished events
+// depends on how far behind the relays are when its range ends: a run in
+// which none did (the relays kept up) proves nothing about the move, and
+// is run again, up to three runs.
 func TestChaosPartitionDrop(t *testing.T) {
 	faults := []string{chaos.FaultPartitionDrop, chaos.FaultKill}
-	rep := runChaos(t, "--duration", "12s", "--events-per-second", "200", "--ordered", "--faults", strings.Join(faults, ","))
-	checkExactlyOnce(t, rep, faults)
-	if !rep.Partitioned || rep.PartitionsDropped == 0 || rep.PartitionEventsMoved == 0 {
-		t.Errorf("partitioned %v, %d partitions dropped, %d unfinished events in them: want partitions dropped with events in them",
-			rep.Partitioned, rep.PartitionsDropped, rep.PartitionEventsMoved)
+	for run := 1; ; run++ {
+		rep := runChaos(t, "--duration", "12s", "--events-per-second", "200", "--ordered", "--faults", strings.Join(faults, ","))
+		checkExactlyOnce(t, rep, faults)
+		if !rep.Partitioned || rep.PartitionsDropped == 0 {
+			t.Fatalf("partitioned %v, %d partitions dropped: want partitions dropped", rep.Partitioned, rep.PartitionsDropped)
+		}
+		if rep.PartitionEventsMoved > 0 {
+			return
+		}
+		if run == 3 {
+			t.Fatalf("%d runs: %d partitions dropped in the last, none with unfinished events in it: want the move exercised", run, rep.PartitionsDropped)
+		}
+		t.Logf("run %d: %d partitions dropped, none with unfinished events in it (the relays kept up): again", run, rep.PartitionsDropped)
 	}
 }
