@@ -79,6 +79,18 @@ func (t deliveredTable) bound(at time.Time) string {
 	return "'" + at.UTC().Format(time.RFC3339Nano) + "'"
 }
 
+// moveBack names the query that moves back to t, from a detached
+// partition, the rows that its retention keeps ("": none, the attempts').
+func (t deliveredTable) moveBack() string {
+	switch t {
+	case inboxTable:
+		return "inbox_move_back"
+	case deliveriesTable:
+		return "deliveries_move_back"
+	}
+	return ""
+}
+
 // seen is where the store remembers that t is partitioned.
 func (s *Store) seen(t deliveredTable) *atomic.Bool {
 	switch t {
@@ -554,9 +566,8 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 			if _, err := tx.Exec(ctx, s.partitionQueryOf(t, "delivered_detach", r.name)); err != nil {
 				return err
 			}
-			moveBack := map[deliveredTable]string{inboxTable: "inbox_move_back", deliveriesTable: "deliveries_move_back"}[t]
-			if moveBack != "" {
-				if _, err := tx.Exec(ctx, s.partitionQueryOf(t, moveBack, r.name), before); err != nil {
+			if q := t.moveBack(); q != "" {
+				if _, err := tx.Exec(ctx, s.partitionQueryOf(t, q, r.name), before); err != nil {
 					return err
 				}
 			}
