@@ -121,11 +121,11 @@ func (s *Store) deliveredKind(ctx context.Context, t deliveredTable) (string, er
 
 // partitionDelivered is Partition's work on the delivered-side tables:
 // endpoint_attempts and endpoint_deliveries always, inbox_events when
-// p.Inbox or when partitioned already. A plain table is converted (convertDelivered) and its rows
-// moved (moveDelivered); a partitioned one gets the partitions missing
-// from now to two intervals ahead. Tables converted are named in
-// rep.Tables, rows moved after the switch counted in rep.MovedRows and
-// partitions created appended to rep.Created.
+// p.Inbox or when partitioned already. A plain table is converted
+// (convertDelivered) and its rows moved (moveDelivered); a partitioned one
+// gets the partitions missing from now to two intervals ahead. Tables
+// converted are named in rep.Tables, rows moved after the switch counted
+// in rep.MovedRows and partitions created appended to rep.Created.
 func (s *Store) partitionDelivered(ctx context.Context, p PartitionParams, rep *PartitionReport) error {
 	for _, t := range deliveredTables {
 		kind, err := s.deliveredKind(ctx, t)
@@ -173,8 +173,8 @@ func (s *Store) partitionDelivered(ctx context.Context, p PartitionParams, rep *
 // inserts until the finished rows are moved (inbox_move_guard,
 // deliveries_move_guard); the deliveries' adds the indexes of their
 // retention (deliveries_indexes). No statement reads other rows than
-// those the switch moves (found by inbox_events_open_idx,
-// endpoint_deliveries_endpoint_idx): the lock lasts milliseconds for the
+// those the switch moves (found by inbox_events_open_idx, the deliveries'
+// partial indexes): the lock lasts milliseconds for the
 // attempts log whatever its size, and for the inbox and the deliveries as
 // long as moving their rows not finished takes. The rows left are moved
 // afterwards (moveDelivered).
@@ -227,9 +227,9 @@ func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval
 		}
 		var seqName *string
 		var lastID *int64
-		seq, seqSync, seqColumn := "attempts_seq", "attempts_seq_sync", "_id_seq"
+		seq, seqSync, seqSuffix := "attempts_seq", "attempts_seq_sync", "_id_seq"
 		if t == deliveriesTable {
-			seq, seqSync, seqColumn = "deliveries_seq", "deliveries_seq_sync", "_seq_seq"
+			seq, seqSync, seqSuffix = "deliveries_seq", "deliveries_seq_sync", "_seq_seq"
 		}
 		if t != inboxTable {
 			if err := tx.QueryRow(ctx, s.sql.Get(seq)).Scan(&seqName, &lastID); err != nil {
@@ -247,7 +247,7 @@ func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval
 				pgx.Identifier{t.unpartitioned() + strings.TrimPrefix(name, t.name)}.Sanitize())
 		}
 		if seqName != nil {
-			renames = append(renames, "alter sequence "+*seqName+" rename to "+pgx.Identifier{t.unpartitioned() + seqColumn}.Sanitize())
+			renames = append(renames, "alter sequence "+*seqName+" rename to "+pgx.Identifier{t.unpartitioned() + seqSuffix}.Sanitize())
 		}
 		for _, q := range renames {
 			if _, err := tx.Exec(ctx, q); err != nil {

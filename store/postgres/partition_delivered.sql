@@ -313,18 +313,23 @@ create index endpoint_deliveries_finished_at_idx
 -- failed), seq and every column kept: the lanes' claims, settles and
 -- reclaims, and the dead letters, find them in the partitioned table, in
 -- their order, and the leases (endpoint_leases, by event id) still match.
--- They are found per endpoint and status through
--- endpoint_deliveries_endpoint_idx (endpoint_id, status, seq), never by a
--- scan of the finished ones.
+-- They are found through partial indexes, never by a scan of the finished
+-- ones: the pending by endpoint_deliveries_pending_idx, the failed by
+-- endpoint_deliveries_failed_seq_idx, the processing (none since
+-- migration 0012 but those written by hand) per endpoint by
+-- endpoint_deliveries_endpoint_idx (endpoint_id, status, seq; "offset 0"
+-- keeps the lateral subquery a probe per endpoint: flattened, it becomes
+-- a hash join that reads the whole table).
 with moved as (
   delete from {schema}.endpoint_deliveries_unpartitioned
-  where ctid = any(array(
-    select d.ctid
-    from {schema}.endpoints e
-    cross join unnest(array['pending', 'processing', 'failed']) as s(status)
-    cross join lateral (
-      select u.ctid from {schema}.endpoint_deliveries_unpartitioned u
-      where u.endpoint_id = e.id and u.status = s.status) d))
+  where ctid = any(
+    array(select ctid from {schema}.endpoint_deliveries_unpartitioned where status = 'pending')
+    || array(select ctid from {schema}.endpoint_deliveries_unpartitioned where status = 'failed')
+    || array(select p.ctid from {schema}.endpoints e
+             cross join lateral (
+               select u.ctid from {schema}.endpoint_deliveries_unpartitioned u
+               where u.endpoint_id = e.id and u.status = 'processing'
+               offset 0) p))
   returning *
 )
 insert into {schema}.endpoint_deliveries overriding system value select * from moved;

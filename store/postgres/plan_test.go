@@ -2,6 +2,7 @@ package postgres_test
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -165,5 +166,45 @@ func TestDeliveryStatementsFindRowsByTID(t *testing.T) {
 		if !strings.Contains(p, "Tid Scan") || !strings.Contains(p, "hashed SubPlan") {
 			t.Fatalf("%s of 1000 failed deliveries among 5000:\n%s", q, p)
 		}
+	}
+}
+
+// The deliveries' conversion moves the unfinished deliveries in its switch,
+// under the table's lock, through partial indexes: never a scan of the
+// finished ones, whatever their number.
+func TestDeliveriesSwitchFindsUnfinishedByIndex(t *testing.T) {
+	s := pgtest.Store(t)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	pool := s.Pool()
+	for i := range 5 {
+		if _, err := s.EndpointCreate(ctx, store.Endpoint{Name: fmt.Sprint("e", i), URL: "https://example.com", Secret: "s", Concurrency: 1}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// 50,000 done, 500 pending, the plain table renamed as the switch
+	// renames it, an empty one in its place (the statement's target).
+	for _, q := range []string{`insert into {schema}.endpoint_deliveries (event_id, endpoint_id, event_type, payload, status, processed_at)
+		select gen_random_uuid(), e.id, 'order.paid', '{}', case when g % 100 = 0 then 'pending' else 'done' end,
+		       case when g % 100 <> 0 then now() end
+		from generate_series(1, 10000) g, {schema}.endpoints e`,
+		"analyze {schema}.endpoint_deliveries",
+		"alter table {schema}.endpoint_deliveries rename to endpoint_deliveries_unpartitioned",
+		"create table {schema}.endpoint_deliveries (like {schema}.endpoint_deliveries_unpartitioned including identity)",
+	} {
+		if _, err := pool.Exec(ctx, s.Expand(q)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	rows, err := pool.Query(ctx, "explain "+s.Query("deliveries_move_unfinished"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	lines, err := pgx.CollectRows(rows, pgx.RowTo[string])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := strings.Join(lines, "\n"); strings.Contains(p, "Seq Scan on endpoint_deliveries_unpartitioned") {
+		t.Fatalf("the switch's move of 500 pending deliveries among 50,000:\n%s", p)
 	}
 }
