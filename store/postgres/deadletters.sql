@@ -171,12 +171,14 @@ limit $9;
 -- holds are skipped, not waited for. The rows are updated by their ctid,
 -- which the lock keeps still until the statement ends: one TID probe per
 -- row (a join on the primary key would hash the whole table for a batch
--- of thousands, done deliveries included).
-update {schema}.endpoint_deliveries
-set status = 'pending', attempts = 0, available_at = now(), processed_at = null,
-    lease_owner = null, lease_expires_at = null
-where ctid = any(array(
-  select ctid from {schema}.endpoint_deliveries
+-- of thousands, done deliveries included). A ctid names a row of one
+-- table only, and a partitioned table's partitions (Partition) share
+-- ctids: each row probed is checked to be a picked one by (tableoid,
+-- ctid), the row of one partition, in a hashed subplan ("is true" keeps
+-- the IN from becoming a join, which a generic plan may make a nested
+-- loop).
+with picked as materialized (
+  select tableoid, ctid from {schema}.endpoint_deliveries
   where status = 'failed'
     and ($8::uuid is null or endpoint_id = $8::uuid)
     and ($1::text = '' or event_type = $1::text)
@@ -186,7 +188,12 @@ where ctid = any(array(
     and processed_at >= coalesce($2::timestamptz, '-infinity')
     and processed_at < coalesce($3::timestamptz, 'infinity')
   limit $7
-  for update skip locked));
+  for update skip locked)
+update {schema}.endpoint_deliveries
+set status = 'pending', attempts = 0, available_at = now(), processed_at = null,
+    lease_owner = null, lease_expires_at = null
+where ctid = any(array(select ctid from picked))
+  and ((tableoid, ctid) in (select tableoid, ctid from picked)) is true;
 
 -- name: delivery_failed_retry_ids
 -- delivery_failed_retry for the failed deliveries of endpoint $8 among the
@@ -205,11 +212,10 @@ where event_id = any($7::uuid[])
   and processed_at < coalesce($3::timestamptz, 'infinity');
 
 -- name: delivery_failed_purge
--- Deletes up to $7 failed deliveries of endpoint $8, by ctid as
--- delivery_failed_retry updates them.
-delete from {schema}.endpoint_deliveries
-where ctid = any(array(
-  select ctid from {schema}.endpoint_deliveries
+-- Deletes up to $7 failed deliveries of endpoint $8, by (tableoid, ctid)
+-- as delivery_failed_retry updates them.
+with picked as materialized (
+  select tableoid, ctid from {schema}.endpoint_deliveries
   where status = 'failed'
     and ($8::uuid is null or endpoint_id = $8::uuid)
     and ($1::text = '' or event_type = $1::text)
@@ -219,7 +225,10 @@ where ctid = any(array(
     and processed_at >= coalesce($2::timestamptz, '-infinity')
     and processed_at < coalesce($3::timestamptz, 'infinity')
   limit $7
-  for update skip locked));
+  for update skip locked)
+delete from {schema}.endpoint_deliveries
+where ctid = any(array(select ctid from picked))
+  and ((tableoid, ctid) in (select tableoid, ctid from picked)) is true;
 
 -- name: delivery_failed_purge_ids
 -- delivery_failed_purge for the failed deliveries of endpoint $8 among the

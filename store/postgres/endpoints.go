@@ -690,9 +690,9 @@ func (l *lane) ReclaimExpired(ctx context.Context, p store.ReclaimParams) ([]sto
 // Expire deletes up to p.Limit of the endpoint's finished (done or
 // dropped) deliveries processed before p.Before, and up to p.Limit of its
 // attempts made before it; Events counts both. Limit is from 1 to
-// store.HistoryBatchMax, as the outbox's. On a partitioned attempts log
-// (Partition), the attempts' partitions are dropped instead
-// (expireAttempts).
+// store.HistoryBatchMax, as the outbox's. On a partitioned attempts log or
+// partitioned deliveries (Partition), their partitions are dropped instead
+// (expireDelivered).
 func (l *lane) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
 	if p.Keep != nil {
 		return store.ExpireResult{}, store.ErrKeepUnsupported
@@ -700,11 +700,16 @@ func (l *lane) Expire(ctx context.Context, p store.ExpireParams) (store.ExpireRe
 	if err := sqlstore.CheckExpireLimit(p.Limit); err != nil {
 		return store.ExpireResult{}, fmt.Errorf("postgres: endpoint %s: %w", l.id, err)
 	}
-	switch kind, err := l.s.deliveredKind(ctx, attemptsTable); {
-	case err != nil:
+	attempts, err := l.s.deliveredKind(ctx, attemptsTable)
+	if err != nil {
 		return store.ExpireResult{}, err
-	case kind == "p":
-		return l.expireAttempts(ctx, p)
+	}
+	deliveries, err := l.s.deliveredKind(ctx, deliveriesTable)
+	if err != nil {
+		return store.ExpireResult{}, err
+	}
+	if attempts == "p" || deliveries == "p" {
+		return l.expireDelivered(ctx, p, deliveries, attempts)
 	}
 	var n int
 	if err := l.s.pool.QueryRow(ctx, l.s.sql.Get("lane_purge_done"), l.id, p.Before, p.Limit).Scan(&n); err != nil {

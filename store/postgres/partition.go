@@ -75,8 +75,9 @@ type PartitionReport struct {
 	// Interval is the interval of the partitions, as stored.
 	Interval time.Duration
 	// Tables names the delivered-side tables converted with the outbox
-	// (endpoint_attempts; inbox_events with PartitionParams.Inbox), and
-	// MovedRows counts their rows moved after their switch.
+	// (endpoint_attempts, endpoint_deliveries; inbox_events with
+	// PartitionParams.Inbox), and MovedRows counts their rows moved after
+	// their switch.
 	Tables    []string
 	MovedRows int
 }
@@ -103,8 +104,9 @@ type PartitionReport struct {
 // On a partitioned outbox it stores Interval and creates the partitions
 // missing from now to two intervals ahead.
 //
-// Then it does the same to endpoint_attempts (by range of at) and, with
-// Inbox, to inbox_events (by range of id): see partitionDelivered.
+// Then it does the same to endpoint_attempts (by range of at),
+// endpoint_deliveries (by range of event_id) and, with Inbox, to
+// inbox_events (by range of id): see partitionDelivered.
 func (s *Store) Partition(ctx context.Context, p PartitionParams) (PartitionReport, error) {
 	var rep PartitionReport
 	if p.Interval == 0 {

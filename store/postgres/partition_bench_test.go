@@ -281,3 +281,78 @@ where id in (select id from {schema}.outbox_events order by id limit 10)`)); err
 		b.ReportMetric(float64(took.Microseconds())/1000, "expire-ms")
 	}
 }
+
+// The conversion of N deliveries of ten endpoints (one in a hundred
+// pending, the others done, their events' UUIDv7 ids and their processing
+// three hours ago), then a lane's retention dropping their partitions
+// (their pending deliveries moved back). Reports the time of each, and
+// how long after the start another connection saw the table partitioned
+// (the switch's end: the lock is held from a little before).
+func BenchmarkPartitionDeliveries(b *testing.B) {
+	n := benchEvents(b)
+	ctx := context.Background()
+	for range b.N {
+		b.StopTimer()
+		s := pgtest.Store(b)
+		var lane store.Source
+		for i := range 10 {
+			e, err := s.EndpointCreate(ctx, store.Endpoint{Name: strconv.Itoa(i), URL: "https://example.com", Secret: "s", Concurrency: 1})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if i == 0 {
+				lane = s.Driver().EndpointLane(e)
+			}
+		}
+		_, err := s.Pool().Exec(ctx, s.Expand(`
+insert into {schema}.endpoint_deliveries (event_id, endpoint_id, aggregate_type, aggregate_id, event_type, payload, status, created_at, processed_at)
+select encode(set_bit(set_bit(overlay(uuid_send(gen_random_uuid())
+         placing substring(int8send((extract(epoch from t) * 1000)::bigint) from 3) from 1 for 6), 52, 1), 53, 1), 'hex')::uuid,
+       e.id, 'order', (i % 1000)::text, 'order.created', '{"amount": 42, "currency": "EUR"}',
+       case when i % 100 = 0 then 'pending' else 'done' end, t, case when i % 100 <> 0 then t end
+from generate_series(1, $1::int / 10) i
+cross join lateral (select now() - interval '3 hours' + i * interval '1 ms' as t) x
+cross join {schema}.endpoints e`), n)
+		if err != nil {
+			b.Fatal(err)
+		}
+		if _, err := s.Pool().Exec(ctx, s.Expand("vacuum analyze {schema}.endpoint_deliveries")); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		// The switch ends when another connection sees the table
+		// partitioned (the outbox's and the attempts' conversions before
+		// it, of empty tables, take milliseconds).
+		switched := make(chan time.Duration, 1)
+		go func() {
+			for {
+				var kind string
+				err := s.Pool().QueryRow(ctx, "select relkind::text from pg_class where oid = to_regclass($1)", s.Table("endpoint_deliveries")).Scan(&kind)
+				if err != nil || kind == "p" || time.Since(start) > time.Minute {
+					switched <- time.Since(start)
+					return
+				}
+				time.Sleep(2 * time.Millisecond)
+			}
+		}()
+		rep, err := s.Partition(ctx, postgres.PartitionParams{Interval: time.Hour})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/conversion")
+		b.ReportMetric(float64((<-switched).Milliseconds()), "ms/until-switched")
+		b.ReportMetric(float64(rep.MovedRows), "moved-after-switch")
+		start = time.Now()
+		res, err := lane.Expire(ctx, store.ExpireParams{Before: time.Now().Add(-time.Hour), Limit: 1000})
+		if err != nil {
+			b.Fatal(err)
+		}
+		b.ReportMetric(float64(time.Since(start).Milliseconds()), "ms/drop")
+		b.ReportMetric(float64(len(res.Dropped)), "partitions-dropped")
+		var left int
+		if err := s.Pool().QueryRow(ctx, s.Expand("select count(*) from {schema}.endpoint_deliveries")).Scan(&left); err != nil || left != n/100 {
+			b.Fatalf("%d deliveries left after the drop (%v), want the %d pending", left, err, n/100)
+		}
+	}
+}

@@ -19,9 +19,10 @@ import (
 
 // The delivered-side tables that grow, partitioned with the outbox
 // (Partition): the endpoints' attempts log, endpoint_attempts, by range of
-// its time (at), and, on request (PartitionParams.Inbox), the inbox,
-// inbox_events, by range of id (UUIDv7 ids carry their time), each with a
-// DEFAULT partition, at the outbox's interval. Their partitions are
+// its time (at), their deliveries, endpoint_deliveries, by range of event
+// id, and, on request (PartitionParams.Inbox), the inbox, inbox_events, by
+// range of id (UUIDv7 ids carry their time), each with a DEFAULT
+// partition, at the outbox's interval. Their partitions are
 // created ahead by the relay's retention step (Driver.Expire, with the
 // outbox's), and by the inbox's own retention; retention drops the
 // partitions whose range ended instead of deleting their rows.
@@ -31,20 +32,22 @@ var partitionDeliveredSQL string
 
 // deliveredTable is a delivered-side table that Partition partitions.
 type deliveredTable struct {
-	name string // endpoint_attempts, inbox_events
-	// byID: partitioned by range of UUIDv7 id (inbox_events); else by the
-	// timestamp at (endpoint_attempts).
+	name string // endpoint_attempts, inbox_events, endpoint_deliveries
+	// byID: partitioned by range of a UUIDv7 id (inbox_events' id,
+	// endpoint_deliveries' event_id); else by the timestamp at
+	// (endpoint_attempts).
 	byID bool
 }
 
 var (
-	attemptsTable = deliveredTable{name: "endpoint_attempts"}
-	inboxTable    = deliveredTable{name: "inbox_events", byID: true}
+	attemptsTable   = deliveredTable{name: "endpoint_attempts"}
+	inboxTable      = deliveredTable{name: "inbox_events", byID: true}
+	deliveriesTable = deliveredTable{name: "endpoint_deliveries", byID: true}
 )
 
 // deliveredTables are the tables Partition may partition besides the
 // outbox, in the order it converts them.
-var deliveredTables = []deliveredTable{attemptsTable, inboxTable}
+var deliveredTables = []deliveredTable{attemptsTable, inboxTable, deliveriesTable}
 
 // deliveredQuery is the named query for t: {table} replaced by its name.
 func (s *Store) deliveredQuery(t deliveredTable, query string) string {
@@ -76,10 +79,25 @@ func (t deliveredTable) bound(at time.Time) string {
 	return "'" + at.UTC().Format(time.RFC3339Nano) + "'"
 }
 
+// moveBack names the query that moves back to t, from a detached
+// partition, the rows that its retention keeps ("": none, the attempts').
+func (t deliveredTable) moveBack() string {
+	switch t {
+	case inboxTable:
+		return "inbox_move_back"
+	case deliveriesTable:
+		return "deliveries_move_back"
+	}
+	return ""
+}
+
 // seen is where the store remembers that t is partitioned.
 func (s *Store) seen(t deliveredTable) *atomic.Bool {
-	if t.byID {
+	switch t {
+	case inboxTable:
 		return &s.inboxPartitioned
+	case deliveriesTable:
+		return &s.deliveriesPartitioned
 	}
 	return &s.attemptsPartitioned
 }
@@ -102,12 +120,12 @@ func (s *Store) deliveredKind(ctx context.Context, t deliveredTable) (string, er
 }
 
 // partitionDelivered is Partition's work on the delivered-side tables:
-// endpoint_attempts always, inbox_events when p.Inbox or when partitioned
-// already. A plain table is converted (convertDelivered) and its rows
-// moved (moveDelivered); a partitioned one gets the partitions missing
-// from now to two intervals ahead. Tables converted are named in
-// rep.Tables, rows moved after the switch counted in rep.MovedRows and
-// partitions created appended to rep.Created.
+// endpoint_attempts and endpoint_deliveries always, inbox_events when
+// p.Inbox or when partitioned already. A plain table is converted
+// (convertDelivered) and its rows moved (moveDelivered); a partitioned one
+// gets the partitions missing from now to two intervals ahead. Tables
+// converted are named in rep.Tables, rows moved after the switch counted
+// in rep.MovedRows and partitions created appended to rep.Created.
 func (s *Store) partitionDelivered(ctx context.Context, p PartitionParams, rep *PartitionReport) error {
 	for _, t := range deliveredTables {
 		kind, err := s.deliveredKind(ctx, t)
@@ -147,15 +165,18 @@ func (s *Store) partitionDelivered(ctx context.Context, p PartitionParams, rep *
 // waits PartitionLockTimeout at most for its lock (and fails, leaving the
 // table as it was, when transactions hold it longer): it renames the table
 // and its indexes ({table}_unpartitioned…), creates the partitioned table
-// with its columns, defaults, checks (and the attempts' identity and
-// foreign key), a DEFAULT partition, a partition per interval from the
-// oldest row's time (at most catchUpPartitions, as the outbox's) to two
-// intervals ahead, and the plain table's indexes. The inbox's switch also
-// moves the rows not done, and guards the inserts until the done rows are
-// moved (inbox_move_guard). No statement reads other rows than those the
-// inbox's switch moves (found by inbox_events_open_idx): the lock lasts
-// milliseconds for the attempts log whatever its size, and for the inbox
-// as long as moving its rows not done takes. The rows left are moved
+// with its columns, defaults, checks (and the attempts' and deliveries'
+// identity and foreign key), a DEFAULT partition, a partition per interval
+// from the oldest row's time (at most catchUpPartitions, as the outbox's)
+// to two intervals ahead, and the plain table's indexes. The inbox's and
+// the deliveries' switches also move the rows not finished, and guard the
+// inserts until the finished rows are moved (inbox_move_guard,
+// deliveries_move_guard); the deliveries' adds the indexes of their
+// retention (deliveries_indexes). No statement reads other rows than
+// those the switch moves (found by inbox_events_open_idx, the deliveries'
+// partial indexes): the lock lasts milliseconds for the
+// attempts log whatever its size, and for the inbox and the deliveries as
+// long as moving their rows not finished takes. The rows left are moved
 // afterwards (moveDelivered).
 func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval time.Duration) (created []string, converted bool, err error) {
 	err = pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -206,8 +227,12 @@ func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval
 		}
 		var seqName *string
 		var lastID *int64
-		if t == attemptsTable {
-			if err := tx.QueryRow(ctx, s.sql.Get("attempts_seq")).Scan(&seqName, &lastID); err != nil {
+		seq, seqSync, seqSuffix := "attempts_seq", "attempts_seq_sync", "_id_seq"
+		if t == deliveriesTable {
+			seq, seqSync, seqSuffix = "deliveries_seq", "deliveries_seq_sync", "_seq_seq"
+		}
+		if t != inboxTable {
+			if err := tx.QueryRow(ctx, s.sql.Get(seq)).Scan(&seqName, &lastID); err != nil {
 				return err
 			}
 		}
@@ -222,7 +247,7 @@ func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval
 				pgx.Identifier{t.unpartitioned() + strings.TrimPrefix(name, t.name)}.Sanitize())
 		}
 		if seqName != nil {
-			renames = append(renames, "alter sequence "+*seqName+" rename to "+pgx.Identifier{t.unpartitioned() + "_id_seq"}.Sanitize())
+			renames = append(renames, "alter sequence "+*seqName+" rename to "+pgx.Identifier{t.unpartitioned() + seqSuffix}.Sanitize())
 		}
 		for _, q := range renames {
 			if _, err := tx.Exec(ctx, q); err != nil {
@@ -231,10 +256,14 @@ func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval
 		}
 		var oldest *time.Time
 		create := "attempts_create_parent"
-		if t == inboxTable {
+		if t.byID {
+			oldestID := "inbox_oldest"
 			create = "inbox_create_parent"
+			if t == deliveriesTable {
+				create, oldestID = "deliveries_create_parent", "deliveries_oldest"
+			}
 			var id uuid.UUID
-			switch err := tx.QueryRow(ctx, s.sql.Get("inbox_oldest")).Scan(&id); {
+			switch err := tx.QueryRow(ctx, s.sql.Get(oldestID)).Scan(&id); {
 			case errors.Is(err, pgx.ErrNoRows):
 			case err != nil:
 				return err
@@ -266,15 +295,20 @@ func (s *Store) convertDelivered(ctx context.Context, t deliveredTable, interval
 			}
 		}
 		if lastID != nil {
-			if _, err := tx.Exec(ctx, s.sql.Get("attempts_seq_sync"), *lastID); err != nil {
+			if _, err := tx.Exec(ctx, s.sql.Get(seqSync), *lastID); err != nil {
 				return err
 			}
 		}
-		if t == inboxTable {
-			for _, q := range []string{"inbox_move_unfinished", "inbox_move_guard"} {
-				if _, err := tx.Exec(ctx, s.sql.Get(q)); err != nil {
-					return err
-				}
+		var switchQueries []string
+		switch t {
+		case inboxTable:
+			switchQueries = []string{"inbox_move_unfinished", "inbox_move_guard"}
+		case deliveriesTable:
+			switchQueries = []string{"deliveries_indexes", "deliveries_move_unfinished", "deliveries_move_guard"}
+		}
+		for _, q := range switchQueries {
+			if _, err := tx.Exec(ctx, s.sql.Get(q)); err != nil {
+				return err
 			}
 		}
 		converted = true
@@ -330,18 +364,23 @@ func (s *Store) createPartitionOf(ctx context.Context, tx pgx.Tx, t deliveredTab
 // moveDelivered moves the rows a conversion of t left in the plain table
 // (none when no conversion is under way) to the partitioned one,
 // PartitionMoveBatch per transaction, the newest first, then drops the
-// plain table (and the inbox's guard, in a transaction that waits
-// PartitionLockTimeout at most for its lock). Meanwhile reads miss the
-// rows not moved yet (the inbox's inserts do not: inbox_move_guard). A
-// run interrupted is finished by the next Partition.
+// plain table (and the inbox's or deliveries' guard, in a transaction that
+// waits PartitionLockTimeout at most for its lock). Meanwhile reads miss
+// the rows not moved yet (the inbox's and deliveries' inserts do not:
+// inbox_move_guard, deliveries_move_guard). The deliveries' moves skip the
+// rows a guard is moving, and go on until the plain table is empty. A run
+// interrupted is finished by the next Partition.
 func (s *Store) moveDelivered(ctx context.Context, t deliveredTable) (int, error) {
 	var exists bool
 	if err := s.pool.QueryRow(ctx, s.partitionQueryOf(t, "delivered_unpartitioned_exists", t.unpartitioned())).Scan(&exists); err != nil || !exists {
 		return 0, err
 	}
 	move, finish := "attempts_move", "attempts_finish"
-	if t == inboxTable {
+	switch t {
+	case inboxTable:
 		move, finish = "inbox_move", "inbox_finish"
+	case deliveriesTable:
+		move, finish = "deliveries_move", "deliveries_finish"
 	}
 	moved := 0
 	for {
@@ -358,8 +397,25 @@ func (s *Store) moveDelivered(ctx context.Context, t deliveredTable) (int, error
 			return moved, fmt.Errorf("postgres: partition %s: move rows (%d moved; run it again to go on): %w", t.name, moved, err)
 		}
 		moved += int(n)
-		if n == 0 {
+		if n > 0 {
+			continue
+		}
+		if t != deliveriesTable {
 			break
+		}
+		// The deliveries' moves skip the rows a guard is moving: the loop
+		// ends when the plain table is empty.
+		var left bool
+		if err := s.pool.QueryRow(ctx, s.sql.Get("deliveries_left")).Scan(&left); err != nil {
+			return moved, fmt.Errorf("postgres: partition %s: move rows (%d moved; run it again to go on): %w", t.name, moved, err)
+		}
+		if !left {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			return moved, fmt.Errorf("postgres: partition %s: move rows (%d moved; run it again to go on): %w", t.name, moved, ctx.Err())
+		case <-time.After(10 * time.Millisecond):
 		}
 	}
 	err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
@@ -377,11 +433,11 @@ func (s *Store) moveDelivered(ctx context.Context, t deliveredTable) (int, error
 
 // rangesOf lists t's range partitions by range.
 func (s *Store) rangesOf(ctx context.Context, t deliveredTable) ([]partitionInfo, error) {
-	query := "attempts_ranges"
+	query := s.sql.Get("attempts_ranges")
 	if t.byID {
-		query = "inbox_ranges"
+		query = s.deliveredQuery(t, "delivered_id_ranges")
 	}
-	rows, err := s.pool.Query(ctx, s.sql.Get(query))
+	rows, err := s.pool.Query(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("postgres: partitions of %s: %w", t.name, err)
 	}
@@ -470,8 +526,9 @@ func (s *Store) createDeliveredAhead(ctx context.Context, interval time.Duration
 // one: sampledRows). Each
 // drop is one transaction that waits PartitionLockTimeout at most for its
 // lock on t (left to the next step, with an error, when not granted):
-// it detaches the partition, moves the inbox rows retention keeps back to
-// the table (inbox_move_back) and marks it (partition_mark_detached); the
+// it detaches the partition, moves the inbox rows or deliveries retention
+// keeps back to the table (inbox_move_back, deliveries_move_back) and
+// marks it (partition_mark_detached); the
 // DROP then runs in a statement of its own, holding no lock on t (a table
 // left detached is dropped by the next step's sweep, dropDetached). One
 // process drops at a time (delivered_retention_lock): another skips.
@@ -509,8 +566,8 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 			if _, err := tx.Exec(ctx, s.partitionQueryOf(t, "delivered_detach", r.name)); err != nil {
 				return err
 			}
-			if t == inboxTable {
-				if _, err := tx.Exec(ctx, s.partitionQueryOf(t, "inbox_move_back", r.name), before); err != nil {
+			if q := t.moveBack(); q != "" {
+				if _, err := tx.Exec(ctx, s.partitionQueryOf(t, q, r.name), before); err != nil {
 					return err
 				}
 			}
@@ -540,29 +597,60 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 	return rows, nil
 }
 
-// expireAttempts is a lane's Expire on a partitioned attempts log. The
-// attempts' retention runs in the lanes, not in the outbox's Expire: the
-// outbox's Before is the relay's Retention, the attempts' the endpoints'
+// expireDelivered is a lane's Expire when its deliveries or its attempts
+// log are partitioned (attempts and deliveries give their kinds). The
+// retention of both runs in the lanes, not in the outbox's Expire: the
+// outbox's Before is the relay's Retention, the lanes' the endpoints'
 // (endpoint.SupervisorConfig.Retention), which every lane shares, so that
 // any lane's Before is the one every lane uses: a partition ended before
-// it holds no attempt another lane keeps. The first lane of a step drops
+// it holds no row another lane keeps. The first lane of a step drops
 // (delivered_retention_lock), the others find nothing left. It deletes up
-// to p.Limit of the endpoint's finished deliveries and its attempts in the
-// DEFAULT partition made before p.Before (lane_purge_done_partitioned),
-// sweeps the partitions left detached, and drops the attempts' partitions
-// whose range ended before p.Before: an attempt is kept up to an interval
-// longer than Retention. Events counts the rows deleted and those of the
-// partitions dropped (named in Dropped; see dropEnded).
-func (l *lane) expireAttempts(ctx context.Context, p store.ExpireParams) (store.ExpireResult, error) {
+// to p.Limit of the endpoint's finished deliveries processed before
+// p.Before and up to p.Limit of its attempts made before it, of the
+// DEFAULT partition of a partitioned table (lane_purge_deliveries_partitioned,
+// lane_purge_attempts_partitioned), of the whole of a plain one
+// (lane_purge_deliveries, lane_purge_attempts); sweeps the partitions left
+// detached, and drops the partitions whose range ended before p.Before:
+// the attempts' whole, the deliveries' after moving back to the DEFAULT
+// partition those not finished before p.Before (dropEnded). A row is kept
+// up to an interval longer than Retention. Events counts the rows deleted
+// and those of the partitions dropped (named in Dropped).
+func (l *lane) expireDelivered(ctx context.Context, p store.ExpireParams, deliveries, attempts string) (store.ExpireResult, error) {
 	var res store.ExpireResult
-	if err := l.s.pool.QueryRow(ctx, l.s.sql.Get("lane_purge_done_partitioned"), l.id, p.Before, p.Limit).Scan(&res.Events); err != nil {
-		return res, fmt.Errorf("postgres: purge finished deliveries of endpoint %s: %w", l.id, err)
+	purge := []struct {
+		query string
+		what  string
+	}{
+		{"lane_purge_deliveries", "finished deliveries"},
+		{"lane_purge_attempts", "attempts"},
 	}
-	res.More = res.Events >= p.Limit
-	leftErr := l.s.dropDetached(ctx, &res)
-	n, err := l.s.dropEnded(ctx, attemptsTable, p.Before, &res)
-	res.Events += n
-	return res, errors.Join(leftErr, err)
+	if deliveries == "p" {
+		purge[0].query += "_partitioned"
+	}
+	if attempts == "p" {
+		purge[1].query += "_partitioned"
+	}
+	for _, q := range purge {
+		tag, err := l.s.pool.Exec(ctx, l.s.sql.Get(q.query), l.id, p.Before, p.Limit)
+		if err != nil {
+			return res, fmt.Errorf("postgres: purge %s of endpoint %s: %w", q.what, l.id, err)
+		}
+		res.Events += int(tag.RowsAffected())
+		res.More = res.More || int(tag.RowsAffected()) >= p.Limit
+	}
+	errs := []error{l.s.dropDetached(ctx, &res)}
+	for _, t := range []struct {
+		table deliveredTable
+		kind  string
+	}{{attemptsTable, attempts}, {deliveriesTable, deliveries}} {
+		if t.kind != "p" {
+			continue
+		}
+		n, err := l.s.dropEnded(ctx, t.table, p.Before, &res)
+		res.Events += n
+		errs = append(errs, err)
+	}
+	return res, errors.Join(errs...)
 }
 
 // inboxExpire is InboxDeleteProcessedBefore on a partitioned inbox: it

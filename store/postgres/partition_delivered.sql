@@ -1,7 +1,7 @@
 -- Named queries of the partitioned delivered-side tables
 -- (partition_delivered.go): endpoint_attempts partitioned by range of its
--- time (at), inbox_events by range of id (UUIDv7 ids carry their time),
--- each with a DEFAULT partition, at the outbox's interval
+-- time (at), inbox_events by range of id and endpoint_deliveries by range
+-- of event_id (UUIDv7 ids carry their time), each with a DEFAULT partition, at the outbox's interval
 -- (outbox_partitioning). "{table}" is replaced by the table's quoted name,
 -- "{partition}" by a partition's.
 
@@ -196,15 +196,6 @@ cross join lateral regexp_match(pg_get_expr(c.relpartbound, c.oid),
   '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') b
 where i.inhparent = to_regclass('{schema}.endpoint_attempts') and b is not null;
 
--- name: inbox_ranges
--- The range partitions of the inbox: name and bounds (UUIDv7 ids).
-select c.relname::text, b[1]::uuid, b[2]::uuid
-from pg_inherits i
-join pg_class c on c.oid = i.inhrelid
-cross join lateral regexp_match(pg_get_expr(c.relpartbound, c.oid),
-  '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') b
-where i.inhparent = to_regclass('{schema}.inbox_events') and b is not null;
-
 -- name: delivered_retention_lock
 -- One drop of the table's partitions at a time (every endpoint's lane
 -- runs the attempts' retention): false, and the drop is left to the one
@@ -246,27 +237,6 @@ with open as (
 )
 insert into {schema}.inbox_events select * from open union all select * from recent;
 
--- name: lane_purge_done_partitioned
--- lane_purge_done on a partitioned attempts log: the endpoint's finished
--- deliveries as there, and its attempts made before $2 in the DEFAULT
--- partition alone (the range partitions are dropped whole).
-with deliveries as (
-  delete from {schema}.endpoint_deliveries
-  where endpoint_id = $1 and event_id in (
-    select event_id from {schema}.endpoint_deliveries
-    where endpoint_id = $1 and status in ('done', 'dropped') and processed_at < $2
-    limit $3)
-  returning 1
-), attempts as (
-  delete from {schema}.endpoint_attempts_default
-  where id = any(array(
-    select id from {schema}.endpoint_attempts_default
-    where endpoint_id = $1 and at < $2
-    limit $3))
-  returning 1
-)
-select (select count(*) from deliveries) + (select count(*) from attempts);
-
 -- name: inbox_delete_processed_partitioned
 -- inbox_delete_processed on a partitioned inbox: up to $3 done rows of the
 -- DEFAULT partition processed before $1, and of the range partitions
@@ -283,3 +253,212 @@ where id in (
    where handler_status = 'done' and processed_at < $2
    order by processed_at limit $3)
   limit $3);
+
+-- name: delivered_id_ranges
+-- The range partitions of a table partitioned by range of a UUIDv7 id
+-- (inbox_events by id, endpoint_deliveries by event_id): name and bounds.
+select c.relname::text, b[1]::uuid, b[2]::uuid
+from pg_inherits i
+join pg_class c on c.oid = i.inhrelid
+cross join lateral regexp_match(pg_get_expr(c.relpartbound, c.oid),
+  '^FOR VALUES FROM \(''([^'']+)''\) TO \(''([^'']+)''\)$') b
+where i.inhparent = to_regclass('{schema}.{table}') and b is not null;
+
+-- name: deliveries_seq
+-- The identity sequence of the plain deliveries (seq) and its last value
+-- (null when none was drawn): the partitioned table's continues it, so
+-- that every delivery keeps its seq and the lanes their order.
+select pg_get_serial_sequence('{schema}.endpoint_deliveries', 'seq'),
+       pg_sequence_last_value(pg_get_serial_sequence('{schema}.endpoint_deliveries', 'seq')::regclass);
+
+-- name: deliveries_seq_sync
+-- The partitioned deliveries' identity continues the plain one's.
+select setval(pg_get_serial_sequence('{schema}.endpoint_deliveries', 'seq'), $1::bigint);
+
+-- name: deliveries_oldest
+-- The smallest time-ordered (version 7) event id of the plain deliveries,
+-- found through their primary key (event_id, endpoint_id): the conversion
+-- creates partitions for the past from its time.
+select event_id from {schema}.endpoint_deliveries_unpartitioned
+where substring(event_id::text, 15, 1) = '7'
+order by event_id limit 1;
+
+-- name: deliveries_create_parent
+-- The partitioned deliveries: the plain table's columns in their order,
+-- with their defaults, checks and identity (seq); the primary key (event_id,
+-- endpoint_id) holds the partition key, so that the inserts' ON CONFLICT
+-- (event_id, endpoint_id) absorbs a duplicate as on the plain table; the
+-- foreign key to endpoints is the plain table's.
+create table {schema}.endpoint_deliveries (
+  like {schema}.endpoint_deliveries_unpartitioned
+    including defaults including constraints including identity including storage including comments,
+  primary key (event_id, endpoint_id),
+  foreign key (endpoint_id) references {schema}.endpoints (id) on delete cascade
+) partition by range (event_id);
+
+-- name: deliveries_indexes
+-- The indexes of the partitioned deliveries besides the plain table's
+-- (whose partial indexes begin with endpoint_id): those with which a
+-- dropped partition's rows that retention keeps are found
+-- (deliveries_move_back) without reading the others: processing rows
+-- (none since migration 0012 but those written by hand), and finished ones
+-- by processed_at.
+create index endpoint_deliveries_processing_idx
+  on {schema}.endpoint_deliveries (seq) where status = 'processing';
+create index endpoint_deliveries_finished_at_idx
+  on {schema}.endpoint_deliveries (processed_at) where status in ('done', 'dropped');
+
+-- name: deliveries_move_unfinished
+-- The switch moves the deliveries not finished (pending, processing,
+-- failed), seq and every column kept: the lanes' claims, settles and
+-- reclaims, and the dead letters, find them in the partitioned table, in
+-- their order, and the leases (endpoint_leases, by event id) still match.
+-- They are found through partial indexes, never by a scan of the finished
+-- ones: the pending by endpoint_deliveries_pending_idx, the failed by
+-- endpoint_deliveries_failed_seq_idx, the processing (none since
+-- migration 0012 but those written by hand) per endpoint by
+-- endpoint_deliveries_endpoint_idx (endpoint_id, status, seq; "offset 0"
+-- keeps the lateral subquery a probe per endpoint: flattened, it becomes
+-- a hash join that reads the whole table).
+with moved as (
+  delete from {schema}.endpoint_deliveries_unpartitioned
+  where ctid = any(
+    array(select ctid from {schema}.endpoint_deliveries_unpartitioned where status = 'pending')
+    || array(select ctid from {schema}.endpoint_deliveries_unpartitioned where status = 'failed')
+    || array(select p.ctid from {schema}.endpoints e
+             cross join lateral (
+               select u.ctid from {schema}.endpoint_deliveries_unpartitioned u
+               where u.endpoint_id = e.id and u.status = 'processing'
+               offset 0) p))
+  returning *
+)
+insert into {schema}.endpoint_deliveries overriding system value select * from moved;
+
+-- name: deliveries_move_guard
+-- While the finished deliveries are moved (after the switch), an insert
+-- into the partitioned deliveries (delivery_insert, delivery_insert_tried,
+-- endpoint_requeue) of an (event, endpoint) whose row the plain table
+-- still holds moves that row instead, and is skipped: the row is finished
+-- (the switch moved the others), and the insert's ON CONFLICT DO NOTHING
+-- would have kept it (it cannot see a row written by the trigger of its
+-- own statement): no second delivery. The moves themselves
+-- (postbox.moving, partition_moving) skip it.
+create or replace function {schema}.postbox_deliveries_unpartitioned() returns trigger
+language plpgsql as $$
+declare
+  moved bigint;
+begin
+  if current_setting('postbox.moving', true) is distinct from 'on' then
+    with gone as (
+      delete from {schema}.endpoint_deliveries_unpartitioned
+      where event_id = new.event_id and endpoint_id = new.endpoint_id
+      returning *
+    ), written as (
+      insert into {schema}.endpoint_deliveries overriding system value select * from gone returning 1
+    )
+    select count(*) into moved from written;
+    if moved > 0 then
+      return null;
+    end if;
+  end if;
+  return new;
+end
+$$;
+create trigger endpoint_deliveries_unpartitioned
+  before insert on {schema}.endpoint_deliveries
+  for each row execute function {schema}.postbox_deliveries_unpartitioned();
+
+-- name: deliveries_move
+-- After the switch, $1 finished deliveries of the plain table moved to the
+-- partitioned one (to the partition of their event id), seq kept, the
+-- newest events first (primary key order, backwards). Rows an insert's
+-- guard is moving (deliveries_move_guard) are skipped, not waited for: a
+-- fan-out's insert moves rows one by one while holding those it wrote. A
+-- row a guard moved meanwhile is gone from the plain table already.
+with picked as (
+  select ctid from {schema}.endpoint_deliveries_unpartitioned
+  order by event_id desc
+  limit $1
+  for update skip locked
+), moved as (
+  delete from {schema}.endpoint_deliveries_unpartitioned
+  where ctid = any(array(select ctid from picked))
+  returning *
+)
+insert into {schema}.endpoint_deliveries overriding system value select * from moved
+on conflict (event_id, endpoint_id) do nothing;
+
+-- name: deliveries_left
+-- Whether the plain deliveries still hold rows (some a guard was moving
+-- when deliveries_move skipped them).
+select exists (select 1 from {schema}.endpoint_deliveries_unpartitioned);
+
+-- name: deliveries_finish
+-- The deliveries' conversion ends: the guard and the emptied plain table
+-- go. The table is locked first, then its partitions (as inbox_finish).
+lock table {schema}.endpoint_deliveries in access exclusive mode;
+drop trigger endpoint_deliveries_unpartitioned on {schema}.endpoint_deliveries;
+drop function {schema}.postbox_deliveries_unpartitioned();
+drop table {schema}.endpoint_deliveries_unpartitioned;
+
+-- name: deliveries_move_back
+-- Before a detached partition of the deliveries is dropped, its rows that
+-- retention keeps go back to the table (to the DEFAULT partition, their
+-- range being gone), seq and every column kept, so that ordered lanes
+-- keep their order and the leases still match: those not finished
+-- (pending, processing, failed), and the finished ones (done, dropped)
+-- processed at or after $1 (the lanes' Before) or at no time. Each is
+-- found through a partial index (pending, failed, processing, finished by
+-- processed_at): none reads the rows that go.
+with pending as (
+  delete from {schema}.{partition} where status = 'pending' returning *
+), failed as (
+  delete from {schema}.{partition} where status = 'failed' returning *
+), processing as (
+  delete from {schema}.{partition} where status = 'processing' returning *
+), recent as (
+  delete from {schema}.{partition}
+  where status in ('done', 'dropped') and (processed_at >= $1 or processed_at is null)
+  returning *
+)
+insert into {schema}.endpoint_deliveries overriding system value
+select * from pending union all select * from failed
+union all select * from processing union all select * from recent;
+
+-- name: lane_purge_deliveries
+-- The deliveries' half of lane_purge_done, when the two tables differ in
+-- kind (one partitioned, Partition): up to $3 of the endpoint's finished
+-- deliveries processed before $2.
+delete from {schema}.endpoint_deliveries
+where endpoint_id = $1 and event_id in (
+  select event_id from {schema}.endpoint_deliveries
+  where endpoint_id = $1 and status in ('done', 'dropped') and processed_at < $2
+  limit $3);
+
+-- name: lane_purge_deliveries_partitioned
+-- lane_purge_deliveries on partitioned deliveries: in the DEFAULT
+-- partition alone (the range partitions are dropped whole: dropEnded),
+-- through its endpoint_deliveries_finished_endpoint_idx.
+delete from {schema}.endpoint_deliveries_default
+where endpoint_id = $1 and event_id in (
+  select event_id from {schema}.endpoint_deliveries_default
+  where endpoint_id = $1 and status in ('done', 'dropped') and processed_at < $2
+  limit $3);
+
+-- name: lane_purge_attempts
+-- The attempts' half of lane_purge_done: up to $3 of the endpoint's
+-- attempts made before $2, by id from an array (see lane_purge_done).
+delete from {schema}.endpoint_attempts
+where id = any(array(
+  select id from {schema}.endpoint_attempts
+  where endpoint_id = $1 and at < $2
+  limit $3));
+
+-- name: lane_purge_attempts_partitioned
+-- lane_purge_attempts on a partitioned attempts log: in the DEFAULT
+-- partition alone (the range partitions are dropped whole).
+delete from {schema}.endpoint_attempts_default
+where id = any(array(
+  select id from {schema}.endpoint_attempts_default
+  where endpoint_id = $1 and at < $2
+  limit $3));

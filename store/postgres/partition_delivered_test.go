@@ -242,8 +242,8 @@ func TestPartitionAttemptsDropEndedRanges(t *testing.T) {
 	}
 }
 
-// A plain attempts log (Migrate alone) is left plain, and lanes delete
-// its attempts as before.
+// A plain attempts log and plain deliveries (Migrate alone) are left
+// plain, and lanes delete their rows as before.
 func TestPartitionAttemptsPlainSchemaUnchanged(t *testing.T) {
 	s := pgtest.Store(t)
 	e := endpoints(t, s, 1)[0]
@@ -252,7 +252,7 @@ func TestPartitionAttemptsPlainSchemaUnchanged(t *testing.T) {
 	if err != nil || res.Events != 1 || len(res.Dropped) != 0 {
 		t.Fatalf("lane Expire: %+v, %v; want the old attempt deleted", res, err)
 	}
-	if relkind(t, s, "endpoint_attempts") != "r" || relkind(t, s, "inbox_events") != "r" {
+	if relkind(t, s, "endpoint_attempts") != "r" || relkind(t, s, "inbox_events") != "r" || relkind(t, s, "endpoint_deliveries") != "r" {
 		t.Fatal("Migrate partitioned a table")
 	}
 }

@@ -61,10 +61,10 @@ type Store struct {
 	outboxKindSeen atomic.Int32
 	// keep is where the Keep of a partition to drop is (partition.go).
 	keep keepState
-	// attemptsPartitioned and inboxPartitioned remember that
-	// endpoint_attempts and inbox_events were found partitioned
-	// (partition_delivered.go).
-	attemptsPartitioned, inboxPartitioned atomic.Bool
+	// attemptsPartitioned, inboxPartitioned and deliveriesPartitioned
+	// remember that endpoint_attempts, inbox_events and
+	// endpoint_deliveries were found partitioned (partition_delivered.go).
+	attemptsPartitioned, inboxPartitioned, deliveriesPartitioned atomic.Bool
 }
 
 var schemaName = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,47}$`)
