@@ -528,9 +528,9 @@ func (s *Store) createDeliveredAhead(ctx context.Context, interval time.Duration
 // lock on t (left to the next step, with an error, when not granted):
 // it detaches the partition, moves the inbox rows or deliveries retention
 // keeps back to the table (inbox_move_back, deliveries_move_back) and
-// marks it (partition_mark_detached); the
-// DROP then runs in a statement of its own, holding no lock on t (a table
-// left detached is dropped by the next step's sweep, dropDetached). One
+// marks it (partition_mark_detached); the count and the DROP then run in
+// statements of their own, holding no lock on t (a table left detached is
+// dropped by the next step's sweep, dropDetached). One
 // process drops at a time (delivered_retention_lock): another skips.
 func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Time, res *store.ExpireResult) (int, error) {
 	if before.IsZero() {
@@ -547,7 +547,6 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 			break // sorted by start, and ranges do not overlap
 		}
 		var attached, skipped bool
-		var n int64
 		err := pgx.BeginFunc(ctx, s.pool, func(tx pgx.Tx) error {
 			if _, err := tx.Exec(ctx, s.sql.Get("partition_lock_timeout"), lockTimeoutSetting); err != nil {
 				return err
@@ -571,11 +570,7 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 					return err
 				}
 			}
-			var err error
-			if n, err = s.sampledRows(ctx, tx, r.name, "delivered_sample_count"); err != nil {
-				return err
-			}
-			_, err = tx.Exec(ctx, s.partitionQuery("partition_mark_detached", r.name))
+			_, err := tx.Exec(ctx, s.partitionQuery("partition_mark_detached", r.name))
 			return err
 		})
 		switch {
@@ -587,6 +582,15 @@ func (s *Store) dropEnded(ctx context.Context, t deliveredTable, before time.Tim
 			return rows, nil // another process drops
 		case !attached:
 			continue
+		}
+		// Counted once detached, holding no lock on t: what the drop
+		// removes, the rows moved back gone from it.
+		n, err := s.sampledRows(ctx, s.pool, r.name, "delivered_sample_count")
+		switch {
+		case isGoneTable(err):
+			continue // another process's sweep dropped it (dropDetached)
+		case err != nil:
+			return rows, fmt.Errorf("postgres: expire: count partition %s (the next step drops it): %w", r.name, err)
 		}
 		rows += int(n)
 		if err := s.dropDetachedTable(ctx, r.name); err != nil {
