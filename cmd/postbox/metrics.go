@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -26,8 +27,11 @@ type metricsServer struct {
 	// reg holds the Go and process collectors, and the metrics the
 	// service registers on it (service.RelayConfig.Metrics).
 	reg *prometheus.Registry
-	ln  net.Listener
-	log *slog.Logger
+	// gather, when set, is what GET /metrics serves instead of reg: reg's
+	// metrics and others (the sources', sourceRegistries).
+	gather prometheus.Gatherer
+	ln     net.Listener
+	log    *slog.Logger
 }
 
 // newMetricsServer registers the Go and process collectors on a registry
@@ -51,7 +55,7 @@ func (m *metricsServer) close() { _ = m.ln.Close() }
 // service.Relay.Health).
 func (m *metricsServer) serve(health observe.Health) (stop func()) {
 	srv := &http.Server{
-		Handler:           observe.Handler(m.reg, health),
+		Handler:           observe.Handler(cmp.Or[prometheus.Gatherer](m.gather, m.reg), health),
 		ReadHeaderTimeout: 5 * time.Second,
 		ReadTimeout:       10 * time.Second,
 		WriteTimeout:      30 * time.Second,

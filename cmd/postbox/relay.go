@@ -26,6 +26,7 @@ import (
 type relayFlags struct {
 	db        dbFlags
 	endpoints endpointsFlags
+	sources   sourcesFlags
 
 	sinkURL, webhookURL, secrets, scheme                              string
 	timeout, lease, backoffMin, backoffMax, poll, retention, shutdown time.Duration
@@ -68,6 +69,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.claimBytes, "claim-bytes", relay.ClaimBytesDefault, "the payload bytes one claim takes and the relay holds at once, at most (an event larger than that is still taken, alone)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", presence.EveryDefault, fmt.Sprintf("how often the relay renews its row in the presence table, which postbox status reads (its mode, whether it finds the sink down); a row %d beats old is shown stale", store.PresenceStaleBeats))
 	f.endpoints.register(fs)
+	f.sources.register(fs)
 }
 
 func setupRelay(fs *flag.FlagSet) func(context.Context) error {
@@ -77,8 +79,11 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 		if err := f.check(fs); err != nil {
 			return err
 		}
-		if f.walDropSlot {
+		switch {
+		case f.walDropSlot:
 			return dropWALSlot(ctx, &f.db, f.walSlot)
+		case f.sources.on():
+			return runSources(ctx, f)
 		}
 		return runRelay(ctx, f)
 	}
@@ -88,6 +93,12 @@ func setupRelay(fs *flag.FlagSet) func(context.Context) error {
 // for --sink.
 func (f *relayFlags) check(fs *flag.FlagSet) error {
 	if err := checkRelayFlags(fs); err != nil {
+		return err
+	}
+	if f.sources.on() {
+		return f.checkSources(fs)
+	}
+	if err := f.sources.checkNotSources(fs); err != nil {
 		return err
 	}
 	if f.walDropSlot {
@@ -110,6 +121,19 @@ func (f *relayFlags) check(fs *flag.FlagSet) error {
 		return required("sink", f.sinkURL)
 	}
 	return f.endpoints.loadKey()
+}
+
+// checkSources is check with --sources or --sources-query: --sink (or
+// --webhook-url) is the default of the sources that name none.
+func (f *relayFlags) checkSources(fs *flag.FlagSet) error {
+	if err := f.sources.check(fs, &f.db); err != nil {
+		return err
+	}
+	if f.sinkURL != "" && f.webhookURL != "" {
+		return fmt.Errorf("%w: give --sink or --webhook-url, not both", errUsage)
+	}
+	f.sinkURL = cmp.Or(f.sinkURL, f.webhookURL)
+	return nil
 }
 
 // runRelay is postbox relay: it opens the sink (or reads the endpoints),

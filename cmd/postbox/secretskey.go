@@ -21,6 +21,10 @@ func (k *secretsKeyFlag) register(fs *flag.FlagSet, what string) {
 		" (postbox keys generate --type secrets-key makes one; during a rotation NEW,OLD: the first seals, the others only open); default: the key in $"+keyring.EnvVar)
 }
 
+// given reports whether a secrets key is given, by the flag or the
+// environment.
+func (k *secretsKeyFlag) given() bool { return k.file != "" || os.Getenv(keyring.EnvVar) != "" }
+
 // errNoSecretsKey is the refusal of a command that needs the secrets key
 // and was given none: it says how to make one and where to put it.
 func errNoSecretsKey(command string) error {
