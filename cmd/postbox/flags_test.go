@@ -64,6 +64,8 @@ func TestNumericFlagsAreCheckedByName(t *testing.T) {
 		{[]string{"console", "--db", db}, "session-idle", []string{"0s", "-1s"}},
 		{[]string{"console", "--db", db}, "session-max", []string{"0s", "-1s"}},
 		{[]string{"status", "--db", db}, "watch", []string{"0s", "-1s"}},
+		{[]string{"relay", "--sources", "s.yaml"}, "sources-every", []string{"0s", "-1s"}},
+		{[]string{"relay", "--sources", "s.yaml"}, "source-conns", []string{"0", "-1"}},
 	}
 	for _, c := range cases {
 		for _, v := range c.values {

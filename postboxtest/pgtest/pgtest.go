@@ -13,6 +13,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"net/url"
 	"os"
 	"testing"
 	"time"
@@ -123,4 +124,37 @@ func DropBounds(t testing.TB, s *postgres.Store) {
 		" drop constraint outbox_events_retries_range, drop constraint outbox_events_times_range"); err != nil {
 		t.Fatalf("pgtest: drop the bounds of migration 0008: %v", err)
 	}
+}
+
+// Database creates a database on the test server and returns its URL; it
+// is dropped (with force) when t ends.
+func Database(t testing.TB) string {
+	t.Helper()
+	return DatabaseAt(t, URL())
+}
+
+// DatabaseAt creates a database on the server of the URL server and
+// returns its URL; it is dropped (with force) when t ends.
+func DatabaseAt(t testing.TB, server string) string {
+	t.Helper()
+	pool := PoolAt(t, server)
+	b := make([]byte, 6)
+	_, _ = rand.Read(b)
+	name := "pbtest_" + hex.EncodeToString(b)
+	if _, err := pool.Exec(context.Background(), "create database "+name); err != nil {
+		t.Fatalf("pgtest: create database %s: %v", name, err)
+	}
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if _, err := pool.Exec(ctx, "drop database if exists "+pgx.Identifier{name}.Sanitize()+" with (force)"); err != nil {
+			t.Errorf("pgtest: drop database %s: %v", name, err)
+		}
+	})
+	u, err := url.Parse(server)
+	if err != nil {
+		t.Fatal(err)
+	}
+	u.Path = "/" + name
+	return u.String()
 }

@@ -2,13 +2,8 @@ package pgtest
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
-	"net/url"
 	"testing"
 	"time"
-
-	"github.com/jackc/pgx/v5"
 
 	"github.com/postbox-go/postbox/store/postgres"
 )
@@ -57,25 +52,5 @@ func WALWith(t testing.TB, s *postgres.Store, cfg postgres.WALConfig) *postgres.
 // keeps two databases' slots apart need two databases.
 func LogicalDatabase(t testing.TB) string {
 	t.Helper()
-	server := LogicalURL(t)
-	pool := PoolAt(t, server)
-	b := make([]byte, 6)
-	_, _ = rand.Read(b)
-	name := "pbtest_" + hex.EncodeToString(b)
-	if _, err := pool.Exec(context.Background(), "create database "+name); err != nil {
-		t.Fatalf("pgtest: create database %s: %v", name, err)
-	}
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		defer cancel()
-		if _, err := pool.Exec(ctx, "drop database if exists "+pgx.Identifier{name}.Sanitize()+" with (force)"); err != nil {
-			t.Errorf("pgtest: drop database %s: %v", name, err)
-		}
-	})
-	u, err := url.Parse(server)
-	if err != nil {
-		t.Fatal(err)
-	}
-	u.Path = "/" + name
-	return u.String()
+	return DatabaseAt(t, LogicalURL(t))
 }

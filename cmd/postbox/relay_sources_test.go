@@ -1,0 +1,217 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/receiver"
+	"github.com/postbox-go/postbox/store/postgres"
+)
+
+// source is one outbox of the tests of --sources: a schema migrated by
+// the command, in a database.
+type source struct {
+	name, url, schema string
+	store             *postgres.Store
+}
+
+// newSource migrates a fresh schema in the database of url.
+func newSource(t *testing.T, name, url string) source {
+	t.Helper()
+	pool := pgtest.PoolAt(t, url)
+	schema := pgtest.Schema(t, pool)
+	runOK(t, "migrate", "--db", url, "--schema", schema)
+	s, err := postgres.New(pool, postgres.Config{Schema: schema})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return source{name: name, url: url, schema: schema, store: s}
+}
+
+func (s source) yaml() string {
+	return fmt.Sprintf("  - name: %s\n    db: %s\n    schema: %s\n", s.name, s.url, s.schema)
+}
+
+// writeSources writes the sources file the relay re-reads.
+func writeSources(t *testing.T, path string, extra string, srcs ...source) {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString("sources:\n")
+	for _, s := range srcs {
+		b.WriteString(s.yaml())
+	}
+	b.WriteString(extra)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, []byte(b.String()), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// The shipped relay over a sources file: sources in two databases deliver
+// events written by plain SQL, listening (the poll is an hour); a source
+// whose database refuses connections and one not migrated fail alone, each
+// logged once; a source added to the file is picked up and a source
+// removed is stopped, without a restart; the process takes one pool per
+// database, not one per source.
+func TestShippedRelayOverSources(t *testing.T) {
+	second := pgtest.Database(t)
+	a := newSource(t, "a", pgtest.URL())
+	b := newSource(t, "b", pgtest.URL())
+	c := newSource(t, "c", second)
+	d := newSource(t, "d", second)
+	unmigrated := "  - name: unmigrated\n    db: " + pgtest.URL() + "\n    schema: pbtest_never_migrated\n"
+	refused := "  - name: refused\n    db: postgres://postgres@127.0.0.1:1/postgres\n"
+	file := filepath.Join(t.TempDir(), "sources.yaml")
+	writeSources(t, file, unmigrated+refused, a, b, c)
+
+	rcv := receiver.New(t, secret, nil)
+	logs, _ := startRelayLogged(t, "--sources", file, "--sources-every", "200ms", "--poll", "1h",
+		"--webhook-url", rcv.URL, "--webhook-secret", secret, "--source-conns", "4")
+	waitFor(t, "a, b and c delivering", 15*time.Second, func() bool {
+		return strings.Count(logs.String(), `msg="fleet: source delivering"`) == 3
+	})
+	want := map[string]bool{}
+	for i, s := range []source{a, b, c} {
+		want[insertArticleEvent(t, s.store, fmt.Sprint(i))] = true
+	}
+	rcv.WaitAccepted(t, 3, 5*time.Second)
+	for _, d := range rcv.Accepted() {
+		if !want[d.ID] {
+			t.Errorf("delivered %s, not one of the events written", d.ID)
+		}
+	}
+
+	// d is added; a is removed.
+	writeSources(t, file, unmigrated+refused, b, c, d)
+	waitFor(t, "d delivering and a stopped", 10*time.Second, func() bool {
+		l := logs.String()
+		return strings.Contains(l, `msg="fleet: source delivering" source=d`) &&
+			strings.Contains(l, `msg="fleet: source stopped: removed from the list" source=a`)
+	})
+	insertArticleEvent(t, d.store, "d")
+	orphan := insertArticleEvent(t, a.store, "a")
+	rcv.WaitAccepted(t, 4, 5*time.Second)
+	time.Sleep(500 * time.Millisecond) // a stopped: its event stays
+	for _, got := range rcv.Accepted() {
+		if got.ID == orphan {
+			t.Errorf("the event of a, removed from the list, was delivered")
+		}
+	}
+
+	log := logs.String()
+	for name, want := range map[string]string{
+		"unmigrated": "not migrated",
+		"refused":    "cannot reach the database",
+	} {
+		if n := strings.Count(log, "source="+name); n != 1 {
+			t.Errorf("source %s: %d lines, want its failure once:\n%s", name, n, log)
+		}
+		if !strings.Contains(log, want) {
+			t.Errorf("source %s: its failure (%q) is not logged", name, want)
+		}
+	}
+
+	// One pool per database, at most --source-conns each, and the
+	// listening connections.
+	var conns int
+	err := a.store.Pool().QueryRow(context.Background(),
+		"select count(*) from pg_stat_activity where application_name = 'postbox relay' and datname = current_database()").Scan(&conns)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if conns > 4+1 {
+		t.Errorf("%d connections to the database of b (one source left), want at most --source-conns 4 and its listener", conns)
+	}
+}
+
+// The flags that do not go with --sources are refused, naming the flag
+// and saying what to do instead.
+func TestRelaySourcesFlagRefusals(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "sources.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--sources", file, "--endpoints"}, "--endpoints does not apply with --sources or --sources-query: say endpoints: true"},
+		{[]string{"--sources", file, "--wal"}, "--wal does not apply"},
+		{[]string{"--sources", file, "--archive", "file:///tmp/x", "--retention", "1h"}, "--archive does not apply"},
+		{[]string{"--sources", file, "--db", pgtest.URL()}, "--db is only the registry of --sources-query"},
+		{[]string{"--sources", file, "--sources-query", "select 1"}, "give --sources or --sources-query, not both"},
+		{[]string{"--sources-query", "select db from t"}, "give --db"},
+		{[]string{"--sources-query", "select db from t", "--db", "sqlite:x.db"}, "needs a PostgreSQL --db"},
+		{[]string{"--db", pgtest.URL(), "--sink", "http://127.0.0.1:1/", "--source-conns", "3"}, "--source-conns applies only with --sources"},
+	} {
+		last := runFailsWith(t, command(append([]string{"relay"}, c.args...)...), 2)
+		if !strings.Contains(last, c.want) {
+			t.Errorf("postbox relay %s: %q, want %q", strings.Join(c.args, " "), last, c.want)
+		}
+	}
+	// A file that cannot be read, or that holds no valid list, is the
+	// first listing's failure: the command exits at once.
+	if err := os.WriteFile(file, []byte("sources:\n  - name: x\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	last := runFailsWith(t, command("relay", "--sources", file, "--sink", "http://127.0.0.1:1/"), 1)
+	if !strings.Contains(last, "db is required") {
+		t.Errorf("a source without db: %q", last)
+	}
+}
+
+// The shipped relay over a registry query: the sources are rows of a table
+// of the registry (--db), re-read while it runs.
+func TestShippedRelayOverSourcesQuery(t *testing.T) {
+	a := newSource(t, "a", pgtest.URL())
+	b := newSource(t, "b", pgtest.URL())
+	pool := a.store.Pool()
+	reg := pgtest.Schema(t, pool)
+	ctx := context.Background()
+	if _, err := pool.Exec(ctx, "create schema "+reg+"; create table "+reg+".tenants (name text, url text, sch text, active bool)"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "insert into "+reg+".tenants values ('a', $1, $2, true), ('b', $1, $3, false)", pgtest.URL(), a.schema, b.schema); err != nil {
+		t.Fatal(err)
+	}
+	rcv := receiver.New(t, secret, nil)
+	logs, _ := startRelayLogged(t, "--db", pgtest.URL(), "--sources-every", "200ms",
+		"--sources-query", "select name, url as db, sch as schema from "+reg+".tenants where active",
+		"--webhook-url", rcv.URL, "--webhook-secret", secret)
+	waitFor(t, "a delivering", 15*time.Second, func() bool {
+		return strings.Contains(logs.String(), `msg="fleet: source delivering" source=a`)
+	})
+	idA := insertArticleEvent(t, a.store, "a")
+	rcv.WaitAccepted(t, 1, 5*time.Second)
+
+	if _, err := pool.Exec(ctx, "update "+reg+".tenants set active = not active"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "b delivering, a stopped", 10*time.Second, func() bool {
+		l := logs.String()
+		return strings.Contains(l, `msg="fleet: source delivering" source=b`) &&
+			strings.Contains(l, `msg="fleet: source stopped: removed from the list" source=a`)
+	})
+	idB := insertArticleEvent(t, b.store, "b")
+	rcv.WaitAccepted(t, 2, 5*time.Second)
+	if got := rcv.Accepted(); got[0].ID != idA || got[1].ID != idB {
+		t.Errorf("delivered %s, %s; want %s, %s", got[0].ID, got[1].ID, idA, idB)
+	}
+
+	// The registry's query failing keeps b running, logged once.
+	if _, err := pool.Exec(ctx, "alter table "+reg+".tenants rename column url to u"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the failure logged", 5*time.Second, func() bool { return strings.Contains(logs.String(), "cannot list the sources") })
+	insertArticleEvent(t, b.store, "b2")
+	rcv.WaitAccepted(t, 3, 5*time.Second)
+	if n := strings.Count(logs.String(), "cannot list the sources"); n != 1 {
+		t.Errorf("the listing failure logged %d times, want once", n)
+	}
+}
