@@ -148,7 +148,9 @@ func TestFleetFollowsTheList(t *testing.T) {
 	_, logs := start(t, w)
 	waitUntil(t, "a and b run", func() bool { return len(w.runningSources()) == 2 })
 
-	w.set(func(w *world) { w.list = append(w.list, fleet.Source{Name: "c", DB: "postgres://h/c", Weight: 1, Sink: "https://x"}) })
+	w.set(func(w *world) {
+		w.list = append(w.list, fleet.Source{Name: "c", DB: "postgres://h/c", Weight: 1, Sink: "https://x"})
+	})
 	waitUntil(t, "c is added", func() bool { _, ok := w.runningSources()["c"]; return ok })
 
 	w.set(func(w *world) { w.list = w.list[1:] }) // a removed
