@@ -31,10 +31,32 @@ type sourcesFlags struct {
 }
 
 func (s *sourcesFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&s.file, "sources", "", "drain many outboxes: a YAML file listing them (sources: - name, db, schema, weight, sink or endpoints: true, wal), re-read every --sources-every; each runs as its own relay with this command's other flags (see docs/scaling.md)")
-	fs.StringVar(&s.query, "sources-query", "", "drain many outboxes: a SQL query on the database of --db (a registry) returning the sources' columns by name (db, and any of name, schema, weight, sink, endpoints, wal), re-run every --sources-every")
+	s.registerList(fs, "drain many outboxes", ", re-read every --sources-every; each runs as its own relay with this command's other flags (see docs/scaling.md)")
 	fs.DurationVar(&s.every, "sources-every", fleet.EveryDefault, "with --sources or --sources-query: how often the list is read again; sources added are started, removed or changed ones stopped")
 	fs.IntVar(&s.conns, "source-conns", sourceConnsDefault, "with --sources or --sources-query: the most connections of each database's pool, shared by all the sources (schemas) in it; a database also takes one listening connection per source that listens")
+}
+
+// registerList registers --sources and --sources-query, for what (the
+// command's use of them) and then.
+func (s *sourcesFlags) registerList(fs *flag.FlagSet, what, then string) {
+	fs.StringVar(&s.file, "sources", "", what+": a YAML file listing them (sources: - name, db, schema, weight, sink or endpoints: true, wal)"+then)
+	fs.StringVar(&s.query, "sources-query", "", what+": a SQL query on the database of --db (a registry) returning the sources' columns by name (db, and any of name, schema, weight, sink, endpoints, wal)"+then)
+}
+
+// checkList refuses --sources and --sources-query together, and a
+// --sources-query without a PostgreSQL --db, or --sources with one.
+func (s *sourcesFlags) checkList(db *dbFlags) error {
+	switch {
+	case s.file != "" && s.query != "":
+		return fmt.Errorf("%w: give --sources or --sources-query, not both", errUsage)
+	case s.query != "" && db.url == "":
+		return fmt.Errorf("%w: --sources-query runs on the database of --db (the registry): give --db", errUsage)
+	case s.query != "" && !dburl.IsPostgres(db.url):
+		return fmt.Errorf("%w: --sources-query needs a PostgreSQL --db", errUsage)
+	case s.file != "" && db.url != "":
+		return fmt.Errorf("%w: with --sources, each source names its database: --db is only the registry of --sources-query", errUsage)
+	}
+	return nil
 }
 
 // sourceConnsDefault is --source-conns.
@@ -64,17 +86,13 @@ func (s *sourcesFlags) check(fs *flag.FlagSet, db *dbFlags) error {
 			err = fmt.Errorf("%w: --%s does not apply with --sources or --sources-query: %s", errUsage, f.Name, why)
 		}
 	})
-	switch {
-	case err != nil:
+	if err != nil {
 		return err
-	case s.file != "" && s.query != "":
-		return fmt.Errorf("%w: give --sources or --sources-query, not both", errUsage)
-	case s.query != "" && db.url == "":
-		return fmt.Errorf("%w: --sources-query runs on the database of --db (the registry): give --db", errUsage)
-	case s.query != "" && !dburl.IsPostgres(db.url):
-		return fmt.Errorf("%w: --sources-query needs a PostgreSQL --db", errUsage)
-	case s.file != "" && db.url != "":
-		return fmt.Errorf("%w: with --sources, each source names its database: --db is only the registry of --sources-query", errUsage)
+	}
+	if err := s.checkList(db); err != nil {
+		return err
+	}
+	switch {
 	case s.every <= 0:
 		return fmt.Errorf("%w: --sources-every must be positive", errUsage)
 	case s.conns < 1:
@@ -111,7 +129,7 @@ func runSources(ctx context.Context, f *relayFlags) error {
 		return err
 	}
 	setRelayGC(os.Getenv, logger)
-	list, closeList, err := f.sources.lister(ctx, f)
+	list, closeList, err := f.sources.lister(ctx, &f.db, fleet.Defaults{Schema: f.db.schema, Sink: f.sinkURL})
 	if err != nil {
 		return err
 	}
@@ -158,14 +176,13 @@ func runSources(ctx context.Context, f *relayFlags) error {
 }
 
 // lister is the fleet's List: the file of --sources, read each time, or
-// the query of --sources-query on the registry of --db; closeList closes
-// the registry.
-func (s *sourcesFlags) lister(ctx context.Context, f *relayFlags) (list func(context.Context) ([]fleet.Source, error), closeList func(), err error) {
-	d := fleet.Defaults{Schema: f.db.schema, Sink: f.sinkURL}
+// the query of --sources-query on the registry db (--db); closeList
+// closes the registry. The sources take the defaults d.
+func (s *sourcesFlags) lister(ctx context.Context, db *dbFlags, d fleet.Defaults) (list func(context.Context) ([]fleet.Source, error), closeList func(), err error) {
 	if s.file != "" {
 		return func(context.Context) ([]fleet.Source, error) { return fleet.ReadFile(s.file, d) }, func() {}, nil
 	}
-	reg, err := f.db.open(ctx, "relay registry", true)
+	reg, err := db.open(ctx, "registry", true)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -180,7 +197,7 @@ func (s *sourcesFlags) lister(ctx context.Context, f *relayFlags) (list func(con
 			return err
 		})
 		if err != nil {
-			return nil, fmt.Errorf("--sources-query: %w", dburl.Scrub(err, f.db.url))
+			return nil, fmt.Errorf("--sources-query: %w", dburl.Scrub(err, db.url))
 		}
 		return list, nil
 	}, reg.Close, nil

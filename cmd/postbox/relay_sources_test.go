@@ -2,6 +2,8 @@ package main_test
 
 import (
 	"context"
+	"encoding/json"
+	"maps"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -119,6 +121,28 @@ func TestShippedRelayOverSources(t *testing.T) {
 			t.Errorf("source %s: its failure (%q) is not logged", name, want)
 		}
 	}
+
+	// postbox status --sources: one row a source, the relay live in each
+	// running one, the broken ones saying why; --check fails on them.
+	var rows []struct {
+		Name, Error     string
+		Pending, Relays int
+	}
+	if err := json.Unmarshal([]byte(runOK(t, "status", "--sources", file, "--json")), &rows); err != nil {
+		t.Fatal(err)
+	}
+	got := map[string]string{}
+	for _, r := range rows {
+		got[r.Name] = fmt.Sprintf("pending=%d relays=%d error=%v", r.Pending, r.Relays, r.Error != "")
+	}
+	wantRows := map[string]string{
+		"b": "pending=0 relays=1 error=false", "c": "pending=0 relays=1 error=false", "d": "pending=0 relays=1 error=false",
+		"unmigrated": "pending=0 relays=0 error=true", "refused": "pending=0 relays=0 error=true",
+	}
+	if !maps.Equal(got, wantRows) {
+		t.Errorf("status --sources:\n got %v\nwant %v", got, wantRows)
+	}
+	runFailsWith(t, command("status", "--sources", file, "--check"), 3)
 
 	// One pool per database, at most --source-conns each, and the
 	// listening connections.

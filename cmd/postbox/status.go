@@ -227,8 +227,19 @@ func setupStatus(fs *flag.FlagSet) func(context.Context) error {
 	var watch watchFlag
 	walSlot := fs.String("wal-slot", "", "the replication slot of relay --wal whose retained WAL is shown (default postbox_<database>_<schema>)")
 	fs.Var(&watch, "watch", fmt.Sprintf("print again every interval (--watch, %v, or --watch 5s) until Ctrl-C", watchDefault))
-	check := fs.Bool("check", false, fmt.Sprintf("exit with code %d (after printing) when a live relay finds the sink down; without it, status exits 0 whatever the state", exitSinkDown))
+	check := fs.Bool("check", false, fmt.Sprintf("exit with code %d (after printing) when a live relay finds the sink down (with --sources: or a source cannot be read); without it, status exits 0 whatever the state", exitSinkDown))
+	var sources sourcesFlags
+	sources.registerList(fs, "show many outboxes, one line each", "")
 	return func(ctx context.Context) error {
+		if sources.on() {
+			if err := sources.checkList(&db); err != nil {
+				return err
+			}
+			if watch.on || fs.NArg() > 0 {
+				return fmt.Errorf("%w: --watch is not available with --sources yet", errUsage)
+			}
+			return statusSources(ctx, &sources, &db, *asJSON, *check)
+		}
 		if fs.NArg() > 1 || fs.NArg() == 1 && !watch.on {
 			return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
 		}
