@@ -3,8 +3,8 @@ package main_test
 import (
 	"context"
 	"encoding/json"
-	"maps"
 	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"strings"
