@@ -95,6 +95,8 @@ type Fleet struct {
 	mu      sync.Mutex
 	running map[string]*member
 	listed  bool
+	// refresh asks Run to list the sources now (Refresh).
+	refresh chan struct{}
 }
 
 // member is a running source: its goroutine and what it reports.
@@ -135,7 +137,7 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Fleet{cfg: cfg, log: cfg.Logger, running: map[string]*member{}}, nil
+	return &Fleet{cfg: cfg, log: cfg.Logger, running: map[string]*member{}, refresh: make(chan struct{}, 1)}, nil
 }
 
 // Run lists the sources, starts their relays and keeps them as the list
@@ -161,24 +163,34 @@ func (f *Fleet) Run(ctx context.Context) error {
 			return nil
 		case <-ready.C:
 			f.watchReady()
+			continue
 		case <-tick.C:
-			list, err := f.list(ctx)
-			if err != nil {
-				if ctx.Err() != nil {
-					return nil
-				}
-				if err.Error() != listErr {
-					listErr = err.Error()
-					f.log.Error("fleet: cannot list the sources; the running ones go on", "error", err, "retry_in", f.cfg.Every)
-				}
-				continue
-			}
-			if listErr != "" {
-				listErr = ""
-				f.log.Info("fleet: the sources are listed again")
-			}
-			f.apply(ctx, list)
+		case <-f.refresh:
 		}
+		list, err := f.list(ctx)
+		switch {
+		case ctx.Err() != nil:
+			return nil
+		case err != nil:
+			if err.Error() != listErr {
+				listErr = err.Error()
+				f.log.Error("fleet: cannot list the sources; the running ones go on", "error", err, "retry_in", f.cfg.Every)
+			}
+			continue
+		case listErr != "":
+			listErr = ""
+			f.log.Info("fleet: the sources are listed again")
+		}
+		f.apply(ctx, list)
+	}
+}
+
+// Refresh makes Run list the sources now rather than at its next tick
+// (when the processes sharing them changed, say). It never blocks.
+func (f *Fleet) Refresh() {
+	select {
+	case f.refresh <- struct{}{}:
+	default:
 	}
 }
 
