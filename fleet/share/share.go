@@ -34,6 +34,11 @@
 // TCP_USER_TIMEOUT of 20 s on Linux), on the server's side by its own
 // tcp_keepalives_* settings.
 //
+// The lock lives as long as the session, so the member's connection must
+// reach PostgreSQL itself, or go through a pooler in session mode: a
+// pooler in transaction mode (PgBouncer's) would hand the session, and its
+// lock, to others.
+//
 // # Sharing
 //
 // Each member reads the live slots (Live, or Watch, which calls back when
@@ -56,7 +61,8 @@
 // A member whose own lock is gone (its connection broke, or its statement
 // was cut short, which closes the connection) finds out at its next poll:
 // Live and Watch return an error wrapping ErrLost, and it must stop
-// draining and Join again.
+// draining and Join again. Each poll reads pg_locks once, which is cheap:
+// a period of a few seconds suits a fleet of a few dozen processes.
 package share
 
 import (
