@@ -61,7 +61,12 @@
 // A member whose own lock is gone (its connection broke, or its statement
 // was cut short, which closes the connection) finds out at its next poll:
 // Live and Watch return an error wrapping ErrLost, and it must stop
-// draining and Join again. Each poll reads pg_locks once, which is cheap:
+// draining and Join again.
+//
+// Membership proves that a process's session lives, not that the process
+// makes progress: a process that hangs with its connection open keeps its
+// slot, and its sources wait for it (a relay should exit, or Close its
+// member, when its draining stalls). Each poll reads pg_locks once, which is cheap:
 // a period of a few seconds suits a fleet of a few dozen processes.
 package share
 
