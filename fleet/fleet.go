@@ -239,7 +239,7 @@ func (f *Fleet) apply(ctx context.Context, list []Source) {
 	}
 	for _, m := range stopping {
 		<-m.done
-		reason := "removed from the list"
+		reason := "no longer listed for this process"
 		if _, ok := want[m.src.Name]; ok {
 			reason = "its settings changed"
 		}

@@ -155,7 +155,7 @@ func TestFleetFollowsTheList(t *testing.T) {
 
 	w.set(func(w *world) { w.list = w.list[1:] }) // a removed
 	waitUntil(t, "a is removed", func() bool { _, ok := w.runningSources()["a"]; return !ok })
-	if !strings.Contains(logs.String(), `msg="fleet: source stopped: removed from the list" source=a`) {
+	if !strings.Contains(logs.String(), `msg="fleet: source stopped: no longer listed for this process" source=a`) {
 		t.Errorf("the removal is not logged:\n%s", logs)
 	}
 

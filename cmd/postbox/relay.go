@@ -27,6 +27,7 @@ type relayFlags struct {
 	db        dbFlags
 	endpoints endpointsFlags
 	sources   sourcesFlags
+	share     shareFlags
 
 	sinkURL, webhookURL, secrets, scheme                              string
 	timeout, lease, backoffMin, backoffMax, poll, retention, shutdown time.Duration
@@ -70,6 +71,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.DurationVar(&f.heartbeat, "heartbeat", presence.EveryDefault, fmt.Sprintf("how often the relay renews its row in the presence table, which postbox status reads (its mode, whether it finds the sink down); a row %d beats old is shown stale", store.PresenceStaleBeats))
 	f.endpoints.register(fs)
 	f.sources.register(fs)
+	f.share.register(fs)
 }
 
 func setupRelay(fs *flag.FlagSet) func(context.Context) error {
@@ -98,7 +100,7 @@ func (f *relayFlags) check(fs *flag.FlagSet) error {
 	if f.sources.on() {
 		return f.checkSources(fs)
 	}
-	if err := f.sources.checkNotSources(fs); err != nil {
+	if err := f.sources.checkNotSources(fs, shareOnlyFlags); err != nil {
 		return err
 	}
 	if f.walDropSlot {
@@ -127,6 +129,9 @@ func (f *relayFlags) check(fs *flag.FlagSet) error {
 // --webhook-url) is the default of the sources that name none.
 func (f *relayFlags) checkSources(fs *flag.FlagSet) error {
 	if err := f.sources.check(fs, &f.db); err != nil {
+		return err
+	}
+	if err := f.checkShare(fs); err != nil {
 		return err
 	}
 	if f.sinkURL != "" && f.webhookURL != "" {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"sync"
 	"time"
 
@@ -101,11 +102,12 @@ func (s *sourcesFlags) check(fs *flag.FlagSet, db *dbFlags) error {
 	return nil
 }
 
-// checkNotSources refuses the flags of many sources without them.
-func (s *sourcesFlags) checkNotSources(fs *flag.FlagSet) error {
+// checkNotSources refuses the flags of many sources without them (and
+// the others given, the flags that share them).
+func (s *sourcesFlags) checkNotSources(fs *flag.FlagSet, others []string) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
-		for _, name := range sourcesOnlyFlags {
+		for _, name := range slices.Concat(sourcesOnlyFlags, others) {
 			if f.Name == name && err == nil {
 				err = fmt.Errorf("%w: --%s applies only with --sources or --sources-query", errUsage, f.Name)
 			}
@@ -157,9 +159,28 @@ func runSources(ctx context.Context, f *relayFlags) error {
 		sr.metrics = newSourceRegistries(metrics.reg)
 		metrics.gather = sr.metrics
 	}
-	fl, err := fleet.New(fleet.Config{List: list, Every: f.sources.every, Open: sr.open, Logger: logger})
+	fc := fleet.Config{List: list, Every: f.sources.every, Open: sr.open, Logger: logger}
+	var shared *sharing
+	if url := f.fleetURL(); url != "" {
+		if shared, err = joinFleet(ctx, url, f.share.name, f.share.replicas, logger); err != nil {
+			return err
+		}
+		fc.Mine = shared.Mine
+	} else {
+		logger.Info("fleet: this process drains every source listed (no --fleet-db: the sources are not shared with other relay processes)")
+	}
+	fl, err := fleet.New(fc)
 	if err != nil {
 		return err
+	}
+	if shared != nil {
+		sharingCtx, stopSharing := context.WithCancel(context.WithoutCancel(ctx))
+		var sharingDone sync.WaitGroup
+		sharingDone.Go(func() { shared.run(sharingCtx, fl) })
+		// After the fleet stopped: its sources stop before the slot is
+		// given up, so that the others take them over once they are free.
+		defer sharingDone.Wait()
+		defer stopSharing()
 	}
 	if metrics != nil {
 		stop := metrics.serve(observe.Health{Ready: fl.Listed})

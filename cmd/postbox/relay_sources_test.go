@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -97,7 +98,7 @@ func TestShippedRelayOverSources(t *testing.T) {
 	waitFor(t, "d delivering and a stopped", 10*time.Second, func() bool {
 		l := logs.String()
 		return strings.Contains(l, `msg="fleet: source delivering" source=d`) &&
-			strings.Contains(l, `msg="fleet: source stopped: removed from the list" source=a`)
+			strings.Contains(l, `msg="fleet: source stopped: no longer listed for this process" source=a`)
 	})
 	insertArticleEvent(t, d.store, "d")
 	orphan := insertArticleEvent(t, a.store, "a")
@@ -220,7 +221,7 @@ func TestShippedRelayOverSourcesQuery(t *testing.T) {
 	waitFor(t, "b delivering, a stopped", 10*time.Second, func() bool {
 		l := logs.String()
 		return strings.Contains(l, `msg="fleet: source delivering" source=b`) &&
-			strings.Contains(l, `msg="fleet: source stopped: removed from the list" source=a`)
+			strings.Contains(l, `msg="fleet: source stopped: no longer listed for this process" source=a`)
 	})
 	idB := insertArticleEvent(t, b.store, "b")
 	rcv.WaitAccepted(t, 2, 5*time.Second)
@@ -238,4 +239,83 @@ func TestShippedRelayOverSourcesQuery(t *testing.T) {
 	if n := strings.Count(logs.String(), "cannot list the sources"); n != 1 {
 		t.Errorf("the listing failure logged %d times, want once", n)
 	}
+}
+
+// delivering returns the sources a relay's log says are delivering and
+// not stopped since.
+func delivering(log string) map[string]bool {
+	on := map[string]bool{}
+	for _, line := range strings.Split(log, "\n") {
+		_, name, ok := strings.Cut(line, " source=")
+		if !ok {
+			continue
+		}
+		name, _, _ = strings.Cut(name, " ")
+		switch {
+		case strings.Contains(line, `msg="fleet: source delivering"`):
+			on[name] = true
+		case strings.Contains(line, `msg="fleet: source stopped`):
+			delete(on, name)
+		}
+	}
+	return on
+}
+
+// Two relay processes share the sources through advisory locks on the
+// fleet database: each drains its share, none drains a source twice; one
+// killed, the other takes its sources over, and their events are
+// delivered; a third joining takes a share.
+func TestShippedRelaysShareSources(t *testing.T) {
+	var srcs []source
+	for i := range 6 {
+		srcs = append(srcs, newSource(t, fmt.Sprintf("s%d", i), pgtest.URL()))
+	}
+	file := filepath.Join(t.TempDir(), "sources.yaml")
+	writeSources(t, file, "", srcs...)
+	rcv := receiver.New(t, secret, nil)
+	fleetName := fmt.Sprintf("test-%d", time.Now().UnixNano())
+	args := []string{"--sources", file, "--fleet-db", pgtest.URL(), "--fleet", fleetName,
+		"--webhook-url", rcv.URL, "--webhook-secret", secret}
+
+	logs1, pid1 := startRelayLogged(t, args...)
+	logs2, _ := startRelayLogged(t, args...)
+	split := func(logs ...string) bool {
+		all := map[string]int{}
+		for _, l := range logs {
+			for n := range delivering(l) {
+				all[n]++
+			}
+		}
+		if len(all) != len(srcs) {
+			return false
+		}
+		for _, c := range all {
+			if c != 1 {
+				return false
+			}
+		}
+		return true
+	}
+	waitFor(t, "the sources split between the two, each once", 20*time.Second, func() bool {
+		return split(logs1.String(), logs2.String()) && len(delivering(logs1.String())) > 0 && len(delivering(logs2.String())) > 0
+	})
+	for i, s := range srcs {
+		insertArticleEvent(t, s.store, fmt.Sprint(i))
+	}
+	rcv.WaitAccepted(t, len(srcs), 10*time.Second)
+
+	// The first is killed: its slot vanishes with its session.
+	if err := syscall.Kill(pid1, syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the second drains every source", 20*time.Second, func() bool { return len(delivering(logs2.String())) == len(srcs) })
+	for i, s := range srcs {
+		insertArticleEvent(t, s.store, fmt.Sprint(100+i))
+	}
+	rcv.WaitAccepted(t, 2*len(srcs), 10*time.Second)
+
+	logs3, _ := startRelayLogged(t, args...)
+	waitFor(t, "the third takes a share", 20*time.Second, func() bool {
+		return len(delivering(logs3.String())) > 0 && split(logs2.String(), logs3.String())
+	})
 }
