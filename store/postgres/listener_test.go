@@ -413,3 +413,46 @@ func TestListenerClose(t *testing.T) {
 		t.Fatal("New accepted a Listener of another pool")
 	}
 }
+
+// Stores that start listening at once on a new Listener share the one
+// connection it makes.
+func TestListenerConcurrentSubscribes(t *testing.T) {
+	pool, app := appPool(t)
+	l := postgres.NewListener(pool)
+	t.Cleanup(l.Close)
+	stores := sharedStores(t, pool, l, 6)
+	ctx, cancel := context.WithCancel(context.Background())
+	ready := make(chan int, len(stores))
+	woken := make([]chan struct{}, len(stores))
+	done := make(chan error, len(stores))
+	for i, s := range stores {
+		woken[i] = make(chan struct{}, 100)
+		go func() {
+			done <- s.Driver().Listen(ctx, func(store.Listening) { ready <- i }, func() { woken[i] <- struct{}{} })
+		}()
+	}
+	t.Cleanup(func() {
+		cancel()
+		for range stores {
+			if err := <-done; err != nil {
+				t.Errorf("Listen: %v", err)
+			}
+		}
+	})
+	for range stores {
+		select {
+		case <-ready:
+		case err := <-done:
+			t.Fatalf("Listen: %v", err)
+		case <-time.After(10 * time.Second):
+			t.Fatal("Listen never became ready")
+		}
+	}
+	if got, pooled := backends(t, app), int(pool.Stat().TotalConns()); got != pooled+1 {
+		t.Fatalf("%d backends with %d connections in the pool; want one listening connection more", got, pooled)
+	}
+	pgNotify(t, stores[3])
+	for i := range stores {
+		expectNotification(t, woken[i], i == 3)
+	}
+}
