@@ -36,8 +36,9 @@ var errListenerClosed = fmt.Errorf("postgres: listen: the Listener is closed: %w
 // it returns the error (the relay listens again after a back-off), and the
 // next Listen connects again.
 //
-// A Listener is safe for concurrent use. Close it when the stores stop
-// listening.
+// Several Listen calls of one channel (two relays of one schema) each get
+// every notification of it, and its doze mark is held while any of them
+// dozes. A Listener is safe for concurrent use.
 type Listener struct {
 	pool *pgxpool.Pool
 	// private marks the Listener a store's Listen makes for itself when
@@ -58,7 +59,8 @@ func NewListener(pool *pgxpool.Pool) *Listener {
 
 // Close closes the Listener's connection and waits until it is closed. The
 // Listen calls of the stores on it return, and later ones return an error
-// wrapping store.ErrCannotListen (the relay polls).
+// wrapping store.ErrCannotListen: a relay still running polls from then on,
+// so close it after the relays that use it have stopped.
 func (l *Listener) Close() {
 	l.mu.Lock()
 	l.closed = true
