@@ -43,3 +43,14 @@ func (s *Store) DropPartition(ctx context.Context, name string) (store.ExpireRes
 	_, err := s.dropPartition(ctx, store.ExpireParams{Before: time.Now(), Limit: 1000}, name, &res)
 	return res, err
 }
+
+// PID is the process id of the Listener's backend (0 before it connects),
+// for tests that count or terminate it.
+func (l *Listener) PID() uint32 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.sess == nil {
+		return 0
+	}
+	return l.sess.pid.Load()
+}

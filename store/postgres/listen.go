@@ -61,6 +61,10 @@ const listenSetupTimeout = 10 * time.Second
 // to this connection, as behind a connection pooler in transaction mode.
 var ErrNotificationsLost = errors.New("postgres: notifications do not reach the listening connection")
 
+// probePrefix begins the payload of the test notification Listen sends
+// itself: such a notification wakes nobody.
+const probePrefix = "postbox-probe-"
+
 // Listen holds one dedicated connection (outside the pool) on LISTEN and
 // calls notify for every notification of new events. Before it calls ready
 // it sends a notification through the pool and waits for it on the listening
@@ -70,155 +74,82 @@ var ErrNotificationsLost = errors.New("postgres: notifications do not reach the 
 // good and says why (run it with DisableListen to say so yourself, or
 // connect it around the pooler).
 //
+// With Config.Listener the connection is that Listener's, shared with the
+// stores of other schemas on the same pool: Listen subscribes the store's
+// channel there, and UNLISTENs it (and ends its doze) when ctx ends. When
+// the shared connection fails, the Listen of every store on it returns the
+// error; the next Listen connects again. Without it, Listen opens a
+// connection of its own and closes it when it returns.
+//
 // The relay tells producers when it waits through the store.Dozer it
 // receives (see store.Listening): producers notify only while it dozes, so
 // a relay busy claiming costs their commits nothing. The connection starts
 // awake (producers do not notify it).
 func (d *Driver) Listen(ctx context.Context, ready func(store.Listening), notify func()) error {
-	setupCtx, cancelSetup := context.WithTimeout(ctx, listenSetupTimeout)
-	defer cancelSetup()
-	conn, err := pgx.ConnectConfig(setupCtx, d.pool.Config().ConnConfig.Copy())
-	if err != nil {
-		return fmt.Errorf("postgres: listen: connect: %w", err)
+	if d.listener != nil {
+		return d.listener.listen(ctx, d.Store, ready, notify)
 	}
-	defer conn.Close(context.WithoutCancel(ctx))
-	if _, err := conn.Exec(setupCtx, "listen "+pgx.Identifier{d.channel}.Sanitize()); err != nil {
-		return fmt.Errorf("postgres: listen: %w", err)
-	}
-	if err := d.probe(ctx, conn); err != nil {
-		if ctx.Err() != nil {
-			return nil
-		}
-		return err
-	}
-	l := &listener{
-		conn: conn, requests: make(chan dozeRequest), gone: make(chan struct{}),
-		markSQL: d.expand(dozeMarkSQL), unmarkSQL: d.expand(dozeUnmarkSQL), barrierSQL: d.expand(dozeBarrierSQL),
-	}
-	defer close(l.gone)
-	ready(store.Listening{Channel: d.channel, Dozer: l})
-	return l.serve(ctx, notify)
+	l := NewListener(d.pool)
+	l.private = true
+	defer l.Close()
+	return l.listen(ctx, d.Store, ready, notify)
 }
 
-// probe sends a notification through the pool and waits for it on conn.
-// Notifications of events that arrive meanwhile need no call of notify: the
-// relay claims once it is ready anyway.
-func (s *Store) probe(ctx context.Context, conn *pgx.Conn) error {
-	payload := "postbox-probe-" + uuid.NewString()
+// probe sends a notification through the pool and waits until sub's
+// session has seen it. Notifications of events that arrive meanwhile need
+// no call of notify: the relay claims once it is ready anyway.
+func (s *Store) probe(ctx context.Context, sub *subscription) error {
 	sendCtx, cancel := context.WithTimeout(ctx, listenSetupTimeout)
-	_, err := s.pool.Exec(sendCtx, "select pg_notify($1, $2)", s.channel, payload)
+	_, err := s.pool.Exec(sendCtx, "select pg_notify($1, $2)", s.channel, sub.probe)
 	cancel()
 	if err != nil {
 		return fmt.Errorf("postgres: listen: send a test notification: %w", err)
 	}
-	waitCtx, cancel := context.WithTimeout(ctx, probeTimeout)
-	defer cancel()
-	for {
-		n, err := conn.WaitForNotification(waitCtx)
-		switch {
-		case err != nil && ctx.Err() == nil && waitCtx.Err() != nil:
-			return fmt.Errorf("%w: %w: a test notification on channel %s did not arrive within %s (a connection pooler in transaction mode?)",
-				store.ErrCannotListen, ErrNotificationsLost, s.channel, probeTimeout)
-		case err != nil:
-			return fmt.Errorf("postgres: listen: %w", err)
-		case n.Payload == payload:
-			return nil
-		}
+	timer := time.NewTimer(probeTimeout)
+	defer timer.Stop()
+	select {
+	case <-sub.probed:
+		return nil
+	case <-timer.C:
+		return fmt.Errorf("%w: %w: a test notification on channel %s did not arrive within %s (a connection pooler in transaction mode?)",
+			store.ErrCannotListen, ErrNotificationsLost, s.channel, probeTimeout)
+	case <-sub.sess.done:
+		return sub.sess.err
+	case <-ctx.Done():
+		return ctx.Err()
 	}
 }
 
-// dozeRequest asks the Listen goroutine, which owns the connection, to doze
-// or wake.
-type dozeRequest struct {
-	ctx   context.Context
-	wake  bool
-	reply chan dozeReply
-}
-
-type dozeReply struct {
-	ready bool
-	err   error
-}
-
-// serve waits for notifications on the connection and runs the doze and
-// wake requests of the relay, until ctx is done or the connection fails.
-func (l *listener) serve(ctx context.Context, notify func()) error {
-	conn := l.conn
-	for {
-		waitCtx, stopWaiting := context.WithCancel(ctx)
-		var req *dozeRequest
-		interrupted := make(chan struct{})
-		go func() {
-			defer close(interrupted)
-			select {
-			case r := <-l.requests:
-				req = &r
-				stopWaiting()
-			case <-waitCtx.Done():
-			}
-		}()
-		_, err := conn.WaitForNotification(waitCtx)
-		stopWaiting()
-		<-interrupted
-		if ctx.Err() != nil {
-			if req != nil {
-				req.reply <- dozeReply{err: ctx.Err()}
-			}
-			return nil
-		}
-		switch {
-		case err == nil:
-			notify()
-		case req == nil:
-			return fmt.Errorf("postgres: listen: %w", err)
-		}
-		if req != nil {
-			// A request cut the wait short; a notification that arrived
-			// meanwhile is kept by pgx for the next wait.
-			var r dozeReply
-			dctx, cancel := context.WithTimeout(context.WithoutCancel(req.ctx), dozeTimeout)
-			if req.wake {
-				r.err = l.unmark(dctx)
-			} else {
-				r.ready, r.err = l.doze(dctx)
-			}
-			cancel()
-			req.reply <- r
-			if r.err != nil && conn.IsClosed() {
-				return fmt.Errorf("postgres: listen: %w", r.err)
-			}
-		}
+// newSubscription is the subscription of s's channel on sess.
+func (s *Store) newSubscription(sess *session) *subscription {
+	return &subscription{
+		channel: s.channel, sess: sess,
+		probe:  probePrefix + uuid.NewString(),
+		probed: make(chan struct{}), signal: make(chan struct{}, 1), gone: make(chan struct{}),
+		markSQL: s.expand(dozeMarkSQL), unmarkSQL: s.expand(dozeUnmarkSQL), barrierSQL: s.expand(dozeBarrierSQL),
 	}
-}
-
-// listener is the state of one listening connection; only its Listen
-// goroutine uses the connection. It is the store.Dozer the relay receives.
-type listener struct {
-	conn     *pgx.Conn
-	requests chan dozeRequest
-	gone     chan struct{}
-	marked   bool
-	// the statements, for this store's channel
-	markSQL, unmarkSQL, barrierSQL string
 }
 
 // Doze marks the relay dozing (see store.Dozer).
-func (l *listener) Doze(ctx context.Context) (bool, error) {
-	return l.ask(ctx, false)
+func (sub *subscription) Doze(ctx context.Context) (bool, error) {
+	return sub.ask(ctx, reqDoze)
 }
 
 // Wake ends the doze (see store.Dozer).
-func (l *listener) Wake(ctx context.Context) error {
-	_, err := l.ask(ctx, true)
+func (sub *subscription) Wake(ctx context.Context) error {
+	_, err := sub.ask(ctx, reqWake)
 	return err
 }
 
-// ask hands a request to the Listen goroutine and waits for its answer.
-func (l *listener) ask(ctx context.Context, wake bool) (bool, error) {
-	req := dozeRequest{ctx: ctx, wake: wake, reply: make(chan dozeReply, 1)}
+// ask hands a doze or wake request to the session's goroutine and waits for
+// its answer.
+func (sub *subscription) ask(ctx context.Context, kind requestKind) (bool, error) {
+	req := &request{kind: kind, sub: sub, ctx: ctx, reply: make(chan reply, 1)}
 	select {
-	case l.requests <- req:
-	case <-l.gone:
+	case sub.sess.requests <- req:
+	case <-sub.gone:
+		return false, errListenerGone
+	case <-sub.sess.done:
 		return false, errListenerGone
 	case <-ctx.Done():
 		return false, ctx.Err()
@@ -226,37 +157,42 @@ func (l *listener) ask(ctx context.Context, wake bool) (bool, error) {
 	select {
 	case r := <-req.reply:
 		return r.ready, r.err
+	case <-sub.sess.done:
+		return false, errListenerGone
 	case <-ctx.Done():
 		return false, ctx.Err()
 	}
 }
 
-// doze marks the connection dozing (once) and tries the producers' lock.
-func (l *listener) doze(ctx context.Context) (bool, error) {
-	if !l.marked {
+// doze marks the subscription dozing (once) and tries the producers' lock.
+// Each dozing subscription of a channel holds the shared mark once (advisory
+// locks count their holds per session): the channel stays marked while any
+// of them dozes.
+func (sub *subscription) doze(ctx context.Context, conn *pgx.Conn) (bool, error) {
+	if !sub.marked {
 		var ok bool
-		if err := l.conn.QueryRow(ctx, l.markSQL).Scan(&ok); err != nil {
+		if err := conn.QueryRow(ctx, sub.markSQL).Scan(&ok); err != nil {
 			return false, fmt.Errorf("postgres: doze: %w", err)
 		}
 		if !ok {
 			return false, nil // a producer is looking at this moment
 		}
-		l.marked = true
+		sub.marked = true
 	}
 	var clear bool
-	if err := l.conn.QueryRow(ctx, l.barrierSQL).Scan(&clear); err != nil {
+	if err := conn.QueryRow(ctx, sub.barrierSQL).Scan(&clear); err != nil {
 		return false, fmt.Errorf("postgres: doze: %w", err)
 	}
 	return clear, nil
 }
 
-func (l *listener) unmark(ctx context.Context) error {
-	if !l.marked {
+func (sub *subscription) unmark(ctx context.Context, conn *pgx.Conn) error {
+	if !sub.marked {
 		return nil
 	}
-	if _, err := l.conn.Exec(ctx, l.unmarkSQL); err != nil {
+	if _, err := conn.Exec(ctx, sub.unmarkSQL); err != nil {
 		return fmt.Errorf("postgres: wake: %w", err)
 	}
-	l.marked = false
+	sub.marked = false
 	return nil
 }

@@ -34,6 +34,13 @@ type Config struct {
 	// Schema holds the outbox and inbox tables (default SchemaDefault). It is
 	// created by Migrate if missing. Letters, digits and underscores only.
 	Schema string
+	// Listener, when set, is the listening connection the store's
+	// Driver.Listen shares with the stores of other schemas on the same
+	// pool (see Listener): Listen subscribes the store's channel on it
+	// instead of opening a connection of its own. Make it with
+	// NewListener on the store's pool: New refuses a Listener of another
+	// pool. Nil (the default): each Listen opens its own connection.
+	Listener *Listener
 }
 
 // Store is the PostgreSQL outbox and inbox. It is safe for concurrent use.
@@ -41,10 +48,12 @@ type Store struct {
 	pool    *pgxpool.Pool
 	schema  string
 	channel string
-	sql     sqlstore.Queries
-	tx      pgxTransactor
-	inbox   *sqlstore.Inbox[pgx.Tx]
-	dead    *sqlstore.DeadLetters
+	// listener is Config.Listener: nil when Listen connects on its own.
+	listener *Listener
+	sql      sqlstore.Queries
+	tx       pgxTransactor
+	inbox    *sqlstore.Inbox[pgx.Tx]
+	dead     *sqlstore.DeadLetters
 	// orderedReady remembers that the index of ordered claims was found
 	// valid (see checkOrdered).
 	orderedReady atomic.Bool
@@ -81,7 +90,10 @@ func New(pool *pgxpool.Pool, cfg Config) (*Store, error) {
 	if !schemaName.MatchString(cfg.Schema) {
 		return nil, fmt.Errorf("postgres: Config.Schema %q: use letters, digits and underscores (at most 48)", cfg.Schema)
 	}
-	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema, tx: pgxTransactor{pool}}
+	if cfg.Listener != nil && cfg.Listener.pool != pool {
+		return nil, errors.New("postgres: Config.Listener was made for another pool: make it with NewListener on the store's pool (one Listener per pool)")
+	}
+	s := &Store{pool: pool, schema: cfg.Schema, channel: "postbox_" + cfg.Schema, listener: cfg.Listener, tx: pgxTransactor{pool}}
 	s.placeholders = strings.NewReplacer(
 		"{schema}", pgx.Identifier{s.schema}.Sanitize(),
 		"{channel}", s.channel,
