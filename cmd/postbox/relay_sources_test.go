@@ -93,6 +93,10 @@ func TestShippedRelayOverSources(t *testing.T) {
 		}
 	}
 
+	// One pool per database, at most --source-conns each, and one
+	// listening connection however many schemas listen in it.
+	relayConns(t, a.store, 4+1)
+
 	// d is added; a is removed.
 	writeSources(t, file, unmigrated+refused, b, c, d)
 	waitFor(t, "d delivering and a stopped", 10*time.Second, func() bool {
@@ -145,16 +149,21 @@ func TestShippedRelayOverSources(t *testing.T) {
 	}
 	runFailsWith(t, command("status", "--sources", file, "--check"), 3)
 
-	// One pool per database, at most --source-conns each, and the
-	// listening connections.
+	relayConns(t, a.store, 4+1)
+}
+
+// relayConns fails unless the relays' connections to the database of s
+// are at most max.
+func relayConns(t *testing.T, s *postgres.Store, max int) {
+	t.Helper()
 	var conns int
-	err := a.store.Pool().QueryRow(context.Background(),
+	err := s.Pool().QueryRow(context.Background(),
 		"select count(*) from pg_stat_activity where application_name = 'postbox relay' and datname = current_database()").Scan(&conns)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if conns > 4+1 {
-		t.Errorf("%d connections to the database of b (one source left), want at most --source-conns 4 and its listener", conns)
+	if conns > max {
+		t.Errorf("%d connections of postbox relay to the database, want at most %d", conns, max)
 	}
 }
 

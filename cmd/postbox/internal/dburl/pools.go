@@ -11,9 +11,11 @@ import (
 )
 
 // Pools opens the databases of many sources (postgres relay --sources):
-// one pool per PostgreSQL URL, shared by the stores of all its schemas,
-// so that N schemas in D databases take D pools, not N. A SQLite URL is
-// opened on its own (Open). It is safe for concurrent use.
+// one pool per PostgreSQL URL and one listening connection
+// (postgres.Listener), shared by the stores of all its schemas, so that N
+// schemas in D databases take D pools and D listening connections, not
+// N. A SQLite URL is opened on its own (Open). It is safe for concurrent
+// use.
 type Pools struct {
 	opt      Options
 	maxConns int32
@@ -22,11 +24,13 @@ type Pools struct {
 	open map[string]*sharedPool
 }
 
-// sharedPool is one database's pool and how many stores use it.
+// sharedPool is one database's pool, its listening connection, and how
+// many stores use them.
 type sharedPool struct {
-	pool  *pgxpool.Pool
-	close func()
-	refs  int
+	pool     *pgxpool.Pool
+	listener *postgres.Listener
+	close    func()
+	refs     int
 }
 
 // NewPools returns Pools whose pools have at most maxConns connections
@@ -50,7 +54,7 @@ func (p *Pools) Open(ctx context.Context, url, schema string) (*DB, error) {
 		return nil, Scrub(err, url)
 	}
 	release := func() { p.release(url, sp) }
-	s, err := postgres.New(sp.pool, postgres.Config{Schema: schema})
+	s, err := postgres.New(sp.pool, postgres.Config{Schema: schema, Listener: sp.listener})
 	if err != nil {
 		release()
 		return nil, err
@@ -101,7 +105,11 @@ func (p *Pools) acquire(ctx context.Context, url string) (*sharedPool, error) {
 		go closePool()
 		return sp, nil
 	}
-	sp := &sharedPool{pool: pool, close: closePool, refs: 1}
+	l := postgres.NewListener(pool)
+	sp := &sharedPool{pool: pool, listener: l, refs: 1, close: func() {
+		l.Close() // the stores' relays have stopped
+		closePool()
+	}}
 	p.open[url] = sp
 	return sp, nil
 }
