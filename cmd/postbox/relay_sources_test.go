@@ -72,7 +72,7 @@ func TestShippedRelayOverSources(t *testing.T) {
 	c := newSource(t, "c", second)
 	d := newSource(t, "d", second)
 	unmigrated := "  - name: unmigrated\n    db: " + pgtest.URL() + "\n    schema: pbtest_never_migrated\n"
-	refused := "  - name: refused\n    db: postgres://postgres@127.0.0.1:1/postgres\n"
+	refused := "  - name: refused\n    db: postgres://postgres:s3cr3t-pw@127.0.0.1:1/postgres\n"
 	file := filepath.Join(t.TempDir(), "sources.yaml")
 	writeSources(t, file, unmigrated+refused, a, b, c)
 
@@ -148,6 +148,12 @@ func TestShippedRelayOverSources(t *testing.T) {
 		t.Errorf("status --sources:\n got %v\nwant %v", got, wantRows)
 	}
 	runFailsWith(t, command("status", "--sources", file, "--check"), 3)
+	out, _ := command("status", "--sources", file).CombinedOutput()
+	for what, text := range map[string]string{"the relay's log": logs.String(), "status": string(out)} {
+		if strings.Contains(text, "s3cr3t-pw") {
+			t.Errorf("%s shows the password of a source's URL", what)
+		}
+	}
 
 	relayConns(t, a.store, 4+1)
 }
@@ -327,4 +333,50 @@ func TestShippedRelaysShareSources(t *testing.T) {
 	waitFor(t, "the third takes a share", 20*time.Second, func() bool {
 		return len(delivering(logs3.String())) > 0 && split(logs2.String(), logs3.String())
 	})
+}
+
+// A source in endpoints mode delivers to the endpoints kept in its own
+// schema, one in WAL mode streams its inserts from its slot, beside a
+// source with the command's sink.
+func TestShippedRelayOverSourcesOfEachMode(t *testing.T) {
+	plain := newSource(t, "plain", pgtest.URL())
+	fanned := newSource(t, "fanned", pgtest.URL())
+	partner := receiver.New(t, secret, nil)
+	addEndpointCmd(t, []string{"--db", fanned.url, "--schema", fanned.schema}, "--url", partner.URL, "--allow-private", "--secret", secret)
+	walStore, _, walDB := walSchemaStore(t)
+	streamed := source{name: "streamed", url: walDB[1], schema: walDB[3], store: walStore}
+
+	file := filepath.Join(t.TempDir(), "sources.yaml")
+	writeSources(t, file, fanned.yaml()+"    endpoints: true\n"+streamed.yaml()+"    wal: true\n", plain)
+	rcv := receiver.New(t, secret, nil)
+	logs, _ := startRelayLogged(t, "--sources", file, "--poll", "1h", "--webhook-url", rcv.URL, "--webhook-secret", secret)
+	waitFor(t, "three sources delivering", 20*time.Second, func() bool {
+		return strings.Count(logs.String(), `msg="fleet: source delivering"`) == 3
+	})
+	idPlain := insertArticleEvent(t, plain.store, "p")
+	idStreamed := insertArticleEvent(t, streamed.store, "s")
+	idFanned := insertArticleEvent(t, fanned.store, "f")
+	rcv.WaitAccepted(t, 2, 10*time.Second)
+	partner.WaitAccepted(t, 1, 10*time.Second)
+	got := map[string]bool{}
+	for _, d := range rcv.Accepted() {
+		got[d.ID] = true
+	}
+	if !got[idPlain] || !got[idStreamed] || partner.Accepted()[0].ID != idFanned {
+		t.Errorf("the sink got %v (want %s, %s), the endpoint %s (want %s)", got, idPlain, idStreamed, partner.Accepted()[0].ID, idFanned)
+	}
+	// Each says at start what it does, on a line of its own source.
+	for src, says := range map[string]string{
+		"streamed": "streaming the outbox's inserts from",
+		"fanned":   "endpoints mode: the relay drains the outbox into the fan-out",
+		"plain":    "listening for new events on postbox_" + plain.schema,
+	} {
+		found := false
+		for _, line := range strings.Split(logs.String(), "\n") {
+			found = found || strings.Contains(line, says) && strings.Contains(line, "source="+src)
+		}
+		if !found {
+			t.Errorf("no line of source %s says %q", src, says)
+		}
+	}
 }
