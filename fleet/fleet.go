@@ -92,9 +92,10 @@ type Fleet struct {
 	cfg Config
 	log *slog.Logger
 
-	mu      sync.Mutex
-	running map[string]*member
-	listed  bool
+	mu       sync.Mutex
+	running  map[string]*member
+	stopping map[string]*member // removed or changed, not stopped yet
+	listed   bool
 	// refresh asks Run to list the sources now (Refresh).
 	refresh chan struct{}
 }
@@ -137,7 +138,7 @@ func New(cfg Config) (*Fleet, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
 	}
-	return &Fleet{cfg: cfg, log: cfg.Logger, running: map[string]*member{}, refresh: make(chan struct{}, 1)}, nil
+	return &Fleet{cfg: cfg, log: cfg.Logger, running: map[string]*member{}, stopping: map[string]*member{}, refresh: make(chan struct{}, 1)}, nil
 }
 
 // Run lists the sources, starts their relays and keeps them as the list
@@ -219,37 +220,42 @@ func (f *Fleet) Listed() bool {
 
 // apply starts the sources of list that do not run, and stops those that
 // run and are not in list, or are with other settings (which then start
-// again with the new ones).
+// again with the new ones, once the old relay stopped). It does not wait
+// for a relay to stop: one slow to stop holds up no other source.
 func (f *Fleet) apply(ctx context.Context, list []Source) {
 	want := make(map[string]Source, len(list))
 	for _, s := range list {
 		want[s.Name] = s
 	}
-	var stopping []*member
-	f.mu.Lock()
-	for name, m := range f.running {
-		if s, ok := want[name]; !ok || s != m.src {
-			delete(f.running, name)
-			stopping = append(stopping, m)
-		}
-	}
-	f.mu.Unlock()
-	for _, m := range stopping {
-		m.cancel()
-	}
-	for _, m := range stopping {
-		<-m.done
-		reason := "no longer listed for this process"
-		if _, ok := want[m.src.Name]; ok {
-			reason = "its settings changed"
-		}
-		f.log.Info("fleet: source stopped: "+reason, "source", m.src.Name)
-	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	for name, m := range f.running {
+		s, ok := want[name]
+		if ok && s == m.src {
+			continue
+		}
+		reason := "no longer listed for this process"
+		if ok {
+			reason = "its settings changed"
+		}
+		delete(f.running, name)
+		f.stopping[name] = m
+		m.cancel()
+		go func() {
+			<-m.done
+			f.log.Info("fleet: source stopped: "+reason, "source", name)
+			f.mu.Lock()
+			delete(f.stopping, name)
+			f.mu.Unlock()
+			f.Refresh() // a source that changed starts again
+		}()
+	}
 	for _, s := range list {
 		if _, ok := f.running[s.Name]; ok {
 			continue
+		}
+		if _, ok := f.stopping[s.Name]; ok {
+			continue // it starts once its old relay stopped
 		}
 		mctx, cancel := context.WithCancel(ctx)
 		m := &member{src: s, cancel: cancel, done: make(chan struct{}), fold: newFolding(f.log.Handler()),
@@ -262,11 +268,14 @@ func (f *Fleet) apply(ctx context.Context, list []Source) {
 	}
 }
 
-// stopAll stops every source and waits for them.
+// stopAll stops every source and waits for them, and for those stopping.
 func (f *Fleet) stopAll() {
 	f.mu.Lock()
-	ms := make([]*member, 0, len(f.running))
+	ms := make([]*member, 0, len(f.running)+len(f.stopping))
 	for _, m := range f.running {
+		ms = append(ms, m)
+	}
+	for _, m := range f.stopping {
 		ms = append(ms, m)
 	}
 	f.running = map[string]*member{}

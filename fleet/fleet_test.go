@@ -19,15 +19,16 @@ type world struct {
 	mu      sync.Mutex
 	list    []fleet.Source
 	listErr error
-	broken  map[string]error // Open fails with it
-	stops   map[string]error // the relay's Run returns it at once
+	broken  map[string]error         // Open fails with it
+	stops   map[string]error         // the relay's Run returns it at once
+	slow    map[string]chan struct{} // the relay's Run returns only once it is closed
 	running map[string]*testRelay
 	opened  map[string]int
 	ready   bool
 }
 
 func newWorld(names ...string) *world {
-	w := &world{broken: map[string]error{}, stops: map[string]error{}, running: map[string]*testRelay{}, opened: map[string]int{}, ready: true}
+	w := &world{broken: map[string]error{}, stops: map[string]error{}, slow: map[string]chan struct{}{}, running: map[string]*testRelay{}, opened: map[string]int{}, ready: true}
 	for _, n := range names {
 		w.list = append(w.list, fleet.Source{Name: n, DB: "postgres://h/" + n, Schema: "public", Weight: 1, Sink: "https://x"})
 	}
@@ -47,7 +48,7 @@ func (w *world) Open(_ context.Context, src fleet.Source, log *slog.Logger) (fle
 	if err := w.broken[src.Name]; err != nil {
 		return nil, err
 	}
-	r := &testRelay{w: w, src: src, log: log, stop: w.stops[src.Name]}
+	r := &testRelay{w: w, src: src, log: log, stop: w.stops[src.Name], slow: w.slow[src.Name]}
 	w.running[src.Name] = r
 	return r, nil
 }
@@ -74,6 +75,7 @@ type testRelay struct {
 	src  fleet.Source
 	log  *slog.Logger
 	stop error
+	slow chan struct{}
 }
 
 func (r *testRelay) Run(ctx context.Context) error {
@@ -86,6 +88,9 @@ func (r *testRelay) Run(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
+			if r.slow != nil {
+				<-r.slow
+			}
 			return nil
 		case <-tick.C:
 			if !r.Ready() {
@@ -267,4 +272,27 @@ func TestFleetListing(t *testing.T) {
 	if err := fl.Run(context.Background()); err == nil || !strings.Contains(err.Error(), "no such file") {
 		t.Fatalf("Run = %v, want the listing's error", err)
 	}
+}
+
+// A relay slow to stop holds up no other source: the list's other changes
+// apply meanwhile, and a source whose settings changed starts again once
+// its old relay stopped, never two at once.
+func TestFleetDoesNotWaitForARelayToStop(t *testing.T) {
+	w := newWorld("slow", "other")
+	release := make(chan struct{})
+	w.slow["slow"] = release
+	_, _ = start(t, w)
+	waitUntil(t, "both run", func() bool { return len(w.runningSources()) == 2 })
+
+	w.set(func(w *world) {
+		w.list[0].Weight = 2 // slow changed: it stops, slowly
+		w.list = append(w.list, fleet.Source{Name: "new", DB: "postgres://h/new", Weight: 1, Sink: "https://x"})
+	})
+	waitUntil(t, "new starts while slow stops", func() bool { _, ok := w.runningSources()["new"]; return ok })
+	time.Sleep(100 * time.Millisecond)
+	if got := w.runningSources()["slow"]; got.Weight != 1 {
+		t.Fatalf("slow runs with weight %d before its old relay stopped", got.Weight)
+	}
+	close(release)
+	waitUntil(t, "slow runs with its new settings", func() bool { return w.runningSources()["slow"].Weight == 2 })
 }
