@@ -67,7 +67,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.walSlot, "wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_<database>_<schema>)")
 	fs.BoolVar(&f.walDropSlot, "wal-drop-slot", false, "drop the replication slot and the publication of --wal, and exit (stop the relays streaming it first)")
 	fs.DurationVar(&f.dedupWindow, "dedup-window", relay.DedupWindowDefault, "how long a delivered event's dedup_key stays taken, whatever --retention (0: free again once the event's row is deleted)")
-	fs.IntVar(&f.claimBytes, "claim-bytes", relay.ClaimBytesDefault, "the payload bytes one claim takes and the relay holds at once, at most (an event larger than that is still taken, alone)")
+	fs.IntVar(&f.claimBytes, "claim-bytes", relay.ClaimBytesDefault, "the payload bytes one claim takes and the relay holds at once, at most (an event larger than that is still taken, alone); with --sources, each source's (8 MiB when not given)")
 	fs.DurationVar(&f.heartbeat, "heartbeat", presence.EveryDefault, fmt.Sprintf("how often the relay renews its row in the presence table, which postbox status reads (its mode, whether it finds the sink down); a row %d beats old is shown stale", store.PresenceStaleBeats))
 	f.endpoints.register(fs)
 	f.sources.register(fs)

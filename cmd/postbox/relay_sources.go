@@ -29,6 +29,9 @@ type sourcesFlags struct {
 	file, query string
 	every       time.Duration
 	conns       int
+	// claimBytesGiven: --claim-bytes was given; otherwise each source's
+	// relay holds sourceClaimBytesDefault.
+	claimBytesGiven bool
 }
 
 func (s *sourcesFlags) register(fs *flag.FlagSet) {
@@ -60,6 +63,12 @@ func (s *sourcesFlags) checkList(db *dbFlags) error {
 	return nil
 }
 
+// sourceClaimBytesDefault is each source's --claim-bytes when it is not
+// given: the payload bytes one source's relay holds at once. The process
+// holds up to that times the sources with a backlog, so it is lower than a
+// single relay's default (relay.ClaimBytesDefault).
+const sourceClaimBytesDefault = 8 << 20
+
 // sourceConnsDefault is --source-conns.
 const sourceConnsDefault = 10
 
@@ -83,6 +92,7 @@ var notWithSources = map[string]string{
 func (s *sourcesFlags) check(fs *flag.FlagSet, db *dbFlags) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
+		s.claimBytesGiven = s.claimBytesGiven || f.Name == "claim-bytes"
 		if why, refused := notWithSources[f.Name]; refused && err == nil {
 			err = fmt.Errorf("%w: --%s does not apply with --sources or --sources-query: %s", errUsage, f.Name, why)
 		}
@@ -242,6 +252,9 @@ func (sr *sourceRelays) open(ctx context.Context, src fleet.Source, log *slog.Lo
 	f.db = dbFlags{url: src.DB, schema: src.Schema}
 	rc := f.relayConfig(log)
 	rc.Concurrency *= src.Weight
+	if !f.sources.claimBytesGiven {
+		rc.ClaimBytes = sourceClaimBytesDefault
+	}
 	rc.Tracer = sr.tracer
 	cfg := service.RelayConfig{Relay: rc, MetricsSample: f.metricsEvery}
 	r := &sourceRelay{}
