@@ -112,3 +112,46 @@ func TestOpenErrorsHideThePassword(t *testing.T) {
 		}
 	}
 }
+
+// The stores of two schemas of one database share one pool, which closes
+// with the last of them; an unreachable database fails alone, its
+// password never in the error.
+func TestPoolsShareOnePoolPerDatabase(t *testing.T) {
+	ctx := context.Background()
+	pools := dburl.NewPools(dburl.Options{ApplicationName: "dburl pools test"}, 3)
+	a, err := pools.Open(ctx, pgtest.URL(), "pools_test_a")
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := pools.Open(ctx, pgtest.URL(), "pools_test_b")
+	if err != nil {
+		t.Fatal(err)
+	}
+	pa, _ := a.Postgres()
+	pb, _ := b.Postgres()
+	if pa.Pool() != pb.Pool() || pa.Schema() == pb.Schema() {
+		t.Fatalf("two schemas of one database: pools %p, %p; schemas %s, %s", pa.Pool(), pb.Pool(), pa.Schema(), pb.Schema())
+	}
+	if got := pa.Pool().Config().MaxConns; got != 3 {
+		t.Errorf("pool of %d connections, want 3", got)
+	}
+	if pools.Databases() != 1 {
+		t.Errorf("%d pools open, want 1", pools.Databases())
+	}
+	_, err = pools.Open(ctx, "postgres://postgres:pools-s3cret@127.0.0.1:1/postgres", "x")
+	if err == nil || strings.Contains(err.Error(), "pools-s3cret") {
+		t.Fatalf("an unreachable database: %v", err)
+	}
+	a.Close()
+	a.Close() // twice is once
+	if err := pb.Pool().Ping(ctx); err != nil {
+		t.Fatalf("the pool closed with one of its two stores: %v", err)
+	}
+	b.Close()
+	if pools.Databases() != 0 {
+		t.Errorf("%d pools open after every store closed", pools.Databases())
+	}
+	if err := pb.Pool().Ping(ctx); err == nil {
+		t.Error("the pool is still open after its last store closed")
+	}
+}
