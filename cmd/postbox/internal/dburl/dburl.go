@@ -105,22 +105,9 @@ func Open(ctx context.Context, url string, opt Options) (*DB, error) {
 
 // openPostgres is Open for a PostgreSQL URL.
 func openPostgres(ctx context.Context, url string, opt Options) (*DB, error) {
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, closePool, err := openPool(ctx, url, opt.ApplicationName, 0)
 	if err != nil {
 		return nil, err
-	}
-	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && opt.ApplicationName != "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = opt.ApplicationName
-	}
-	sockets := postgres.ConfigurePool(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	closePool := func() { postgres.ClosePool(pool, sockets, closeGrace) }
-	if err := pool.Ping(ctx); err != nil {
-		closePool()
-		return nil, fmt.Errorf("cannot reach the database: %w", err)
 	}
 	s, err := postgres.New(pool, postgres.Config{Schema: opt.Schema})
 	if err != nil {
@@ -129,6 +116,34 @@ func openPostgres(ctx context.Context, url string, opt Options) (*DB, error) {
 	}
 	d := s.Driver()
 	return &DB{Outbox: d, Endpoints: d, Presence: d, Console: s, migrate: s.Migrate, postgres: s, close: closePool}, nil
+}
+
+// openPool opens a pool on url, its connections named applicationName
+// unless the URL names them, of at most maxConns connections (0: the URL's
+// pool_max_conns, or pgx's default), and pings the database; closePool
+// closes it (postgres.ClosePool).
+func openPool(ctx context.Context, url, applicationName string, maxConns int32) (pool *pgxpool.Pool, closePool func(), err error) {
+	cfg, err := pgxpool.ParseConfig(url)
+	if err != nil {
+		return nil, nil, err
+	}
+	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && applicationName != "" {
+		cfg.ConnConfig.RuntimeParams["application_name"] = applicationName
+	}
+	if maxConns > 0 {
+		cfg.MaxConns = maxConns
+	}
+	sockets := postgres.ConfigurePool(cfg)
+	pool, err = pgxpool.NewWithConfig(ctx, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	closePool = func() { postgres.ClosePool(pool, sockets, closeGrace) }
+	if err := pool.Ping(ctx); err != nil {
+		closePool()
+		return nil, nil, fmt.Errorf("cannot reach the database: %w", err)
+	}
+	return pool, closePool, nil
 }
 
 // IsPostgres reports whether url names a PostgreSQL database.

@@ -2,7 +2,6 @@ package dburl
 
 import (
 	"context"
-	"fmt"
 	"sync"
 
 	"github.com/jackc/pgx/v5/pgxpool"
@@ -78,25 +77,9 @@ func (p *Pools) acquire(ctx context.Context, url string) (*sharedPool, error) {
 	// Opened outside the lock: one unreachable database must not hold up
 	// the others' sources. Two sources of one new database may both open
 	// it; the second keeps the first's pool and closes its own.
-	cfg, err := pgxpool.ParseConfig(url)
+	pool, closePool, err := openPool(ctx, url, p.opt.ApplicationName, p.maxConns)
 	if err != nil {
 		return nil, err
-	}
-	if _, set := cfg.ConnConfig.RuntimeParams["application_name"]; !set && p.opt.ApplicationName != "" {
-		cfg.ConnConfig.RuntimeParams["application_name"] = p.opt.ApplicationName
-	}
-	if p.maxConns > 0 {
-		cfg.MaxConns = p.maxConns
-	}
-	sockets := postgres.ConfigurePool(cfg)
-	pool, err := pgxpool.NewWithConfig(ctx, cfg)
-	if err != nil {
-		return nil, err
-	}
-	closePool := func() { postgres.ClosePool(pool, sockets, closeGrace) }
-	if err := pool.Ping(ctx); err != nil {
-		closePool()
-		return nil, fmt.Errorf("cannot reach the database: %w", err)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
