@@ -19,6 +19,9 @@ type Relay interface {
 	Run(ctx context.Context) error
 	// Ready reports whether the relay delivers: its last claim succeeded.
 	Ready() bool
+	// Failing reports whether its last claim failed. Neither Ready nor
+	// Failing: it has not claimed yet.
+	Failing() bool
 	// Close releases what Open took for the relay, once Run returned.
 	Close()
 }
@@ -64,7 +67,7 @@ type State string
 // The states of a source.
 const (
 	// StateStarting: the source is being opened, or its relay has not
-	// claimed yet.
+	// claimed yet (for startGrace at most).
 	StateStarting State = "starting"
 	// StateDelivering: its relay's last claim succeeded.
 	StateDelivering State = "delivering"
@@ -349,9 +352,11 @@ func (f *Fleet) Sources() []Status {
 	return out
 }
 
-// startGrace is how long a relay that has not claimed yet is shown
-// starting; after it, not delivering.
-const startGrace = 5 * time.Second
+// startGrace is how long a relay that has not claimed yet, nor failed to,
+// is shown starting; after it, not delivering. A relay whose first claim
+// fails is not delivering at once; one that starts slowly (its claim
+// queued behind other sources' on a busy pool) is not flagged for it.
+const startGrace = time.Minute
 
 // set moves m to state (with err, the reason of StateFailed) and logs the
 // change; staying in a state with the same reason logs nothing.
@@ -405,8 +410,9 @@ func (m *member) watchReady(log *slog.Logger) {
 	switch ready := r.Ready(); {
 	case ready && st.State != StateDelivering:
 		m.set(log, StateDelivering, "")
-	case !ready && st.State == StateDelivering,
-		!ready && st.State == StateStarting && time.Since(st.Since) > startGrace:
+	case ready || st.State == StateNotDelivering:
+	case r.Failing(),
+		st.State == StateStarting && time.Since(st.Since) > startGrace:
 		m.set(log, StateNotDelivering, "")
 	}
 }

@@ -24,7 +24,9 @@ type world struct {
 	slow    map[string]chan struct{} // the relay's Run returns only once it is closed
 	running map[string]*testRelay
 	opened  map[string]int
-	ready   bool
+	// ready: the relays' claims succeed, or fail; unclaimed: they have
+	// not claimed yet (neither).
+	ready, unclaimed bool
 }
 
 func newWorld(names ...string) *world {
@@ -93,7 +95,7 @@ func (r *testRelay) Run(ctx context.Context) error {
 			}
 			return nil
 		case <-tick.C:
-			if !r.Ready() {
+			if r.Failing() {
 				r.log.Error("claim failed", "error", "the same each time")
 			}
 		}
@@ -103,7 +105,13 @@ func (r *testRelay) Run(ctx context.Context) error {
 func (r *testRelay) Ready() bool {
 	r.w.mu.Lock()
 	defer r.w.mu.Unlock()
-	return r.w.ready
+	return r.w.ready && !r.w.unclaimed
+}
+
+func (r *testRelay) Failing() bool {
+	r.w.mu.Lock()
+	defer r.w.mu.Unlock()
+	return !r.w.ready && !r.w.unclaimed
 }
 
 func (r *testRelay) Close() {
@@ -231,6 +239,27 @@ func TestFleetLogsStateChanges(t *testing.T) {
 	if n := strings.Count(logs.String(), `msg="claim failed"`); n != 2 {
 		t.Errorf("the relay's error logged %d times, want twice:\n%s", n, logs)
 	}
+}
+
+// A relay that has not claimed yet (its first claim queued behind other
+// sources' on a busy pool) is starting, not "not delivering"; its first
+// claim decides.
+func TestFleetShowsARelayNotClaimedYetStarting(t *testing.T) {
+	w := newWorld("s")
+	w.unclaimed = true
+	fl, logs := start(t, w)
+	waitUntil(t, "s runs", func() bool { _, ok := w.runningSources()["s"]; return ok })
+	time.Sleep(3 * time.Second) // the fleet looks every second
+	if st := fl.Sources(); len(st) != 1 || st[0].State != fleet.StateStarting {
+		t.Fatalf("a relay that has not claimed yet: %+v, want starting", st)
+	}
+	if strings.Contains(logs.String(), "not delivering") {
+		t.Fatalf("a relay that has not claimed yet was logged not delivering:\n%s", logs)
+	}
+	w.set(func(w *world) { w.unclaimed, w.ready = false, false })
+	waitUntil(t, "s not delivering once its first claim failed", func() bool {
+		return strings.Contains(logs.String(), `msg="fleet: source not delivering: its claims fail" source=s`)
+	})
 }
 
 func TestFleetReopensARelayThatStops(t *testing.T) {

@@ -175,6 +175,7 @@ func (r *Relay) claim(ctx context.Context, limit, maxBytes int, after store.Clai
 	}
 	if !r.ready.Load() {
 		r.ready.Store(true)
+		r.failing.Store(false)
 	}
 	return batch, nil
 }
@@ -198,6 +199,7 @@ func (r *Relay) claimed(batch []store.ClaimedEvent, start time.Time, err error) 
 // nil (a probe's claim, of one event).
 func (r *Relay) claimFailed(ctx context.Context, err error, failures int, size *claimSize) {
 	r.ready.Store(false)
+	r.failing.Store(true)
 	r.counts.claimErrors.Add(1)
 	delay := backoff(failures, 100*time.Millisecond, 5*time.Second)
 	if size != nil && timedOut(err) && size.timedOut() {

@@ -170,6 +170,9 @@ func TestObserverSeesClaimErrorsAndLeases(t *testing.T) {
 		obs := &recorder{}
 		r, _ := run(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Observer: obs})
 		waitFor(t, "two failed claims", 10*time.Second, func() bool { return r.Stats().ClaimErrors >= 2 })
+		if r.Ready() || !r.Failing() {
+			t.Errorf("a relay whose claims fail: Ready %v, Failing %v; want false, true", r.Ready(), r.Failing())
+		}
 		if got := obs.snapshot(); got.claimErrors < 2 || got.claims != 0 {
 			t.Fatalf("observed %d claim errors and %d claims; want at least 2 errors, no claim", got.claimErrors, got.claims)
 		}

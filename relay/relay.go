@@ -33,9 +33,11 @@ type Relay struct {
 	// dozer is the store.Dozer of the current listening connection, nil
 	// while there is none or producers always notify (see store.Listening).
 	dozer atomic.Pointer[store.Dozer]
-	// counts, ready and finding are what Stats and Ready report.
-	counts counters
-	ready  atomic.Bool
+	// counts, ready, failing and finding are what Stats, Ready and
+	// Failing report.
+	counts  counters
+	ready   atomic.Bool
+	failing atomic.Bool
 	// accepting is true while Run takes offers (Offer): from when its
 	// publishers start until it stops claiming.
 	accepting atomic.Bool

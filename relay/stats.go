@@ -123,6 +123,12 @@ func (r *Relay) Stats() Stats {
 // for instance a health check.
 func (r *Relay) Ready() bool { return r.ready.Load() }
 
+// Failing reports whether the relay's last claim failed (the database
+// unreachable, a table missing): Ready is false then, as it is before
+// the first claim, which Failing tells apart. Safe to call from any
+// goroutine.
+func (r *Relay) Failing() bool { return r.failing.Load() }
+
 // offered counts the outcome of an offered event (Relay.Offer) as the
 // settler counts a recorded one.
 func (c *counters) offered(a action) {

@@ -333,6 +333,10 @@ func (r *Relay) runWithPresence(ctx context.Context) error {
 // succeeded (relay.Relay.Ready).
 func (r *Relay) Ready() bool { return r.relay.Ready() }
 
+// Failing reports whether the relay's last claim failed
+// (relay.Relay.Failing).
+func (r *Relay) Failing() bool { return r.relay.Failing() }
+
 // Health is what GET /healthz checks (observe.Handler): the relay is
 // Ready and, with RelayConfig.Metrics, the outbox was sampled lately.
 func (r *Relay) Health() observe.Health {
