@@ -334,6 +334,21 @@ func (r *receiver) distinct() int64 {
 	return int64(len(r.arrived))
 }
 
+// span returns the first and the last first arrival of an event id, and
+// false when none arrived.
+func (r *receiver) span() (first, last time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.arrived) == 0 {
+		return time.Time{}, time.Time{}, false
+	}
+	lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
+	for _, d := range r.arrived {
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	return r.started.Add(lo), r.started.Add(hi), true
+}
+
 // replays counts the event ids that arrived marked as replays.
 func (r *receiver) replays() int64 {
 	r.mu.Lock()
