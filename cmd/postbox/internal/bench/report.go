@@ -28,6 +28,7 @@ const (
 	UnitPartitions       = "partitions"
 	UnitEvents           = "events"
 	UnitLines            = "lines"
+	UnitProcesses        = "processes"
 )
 
 // How the relay of a measure ran (Measure.Relay).
@@ -339,7 +340,7 @@ func formatGoal(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', -1, 64) + " MiB"
 	case UnitSeconds:
 		return strconv.FormatFloat(v, 'f', -1, 64) + " s"
-	case UnitEvents, UnitLines:
+	case UnitEvents, UnitLines, UnitProcesses:
 		return strconv.FormatFloat(v, 'f', -1, 64) + " " + unit
 	}
 	return formatValue(v, unit)
@@ -361,7 +362,7 @@ func formatValue(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', 0, 64) + " µs"
 	case UnitSeconds:
 		return strconv.FormatFloat(v, 'f', 3, 64) + " s"
-	case UnitPartitions, UnitEvents, UnitLines:
+	case UnitPartitions, UnitEvents, UnitLines, UnitProcesses:
 		return strconv.FormatFloat(v, 'f', 0, 64) + " " + unit
 	case UnitCPUPercent:
 		return strconv.FormatFloat(v, 'f', 1, 64) + " " + unit
