@@ -7,6 +7,7 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/postbox-go/postbox/cmd/postbox/internal/bench"
 )
@@ -43,6 +44,12 @@ func setupBench(fs *flag.FlagSet) func(context.Context) error {
 		}
 		if err := notNegative(fs, "events", "retention-events", "duration", "receiver-latency", "sources-backlog", "sources-window"); err != nil {
 			return err
+		}
+		if *srcCount < 3 {
+			return fmt.Errorf("%w: --sources-count %d: at least 3 (one source alone in a database, the others in two more)", errUsage, *srcCount)
+		}
+		if *srcWindow != 0 && *srcWindow < time.Second {
+			return fmt.Errorf("%w: --sources-window %s: at least 1s", errUsage, *srcWindow)
 		}
 		if err := required("db", *db); err != nil {
 			return err
