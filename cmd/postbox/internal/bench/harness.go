@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -347,6 +348,22 @@ func (r *receiver) span() (first, last time.Time, ok bool) {
 		lo, hi = min(lo, d), max(hi, d)
 	}
 	return r.started.Add(lo), r.started.Add(hi), true
+}
+
+// arrivalAt returns the moment the nth first arrival (1-based, in the
+// order of arrival) happened, and false when fewer arrived.
+func (r *receiver) arrivalAt(n int) (time.Time, bool) {
+	r.mu.Lock()
+	at := make([]time.Duration, 0, len(r.arrived))
+	for _, d := range r.arrived {
+		at = append(at, d)
+	}
+	r.mu.Unlock()
+	if n < 1 || n > len(at) {
+		return time.Time{}, false
+	}
+	slices.Sort(at)
+	return r.started.Add(at[n-1]), true
 }
 
 // replays counts the event ids that arrived marked as replays.

@@ -324,8 +324,10 @@ func waitSettled(ctx context.Context, srcs []*benchSource) error {
 // sourcesDrain is how one drain of many_ratio went.
 type sourcesDrain struct {
 	events int
-	// rate is events over the time from the first delivery to the last.
-	rate float64
+	// rate is events over the time from the first delivery to the last;
+	// rate90 is 90 % of them over the time from the first delivery to the
+	// moment 90 % were delivered: the drain without its tail.
+	rate, rate90 float64
 	// firstAfter is the time from the relay's start to its first
 	// delivery.
 	firstAfter time.Duration
@@ -399,14 +401,18 @@ func (s *sourcesEnv) drain(ctx context.Context, p *progress, srcs []*benchSource
 	if span := lastAt.Sub(first); span > 0 {
 		d.rate = float64(total) / span.Seconds()
 	}
+	n90 := max(1, total*9/10)
+	if at, ok := rec.arrivalAt(n90); ok && at.After(first) {
+		d.rate90 = float64(n90) / at.Sub(first).Seconds()
+	}
 	if err := waitSettled(ctx, srcs); err != nil {
 		return sourcesDrain{}, err
 	}
 	if d.rssKiB, err = rp.stop(); err != nil {
 		return sourcesDrain{}, err
 	}
-	p.printf("  delivered %d events at %.0f/s (first → last delivery); first delivery %s after the start; relay CPU %s (%.1f µs an event), peak RSS %.1f MiB; %d 'not delivering' lines",
-		total, d.rate, d.firstAfter.Round(time.Millisecond), d.cpu, perEventMicros(d.cpu, total), mib(d.rssKiB), d.notDelivering)
+	p.printf("  delivered %d events at %.0f/s (first → last delivery; %.0f/s to 90 %%); first delivery %s after the start; relay CPU %s (%.1f µs an event), peak RSS %.1f MiB; %d 'not delivering' lines",
+		total, d.rate, d.rate90, d.firstAfter.Round(time.Millisecond), d.cpu, perEventMicros(d.cpu, total), mib(d.rssKiB), d.notDelivering)
 	return d, nil
 }
 
@@ -440,6 +446,9 @@ func (s *sourcesEnv) manyRatio(ctx context.Context, p *progress) error {
 		d         sourcesDrain
 	}{{"one", oneWhat, one}, {"many", manyWhat, many}} {
 		r.add(ScenarioSources, "sources."+d.key+"_rate", "drain, "+d.what+", first → last delivery", d.d.rate, UnitEventsPerSec, nil)
+		if d.d.rate90 > 0 {
+			r.add(ScenarioSources, "sources."+d.key+"_rate90", "drain, "+d.what+", first delivery → 90 % delivered", d.d.rate90, UnitEventsPerSec, nil)
+		}
 		r.add(ScenarioSources, "sources."+d.key+"_first", "drain, "+d.what+": relay start → first delivery", d.d.firstAfter.Seconds(), UnitSeconds, nil)
 		if d.d.cpu > 0 {
 			r.add(ScenarioSources, "sources."+d.key+"_cpu", "CPU per event, `postbox relay` process, "+d.what, perEventMicros(d.d.cpu, d.d.events), UnitMicros, nil)

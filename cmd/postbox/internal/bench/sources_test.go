@@ -38,7 +38,7 @@ func TestSources(t *testing.T) {
 		t.Errorf("ran %v, want %v", rep.Params.Scenarios, want)
 	}
 	positive := []string{
-		"sources.one_rate", "sources.many_rate", "sources.many_ratio", "sources.one_first", "sources.many_first",
+		"sources.one_rate", "sources.many_rate", "sources.one_rate90", "sources.many_rate90", "sources.many_ratio", "sources.one_first", "sources.many_first",
 		"sources.one_rss", "sources.many_rss",
 		"sources.bare_commit_p50", "sources.bare_commit_p99", "sources.bare_commit_rate",
 		"sources.start_ready", "sources.alone_p50", "sources.alone_p99", "sources.alone_rate",
