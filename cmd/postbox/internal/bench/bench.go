@@ -49,6 +49,7 @@ var scenarios = map[string]func(ctx context.Context, e *env, p *progress) error{
 	ScenarioRetention:  runRetention,
 	ScenarioReplay:     runReplay,
 	ScenarioOrdered:    runOrdered,
+	ScenarioSources:    runSources,
 }
 
 // Run runs the scenarios of cfg and returns their report. It drops every

@@ -110,6 +110,16 @@ const (
 	// migrated as `postbox migrate --ordered` migrates them, the unordered
 	// ones as `postbox migrate`. It runs only when named.
 	ScenarioOrdered = "ordered"
+	// ScenarioSources measures `postbox relay --sources` (issue 30) as a
+	// child process delivering signed webhooks to a local receiver, over
+	// scratch databases of its own (PostgreSQL only): the drain rate of
+	// Config.SourcesCount sources each with a share of a backlog against
+	// one source with all of it (many_ratio); commit-return → delivery of
+	// a trickle of plain-SQL one-event transactions into every source but
+	// one, alone and while that one drains Config.SourcesBacklog
+	// (trickle); and the same trickle while that source's database is
+	// unreachable (outage). It runs only when named.
+	ScenarioSources = "sources"
 )
 
 // DefaultScenarios are the scenarios of the issue's goals, run when
@@ -137,7 +147,7 @@ func knownScenarios() []string {
 			known = append(known, walPairs[i+1])
 		}
 	}
-	return slices.Concat(known, HistoryScenarios, []string{ScenarioOrdered, ScenarioInbox}, BrokerScenarios)
+	return slices.Concat(known, HistoryScenarios, []string{ScenarioOrdered, ScenarioInbox, ScenarioSources}, BrokerScenarios)
 }
 
 // walPairs are the scenarios "wal" stands for, in pairs of default mode and
@@ -202,6 +212,25 @@ const (
 	// OrderedAggregatesDefault is how many aggregates the backlog of
 	// ordered is spread over: the issue's goal is set for 1,000 and more.
 	OrderedAggregatesDefault = 1_000
+	// SourcesCountDefault is how many sources the sources scenario runs
+	// in one `postbox relay --sources` process.
+	SourcesCountDefault = 100
+	// SourcesEventsDefault is the backlog of each drain of sources'
+	// many_ratio phase: all of it in one source, then a share of it in
+	// each of the sources.
+	SourcesEventsDefault = 100_000
+	SourcesEventsQuick   = 10_000
+	// SourcesBacklogDefault is the backlog one source drains in the
+	// trickle phase while the others get their trickle.
+	SourcesBacklogDefault = 500_000
+	SourcesBacklogQuick   = 50_000
+	// SourcesPerSecondDefault is the trickle of each source: one-event
+	// transactions a second.
+	SourcesPerSecondDefault = 10
+	// SourcesWindowDefault is how long each measured window of the
+	// trickle phase lasts.
+	SourcesWindowDefault = 20 * time.Second
+	SourcesWindowQuick   = 5 * time.Second
 )
 
 // Defaults of the list fields of Config.
@@ -249,6 +278,21 @@ type Config struct {
 	// over, round-robin: event g belongs to aggregate order-(g mod
 	// OrderedAggregates) (OrderedAggregatesDefault).
 	OrderedAggregates int
+	// SourcesCount is how many sources the sources scenario runs in one
+	// `postbox relay --sources` process, at least 3 (SourcesCountDefault).
+	SourcesCount int
+	// SourcesEvents is the backlog of each drain of sources' many_ratio
+	// phase (SourcesEventsDefault).
+	SourcesEvents int
+	// SourcesBacklog is the backlog one source drains while the others
+	// get their trickle (SourcesBacklogDefault).
+	SourcesBacklog int
+	// SourcesPerSecond is each trickling source's one-event transactions
+	// a second (SourcesPerSecondDefault).
+	SourcesPerSecond int
+	// SourcesWindow is how long each measured window of the trickle and
+	// outage phases lasts (SourcesWindowDefault).
+	SourcesWindow time.Duration
 	// AMQPURL is the RabbitMQ server of amqp, amqp://USER:PASS@HOST:PORT/
 	// (AMQPURLDefault).
 	AMQPURL string
@@ -319,6 +363,16 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ReplayEvents, quick(ReplayEventsDefault, ReplayEventsQuick))
 	setDefault(&c.OrderedEvents, quick(OrderedEventsDefault, OrderedEventsQuick))
 	setDefault(&c.OrderedAggregates, OrderedAggregatesDefault)
+	setDefault(&c.SourcesCount, SourcesCountDefault)
+	setDefault(&c.SourcesEvents, quick(SourcesEventsDefault, SourcesEventsQuick))
+	setDefault(&c.SourcesBacklog, quick(SourcesBacklogDefault, SourcesBacklogQuick))
+	setDefault(&c.SourcesPerSecond, SourcesPerSecondDefault)
+	if c.SourcesWindow == 0 {
+		c.SourcesWindow = SourcesWindowDefault
+		if c.Quick {
+			c.SourcesWindow = SourcesWindowQuick
+		}
+	}
 	if c.RetentionPartition == 0 {
 		c.RetentionPartition = RetentionPartitionDefault
 	}
@@ -392,6 +446,7 @@ func (c Config) withDefaults() (Config, error) {
 		"ScaleLarge": c.ScaleLarge, "ScalingEvents": c.ScalingEvents, "Clients": c.Clients, "InboxClients": c.InboxClients, "BrokerEvents": c.BrokerEvents,
 		"BloatEvents": c.BloatEvents, "RetentionEvents": c.RetentionEvents, "ReplayEvents": c.ReplayEvents,
 		"OrderedEvents": c.OrderedEvents, "OrderedAggregates": c.OrderedAggregates,
+		"SourcesEvents": c.SourcesEvents, "SourcesBacklog": c.SourcesBacklog, "SourcesPerSecond": c.SourcesPerSecond,
 	} {
 		if v < 1 {
 			return c, fmt.Errorf("bench: Config.%s %d: must be positive", name, v)
@@ -410,6 +465,12 @@ func (c Config) withDefaults() (Config, error) {
 	if c.ReceiverLatency < 0 {
 		return c, fmt.Errorf("bench: Config.ReceiverLatency %v is negative", c.ReceiverLatency)
 	}
+	if c.SourcesCount < 3 {
+		return c, fmt.Errorf("bench: Config.SourcesCount %d: at least 3 (one source alone in a database, the others in two more)", c.SourcesCount)
+	}
+	if c.SourcesWindow < time.Second {
+		return c, fmt.Errorf("bench: Config.SourcesWindow %v: at least 1s", c.SourcesWindow)
+	}
 	if c.Duration < 100*time.Millisecond {
 		return c, fmt.Errorf("bench: Config.Duration %v: at least 100ms", c.Duration)
 	}
@@ -427,6 +488,8 @@ func (c Config) params() Params {
 		BloatEvents:       c.BloatEvents, RetentionEvents: c.RetentionEvents, ReplayEvents: c.ReplayEvents,
 		RetentionPartitionSeconds: c.RetentionPartition.Seconds(),
 		OrderedEvents:             c.OrderedEvents, OrderedAggregates: c.OrderedAggregates,
+		SourcesCount: c.SourcesCount, SourcesEvents: c.SourcesEvents, SourcesBacklog: c.SourcesBacklog,
+		SourcesPerSecond: c.SourcesPerSecond, SourcesWindowSeconds: c.SourcesWindow.Seconds(),
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"math"
 	"net"
 	"net/http"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -332,6 +333,37 @@ func (r *receiver) distinct() int64 {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return int64(len(r.arrived))
+}
+
+// span returns the first and the last first arrival of an event id, and
+// false when none arrived.
+func (r *receiver) span() (first, last time.Time, ok bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if len(r.arrived) == 0 {
+		return time.Time{}, time.Time{}, false
+	}
+	lo, hi := time.Duration(math.MaxInt64), time.Duration(0)
+	for _, d := range r.arrived {
+		lo, hi = min(lo, d), max(hi, d)
+	}
+	return r.started.Add(lo), r.started.Add(hi), true
+}
+
+// arrivalAt returns the moment the nth first arrival (1-based, in the
+// order of arrival) happened, and false when fewer arrived.
+func (r *receiver) arrivalAt(n int) (time.Time, bool) {
+	r.mu.Lock()
+	at := make([]time.Duration, 0, len(r.arrived))
+	for _, d := range r.arrived {
+		at = append(at, d)
+	}
+	r.mu.Unlock()
+	if n < 1 || n > len(at) {
+		return time.Time{}, false
+	}
+	slices.Sort(at)
+	return r.started.Add(at[n-1]), true
 }
 
 // replays counts the event ids that arrived marked as replays.

@@ -47,6 +47,9 @@ type pgBackend struct {
 
 	mu      sync.Mutex
 	schemas []string // created and not dropped yet
+	// databases are the scratch databases created and not dropped yet
+	// (the sources scenario's).
+	databases []string
 }
 
 func openPostgres(ctx context.Context, dbURL, run string) (*pgBackend, error) {
@@ -143,12 +146,62 @@ func (b *pgBackend) newScratch(ctx context.Context, label string) (scratch, erro
 func (b *pgBackend) dropAll(ctx context.Context) error {
 	b.mu.Lock()
 	left := slices.Clone(b.schemas)
+	dbs := slices.Clone(b.databases)
 	b.mu.Unlock()
 	var errs []error
 	for _, schema := range left {
 		errs = append(errs, b.dropSchema(ctx, schema))
 	}
+	for _, db := range dbs {
+		errs = append(errs, b.dropDatabase(ctx, db))
+	}
 	return errors.Join(errs...)
+}
+
+// createDatabase creates the scratch database <run>_<label> on the server
+// and returns its name; dropAll drops it.
+func (b *pgBackend) createDatabase(ctx context.Context, label string) (string, error) {
+	name := b.run + "_" + label
+	b.mu.Lock()
+	b.databases = append(b.databases, name)
+	b.mu.Unlock()
+	if _, err := b.workPool.Exec(ctx, "create database "+pgx.Identifier{name}.Sanitize()); err != nil {
+		return "", fmt.Errorf("bench: create database %s: %w", name, err)
+	}
+	return name, nil
+}
+
+// dropDatabase drops the scratch database name, ending the sessions still
+// in it, even when it refuses connections.
+func (b *pgBackend) dropDatabase(ctx context.Context, name string) error {
+	id := pgx.Identifier{name}.Sanitize()
+	if _, err := b.workPool.Exec(ctx, "drop database if exists "+id+" with (force)"); err != nil {
+		return fmt.Errorf("bench: drop database %s: %w", name, err)
+	}
+	b.mu.Lock()
+	b.databases = slices.DeleteFunc(b.databases, func(s string) bool { return s == name })
+	b.mu.Unlock()
+	return nil
+}
+
+// databaseURL is the bench's URL with the database name instead of its
+// own, and, unless appName is empty, the application_name appName.
+func (b *pgBackend) databaseURL(name, appName string) (string, error) {
+	u, err := url.Parse(b.url)
+	if err != nil {
+		return "", err
+	}
+	if u.Scheme == "" || u.Opaque != "" {
+		return "", fmt.Errorf("bench: database URL: the sources scenario needs a postgres:// URL")
+	}
+	u.Path = "/" + name
+	u.RawPath = ""
+	if appName != "" {
+		q := u.Query()
+		q.Set("application_name", appName)
+		u.RawQuery = q.Encode()
+	}
+	return u.String(), nil
 }
 
 func (b *pgBackend) dropSchema(ctx context.Context, schema string) error {

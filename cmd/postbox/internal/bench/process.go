@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"os/exec"
 	"strconv"
 	"strings"
@@ -53,9 +54,15 @@ func relayArgs(sc scratch, url string, concurrency int) []string {
 // its log goes to p. If the process exits before stop is called, died is
 // called with an error that says so.
 func (e *env) startRelayProcess(ctx context.Context, p *progress, args []string, died context.CancelCauseFunc) (*relayProcess, error) {
+	return e.startRelayProcessLog(ctx, p, args, died)
+}
+
+// startRelayProcessLog is startRelayProcess with the process's log going
+// to log.
+func (e *env) startRelayProcessLog(ctx context.Context, log io.Writer, args []string, died context.CancelCauseFunc) (*relayProcess, error) {
 	cmd := e.cfg.Command(ctx, append([]string{"relay"}, args...)...)
 	cmd.Env = e.childEnv(cmd.Environ())
-	cmd.Stderr = p
+	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		return nil, fmt.Errorf("start `postbox relay`: %w", err)
 	}

@@ -26,6 +26,9 @@ const (
 	UnitMicros           = "µs"
 	UnitSeconds          = "s"
 	UnitPartitions       = "partitions"
+	UnitEvents           = "events"
+	UnitLines            = "lines"
+	UnitProcesses        = "processes"
 )
 
 // How the relay of a measure ran (Measure.Relay).
@@ -52,6 +55,7 @@ var scenarioRelay = map[string]string{
 	ScenarioWriteWAL:   RelayInProcess,
 	ScenarioLatencyWAL: RelayProcess,
 	ScenarioBloat:      RelayInProcess,
+	ScenarioSources:    RelayProcess,
 }
 
 // Report is the outcome of a run: what ran where, and every measure.
@@ -102,6 +106,13 @@ type Params struct {
 	// OrderedAggregates aggregates.
 	OrderedEvents     int `json:"ordered_events,omitempty"`
 	OrderedAggregates int `json:"ordered_aggregates,omitempty"`
+	// SourcesCount, SourcesEvents, SourcesBacklog, SourcesPerSecond and
+	// SourcesWindowSeconds are the sizes of sources.
+	SourcesCount         int     `json:"sources_count,omitempty"`
+	SourcesEvents        int     `json:"sources_events,omitempty"`
+	SourcesBacklog       int     `json:"sources_backlog,omitempty"`
+	SourcesPerSecond     int     `json:"sources_per_second,omitempty"`
+	SourcesWindowSeconds float64 `json:"sources_window_seconds,omitempty"`
 }
 
 // Measure is one figure.
@@ -305,6 +316,9 @@ func (p Params) describe() string {
 			parts = append(parts, fmt.Sprintf("replay %d events", p.ReplayEvents))
 		case ScenarioOrdered:
 			parts = append(parts, fmt.Sprintf("ordered %d events over %d aggregates per drain", p.OrderedEvents, p.OrderedAggregates))
+		case ScenarioSources:
+			parts = append(parts, fmt.Sprintf("sources %d sources, %d events per drain, a %d backlog beside a trickle of %d/s per source, windows of %s",
+				p.SourcesCount, p.SourcesEvents, p.SourcesBacklog, p.SourcesPerSecond, time.Duration(p.SourcesWindowSeconds*float64(time.Second))))
 		case ScenarioNATS, ScenarioAMQP, ScenarioKafka:
 			parts = append(parts, fmt.Sprintf("%s %d events per drain", s, p.BrokerEvents))
 		}
@@ -326,6 +340,8 @@ func formatGoal(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', -1, 64) + " MiB"
 	case UnitSeconds:
 		return strconv.FormatFloat(v, 'f', -1, 64) + " s"
+	case UnitEvents, UnitLines, UnitProcesses:
+		return strconv.FormatFloat(v, 'f', -1, 64) + " " + unit
 	}
 	return formatValue(v, unit)
 }
@@ -346,7 +362,7 @@ func formatValue(v float64, unit string) string {
 		return strconv.FormatFloat(v, 'f', 0, 64) + " µs"
 	case UnitSeconds:
 		return strconv.FormatFloat(v, 'f', 3, 64) + " s"
-	case UnitPartitions:
+	case UnitPartitions, UnitEvents, UnitLines, UnitProcesses:
 		return strconv.FormatFloat(v, 'f', 0, 64) + " " + unit
 	case UnitCPUPercent:
 		return strconv.FormatFloat(v, 'f', 1, 64) + " " + unit

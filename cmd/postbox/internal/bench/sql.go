@@ -100,14 +100,16 @@ on conflict (id) do nothing`
 	// pgDropSchema drops a scratch schema with everything in it.
 	pgDropSchema = `drop schema if exists {schema} cascade`
 
-	// pgLeftovers lists the scratch schemas of a run, and the replication
+	// pgLeftovers lists the scratch schemas of a run, the replication
 	// slots and publications of its WAL-mode scratch outboxes (named
-	// postbox_ and the schema).
+	// postbox_ and the schema), and its scratch databases (sources').
 	pgLeftovers = `select nspname from pg_namespace where nspname like $1
 union all
 select 'replication slot ' || slot_name from pg_replication_slots where slot_name like 'postbox\_' || $1
 union all
 select 'publication ' || pubname from pg_publication where pubname like 'postbox\_' || $1
+union all
+select 'database ' || datname from pg_database where datname like $1
 order by 1`
 
 	// pgBackendPIDs are the server processes of the connections opened
