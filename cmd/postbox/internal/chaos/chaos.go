@@ -184,6 +184,9 @@ type window struct {
 	slotStart, slotEnd time.Time
 	start, end         time.Time
 	err                string
+	// settled says what the fault waited for before it began (see
+	// faultKind.settle).
+	settled string
 }
 
 func (c Config) withDefaults() (Config, error) {

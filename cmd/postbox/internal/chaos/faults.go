@@ -74,6 +74,12 @@ type faultKind struct {
 	inject func(ctx context.Context, r *run, n int) (end func() error, err error)
 }
 
+// settles are what runs before the window of a fault kind begins: each
+// waits for a state the fault's check needs, and says what it waited for.
+var settles = map[string]func(ctx context.Context, r *run) string{
+	FaultSourceOutage: settleOthers,
+}
+
 // kinds are every fault kind, in schedule order. db-restart is only
 // injected when a restart command is given.
 var kinds = []faultKind{

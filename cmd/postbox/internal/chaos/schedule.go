@@ -21,6 +21,13 @@ func (r *run) schedule(ctx context.Context) {
 	for i := 0; i < n*rounds && ctx.Err() == nil; i++ {
 		kind := kindNamed(r.cfg.Faults[i%n])
 		w := window{kind: kind.name, slotStart: time.Now()}
+		if settle := settles[kind.name]; settle != nil {
+			w.settled = settle(ctx, r)
+			r.say("fault %-17s before it: %s", kind.name, w.settled)
+			if ctx.Err() != nil {
+				break
+			}
+		}
 		active := slot / 2
 		if kind.name == FaultPause {
 			active = max(active, r.cfg.Lease+r.cfg.Lease/2)

@@ -330,6 +330,9 @@ type OutageReport struct {
 	// to its application.
 	SlowestSeconds float64 `json:"slowest_seconds"`
 	BoundSeconds   float64 `json:"bound_seconds"`
+	// Settled says how long the outage waited, before it began, for the
+	// other sources' backlog (left by the faults before it) to clear.
+	Settled string `json:"settled"`
 	// OK: the other sources produced during the outage, and every one of
 	// those events was applied within the bound.
 	OK bool `json:"ok"`
@@ -401,7 +404,7 @@ func (r *run) outages(windows []window) []OutageReport {
 			continue
 		}
 		o := OutageReport{Source: r.sources[0].source.name, Database: r.sources[0].source.database,
-			AtSeconds: seconds(w.start.Sub(r.begin)), Seconds: seconds(w.end.Sub(w.start)), BoundSeconds: OutageBound.Seconds()}
+			AtSeconds: seconds(w.start.Sub(r.begin)), Seconds: seconds(w.end.Sub(w.start)), BoundSeconds: OutageBound.Seconds(), Settled: w.settled}
 		for _, child := range r.sources {
 			if child.source.victim {
 				continue
@@ -465,6 +468,51 @@ func (rep *Report) printSources(out io.Writer) {
 		}
 		fmt.Fprintf(out, "source-outage at %.1fs for %.1fs (%s, database %s): the other sources produced %d events during it, applied %d (%d before it ended, %d within %.0fs of their production, the slowest after %.1fs): %s\n",
 			o.AtSeconds, o.Seconds, o.Source, o.Database, o.OthersProduced, o.OthersApplied, o.OthersAppliedDuring, o.OthersWithinBound, o.BoundSeconds, o.SlowestSeconds, verdict)
+		if o.Settled != "" {
+			fmt.Fprintf(out, "  (before it: %s)\n", o.Settled)
+		}
+	}
+}
+
+// Before an outage the other sources' backlog is let clear, so that the
+// outage's check measures the outage, not the recovery from the fault
+// before it: at most settleWithin, until each other source has at most
+// settledBacklog events pending or in flight per event per second it is
+// produced at (a second of production).
+const (
+	settleWithin   = 30 * time.Second
+	settledBacklog = 1
+)
+
+// settleOthers waits until the sources other than the victim have no
+// backlog to speak of, and says how long it waited.
+func settleOthers(ctx context.Context, r *run) string {
+	if !r.sourcesMode() {
+		return ""
+	}
+	began := time.Now()
+	limit := int64(max(50, settledBacklog*r.cfg.EventsPerSecond/len(r.sources)))
+	for {
+		worst := int64(0)
+		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		for _, child := range r.sources[1:] {
+			st, err := child.store.StatsUpTo(callCtx, 1_000_000)
+			if err != nil {
+				worst = -1
+				break
+			}
+			worst = max(worst, st.Pending+st.Processing)
+		}
+		cancel()
+		waited := time.Since(began).Round(100 * time.Millisecond)
+		switch {
+		case worst >= 0 && worst <= limit:
+			return fmt.Sprintf("waited %v for the other sources' backlog to fall to %d events or fewer each (it was %d at most)", waited, limit, worst)
+		case time.Since(began) > settleWithin || ctx.Err() != nil:
+			r.say("source-outage: the other sources still have %d events pending or in flight after %v; the outage begins anyway", worst, waited)
+			return fmt.Sprintf("waited %v for the other sources' backlog to fall to %d events or fewer each; it did not (%d)", waited, limit, worst)
+		}
+		sleepCtx(ctx, 200*time.Millisecond)
 	}
 }
 
