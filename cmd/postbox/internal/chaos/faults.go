@@ -81,8 +81,12 @@ var settles = map[string]func(ctx context.Context, r *run) string{
 }
 
 // kinds are every fault kind, in schedule order. db-restart is only
-// injected when a restart command is given.
+// injected when a restart command is given, source-outage only in a run
+// over many sources.
 var kinds = []faultKind{
+	// First: its check (the other sources keep delivering) is cleanest on
+	// a run without the backlog of another fault (see settleOthers).
+	{FaultSourceOutage, "one source's database refusing connections (ALLOW_CONNECTIONS false, its sessions terminated) while the other sources go on", injectSourceOutage},
 	{FaultKill, "a relay killed with SIGKILL, then started again", injectKill},
 	{FaultPause, "a relay stopped with SIGSTOP for longer than the lease, then SIGCONT", injectPause},
 	{FaultTerminate, "pg_terminate_backend of every relay connection, again and again", injectTerminate},
@@ -100,7 +104,6 @@ var kinds = []faultKind{
 	{FaultSinkRefused, "the consumer down: connections refused", sinkFault(refusing)},
 	{FaultSinkUnresponsive, "the consumer up but answering nothing: every request times out", consumerFault(httpfault.Unresponsive, 1)},
 	{FaultPartitionDrop, fmt.Sprintf("partitions dropped as their range ends (every %v), their events in flight moved to the DEFAULT partition; %v added each way to the consumer", partitionDropEvery, sinkLatency), injectPartitionDrop},
-	{FaultSourceOutage, "one source's database refusing connections (ALLOW_CONNECTIONS false, its sessions terminated) while the other sources go on", injectSourceOutage},
 	{FaultDBRestart, "the database server crashed and restarted (--allow-restart)", injectRestart},
 }
 

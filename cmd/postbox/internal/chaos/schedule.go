@@ -25,6 +25,13 @@ func (r *run) schedule(ctx context.Context) {
 			w.settled = settle(ctx, r)
 			r.say("fault %-17s before it: %s", kind.name, w.settled)
 			if ctx.Err() != nil {
+				// Production ended while it waited: the fault was not
+				// injected, which the report says.
+				w.start, w.end, w.slotEnd = time.Now(), time.Now(), time.Now()
+				w.err = "not injected: production ended first (" + w.settled + ")"
+				r.mu.Lock()
+				r.windows = append(r.windows, w)
+				r.mu.Unlock()
 				break
 			}
 		}

@@ -238,7 +238,7 @@ func (r *run) produceErrors() int64 {
 }
 
 // outboxStats are the outbox's counts, summed over the sources in a run
-// over many sources (at most upTo each).
+// over many sources (at most upTo each; asked of all at once).
 func (r *run) outboxStats(ctx context.Context, upTo int64) (pending, processing, failed int64, err error) {
 	stores := []*postgres.Store{r.store}
 	if r.sourcesMode() {
@@ -247,14 +247,25 @@ func (r *run) outboxStats(ctx context.Context, upTo int64) (pending, processing,
 			stores = append(stores, child.store)
 		}
 	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
 	for _, s := range stores {
-		st, err := s.StatsUpTo(ctx, upTo)
-		if err != nil {
-			return 0, 0, 0, err
-		}
-		pending, processing, failed = pending+st.Pending, processing+st.Processing, failed+st.Failed
+		wg.Go(func() {
+			st, err := s.StatsUpTo(ctx, upTo)
+			mu.Lock()
+			defer mu.Unlock()
+			if err != nil {
+				errs = append(errs, err)
+				return
+			}
+			pending, processing, failed = pending+st.Pending, processing+st.Processing, failed+st.Failed
+		})
 	}
-	return pending, processing, failed, nil
+	wg.Wait()
+	return pending, processing, failed, errors.Join(errs...)
 }
 
 // drainSources waits until no source has an event pending or in flight,
@@ -494,7 +505,7 @@ func settleOthers(ctx context.Context, r *run) string {
 	limit := int64(max(50, settledBacklog*r.cfg.EventsPerSecond/len(r.sources)))
 	for {
 		worst := int64(0)
-		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 		for _, child := range r.sources[1:] {
 			st, err := child.store.StatsUpTo(callCtx, 1_000_000)
 			if err != nil {
@@ -507,10 +518,13 @@ func settleOthers(ctx context.Context, r *run) string {
 		waited := time.Since(began).Round(100 * time.Millisecond)
 		switch {
 		case worst >= 0 && worst <= limit:
-			return fmt.Sprintf("waited %v for the other sources' backlog to fall to %d events or fewer each (it was %d at most)", waited, limit, worst)
+			return fmt.Sprintf("waited %v for the other sources' backlog to fall to %d events or fewer each (%d at most)", waited, limit, worst)
 		case time.Since(began) > settleWithin || ctx.Err() != nil:
-			r.say("source-outage: the other sources still have %d events pending or in flight after %v; the outage begins anyway", worst, waited)
-			return fmt.Sprintf("waited %v for the other sources' backlog to fall to %d events or fewer each; it did not (%d)", waited, limit, worst)
+			backlog := fmt.Sprint(worst)
+			if worst < 0 {
+				backlog = "unknown: their outboxes did not answer"
+			}
+			return fmt.Sprintf("waited %v for the other sources' backlog to fall to %d events or fewer each; it did not (%s)", waited, limit, backlog)
 		}
 		sleepCtx(ctx, 200*time.Millisecond)
 	}
