@@ -54,6 +54,7 @@ func TestNumericFlagsAreCheckedByName(t *testing.T) {
 		{[]string{"chaos", "--db", "postgres://127.0.0.1:1/x"}, "events-per-second", []string{"0", "-1"}},
 		{[]string{"chaos", "--db", "postgres://127.0.0.1:1/x"}, "lease", []string{"0s", "-1s"}},
 		{[]string{"chaos", "--db", "postgres://127.0.0.1:1/x"}, "relays", []string{"0", "-1"}},
+		{[]string{"chaos", "--db", "postgres://127.0.0.1:1/x"}, "sources", []string{"1", "-1"}},
 		{[]string{"bench", "--db", db}, "events", []string{"-1"}},
 		{[]string{"bench", "--db", db}, "duration", []string{"-1s"}},
 		{[]string{"bench", "--db", db}, "clients", []string{"0", "-1"}},

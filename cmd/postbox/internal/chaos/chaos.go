@@ -117,6 +117,15 @@ type Config struct {
 	// DrainTimeout bounds the wait for the outbox to drain at the end
 	// (default DrainTimeoutDefault).
 	DrainTimeout time.Duration
+	// Sources, when 2 or more, runs over that many sources: the run
+	// creates two scratch databases on the server of DB, the first with
+	// one source (schema) alone, the victim of source-outage, the second
+	// with the others; the relay processes run `postbox relay --sources
+	// FILE` over all of them, the producers write to every source (sharing
+	// EventsPerSecond), each source has its own consumer, and the
+	// reconciliation is per source. The databases are dropped at the end
+	// unless the run fails or Keep. Not with Endpoints or Partitioned.
+	Sources int
 	// Keep keeps the schema and the relays' logs even when the run
 	// succeeds (they are always kept when it fails).
 	Keep bool
@@ -151,6 +160,15 @@ type run struct {
 	producing producing
 	begin     time.Time
 
+	// sources are the child runs of a run over many sources, one per
+	// source (Config.Sources); databases the scratch databases; closers
+	// close the sources' stores.
+	sources   []*run
+	databases []string
+	closers   []func()
+	// source is set in the child run of one source.
+	source *sourceOf
+
 	mu      sync.Mutex
 	windows []window
 	memory  []ProcessSample
@@ -166,6 +184,9 @@ type window struct {
 	slotStart, slotEnd time.Time
 	start, end         time.Time
 	err                string
+	// settled says what the fault waited for before it began (see
+	// faultKind.settle).
+	settled string
 }
 
 func (c Config) withDefaults() (Config, error) {
@@ -193,7 +214,7 @@ func (c Config) withDefaults() (Config, error) {
 		c.RandomFailures = 0
 	}
 	if c.Faults == nil {
-		c.Faults, _ = ParseFaults("all", c.AllowRestart != "", c.Partitioned)
+		c.Faults, _ = ParseFaultsWith("all", FaultOptions{AllowRestart: c.AllowRestart != "", Partitioned: c.Partitioned, Sources: c.Sources >= 2})
 	}
 	if slices.Contains(c.Faults, FaultPartitionDrop) {
 		c.Partitioned = true
@@ -208,6 +229,14 @@ func (c Config) withDefaults() (Config, error) {
 		return c, errors.New("chaos: the postbox executable is required")
 	case c.Duration < 0 || c.EventsPerSecond < 0 || c.Relays < 0 || c.DrainTimeout < 0 || c.Endpoints < 0:
 		return c, errors.New("chaos: --duration, --events-per-second, --relays and --endpoints must be positive")
+	case c.Sources == 1 || c.Sources < 0:
+		return c, fmt.Errorf("chaos: --sources %d: at least 2 (or none: one schema)", c.Sources)
+	case c.Sources >= 2 && c.Endpoints > 0:
+		return c, errors.New("chaos: --sources and --endpoints do not go together yet: each source delivers to its own consumer")
+	case c.Sources >= 2 && c.Partitioned:
+		return c, errors.New("chaos: --sources and --partitioned (or partition-drop) do not go together yet")
+	case c.Sources < 2 && slices.Contains(c.Faults, FaultSourceOutage):
+		return c, errors.New("chaos: source-outage needs --sources N (at least 2)")
 	case c.RandomFailures >= 1:
 		return c, fmt.Errorf("chaos: random failures %v: want a share below 1", c.RandomFailures)
 	case c.Lease < 100*time.Millisecond:
@@ -251,12 +280,22 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	r.tables = newTables(r.store)
 	keep := false
 	defer func() {
-		if !keep {
+		switch {
+		case keep:
+			r.closeSources()
+		case r.sourcesMode():
+			r.dropDatabases()
+		default:
 			r.dropSchema()
 		}
 	}()
 	defer r.closeDestinations()
-	if err := r.setupSchema(ctx); err != nil {
+	if cfg.Sources >= 2 {
+		err = r.setupSources(ctx, id)
+	} else {
+		err = r.setupSchema(ctx)
+	}
+	if err != nil {
 		return nil, err
 	}
 	if r.logDir, err = os.MkdirTemp("", "postbox-chaos-"); err != nil {
@@ -274,6 +313,9 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 	if !rep.OK || cfg.Keep {
 		keep = true
 		rep.KeptSchema, rep.RelayLogs = schema, r.logDir
+		if r.sourcesMode() {
+			rep.KeptSchema, rep.KeptDatabases = "", r.databases
+		}
 		for i := range cfg.Endpoints {
 			rep.KeptInboxSchemas = append(rep.KeptInboxSchemas, r.inboxSchema(i))
 		}
@@ -358,7 +400,12 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 		return nil, err
 	}
 	defer r.dbProxy.Close()
-	secret, err := r.startDestinations(ctx)
+	var secret string
+	if r.sourcesMode() {
+		secret, err = r.startSourceDestinations()
+	} else {
+		secret, err = r.startDestinations(ctx)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -372,8 +419,8 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 			}
 		}
 	}()
-	r.say("%d relays (pids %v), lease %v, timeout %v, backoff %v..%v%s%s%s; logs in %s",
-		len(r.relays), r.pids(), r.cfg.Lease, relayTimeout, relayBackoffMin, relayBackoffMax, orderedText(r.cfg.Ordered), endpointsText(r.cfg), partitionedText(r.cfg.Partitioned), r.logDir)
+	r.say("%d relays (pids %v), lease %v, timeout %v, backoff %v..%v%s%s%s%s; logs in %s",
+		len(r.relays), r.pids(), r.cfg.Lease, relayTimeout, relayBackoffMin, relayBackoffMax, orderedText(r.cfg.Ordered), endpointsText(r.cfg), partitionedText(r.cfg.Partitioned), sourcesText(r), r.logDir)
 	r.say("server: %s", r.server)
 	r.say("producing %d events/s for %v; faults in turn: %v", r.cfg.EventsPerSecond, r.cfg.Duration, r.cfg.Faults)
 
@@ -381,17 +428,26 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	r.begin = time.Now()
 	runCtx, stopRun := context.WithCancel(ctx)
 	defer stopRun()
-	var bg sync.WaitGroup
+	var bg, producers sync.WaitGroup
 	produceCtx, stopProducing := context.WithTimeout(runCtx, r.cfg.Duration)
 	defer stopProducing()
-	bg.Go(func() { r.produce(produceCtx, r.cfg.EventsPerSecond) })
+	producers.Go(func() { r.produceAll(produceCtx) })
 	bg.Go(func() { r.showProgress(runCtx) })
 	bg.Go(func() { r.sampleMemoryWindows(produceCtx, r.cfg.Duration) })
 
 	r.schedule(produceCtx)
 	stopProducing()
-	r.say("production stopped (%d events committed); draining the outbox", r.producing.produced.Load())
-	drainErr := r.drain(ctx)
+	// The drain starts once every producer has returned, its last
+	// transaction committed or failed: an event committed after the drain
+	// found the outbox empty would be left to relays about to stop.
+	producers.Wait()
+	r.say("production stopped (%d events committed); draining the outbox", r.produced())
+	var drainErr error
+	if r.sourcesMode() {
+		drainErr = r.drainSources(ctx)
+	} else {
+		drainErr = r.drain(ctx)
+	}
 	end := r.sampleMemory()
 	var stopErrs []string
 	var slowestStop time.Duration
@@ -407,7 +463,12 @@ func (r *run) run(ctx context.Context) (*Report, error) {
 	if ctx.Err() != nil {
 		return nil, ctx.Err()
 	}
-	rep, err := r.reconcile(context.WithoutCancel(ctx))
+	var rep *Report
+	if r.sourcesMode() {
+		rep, err = r.reconcileSources(context.WithoutCancel(ctx))
+	} else {
+		rep, err = r.reconcile(context.WithoutCancel(ctx))
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -470,11 +531,20 @@ func orderedText(ordered bool) string {
 // startRelays starts the relay processes; secret is the single URL's
 // (empty in endpoints mode: each endpoint has its own in the store).
 func (r *run) startRelays(secret string) error {
-	db, err := r.relayDB()
-	if err != nil {
-		return err
+	var args []string
+	if r.sourcesMode() {
+		file, err := r.sourcesFile()
+		if err != nil {
+			return err
+		}
+		args = []string{"relay", "--sources", file}
+	} else {
+		db, err := r.relayDB()
+		if err != nil {
+			return err
+		}
+		args = append([]string{"relay", "--db", db, "--schema", r.store.Schema()}, r.relayDestinationArgs()...)
 	}
-	args := append([]string{"relay", "--db", db, "--schema", r.store.Schema()}, r.relayDestinationArgs()...)
 	args = append(args,
 		"--lease", r.cfg.Lease.String(), "--timeout", relayTimeout.String(),
 		"--backoff-min", relayBackoffMin.String(), "--backoff-max", relayBackoffMax.String(),

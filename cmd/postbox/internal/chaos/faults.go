@@ -38,7 +38,21 @@ const (
 	// as their range ends, their unfinished events moved to the DEFAULT
 	// partition, while the relays deliver them (see injectPartitionDrop).
 	FaultPartitionDrop = "partition-drop"
+	// FaultSourceOutage makes the database of one source (the victim, alone
+	// in its database) unreachable for the fault, while the relays go on
+	// with the other sources (runs over many sources: Config.Sources).
+	FaultSourceOutage = "source-outage"
 )
+
+// aliases are other names of fault kinds that --faults takes.
+var aliases = map[string]string{
+	// FaultRelayKill names kill as runs over many sources see it: a relay
+	// process, with every source it drains, killed.
+	FaultRelayKill: FaultKill,
+}
+
+// FaultRelayKill is another name of FaultKill.
+const FaultRelayKill = "relay-kill"
 
 // Injected latencies: the database's well under the relays' store call
 // timeouts, the consumer's under their --timeout.
@@ -60,9 +74,19 @@ type faultKind struct {
 	inject func(ctx context.Context, r *run, n int) (end func() error, err error)
 }
 
+// settles are what runs before the window of a fault kind begins: each
+// waits for a state the fault's check needs, and says what it waited for.
+var settles = map[string]func(ctx context.Context, r *run) string{
+	FaultSourceOutage: settleOthers,
+}
+
 // kinds are every fault kind, in schedule order. db-restart is only
-// injected when a restart command is given.
+// injected when a restart command is given, source-outage only in a run
+// over many sources.
 var kinds = []faultKind{
+	// First: its check (the other sources keep delivering) is cleanest on
+	// a run without the backlog of another fault (see settleOthers).
+	{FaultSourceOutage, "one source's database refusing connections (ALLOW_CONNECTIONS false, its sessions terminated) while the other sources go on", injectSourceOutage},
 	{FaultKill, "a relay killed with SIGKILL, then started again", injectKill},
 	{FaultPause, "a relay stopped with SIGSTOP for longer than the lease, then SIGCONT", injectPause},
 	{FaultTerminate, "pg_terminate_backend of every relay connection, again and again", injectTerminate},
@@ -92,29 +116,53 @@ func FaultNames() []string {
 	return names
 }
 
-// ParseFaults reads a --faults list: "all", or kind names separated by
-// commas. "all" includes db-restart only when allowRestart, and
-// partition-drop only when partitioned (the outbox partitioned for every
-// fault); named, partition-drop makes the outbox partitioned
-// (Config.Partitioned).
+// ParseFaults reads a --faults list of a run over one source: see
+// ParseFaultsWith.
 func ParseFaults(list string, allowRestart, partitioned bool) ([]string, error) {
+	return ParseFaultsWith(list, FaultOptions{AllowRestart: allowRestart, Partitioned: partitioned})
+}
+
+// FaultOptions are what a run allows besides the faults that every run
+// has.
+type FaultOptions struct {
+	// AllowRestart: a restart command was given (db-restart).
+	AllowRestart bool
+	// Partitioned: the outbox is partitioned (partition-drop in all).
+	Partitioned bool
+	// Sources: the run is over many sources (source-outage).
+	Sources bool
+}
+
+// ParseFaultsWith reads a --faults list: "all", or kind names (or their
+// aliases, such as relay-kill) separated by commas. "all" includes
+// db-restart only with AllowRestart, partition-drop only when Partitioned
+// (the outbox partitioned for every fault), and source-outage only with
+// Sources; named, partition-drop makes the outbox partitioned
+// (Config.Partitioned), and source-outage without Sources is refused.
+func ParseFaultsWith(list string, o FaultOptions) ([]string, error) {
 	if strings.TrimSpace(list) == "all" {
 		names := FaultNames()
 		names = slices.DeleteFunc(names, func(n string) bool {
-			return (n == FaultDBRestart && !allowRestart) || (n == FaultPartitionDrop && !partitioned)
+			return (n == FaultDBRestart && !o.AllowRestart) || (n == FaultPartitionDrop && !o.Partitioned) ||
+				(n == FaultSourceOutage && !o.Sources)
 		})
 		return names, nil
 	}
 	var out []string
 	for _, name := range strings.Split(list, ",") {
 		name = strings.TrimSpace(name)
+		if canonical, ok := aliases[name]; ok {
+			name = canonical
+		}
 		switch {
 		case name == "":
 			continue
 		case !slices.Contains(FaultNames(), name):
-			return nil, fmt.Errorf("--faults: unknown fault %q (want all, or some of %s)", name, strings.Join(FaultNames(), ", "))
-		case name == FaultDBRestart && !allowRestart:
+			return nil, fmt.Errorf("--faults: unknown fault %q (want all, or some of %s; %s is kill)", name, strings.Join(FaultNames(), ", "), FaultRelayKill)
+		case name == FaultDBRestart && !o.AllowRestart:
 			return nil, errors.New("--faults: db-restart needs --allow-restart CMD, the command that restarts the server")
+		case name == FaultSourceOutage && !o.Sources:
+			return nil, errors.New("--faults: source-outage needs --sources N (at least 2): it cuts one source's database off while the relays drain the others")
 		case !slices.Contains(out, name):
 			out = append(out, name)
 		}

@@ -124,13 +124,16 @@ func (r *run) produce(ctx context.Context, rate int) {
 				a := n % aggregatesPerProducer
 				seqs[a]++ // a failed commit's number is not reused: it may have committed
 				aggregate := fmt.Sprintf("agg-%02d-%d", w, a)
-				callCtx, cancel := context.WithTimeout(ctx, produceTimeout)
+				// A transaction begun runs to its end, even when
+				// production stops meanwhile: the drain waits for the
+				// producers, and must not miss an event whose commit
+				// was still on its way when it looked.
+				callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), produceTimeout)
 				err := r.produceOne(callCtx, aggregate, seqs[a], n%2 == 0)
 				cancel()
-				switch {
-				case err == nil:
+				if err == nil {
 					r.producing.produced.Add(1)
-				case ctx.Err() == nil:
+				} else {
 					r.producing.failed(err)
 				}
 			}

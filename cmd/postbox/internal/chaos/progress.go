@@ -71,8 +71,8 @@ func (r *run) showProgress(ctx context.Context) {
 		}
 		outbox := "outbox: unreachable"
 		callCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if st, err := r.store.StatsUpTo(callCtx, 1_000_000); err == nil {
-			outbox = fmt.Sprintf("pending %d  in flight %d  failed %d", st.Pending, st.Processing, st.Failed)
+		if pending, processing, failed, err := r.outboxStats(callCtx, 1_000_000); err == nil {
+			outbox = fmt.Sprintf("pending %d  in flight %d  failed %d", pending, processing, failed)
 		}
 		cancel()
 		var applied, duplicates int64
@@ -81,7 +81,7 @@ func (r *run) showProgress(ctx context.Context) {
 			duplicates += d.consumer.duplicates.Load()
 		}
 		r.say("produced %d (errors %d)  applied %d  duplicates absorbed %d  %s%s",
-			r.producing.produced.Load(), r.producing.errors.Load(), applied, duplicates, outbox, r.deliveriesText(ctx))
+			r.produced(), r.produceErrors(), applied, duplicates, outbox, r.deliveriesText(ctx))
 	}
 }
 

@@ -93,7 +93,14 @@ type Report struct {
 	// KeptInboxSchemas are the endpoints' inbox schemas, kept with
 	// KeptSchema in endpoints mode.
 	KeptInboxSchemas []string `json:"kept_inbox_schemas,omitempty"`
-	RelayLogs        string   `json:"relay_logs,omitempty"`
+	// KeptDatabases are the scratch databases of a run over many sources,
+	// kept when it failed (or with Config.Keep).
+	KeptDatabases []string `json:"kept_databases,omitempty"`
+	// Sources has a row per source in a run over many sources
+	// (Config.Sources), and Outages one per source-outage injected.
+	Sources   []SourceReport `json:"sources,omitempty"`
+	Outages   []OutageReport `json:"outages,omitempty"`
+	RelayLogs string         `json:"relay_logs,omitempty"`
 	// OK: nothing lost, nothing applied twice, nothing out of order (when
 	// ordered), and no problem.
 	OK bool `json:"ok"`
@@ -271,6 +278,9 @@ func (r *run) reconcile(ctx context.Context) (*Report, error) {
 		}
 	}
 	r.recoveries(rep, row, windows, ids, produced, applied)
+	if r.source != nil {
+		r.source.events = reconciled{ids: ids, produced: produced, applied: applied}
+	}
 	rep.Total.Injected = len(windows)
 	rep.OK = rep.Total.Produced > 0 && rep.Total.Lost == 0 && rep.Total.AppliedTwice == 0 &&
 		rep.Total.OutOfOrder == 0 && len(rep.Problems) == 0
@@ -437,6 +447,7 @@ func (rep *Report) Print(out io.Writer) {
 		}
 		_ = tw.Flush()
 	}
+	rep.printSources(out)
 	if slow := rep.SlowRecoveries(); len(slow) > 0 {
 		fmt.Fprintf(out, "\ndeliveries flowed again later than lease + 2 s (%.1fs) after: %s\n", rep.LeaseSeconds+2, strings.Join(slow, ", "))
 	}
@@ -473,6 +484,8 @@ func (rep *Report) Print(out io.Writer) {
 		fmt.Fprintf(out, "problem: %s\n", p)
 	}
 	switch {
+	case rep.OK && len(rep.Sources) > 0:
+		fmt.Fprintf(out, "OK: every event of every source (%d) applied exactly once%s\n", len(rep.Sources), map[bool]string{true: ", in order per aggregate", false: ""}[rep.Ordered])
 	case rep.OK && rep.Ordered && len(rep.Endpoints) > 0:
 		fmt.Fprintln(out, "OK: every event applied exactly once by every endpoint, in order per aggregate at each")
 	case rep.OK && len(rep.Endpoints) > 0:
@@ -483,6 +496,9 @@ func (rep *Report) Print(out io.Writer) {
 		fmt.Fprintln(out, "OK: every event applied exactly once")
 	default:
 		fmt.Fprintln(out, "FAILED: "+rep.verdict())
+	}
+	if len(rep.KeptDatabases) > 0 {
+		fmt.Fprintf(out, "kept for inspection: databases %s, relay logs and the sources file in %s\n", strings.Join(rep.KeptDatabases, ", "), rep.RelayLogs)
 	}
 	if rep.KeptSchema != "" {
 		fmt.Fprintf(out, "kept for inspection: schema %s, relay logs in %s\n", rep.KeptSchema, rep.RelayLogs)

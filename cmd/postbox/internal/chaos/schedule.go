@@ -21,6 +21,20 @@ func (r *run) schedule(ctx context.Context) {
 	for i := 0; i < n*rounds && ctx.Err() == nil; i++ {
 		kind := kindNamed(r.cfg.Faults[i%n])
 		w := window{kind: kind.name, slotStart: time.Now()}
+		if settle := settles[kind.name]; settle != nil {
+			w.settled = settle(ctx, r)
+			r.say("fault %-17s before it: %s", kind.name, w.settled)
+			if ctx.Err() != nil {
+				// Production ended while it waited: the fault was not
+				// injected, which the report says.
+				w.start, w.end, w.slotEnd = time.Now(), time.Now(), time.Now()
+				w.err = "not injected: production ended first (" + w.settled + ")"
+				r.mu.Lock()
+				r.windows = append(r.windows, w)
+				r.mu.Unlock()
+				break
+			}
+		}
 		active := slot / 2
 		if kind.name == FaultPause {
 			active = max(active, r.cfg.Lease+r.cfg.Lease/2)
