@@ -433,6 +433,9 @@ func TestMultiBrokenSourceIsIsolated(t *testing.T) {
 			!strings.Contains(body, `<option value="`+broken+`" selected>`) || !strings.Contains(body, `<option value="a">`) {
 			t.Fatalf("%s's page:\n%s", broken, body)
 		}
+		if broken == "unreachable" && !strings.Contains(body, "postgres:xxxxx@127.0.0.1:1") {
+			t.Fatalf("unreachable's error does not name its database, masked:\n%s", body)
+		}
 		// Its API answers a problem.
 		res, body = f.get("/api/stats")
 		wantStatus(t, res, body, http.StatusServiceUnavailable)
