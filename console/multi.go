@@ -484,7 +484,7 @@ func (m *Multi) start(ctx context.Context, src MultiSource) (*Console, func(), e
 	c := newConsole(cfg, m.front.pages)
 	// One login for every source; a CSRF token of this source's own.
 	c.sessions, c.limiter = m.front.sessions, m.front.limiter
-	c.secret = m.front.mac("source", src.Name)
+	c.secret = m.front.mac("source", src.Name, src.DB, src.Schema) // a definition changed under its name: new tokens
 	c.multi, c.source = m, src.Name
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
