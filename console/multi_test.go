@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
+	"net/netip"
 	"net/url"
 	"regexp"
 	"strings"
@@ -542,5 +543,30 @@ func TestMultiAPI(t *testing.T) {
 		if strings.Contains(ans, multiPassword) {
 			t.Fatalf("an answer holds the password: %s", ans)
 		}
+	}
+}
+
+// The source's cookie is Secure when the session's is: behind a trusted
+// proxy that says the client came over TLS.
+func TestMultiSourceCookieIsSecureBehindTLS(t *testing.T) {
+	t.Parallel()
+	pool, stores, list, _ := twoSources(t)
+	f := newMulti(t, pool, stores, list, func(cfg *console.MultiConfig) {
+		cfg.Console.TrustedProxies = []netip.Prefix{netip.MustParsePrefix("127.0.0.0/8")}
+	})
+	_, page := f.get("/")
+	form := url.Values{"csrf": {formCSRF(t, page, "/sources/select")}, "source": {"b"}}
+	req, _ := http.NewRequest(http.MethodPost, f.base+"/sources/select", strings.NewReader(form.Encode()))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	req.Header.Set("X-Forwarded-Proto", "https")
+	res, body := f.do(req)
+	wantStatus(t, res, body, http.StatusSeeOther)
+	if ck := res.Header.Get("Set-Cookie"); !strings.Contains(ck, "postbox_console_source=") || !strings.Contains(ck, "; Secure") {
+		t.Fatalf("over TLS: %s", ck)
+	}
+	res, body = f.switchTo(t, "/", "a")
+	wantStatus(t, res, body, http.StatusSeeOther)
+	if ck := res.Header.Get("Set-Cookie"); strings.Contains(ck, "Secure") {
+		t.Fatalf("over plain HTTP: %s", ck)
 	}
 }
