@@ -175,10 +175,11 @@ func serveConsole(ctx context.Context, addr string, h http.Handler, run func(con
 		MaxHeaderBytes: 64 << 10,
 	}
 	started(ln.Addr().String())
-	runCtx, stopRun := context.WithCancel(ctx)
+	parent := ctx
 	if runAfterShutdown {
-		runCtx, stopRun = context.WithCancel(context.WithoutCancel(ctx))
+		parent = context.WithoutCancel(ctx)
 	}
+	runCtx, stopRun := context.WithCancel(parent)
 	defer stopRun()
 	sampled := make(chan struct{})
 	go func() {
