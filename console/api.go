@@ -90,6 +90,7 @@ var apiTable = []apiRoute{
 	{http.MethodPost, "/api/replays", (*Console).apiReplayCreate},
 	{http.MethodGet, "/api/replays/{id}", (*Console).apiReplayGet},
 	{http.MethodPost, "/api/replays/{id}/cancel", (*Console).apiReplayCancel},
+	{http.MethodGet, "/api/sources", (*Console).apiSources},
 }
 
 // apiRoutes adds the JSON API's routes, under /api/ (see openapi.json):
@@ -288,6 +289,8 @@ const (
 	problemInternal      problem = "internal"
 	problemReplayOff     problem = "replay-off"
 	problemReplayRunning problem = "replay-running"
+	problemSourceUnknown problem = "source-unknown"
+	problemSourceDown    problem = "source-unavailable"
 )
 
 // problemTitles are the problems' titles, the same for every problem of
@@ -312,6 +315,8 @@ var problemTitles = map[problem]string{
 	problemInternal:      "Internal error",
 	problemReplayOff:     "Replay is off",
 	problemReplayRunning: "A replay is running",
+	problemSourceUnknown: "No such source",
+	problemSourceDown:    "Source unavailable",
 }
 
 // problemTypePrefix starts every problem's type URI.

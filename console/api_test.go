@@ -189,12 +189,29 @@ func newAPI(t *testing.T, cfg console.Config) *apiAPI {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(c)
+	a.serve(t, c)
+	return a
+}
+
+// newAPIOf is newAPI for a handler built by the test (a Multi), whose
+// token is token.
+func newAPIOf(t *testing.T, h http.Handler, token string) *apiAPI {
+	t.Helper()
+	a := &apiAPI{v: apiValidator(t), ops: http.NewServeMux(), token: token, log: &logbuf.Buffer{}, covered: map[string]bool{}}
+	for _, op := range apiOperations(t) {
+		a.ops.HandleFunc(op, func(http.ResponseWriter, *http.Request) {})
+	}
+	a.serve(t, h)
+	return a
+}
+
+// serve serves h to a's client until t ends.
+func (a *apiAPI) serve(t *testing.T, h http.Handler) {
+	srv := httptest.NewServer(h)
 	t.Cleanup(srv.Close)
 	jar, _ := cookiejar.New(nil)
 	a.base, a.http = srv.URL, &http.Client{Jar: jar, Timeout: time.Minute,
 		CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
-	return a
 }
 
 // apiCall is one request. By default it carries the bearer token; body,

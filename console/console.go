@@ -171,6 +171,12 @@ type Console struct {
 	limiter  *loginLimiter
 	replays  *replays
 	log      *slog.Logger
+	// multi is the Multi this console is a source of (nil for a console
+	// of its own), and source that source's name: the Multi checks the
+	// host, the token and the session, and every page shows its source
+	// switcher.
+	multi  *Multi
+	source string
 }
 
 // New checks cfg and returns the console.
@@ -178,20 +184,34 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Store == nil {
 		return nil, errors.New("console: Store is nil")
 	}
+	cfg, err := checkConfig(cfg)
+	if err != nil {
+		return nil, err
+	}
+	pages, err := parsePages()
+	if err != nil {
+		return nil, err
+	}
+	return newConsole(cfg, pages), nil
+}
+
+// checkConfig checks cfg's settings but its Store, and sets their
+// defaults.
+func checkConfig(cfg Config) (Config, error) {
 	if cfg.Token != "" && len(cfg.Token) < TokenMinLength {
-		return nil, fmt.Errorf("console: Token is %d bytes: want at least %d", len(cfg.Token), TokenMinLength)
+		return cfg, fmt.Errorf("console: Token is %d bytes: want at least %d", len(cfg.Token), TokenMinLength)
 	}
 	if cfg.SampleEvery == 0 {
 		cfg.SampleEvery = SampleEveryDefault
 	}
 	if cfg.SampleEvery < 0 {
-		return nil, fmt.Errorf("console: SampleEvery %v is negative", cfg.SampleEvery)
+		return cfg, fmt.Errorf("console: SampleEvery %v is negative", cfg.SampleEvery)
 	}
 	if cfg.PageSize == 0 {
 		cfg.PageSize = PageSizeDefault
 	}
 	if cfg.PageSize < 0 || cfg.PageSize > store.FailedListLimitMax {
-		return nil, fmt.Errorf("console: PageSize %d: want 1 to %d", cfg.PageSize, store.FailedListLimitMax)
+		return cfg, fmt.Errorf("console: PageSize %d: want 1 to %d", cfg.PageSize, store.FailedListLimitMax)
 	}
 	if cfg.SessionIdle == 0 {
 		cfg.SessionIdle = SessionIdleDefault
@@ -200,7 +220,7 @@ func New(cfg Config) (*Console, error) {
 		cfg.SessionMax = SessionMaxDefault
 	}
 	if cfg.SessionIdle < 0 || cfg.SessionMax < 0 {
-		return nil, fmt.Errorf("console: session lifetimes %v (idle) and %v (max): want positive durations", cfg.SessionIdle, cfg.SessionMax)
+		return cfg, fmt.Errorf("console: session lifetimes %v (idle) and %v (max): want positive durations", cfg.SessionIdle, cfg.SessionMax)
 	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.Default()
@@ -208,10 +228,12 @@ func New(cfg Config) (*Console, error) {
 	if cfg.Replay.Logger == nil {
 		cfg.Replay.Logger = cfg.Logger
 	}
-	pages, err := parsePages()
-	if err != nil {
-		return nil, err
-	}
+	return cfg, nil
+}
+
+// newConsole builds the console of a checked cfg with a Store, its
+// routes included.
+func newConsole(cfg Config, pages pages) *Console {
 	c := &Console{
 		cfg: cfg, pages: pages, secret: make([]byte, 32), log: cfg.Logger,
 		samples:  newSamples(cfg.SampleEvery),
@@ -221,7 +243,7 @@ func New(cfg Config) (*Console, error) {
 	}
 	rand.Read(c.secret) // never fails (crypto/rand)
 	c.routes()
-	return c, nil
+	return c
 }
 
 // ServeHTTP serves the console, behind its security headers and checks.

@@ -39,7 +39,7 @@ type pages map[string]*template.Template
 
 var pageNames = []string{"overview", "failed", "confirm", "event", "inbox", "inbox_event", "search", "login",
 	"endpoints", "endpoint", "endpoint_new", "endpoint_edit", "endpoint_secret", "endpoint_remove",
-	"replay", "replay_confirm", "replay_run"}
+	"replay", "replay_confirm", "replay_run", "source_error"}
 
 func parsePages() (pages, error) {
 	funcs := template.FuncMap{
@@ -90,13 +90,22 @@ type view struct {
 	ReadOnly bool
 	Token    bool
 	CSRF     string
-	Refresh  int // seconds; 0: the page does not refresh itself
-	Page     any
+	// ConsoleCSRF is the CSRF token of the forms that are the whole
+	// console's, not its store's (logout, the source switcher): CSRF for
+	// a console of its own; with many sources (Multi), CSRF is the
+	// source's, refused by the others.
+	ConsoleCSRF string
+	// Sources is the source switcher of a console over many sources
+	// (Multi); nil otherwise.
+	Sources *switcher
+	Refresh int // seconds; 0: the page does not refresh itself
+	Page    any
 }
 
 // render writes page name with data, or a 500 when the template fails.
 func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, name string, data any) {
 	v := view{Title: name, Nav: name, Token: c.cfg.Token != "", CSRF: c.csrfToken(r), Page: data}
+	v.ConsoleCSRF = v.CSRF
 	switch {
 	case strings.HasPrefix(name, "endpoint"):
 		v.Nav = "endpoints"
@@ -104,7 +113,16 @@ func (c *Console) render(w http.ResponseWriter, r *http.Request, status int, nam
 		v.Nav = "replay"
 	}
 	if name != "login" { // before login, nothing about the deployment
-		v.Store, v.ReadOnly = c.cfg.Store.String(), c.cfg.ReadOnly
+		if c.cfg.Store != nil { // a Multi's own pages have none
+			v.Store = c.cfg.Store.String()
+		}
+		v.ReadOnly = c.cfg.ReadOnly
+	}
+	if c.multi != nil {
+		v.ConsoleCSRF = c.multi.front.csrfToken(r)
+		if name != "login" {
+			v.Sources = c.multi.switcher(r, v.Nav)
+		}
 	}
 	if name == "overview" {
 		v.Refresh = 5

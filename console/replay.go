@@ -311,6 +311,13 @@ func newReplays() *replays {
 	return &replays{ctx: ctx, stopAll: cancel}
 }
 
+// busy reports whether a replay runs.
+func (rs *replays) busy() bool {
+	rs.mu.Lock()
+	defer rs.mu.Unlock()
+	return rs.current != nil
+}
+
 // errReplayRunning is start's refusal while a replay runs.
 var errReplayRunning = errors.New("a replay is running: one at a time per console")
 

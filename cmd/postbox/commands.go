@@ -32,7 +32,7 @@ type command struct {
 var commands = map[string]command{
 	"bench":     {summary: "measure drain rate, webhooks, latency, write overhead and memory against the goals", setup: setupBench},
 	"chaos":     {summary: "run producers, relay processes and an inbox consumer under injected faults on PostgreSQL (one schema, or --sources N over many, in scratch databases), and reconcile", setup: setupChaos},
-	"console":   {summary: "serve the web console: the outbox and the inbox, failed events to retry or purge (--addr, --token, --read-only)", setup: setupConsole},
+	"console":   {summary: "serve the web console: the outbox and the inbox, failed events to retry or purge (--addr, --token, --read-only; --sources: one console over many, with a source switcher)", setup: setupConsole},
 	"demo":      {summary: "run the whole pipeline in one process, with faults, and reconcile", setup: setupDemo},
 	"endpoints": {summary: "the endpoints of postbox relay --endpoints, webhooks or brokers' (NATS, RabbitMQ, Kafka), their secrets sealed with the secrets key: add, update, list, show, enable, disable, remove, retry, rotate-secret, rekey, test, attempts", sub: endpointsCommands},
 	"failed":    {summary: "the dead letters: list, show, retry or purge failed events", sub: failedCommands},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"os"
@@ -14,6 +15,7 @@ import (
 	"github.com/postbox-go/postbox/archive"
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/endpoint/admin"
+	"github.com/postbox-go/postbox/fleet"
 	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/replay"
 	"github.com/postbox-go/postbox/store"
@@ -38,6 +40,14 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		logFormat  = fs.String("log-format", "text", "text or json")
 		archiveURL = fs.String("archive", "", "the archive the replay action reads too, as postbox relay --archive writes it: file:///DIR, s3://BUCKET?region=R[&endpoint=URL][&prefix=P]; without it, replays read the delivered events the outbox keeps")
 	)
+	// Many sources: the list (--sources, --sources-query), how often it
+	// is read again, each database's pool, how long an unused source's
+	// store stays open.
+	var src sourcesFlags
+	src.registerList(fs, "one console over many outboxes", ", re-read every --sources-every; every page switches between them (see docs/scaling.md)")
+	fs.DurationVar(&src.every, "sources-every", fleet.EveryDefault, "with --sources or --sources-query: how often the list is read again")
+	fs.IntVar(&src.conns, "source-conns", consoleSourceConnsDefault, "with --sources or --sources-query: the most connections of each database's pool, shared by its sources (schemas)")
+	sourceIdle := fs.Duration("source-idle", console.SourceIdleDefault, "with --sources or --sources-query: a source's store is closed after this long without a request, and opened again at the next")
 	var key secretsKeyFlag
 	key.register(fs, "optional: without it the endpoints are shown, and adding them, rotating their secrets, testing them and changing their credentials are refused")
 	var g guardFlags
@@ -71,6 +81,29 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		}
 		logger, err := newLogger(*logLevel, *logFormat)
 		if err != nil {
+			return err
+		}
+		if src.on() {
+			if err := src.checkList(&db); err != nil {
+				return err
+			}
+			switch {
+			case *archiveURL != "":
+				return fmt.Errorf("%w: --archive does not apply with --sources or --sources-query: an archive per source is not built yet", errUsage)
+			case src.every <= 0 || *sourceIdle <= 0:
+				return fmt.Errorf("%w: --sources-every and --source-idle must be positive", errUsage)
+			case src.conns < 1:
+				return fmt.Errorf("%w: --source-conns must be at least 1", errUsage)
+			}
+			cfg := console.Config{
+				Token: secret, ReadOnly: *readOnly, SampleEvery: *sample, Logger: logger,
+				SessionIdle: *idle, SessionMax: *lifetime, TrustedProxies: trusted, Kinds: endpointKinds,
+			}
+			return runConsoleSources(ctx, consoleSourcesRun{
+				src: &src, db: &db, key: &key, guard: &g, cfg: cfg, idle: *sourceIdle, addr: *addr, proxies: *proxies,
+			})
+		}
+		if err := src.checkNotSources(fs, []string{"source-idle"}); err != nil {
 			return err
 		}
 		s, err := db.open(ctx, "console", true)
@@ -110,49 +143,68 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 		if err != nil {
 			return fmt.Errorf("%w: %v", errUsage, err)
 		}
-		ln, err := net.Listen("tcp", *addr)
-		if err != nil {
-			return fmt.Errorf("--addr: %w", err)
-		}
-		srv := &http.Server{
-			Handler:           c,
-			ReadHeaderTimeout: 5 * time.Second,
-			ReadTimeout:       30 * time.Second,
-			// A retry or purge of every failed event may take minutes
-			// (the console bounds it at 10).
-			WriteTimeout:   11 * time.Minute,
-			IdleTimeout:    2 * time.Minute,
-			MaxHeaderBytes: 64 << 10,
-		}
 		auth := "token"
 		if secret == "" {
 			auth = "none (loopback only)"
 		}
-		logger.Info("console on http://"+ln.Addr().String()+"/", "store", s.Console.String(), "read_only", *readOnly, "auth", auth,
-			"endpoints", endpoints, "replay", replaying, "session_idle", *idle, "session_max", *lifetime, "trusted_proxies", *proxies)
-		sampled := make(chan struct{})
-		go func() {
-			defer close(sampled)
-			c.Run(ctx)
-		}()
-		served := make(chan error, 1)
-		go func() { served <- srv.Serve(ln) }()
-		select {
-		case err := <-served:
-			<-sampled
-			return fmt.Errorf("console: %w", err)
-		case <-ctx.Done():
-		}
-		shutdownCtx, cancel := context.WithTimeout(context.Background(), consoleShutdownTimeout)
-		defer cancel()
-		err = srv.Shutdown(shutdownCtx)
-		<-sampled
-		if err := <-served; !errors.Is(err, http.ErrServerClosed) {
-			return fmt.Errorf("console: %w", err)
-		}
-		logger.Info("console stopped")
-		return err
+		return serveConsole(ctx, *addr, c, c.Run, false, logger, func(addr string) {
+			logger.Info("console on http://"+addr+"/", "store", s.Console.String(), "read_only", *readOnly, "auth", auth,
+				"endpoints", endpoints, "replay", replaying, "session_idle", *idle, "session_max", *lifetime, "trusted_proxies", *proxies)
+		})
 	}
+}
+
+// serveConsole serves h on addr, with run (its sampling) beside, until
+// ctx is done; started logs the start line with the address listened on.
+// run's context ends with ctx, or with runAfterShutdown once the server
+// has shut down (a Multi closes its sources' stores when its Run ends:
+// not under the requests still served).
+func serveConsole(ctx context.Context, addr string, h http.Handler, run func(context.Context) error, runAfterShutdown bool, logger *slog.Logger, started func(addr string)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("--addr: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           h,
+		ReadHeaderTimeout: 5 * time.Second,
+		ReadTimeout:       30 * time.Second,
+		// A retry or purge of every failed event may take minutes
+		// (the console bounds it at 10).
+		WriteTimeout:   11 * time.Minute,
+		IdleTimeout:    2 * time.Minute,
+		MaxHeaderBytes: 64 << 10,
+	}
+	started(ln.Addr().String())
+	parent := ctx
+	if runAfterShutdown {
+		parent = context.WithoutCancel(ctx)
+	}
+	runCtx, stopRun := context.WithCancel(parent)
+	defer stopRun()
+	sampled := make(chan struct{})
+	go func() {
+		defer close(sampled)
+		run(runCtx)
+	}()
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	select {
+	case err := <-served:
+		stopRun()
+		<-sampled
+		return fmt.Errorf("console: %w", err)
+	case <-ctx.Done():
+	}
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), consoleShutdownTimeout)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	stopRun()
+	<-sampled
+	if err := <-served; !errors.Is(err, http.ErrServerClosed) {
+		return fmt.Errorf("console: %w", err)
+	}
+	logger.Info("console stopped")
+	return err
 }
 
 // consoleEndpoints builds the engine of the console's endpoint pages and
@@ -162,13 +214,23 @@ func setupConsole(fs *flag.FlagSet) func(context.Context) error {
 // enables, disables and removes them, and changes their settings that
 // are not secret.
 func consoleEndpoints(s store.Endpoints, key *secretsKeyFlag, g *guardFlags, readOnly bool) (*admin.Admin, string, error) {
-	var k *keyring.Keyring
-	if key.file != "" || os.Getenv(keyring.EnvVar) != "" {
-		var err error
-		if k, err = key.load("console"); err != nil {
-			return nil, "", err
-		}
+	k, err := consoleKey(key)
+	if err != nil {
+		return nil, "", err
 	}
+	return consoleAdmin(s, k, g, readOnly)
+}
+
+// consoleKey loads the secrets key when one is given (nil otherwise).
+func consoleKey(key *secretsKeyFlag) (*keyring.Keyring, error) {
+	if key.file != "" || os.Getenv(keyring.EnvVar) != "" {
+		return key.load("console")
+	}
+	return nil, nil
+}
+
+// consoleAdmin is consoleEndpoints with the key k (nil: none).
+func consoleAdmin(s store.Endpoints, k *keyring.Keyring, g *guardFlags, readOnly bool) (*admin.Admin, string, error) {
 	// Registration checks as the relay's guard and the test client do:
 	// allow_private only where the operator lets every endpoint have it
 	// (--allow-private-endpoints), a broker's hosts too, and the
@@ -178,11 +240,17 @@ func consoleEndpoints(s store.Endpoints, key *secretsKeyFlag, g *guardFlags, rea
 	if err != nil {
 		return nil, "", err
 	}
+	return a, consoleEndpointsMode(k, readOnly), nil
+}
+
+// consoleEndpointsMode says what the console does with the endpoints,
+// for its start line.
+func consoleEndpointsMode(k *keyring.Keyring, readOnly bool) string {
 	switch {
 	case readOnly:
-		return a, "read-only", nil
+		return "read-only"
 	case k == nil:
-		return a, "no secrets key: adding, rotating and testing endpoints refused", nil
+		return "no secrets key: adding, rotating and testing endpoints refused"
 	}
-	return a, "manage (key " + strings.Join(k.IDs(), ", ") + ")", nil
+	return "manage (key " + strings.Join(k.IDs(), ", ") + ")"
 }

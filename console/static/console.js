@@ -21,6 +21,13 @@ function startRefresh(main) {
       if (!res.ok) return;
       const doc = new DOMParser().parseFromString(await res.text(), "text/html");
       const fresh = doc.getElementById("main");
+      if (fresh && fresh.dataset.source !== main.dataset.source) {
+        // Another tab switched the source: show the page whole, its
+        // switcher included, rather than one source's counts under the
+        // other's name.
+        location.reload();
+        return;
+      }
       if (fresh) main.replaceChildren(...Array.from(fresh.childNodes, (n) => document.importNode(n, true)));
       document.documentElement.dataset.refreshed = String(Date.now());
       // A page that stopped changing (a replay that ended) says so by
@@ -62,9 +69,16 @@ function startEndpointSelector() {
   if (select && select.form) select.addEventListener("change", () => select.form.requestSubmit());
 }
 
+// The source switcher of a console over many sources switches at once.
+function startSourceSwitcher() {
+  const select = document.getElementById("source-select");
+  if (select && select.form) select.addEventListener("change", () => select.form.requestSubmit());
+}
+
 document.addEventListener("DOMContentLoaded", () => {
   const main = document.getElementById("main");
   if (main) startRefresh(main);
   startSelection();
   startEndpointSelector();
+  startSourceSwitcher();
 });
