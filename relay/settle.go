@@ -34,7 +34,7 @@ const (
 // returns when results is closed and everything has been written, or when
 // ctx ends.
 func (r *Relay) settle(ctx context.Context, results <-chan outcome) {
-	batch := make([]outcome, 0, settleBatchMax)
+	batch := make([]outcome, 0, min(settleBatchMax, r.capacity)) // grown by appends up to settleBatchMax
 	step := time.NewTimer(settleLingerStep)
 	step.Stop() // Go 1.23 timers: Stop and Reset leave no stale tick
 	for {

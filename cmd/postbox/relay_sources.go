@@ -29,9 +29,10 @@ type sourcesFlags struct {
 	file, query string
 	every       time.Duration
 	conns       int
-	// claimBytesGiven: --claim-bytes was given; otherwise each source's
-	// relay holds sourceClaimBytesDefault.
-	claimBytesGiven bool
+	// claimBytesGiven, batchGiven: --claim-bytes, --batch were given;
+	// otherwise each source's relay holds sourceClaimBytesDefault and
+	// claims sourceBatchDefault at most.
+	claimBytesGiven, batchGiven bool
 }
 
 func (s *sourcesFlags) register(fs *flag.FlagSet) {
@@ -69,6 +70,13 @@ func (s *sourcesFlags) checkList(db *dbFlags) error {
 // single relay's default (relay.ClaimBytesDefault).
 const sourceClaimBytesDefault = 8 << 20
 
+// sourceBatchDefault is each source's --batch when it is not given: a
+// relay's queues are sized for a batch (relay.Config.BatchSize), some
+// 500 bytes an event whether it has a backlog or not, so many sources
+// take less memory with smaller batches (a quarter of relay.BatchSizeDefault
+// costs a source with a backlog little: see docs/scaling.md).
+const sourceBatchDefault = 500
+
 // sourceConnsDefault is --source-conns.
 const sourceConnsDefault = 10
 
@@ -93,6 +101,7 @@ func (s *sourcesFlags) check(fs *flag.FlagSet, db *dbFlags) error {
 	var err error
 	fs.Visit(func(f *flag.Flag) {
 		s.claimBytesGiven = s.claimBytesGiven || f.Name == "claim-bytes"
+		s.batchGiven = s.batchGiven || f.Name == "batch"
 		if why, refused := notWithSources[f.Name]; refused && err == nil {
 			err = fmt.Errorf("%w: --%s does not apply with --sources or --sources-query: %s", errUsage, f.Name, why)
 		}
@@ -254,6 +263,9 @@ func (sr *sourceRelays) open(ctx context.Context, src fleet.Source, log *slog.Lo
 	rc.Concurrency *= src.Weight
 	if !f.sources.claimBytesGiven {
 		rc.ClaimBytes = sourceClaimBytesDefault
+	}
+	if !f.sources.batchGiven {
+		rc.BatchSize = sourceBatchDefault
 	}
 	rc.Tracer = sr.tracer
 	cfg := service.RelayConfig{Relay: rc, MetricsSample: f.metricsEvery}
