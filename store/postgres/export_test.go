@@ -54,3 +54,6 @@ func (l *Listener) PID() uint32 {
 	}
 	return l.sess.pid.Load()
 }
+
+// LockKey exports lockKey.
+func (s *Store) LockKey(work string) int64 { return s.lockKey(work) }

@@ -5,10 +5,12 @@ import (
 	"errors"
 	"fmt"
 	"sort"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgconn"
 	"github.com/jackc/pgx/v5/pgtype"
 
 	"github.com/postbox-go/postbox/store"
@@ -47,20 +49,28 @@ const claimPresize = 4096
 // query's columns after the event's are scanned into extra, and each row is
 // passed to seen (when not nil) once scanned.
 func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, extra []any, seen func(store.ClaimedEvent), args ...any) (out []store.ClaimedEvent, err error) {
+	conn, err := s.pool.Acquire(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("postgres: claim: %w", err)
+	}
+	defer conn.Release()
 	batch := &pgx.Batch{}
 	batch.Queue(s.sql.Get("relay_async_commit"))
+	if lock, statement, ok := claimTimeouts(ctx); ok {
+		batch.Queue(s.sql.Get("claim_timeouts"), strconv.FormatInt(lock.Milliseconds(), 10), strconv.FormatInt(statement.Milliseconds(), 10))
+	}
 	batch.Queue(s.sql.Get("claim_lock"), s.lockKey("claim"))
 	batch.Queue(query, append([]any{p.Owner, p.Limit, p.Lease.Milliseconds()}, args...)...)
-	results := s.pool.SendBatch(ctx, batch)
+	results := conn.SendBatch(ctx, batch)
 	defer results.Close()
-	for range 2 {
+	for range batch.Len() - 1 {
 		if _, err := results.Exec(); err != nil {
-			return nil, fmt.Errorf("postgres: claim: %w", err)
+			return nil, claimError(err)
 		}
 	}
 	rows, err := results.Query()
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim: %w", err)
+		return nil, claimError(err)
 	}
 	// Sized for a full claim (up to claimPresize): grown by appends, the
 	// slice of deliveries (some 200 bytes each) was most of a claim's
@@ -85,13 +95,41 @@ func (s *Store) claim(ctx context.Context, query string, p store.ClaimParams, ex
 		return d, nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("postgres: claim: %w", err)
+		return nil, claimError(err)
 	}
 	if err := results.Close(); err != nil {
-		return nil, fmt.Errorf("postgres: claim: %w", err)
+		return nil, claimError(err)
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].OutboxSeq < out[j].OutboxSeq })
 	return out, nil
+}
+
+// claimTimeouts returns the bounds of a claim on the server (claim_timeouts)
+// within ctx's deadline, once a connection is held: three tenths of the
+// time left for the wait for the claims' turn, six tenths for each
+// statement, so that the server cancels a slow claim, which then leases
+// nothing, before the client gives up on it, not knowing whether it
+// committed. ok is false without a deadline; a deadline too near for a
+// claim to finish still gets a millisecond, and fails on the server.
+func claimTimeouts(ctx context.Context) (lock, statement time.Duration, ok bool) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return 0, 0, false
+	}
+	left := time.Until(deadline)
+	return max(left*3/10, time.Millisecond), max(left*6/10, time.Millisecond), true
+}
+
+// claimError is err, of a claim, as the claim's error: a claim the server
+// cancelled for its bounds (claim_timeouts) is also
+// context.DeadlineExceeded, as the relay's deadline would have been.
+func claimError(err error) error {
+	var pgErr *pgconn.PgError
+	// query_canceled (statement_timeout), lock_not_available (lock_timeout)
+	if errors.As(err, &pgErr) && (pgErr.Code == "57014" || pgErr.Code == "55P03") {
+		return fmt.Errorf("postgres: claim: %w (%w)", context.DeadlineExceeded, err)
+	}
+	return fmt.Errorf("postgres: claim: %w", err)
 }
 
 // claimedRow is one row of a claim as scanned: the columns that may hold

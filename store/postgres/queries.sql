@@ -29,6 +29,14 @@ select coalesce(max(version), 0) from {schema}.postbox_migrations;
 -- lost, since the events themselves are written by the producers' commits.
 select set_config('synchronous_commit', 'off', true);
 
+-- name: claim_timeouts
+-- Bounds a claim on the server, within the relay's deadline (see
+-- claimTimeouts): the wait for the claims' turn ($1, lock_timeout) and each
+-- statement ($2, statement_timeout), in milliseconds. A claim the server
+-- cancels leases nothing; one the client gave up on may have committed,
+-- leaving its events leased until the lease ends.
+select set_config('lock_timeout', $1::text, true), set_config('statement_timeout', $2::text, true);
+
 -- name: claim_lock
 select pg_advisory_xact_lock($1);
 
