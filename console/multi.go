@@ -6,7 +6,6 @@ import (
 	"encoding/base64"
 	"errors"
 	"fmt"
-	"io/fs"
 	"net/http"
 	"slices"
 	"strings"
@@ -174,14 +173,8 @@ func NewMulti(ctx context.Context, cfg MultiConfig) (*Multi, error) {
 // /api/sources.
 func (m *Multi) routes() {
 	c := m.front
-	static, _ := fs.Sub(staticFiles, "static")
 	mux := http.NewServeMux()
-	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
-	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
-		c.render(w, r, http.StatusOK, "login", loginPage{Next: r.URL.Query().Get("next")})
-	})
-	mux.HandleFunc("POST /login", c.login)
-	mux.HandleFunc("POST /logout", c.form(c.logout))
+	c.routeSession(mux)
 	mux.HandleFunc("POST /sources/select", c.form(m.selectSource))
 	mux.HandleFunc("/", m.dispatch)
 	m.frontMux = mux

@@ -60,15 +60,21 @@ func parsePages() (pages, error) {
 	return out, nil
 }
 
-func (c *Console) routes() {
+// routeSession adds to mux what is served without a source: the static
+// files, the login and the logout.
+func (c *Console) routeSession(mux *http.ServeMux) {
 	static, _ := fs.Sub(staticFiles, "static") // a directory of the embedded files
-	mux := http.NewServeMux()
 	mux.Handle("GET /static/", http.StripPrefix("/static/", http.FileServerFS(static)))
 	mux.HandleFunc("GET /login", func(w http.ResponseWriter, r *http.Request) {
 		c.render(w, r, http.StatusOK, "login", loginPage{Next: r.URL.Query().Get("next")})
 	})
 	mux.HandleFunc("POST /login", c.login)
 	mux.HandleFunc("POST /logout", c.form(c.logout))
+}
+
+func (c *Console) routes() {
+	mux := http.NewServeMux()
+	c.routeSession(mux)
 	mux.HandleFunc("GET /{$}", c.requireAuth(c.overview))
 	mux.HandleFunc("GET /failed", c.requireAuth(c.failed))
 	mux.HandleFunc("POST /failed/action", c.action(c.failedAction))

@@ -127,12 +127,29 @@ func (s *Store) newSubscription(sess *session) *subscription {
 		probe:  probePrefix + uuid.NewString(),
 		probed: make(chan struct{}), signal: make(chan struct{}, 1), gone: make(chan struct{}),
 		markSQL: s.expand(dozeMarkSQL), unmarkSQL: s.expand(dozeUnmarkSQL), barrierSQL: s.expand(dozeBarrierSQL),
+		pool: s.pool,
 	}
 }
 
-// Doze marks the relay dozing (see store.Dozer).
+// Doze marks the relay dozing (see store.Dozer). Once marked, a relay
+// dozes again (after each event of a trickle) by trying the barrier alone,
+// a transaction lock that any connection may try: on a connection of the
+// pool, without a turn on the listening connection, which the relays of
+// every schema of a database share (Listener).
 func (sub *subscription) Doze(ctx context.Context) (bool, error) {
-	return sub.ask(ctx, reqDoze)
+	if !sub.marked.Load() {
+		return sub.ask(ctx, reqDoze)
+	}
+	select {
+	case <-sub.gone:
+		return false, errListenerGone
+	case <-sub.sess.done:
+		return false, errListenerGone
+	default:
+	}
+	ctx, cancel := context.WithTimeout(ctx, dozeTimeout)
+	defer cancel()
+	return sub.barrier(ctx, sub.pool)
 }
 
 // Wake ends the doze (see store.Dozer).
@@ -169,7 +186,7 @@ func (sub *subscription) ask(ctx context.Context, kind requestKind) (bool, error
 // locks count their holds per session): the channel stays marked while any
 // of them dozes.
 func (sub *subscription) doze(ctx context.Context, conn *pgx.Conn) (bool, error) {
-	if !sub.marked {
+	if !sub.marked.Load() {
 		var ok bool
 		if err := conn.QueryRow(ctx, sub.markSQL).Scan(&ok); err != nil {
 			return false, fmt.Errorf("postgres: doze: %w", err)
@@ -177,22 +194,30 @@ func (sub *subscription) doze(ctx context.Context, conn *pgx.Conn) (bool, error)
 		if !ok {
 			return false, nil // a producer is looking at this moment
 		}
-		sub.marked = true
+		sub.marked.Store(true)
 	}
+	return sub.barrier(ctx, conn)
+}
+
+// barrier tries the producers' barrier (dozeBarrierSQL) on q: true when no
+// producer that looked for dozing relays before the mark is committing.
+func (sub *subscription) barrier(ctx context.Context, q interface {
+	QueryRow(context.Context, string, ...any) pgx.Row
+}) (bool, error) {
 	var clear bool
-	if err := conn.QueryRow(ctx, sub.barrierSQL).Scan(&clear); err != nil {
+	if err := q.QueryRow(ctx, sub.barrierSQL).Scan(&clear); err != nil {
 		return false, fmt.Errorf("postgres: doze: %w", err)
 	}
 	return clear, nil
 }
 
 func (sub *subscription) unmark(ctx context.Context, conn *pgx.Conn) error {
-	if !sub.marked {
+	if !sub.marked.Load() {
 		return nil
 	}
 	if _, err := conn.Exec(ctx, sub.unmarkSQL); err != nil {
 		return fmt.Errorf("postgres: wake: %w", err)
 	}
-	sub.marked = false
+	sub.marked.Store(false)
 	return nil
 }

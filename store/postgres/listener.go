@@ -167,10 +167,14 @@ type subscription struct {
 	gone chan struct{}
 	// the statements, for this channel
 	markSQL, unmarkSQL, barrierSQL string
+	// pool runs the barrier of a relay already marked dozing (Doze).
+	pool *pgxpool.Pool
 
-	// Used by the session's goroutine only: subscribed, probed, holding
-	// the doze mark.
-	joined, active, marked bool
+	// Used by the session's goroutine only: subscribed, probed.
+	joined, active bool
+	// marked: holding the doze mark; written by the session's goroutine
+	// only, read by Doze.
+	marked atomic.Bool
 }
 
 // post counts one notification for Listen's notify.
