@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"strings"
 	"time"
@@ -94,6 +95,11 @@ type URLOptions struct {
 	// Brokers ignore both, a Signature they would refuse included.
 	Secrets   []string
 	Signature string
+	// HTTPClient, when set, is the client a webhook sends through, shared
+	// with the other sinks given it (their keep-alive connections to the
+	// same hosts shared); nil: the webhook makes its own. Brokers ignore
+	// it.
+	HTTPClient *http.Client
 }
 
 // OptionError is how Open and Lookup refuse a URL or an option before

@@ -7,6 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"time"
 
@@ -36,6 +37,9 @@ type relayFlags struct {
 	ordered, noListen, wal, walDropSlot                               bool
 	metricsAddr, logLevel, logFormat, walSlot                         string
 	archiveURL                                                        string
+	// webhookClient, when set, is the client of a webhook sink (one for
+	// every source of relay --sources); nil: the sink's own.
+	webhookClient *http.Client
 }
 
 func (f *relayFlags) register(fs *flag.FlagSet) {
@@ -258,6 +262,7 @@ func (f *relayFlags) openSink(ctx context.Context, rc relay.Config) (*openedSink
 	sk, err := openSink(ctx, f.sinkURL, sinkOptions{
 		timeout: f.timeout, concurrency: rc.Concurrency,
 		webhookSecrets: f.secrets, webhookScheme: f.scheme, logger: rc.Logger,
+		httpClient: f.webhookClient,
 	})
 	if err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"os"
 	"slices"
 	"sync"
@@ -21,6 +22,7 @@ import (
 	"github.com/postbox-go/postbox/keyring"
 	"github.com/postbox-go/postbox/observe"
 	"github.com/postbox-go/postbox/service"
+	"github.com/postbox-go/postbox/sink/webhook"
 	"github.com/postbox-go/postbox/store"
 )
 
@@ -76,6 +78,10 @@ const sourceClaimBytesDefault = 8 << 20
 // take less memory with smaller batches (a quarter of relay.BatchSizeDefault
 // costs a source with a backlog little: see docs/scaling.md).
 const sourceBatchDefault = 500
+
+// sourcesIdleConnsPerHost is how many idle keep-alive connections to one
+// webhook host the sources of a process keep between them.
+const sourcesIdleConnsPerHost = 256
 
 // sourceConnsDefault is --source-conns.
 const sourceConnsDefault = 10
@@ -168,7 +174,11 @@ func runSources(ctx context.Context, f *relayFlags) error {
 		}
 	}
 	pools := dburl.NewPools(dburl.Options{ApplicationName: "postbox relay"}, int32(f.sources.conns))
-	sr := &sourceRelays{f: f, pools: pools, tracer: tracer}
+	// One client for the webhook sinks of every source: their keep-alive
+	// connections to a host are shared, not opened by each source.
+	webhookClient := webhook.NewClient(f.timeout, sourcesIdleConnsPerHost)
+	defer webhookClient.CloseIdleConnections()
+	sr := &sourceRelays{f: f, pools: pools, tracer: tracer, webhookClient: webhookClient}
 	var metrics *metricsServer
 	if f.metricsAddr != "" {
 		if metrics, err = newMetricsServer(f.metricsAddr, logger); err != nil {
@@ -249,6 +259,8 @@ type sourceRelays struct {
 	pools   *dburl.Pools
 	tracer  trace.Tracer
 	metrics *sourceRegistries // nil without --metrics-addr
+	// webhookClient is the client of every source's webhook sink.
+	webhookClient *http.Client
 }
 
 // open builds the relay of src: the command's flags, with src's
@@ -259,6 +271,7 @@ func (sr *sourceRelays) open(ctx context.Context, src fleet.Source, log *slog.Lo
 	f := *sr.f // this source's flags
 	f.sinkURL, f.endpoints.on, f.wal = src.Sink, src.Endpoints, src.WAL
 	f.db = dbFlags{url: src.DB, schema: src.Schema}
+	f.webhookClient = sr.webhookClient
 	rc := f.relayConfig(log)
 	rc.Concurrency *= src.Weight
 	if !f.sources.claimBytesGiven {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net/http"
 	"net/url"
 	"os"
 	"strings"
@@ -40,6 +41,8 @@ type sinkOptions struct {
 	webhookSecrets string
 	webhookScheme  string
 	logger         *slog.Logger
+	// httpClient is the webhook's client when set (sink.URLOptions).
+	httpClient *http.Client
 }
 
 // concurrencyDefault is the relay's --concurrency when it is not given:
@@ -111,8 +114,9 @@ func openSink(ctx context.Context, rawURL string, opts sinkOptions) (*openedSink
 	o := sink.URLOptions{
 		Timeout: opts.timeout, Concurrency: opts.concurrency, Logger: opts.logger,
 		User: os.Getenv(envSinkUser), Password: os.Getenv(envSinkPassword),
-		Secrets:   splitSecrets(opts.webhookSecrets),
-		Signature: opts.webhookScheme,
+		Secrets:    splitSecrets(opts.webhookSecrets),
+		Signature:  opts.webhookScheme,
+		HTTPClient: opts.httpClient,
 	}
 	s, err := kind.Open(ctx, u, o)
 	if err != nil {

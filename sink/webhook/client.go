@@ -10,10 +10,12 @@ import (
 	"time"
 )
 
-// newClient returns the client of a Config without one: keep-alive
+// NewClient returns the client a Config without one gets: keep-alive
 // connections, enough of them idle for maxConcurrency requests at once, and
-// every phase of a request bounded by timeout.
-func newClient(timeout time.Duration, maxConcurrency int) *http.Client {
+// every phase of a request bounded by timeout. A process that opens many
+// sinks to the same hosts (postbox relay --sources) gives them one
+// (Config.Client), so that they share its connections.
+func NewClient(timeout time.Duration, maxConcurrency int) *http.Client {
 	dialer := &net.Dialer{Timeout: timeout, KeepAlive: 30 * time.Second}
 	return &http.Client{Transport: &http.Transport{
 		Proxy:                 http.ProxyFromEnvironment,

@@ -131,7 +131,7 @@ func (c Config) withDefaults() Config {
 		c.MaxMessageBytes = MaxMessageBytesDefault
 	}
 	if c.Client == nil {
-		c.Client = newClient(c.Timeout, c.MaxConcurrency)
+		c.Client = NewClient(c.Timeout, c.MaxConcurrency)
 	}
 	return c
 }

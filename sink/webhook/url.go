@@ -62,6 +62,7 @@ func openURL(_ context.Context, u *url.URL, o sink.URLOptions) (sink.Sink, error
 		HeaderNames:    profile.Names,
 		Timeout:        o.Timeout,
 		MaxConcurrency: o.Concurrency,
+		Client:         o.HTTPClient,
 	})
 	if err != nil {
 		return nil, &sink.OptionError{Err: err}
