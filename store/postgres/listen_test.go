@@ -180,3 +180,28 @@ func TestEveryProducerNotifiesADozingRelay(t *testing.T) {
 		t.Fatal(err)
 	}
 }
+
+// A relay already marked dozing dozes again with the barrier alone, tried
+// on a pool connection rather than the listening one: it is refused while
+// a producer is committing, as the first doze is, and granted once the
+// producer committed.
+func TestDozeAgainWaitsForCommittingProducers(t *testing.T) {
+	s := pgtest.Store(t)
+	dozer, woken := listenDozing(t, s)
+	ctx := context.Background()
+	if ready, err := dozer.Doze(ctx); err != nil || !ready {
+		t.Fatalf("first doze: %v, %v; want true", ready, err)
+	}
+	tx, _ := enqueueEarly(t, s)
+	ready, err := dozer.Doze(ctx)
+	if err != nil || ready {
+		t.Fatalf("doze again while a producer is committing: %v, %v; want false", ready, err)
+	}
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	expectNotification(t, woken, true) // it saw the mark: it notified
+	if ready, err := dozer.Doze(ctx); err != nil || !ready {
+		t.Fatalf("doze again after the producer committed: %v, %v; want true", ready, err)
+	}
+}
