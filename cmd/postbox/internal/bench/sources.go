@@ -847,6 +847,14 @@ func (s *sourcesEnv) trickle(ctx context.Context, p *progress) (err error) {
 	if err := s.setAllowConnections(ctx, solo.db, false); err != nil {
 		return err
 	}
+	restored := false
+	defer func() { // a run cut short (--keep) leaves no database refusing connections
+		if !restored {
+			restoreCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+			defer cancel()
+			_ = s.setAllowConnections(restoreCtx, solo.db, true)
+		}
+	}()
 	if !sleep(ctx, window) {
 		return ctx.Err()
 	}
@@ -854,6 +862,7 @@ func (s *sourcesEnv) trickle(ctx context.Context, p *progress) (err error) {
 	if err := s.setAllowConnections(ctx, solo.db, true); err != nil {
 		return err
 	}
+	restored = true
 	alive := 1.0
 	select {
 	case <-rp.exited:

@@ -545,7 +545,9 @@ func injectSourceOutage(ctx context.Context, r *run, _ int) (func() error, error
 		return nil, err
 	}
 	allow := func() error {
-		callCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+		// Even when the run is being stopped: a database left refusing
+		// connections would outlive it (--keep, a failed run).
+		callCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 		defer cancel()
 		_, err := r.store.Pool().Exec(callCtx, "alter database "+name+" allow_connections true")
 		return err
