@@ -28,7 +28,7 @@ func TestChaosSources(t *testing.T) {
 	text := out.String()
 	for _, want := range []*regexp.Regexp{
 		regexp.MustCompile(`(?m)^OK: every event of every source \(3\) applied exactly once, in order per aggregate$`),
-		regexp.MustCompile(`(?m)^source-outage at [0-9.]+s for [0-9.]+s \(source-0, database postbox_chaos_\w+_victim\): the other sources produced [1-9][0-9]* events during it, applied \d+ \(\d+ before it ended, \d+ within 5s of their production, the slowest after [0-9.]+s\): OK$`),
+		regexp.MustCompile(`(?m)^source-outage at [0-9.]+s for [0-9.]+s \(source-0, database postbox_chaos_\w+_victim\): the other sources produced [1-9][0-9]* events during it, applied \d+ \(\d+ before it ended, \d+ within 5s of their production, the slowest after [0-9.]+s, produced at [0-9.]+s\): OK$`),
 		regexp.MustCompile(`(?m)^\s+source-0 \(source-outage\)\s+postbox_chaos_\w+_victim\s.*\sOK$`),
 		regexp.MustCompile(`(?m)^\s+source-2\s+postbox_chaos_\w+_others\s.*\sOK$`),
 		regexp.MustCompile(`(?m)^\s+kill\s+1\s`),

@@ -8,8 +8,9 @@ import (
 // schedule injects the faults in turn until ctx ends: the duration is cut
 // into slots, going round the kinds as many times as slots of about
 // targetSlot allow; each fault lasts half its slot (a pause at least the
-// lease and a half), and the rest of the slot is left to recovery. A fault
-// that overruns its slot delays the next one.
+// lease and a half), and the rest of the slot is left to recovery (after a
+// source-outage, at least OutageBound). A fault that overruns its slot
+// delays the next one.
 func (r *run) schedule(ctx context.Context) {
 	n := len(r.cfg.Faults)
 	if n == 0 {
@@ -54,12 +55,28 @@ func (r *run) schedule(ctx context.Context) {
 		r.mu.Lock()
 		r.windows = append(r.windows, w)
 		r.mu.Unlock()
-		sleepCtx(ctx, time.Until(w.slotStart.Add(slot)))
+		rest := w.slotStart.Add(slot)
+		if kind.name == FaultSourceOutage {
+			// The outage's check follows the other sources' events
+			// produced during it for OutageBound: no other fault
+			// begins meanwhile, so that the check measures the outage
+			// alone.
+			rest = later(rest, w.end.Add(OutageBound))
+		}
+		sleepCtx(ctx, time.Until(rest))
 		r.mu.Lock()
 		r.windows[len(r.windows)-1].slotEnd = time.Now()
 		r.mu.Unlock()
 	}
 	<-ctx.Done()
+}
+
+// later is the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 func sleepCtx(ctx context.Context, d time.Duration) {

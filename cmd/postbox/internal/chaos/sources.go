@@ -338,9 +338,12 @@ type OutageReport struct {
 	OthersAppliedDuring int64 `json:"others_applied_during"`
 	OthersWithinBound   int64 `json:"others_within_bound"`
 	// SlowestSeconds is the longest from the production of one of them
-	// to its application.
-	SlowestSeconds float64 `json:"slowest_seconds"`
-	BoundSeconds   float64 `json:"bound_seconds"`
+	// to its application; SlowestProducedAt and SlowestAppliedAt say
+	// when that event was produced and applied, since production began.
+	SlowestSeconds    float64 `json:"slowest_seconds"`
+	SlowestProducedAt float64 `json:"slowest_produced_at"`
+	SlowestAppliedAt  float64 `json:"slowest_applied_at"`
+	BoundSeconds      float64 `json:"bound_seconds"`
 	// Settled says how long the outage waited, before it began, for the
 	// other sources' backlog (left by the faults before it) to clear.
 	Settled string `json:"settled"`
@@ -439,7 +442,10 @@ func (r *run) outages(windows []window) []OutageReport {
 				if took <= OutageBound {
 					o.OthersWithinBound++
 				}
-				o.SlowestSeconds = max(o.SlowestSeconds, seconds(took))
+				if seconds(took) > o.SlowestSeconds {
+					o.SlowestSeconds = seconds(took)
+					o.SlowestProducedAt, o.SlowestAppliedAt = seconds(at.Sub(r.begin)), seconds(a.first.Sub(r.begin))
+				}
 			}
 		}
 		o.OK = o.OthersProduced > 0 && o.OthersWithinBound == o.OthersProduced
@@ -477,8 +483,9 @@ func (rep *Report) printSources(out io.Writer) {
 		if !o.OK {
 			verdict = "FAILED"
 		}
-		fmt.Fprintf(out, "source-outage at %.1fs for %.1fs (%s, database %s): the other sources produced %d events during it, applied %d (%d before it ended, %d within %.0fs of their production, the slowest after %.1fs): %s\n",
-			o.AtSeconds, o.Seconds, o.Source, o.Database, o.OthersProduced, o.OthersApplied, o.OthersAppliedDuring, o.OthersWithinBound, o.BoundSeconds, o.SlowestSeconds, verdict)
+		fmt.Fprintf(out, "source-outage at %.1fs for %.1fs (%s, database %s): the other sources produced %d events during it, applied %d (%d before it ended, %d within %.0fs of their production, the slowest after %.1fs, produced at %.1fs): %s\n",
+			o.AtSeconds, o.Seconds, o.Source, o.Database, o.OthersProduced, o.OthersApplied, o.OthersAppliedDuring, o.OthersWithinBound, o.BoundSeconds,
+			o.SlowestSeconds, o.SlowestProducedAt, verdict)
 		if o.Settled != "" {
 			fmt.Fprintf(out, "  (before it: %s)\n", o.Settled)
 		}
