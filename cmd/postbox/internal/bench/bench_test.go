@@ -210,6 +210,7 @@ func TestWALAndInboxScenarios(t *testing.T) {
 	for _, key := range []string{
 		"drain_wal.postbox", "drain_wal.raw_delete", "drain_wal.ratio_delete",
 		"latency_wal.p50_200", "latency_wal.p99_200", "latency_wal.max_200", "latency_wal.rate_200",
+		"latency_wal.after_burst_p50", "latency_wal.after_burst_p99",
 		"write_wal.tx_without", "write_wal.tx_with", "write_wal.ratio", "write_wal.tx_with_relay",
 		"inbox.handler", "inbox.pgx", "inbox.ratio",
 	} {

@@ -146,6 +146,11 @@ func latency(ctx context.Context, e *env, p *progress, wal bool) (err error) {
 		e.rep.add(scenario, key+"max_"+rs, "commit → delivery max at "+rs+"/s", ms(res.max), UnitMillis, nil)
 		e.rep.add(scenario, key+"rate_"+rs, "commit rate reached, "+rs+"/s asked", res.rate, UnitEventsPerSec, nil)
 	}
+	if wal {
+		if err := afterBurst(ctx, e, p, sc, rec, &seq); err != nil {
+			return err
+		}
+	}
 	if err := idleCPU(ctx, e, p, scenario, key, rp.pid); err != nil {
 		return err
 	}
@@ -153,6 +158,46 @@ func latency(ctx context.Context, e *env, p *progress, wal bool) (err error) {
 		return err
 	}
 	return e.release(ctx, sc)
+}
+
+// Right after a burst (latency-wal, a burst of Config.DrainEvents): the
+// window, from the moment it is drained, in which new events are measured.
+const (
+	afterBurstWindow   = time.Second
+	afterBurstRate     = latencyLowRate
+	afterBurstP50Goal  = 5
+	afterBurstProducer = 2
+)
+
+// afterBurst measures WAL mode right after a burst: Config.DrainEvents
+// events written in
+// transactions of walFillChunk, drained by the relay, then one-event
+// transactions at afterBurstRate for afterBurstWindow from the moment the
+// outbox is empty. The stream still decodes the drain's own writes then
+// (its claims and settles): new events must not wait for it.
+func afterBurst(ctx context.Context, e *env, p *progress, sc scratch, rec *receiver, seq *atomic.Int64) error {
+	burstEvents := e.cfg.DrainEvents
+	before := rec.distinct()
+	start := time.Now()
+	if err := fillBacklogBy(ctx, p, sc, burstEvents, walFillChunk); err != nil {
+		return err
+	}
+	published := func() int64 { return rec.distinct() - before }
+	if _, err := waitDrained(ctx, p, "the burst", sc.outbox(), published, burstEvents, start); err != nil {
+		return err
+	}
+	p.printf("burst of %d drained after %s; committing one-event transactions at %d/s for %s",
+		burstEvents, time.Since(start).Round(time.Millisecond), afterBurstRate, afterBurstWindow)
+	res, err := latencyRun(ctx, sc, rec, seq, afterBurstRate, afterBurstProducer, afterBurstWindow)
+	if err != nil {
+		return fmt.Errorf("after the burst: %w", err)
+	}
+	p.printf("  %d events within %s of the drain's end: p50 %s, p99 %s, max %s", res.events, afterBurstWindow,
+		res.p50.Round(time.Microsecond), res.p99.Round(time.Microsecond), res.max.Round(time.Microsecond))
+	what := fmt.Sprintf("commit → delivery %%s at %d/s within %s of a %d-event burst's drain (%d per transaction)", afterBurstRate, afterBurstWindow, burstEvents, walFillChunk)
+	e.rep.add(ScenarioLatencyWAL, "latency_wal.after_burst_p50", fmt.Sprintf(what, "p50"), ms(res.p50), UnitMillis, atMost(afterBurstP50Goal))
+	e.rep.add(ScenarioLatencyWAL, "latency_wal.after_burst_p99", fmt.Sprintf(what, "p99"), ms(res.p99), UnitMillis, nil)
+	return nil
 }
 
 // latencyResult is the outcome of one rate.
