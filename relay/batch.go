@@ -76,6 +76,11 @@ func alone(j job) bool { return j.probe || len(j.then) > 0 }
 // before the batch began; the rows the store could not read fail unsent. The batch runs under one context: a lease lost or
 // expired meanwhile cuts the whole batch short.
 func (r *Relay) publishAll(ctx context.Context, c *cutter, bs sink.BatchSink, jobs []job) []outcome {
+	defer func() {
+		for _, j := range jobs {
+			j.tellDecided()
+		}
+	}()
 	outcomes := make([]outcome, len(jobs))
 	if ctx.Err() != nil || r.health.isDown() {
 		for i, j := range jobs {

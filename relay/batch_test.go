@@ -20,12 +20,13 @@ import (
 )
 
 // batchSink publishes batches: it records each batch's size and every
-// message accepted, and fails the first attempt of the events failOnce
-// names, retryably.
+// message accepted, in order, and fails the first attempt of the events
+// failOnce names, retryably.
 type batchSink struct {
 	mu       sync.Mutex
 	batches  []int
 	accepted map[uuid.UUID]int
+	order    []uuid.UUID
 	failOnce map[uuid.UUID]bool
 	singles  int
 }
@@ -54,6 +55,7 @@ func (s *batchSink) PublishBatch(_ context.Context, msgs []*sink.Message, errs [
 			continue
 		}
 		s.accepted[m.ID]++
+		s.order = append(s.order, m.ID)
 	}
 }
 

@@ -64,6 +64,10 @@ type job struct {
 	// settled, when not nil, receives one value once the outcome is
 	// recorded: the stream waits for it before confirming the event.
 	settled chan<- struct{}
+	// decided, when not nil, receives one value once the outcome is
+	// known, before it is recorded: the stream sends the next event of
+	// the aggregate then (see startStreamed).
+	decided chan<- struct{}
 	// then are the rest of an ordered claim's run (see aggregateRun): the
 	// successors of delivery in its aggregate, in sequence order, each
 	// sent once the one before it was delivered, and released unsent
@@ -92,6 +96,7 @@ func (r *Relay) publish(ctx, deliverCtx context.Context, work <-chan job, result
 func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<- outcome) {
 	o := r.publishOne(ctx, c, j)
 	o.settled = j.settled
+	j.tellDecided()
 	// An ordered relay keeps no probe: a kept probe is an aggregate's head,
 	// and its aggregate would wait for this relay's outage to end while
 	// other relays could deliver it. Released, it is probed again, and
@@ -118,6 +123,14 @@ func (r *Relay) publishJob(ctx context.Context, c *cutter, j job, results chan<-
 	if !kept {
 		o.runEnd = true
 		results <- o
+	}
+}
+
+// tellDecided tells j.decided, if any, that the outcome of j's event is
+// known.
+func (j job) tellDecided() {
+	if j.decided != nil {
+		j.decided <- struct{}{}
 	}
 }
 

@@ -42,6 +42,9 @@ type Relay struct {
 	// publishers start until it stops claiming.
 	accepting atomic.Bool
 	finding   atomic.Pointer[finding]
+	// streamBehind: the stream (Config.Stream) is behind, and the claim
+	// loop looks for new events every streamBehindPoll (see watchStream).
+	streamBehind atomic.Bool
 	// health follows whether the sink can be reached (see outageTimeouts).
 	health *sinkHealth
 	// pace follows how long deliveries take, which bounds the events
@@ -151,6 +154,7 @@ func (r *Relay) Run(ctx context.Context) error {
 	var streaming sync.WaitGroup
 	if r.cfg.Stream != nil {
 		streaming.Go(func() { r.follow(ctx, work) })
+		streaming.Go(func() { r.watchStream(ctx) })
 	}
 	r.accepting.Store(true)
 	r.claimLoop(ctx, work)

@@ -2,8 +2,10 @@ package relay_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unicode"
@@ -105,6 +107,13 @@ func TestUnreadableRowFailsAlone(t *testing.T) {
 	}
 }
 
+// sentOrder is the ids the sink accepted, in the order it did.
+func (s *batchSink) sentOrder() []uuid.UUID {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.order)
+}
+
 // sent is how many times the sink accepted id.
 func (s *batchSink) sent(id uuid.UUID) int {
 	s.mu.Lock()
@@ -147,12 +156,16 @@ func (s *orderSink) Publish(ctx context.Context, m *sink.Message) error {
 type testStream struct {
 	rows *rowStore
 	ids  chan []uuid.UUID
-	mu   sync.Mutex
-	err  error
+	// behind is what Behind reports.
+	behind atomic.Bool
+	mu     sync.Mutex
+	err    error
 }
 
 func (s *testStream) String() string              { return "test stream" }
 func (s *testStream) Check(context.Context) error { return nil }
+
+func (s *testStream) Behind(context.Context) (bool, error) { return s.behind.Load(), nil }
 
 func (s *testStream) Follow(ctx context.Context, start func(context.Context, []uuid.UUID, relay.StreamClaim) func() error) error {
 	for {
@@ -237,5 +250,85 @@ func TestStreamedUnreadableRowHoldsNoAggregate(t *testing.T) {
 	stop()
 	if !<-sentFirst {
 		t.Fatal("the event after an unreadable row waited for the row's failure to be recorded")
+	}
+}
+
+// A hot aggregate in WAL mode: the stream sends an aggregate's next event
+// once the sink answered for the one before it, not once that outcome is
+// recorded (the settler lingers to gather outcomes); the batch's wait, which
+// the stream's confirmation follows, still ends only once both are
+// recorded.
+func TestStreamedAggregateSendsItsNextEventBeforeTheSettle(t *testing.T) {
+	t.Parallel()
+	s := newRowStore(pgtest.Store(t).Driver())
+	s.streamOnly = true
+	bs := newBatchSink()
+	stream := &testStream{rows: s, ids: make(chan []uuid.UUID)}
+	first, second := ev("A", 1), ev("A", 2)
+	sentBefore := make(chan bool, 1)
+	s.settleHook = func(p store.SettleParams) {
+		if slices.Contains(p.Done, first.ID) {
+			deadline := time.Now().Add(5 * time.Second)
+			for bs.sent(second.ID) == 0 && time.Now().Before(deadline) {
+				time.Sleep(10 * time.Millisecond)
+			}
+			sentBefore <- bs.sent(second.ID) > 0
+		}
+	}
+	if err := s.Enqueue(context.Background(), first, second); err != nil {
+		t.Fatal(err)
+	}
+	stop := start(t, relay.Config{Store: s, Sink: &orderSink{batchSink: bs}, Stream: stream, PollInterval: time.Hour})
+	stream.ids <- []uuid.UUID{first.ID, second.ID}
+	stream.ids <- nil // returns once the batch was handled: both recorded
+	if st := stats(t, s); st.Done != 2 {
+		t.Errorf("once the stream's wait ended: %+v, want both events recorded delivered", st)
+	}
+	stop()
+	if stream.err != nil {
+		t.Fatalf("the stream's wait: %v", stream.err)
+	}
+	if !<-sentBefore {
+		t.Fatal("the aggregate's second event waited for the first one's outcome to be recorded")
+	}
+	if got := bs.sentOrder(); !slices.Equal(got, []uuid.UUID{first.ID, second.ID}) {
+		t.Fatalf("sent %v, want the aggregate's commit order %v", got, []uuid.UUID{first.ID, second.ID})
+	}
+}
+
+// While the stream is behind (it still reads older writes), the relay
+// looks for new events itself, within milliseconds, not at its next poll;
+// once it has caught up, it waits for the stream again.
+func TestStreamBehindClaimsNewEventsAtOnce(t *testing.T) {
+	t.Parallel()
+	s := newRowStore(pgtest.Store(t).Driver())
+	bs := newBatchSink()
+	stream := &testStream{rows: s, ids: make(chan []uuid.UUID)}
+	stop := start(t, relay.Config{Store: s, Sink: bs, Stream: stream, PollInterval: time.Hour})
+	defer stop()
+	// The relay's first claim, at start, finds nothing.
+	waitFor(t, "the first claim", 10*time.Second, func() bool { return len(s.claimsSeen()) > 0 })
+	stream.behind.Store(true)
+	claims := len(s.claimsSeen())
+	waitFor(t, "the relay to see the stream behind", 10*time.Second, func() bool { return len(s.claimsSeen()) > claims })
+	first := ev("A", 1)
+	if err := s.Enqueue(context.Background(), first); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the event the stream has not brought", 10*time.Second, func() bool { return bs.sent(first.ID) == 1 })
+
+	stream.behind.Store(false)
+	waitFor(t, "the relay to stop looking every few milliseconds", 10*time.Second, func() bool {
+		n := len(s.claimsSeen())
+		time.Sleep(100 * time.Millisecond)
+		return len(s.claimsSeen()) == n
+	})
+	second := ev("B", 1)
+	if err := s.Enqueue(context.Background(), second); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(500 * time.Millisecond)
+	if n := bs.sent(second.ID); n != 0 {
+		t.Fatalf("the relay claimed a new event itself (sent %d times) while the stream kept up: it must wait for the stream or its poll", n)
 	}
 }

@@ -36,10 +36,55 @@ type Stream interface {
 	// only one consumer may follow at a time returns an error while
 	// another one does.
 	Follow(ctx context.Context, start func(ctx context.Context, ids []uuid.UUID, claim StreamClaim) (wait func() error)) error
+	// Behind reports whether the stream still reads writes older than
+	// the newest commits by more than a moment (the claims and settles of
+	// a drain, a bulk load elsewhere on the server): new events reach it
+	// only after them, so the relay looks for them itself, every
+	// streamBehindPoll, until it is no longer behind.
+	Behind(ctx context.Context) (bool, error)
 }
 
 // StreamClaim is the claim of a batch of a Stream (see Stream.Follow).
 type StreamClaim = func(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error)
+
+// While the stream is behind (Stream.Behind, asked every streamWatch), the
+// claim loop looks for new events every streamBehindPoll: new commits
+// arrive within a few milliseconds, as they do through the stream when it
+// keeps up, instead of at the next PollInterval.
+const (
+	streamWatch      = 100 * time.Millisecond
+	streamBehindPoll = 3 * time.Millisecond
+)
+
+// watchStream asks the stream every streamWatch whether it is behind, until
+// ctx ends, and wakes the claim loop when it falls behind. An error counts
+// as not behind: the stream's own errors are reported by follow.
+func (r *Relay) watchStream(ctx context.Context) {
+	t := time.NewTicker(streamWatch)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			r.streamBehind.Store(false)
+			return
+		case <-t.C:
+		}
+		askCtx, cancel := context.WithTimeout(ctx, storeCallTimeout)
+		behind, err := r.cfg.Stream.Behind(askCtx)
+		cancel()
+		if err != nil {
+			behind = false
+		}
+		if was := r.streamBehind.Swap(behind); behind != was {
+			if behind {
+				r.log.Debug(fmt.Sprintf("the stream is behind: looking for new events every %s until it catches up", streamBehindPoll))
+				r.notify()
+			} else {
+				r.log.Debug("the stream caught up")
+			}
+		}
+	}
+}
 
 // streamRetry is how long a relay waits before following the stream again
 // after it stopped (another relay streams it: this one is its hot standby).
@@ -75,7 +120,11 @@ func (r *Relay) follow(ctx context.Context, work chan<- job) {
 // aggregate (the first event of every aggregate at once, then the second
 // ones, and so on, the first ones after the events of their aggregate that
 // earlier batches still deliver), and returns once every outcome is
-// recorded in the table, the condition for the stream to confirm them.
+// recorded in the table, the condition for the stream to confirm them. An
+// event is sent once the outcomes of those before it in its aggregate are
+// known (the sink answered), not once they are recorded: the order of first
+// attempts holds, and a hot aggregate does not wait for the settler's
+// linger at each event.
 func (r *Relay) startStreamed(ctx context.Context, work chan<- job, order *streamOrder, ids []uuid.UUID, claim StreamClaim) func() error {
 	batch, err := r.claimStreamed(ctx, ids, claim)
 	if err != nil {
@@ -92,28 +141,41 @@ func (r *Relay) startStreamed(ctx context.Context, work chan<- job, order *strea
 				return ctx.Err()
 			}
 		}
-		for k, wave := range waves {
-			settled := make(chan struct{}, len(wave))
-			for _, d := range wave {
-				work <- job{delivery: d, settled: settled}
-			}
-			for range wave {
-				select {
-				case <-settled:
-				case <-ctx.Done():
-					return ctx.Err()
-				}
-			}
-			t.settled(k)
+		events := 0
+		for _, wave := range waves {
+			events += len(wave)
 		}
-		return nil
+		settled := make(chan struct{}, events)
+		for k, wave := range waves {
+			decided := make(chan struct{}, len(wave))
+			for _, d := range wave {
+				work <- job{delivery: d, settled: settled, decided: decided}
+			}
+			if err := receive(ctx, decided, len(wave)); err != nil {
+				return err
+			}
+			t.decided(k)
+		}
+		return receive(ctx, settled, events)
 	}
+}
+
+// receive waits for n values of ch, or for ctx to end.
+func receive(ctx context.Context, ch <-chan struct{}, n int) error {
+	for range n {
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
 }
 
 // streamOrder keeps the events of one aggregate that the stream brought in
 // commit order across the batches delivered at once: per aggregate, it
 // knows the last event started, with a channel closed once its outcome is
-// recorded.
+// known.
 type streamOrder struct {
 	mu   sync.Mutex
 	last map[aggregateKey]chan struct{}
@@ -128,8 +190,8 @@ func keyOf(d store.ClaimedEvent) aggregateKey { return aggregateKey{d.AggregateT
 type streamedBatch struct {
 	o     *streamOrder
 	waves [][]store.ClaimedEvent
-	// after are the events of earlier batches that must be settled
-	// before the first wave is sent.
+	// after are the events of earlier batches whose outcomes must be
+	// known before the first wave is sent.
 	after []<-chan struct{}
 	// done are the channels of the events of each wave; closed counts
 	// the waves whose channels are closed.
@@ -164,9 +226,9 @@ func (o *streamOrder) enter(waves [][]store.ClaimedEvent) *streamedBatch {
 	return t
 }
 
-// settled tells the successors of the events of wave k that their
-// outcomes are recorded.
-func (t *streamedBatch) settled(k int) {
+// decided tells the successors of the events of wave k that their
+// outcomes are known.
+func (t *streamedBatch) decided(k int) {
 	t.o.mu.Lock()
 	defer t.o.mu.Unlock()
 	for i, d := range t.waves[k] {
@@ -179,11 +241,11 @@ func (t *streamedBatch) settled(k int) {
 	t.closed = k + 1
 }
 
-// end releases the successors of the events of the waves not settled
+// end releases the successors of the events of the waves not decided
 // (the batch stopped short): they wait no longer.
 func (t *streamedBatch) end() {
 	for k := t.closed; k < len(t.waves); k++ {
-		t.settled(k)
+		t.decided(k)
 	}
 }
 

@@ -164,6 +164,29 @@ func (w *WAL) State(ctx context.Context) (SlotState, error) {
 	return st, nil
 }
 
+// WALBehind is how far, in bytes of the server's flushed WAL, the slot's
+// walsender may be from the end before the stream counts as behind
+// (Behind): at the rates a slot decodes on a small server, some tens of
+// milliseconds of writes.
+const WALBehind = 256 << 10
+
+// Behind reports whether the relay streaming the slot (this process's or
+// another's) has more than WALBehind bytes of the server's flushed WAL left
+// to decode: it is still reading older writes (a drain's claims and
+// settles, a bulk load elsewhere on the server), and new commits reach it
+// only after them. While no relay streams the slot it is not behind.
+func (w *WAL) Behind(ctx context.Context) (bool, error) {
+	var lag int64
+	err := w.s.pool.QueryRow(ctx, w.s.sql.Get("wal_lag"), w.slot).Scan(&lag)
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		return false, nil
+	case err != nil:
+		return false, fmt.Errorf("postgres: lag of slot %s: %w", w.slot, err)
+	}
+	return lag > WALBehind, nil
+}
+
 // Drop drops the slot and the publication (the slot must not be active:
 // stop the relays streaming it first). Events written since are delivered
 // by the relays' polling claims, or by the stream of a new slot. It is

@@ -33,6 +33,15 @@ from pg_replication_slots s
 left join pg_stat_replication r on r.pid = s.active_pid
 where s.slot_name = $1 and s.database = current_database();
 
+-- name: wal_lag
+-- How many bytes of the server's flushed WAL the slot's walsender has not
+-- decoded yet; no row while no relay streams the slot, or when the user may
+-- not read the walsender's state.
+select pg_wal_lsn_diff(pg_current_wal_flush_lsn(), r.sent_lsn)::bigint
+from pg_replication_slots s
+join pg_stat_replication r on r.pid = s.active_pid
+where s.slot_name = $1 and s.database = current_database() and r.sent_lsn is not null;
+
 -- name: wal_slot_database
 -- The database that has the slot $1, and whether it is the current one:
 -- slot names are the server's.

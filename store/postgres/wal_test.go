@@ -551,3 +551,52 @@ func TestWALClaimReadsHostileRowsAsInvalid(t *testing.T) {
 	default:
 	}
 }
+
+// Behind: with no relay streaming the slot, or a stream that keeps up, the
+// stream is not behind; while the relay streaming it does not read what the
+// server sends, the server's writes pile up past WALBehind and it is; once
+// it reads again it catches up.
+func TestWALBehind(t *testing.T) {
+	s := pgtest.LogicalStore(t)
+	w := pgtest.WAL(t, s)
+	ctx := context.Background()
+	behind := func() bool {
+		t.Helper()
+		b, err := w.Behind(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return b
+	}
+	if behind() {
+		t.Fatal("behind with no relay streaming the slot")
+	}
+	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(unblock)
+	stop, _ := follow(t, w, func(ctx context.Context, _ []uuid.UUID) error {
+		select {
+		case <-release:
+		case <-ctx.Done():
+		}
+		return nil
+	})
+	defer stop()
+	if behind() {
+		t.Fatal("an idle stream is behind")
+	}
+	// Events of 64 KiB of random text each, which the stream must send
+	// whole, until its buffers are full and the server's writes pile up.
+	insert := "insert into " + s.Table("outbox_events") + "(aggregate_type, aggregate_id, event_type, payload) " +
+		"select 'order', g::text, 'order.created', jsonb_build_object('pad', (select string_agg(md5(random()::text || g || k), '') from generate_series(1, 2048) k)) " +
+		"from generate_series(1, 16) g"
+	waitUntil(t, "the stream to be behind", func() bool {
+		if _, err := s.Pool().Exec(ctx, insert); err != nil {
+			t.Fatal(err)
+		}
+		return behind()
+	})
+	unblock()
+	waitUntil(t, "the stream to catch up", func() bool { return !behind() })
+}
