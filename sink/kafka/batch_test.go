@@ -13,7 +13,10 @@ import (
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/kafkatest"
+	"github.com/postbox-go/postbox/postboxtest/pgtest"
+	"github.com/postbox-go/postbox/postboxtest/relaytest"
 	"github.com/postbox-go/postbox/postboxtest/sinktest"
+	"github.com/postbox-go/postbox/relay"
 	"github.com/postbox-go/postbox/sink"
 	"github.com/postbox-go/postbox/sink/kafka"
 )
@@ -201,4 +204,47 @@ func TestConformanceOfPublishBatch(t *testing.T) {
 			{Name: "X-Big", Value: strings.Repeat("v", 100<<10)},
 		},
 	})
+}
+
+// Through the relay, ordered (--ordered) and publishing in batches (the
+// kafka:// default): every aggregate's records are in the order of its
+// events, each event once. A run of an aggregate goes alone, one event
+// after the other; batches hold one event of each of many aggregates.
+func TestRelayOrderedInBatchesKeepsOrderPerAggregate(t *testing.T) {
+	st := pgtest.Store(t)
+	ctx := t.Context()
+	if err := st.MigrateOrdered(ctx); err != nil {
+		t.Fatal(err)
+	}
+	const n, aggregates = 3000, 40
+	if _, err := st.Pool().Exec(ctx, fmt.Sprintf(`insert into %s (aggregate_type, aggregate_id, event_type, payload)
+select 'order', 'agg-' || (g %% %d), 'order.updated', g::text::jsonb from generate_series(1, %d) g`, st.Table("outbox_events"), aggregates, n)); err != nil {
+		t.Fatal(err)
+	}
+	_, brokers := kafkatest.NewCluster(t)
+	kafkatest.CreateTopic(t, brokers, "t", 6)
+	r := kafkatest.NewReader(t, brokers, "t")
+	s := newSink(t, kafka.Config{Brokers: brokers, Topic: "t"})
+	relaytest.Start(t, relay.Config{Store: st.Driver(), Sink: s, Ordered: true, Concurrency: 1024, PublishBatch: kafka.URL.PublishBatch})
+	waitRecords(t, r, n)
+	last := map[string]int{}
+	seen := map[string]bool{}
+	for _, rec := range r.Records() {
+		id := kafkatest.Header(rec, "id")
+		if seen[id] {
+			t.Fatalf("event %s produced twice", id)
+		}
+		seen[id] = true
+		g, err := strconv.Atoi(string(rec.Value))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if prev := last[string(rec.Key)]; g <= prev {
+			t.Fatalf("aggregate %s: event %d after %d", rec.Key, g, prev)
+		}
+		last[string(rec.Key)] = g
+	}
+	if len(seen) != n || len(last) != aggregates {
+		t.Fatalf("%d events of %d aggregates read, want %d of %d", len(seen), len(last), n, aggregates)
+	}
 }
