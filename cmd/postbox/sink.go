@@ -76,13 +76,32 @@ func checkPublishBatch(s *openedSink, n int) error {
 			return nil
 		}
 	}
+	batching := batchingKinds()
+	verb := "publishes"
+	if len(batching) > 1 {
+		verb = "publish"
+	}
+	return fmt.Errorf("%w: --publish-batch %d: this sink publishes one event at a time (only %s %s batches)", errUsage, n, joinAnd(batching), verb)
+}
+
+// batchingKinds are the names of the sink kinds that publish batches by
+// default (sink.URLKind.PublishBatch above 1).
+func batchingKinds() []string {
 	var batching []string
 	for _, k := range sinkKinds {
 		if k.PublishBatch > 1 {
 			batching = append(batching, k.Name)
 		}
 	}
-	return fmt.Errorf("%w: --publish-batch %d: this sink publishes one event at a time (only %s publishes batches)", errUsage, n, strings.Join(batching, ", "))
+	return batching
+}
+
+// joinAnd joins names as a sentence does: "a", "a and b", "a, b and c".
+func joinAnd(names []string) string {
+	if len(names) < 2 {
+		return strings.Join(names, "")
+	}
+	return strings.Join(names[:len(names)-1], ", ") + " and " + names[len(names)-1]
 }
 
 // openedSink is a sink and what releases its connections once the relay

@@ -39,7 +39,7 @@ func TestShippedRelayRefusesBadSinks(t *testing.T) {
 		{"webhook without a secret", []string{"--sink", "https://example.com/hook"}, "--webhook-secret is required"},
 		{"unknown signature", []string{"--sink", "https://example.com/hook", "--webhook-secret", secret, "--signature", "bogus"}, `--signature: signature: unknown scheme "bogus"`},
 		{"misspelt broker parameter", []string{"--sink", "nats://user:hunter2secret@127.0.0.1:4222?subjet=x"}, `--sink: nats: unknown URL parameter "subjet"`},
-		{"one event at a time", []string{"--sink", "https://example.com/hook", "--webhook-secret", secret, "--publish-batch", "5"}, "this sink publishes one event at a time (only nats publishes batches)"},
+		{"one event at a time", []string{"--sink", "https://example.com/hook", "--webhook-secret", secret, "--publish-batch", "5"}, "this sink publishes one event at a time (only nats and kafka publish batches)"},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			var stderr bytes.Buffer

@@ -82,7 +82,7 @@ type Sink struct {
 	purgedAt map[string]time.Time // by topic
 }
 
-var _ sink.Sink = (*Sink)(nil)
+var _ sink.BatchSink = (*Sink)(nil)
 
 // New connects to the brokers of cfg and checks that they answer; with a
 // fixed topic (a template without placeholders) it also checks that the
@@ -238,7 +238,7 @@ func (s *Sink) Publish(ctx context.Context, m *sink.Message) error {
 	if err == nil {
 		return nil
 	}
-	return s.classify(rec.Topic, fmt.Errorf("kafka: event %s to topic %q: %w", m.ID, rec.Topic, err))
+	return s.classify(rec.Topic, fmt.Errorf("kafka: event %s to topic %q: %w", m.ID, rec.Topic, err), nil)
 }
 
 // headerContentType is the record header of a message's own content type
@@ -251,12 +251,24 @@ const headerContentType = "content-type"
 // headers (the content type under headerContentType when m names its own)
 // and Debezium's "id".
 func (s *Sink) Record(m *sink.Message) *kgo.Record {
-	rec := &kgo.Record{
-		Topic:   s.topic.Expand(&m.Event),
-		Key:     []byte(m.AggregateID),
-		Value:   m.Payload,
-		Headers: make([]kgo.RecordHeader, 0, len(m.Headers)+7),
-	}
+	rec := &kgo.Record{}
+	s.layout(rec, m, make([]kgo.RecordHeader, 0, len(m.Headers)+recordHeaders), nil)
+	return rec
+}
+
+// recordHeaders is the number of headers a record has besides the event's
+// own: the six broker wire headers and Debezium's "id".
+const recordHeaders = 7
+
+// layout lays m out in rec as Record describes, appending its headers to
+// headers (which should have room for len(m.Headers)+recordHeaders) and
+// the bytes of its key and header values to arena, which it returns
+// (nil: each its own).
+func (s *Sink) layout(rec *kgo.Record, m *sink.Message, headers []kgo.RecordHeader, arena []byte) []byte {
+	rec.Topic = s.topic.Expand(&m.Event)
+	rec.Value = m.Payload
+	rec.Key, arena = appendBytes(arena, m.AggregateID)
+	var id []byte
 	sink.BrokerHeaders(m, func(name, value string) {
 		switch {
 		case name == postbox.HeaderDebeziumID:
@@ -264,15 +276,34 @@ func (s *Sink) Record(m *sink.Message) *kgo.Record {
 		case name == postbox.HeaderContentType && m.ContentType != "":
 			name = headerContentType
 		}
-		rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: name, Value: []byte(value)})
+		var v []byte
+		v, arena = appendBytes(arena, value)
+		if name == postbox.HeaderEventID {
+			id = v
+		}
+		headers = append(headers, kgo.RecordHeader{Key: name, Value: v})
 	})
-	rec.Headers = append(rec.Headers, kgo.RecordHeader{Key: postbox.HeaderDebeziumID, Value: []byte(m.ID.String())})
-	return rec
+	rec.Headers = append(headers, kgo.RecordHeader{Key: postbox.HeaderDebeziumID, Value: id})
+	return arena
+}
+
+// appendBytes returns value's bytes, appended to arena when it is not nil,
+// else copied on their own, and the arena. A value keeps its bytes when
+// the arena grows: they stay in the array it outgrew.
+func appendBytes(arena []byte, value string) ([]byte, []byte) {
+	if arena == nil {
+		return []byte(value), nil
+	}
+	start := len(arena)
+	arena = append(arena, value...)
+	return arena[start:len(arena):len(arena)], arena
 }
 
 // classify turns a failed produce into a sink.Error where the relay should
-// not just retry.
-func (s *Sink) classify(topic string, err error) error {
+// not just retry. topics, when not nil, keeps what the cluster said of
+// whether a topic exists, so that the failures of one batch ask once per
+// topic (see unknownTopic).
+func (s *Sink) classify(topic string, err error, topics map[string]topicState) error {
 	switch {
 	case errors.Is(err, context.Canceled):
 		return err // the relay is stopping: the event is not at fault
@@ -288,7 +319,14 @@ func (s *Sink) classify(topic string, err error) error {
 		// few more tries, in other batches.
 		return &sink.Error{Kind: sink.Rejected, Err: err}
 	case errors.Is(err, kerr.UnknownTopicOrPartition), errors.Is(err, kerr.UnknownTopicID):
-		return s.unknownTopic(topic, err)
+		st, ok := topics[topic]
+		if !ok {
+			st = s.listTopic(topic)
+			if topics != nil {
+				topics[topic] = st
+			}
+		}
+		return s.unknownTopic(topic, err, st)
 	}
 	if s.reachable() != nil {
 		return &sink.Error{Kind: sink.Unavailable, Err: err}
@@ -296,24 +334,40 @@ func (s *Sink) classify(topic string, err error) error {
 	return err
 }
 
+// topicState is what the cluster said of whether a topic exists: err when
+// it could not tell.
+type topicState struct {
+	exists bool
+	err    error
+}
+
+// listTopic asks the cluster afresh whether topic exists.
+func (s *Sink) listTopic(topic string) topicState {
+	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
+	defer cancel()
+	topics, err := kadm.NewClient(s.client).ListTopics(ctx, topic)
+	if err != nil {
+		return topicState{err: err}
+	}
+	t, ok := topics[topic]
+	return topicState{exists: ok && !errors.Is(t.Err, kerr.UnknownTopicOrPartition)}
+}
+
 // unknownTopic classifies err, a broker's word that it does not know
-// topic, by asking the cluster afresh whether the topic exists. When it
-// does not, the event is at fault (a templated topic nobody created):
-// sink.Rejected, tried a few times, then failed. When it does, the
-// producer's metadata was stale (the topic was created a moment ago, its
-// leader moved, or it was deleted and created again under a new topic id,
-// as when a cluster is replaced): the error is retryable, and the
+// topic, by what the cluster, asked afresh, said of it (st). When the
+// topic does not exist, the event is at fault (a templated topic nobody
+// created): sink.Rejected, tried a few times, then failed. When it does,
+// the producer's metadata was stale (the topic was created a moment ago,
+// its leader moved, or it was deleted and created again under a new topic
+// id, as when a cluster is replaced): the error is retryable, and the
 // producer forgets what it knew of the topic after a new topic id, which
 // it would otherwise refuse until the process restarts. When the cluster
 // cannot tell, the error is retryable too.
-func (s *Sink) unknownTopic(topic string, err error) error {
-	ctx, cancel := context.WithTimeout(context.Background(), pingTimeout)
-	defer cancel()
-	topics, lerr := kadm.NewClient(s.client).ListTopics(ctx, topic)
-	if lerr != nil {
-		return fmt.Errorf("%w (whether topic %q exists could not be read: %v)", err, topic, lerr)
+func (s *Sink) unknownTopic(topic string, err error, st topicState) error {
+	if st.err != nil {
+		return fmt.Errorf("%w (whether topic %q exists could not be read: %v)", err, topic, st.err)
 	}
-	if t, ok := topics[topic]; !ok || errors.Is(t.Err, kerr.UnknownTopicOrPartition) {
+	if !st.exists {
 		return &sink.Error{Kind: sink.Rejected, Err: fmt.Errorf("%w (topic %q does not exist)", err, topic)}
 	}
 	if errors.Is(err, kerr.UnknownTopicID) {

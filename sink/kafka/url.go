@@ -15,14 +15,17 @@ import (
 // kafka://BROKER[,BROKER]?topic=TEMPLATE. Its Open takes the options'
 // User and Password for a URL without credentials (the SASL mechanism's),
 // and their Timeout and Logger; it checks that the brokers answer and that
-// a fixed topic exists. Its sinks are io.Closers.
+// a fixed topic exists. Its sinks are sink.BatchSinks and io.Closers.
 var URL = sink.URLKind{
 	Name:    "kafka",
 	Schemes: []string{"kafka"},
 	// A publish waits a few milliseconds for its acknowledgement while
 	// the producer batches many more to the same brokers.
-	Concurrency:  1024,
-	PublishBatch: 1,
+	Concurrency: 1024,
+	// Batches are produced in a row and their acknowledgements collected
+	// together (Sink.PublishBatch): no goroutine, timer and channel per
+	// record.
+	PublishBatch: 256,
 	Open:         openURL,
 	Describe: func(u *url.URL) (string, []string) {
 		return sink.DescribeQuery(u, "kafka "+u.Scheme+"://"+u.Host, "topic")

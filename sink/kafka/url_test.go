@@ -36,8 +36,27 @@ func TestURLKind(t *testing.T) {
 	if k, _, err := sink.Lookup([]sink.URLKind{kafka.URL}, "kafka://h:9092?topic=t"); err != nil || k.Name != "kafka" {
 		t.Errorf("Lookup = %q, %v, want kafka", k.Name, err)
 	}
-	if kafka.URL.Concurrency != 1024 || kafka.URL.PublishBatch != 1 {
-		t.Errorf("Concurrency %d, PublishBatch %d, want 1024 and 1", kafka.URL.Concurrency, kafka.URL.PublishBatch)
+	if kafka.URL.Concurrency != 1024 || kafka.URL.PublishBatch != 256 {
+		t.Errorf("Concurrency %d, PublishBatch %d, want 1024 and 256", kafka.URL.Concurrency, kafka.URL.PublishBatch)
+	}
+}
+
+// Open's sink publishes batches (the relay's default --publish-batch for
+// kafka:// needs it) and closes.
+func TestURLOpenIsABatchSink(t *testing.T) {
+	_, brokers := kafkatest.NewCluster(t, kfake.SeedTopics(1, "t"))
+	s, err := openURL(t, kafkatest.URL(brokers, "topic=t"), sink.URLOptions{Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bs, ok := s.(sink.BatchSink)
+	if !ok {
+		t.Fatalf("%T is not a sink.BatchSink", s)
+	}
+	errs := make([]error, 1)
+	bs.PublishBatch(t.Context(), []*sink.Message{message("order", "1", []byte(`{}`))}, errs)
+	if errs[0] != nil {
+		t.Fatal(errs[0])
 	}
 }
 
