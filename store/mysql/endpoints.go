@@ -410,6 +410,7 @@ type attemptRow struct {
 	Response   string    `json:"response"`
 	Error      string    `json:"error"`
 	At         string    `json:"at"`
+	AtRange    int       `json:"at_range"`
 }
 
 // AttemptInsert writes a batch of attempts in one statement.
@@ -418,7 +419,8 @@ func (d *Driver) AttemptInsert(ctx context.Context, attempts []store.Attempt) er
 	for i, a := range attempts {
 		response, errText := sqlstore.AttemptText(a)
 		rows[i] = attemptRow{a.EndpointID, a.EventID, a.EventType, a.Attempt, a.StatusCode, a.Duration.Microseconds(),
-			response, errText, jsonTime(a.At)}
+			response, errText, "", 0}
+		rows[i].At, rows[i].AtRange = attemptTime(a.At)
 	}
 	b, err := json.Marshal(rows)
 	if err == nil {
@@ -428,6 +430,20 @@ func (d *Driver) AttemptInsert(ctx context.Context, attempts []store.Attempt) er
 		return fmt.Errorf("mysql: write attempts: %w", err)
 	}
 	return nil
+}
+
+// attemptTime is at as endpoint_attempts holds it: the time (as JSON
+// text), and where it was when DATETIME cannot hold it (see migration
+// 0006): -1 before year 1, 1 after year 9999, the first or last time held
+// in its place.
+func attemptTime(at time.Time) (string, int) {
+	switch {
+	case at.Before(timeMin):
+		return jsonTime(timeMin), -1
+	case at.After(timeMax):
+		return jsonTime(timeMax), 1
+	}
+	return jsonTime(at), 0
 }
 
 // AttemptList returns attempts of one endpoint, the most recent first.
@@ -459,11 +475,12 @@ func (s *Store) AttemptList(ctx context.Context, endpointID uuid.UUID, limit int
 // one query (attempt_summary; see store.Endpoints).
 func (s *Store) AttemptSummary(ctx context.Context, since time.Time) ([]store.AttemptSummary, error) {
 	st := sqlstore.SummarySince(since)
-	from := timeMin // at or before every attempt
-	if !st.Unbounded {
+	beyond := st.From.After(timeMax) // only the attempts after year 9999
+	from := timeMin
+	if !st.Unbounded && !beyond {
 		from = st.From.UTC()
 	}
-	rows, err := s.query(ctx, s.db, "attempt_summary", from, st.Min, st.End)
+	rows, err := s.query(ctx, s.db, "attempt_summary", st.Unbounded, from, beyond)
 	if err != nil {
 		return nil, fmt.Errorf("mysql: summarize attempts: %w", err)
 	}
@@ -483,4 +500,3 @@ func (s *Store) AttemptSummary(ctx context.Context, since time.Time) ([]store.At
 	}
 	return out, nil
 }
-

@@ -188,7 +188,7 @@ select event_id, aggregate_type, aggregate_id, event_type, payload, headers,
 from (
   select d.event_id, d.aggregate_type, d.aggregate_id, d.event_type, d.payload, d.headers, d.endpoint_id,
          case when d.in_flight then 'processing' else d.status end as status,
-         case when d.in_flight and d.attempts between 0 and 999999999 then d.attempts + 1 else d.attempts end as attempts,
+         case when d.in_flight then d.attempts + 1 else d.attempts end as attempts,
          d.available_at, coalesce(d.last_error, '') as last_error, d.created_at, d.seq
   from (
     select e.*, e.status = 'pending' and e.event_id in (
@@ -204,8 +204,8 @@ limit ?3;
 -- name: attempt_insert
 -- The attempts are a JSON array of objects.
 insert into {prefix}endpoint_attempts
-  (endpoint_id, event_id, event_type, attempt, status_code, duration_us, response, error, at)
-select endpoint_id, event_id, event_type, attempt, status_code, duration_us, response, error, at
+  (endpoint_id, event_id, event_type, attempt, status_code, duration_us, response, error, at, at_range)
+select endpoint_id, event_id, event_type, attempt, status_code, duration_us, response, error, at, at_range
 from json_table(?1, '$[*]' columns (
   endpoint_id char(36) character set ascii collate ascii_bin path '$.endpoint_id',
   event_id char(36) character set ascii collate ascii_bin path '$.event_id',
@@ -215,26 +215,29 @@ from json_table(?1, '$[*]' columns (
   duration_us bigint path '$.duration_us',
   response mediumtext path '$.response',
   error mediumtext path '$.error',
-  at datetime(6) path '$.at')) a;
+  at datetime(6) path '$.at',
+  at_range int path '$.at_range')) a;
 
 -- name: attempt_list
-select endpoint_id, event_id, event_type, attempt, status_code, duration_us, response, error, at
+select endpoint_id, event_id, event_type, attempt, status_code, duration_us, response, error,
+       if(at_range = 0, at, null)
 from {prefix}endpoint_attempts
 where endpoint_id = ?1
 order by id desc
 limit ?2;
 
 -- name: attempt_summary
--- The attempts of every endpoint made at or after ?1 (year 1: every one),
--- per endpoint that has any (store.Endpoints.AttemptSummary), in the
--- order of endpoint listing; each endpoint's attempts are one range of
--- endpoint_attempts_endpoint_at_idx (endpoint_id, at). The last time is the
--- latest in [?2, ?3).
+-- The attempts of every endpoint per endpoint that has any
+-- (store.Endpoints.AttemptSummary), in the order of endpoint listing: every
+-- attempt when ?1, only those after year 9999 when ?3, else those made at
+-- or after ?2; each endpoint's attempts are one range of
+-- endpoint_attempts_endpoint_at_idx (endpoint_id, at). An attempt whose
+-- time DATETIME cannot hold (at_range) is never the last.
 select e.id, count(*), count(case when a.error = '' then 1 end),
-       max(case when a.at >= ?2 and a.at < ?3 then a.at end)
+       max(case when a.at_range = 0 then a.at end)
 from {prefix}endpoints e
 join {prefix}endpoint_attempts a on a.endpoint_id = e.id
-where a.at >= ?1
+where ?1 or a.at_range > 0 or (not ?3 and a.at_range = 0 and a.at >= ?2)
 group by e.id, e.created_at
 order by e.created_at, e.id;
 

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/go-sql-driver/mysql"
 	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox/store"
@@ -116,6 +117,18 @@ func (d *Driver) InboxDeleteProcessedBefore(ctx context.Context, before time.Tim
 	return n, nil
 }
 
+// errDeadlock is InnoDB's error of a transaction it rolled back to break a
+// deadlock.
+const errDeadlock = 1213
+
+// isDeadlock reports errDeadlock. Deliveries of one event whose first
+// insert rolls back (a failed handler run) can deadlock on the gap the row
+// leaves: the inbox steps then run again (sqlstore.Inbox.RetryTakeOn).
+func isDeadlock(err error) bool {
+	var me *mysql.MySQLError
+	return errors.As(err, &me) && me.Number == errDeadlock
+}
+
 // inboxDialect runs the statements of inbox.sql for sqlstore.Inbox, in
 // the store's transactions.
 type inboxDialect struct{ s *Store }
@@ -130,7 +143,6 @@ func (d inboxDialect) Rollback(ctx context.Context, tx *sql.Tx) error {
 
 // inboxRow is the locked row of an event, as inbox_lock reads it.
 type inboxRow struct {
-	found        bool
 	status       string
 	leaseExpires sql.NullTime
 }
@@ -141,31 +153,31 @@ func (r inboxRow) free(now time.Time) bool {
 	return r.status != store.StatusDone && (!r.leaseExpires.Valid || r.leaseExpires.Time.Before(now))
 }
 
-// write locks ev's row and writes it with args (inbox_insert or
-// inbox_take_over) when it is new or free, and reports whether it did. A
-// row another transaction inserted meanwhile (a duplicate key) is locked
-// and looked at again.
-func (d inboxDialect) write(ctx context.Context, tx *sql.Tx, id uuid.UUID, now time.Time, args []any) (inboxRow, bool, error) {
+// write writes ev's row with args: taken over (inbox_take_over) when it
+// is there and free, inserted when new (inbox_insert); it reports whether
+// it wrote it. A row that is there is locked by a locking read first (a
+// record lock: the deliveries of one event queue on it); a new one by the
+// insert, and one that a transaction inserted meanwhile by the insert's
+// duplicate key, after which it is read again.
+func (d inboxDialect) write(ctx context.Context, tx *sql.Tx, id uuid.UUID, now time.Time, args []any) (bool, error) {
 	for {
 		var r inboxRow
 		var attempts int64
 		err := d.s.queryRow(ctx, tx, "inbox_lock", sql.Named("id", id.String())).Scan(&r.status, &r.leaseExpires, &attempts)
 		switch {
-		case errors.Is(err, sql.ErrNoRows):
-			_, err := d.s.execN(ctx, tx, "inbox_insert", args...)
-			if isDuplicate(err) {
-				continue
+		case err == nil:
+			if !r.free(now) {
+				return false, nil
 			}
-			return r, err == nil, err
-		case err != nil:
-			return r, false, err
+			_, err = d.s.execN(ctx, tx, "inbox_take_over", args...)
+			return err == nil, err
+		case !errors.Is(err, sql.ErrNoRows):
+			return false, err
 		}
-		r.found = true
-		if !r.free(now) {
-			return r, false, nil
+		n, err := d.s.execN(ctx, tx, "inbox_insert", args...)
+		if err != nil || n == 1 {
+			return n == 1, err
 		}
-		_, err = d.s.execN(ctx, tx, "inbox_take_over", args...)
-		return r, err == nil, err
 	}
 }
 
@@ -175,7 +187,7 @@ func (d inboxDialect) Take(ctx context.Context, tx *sql.Tx, ev *store.InboxEvent
 	if status == store.StatusPending {
 		leaseUntil = now.Add(max(lease, time.Microsecond))
 	}
-	_, ok, err := d.write(ctx, tx, ev.ID, now, eventArgs(ev, now, sql.Named("status", status),
+	ok, err := d.write(ctx, tx, ev.ID, now, eventArgs(ev, now, sql.Named("status", status),
 		sql.Named("owner", sqlstore.NullText(owner)), sql.Named("lease_until", leaseUntil), sql.Named("error", nil)))
 	if err != nil || !ok {
 		return 0, false, err
@@ -194,26 +206,33 @@ func (d inboxDialect) IsDone(ctx context.Context, tx *sql.Tx, id uuid.UUID) (boo
 }
 
 // Advance moves the aggregate's number from seq-1 to seq, or writes the
-// first one; when it did not, it reads the last applied number, which the
-// row lock the statement waited for keeps as it was.
+// first one. It locks the aggregate's row with a locking read first
+// (inbox_seq_lock: the latest committed number), so that it compares the
+// number it will change; a first row another transaction wrote meanwhile
+// (a duplicate key) is read again, locked.
 func (d inboxDialect) Advance(ctx context.Context, tx *sql.Tx, aggType, aggID string, seq int64) (bool, int64, error) {
 	args := []any{sql.Named("aggregate_type", aggType), sql.Named("aggregate_id", aggID),
 		sql.Named("seq", seq), sql.Named("now", time.Now().UTC())}
-	var n int64
-	var err error
-	if seq == 1 {
-		n, err = d.s.execN(ctx, tx, "inbox_first_seq", args...)
-		if isDuplicate(err) {
-			n, err = 0, nil
+	for {
+		var last int64
+		err := d.s.queryRow(ctx, tx, "inbox_seq_lock", args...).Scan(&last)
+		switch {
+		case err == nil:
+			if last != seq-1 {
+				return false, last, nil
+			}
+			_, err := d.s.execN(ctx, tx, "inbox_advance", args...)
+			return err == nil, last, err
+		case !errors.Is(err, sql.ErrNoRows):
+			return false, 0, err
+		case seq != 1:
+			return false, 0, nil
 		}
-	} else {
-		n, err = d.s.execN(ctx, tx, "inbox_advance", args...)
+		_, err = d.s.execN(ctx, tx, "inbox_first_seq", args...)
+		if !isDuplicate(err) {
+			return err == nil, 0, err
+		}
 	}
-	if err != nil || n == 1 {
-		return n == 1, 0, err
-	}
-	last, err := d.LastSeq(ctx, tx, aggType, aggID)
-	return false, last, err
 }
 
 func (d inboxDialect) LastSeq(ctx context.Context, tx *sql.Tx, aggType, aggID string) (int64, error) {
@@ -240,7 +259,7 @@ func (d inboxDialect) Fail(ctx context.Context, id uuid.UUID, owner, errText str
 func (d inboxDialect) RecordFailure(ctx context.Context, ev *store.InboxEvent, errText string) error {
 	return d.s.inTx(ctx, func(tx *sql.Tx) error {
 		now := time.Now().UTC()
-		_, _, err := d.write(ctx, tx, ev.ID, now, eventArgs(ev, now, sql.Named("status", store.StatusFailed),
+		_, err := d.write(ctx, tx, ev.ID, now, eventArgs(ev, now, sql.Named("status", store.StatusFailed),
 			sql.Named("owner", nil), sql.Named("lease_until", nil), sql.Named("error", errText)))
 		return err
 	})

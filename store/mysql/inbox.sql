@@ -3,8 +3,9 @@
 -- DATETIME(6) in UTC from the caller's clock (:now).
 --
 -- Where PostgreSQL's upsert waits on the event's row lock, the store locks
--- the row first (inbox_lock, a locking read: it sees the latest committed
--- row), then inserts it or takes it over. Two deliveries of one event run
+-- the row with a locking read (inbox_lock: it sees the latest committed
+-- row) and takes it over when it is free, or inserts it when it is not
+-- there (inbox_insert). Two deliveries of one event run
 -- one after the other: the second waits for the first's lock (or, when the
 -- row is new, for its insert), then sees its committed row.
 
@@ -18,12 +19,18 @@ for update;
 -- name: inbox_insert
 -- A new row for event :id, as :status ('done' for a handler run, 'pending'
 -- for a claim leased to :owner until :lease_until, 'failed' for a handler
--- run that rolled back, with :error), its first attempt counted.
+-- run that rolled back, with :error), its first attempt counted; a row
+-- inserted meanwhile is left as it is (no row changed), locked: a
+-- duplicate key of ON DUPLICATE KEY UPDATE takes the row's exclusive lock,
+-- where a plain insert's would take a shared one, and two transactions
+-- waiting on one event's insert would deadlock when both went on to lock
+-- it.
 insert into {prefix}inbox_events
   (id, received_at, handler_status, processed_at, payload, signature, event_type, aggregate_type, aggregate_id,
    seq, attempts, lease_owner, lease_expires_at, last_error)
 values (:id, :now, :status, if(:status = 'done', :now, null), :payload, :signature, :event_type,
-   :aggregate_type, :aggregate_id, :seq, 1, :owner, :lease_until, :error);
+   :aggregate_type, :aggregate_id, :seq, 1, :owner, :lease_until, :error)
+on duplicate key update id = id;
 
 -- name: inbox_take_over
 -- Takes over the free row of event :id (failed, or pending with an expired
@@ -47,9 +54,16 @@ where id = :id;
 -- name: inbox_attempts
 select attempts from {prefix}inbox_events where id = :id;
 
+-- name: inbox_seq_lock
+-- The last applied sequence number of aggregate (:aggregate_type,
+-- :aggregate_id), its row locked until the transaction ends.
+select last_seq from {prefix}inbox_sequences
+where agg_hash = unhex(sha2(concat(:aggregate_type, char(0), :aggregate_id), 256))
+for update;
+
 -- name: inbox_advance
 -- Advances the last applied sequence number of aggregate (:aggregate_type,
--- :aggregate_id) from :seq - 1 to :seq. One row changed: it advanced.
+-- :aggregate_id) from :seq - 1 (inbox_seq_lock read it) to :seq.
 update {prefix}inbox_sequences
 set updated_at = :now, last_seq = :seq
 where agg_hash = unhex(sha2(concat(:aggregate_type, char(0), :aggregate_id), 256))
@@ -57,7 +71,7 @@ where agg_hash = unhex(sha2(concat(:aggregate_type, char(0), :aggregate_id), 256
 
 -- name: inbox_first_seq
 -- The first event of aggregate (:aggregate_type, :aggregate_id): a
--- duplicate key when another event applied it.
+-- duplicate key when another transaction wrote it first.
 insert into {prefix}inbox_sequences (aggregate_type, aggregate_id, last_seq, updated_at)
 values (:aggregate_type, :aggregate_id, 1, :now);
 

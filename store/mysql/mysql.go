@@ -164,7 +164,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	s.db.SetMaxIdleConns(cfg.MaxOpenConns)
 	s.db.SetConnMaxIdleTime(5 * time.Minute)
 	s.tx = sqlTransactor{s.db}
-	s.inbox = sqlstore.NewInbox("mysql", inboxDialect{s})
+	s.inbox = sqlstore.NewInbox("mysql", inboxDialect{s}).RetryTakeOn(isDeadlock)
 	s.dead = sqlstore.NewDeadLetters("mysql", deadLetterSQL{s})
 	var version string
 	if err := s.db.QueryRowContext(ctx, "select version()").Scan(&version); err != nil {

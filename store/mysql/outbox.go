@@ -250,13 +250,11 @@ func textValue(b []byte) (string, string) {
 
 // timeValue reads a time column: its time, or what is wrong with it (the
 // zero time then). A zero date ('0000-00-00', which a session without
-// NO_ZERO_DATE can write) reads as the zero time.
+// NO_ZERO_DATE can write where migration 0008's checks were dropped) reads
+// as the first time of year 1: the driver gives both as Go's zero time.
 func timeValue(t sql.NullTime) (time.Time, string) {
-	switch {
-	case !t.Valid:
+	if !t.Valid {
 		return time.Time{}, "null is not a time"
-	case t.Time.IsZero():
-		return time.Time{}, "0000-00-00 is not a time"
 	}
 	if problem := sqlstore.TimeProblem(t.Time); problem != "" {
 		return time.Time{}, problem

@@ -5,7 +5,7 @@
 -- 0014): protect the database.
 create table {prefix}endpoints (
   id                    char(36) character set ascii collate ascii_bin not null,
-  name                  varchar(1024) not null default '',
+  name                  mediumtext not null default (''),
   url                   mediumtext not null,
   types                 mediumtext not null default (''),
   secret                mediumtext not null,
@@ -61,6 +61,10 @@ create table {prefix}endpoint_attempts (
   response    mediumtext not null default (''),
   error       mediumtext not null default (''),
   at          datetime(6) not null,
+  -- An attempt made at a time DATETIME cannot hold (a clock gone wrong)
+  -- keeps the first or the last time it holds, and says where it was: -1
+  -- before year 1, 1 after year 9999 (0: at is the attempt's time).
+  at_range    tinyint not null default 0,
   primary key (id),
   key {prefix}endpoint_attempts_endpoint_idx (endpoint_id, id),
   constraint {prefix}endpoint_attempts_endpoint_fk foreign key (endpoint_id)

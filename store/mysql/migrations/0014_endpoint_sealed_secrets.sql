@@ -6,9 +6,9 @@
 -- null in previous_secret.
 alter table {prefix}endpoints
   add column sealed longblob,
-  add column sealed_key varchar(255) not null default '',
+  add column sealed_key mediumtext not null default (''),
   add column sealed_fingerprint mediumtext not null default (''),
-  add column auth varchar(255) not null default '',
+  add column auth mediumtext not null default (''),
   add column filter mediumtext not null default (''),
-  add column envelope varchar(255) not null default '',
+  add column envelope mediumtext not null default (''),
   add column signature mediumtext not null default ('');
