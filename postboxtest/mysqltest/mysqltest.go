@@ -1,5 +1,5 @@
-// Package mysqltest gives tests a real MariaDB or MySQL: a fresh database
-// that is dropped when the test ends.
+// Package mysqltest gives tests a real MariaDB or MySQL: a fresh database,
+// and a migrated store on one, dropped when the test ends.
 //
 // The server is TEST_MYSQL_URL, by default mysql://root@127.0.0.1:3306/,
 // left with its settings as they are (nothing here sets a global
@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/go-sql-driver/mysql"
+
+	mysqlstore "github.com/postbox-go/postbox/store/mysql"
 )
 
 // URLDefault is the server tests use when TEST_MYSQL_URL is not set.
@@ -69,4 +71,27 @@ func Database(t testing.TB) string {
 	u := *server
 	u.Path = "/" + name
 	return u.String()
+}
+
+// Store returns a migrated store on a fresh database, closed and dropped
+// when t ends.
+func Store(t testing.TB) *mysqlstore.Store {
+	t.Helper()
+	return StoreWith(t, mysqlstore.Config{})
+}
+
+// StoreWith is Store with cfg (a table prefix, ...).
+func StoreWith(t testing.TB, cfg mysqlstore.Config) *mysqlstore.Store {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	s, err := mysqlstore.Open(ctx, Database(t), cfg)
+	if err != nil {
+		t.Fatalf("mysqltest: open: %v", err)
+	}
+	t.Cleanup(func() { s.Close() })
+	if _, err := s.Migrate(ctx); err != nil {
+		t.Fatalf("mysqltest: migrate: %v", err)
+	}
+	return s
 }

@@ -3,10 +3,17 @@ package mysql_test
 import (
 	"context"
 	"database/sql"
+	"errors"
+	"net/url"
 	"regexp"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
+	mysqldriver "github.com/go-sql-driver/mysql"
+
+	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/mysqltest"
 	"github.com/postbox-go/postbox/postboxtest/storetest"
 	"github.com/postbox-go/postbox/store"
@@ -24,23 +31,15 @@ func open(t testing.TB, cfg mysql.Config) *mysql.Store {
 	return s
 }
 
-// newStore returns a fresh, migrated store.
-func newStore(t testing.TB, cfg mysql.Config) *mysql.Store {
-	t.Helper()
-	s := open(t, cfg)
-	if _, err := s.Migrate(context.Background()); err != nil {
-		t.Fatalf("migrate: %v", err)
-	}
-	return s
-}
-
 // Every conformance suite, each test on a database of its own.
 func TestConformance(t *testing.T) {
+	t.Parallel()
 	storetest.Exercise(t, storetest.Harness[*sql.Tx]{Dialect: "mysql", New: subject(mysql.Config{})})
 }
 
 // Every conformance suite again, on tables with a prefix.
 func TestConformanceWithTablePrefix(t *testing.T) {
+	t.Parallel()
 	storetest.Exercise(t, storetest.Harness[*sql.Tx]{Dialect: "mysql", New: subject(mysql.Config{TablePrefix: "pb_"})})
 }
 
@@ -52,7 +51,7 @@ var tableName = regexp.MustCompile(`\{[a-z_]+\}`)
 // is: the schema parameters ask for nothing more.
 func subject(cfg mysql.Config) func(t *testing.T, _ store.SchemaParams) storetest.Subject[*sql.Tx] {
 	return func(t *testing.T, _ store.SchemaParams) storetest.Subject[*sql.Tx] {
-		s := newStore(t, cfg)
+		s := mysqltest.StoreWith(t, cfg)
 		effects := s.Table("effects")
 		if _, err := s.DB().Exec("create table " + effects + " (k varchar(255) not null)"); err != nil {
 			t.Fatal(err)
@@ -97,5 +96,241 @@ func TestMigrateIdempotent(t *testing.T) {
 	}
 	if err := s.CheckSchema(t.Context(), store.SchemaParams{Ordered: true}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// Migrations run at once on one database take turns: each is applied
+// once, and every run ends without an error.
+func TestMigrateConcurrent(t *testing.T) {
+	dsn := mysqltest.Database(t)
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	count := map[int]int{}
+	for range 4 {
+		wg.Go(func() {
+			s, err := mysql.Open(t.Context(), dsn, mysql.Config{TablePrefix: "c_"})
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			defer s.Close()
+			applied, err := s.Migrate(t.Context())
+			if err != nil {
+				t.Error(err)
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			for _, v := range applied {
+				count[v]++
+			}
+		})
+	}
+	wg.Wait()
+	all, err := mysql.Migrations()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range all {
+		if count[m.Version] != 1 {
+			t.Errorf("migration %d applied %d times, want once", m.Version, count[m.Version])
+		}
+	}
+}
+
+// Times keep their microseconds, in UTC, whatever the time zone of the
+// time given.
+func TestMicrosecondsKept(t *testing.T) {
+	s := mysqltest.Store(t)
+	at := time.Date(2030, 5, 6, 7, 8, 9, 123456789, time.FixedZone("X", 5*3600+1800))
+	ev := postbox.Event{ID: postbox.NewID(), EventType: "t", Payload: []byte(`{}`), AvailableAt: at}
+	if err := s.Enqueue(t.Context(), ev); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.Get(t.Context(), ev.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := at.Truncate(time.Microsecond); !r.AvailableAt.Equal(want) || r.AvailableAt.Location() != time.UTC {
+		t.Fatalf("available at %v, want %v in UTC", r.AvailableAt, want)
+	}
+	if r.CreatedAt.Nanosecond()%int(time.Microsecond) != 0 || time.Since(r.CreatedAt).Abs() > time.Minute {
+		t.Fatalf("created at %v: want now, to the microsecond", r.CreatedAt)
+	}
+}
+
+// Open refuses what it cannot work with, naming the setting.
+func TestOpenRefusesBadSettings(t *testing.T) {
+	dsn := mysqltest.Database(t)
+	for name, tc := range map[string]struct {
+		dsn  string
+		cfg  mysql.Config
+		want string
+	}{
+		"prefix":          {dsn, mysql.Config{TablePrefix: "a-b"}, "Config.TablePrefix"},
+		"long prefix":     {dsn, mysql.Config{TablePrefix: strings.Repeat("p", 33)}, "Config.TablePrefix"},
+		"connections":     {dsn, mysql.Config{MaxOpenConns: -1}, "Config.MaxOpenConns"},
+		"lock wait":       {dsn, mysql.Config{LockWaitTimeout: 1500 * time.Millisecond}, "Config.LockWaitTimeout"},
+		"dial":            {dsn, mysql.Config{DialTimeout: -time.Second}, "Config.DialTimeout"},
+		"no database":     {strings.TrimSuffix(mysqltest.URL(), "/"), mysql.Config{}, "names no database"},
+		"no host":         {"mysql:///db", mysql.Config{}, "names no host"},
+		"not a DSN":       {"postgres://host/db", mysql.Config{}, "neither mysql://"},
+		"bad param":       {dsn + "?timeout=%zz", mysql.Config{}, "its parameters"},
+		"database absent": {strings.TrimSuffix(mysqltest.URL(), "/") + "/pbtest_absent_db", mysql.Config{}, "pbtest_absent_db"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			s, err := mysql.Open(t.Context(), tc.dsn, tc.cfg)
+			if err == nil {
+				s.Close()
+				t.Fatalf("opened, want an error naming %q", tc.want)
+			}
+			if !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("error %q, want it to name %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// No password is in String or in any error: neither the URL's nor the
+// driver's.
+func TestNoPasswordInErrorsOrString(t *testing.T) {
+	const password = "s3cr3t-Pa55"
+	for _, dsn := range []string{
+		"mysql://root:" + password + "@127.0.0.1:1/db",
+		"root:" + password + "@tcp(127.0.0.1:1)/db",
+		"mysql://nobody:" + password + "@" + hostOf(t) + "/db",
+	} {
+		ctx, cancel := context.WithTimeout(t.Context(), 5*time.Second)
+		s, err := mysql.Open(ctx, dsn, mysql.Config{DialTimeout: time.Second})
+		cancel()
+		if err == nil {
+			s.Close()
+			t.Fatalf("opened %s", dsn)
+		}
+		if strings.Contains(err.Error(), password) {
+			t.Fatalf("error holds the password: %v", err)
+		}
+		named, err := mysql.Redacted(dsn)
+		if err != nil || strings.Contains(named, password) || !strings.Contains(named, "xxxxx") {
+			t.Fatalf("the store's name %q, %v: want the password redacted", named, err)
+		}
+	}
+	s := mysqltest.Store(t)
+	if strings.Contains(s.String(), password) || !strings.HasPrefix(s.String(), "mysql mysql://") {
+		t.Fatalf("String() = %q", s.String())
+	}
+}
+
+// hostOf is the test server's host:port.
+func hostOf(t *testing.T) string {
+	u, err := url.Parse(mysqltest.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u.Host
+}
+
+// The article's plain SQL insert works as it is, and gets a UUIDv7 and the
+// defaults; rows that break the bounds are refused at insert.
+func TestPlainSQLInsert(t *testing.T) {
+	s := mysqltest.Store(t)
+	ctx := t.Context()
+	if _, err := s.DB().ExecContext(ctx, `insert into outbox_events(aggregate_type, aggregate_id, event_type, payload, dedup_key) values ('order', '42', 'order.created', '{"order_id": 42}', 'order.created:42');`); err != nil {
+		t.Fatal(err)
+	}
+	r, err := s.GetByDedupKey(ctx, "order.created:42")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ID.Version() != 7 || r.Status != store.StatusPending || r.Attempts != 0 || r.EventType != "order.created" ||
+		string(r.Payload) != `{"order_id": 42}` || time.Since(r.CreatedAt).Abs() > time.Minute || r.AvailableAt.IsZero() {
+		t.Fatalf("row %+v", r)
+	}
+	_, err = s.DB().ExecContext(ctx, `insert into outbox_events(aggregate_type, aggregate_id, event_type, payload, dedup_key) values ('order', '42', 'order.created', '{"order_id": 42}', 'order.created:42');`)
+	if err == nil {
+		t.Fatal("a second row with the dedup key: inserted")
+	}
+	for _, bad := range []string{
+		`insert into outbox_events(event_type, payload, retries) values ('x', '{}', -1)`,
+		`insert into outbox_events(event_type, payload, status) values ('x', '{}', 'sent')`,
+		`insert into outbox_events(id, event_type, payload) values ('01A23B06-0445-7ACA-90B0-F9A332CFE68C', 'x', '{}')`,
+		`insert into outbox_events(event_type, payload) values ('x', 'not json')`,
+	} {
+		if _, err := s.DB().ExecContext(ctx, bad); err == nil {
+			t.Errorf("%s: inserted, want refused", bad)
+		}
+	}
+}
+
+// A claim that outlives its deadline is stopped by the server (its
+// statement time limit, within the deadline), not abandoned by the
+// client: it fails as a timeout and leases nothing.
+func TestClaimPastItsDeadlineIsStoppedByTheServer(t *testing.T) {
+	s := mysqltest.Store(t)
+	ctx := t.Context()
+	for range 3 {
+		if err := s.Enqueue(ctx, postbox.Event{ID: postbox.NewID(), EventType: "x", Payload: []byte(`{}`)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Another session holds the outbox's table lock: the claim waits.
+	conn, err := s.DB().Conn(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	if _, err := conn.ExecContext(ctx, "lock tables outbox_events write"); err != nil {
+		t.Fatal(err)
+	}
+	claimCtx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	began := time.Now()
+	got, err := s.Driver().Claim(claimCtx, store.ClaimParams{Owner: "late", Limit: 10, Lease: time.Minute})
+	cancel()
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("claim past its deadline: %d events, %v; want a deadline error", len(got), err)
+	}
+	var me *mysqldriver.MySQLError
+	if !errors.As(err, &me) || time.Since(began) > 1900*time.Millisecond {
+		t.Fatalf("the claim was not stopped by the server (after %v): %v", time.Since(began), err)
+	}
+	if _, err := conn.ExecContext(ctx, "unlock tables"); err != nil {
+		t.Fatal(err)
+	}
+	got, err = s.Driver().Claim(ctx, store.ClaimParams{Owner: "next", Limit: 10, Lease: time.Minute})
+	if err != nil || len(got) != 3 {
+		t.Fatalf("the next claim: %d events, %v; want all 3 (the late claim leased none)", len(got), err)
+	}
+}
+
+// Events written by plain SQL (as another process would) wake a listener
+// by its poll of the newest seq, within a second of an idle wait; its
+// Listening says so.
+func TestListenPollsForOtherWriters(t *testing.T) {
+	s := mysqltest.Store(t)
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	ready := make(chan store.Listening, 1)
+	woke := make(chan struct{}, 1)
+	go s.Driver().Listen(ctx, func(l store.Listening) { ready <- l }, func() {
+		select {
+		case woke <- struct{}{}:
+		default:
+		}
+	})
+	l := <-ready
+	if !strings.Contains(l.Channel, "poll") || l.Dozer != nil {
+		t.Fatalf("listening on %q, dozer %v: want the poll named, no dozer", l.Channel, l.Dozer)
+	}
+	time.Sleep(600 * time.Millisecond) // idle: the poll has slowed down
+	began := time.Now()
+	if _, err := s.DB().ExecContext(ctx, `insert into outbox_events(event_type, payload) values ('x', '{}')`); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-woke:
+		if time.Since(began) > time.Second {
+			t.Fatalf("woken after %v", time.Since(began))
+		}
+	case <-ctx.Done():
+		t.Fatal("not woken")
 	}
 }
