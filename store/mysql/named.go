@@ -21,11 +21,16 @@ type namedQuery struct {
 }
 
 // compile rewrites the :name and ?N parameters of query as "?" (a number
-// is kept as the name "?N"). Text in quotes (strings, `names`) and comments
-// are left as they are.
+// is kept as the name "?N"). The comment lines before the statement are
+// dropped (the statement then begins with its keyword, where claimBounds
+// puts MySQL's hints); text in quotes (strings, `names`) and other
+// comments are left as they are.
 func compile(query string) *namedQuery {
 	var b strings.Builder
 	st := &namedQuery{}
+	for strings.HasPrefix(query, "--") {
+		_, query, _ = strings.Cut(query, "\n")
+	}
 	for i := 0; i < len(query); i++ {
 		c := query[i]
 		switch {
