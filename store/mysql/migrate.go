@@ -76,10 +76,11 @@ func (t connTransactor) Rollback(ctx context.Context, c *sql.Conn) error {
 // migrator is the MySQL dialect of the migration runner.
 type migrator struct{ s *Store }
 
-// Lock takes the named lock of this database's tables of this prefix.
+// Lock takes the named lock of this database's tables of this prefix
+// (named by a hash: MySQL's lock names are at most 64 characters long).
 func (m migrator) Lock(ctx context.Context, c *sql.Conn) error {
 	var got sql.NullInt64
-	err := c.QueryRowContext(ctx, "select get_lock(concat('postbox_migrate.', database(), '.', ?), ?)",
+	err := c.QueryRowContext(ctx, "select get_lock(concat('postbox_migrate.', left(sha2(concat(database(), '.', ?), 256), 40)), ?)",
 		m.s.prefix, migrateLockTimeout).Scan(&got)
 	if err != nil {
 		return err
