@@ -4,6 +4,7 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"time"
 
 	"github.com/postbox-go/postbox/store"
@@ -46,7 +47,7 @@ func (d *Driver) Listen(ctx context.Context, ready func(store.Listening), notify
 		if ctx.Err() != nil {
 			return nil
 		}
-		return err
+		return fmt.Errorf("mysql: listen: the poll of the outbox's newest seq failed (run postbox migrate if the table is missing): %w", err)
 	}
 	ready(store.Listening{Channel: listeningChannel})
 	every := pollIdle
