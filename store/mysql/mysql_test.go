@@ -4,14 +4,17 @@ import (
 	"context"
 	"database/sql"
 	"errors"
+	"fmt"
 	"net/url"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	mysqldriver "github.com/go-sql-driver/mysql"
+	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/postboxtest/mysqltest"
@@ -332,5 +335,88 @@ func TestListenPollsForOtherWriters(t *testing.T) {
 		}
 	case <-ctx.Done():
 		t.Fatal("not woken")
+	}
+}
+
+// Relays claiming in ordered mode at once (SKIP LOCKED, heads read then
+// locked) never hold two events of one aggregate, and deliver each
+// aggregate's events in the order they were written.
+func TestOrderedClaimsAtOnce(t *testing.T) {
+	s := mysqltest.Store(t)
+	ctx := t.Context()
+	const aggregates, perAggregate = 20, 15
+	var events []postbox.Event
+	for a := range aggregates {
+		for n := range perAggregate {
+			events = append(events, postbox.Event{ID: postbox.NewID(), AggregateType: "order", AggregateID: fmt.Sprint(a),
+				EventType: "order.updated", Payload: fmt.Appendf(nil, `{"n": %d}`, n)})
+		}
+	}
+	if err := s.Enqueue(ctx, events...); err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	inFlight := map[string]bool{}
+	delivered := map[string][]int64{}
+	total := 0
+	var wg sync.WaitGroup
+	for r := range 6 {
+		wg.Go(func() {
+			owner := fmt.Sprint("relay-", r)
+			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); {
+				got, err := s.Driver().Claim(ctx, store.ClaimParams{Owner: owner, Limit: 8, Lease: time.Minute, Ordered: true})
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				for _, e := range got {
+					if inFlight[e.AggregateID] {
+						t.Errorf("aggregate %s: two events in flight", e.AggregateID)
+					}
+					inFlight[e.AggregateID] = true
+					delivered[e.AggregateID] = append(delivered[e.AggregateID], e.OutboxSeq)
+				}
+				total += len(got)
+				done := total == len(events)
+				mu.Unlock()
+				time.Sleep(time.Millisecond) // in flight: a relay sends them now
+				// Out of flight before the settle commits: the next event
+				// of the aggregate can only be claimed after it.
+				mu.Lock()
+				for _, e := range got {
+					inFlight[e.AggregateID] = false
+				}
+				mu.Unlock()
+				ids := make([]uuid.UUID, len(got))
+				for i, e := range got {
+					ids[i] = e.ID
+				}
+				if err := s.Driver().Settle(ctx, store.SettleParams{Owner: owner, Done: ids}); err != nil {
+					t.Error(err)
+					return
+				}
+				if done {
+					return
+				}
+				if len(got) == 0 {
+					mu.Lock()
+					done = total == len(events)
+					mu.Unlock()
+					if done {
+						return
+					}
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if total != len(events) {
+		t.Fatalf("delivered %d of %d events", total, len(events))
+	}
+	for agg, seqs := range delivered {
+		if len(seqs) != perAggregate || !slices.IsSorted(seqs) {
+			t.Errorf("aggregate %s delivered in order %v", agg, seqs)
+		}
 	}
 }
