@@ -420,3 +420,64 @@ func TestOrderedClaimsAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// Relays claiming one endpoint's lane at once take turns on the
+// endpoint's row: no delivery is leased twice.
+func TestLaneClaimsAtOnceNeverShare(t *testing.T) {
+	s := mysqltest.Store(t)
+	ctx := t.Context()
+	e, err := s.EndpointCreate(ctx, store.Endpoint{Name: "e", URL: "https://example.com/hook",
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", Concurrency: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n = 300
+	routes := make([]store.Route, n)
+	for i := range routes {
+		routes[i] = store.Route{Event: postbox.Event{ID: postbox.NewID(), AggregateID: fmt.Sprint(i % 13),
+			EventType: "order.updated", Payload: []byte(`{}`)}, Endpoints: []uuid.UUID{e.ID}}
+	}
+	if got, err := s.Driver().DeliveryInsert(ctx, routes); err != nil || got != n {
+		t.Fatalf("inserted %d, %v", got, err)
+	}
+	lane := s.Driver().EndpointLane(e)
+	var mu sync.Mutex
+	count := map[uuid.UUID]int{}
+	var wg sync.WaitGroup
+	for r := range 4 {
+		wg.Go(func() {
+			owner := fmt.Sprint("relay-", r)
+			for {
+				got, err := lane.Claim(ctx, store.ClaimParams{Owner: owner, Limit: 7, Lease: time.Minute})
+				if err != nil || len(got) == 0 {
+					if err != nil {
+						t.Error(err)
+					}
+					return
+				}
+				mu.Lock()
+				for _, d := range got {
+					count[d.ID]++
+				}
+				mu.Unlock()
+				ids := make([]uuid.UUID, len(got))
+				for i, d := range got {
+					ids[i] = d.ID
+				}
+				if err := lane.Settle(ctx, store.SettleParams{Owner: owner, Done: ids, Ended: []int64{got[0].Lease}}); err != nil {
+					t.Error(err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	if len(count) != n {
+		t.Fatalf("claimed %d distinct deliveries, want %d", len(count), n)
+	}
+	for id, c := range count {
+		if c != 1 {
+			t.Fatalf("delivery %s claimed %d times", id, c)
+		}
+	}
+}
