@@ -23,7 +23,7 @@ type Driver[TTx any] interface {
 // Harness is a store under test, for Exercise. TTx is the store's
 // transaction type (pgx.Tx, *sql.Tx).
 type Harness[TTx any] struct {
-	// Dialect is "postgres" or "sqlite": the SQL of the edge values the
+	// Dialect is "postgres", "sqlite" or "mysql": the SQL of the edge values the
 	// suite of hostile rows writes (see Edges).
 	Dialect string
 	// New returns a fresh store for one test: migrated for what p asks

@@ -47,8 +47,11 @@ func runHistory(t *testing.T, newStore func(t *testing.T) raw) {
 
 // timeSQL is t as a time column's SQL value in dialect.
 func timeSQL(dialect string, t time.Time) string {
-	if dialect == "postgres" {
+	switch dialect {
+	case "postgres":
 		return "'" + t.UTC().Format(time.RFC3339Nano) + "'"
+	case "mysql":
+		return "'" + t.UTC().Format("2006-01-02 15:04:05.999999") + "'"
 	}
 	return fmt.Sprint(t.UnixMicro())
 }

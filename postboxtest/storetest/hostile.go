@@ -99,7 +99,10 @@ func Edges(dialect string) []Edge {
 		{Column: "dedup_key", SQL: "null"},
 		{Column: "dedup_key", SQL: "'" + strings.Repeat("k", 2000) + "'"},
 	}
-	if dialect == "postgres" {
+	switch dialect {
+	case "mysql":
+		return append(common, mysqlEdges()...)
+	case "postgres":
 		return append(common,
 			Edge{Column: "created_at", SQL: "'infinity'", Outcome: Invalid, Bounded: true},
 			Edge{Column: "created_at", SQL: "'-infinity'", Outcome: Invalid, Bounded: true},
@@ -149,6 +152,54 @@ func Edges(dialect string) []Edge {
 	)
 }
 
+// mysqlEdges are the edge values of MySQL and MariaDB, written through a
+// session in strict mode (the store's): what a column's type cannot hold
+// (text in an integer, an integer past INT, invalid UTF-8, a zero date,
+// text that is not JSON) is refused by the type; migration 0008's checks
+// refuse counts out of 0 to 1000000000 and NUL in the names.
+func mysqlEdges() []Edge {
+	deep := strings.Repeat("[", 900) + strings.Repeat("]", 900)
+	return []Edge{
+		{Column: "created_at", SQL: "'0001-01-01 00:00:00'"},
+		{Column: "created_at", SQL: "'9999-12-31 23:59:59.999999'"},
+		{Column: "available_at", SQL: "'9999-12-31 23:59:59.999999'", Outcome: NeverDue},
+		{Column: "processed_at", SQL: "'9999-12-31 23:59:59.999999'"},
+		{Column: "retries", SQL: "2147483647", Bounded: true},
+		{Column: "retries", SQL: "-1", Bounded: true},
+		{Column: "retries", SQL: "999999999"},
+		{Column: "attempts", SQL: "2147483647", Outcome: Invalid, Bounded: true},
+		{Column: "attempts", SQL: "-5", Outcome: Invalid, Bounded: true},
+		{Column: "event_type", SQL: "concat('a', char(0 using utf8mb4), 'b')", Outcome: Invalid, Bounded: true},
+		{Column: "aggregate_id", SQL: "x'00'", Outcome: Invalid, Bounded: true},
+		{Column: "event_type", SQL: "42"},
+		{Column: "payload", SQL: `'{"a": "\u0000"}'`},
+		{Column: "payload", SQL: "'1e308'"},
+		{Column: "created_at", SQL: "'0000-00-00 00:00:00'", Outcome: Invalid, Refused: true},
+		{Column: "created_at", SQL: "'yesterday'", Outcome: Invalid, Refused: true},
+		{Column: "attempts", SQL: "2147483648", Outcome: Invalid, Refused: true},
+		{Column: "attempts", SQL: "'many'", Outcome: Invalid, Refused: true},
+		{Column: "retries", SQL: "-9223372036854775808", Outcome: Invalid, Refused: true},
+		{Column: "event_type", SQL: "x'ff'", Outcome: Invalid, Refused: true},
+		{Column: "aggregate_type", SQL: "x'c328'", Outcome: Invalid, Refused: true},
+		{Column: "payload", SQL: `x'7b2261223a22ff227d'`, Outcome: Invalid, Refused: true},
+		{Column: "payload", SQL: "'" + deep + "'", Outcome: Invalid, Refused: true},
+		{Column: "payload", SQL: "'not json'", Outcome: Invalid, Refused: true},
+		{Column: "payload", SQL: "null", Outcome: Invalid, Refused: true},
+		{Column: "headers", SQL: "'{'", Outcome: Invalid, Refused: true},
+	}
+}
+
+// nowSQL is the SQL of the current time in dialect's time columns.
+func nowSQL(dialect string) string {
+	switch dialect {
+	case "postgres":
+		return "now()"
+	case "mysql":
+		return "utc_timestamp(6)"
+	}
+	return fmt.Sprint(time.Now().UnixMicro())
+}
+
 // hostileRow is one row as a plain-SQL producer writes it: the article's
 // columns, then edge overriding one of them.
 type hostileRow struct {
@@ -170,7 +221,7 @@ func insertRow(ctx context.Context, s raw, edge Edge, status string) (uuid.UUID,
 	if status != "" {
 		cols["status"] = "'" + status + "'"
 		if status == store.StatusFailed {
-			cols["processed_at"] = map[string]string{"postgres": "now()", "sqlite": fmt.Sprint(time.Now().UnixMicro())}[s.Dialect]
+			cols["processed_at"] = nowSQL(s.Dialect)
 		}
 	}
 	if edge.Column != "" {
@@ -424,7 +475,23 @@ func testClaimBoundedByBytes(t *testing.T, s raw, ordered bool) {
 // otherTableEdges are hostile values of the inbox's and the endpoints'
 // columns in dialect: table, column, SQL.
 func otherTableEdges(dialect string) [][3]string {
-	if dialect == "postgres" {
+	switch dialect {
+	case "mysql":
+		return [][3]string{
+			{"inbox_events", "attempts", "2147483647"},
+			{"inbox_events", "attempts", "-2147483648"},
+			{"inbox_events", "seq", "-9223372036854775808"},
+			{"inbox_events", "payload", "'[1, 2]'"},
+			{"inbox_events", "lease_expires_at", "'9999-12-31 23:59:59.999999'"},
+			{"inbox_events", "received_at", "'0001-01-01'"},
+			{"endpoint_deliveries", "available_at", "'0001-01-01'"},
+			{"endpoint_deliveries", "created_at", "'9999-12-31 23:59:59.999999'"},
+			{"endpoint_deliveries", "headers", "'[1, 2]'"},
+			{"endpoint_deliveries", "attempts", "2147483647"},
+			{"endpoints", "failing_since", "'9999-12-31 23:59:59.999999'"},
+			{"endpoints", "created_at", "'0001-01-01'"},
+		}
+	case "postgres":
 		return [][3]string{
 			{"inbox_events", "received_at", "'infinity'"},
 			{"inbox_events", "processed_at", "'-infinity'"},
@@ -463,7 +530,7 @@ func testOtherTablesReadHostileRows(t *testing.T, s raw) {
 	if !ok || !ok2 {
 		t.Fatalf("%T is no store.InboxReader and store.Endpoints: a store's driver must be both", s.Outbox)
 	}
-	now := map[string]string{"postgres": "now()", "sqlite": fmt.Sprint(time.Now().UnixMicro())}[s.Dialect]
+	now := nowSQL(s.Dialect)
 	for _, e := range otherTableEdges(s.Dialect) {
 		table, column, value := e[0], e[1], e[2]
 		endpoint := postbox.NewID()

@@ -63,7 +63,11 @@ func testPropertyHostileColumns(t *testing.T, s raw) {
 			}
 			e.SQL = strings.ReplaceAll(e.SQL, "{n}", fmt.Sprint(i))
 			if e.Column == "dedup_key" && e.SQL != "null" {
-				e.SQL = fmt.Sprintf("%s || '-%d-%d'", e.SQL, round, i)
+				if s.Dialect == "mysql" { // || is OR there
+					e.SQL = fmt.Sprintf("concat(%s, '-%d-%d')", e.SQL, round, i)
+				} else {
+					e.SQL = fmt.Sprintf("%s || '-%d-%d'", e.SQL, round, i)
+				}
 			}
 			id, err := insertRow(ctx, s, e, "")
 			if err != nil {

@@ -251,8 +251,11 @@ func testEndpointUpdatedAtAhead(t *testing.T, s raw) {
 		return s.Exec(ctx, "update {endpoints} set updated_at = "+value+" where id = '"+e.ID.String()+"'")
 	}
 	sqlTime := func(at time.Time) string {
-		if s.Dialect == "sqlite" {
+		switch s.Dialect {
+		case "sqlite":
 			return fmt.Sprint(at.UnixMicro())
+		case "mysql":
+			return "'" + at.UTC().Format("2006-01-02 15:04:05.999999") + "'"
 		}
 		return "'" + at.Format(time.RFC3339Nano) + "'"
 	}
@@ -297,6 +300,7 @@ func testEndpointUpdatedAtAhead(t *testing.T, s raw) {
 	past := map[string][]string{
 		"postgres": {"'infinity'", "'20000-01-01 00:00:00+00'"},
 		"sqlite":   {"253402300800000000", "9223372036854775807"},
+		"mysql":    {"'9999-12-31 23:59:59.999999'"},
 	}[s.Dialect]
 	for _, value := range past {
 		if err := setUpdatedAt(value); err != nil {

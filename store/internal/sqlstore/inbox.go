@@ -64,6 +64,9 @@ type InboxDialect[T any] interface {
 type Inbox[T any] struct {
 	store string
 	d     InboxDialect[T]
+	// retryTake, when not nil, reports the errors of Take and IsDone
+	// after which the whole step is run again (see RetryTakeOn).
+	retryTake func(error) bool
 }
 
 // NewInbox returns the inbox steps on d. storeName prefixes the errors
@@ -71,6 +74,26 @@ type Inbox[T any] struct {
 func NewInbox[T any](storeName string, d InboxDialect[T]) *Inbox[T] {
 	return &Inbox[T]{store: storeName, d: d}
 }
+
+// RetryTakeOn makes the steps run again, in a new transaction, when Take
+// or IsDone fails with an error retryable reports (MySQL's deadlocks of
+// concurrent inserts of one event, which roll the whole transaction back),
+// up to takeAttempts times. Nothing of the step has run then: not the
+// handler. It returns ib.
+func (ib *Inbox[T]) RetryTakeOn(retryable func(error) bool) *Inbox[T] {
+	ib.retryTake = retryable
+	return ib
+}
+
+// takeAttempts bounds the runs of a step whose Take keeps failing with an
+// error RetryTakeOn retries.
+const takeAttempts = 5
+
+// errTakeAgain wraps an error of Take or IsDone that RetryTakeOn retries.
+type errTakeAgain struct{ err error }
+
+func (e errTakeAgain) Error() string { return e.err.Error() }
+func (e errTakeAgain) Unwrap() error { return e.err }
 
 // lastErrorMax bounds, in bytes, the error text kept in an inbox row.
 const lastErrorMax = 2000
@@ -159,8 +182,23 @@ func (ib *Inbox[T]) Fail(ctx context.Context, p *store.InboxFailParams) (store.I
 }
 
 // inTx runs step in a transaction and commits only when it took the row
-// without error; otherwise it rolls back.
+// without error; otherwise it rolls back. A step whose Take failed with an
+// error RetryTakeOn retries runs again, in a new transaction.
 func (ib *Inbox[T]) inTx(ctx context.Context, step func(tx T) (store.InboxResult, error)) (store.InboxResult, error) {
+	for attempt := 1; ; attempt++ {
+		res, err := ib.inTxOnce(ctx, step)
+		var again errTakeAgain
+		if !errors.As(err, &again) {
+			return res, err
+		}
+		if attempt == takeAttempts || ctx.Err() != nil {
+			return res, again.err
+		}
+	}
+}
+
+// inTxOnce is one run of inTx.
+func (ib *Inbox[T]) inTxOnce(ctx context.Context, step func(tx T) (store.InboxResult, error)) (store.InboxResult, error) {
 	tx, err := ib.d.Begin(ctx)
 	if err != nil {
 		return store.InboxResult{}, fmt.Errorf("%s: inbox begin: %w", ib.store, err)
@@ -180,19 +218,28 @@ func (ib *Inbox[T]) inTx(ctx context.Context, step func(tx T) (store.InboxResult
 func (ib *Inbox[T]) take(ctx context.Context, tx T, ev *store.InboxEvent, status, owner string, lease time.Duration) (store.InboxResult, error) {
 	attempts, ok, err := ib.d.Take(ctx, tx, ev, status, owner, lease)
 	if err != nil {
-		return store.InboxResult{}, fmt.Errorf("%s: inbox take: %w", ib.store, err)
+		return store.InboxResult{}, ib.takeError(fmt.Errorf("%s: inbox take: %w", ib.store, err))
 	}
 	if ok {
 		return store.InboxResult{Status: store.InboxTaken, Attempt: attempts}, nil
 	}
 	done, err := ib.d.IsDone(ctx, tx, ev.ID)
 	if err != nil {
-		return store.InboxResult{}, fmt.Errorf("%s: inbox status: %w", ib.store, err)
+		return store.InboxResult{}, ib.takeError(fmt.Errorf("%s: inbox status: %w", ib.store, err))
 	}
 	if done {
 		return store.InboxResult{Status: store.InboxDuplicate}, nil
 	}
 	return store.InboxResult{Status: store.InboxInProgress}, nil
+}
+
+// takeError is err, of Take or IsDone, marked to be run again when
+// RetryTakeOn says so.
+func (ib *Inbox[T]) takeError(err error) error {
+	if ib.retryTake != nil && ib.retryTake(err) {
+		return errTakeAgain{err}
+	}
+	return err
 }
 
 // advance moves an aggregate's last applied sequence number to seq, or
