@@ -232,12 +232,12 @@ func (r *Relay) waitFor(ctx context.Context, poll *time.Timer, d time.Duration, 
 }
 
 // untilNextClaim is how long the claim loop may sleep: the poll interval
-// (streamBehindPoll while the stream is behind), or less when a retry this
+// (Config.StreamBehindPoll while the stream is behind), or less when a retry this
 // relay scheduled falls due sooner.
 func (r *Relay) untilNextClaim() time.Duration {
 	wait := r.cfg.PollInterval
 	if r.streamBehind.Load() {
-		wait = min(wait, streamBehindPoll)
+		wait = min(wait, r.cfg.StreamBehindPoll)
 	}
 	if until, ok := r.retries.next(time.Now()); ok {
 		wait = min(wait, until)

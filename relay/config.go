@@ -30,6 +30,7 @@ const (
 	ShutdownTimeoutDefault  = 10 * time.Second
 	ProbeIntervalDefault    = 5 * time.Second
 	DedupWindowDefault      = 24 * time.Hour
+	StreamBehindPollDefault = 3 * time.Millisecond
 	// ClaimBytesDefault bounds a claim to 64 MiB of payloads: far more
 	// than BatchSizeDefault events of a few kilobytes, so it does not
 	// slow the common case, yet 64 MiB crosses a gigabit link in about
@@ -157,6 +158,14 @@ type Config struct {
 	// aggregate streamed together go in commit order, but a retry does not
 	// hold back its successors. Default nil: notifications and polling.
 	Stream Stream
+	// StreamBehindPoll is how often the relay looks for new events in the
+	// table while Stream is behind (Stream.Behind, asked every 100ms: it
+	// still reads older writes, such as a drain's claims and settles or a
+	// bulk load elsewhere on the server): new events are then delivered
+	// within milliseconds, by the polling claim, which keeps no commit
+	// order within an aggregate. Zero: StreamBehindPollDefault (3ms);
+	// negative: never, new events then wait for the stream or PollInterval.
+	StreamBehindPoll time.Duration
 	// Retention is how long delivered events are kept, marked done, before
 	// they are deleted in batches. Zero (the default, and the fast setting)
 	// deletes each delivered event when its delivery is recorded; negative
@@ -202,6 +211,7 @@ func (c Config) withDefaults() (Config, error) {
 	setDefault(&c.ShutdownTimeout, ShutdownTimeoutDefault)
 	setDefault(&c.ProbeInterval, ProbeIntervalDefault)
 	setDefault(&c.DedupWindow, DedupWindowDefault)
+	setDefault(&c.StreamBehindPoll, StreamBehindPollDefault)
 	c.RejectedAttempts = min(c.RejectedAttempts, c.MaxAttempts)
 	c.PublishBatch = min(c.PublishBatch, c.Concurrency)
 

@@ -43,7 +43,8 @@ type Relay struct {
 	accepting atomic.Bool
 	finding   atomic.Pointer[finding]
 	// streamBehind: the stream (Config.Stream) is behind, and the claim
-	// loop looks for new events every streamBehindPoll (see watchStream).
+	// loop looks for new events every Config.StreamBehindPoll (see
+	// watchStream).
 	streamBehind atomic.Bool
 	// health follows whether the sink can be reached (see outageTimeouts).
 	health *sinkHealth
@@ -117,7 +118,11 @@ func (r *Relay) Run(ctx context.Context) error {
 	case r.cfg.Stream != nil:
 		why := "streaming the outbox's inserts from " + r.cfg.Stream.String()
 		r.finding.Store(&finding{pollingReason: why})
-		r.log.Info(fmt.Sprintf("%s; polling every %s for retries and what the stream misses", why, r.cfg.PollInterval))
+		behind := "not more often while the stream is behind (turned off)"
+		if r.cfg.StreamBehindPoll > 0 {
+			behind = "every " + r.cfg.StreamBehindPoll.String() + " while the stream is behind"
+		}
+		r.log.Info(fmt.Sprintf("%s; polling every %s for retries and what the stream misses, %s", why, r.cfg.PollInterval, behind))
 	case r.cfg.DisableListen:
 		const why = "listening is disabled (Config.DisableListen, --no-listen)"
 		r.finding.Store(&finding{pollingReason: why})
@@ -154,7 +159,9 @@ func (r *Relay) Run(ctx context.Context) error {
 	var streaming sync.WaitGroup
 	if r.cfg.Stream != nil {
 		streaming.Go(func() { r.follow(ctx, work) })
-		streaming.Go(func() { r.watchStream(ctx) })
+		if r.cfg.StreamBehindPoll > 0 {
+			streaming.Go(func() { r.watchStream(ctx) })
+		}
 	}
 	r.accepting.Store(true)
 	r.claimLoop(ctx, work)

@@ -40,21 +40,19 @@ type Stream interface {
 	// the newest commits by more than a moment (the claims and settles of
 	// a drain, a bulk load elsewhere on the server): new events reach it
 	// only after them, so the relay looks for them itself, every
-	// streamBehindPoll, until it is no longer behind.
+	// Config.StreamBehindPoll, until it is no longer behind.
 	Behind(ctx context.Context) (bool, error)
 }
 
 // StreamClaim is the claim of a batch of a Stream (see Stream.Follow).
 type StreamClaim = func(ctx context.Context, p store.ClaimParams) ([]store.ClaimedEvent, error)
 
-// While the stream is behind (Stream.Behind, asked every streamWatch), the
-// claim loop looks for new events every streamBehindPoll: new commits
-// arrive within a few milliseconds, as they do through the stream when it
-// keeps up, instead of at the next PollInterval.
-const (
-	streamWatch      = 100 * time.Millisecond
-	streamBehindPoll = 3 * time.Millisecond
-)
+// streamWatch is how often the relay asks the stream whether it is behind:
+// meanwhile the claim loop looks for new events every
+// Config.StreamBehindPoll, so new commits arrive within a few milliseconds,
+// as they do through the stream when it keeps up, instead of at the next
+// PollInterval.
+const streamWatch = 100 * time.Millisecond
 
 // watchStream asks the stream every streamWatch whether it is behind, until
 // ctx ends, and wakes the claim loop when it falls behind. An error counts
@@ -77,7 +75,7 @@ func (r *Relay) watchStream(ctx context.Context) {
 		}
 		if was := r.streamBehind.Swap(behind); behind != was {
 			if behind {
-				r.log.Debug(fmt.Sprintf("the stream is behind: looking for new events every %s until it catches up", streamBehindPoll))
+				r.log.Debug(fmt.Sprintf("the stream is behind: looking for new events every %s until it catches up", r.cfg.StreamBehindPoll))
 				r.notify()
 			} else {
 				r.log.Debug("the stream caught up")

@@ -76,6 +76,12 @@ func confirmedFlush(t *testing.T, s *postgres.Driver, w *postgres.WAL) pglogrepl
 	return lsn
 }
 
+// streamOnly is Config.StreamBehindPoll for the tests that check what the
+// stream alone delivers (and its commit order): the relay never looks for
+// new events itself while the stream is behind, as it would when the
+// package's other tests load the server.
+const streamOnly = -1
+
 // Plain-SQL inserts reach the sink through the slot alone (the poll is an
 // hour away and no trigger notifies), in commit order per aggregate, and
 // the slot is confirmed past them once they are recorded.
@@ -83,7 +89,7 @@ func TestWALDeliversPlainSQLInsertsInCommitOrder(t *testing.T) {
 	t.Parallel()
 	s, w := walStore(t)
 	rcv := receiver.New(t, secret, nil)
-	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour})
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour, StreamBehindPoll: streamOnly})
 	waitStreaming(t, w)
 
 	aggregates := []string{"a", "b", "c", "d"}
@@ -115,7 +121,7 @@ func TestWALPipelinedBatchesKeepCommitOrder(t *testing.T) {
 		time.Sleep(time.Duration(rand.IntN(6000)) * time.Microsecond)
 		return http.StatusOK
 	})
-	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour})
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour, StreamBehindPoll: streamOnly})
 	waitStreaming(t, w)
 
 	end := insertSQL(t, s, []string{"a", "b", "c"}, 60)
@@ -155,7 +161,7 @@ func TestWALStandbyTakesOver(t *testing.T) {
 	t.Parallel()
 	s, w := walStore(t)
 	rcv := receiver.New(t, secret, nil)
-	cfg := relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour}
+	cfg := relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour, StreamBehindPoll: streamOnly}
 	first := cfg
 	first.Owner = "first"
 	stopFirst := start(t, first)
@@ -212,7 +218,7 @@ func TestWALHostileRowsCostTheStreamNothing(t *testing.T) {
 	s, w := walStore(t)
 	pgtest.DropBounds(t, s.Store)
 	rcv := receiver.New(t, secret, nil)
-	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour})
+	start(t, relay.Config{Store: s, Sink: newSink(t, rcv.URL, 5*time.Second), Stream: w, PollInterval: time.Hour, StreamBehindPoll: streamOnly})
 	waitStreaming(t, w)
 
 	insertSQL(t, s, []string{"before"}, 2)

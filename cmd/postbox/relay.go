@@ -32,7 +32,7 @@ type relayFlags struct {
 
 	sinkURL, webhookURL, secrets, scheme                              string
 	timeout, lease, backoffMin, backoffMax, poll, retention, shutdown time.Duration
-	probe, metricsEvery, dedupWindow, heartbeat                       time.Duration
+	probe, metricsEvery, dedupWindow, heartbeat, walBehindPoll        time.Duration
 	maxAttempts, batch, concurrency, publishBatch, claimBytes         int
 	ordered, noListen, wal, walDropSlot                               bool
 	metricsAddr, logLevel, logFormat, walSlot                         string
@@ -68,6 +68,7 @@ func (f *relayFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.logLevel, "log-level", "info", "debug, info, warn or error")
 	fs.StringVar(&f.logFormat, "log-format", "text", "text or json")
 	fs.BoolVar(&f.wal, "wal", false, "WAL mode (PostgreSQL, wal_level = logical, a user with REPLICATION): deliver the outbox's inserts as they commit, streamed from a logical replication slot; poll for retries (see docs/wal.md; \"postbox migrate --wal\" lets producers skip the notify trigger)")
+	fs.DurationVar(&f.walBehindPoll, "wal-behind-poll", relay.StreamBehindPollDefault, "with --wal: how often to look for new events in the table while the stream is behind (it still decodes older writes, a drain's or a bulk load's); such events go in no commit order within an aggregate; 0: never, new events then wait for the stream or --poll")
 	fs.StringVar(&f.walSlot, "wal-slot", "", "the replication slot of --wal, also the publication's name (default postbox_<database>_<schema>)")
 	fs.BoolVar(&f.walDropSlot, "wal-drop-slot", false, "drop the replication slot and the publication of --wal, and exit (stop the relays streaming it first)")
 	fs.DurationVar(&f.dedupWindow, "dedup-window", relay.DedupWindowDefault, "how long a delivered event's dedup_key stays taken, whatever --retention (0: free again once the event's row is deleted)")
@@ -252,7 +253,8 @@ func (f *relayFlags) relayConfig(logger *slog.Logger) relay.Config {
 		Lease: f.lease, BackoffMin: f.backoffMin, BackoffMax: f.backoffMax, MaxAttempts: f.maxAttempts,
 		BatchSize: f.batch, Concurrency: concurrency, Ordered: f.ordered,
 		PollInterval: f.poll, DisableListen: f.noListen, Retention: f.retention, ShutdownTimeout: f.shutdown,
-		ProbeInterval: f.probe, DedupWindow: dedupWindow(f.dedupWindow), ClaimBytes: f.claimBytes,
+		ProbeInterval: f.probe, DedupWindow: offWhenZero(f.dedupWindow), ClaimBytes: f.claimBytes,
+		StreamBehindPoll: offWhenZero(f.walBehindPoll),
 	}
 }
 
@@ -335,14 +337,14 @@ func checkRelayFlags(fs *flag.FlagSet) error {
 // flags set, for relay.New's errors.
 var relayConfigFlags = map[string]string{
 	"Lease": "lease", "BackoffMin": "backoff-min", "BackoffMax": "backoff-max", "MaxAttempts": "max-attempts",
-	"BatchSize": "batch", "Concurrency": "concurrency", "PublishBatch": "publish-batch", "PollInterval": "poll",
+	"BatchSize": "batch", "Concurrency": "concurrency", "PublishBatch": "publish-batch", "PollInterval": "poll", "StreamBehindPoll": "wal-behind-poll",
 	"Retention": "retention", "ShutdownTimeout": "shutdown-timeout", "ProbeInterval": "probe-interval",
 }
 
-// dedupWindow is relay.Config.DedupWindow for --dedup-window d: relay.Config
-// reads a zero as its default, so a d of 0 (the key free again once its row
-// is gone) is a negative window there.
-func dedupWindow(d time.Duration) time.Duration {
+// offWhenZero is a duration flag whose 0 means off (--dedup-window 0: the
+// key free again once its row is gone; --wal-behind-poll 0) as relay.Config
+// takes it: negative, since it reads a zero as its default.
+func offWhenZero(d time.Duration) time.Duration {
 	if d == 0 {
 		return -1
 	}

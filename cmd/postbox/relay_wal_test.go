@@ -161,13 +161,13 @@ func TestWALRelayKilledMidDrainLosesNothing(t *testing.T) {
 		return 0
 	})
 	args := []string{"--wal", "--retention", "1h", "--lease", "1s", "--concurrency", "8", "--webhook-url", slow.URL, "--webhook-secret", secret}
-	// The first relay claims only what the stream brings: a polling
-	// claim in the middle of the drain would hold some events while the
-	// stream confirms the rest past them (safe: the table, not the slot,
-	// says what is left, and the next poll finds them), and the slot's
-	// position would no longer tell whether the stream waited for its
-	// own outcomes.
-	_, pid := startRelayLogged(t, append(db, append(args, "--poll", "1h")...)...)
+	// The first relay claims only what the stream brings (no poll, not
+	// even while the stream is behind): a polling claim in the middle of
+	// the drain would hold some events while the stream confirms the rest
+	// past them (safe: the table, not the slot, says what is left, and
+	// the next poll finds them), and the slot's position would no longer
+	// tell whether the stream waited for its own outcomes.
+	_, pid := startRelayLogged(t, append(db, append(args, "--poll", "1h", "--wal-behind-poll", "0")...)...)
 	waitFor(t, "the relay to stream the slot", 10*time.Second, func() bool { return slotActive(t, w) })
 
 	var ids []string
