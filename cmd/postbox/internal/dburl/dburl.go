@@ -1,6 +1,6 @@
 // Package dburl opens the store a database URL names: postgres://... (or
 // postgresql://...) for the PostgreSQL store, sqlite:PATH for the SQLite
-// store. The command line and its applications (demo, bench, chaos) open
+// store, mysql://... for the MariaDB/MySQL store. The command line and its applications (demo, bench, chaos) open
 // every store through it, so that they all read a URL the same way and
 // hand the relay the store's own driver, never a wrapper.
 package dburl
@@ -17,13 +17,14 @@ import (
 	"github.com/postbox-go/postbox/console"
 	"github.com/postbox-go/postbox/internal/redact"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/mysql"
 	"github.com/postbox-go/postbox/store/postgres"
 	"github.com/postbox-go/postbox/store/sqlite"
 )
 
-// ErrUnknownScheme is wrapped by Open's error for a URL that is neither
-// postgres:// nor sqlite:.
-var ErrUnknownScheme = errors.New("want postgres://... or sqlite:PATH")
+// ErrUnknownScheme is wrapped by Open's error for a URL that is none of
+// postgres://, mysql:// and sqlite:.
+var ErrUnknownScheme = errors.New("want postgres://..., mysql://... or sqlite:PATH")
 
 // Options are how a store is opened.
 type Options struct {
@@ -33,8 +34,8 @@ type Options struct {
 	// ApplicationName names the PostgreSQL connections in
 	// pg_stat_activity, unless the URL sets application_name itself.
 	ApplicationName string
-	// MustExist: never create a database (a SQLite file), for tools that
-	// only read.
+	// MustExist: never create a database (a SQLite file, a MySQL
+	// database), for tools that only read.
 	MustExist bool
 }
 
@@ -64,6 +65,7 @@ type DB struct {
 	migrate  func(context.Context) ([]int, error)
 	postgres *postgres.Store
 	sqlite   *sqlite.Store
+	mysql    *mysql.Store
 	close    func()
 }
 
@@ -76,6 +78,9 @@ func (d *DB) Postgres() (*postgres.Store, bool) { return d.postgres, d.postgres 
 
 // SQLite returns the SQLite store, and false for another store.
 func (d *DB) SQLite() (*sqlite.Store, bool) { return d.sqlite, d.sqlite != nil }
+
+// MySQL returns the MariaDB/MySQL store, and false for another store.
+func (d *DB) MySQL() (*mysql.Store, bool) { return d.mysql, d.mysql != nil }
 
 // Close closes the store's connections.
 func (d *DB) Close() { d.close() }
@@ -94,6 +99,22 @@ func Open(ctx context.Context, url string, opt Options) (*DB, error) {
 		}
 		d := s.Driver()
 		return &DB{Outbox: d, Endpoints: d, Presence: d, Console: s, migrate: s.Migrate, sqlite: s,
+			close: func() { _ = s.Close() }}, nil
+	}
+	if IsMySQL(url) {
+		// The database is MySQL's schema: created as PostgreSQL's
+		// schema and the SQLite file are, unless the tool only reads.
+		if !opt.MustExist {
+			if _, err := mysql.CreateDatabase(ctx, url); err != nil {
+				return nil, err
+			}
+		}
+		s, err := mysql.Open(ctx, url, mysql.Config{})
+		if err != nil {
+			return nil, err // the store's errors name no password
+		}
+		d := s.Driver()
+		return &DB{Outbox: d, Endpoints: d, Presence: d, Console: s, migrate: s.Migrate, mysql: s,
 			close: func() { _ = s.Close() }}, nil
 	}
 	if !IsPostgres(url) {
@@ -150,6 +171,9 @@ func openPool(ctx context.Context, url, applicationName string, maxConns int32) 
 func IsPostgres(url string) bool {
 	return strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://")
 }
+
+// IsMySQL reports whether url names a MariaDB or MySQL database.
+func IsMySQL(url string) bool { return strings.HasPrefix(url, "mysql://") }
 
 // SQLitePath returns the file of a sqlite:PATH (or sqlite://PATH) URL.
 func SQLitePath(url string) (path string, ok bool) {

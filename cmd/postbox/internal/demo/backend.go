@@ -14,6 +14,7 @@ import (
 	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
 	"github.com/postbox-go/postbox/inbox"
 	"github.com/postbox-go/postbox/store"
+	"github.com/postbox-go/postbox/store/mysql"
 	"github.com/postbox-go/postbox/store/postgres"
 	"github.com/postbox-go/postbox/store/sqlite"
 )
@@ -34,11 +35,18 @@ type backend struct {
 	query func(ctx context.Context, q string) (int64, error)
 	// orders and reservations are the quoted table names.
 	orders, reservations string
-	close                func()
+	// insertReservation is the statement of a reservation, in the
+	// store's dialect (insertReservationSQL by default).
+	insertReservation string
+	close             func()
 	// schema is the PostgreSQL schema of the run; empty on SQLite.
 	schema string
 	// exec runs one statement outside the inbox (PostgreSQL only).
 	exec func(ctx context.Context, q string) error
+	// database names the MariaDB/MySQL database of the run, and
+	// dropDatabase drops it; empty and nil on the other stores.
+	database     string
+	dropDatabase func(ctx context.Context) error
 }
 
 // dropSchemaTimeout bounds the drop of the demo's schema at the end.
@@ -47,6 +55,10 @@ const dropSchemaTimeout = 30 * time.Second
 // dropSchema drops the run's PostgreSQL schema, unless cfg.Keep or the run
 // failed (ok false): then it says where the schema is.
 func (b *backend) dropSchema(ctx context.Context, cfg Config, ok bool) {
+	if b.dropDatabase != nil {
+		b.dropMySQL(ctx, cfg, ok)
+		return
+	}
 	if b.schema == "" {
 		return
 	}
@@ -66,6 +78,24 @@ func (b *backend) dropSchema(ctx context.Context, cfg Config, ok bool) {
 	}
 }
 
+// dropMySQL drops the run's MariaDB/MySQL database, unless cfg.Keep or the
+// run failed (ok false): then it says where it is.
+func (b *backend) dropMySQL(ctx context.Context, cfg Config, ok bool) {
+	switch {
+	case cfg.Keep:
+		say(cfg, fmt.Sprintf("database %s kept (--keep)", b.database))
+		return
+	case !ok:
+		say(cfg, fmt.Sprintf("database %s kept to be looked into", b.database))
+		return
+	}
+	ctx, cancel := context.WithTimeout(ctx, dropSchemaTimeout)
+	defer cancel()
+	if err := b.dropDatabase(ctx); err != nil {
+		say(cfg, fmt.Sprintf("could not drop database %s: %v", b.database, err))
+	}
+}
+
 // Business tables: reservations has no unique constraint, so an event
 // applied twice would show as a second row.
 const (
@@ -73,6 +103,15 @@ const (
 	createReservationsSQL = `create table %s (event_id text not null, order_id text not null, amount bigint not null)`
 	insertOrderSQL        = `insert into %s (id, user_id, amount) values ($1, $2, $3)`
 	insertReservationSQL  = `insert into %s (event_id, order_id, amount) values ($1, $2, $3)`
+)
+
+// The business tables in MySQL's dialect: a key is of bounded length, and
+// parameters are ?.
+const (
+	createOrdersMySQL       = `create table %s (id varchar(64) primary key, user_id varchar(64) not null, amount bigint not null)`
+	createReservationsMySQL = `create table %s (event_id char(36) not null, order_id varchar(64) not null, amount bigint not null)`
+	insertOrderMySQL        = `insert into %s (id, user_id, amount) values (?, ?, ?)`
+	insertReservationMySQL  = `insert into %s (event_id, order_id, amount) values (?, ?, ?)`
 )
 
 func openBackend(ctx context.Context, url, schema string) (*backend, error) {
@@ -89,6 +128,9 @@ func openBackend(ctx context.Context, url, schema string) (*backend, error) {
 		closeDB := b.close
 		b.close = func() { closeDB(); os.RemoveAll(dir) }
 		return b, nil
+	}
+	if dburl.IsMySQL(url) {
+		return openMySQLBackend(ctx, url)
 	}
 	if path, ok := dburl.SQLitePath(url); ok {
 		if _, err := os.Stat(path); err == nil {
@@ -186,8 +228,17 @@ func newSQLiteBackend(ctx context.Context, s *sqlite.Store) (*backend, error) {
 		}
 		return tx.Commit()
 	}
-	ib := inbox.New(s.Driver())
-	b.process = func(ctx context.Context, ev *inbox.Event, fn func(context.Context, execer, *inbox.Event) error) (inbox.Outcome, error) {
+	b.process = sqlProcess(inbox.New(s.Driver()))
+	b.query = func(ctx context.Context, q string) (n int64, err error) {
+		err = db.QueryRowContext(ctx, q).Scan(&n)
+		return n, err
+	}
+	return b, nil
+}
+
+// sqlProcess is a backend's process through ib, an inbox on database/sql.
+func sqlProcess(ib *inbox.Inbox[*sql.Tx]) func(ctx context.Context, ev *inbox.Event, fn func(context.Context, execer, *inbox.Event) error) (inbox.Outcome, error) {
+	return func(ctx context.Context, ev *inbox.Event, fn func(context.Context, execer, *inbox.Event) error) (inbox.Outcome, error) {
 		return ib.Process(ctx, ev, func(ctx context.Context, tx *sql.Tx, ev *inbox.Event) error {
 			return fn(ctx, func(ctx context.Context, q string, args ...any) error {
 				_, err := tx.ExecContext(ctx, q, args...)
@@ -195,9 +246,69 @@ func newSQLiteBackend(ctx context.Context, s *sqlite.Store) (*backend, error) {
 			}, ev)
 		})
 	}
+}
+
+// openMySQLBackend makes the demo's tables in the URL's MariaDB/MySQL
+// database, which must be new (it is created) or empty, so that the
+// reconciliation counts only the demo's own orders.
+func openMySQLBackend(ctx context.Context, url string) (*backend, error) {
+	if _, err := mysql.CreateDatabase(ctx, url); err != nil {
+		return nil, fmt.Errorf("demo: --db: %w", err)
+	}
+	s, err := mysql.Open(ctx, url, mysql.Config{})
+	if err != nil {
+		return nil, fmt.Errorf("demo: --db: %w", err)
+	}
+	b, err := newMySQLBackend(ctx, s)
+	if err != nil {
+		s.Close()
+		return nil, err
+	}
+	b.close = func() { _ = s.Close() }
+	b.database = s.String()
+	b.dropDatabase = func(ctx context.Context) error { return mysql.DropDatabase(ctx, url) }
+	return b, nil
+}
+
+// newMySQLBackend makes the demo's tables in the store's empty database.
+func newMySQLBackend(ctx context.Context, s *mysql.Store) (*backend, error) {
+	db := s.DB()
+	var tables int
+	if err := db.QueryRowContext(ctx, "select count(*) from information_schema.tables where table_schema = database()").Scan(&tables); err != nil {
+		return nil, fmt.Errorf("demo: %s: %w", s, err)
+	}
+	if tables > 0 {
+		return nil, fmt.Errorf("demo: database %s has %d tables: the demo needs a new or empty database, so that its reconciliation counts only its own orders (name another one; it is created)", s, tables)
+	}
+	if _, err := s.Migrate(ctx); err != nil {
+		return nil, err
+	}
+	b := &backend{outbox: s.Driver(), orders: s.Table("demo_orders"), reservations: s.Table("demo_reservations")}
+	for _, q := range []string{fmt.Sprintf(createOrdersMySQL, b.orders), fmt.Sprintf(createReservationsMySQL, b.reservations)} {
+		if _, err := db.ExecContext(ctx, q); err != nil {
+			return nil, err
+		}
+	}
+	insertOrder := fmt.Sprintf(insertOrderMySQL, b.orders)
+	b.createOrder = func(ctx context.Context, o orderPayload, ev postbox.Event) error {
+		tx, err := db.BeginTx(ctx, nil)
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		if _, err := tx.ExecContext(ctx, insertOrder, o.OrderID, o.UserID, o.Amount); err != nil {
+			return err
+		}
+		if err := s.EnqueueTx(ctx, tx, ev); err != nil {
+			return err
+		}
+		return tx.Commit()
+	}
+	b.process = sqlProcess(inbox.New(s.Driver()))
 	b.query = func(ctx context.Context, q string) (n int64, err error) {
 		err = db.QueryRowContext(ctx, q).Scan(&n)
 		return n, err
 	}
+	b.insertReservation = insertReservationMySQL
 	return b, nil
 }

@@ -232,7 +232,11 @@ func (b *backend) reserve(ctx context.Context, exec execer, ev *inbox.Event) err
 	if err := json.Unmarshal(ev.Payload, &p); err != nil {
 		return fmt.Errorf("order payload: %w", err)
 	}
-	if err := exec(ctx, fmt.Sprintf(insertReservationSQL, b.reservations), ev.ID.String(), p.OrderID, p.Amount); err != nil {
+	insert := b.insertReservation
+	if insert == "" {
+		insert = insertReservationSQL
+	}
+	if err := exec(ctx, fmt.Sprintf(insert, b.reservations), ev.ID.String(), p.OrderID, p.Amount); err != nil {
 		return err
 	}
 	if httpfault.HandlerFails(ctx) {
