@@ -18,7 +18,7 @@ type dbFlags struct {
 }
 
 func (d *dbFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&d.url, "db", "", "database URL: postgres://... or sqlite:PATH")
+	fs.StringVar(&d.url, "db", "", "database URL: postgres://..., mysql://user:pass@host:3306/db (MariaDB 10.6+, MySQL 8.0+; the database is created unless the command only reads) or sqlite:PATH")
 	fs.StringVar(&d.schema, "schema", postgres.SchemaDefault, "PostgreSQL schema of the postbox tables (PostgreSQL only)")
 }
 

@@ -13,7 +13,7 @@ import (
 
 func setupDemo(fs *flag.FlagSet) func(context.Context) error {
 	var (
-		db        = fs.String("db", "", "database: empty for a new SQLite file in a temporary folder, sqlite:PATH (a new file), or postgres://... (uses the schema "+`"postbox_demo"`+", dropped first, and at the end unless --keep)")
+		db        = fs.String("db", "", "database: empty for a new SQLite file in a temporary folder, sqlite:PATH (a new file), postgres://... (uses the schema "+`"postbox_demo"`+", dropped first, and at the end unless --keep), or mysql://.../DB (a new or empty database, created, and dropped at the end unless --keep)")
 		events    = fs.Int("events", demo.EventsDefault, "orders to create")
 		faultRate = fs.Float64("fault-rate", demo.FaultRateDefault, "probability of each injected fault (0 turns them off)")
 		rate      = fs.Int("rate", demo.RateDefault, "orders created per second")
