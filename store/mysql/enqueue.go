@@ -3,17 +3,15 @@ package mysql
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
 	"github.com/go-sql-driver/mysql"
-	"github.com/google/uuid"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/tracecontext"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // EnqueueTx writes events in the caller's transaction tx, a transaction of
@@ -42,10 +40,10 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, events ...postbox.Eve
 	if tx == nil {
 		return errors.New("mysql: enqueue: transaction is nil")
 	}
-	if err := prepareEvents(events); err != nil {
+	if err := sqlstore.PrepareEvents(events); err != nil {
 		return err
 	}
-	return s.insert(ctx, tx, events)
+	return s.enqueue.Insert(ctx, tx, events)
 }
 
 // Enqueue writes events in a transaction of its own and wakes the
@@ -53,7 +51,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, events ...postbox.Eve
 // DedupKey is already taken are skipped and reported, and the others are
 // committed; the trace context of ctx is recorded as EnqueueTx does.
 func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
-	if err := prepareEvents(events); err != nil {
+	if err := sqlstore.PrepareEvents(events); err != nil {
 		return err
 	}
 	if len(events) == 0 {
@@ -61,8 +59,8 @@ func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
 	}
 	var skipped error
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		err := s.insert(ctx, tx, events)
-		if isDuplicateOnly(err) {
+		err := s.enqueue.Insert(ctx, tx, events)
+		if sqlstore.IsDuplicateOnly(err) {
 			skipped = err
 			return nil
 		}
@@ -79,108 +77,27 @@ func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
 	return skipped
 }
 
-// prepareEvents validates every event, then gives an id to those without.
-func prepareEvents(events []postbox.Event) error {
-	for i := range events {
-		if err := events[i].Validate(); err != nil {
-			return err
-		}
-	}
-	for i := range events {
-		if events[i].ID == uuid.Nil {
-			events[i].ID = postbox.NewID()
-		}
-	}
-	return nil
+// enqueueSQL is the MySQL store's side of sqlstore.Enqueue.
+type enqueueSQL struct{ s *Store }
+
+func (q enqueueSQL) Query() string { return q.s.stmt("enqueue").text }
+
+func (q enqueueSQL) Args(e *postbox.Event, headers string, dedup any, availableAt, now time.Time) []any {
+	return q.s.stmt("enqueue").args([]any{
+		sql.Named("id", e.ID.String()),
+		sql.Named("aggregate_type", e.AggregateType),
+		sql.Named("aggregate_id", e.AggregateID),
+		sql.Named("event_type", e.EventType),
+		sql.Named("payload", string(e.Payload)),
+		sql.Named("dedup_key", dedup),
+		sql.Named("headers", headers),
+		sql.Named("available_at", availableAt),
+		sql.Named("now", now),
+	})
 }
 
-// savepoint makes a multi-event enqueue all or nothing on error.
-const savepoint = "postbox_enqueue"
-
-// insert writes validated events with one prepared statement.
-func (s *Store) insert(ctx context.Context, tx *sql.Tx, events []postbox.Event) (err error) {
-	if len(events) == 0 {
-		return nil
-	}
-	st := s.stmt("enqueue")
-	exec := func(args ...any) (sql.Result, error) { return tx.ExecContext(ctx, st.text, args...) }
-	if len(events) > 1 {
-		prepared, perr := tx.PrepareContext(ctx, st.text)
-		if perr != nil {
-			return fmt.Errorf("mysql: enqueue: %w", perr)
-		}
-		defer prepared.Close()
-		exec = func(args ...any) (sql.Result, error) { return prepared.ExecContext(ctx, args...) }
-		if _, serr := tx.ExecContext(ctx, "savepoint "+savepoint); serr != nil {
-			return fmt.Errorf("mysql: enqueue: %w", serr)
-		}
-		// err is the result of insert: on failure, undo this call's rows.
-		defer func() {
-			cleanup := context.WithoutCancel(ctx)
-			if err != nil && !isDuplicateOnly(err) {
-				if _, rerr := tx.ExecContext(cleanup, "rollback to savepoint "+savepoint); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-					err = errors.Join(err, rerr)
-				}
-			}
-			if _, rerr := tx.ExecContext(cleanup, "release savepoint "+savepoint); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-				err = errors.Join(err, rerr)
-			}
-		}()
-	}
-	now := time.Now().UTC()
-	tc := tracecontext.FromContext(ctx)
-	var skipped []string
-	for i := range events {
-		e := &events[i]
-		headers := "{}"
-		if h := tc.Apply(e.Headers); len(h) > 0 {
-			b, err := json.Marshal(h)
-			if err != nil {
-				return fmt.Errorf("mysql: headers of event %s: %w", e.ID, err)
-			}
-			headers = string(b)
-		}
-		var dedup any
-		if e.DedupKey != "" {
-			dedup = e.DedupKey
-		}
-		availableAt := now
-		if !e.AvailableAt.IsZero() {
-			availableAt = e.AvailableAt.UTC()
-		}
-		_, err := exec(st.args([]any{
-			sql.Named("id", e.ID.String()),
-			sql.Named("aggregate_type", e.AggregateType),
-			sql.Named("aggregate_id", e.AggregateID),
-			sql.Named("event_type", e.EventType),
-			sql.Named("payload", string(e.Payload)),
-			sql.Named("dedup_key", dedup),
-			sql.Named("headers", headers),
-			sql.Named("available_at", availableAt),
-			sql.Named("now", now),
-		})...)
-		switch {
-		case err == nil:
-		case e.DedupKey != "" && isDedupConflict(err):
-			skipped = append(skipped, e.DedupKey)
-		case isDuplicate(err):
-			return fmt.Errorf("%w: %v", &postbox.DuplicateError{Keys: []string{e.ID.String()}}, err)
-		default:
-			return fmt.Errorf("mysql: enqueue: %w", err)
-		}
-	}
-	if len(skipped) > 0 {
-		return &postbox.DuplicateError{Keys: skipped}
-	}
-	return nil
-}
-
-// isDuplicateOnly reports whether err is the report of skipped dedup keys,
-// after which the written events stand.
-func isDuplicateOnly(err error) bool {
-	dup, ok := err.(*postbox.DuplicateError)
-	return ok && dup != nil
-}
+func (enqueueSQL) DedupTaken(err error) bool  { return isDedupConflict(err) }
+func (enqueueSQL) DuplicateID(err error) bool { return isDuplicate(err) }
 
 // errDuplicateKey is the server's error of a duplicate in a unique index
 // (and of the held keys' trigger, migration 0008).

@@ -98,6 +98,7 @@ type Store struct {
 	tx      sqlTransactor
 	inbox   *sqlstore.Inbox[*sql.Tx]
 	dead    *sqlstore.DeadLetters
+	enqueue *sqlstore.Enqueue
 
 	listenMu  sync.RWMutex
 	listeners map[chan struct{}]struct{}
@@ -166,6 +167,7 @@ func Open(ctx context.Context, dsn string, cfg Config) (*Store, error) {
 	s.tx = sqlTransactor{s.db}
 	s.inbox = sqlstore.NewInbox("mysql", inboxDialect{s}).RetryTakeOn(isDeadlock)
 	s.dead = sqlstore.NewDeadLetters("mysql", deadLetterSQL{s})
+	s.enqueue = sqlstore.NewEnqueue("mysql", enqueueSQL{s})
 	var version string
 	if err := s.db.QueryRowContext(ctx, "select version()").Scan(&version); err != nil {
 		s.db.Close()

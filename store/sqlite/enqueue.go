@@ -3,18 +3,16 @@ package sqlite
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strings"
 	"time"
 
-	"github.com/google/uuid"
 	"modernc.org/sqlite"
 	sqlite3 "modernc.org/sqlite/lib"
 
 	"github.com/postbox-go/postbox"
-	"github.com/postbox-go/postbox/internal/tracecontext"
+	"github.com/postbox-go/postbox/store/internal/sqlstore"
 )
 
 // EnqueueTx writes events in the caller's transaction tx, which must be a
@@ -45,10 +43,10 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, events ...postbox.Eve
 	if tx == nil {
 		return errors.New("sqlite: enqueue: transaction is nil")
 	}
-	if err := prepareEvents(events); err != nil {
+	if err := sqlstore.PrepareEvents(events); err != nil {
 		return err
 	}
-	return s.insert(ctx, tx, events)
+	return s.enqueue.Insert(ctx, tx, events)
 }
 
 // Enqueue writes events in a write transaction of its own and wakes the
@@ -58,7 +56,7 @@ func (s *Store) EnqueueTx(ctx context.Context, tx *sql.Tx, events ...postbox.Eve
 // Inside a transaction of DB(), call EnqueueTx instead: Enqueue
 // would wait for that transaction to end.
 func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
-	if err := prepareEvents(events); err != nil {
+	if err := sqlstore.PrepareEvents(events); err != nil {
 		return err
 	}
 	if len(events) == 0 {
@@ -66,8 +64,8 @@ func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
 	}
 	var skipped error
 	err := s.inTx(ctx, func(tx *sql.Tx) error {
-		err := s.insert(ctx, tx, events)
-		if isDuplicateOnly(err) {
+		err := s.enqueue.Insert(ctx, tx, events)
+		if sqlstore.IsDuplicateOnly(err) {
 			skipped = err
 			return nil
 		}
@@ -83,115 +81,28 @@ func (s *Store) Enqueue(ctx context.Context, events ...postbox.Event) error {
 	return skipped
 }
 
-// prepareEvents validates every event, then gives an id to those without.
-func prepareEvents(events []postbox.Event) error {
-	for i := range events {
-		if err := events[i].Validate(); err != nil {
-			return err
-		}
+// enqueueSQL is the SQLite store's side of sqlstore.Enqueue: times are
+// INTEGER microseconds.
+type enqueueSQL struct{ s *Store }
+
+func (q enqueueSQL) Query() string { return q.s.sql.Get("enqueue") }
+
+func (enqueueSQL) Args(e *postbox.Event, headers string, dedup any, availableAt, now time.Time) []any {
+	return []any{
+		sql.Named("id", e.ID.String()),
+		sql.Named("aggregate_type", e.AggregateType),
+		sql.Named("aggregate_id", e.AggregateID),
+		sql.Named("event_type", e.EventType),
+		sql.Named("payload", string(e.Payload)),
+		sql.Named("dedup_key", dedup),
+		sql.Named("headers", headers),
+		sql.Named("available_at", availableAt.UnixMicro()),
+		sql.Named("now", now.UnixMicro()),
 	}
-	for i := range events {
-		if events[i].ID == uuid.Nil {
-			events[i].ID = postbox.NewID()
-		}
-	}
-	return nil
 }
 
-// savepoint makes a multi-event enqueue all or nothing on error.
-const savepoint = "postbox_enqueue"
-
-// insert writes validated events with one prepared statement.
-func (s *Store) insert(ctx context.Context, tx *sql.Tx, events []postbox.Event) (err error) {
-	if len(events) == 0 {
-		return nil
-	}
-	query := s.sql.Get("enqueue")
-	exec := func(args ...any) (sql.Result, error) { return tx.ExecContext(ctx, query, args...) }
-	if len(events) > 1 {
-		stmt, perr := tx.PrepareContext(ctx, query)
-		if perr != nil {
-			return fmt.Errorf("sqlite: enqueue: %w", perr)
-		}
-		defer stmt.Close()
-		exec = func(args ...any) (sql.Result, error) { return stmt.ExecContext(ctx, args...) }
-		if _, serr := tx.ExecContext(ctx, "savepoint "+savepoint); serr != nil {
-			return fmt.Errorf("sqlite: enqueue: %w", serr)
-		}
-		// err is the result of insert: on failure, undo this call's rows.
-		// (A transaction already ended by its context has nothing to undo.)
-		defer func() {
-			cleanup := context.WithoutCancel(ctx)
-			if err != nil && !isDuplicateOnly(err) {
-				if _, rerr := tx.ExecContext(cleanup, "rollback to "+savepoint); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-					err = errors.Join(err, rerr)
-				}
-			}
-			if _, rerr := tx.ExecContext(cleanup, "release "+savepoint); rerr != nil && !errors.Is(rerr, sql.ErrTxDone) {
-				err = errors.Join(err, rerr)
-			}
-		}()
-	}
-	now := time.Now().UnixMicro()
-	tc := tracecontext.FromContext(ctx)
-	var skipped []string
-	for i := range events {
-		e := &events[i]
-		headers := "{}"
-		if h := tc.Apply(e.Headers); len(h) > 0 {
-			b, err := json.Marshal(h)
-			if err != nil {
-				return fmt.Errorf("sqlite: headers of event %s: %w", e.ID, err)
-			}
-			headers = string(b)
-		}
-		var dedup any
-		if e.DedupKey != "" {
-			dedup = e.DedupKey
-		}
-		availableAt := now
-		if !e.AvailableAt.IsZero() {
-			availableAt = e.AvailableAt.UnixMicro()
-		}
-		res, err := exec(
-			sql.Named("id", e.ID.String()),
-			sql.Named("aggregate_type", e.AggregateType),
-			sql.Named("aggregate_id", e.AggregateID),
-			sql.Named("event_type", e.EventType),
-			sql.Named("payload", string(e.Payload)),
-			sql.Named("dedup_key", dedup),
-			sql.Named("headers", headers),
-			sql.Named("available_at", availableAt),
-			sql.Named("now", now),
-		)
-		if err != nil && e.DedupKey != "" && isHeldKey(err) {
-			skipped = append(skipped, e.DedupKey)
-			continue
-		}
-		if err != nil {
-			if isUniqueViolation(err) {
-				return fmt.Errorf("%w: %v", &postbox.DuplicateError{Keys: []string{e.ID.String()}}, err)
-			}
-			return fmt.Errorf("sqlite: enqueue: %w", err)
-		}
-		if n, err := res.RowsAffected(); err != nil {
-			return fmt.Errorf("sqlite: enqueue: %w", err)
-		} else if n == 0 {
-			skipped = append(skipped, e.DedupKey)
-		}
-	}
-	if len(skipped) > 0 {
-		return &postbox.DuplicateError{Keys: skipped}
-	}
-	return nil
-}
-
-// isDuplicateOnly reports whether err is the report of skipped dedup keys,
-// after which the written events stand.
-func isDuplicateOnly(err error) bool {
-	dup, ok := err.(*postbox.DuplicateError)
-	return ok && dup != nil
-}
+func (enqueueSQL) DedupTaken(err error) bool  { return isHeldKey(err) }
+func (enqueueSQL) DuplicateID(err error) bool { return isUniqueViolation(err) }
 
 // isUniqueViolation reports a UNIQUE or PRIMARY KEY constraint failure.
 func isUniqueViolation(err error) bool {

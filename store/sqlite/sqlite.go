@@ -113,6 +113,7 @@ type Store struct {
 	tx          sqlTransactor
 	inbox       *sqlstore.Inbox[*inboxTx]
 	dead        *sqlstore.DeadLetters
+	enqueue     *sqlstore.Enqueue
 
 	// writeLock admits one write transaction of this Store at a time, in
 	// arrival order, so that the writers of one process queue in Go instead
@@ -170,6 +171,7 @@ func Open(ctx context.Context, path string, cfg Config) (*Store, error) {
 	s.tx = sqlTransactor{s.db}
 	s.inbox = sqlstore.NewInbox("sqlite", inboxDialect{s})
 	s.dead = sqlstore.NewDeadLetters("sqlite", deadLetterSQL{s})
+	s.enqueue = sqlstore.NewEnqueue("sqlite", enqueueSQL{s})
 	s.db.SetMaxOpenConns(cfg.MaxOpenConns)
 	s.db.SetMaxIdleConns(cfg.MaxOpenConns)
 	if err := s.db.PingContext(ctx); err != nil {
