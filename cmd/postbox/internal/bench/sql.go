@@ -194,19 +194,26 @@ from (select ? + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d as n
 where g.n <= ?
 order by g.n`
 
-	// myRawDelete is pgRawDelete in MySQL's single-table DELETE, which
-	// takes ORDER BY and LIMIT (and no SKIP LOCKED): the due pending
-	// events in the order of the claim's index.
-	myRawDelete = `delete from {outbox}
-where status = 'pending' and available_at <= utc_timestamp(6)
-order by available_at, seq
-limit 256`
+	// myRawDelete is pgRawDelete in MySQL: the due pending events taken in
+	// the order of the claim's index, 256 of them, by a derived table (a
+	// LIMIT in an IN subquery is refused), then deleted by primary key;
+	// no SKIP LOCKED (one client drains). The single-table form, "delete
+	// from t where status = 'pending' ... order by ... limit 256", is no
+	// baseline: MariaDB 10.11 plans it as a filesort of every pending row,
+	// ~0.4 s a statement on a backlog of 200,000 (700 events/s).
+	myRawDelete = `delete o from {outbox} o
+join (select seq from {outbox}
+      where status = 'pending' and available_at <= utc_timestamp(6)
+      order by available_at, seq
+      limit 256) x using (seq)`
 
-	// myRawUpdate is pgRawUpdate in MySQL.
-	myRawUpdate = `update {outbox} set status = 'done', processed_at = utc_timestamp(6)
-where status = 'pending' and available_at <= utc_timestamp(6)
-order by available_at, seq
-limit 256`
+	// myRawUpdate is pgRawUpdate in MySQL, with myRawDelete's selection.
+	myRawUpdate = `update {outbox} o
+join (select seq from {outbox}
+      where status = 'pending' and available_at <= utc_timestamp(6)
+      order by available_at, seq
+      limit 256) x using (seq)
+set o.status = 'done', o.processed_at = utc_timestamp(6)`
 
 	// myCreateOrders is the business table of the write-overhead scenario.
 	myCreateOrders = `create table {orders} (
