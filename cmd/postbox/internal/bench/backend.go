@@ -9,9 +9,10 @@ import (
 	"github.com/postbox-go/postbox/store"
 )
 
-// backend is the database a run works in: PostgreSQL or SQLite.
+// backend is the database a run works in: PostgreSQL, SQLite, or MariaDB
+// and MySQL.
 type backend interface {
-	// kind is "postgres" or "sqlite".
+	// kind is "postgres", "sqlite" or "mysql".
 	kind() string
 	// info describes the server (or library) and the settings that matter.
 	info(ctx context.Context) (version string, settings map[string]string)
@@ -26,7 +27,8 @@ type backend interface {
 
 // scratch is one fresh, migrated outbox of its own.
 type scratch interface {
-	// name is the PostgreSQL schema or the SQLite file.
+	// name is the PostgreSQL schema, the SQLite file or the MySQL
+	// database.
 	name() string
 	// outbox is the store of the relays the bench runs in process, and of
 	// the Stats that tell when a backlog is drained.
@@ -94,6 +96,9 @@ func (q rawQuery) String() string {
 func openBackend(ctx context.Context, url, run string) (backend, error) {
 	if dburl.IsPostgres(url) {
 		return openPostgres(ctx, url, run)
+	}
+	if dburl.IsMySQL(url) {
+		return openMySQL(ctx, url, run)
 	}
 	if path, ok := dburl.SQLitePath(url); ok {
 		return openSQLite(path, run)

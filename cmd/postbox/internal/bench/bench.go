@@ -109,7 +109,8 @@ func runName() string {
 }
 
 // Leftovers lists the scratch outboxes of the run named run (Report.Run)
-// that still exist in db: PostgreSQL schemas or SQLite files. It is empty
+// that still exist in db: PostgreSQL schemas, SQLite files or MySQL
+// databases. It is empty
 // after a run without Keep.
 func Leftovers(ctx context.Context, db, run string) ([]string, error) {
 	b, err := openBackend(ctx, db, run)

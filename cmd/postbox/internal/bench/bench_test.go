@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 
 	"github.com/postbox-go/postbox/cmd/postbox/internal/bench"
 	"github.com/postbox-go/postbox/postboxtest/logbuf"
+	"github.com/postbox-go/postbox/postboxtest/mysqltest"
 	"github.com/postbox-go/postbox/postboxtest/pgtest"
 )
 
@@ -179,6 +181,65 @@ func checkRun(t *testing.T, db string) {
 	}
 	if len(left) > 0 {
 		t.Errorf("scratch outboxes left after the run: %v", left)
+	}
+}
+
+// TestDrainMySQL runs drain-noop in a tiny size on the MariaDB or MySQL
+// server of mysqltest (a missing server fails the test), and checks that
+// every measure is a positive number, that no goal is judged, that no
+// scratch database is left, and that a scenario needing PostgreSQL is
+// refused.
+func TestDrainMySQL(t *testing.T) {
+	ctx := context.Background()
+	u, err := url.Parse(mysqltest.URL())
+	if err != nil {
+		t.Fatalf("mysqltest.URL() %q: %v", mysqltest.URL(), err)
+	}
+	u.Path = "/postbox_bench" // not touched: the scratch databases are the server's
+	var progress logbuf.Buffer
+	cfg := bench.Config{DB: u.String(), Scenarios: []string{bench.ScenarioDrain}, DrainEvents: 2000, Progress: &progress}
+	rep, err := bench.Run(ctx, cfg)
+	if err != nil {
+		t.Fatalf("run: %v\nprogress:\n%s", err, progress.String())
+	}
+	if rep.Database != "mysql" {
+		t.Errorf("database %q, want mysql", rep.Database)
+	}
+	for _, key := range []string{
+		"drain.postbox", "drain.postbox_metrics", "drain.metrics_ratio", "drain.raw_delete", "drain.raw_update", "drain.ratio_delete", "drain.ratio_update",
+	} {
+		m, ok := rep.Measure(key)
+		switch {
+		case !ok:
+			t.Errorf("no measure %s", key)
+		case !(m.Value > 0):
+			t.Errorf("measure %s = %v %s, want a positive number", key, m.Value, m.Unit)
+		case m.Met != nil:
+			t.Errorf("measure %s judged against its goal on MySQL", key)
+		case m.Relay != wantRelay(key):
+			t.Errorf("measure %s: relay %q, want %q", key, m.Relay, wantRelay(key))
+		}
+	}
+	if !strings.Contains(progress.String(), rep.Run+"_raw_delete") {
+		t.Errorf("no scratch database %s_raw_delete in the progress lines:\n%s", rep.Run, progress.String())
+	}
+	left, err := bench.Leftovers(ctx, cfg.DB, rep.Run)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) > 0 {
+		t.Errorf("scratch databases left after the run: %v", left)
+	}
+
+	cfg.Scenarios = []string{bench.ScenarioDrainWAL}
+	rep, err = bench.Run(ctx, cfg)
+	if err == nil || !strings.Contains(err.Error(), "needs PostgreSQL") {
+		t.Errorf("drain-noop-wal on MySQL: err = %v, want it refused as needing PostgreSQL", err)
+	}
+	if rep != nil {
+		if left, err := bench.Leftovers(ctx, cfg.DB, rep.Run); err != nil || len(left) > 0 {
+			t.Errorf("left after the refused run: %v (%v)", left, err)
+		}
 	}
 }
 

@@ -16,8 +16,9 @@ import (
 // under a snapshot held from before the backlog, over its drain without.
 const bloatRatioGoal = 0.9
 
-// errHistoryNeedsPostgres refuses bloat and retention on SQLite, which
-// has neither snapshots that hold dead rows back nor partitions.
+// errHistoryNeedsPostgres refuses bloat and retention on SQLite and MySQL:
+// their outboxes are never partitioned (and SQLite has no snapshots that
+// hold dead rows back).
 var errHistoryNeedsPostgres = errors.New("needs PostgreSQL (MVCC snapshots, partitions)")
 
 // runBloat drains, on the plain outbox then on a partitioned one, a

@@ -243,8 +243,9 @@ var (
 // Config is what a run measures, and where. Only DB is required; zero
 // fields take their defaults (their --quick ones when Quick is set).
 type Config struct {
-	// DB is the database: postgres://... (scratch schemas in it) or
-	// sqlite:PATH (scratch files beside PATH).
+	// DB is the database: postgres://... (scratch schemas in it),
+	// sqlite:PATH (scratch files beside PATH) or mysql://... (scratch
+	// databases on its MariaDB or MySQL server).
 	DB string
 	// Scenarios to run, in the order of AllScenarios. Default
 	// DefaultScenarios.

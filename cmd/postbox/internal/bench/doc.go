@@ -14,7 +14,8 @@
 // It backs "postbox bench".
 //
 // Every scenario works in scratch outboxes of its own: PostgreSQL schemas
-// named postbox_bench_<run>_<label>, or SQLite files beside the path given,
+// named postbox_bench_<run>_<label>, SQLite files beside the path given, or
+// MariaDB/MySQL databases postbox_bench_<run>_<label> on the server given,
 // created and migrated with the stores' own Migrate and dropped at the end
 // of the run (Config.Keep keeps them). Backlogs are filled with the
 // article's plain-SQL insert, so the figures measure whatever the stores and

@@ -60,14 +60,15 @@ var scenarioRelay = map[string]string{
 
 // Report is the outcome of a run: what ran where, and every measure.
 type Report struct {
-	// Database is "postgres" or "sqlite"; Version names the server or
+	// Database is "postgres", "sqlite" or "mysql"; Version names the server or
 	// library, Settings the server settings that matter for an outbox.
 	Database string            `json:"database"`
 	Version  string            `json:"version"`
 	Settings map[string]string `json:"settings,omitempty"`
 	Machine  Machine           `json:"machine"`
 	// Run names the run: its scratch outboxes are the PostgreSQL schemas
-	// <Run>_<label>, or the SQLite files PATH.<Run>_<label>.
+	// <Run>_<label>, the SQLite files PATH.<Run>_<label>, or the MySQL
+	// databases <Run>_<label>.
 	Run      string    `json:"run"`
 	Params   Params    `json:"params"`
 	Measures []Measure `json:"measures"`

@@ -174,6 +174,69 @@ where id in (
 	liteVersion = `select sqlite_version()`
 )
 
+// MariaDB and MySQL. Parameters are "?", in the order they appear.
+const (
+	// myFill writes the events ?2..?3 of a backlog with the article's
+	// plain-SQL insert, event n of aggregate order-(n mod ?1) (see pgFill):
+	// the numbers come from a cross join of digits (fillDigits of them),
+	// as a recursive CTE is bounded by the server's settings
+	// (max_recursive_iterations, cte_max_recursion_depth: 1000 on some).
+	// The ids are the store's trigger's.
+	myFill = `insert into {outbox} (aggregate_type, aggregate_id, event_type, payload)
+with d(d) as (select 0 union all select 1 union all select 2 union all select 3 union all select 4
+              union all select 5 union all select 6 union all select 7 union all select 8 union all select 9)
+select 'order', concat('order-', g.n % ?), 'order.created',
+       json_object('order_id', g.n, 'customer_id', concat('customer-', g.n % 9973),
+                   'amount_cents', (g.n * 7919) % 100000, 'currency', 'EUR',
+                   'items', 1 + g.n % 5, 'channel', 'web')
+from (select ? + a.d + 10 * b.d + 100 * c.d + 1000 * e.d + 10000 * f.d as n
+      from d a cross join d b cross join d c cross join d e cross join d f) g
+where g.n <= ?
+order by g.n`
+
+	// myRawDelete is pgRawDelete in MySQL: the due pending events taken in
+	// the order of the claim's index, 256 of them, by a derived table (a
+	// LIMIT in an IN subquery is refused), then deleted by primary key;
+	// no SKIP LOCKED (one client drains). The single-table form, "delete
+	// from t where status = 'pending' ... order by ... limit 256", is no
+	// baseline: MariaDB 10.11 plans it as a filesort of every pending row,
+	// ~0.4 s a statement on a backlog of 200,000 (700 events/s).
+	myRawDelete = `delete o from {outbox} o
+join (select seq from {outbox}
+      where status = 'pending' and available_at <= utc_timestamp(6)
+      order by available_at, seq
+      limit 256) x using (seq)`
+
+	// myRawUpdate is pgRawUpdate in MySQL, with myRawDelete's selection.
+	myRawUpdate = `update {outbox} o
+join (select seq from {outbox}
+      where status = 'pending' and available_at <= utc_timestamp(6)
+      order by available_at, seq
+      limit 256) x using (seq)
+set o.status = 'done', o.processed_at = utc_timestamp(6)`
+
+	// myCreateOrders is the business table of the write-overhead scenario.
+	myCreateOrders = `create table {orders} (
+  id     bigint not null auto_increment primary key,
+  amount bigint not null)`
+
+	// myInsertOrder is one business change.
+	myInsertOrder = `insert into {orders} (amount) values (?)`
+
+	// myAnalyze refreshes the optimizer's statistics before a measure.
+	myAnalyze = `analyze table {outbox}`
+
+	// myLeftovers lists the scratch databases of a run.
+	myLeftovers = `select schema_name from information_schema.schemata where schema_name like ? order by 1`
+
+	// myServerVersion names the server.
+	myServerVersion = `select version()`
+
+	// mySettings reads the settings the report shows (mySettingNames).
+	mySettings = `show global variables where variable_name in
+  ('binlog_format', 'innodb_buffer_pool_size', 'innodb_flush_log_at_trx_commit', 'log_bin', 'max_connections', 'sync_binlog')`
+)
+
 // withTables fills the placeholders of query with the tables that table
 // names (a store's Table method).
 func withTables(query string, table func(name string) string) string {

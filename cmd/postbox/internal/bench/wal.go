@@ -10,7 +10,7 @@ import (
 	"github.com/postbox-go/postbox/store/postgres"
 )
 
-// errNeedsPostgres refuses a WAL-mode scenario on SQLite.
+// errNeedsPostgres refuses a WAL-mode scenario on SQLite and MySQL.
 var errNeedsPostgres = errors.New("WAL mode needs PostgreSQL (a logical replication slot)")
 
 // walMode makes sc ready for WAL mode (see pgScratch.walMode) and returns

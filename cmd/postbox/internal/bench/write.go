@@ -22,8 +22,8 @@ const writeRatioGoal = 0.85
 // round trip of its own); with one event each written by Transact (sent
 // with the COMMIT), these without a relay; then with one event each by
 // Transact while a relay of the relay package, in this process and with
-// default settings, drains the outbox to a no-op sink. On SQLite, which has no round trips to save, both event runs
-// use EnqueueTx.
+// default settings, drains the outbox to a no-op sink. On SQLite, which has no round trips to save, and on MySQL,
+// whose store has no Transact, both event runs use EnqueueTx.
 func runWrite(ctx context.Context, e *env, p *progress) error {
 	return write(ctx, e, p, false)
 }
@@ -59,8 +59,11 @@ func write(ctx context.Context, e *env, p *progress, wal bool) error {
 	}
 	clients, d := e.cfg.Clients, e.cfg.Duration
 	transact := "Transact, event sent with the COMMIT"
-	if e.b.kind() != "postgres" {
+	switch e.b.kind() {
+	case "sqlite":
 		transact = "EnqueueTx: SQLite has no Transact"
+	case "mysql":
+		transact = "EnqueueTx: the MySQL store has no Transact"
 	}
 	warm := min(d/4, time.Second)
 	p.printf("warming up for %s", warm)
