@@ -66,9 +66,21 @@ func TestOpenEachKind(t *testing.T) {
 }
 
 func TestUnknownSchemeIsRedacted(t *testing.T) {
-	_, err := dburl.Open(context.Background(), "mysql://app:hunter2@db/x", dburl.Options{})
+	_, err := dburl.Open(context.Background(), "oracle://app:hunter2@db/x", dburl.Options{})
 	if !errors.Is(err, dburl.ErrUnknownScheme) || strings.Contains(err.Error(), "hunter2") {
 		t.Fatalf("unknown scheme: %v", err)
+	}
+}
+
+// A mysql:// URL opens the MariaDB/MySQL store; a server that does not
+// answer is an error that names it without the password, whether the
+// database would be created or must exist.
+func TestMySQLUnreachableIsRedacted(t *testing.T) {
+	for _, mustExist := range []bool{false, true} {
+		_, err := dburl.Open(context.Background(), "mysql://app:hunter2@127.0.0.1:1/x", dburl.Options{MustExist: mustExist})
+		if err == nil || strings.Contains(err.Error(), "hunter2") || !strings.Contains(err.Error(), "127.0.0.1:1") {
+			t.Fatalf("MustExist %v: %v, want an error naming the server without the password", mustExist, err)
+		}
 	}
 }
 
