@@ -2,6 +2,7 @@ package kafka
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"sync/atomic"
@@ -80,7 +81,9 @@ func (s *Sink) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []er
 		switch {
 		case errs[i] != nil: // refused
 			continue
-		case !a.acked[i]:
+		case !a.acked[i], ctx.Err() != nil && isContextError(a.raw[i]):
+			// Not acknowledged, or failed by franz-go for the end of
+			// ctx (its error then holds no cause): ctx's cause.
 			err = context.Cause(ctx)
 		case a.raw[i] != nil:
 			err = a.raw[i]
@@ -93,6 +96,11 @@ func (s *Sink) PublishBatch(ctx context.Context, msgs []*sink.Message, errs []er
 		topic := recs[i].Topic
 		errs[i] = s.classify(topic, fmt.Errorf("kafka: event %s to topic %q: %w", m.ID, topic, err), topics)
 	}
+}
+
+// isContextError reports an error of a context's end.
+func isContextError(err error) bool {
+	return errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // acks collects the outcomes of a batch's records, which franz-go's
