@@ -165,6 +165,12 @@ func runRelay(ctx context.Context, f *relayFlags) error {
 		cfg.Sink = sk.Sink
 	}
 	s, err := f.db.open(ctx, "relay", false)
+	if err != nil && ctx.Err() != nil {
+		// Stopped (SIGTERM, SIGINT) while it connected: a clean stop, as
+		// once it runs.
+		logger.Info("relay stopped before it reached the database")
+		return nil
+	}
 	if err != nil {
 		return err
 	}
