@@ -47,7 +47,7 @@ func DropDatabase(ctx context.Context, dsn string) error {
 }
 
 // serverOf is dsn read as Open reads it, with a connection pool to its
-// server that names no database.
+// server that names no database; dsn must name one.
 func serverOf(dsn string) (*mysql.Config, *sql.DB, error) {
 	conf, err := parseDSN(dsn)
 	if err != nil {
@@ -56,6 +56,24 @@ func serverOf(dsn string) (*mysql.Config, *sql.DB, error) {
 	if conf.DBName == "" {
 		return nil, nil, fmt.Errorf("mysql: %s names no database: add it to the URL (mysql://host:3306/name)", redact(conf))
 	}
+	db, err := openServer(conf)
+	return conf, db, err
+}
+
+// OpenServer returns a connection pool to the server of dsn (read as Open
+// reads it) that names no database, whether dsn names one or not: for
+// tools that create or list databases. Its errors hold no password; close
+// the pool when done.
+func OpenServer(dsn string) (*sql.DB, error) {
+	conf, err := parseDSN(dsn)
+	if err != nil {
+		return nil, err
+	}
+	return openServer(conf)
+}
+
+// openServer is OpenServer for a parsed dsn.
+func openServer(conf *mysql.Config) (*sql.DB, error) {
 	server := conf.Clone()
 	server.DBName = ""
 	if server.Timeout == 0 {
@@ -63,9 +81,9 @@ func serverOf(dsn string) (*mysql.Config, *sql.DB, error) {
 	}
 	connector, err := mysql.NewConnector(server)
 	if err != nil {
-		return nil, nil, fmt.Errorf("mysql: %s: %w", redact(conf), err)
+		return nil, fmt.Errorf("mysql: %s: %w", redact(conf), err)
 	}
-	return conf, sql.OpenDB(connector), nil
+	return sql.OpenDB(connector), nil
 }
 
 // quoteName quotes a database name for a statement.

@@ -5,13 +5,10 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"net"
 	"net/url"
 	"slices"
 	"strings"
 	"sync"
-
-	driver "github.com/go-sql-driver/mysql"
 
 	"github.com/postbox-go/postbox"
 	"github.com/postbox-go/postbox/cmd/postbox/internal/dburl"
@@ -52,45 +49,16 @@ func openMySQL(ctx context.Context, rawURL, run string) (*myBackend, error) {
 	if err != nil || base.Scheme != "mysql" || base.Host == "" {
 		return nil, fmt.Errorf("bench: database URL %s: write it mysql://user:pass@host:port/ (the scratch databases are created on that server)", dburl.Redact(rawURL))
 	}
-	conf, err := serverConfig(base)
+	server, err := mysql.OpenServer(rawURL)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench: %w", err)
 	}
-	connector, err := driver.NewConnector(conf)
-	if err != nil {
-		return nil, fmt.Errorf("bench: database URL %s: %w", base.Redacted(), err)
-	}
-	b := &myBackend{run: run, base: base, server: sql.OpenDB(connector)}
+	b := &myBackend{run: run, base: base, server: server}
 	if err := b.server.PingContext(ctx); err != nil {
 		b.server.Close()
 		return nil, fmt.Errorf("bench: cannot reach the database %s: %w", base.Redacted(), err)
 	}
 	return b, nil
-}
-
-// serverConfig is the driver's configuration of the server of the mysql://
-// URL u, naming no database, read as mysql.Open reads u.
-func serverConfig(u *url.URL) (*driver.Config, error) {
-	host := u.Host
-	if u.Port() == "" {
-		host = net.JoinHostPort(u.Hostname(), "3306")
-	}
-	conf := driver.NewConfig()
-	if u.RawQuery != "" {
-		var err error
-		if conf, err = driver.ParseDSN("tcp(" + host + ")/?" + u.RawQuery); err != nil {
-			return nil, fmt.Errorf("bench: database URL %s: its parameters: %w", u.Redacted(), err)
-		}
-	}
-	conf.Net, conf.Addr, conf.DBName = "tcp", host, ""
-	if u.User != nil {
-		conf.User = u.User.Username()
-		conf.Passwd, _ = u.User.Password()
-	}
-	if conf.Timeout == 0 {
-		conf.Timeout = mysql.DialTimeoutDefault
-	}
-	return conf, nil
 }
 
 func (b *myBackend) kind() string { return "mysql" }
